@@ -1,0 +1,284 @@
+"""The 19-action contract: EAGLE3 speculative-decoding configurations for sglang.
+
+An *action* is a triple ``(speculative_num_steps, speculative_eagle_topk,
+speculative_num_draft_tokens)``, the three sglang launch flags
+``--speculative-num-steps``, ``--speculative-eagle-topk`` and
+``--speculative-num-draft-tokens``. ``(0, 0, 0)`` is the non-speculative baseline.
+
+The contract (the order is part of it: index ``i`` in every published policy file means
+``ACTIONS[i]``) is derived from the grid that sglang's own benchmark script sweeps
+(``scripts/playground/bench_speculative.py``): steps ``{0, 1, 3, 5}`` x topk
+``{0, 1, 2, 4}`` x draft tokens ``{0, 2, 4, 8, 16}``, iterated in that nesting order,
+keeping valid triples, canonicalised and de-duplicated in first-seen order.
+
+Validity rules (sglang 0.5.x, ``python/sglang/srt/server_args.py`` and the bench script):
+
+1. draft budget: ``steps * topk + 1 >= num_draft_tokens`` (a tree of ``steps`` levels of
+   ``topk`` candidates plus the root cannot hold more draft tokens; the bench script skips
+   the rest);
+2. topk = 1 canonicalisation: with ``topk == 1`` the server rewrites
+   ``num_draft_tokens = steps + 1`` (a warning, not an error);
+3. baseline or all non-zero: ``(0, 0, 0)`` is the baseline; any other triple with a zero
+   is invalid.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from specband.errors import InvalidActionError
+
+__all__ = [
+    "Action",
+    "ACTIONS",
+    "BASELINE_ACTION",
+    "BASELINE_INDEX",
+    "GRID_DRAFT_TOKENS",
+    "GRID_STEPS",
+    "GRID_TOPK",
+    "NUM_ACTIONS",
+    "REFERENCE_ACTION",
+    "REFERENCE_INDEX",
+    "action_index",
+    "canonicalize",
+    "check_baseline_or_nonzero",
+    "check_draft_budget",
+    "enumerate_actions",
+    "parse_action",
+    "server_args_kwargs",
+    "sglang_cli_args",
+    "validate_action",
+]
+
+
+class Action(NamedTuple):
+    """One EAGLE3 configuration: the three sglang speculative flags.
+
+    Attributes:
+        speculative_num_steps: draft depth (``--speculative-num-steps``), 0 for the baseline.
+        speculative_eagle_topk: branching factor per draft step (``--speculative-eagle-topk``).
+        speculative_num_draft_tokens: tokens the target verifies per step
+            (``--speculative-num-draft-tokens``).
+
+    A plain tuple underneath, so ``Action(3, 4, 8) == (3, 4, 8)``.
+    """
+
+    speculative_num_steps: int
+    speculative_eagle_topk: int
+    speculative_num_draft_tokens: int
+
+    @property
+    def is_baseline(self) -> bool:
+        """True for ``(0, 0, 0)``, the non-speculative baseline."""
+        return self == (0, 0, 0)
+
+    def __str__(self) -> str:
+        return f"({self[0]},{self[1]},{self[2]})"
+
+
+#: Grid values of sglang's bench_speculative.py sweep, in nesting order.
+GRID_STEPS: tuple[int, ...] = (0, 1, 3, 5)
+GRID_TOPK: tuple[int, ...] = (0, 1, 2, 4)
+GRID_DRAFT_TOKENS: tuple[int, ...] = (0, 2, 4, 8, 16)
+
+
+def _as_triple(triple: tuple[int, int, int] | Action) -> tuple[int, int, int]:
+    try:
+        steps, topk, draft = triple
+    except (TypeError, ValueError):
+        raise InvalidActionError(
+            f"an action is a triple (speculative_num_steps, speculative_eagle_topk, "
+            f"speculative_num_draft_tokens), got {triple!r}"
+        ) from None
+    for name, value in zip(
+        ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"),
+        (steps, topk, draft),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidActionError(f"{name} must be an integer, got {value!r}")
+        if value < 0:
+            raise InvalidActionError(f"{name} must be >= 0, got {value}")
+    return int(steps), int(topk), int(draft)
+
+
+def check_baseline_or_nonzero(triple: tuple[int, int, int]) -> None:
+    """Rule 3: ``(0, 0, 0)`` is the baseline; any other triple containing a zero is invalid.
+
+    Raises:
+        InvalidActionError: naming rule 3, when exactly some (not all) entries are zero.
+    """
+    steps, topk, draft = _as_triple(triple)
+    zeros = (steps == 0) + (topk == 0) + (draft == 0)
+    if 0 < zeros < 3:
+        raise InvalidActionError(
+            f"{(steps, topk, draft)} breaks rule 3 (baseline or all non-zero): only (0,0,0) "
+            f"may contain a zero"
+        )
+
+
+def check_draft_budget(triple: tuple[int, int, int]) -> None:
+    """Rule 1: ``steps * topk + 1 >= num_draft_tokens`` (sglang bench_speculative.py skips
+    the rest: the draft tree cannot hold more tokens).
+
+    Raises:
+        InvalidActionError: naming rule 1, when the budget is exceeded.
+    """
+    steps, topk, draft = _as_triple(triple)
+    if steps * topk + 1 < draft:
+        raise InvalidActionError(
+            f"{(steps, topk, draft)} breaks rule 1 (draft budget): steps * topk + 1 = "
+            f"{steps * topk + 1} < num_draft_tokens = {draft}"
+        )
+
+
+def canonicalize(triple: tuple[int, int, int]) -> Action:
+    """Rule 2: with ``topk == 1`` sglang rewrites ``num_draft_tokens = steps + 1``.
+
+    Only rewrites; does not validate (see :func:`validate_action`).
+
+    Returns:
+        the canonical :class:`Action`.
+    """
+    steps, topk, draft = _as_triple(triple)
+    if topk == 1 and steps > 0:
+        draft = steps + 1
+    return Action(steps, topk, draft)
+
+
+def validate_action(triple: tuple[int, int, int]) -> Action:
+    """Check rules 3 and 1 on the raw triple, then canonicalise (rule 2).
+
+    Does not require membership in the 19 contract actions (see :func:`action_index`).
+
+    Raises:
+        InvalidActionError: naming the broken rule.
+    """
+    check_baseline_or_nonzero(triple)
+    check_draft_budget(triple)
+    return canonicalize(triple)
+
+
+def enumerate_actions(
+    steps: tuple[int, ...] = GRID_STEPS,
+    topk: tuple[int, ...] = GRID_TOPK,
+    draft_tokens: tuple[int, ...] = GRID_DRAFT_TOKENS,
+) -> tuple[Action, ...]:
+    """Valid, canonical, de-duplicated actions of a grid, in first-seen nesting order.
+
+    With the default grid this returns exactly :data:`ACTIONS` (19 actions).
+    """
+    seen: dict[Action, None] = {}
+    for s in steps:
+        for k in topk:
+            for d in draft_tokens:
+                try:
+                    action = validate_action((s, k, d))
+                except InvalidActionError:
+                    continue
+                seen.setdefault(action, None)
+    return tuple(seen)
+
+
+#: The 19 contract actions; index i means the same triple in every published file.
+ACTIONS: tuple[Action, ...] = enumerate_actions()
+NUM_ACTIONS: int = len(ACTIONS)
+#: Non-speculative baseline, index 0.
+BASELINE_ACTION: Action = Action(0, 0, 0)
+BASELINE_INDEX: int = 0
+#: Reference configuration of the published study (sglang docs show (3,4,16), which breaks rule 1).
+REFERENCE_ACTION: Action = Action(3, 4, 8)
+_INDEX: dict[Action, int] = {a: i for i, a in enumerate(ACTIONS)}
+REFERENCE_INDEX: int = _INDEX[REFERENCE_ACTION]
+
+
+def action_index(triple: tuple[int, int, int]) -> int:
+    """Index in :data:`ACTIONS` of a triple, after validation and canonicalisation.
+
+    Raises:
+        InvalidActionError: when a rule is broken or the canonical triple is not one of
+            the 19 contract actions.
+    """
+    action = validate_action(triple)
+    try:
+        return _INDEX[action]
+    except KeyError:
+        raise InvalidActionError(
+            f"{tuple(triple)} (canonical {tuple(action)}) is valid for sglang but not one of the "
+            f"19 contract actions (run `specband actions`)"
+        ) from None
+
+
+def parse_action(text: str) -> Action:
+    """Parse ``"3,4,8"``, ``"(3, 4, 8)"`` or an index ``"10"`` into a contract action.
+
+    Raises:
+        InvalidActionError: unparsable text, an index outside 0..18, or a triple that is
+            not a contract action.
+    """
+    cleaned = text.strip().strip("()[]")
+    parts = [p for p in cleaned.replace(" ", ",").split(",") if p]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise InvalidActionError(f"cannot parse action {text!r}: expected 'S,K,N' or an index") from None
+    if len(values) == 1:
+        if not 0 <= values[0] < NUM_ACTIONS:
+            raise InvalidActionError(f"action index {values[0]} is outside 0..{NUM_ACTIONS - 1}")
+        return ACTIONS[values[0]]
+    if len(values) != 3:
+        raise InvalidActionError(f"cannot parse action {text!r}: expected 'S,K,N' or an index")
+    return ACTIONS[action_index(tuple(values))]  # type: ignore[arg-type]
+
+
+def sglang_cli_args(
+    triple: tuple[int, int, int], draft_model_path: str | None = None
+) -> list[str]:
+    """sglang ``launch_server`` flags for an action; the baseline gets none.
+
+    Args:
+        triple: a valid action (canonicalised here).
+        draft_model_path: when given, ``--speculative-draft-model-path`` is included.
+
+    Returns:
+        e.g. ``["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", D,
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "4",
+        "--speculative-num-draft-tokens", "8"]``.
+
+    Raises:
+        InvalidActionError: the triple breaks a rule.
+    """
+    action = validate_action(triple)
+    if action.is_baseline:
+        return []
+    args = ["--speculative-algorithm", "EAGLE3"]
+    if draft_model_path is not None:
+        args += ["--speculative-draft-model-path", str(draft_model_path)]
+    args += [
+        "--speculative-num-steps",
+        str(action.speculative_num_steps),
+        "--speculative-eagle-topk",
+        str(action.speculative_eagle_topk),
+        "--speculative-num-draft-tokens",
+        str(action.speculative_num_draft_tokens),
+    ]
+    return args
+
+
+def server_args_kwargs(
+    triple: tuple[int, int, int], draft_model_path: str | None = None
+) -> dict[str, object]:
+    """Keyword arguments for sglang's ``ServerArgs`` / ``sglang.Engine`` for an action.
+
+    Field names follow ``python/sglang/srt/server_args.py``. The baseline gets ``{}``.
+
+    Raises:
+        InvalidActionError: the triple breaks a rule.
+    """
+    action = validate_action(triple)
+    if action.is_baseline:
+        return {}
+    kwargs: dict[str, object] = {"speculative_algorithm": "EAGLE3"}
+    if draft_model_path is not None:
+        kwargs["speculative_draft_model_path"] = str(draft_model_path)
+    kwargs.update(action._asdict())
+    return kwargs

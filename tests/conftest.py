@@ -1,0 +1,66 @@
+"""Shared fixtures. Tests run offline on CPU: no GPU, no model download, no hub access."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+from specband.dataset import bundled_data_path  # noqa: E402
+
+PUBLISHED_DATA = bundled_data_path()
+
+
+@dataclass
+class CliResult:
+    """What one in-process ``specband`` call did."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``specband ARGS...`` in-process through :func:`specband.cli.main` (the real
+    entry point, with its error handling) and capture exit code, stdout and stderr."""
+    from specband.cli import main
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+
+
+@pytest.fixture
+def published_records() -> list[dict[str, Any]]:
+    """The 29 bundled published live measurements as dicts."""
+    return [json.loads(line) for line in PUBLISHED_DATA.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def write_jsonl(tmp_path: Path) -> Callable[..., Path]:
+    """Write rows (dicts, or raw strings written as-is) to a JSONL file under tmp_path."""
+
+    def write(rows: list[Any], name: str = "data.jsonl") -> Path:
+        path = tmp_path / name
+        lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+        path.write_text("\n".join(lines) + ("\n" if lines else ""))
+        return path
+
+    return write
