@@ -79,6 +79,15 @@ class Policy(ABC):
 
     config: Any
 
+    @classmethod
+    @abstractmethod
+    def from_config(cls, seed: int = 0, **overrides: Any) -> Policy:
+        """A fresh, unfitted policy with the default config, ``seed`` and ``overrides``.
+
+        Raises:
+            ConfigError: an unknown or out-of-range config field.
+        """
+
     @abstractmethod
     def fit(self, data: TrainingData) -> Policy:
         """Learn from logged data; returns ``self``.
