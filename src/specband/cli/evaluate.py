@@ -1,9 +1,73 @@
-"""`specband` commands of this area (registered by :func:`register`)."""
+"""``specband evaluate``: how good each policy's pick really is, held out."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to ``app``."""
+    """Add ``specband evaluate`` to ``app``."""
+
+    @app.command("evaluate")
+    def evaluate_command(
+        data: Optional[Path] = typer.Argument(  # noqa: UP007 - typer needs Optional
+            None, help="Sweep JSONL file (default: the bundled 29 published measurements)."
+        ),
+        holdout: str = typer.Option(
+            "auto",
+            "--holdout",
+            help="repeat: train on all but one repeat, score on it, for every repeat; trial: same by "
+            "trial; none: in-sample (labelled so); auto: repeat if the data has repeats, else trial, "
+            "else none.",
+        ),
+        algo: Optional[list[str]] = typer.Option(  # noqa: UP007
+            None, "--algo", help="Algorithm to evaluate (repeatable; default: all eight)."
+        ),
+        features: Optional[list[str]] = typer.Option(  # noqa: UP007
+            None, "--features", help="State features: contract and/or pre (repeatable; default: both)."
+        ),
+        out: Optional[Path] = typer.Option(  # noqa: UP007
+            None, "--out", help="Write report.md, evaluation.json and PNG figures into this folder."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed."),
+        n_bootstrap: int = typer.Option(1000, "--bootstrap", min=1, help="Bootstrap resamples per interval."),
+        power_limit_w: Optional[float] = typer.Option(  # noqa: UP007
+            None, "--power-limit-w", help="Power limit in W overriding the rows' power_limit_watts."
+        ),
+    ) -> None:
+        """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
+        the held-out rows, for every split: pick, reward, oracle, reference (3,4,8), regret,
+        utilisation and band, with 95 % bootstrap intervals, for contract and pre features."""
+        import sys
+
+        from specband.dataset import FEATURE_KINDS, load_sweep
+        from specband.evaluation.holdout import evaluate
+        from specband.evaluation.report import render_tables, result_to_json, write_report
+
+        sweep = load_sweep(data, power_limit_w=power_limit_w)
+
+        def progress(message: str) -> None:
+            if not as_json and sys.stderr.isatty():
+                print(message, file=sys.stderr, flush=True)
+
+        result = evaluate(
+            sweep,
+            holdout=holdout,
+            algorithms=algo or None,
+            features=tuple(features) if features else FEATURE_KINDS,
+            seed=seed,
+            n_bootstrap=n_bootstrap,
+            progress=progress,
+        )
+        written = write_report(result, out) if out is not None else []
+        if as_json:
+            typer.echo(json.dumps(result_to_json(result), indent=2))
+            return
+        render_tables(result)
+        for path in written:
+            typer.echo(f"wrote {path}")

@@ -1,0 +1,641 @@
+"""Output of an evaluation: a JSON document, rich tables, and a report folder
+(``report.md`` plus PNG figures).
+
+Every number is printed with the label of how it was scored (``held-out`` or
+``in-sample``) and where its rows come from (``measured``, ``derived`` or ``simulated``,
+see :func:`specband.evaluation.holdout.provenance_label`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specband.actions import ACTIONS, REFERENCE_INDEX
+from specband.errors import ConfigError
+from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult, PickSummary
+from specband.evaluation.ope import ESTIMATORS, Interval
+
+__all__ = [
+    "FIGURES",
+    "JSON_SCHEMA",
+    "action_json",
+    "format_interval",
+    "render_tables",
+    "report_markdown",
+    "result_to_json",
+    "summary_rows",
+    "write_report",
+]
+
+#: Identifier of the JSON document's layout.
+JSON_SCHEMA = "specband.evaluate/1"
+#: Figures written by :func:`write_report`.
+FIGURES: tuple[str, ...] = ("reward.png", "utilization.png", "regret.png")
+
+
+def action_json(index: int) -> dict[str, Any]:
+    """``{"index": i, "action": [steps, topk, draft]}``."""
+    return {"index": int(index), "action": list(ACTIONS[index])}
+
+
+def _iv(interval: Interval | None) -> dict[str, Any] | None:
+    return None if interval is None else interval.as_dict()
+
+
+def format_interval(interval: Interval | None, digits: int = 3) -> str:
+    """``"0.389 [0.386, 0.395]"``, ``"0.532 (n=1)"`` without an informative interval, or
+    ``"-"`` for ``None``."""
+    if interval is None:
+        return "-"
+    est = f"{interval.estimate:.{digits}f}"
+    if not interval.informative:
+        return f"{est} (n={interval.n})"
+    return f"{est} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+
+
+def _action_text(index: int) -> str:
+    a = ACTIONS[index]
+    return f"({a[0]},{a[1]},{a[2]})"
+
+
+def summary_rows(result: EvaluationResult, features: str) -> list[dict[str, Any]]:
+    """Per algorithm: mean pick reward, oracle and reference over the scored batch sizes,
+    mean regret, how many batch sizes reach the oracle and land in the band.
+
+    Means are over the batch sizes where the pick was measured (a batch size whose pick was
+    never run in a held-out split is left out and counted in ``batch_sizes_not_measured``).
+    """
+    fr = result.features[features]
+    rows = []
+    for algo in result.algorithms:
+        picks = fr.picks.get(algo, {})
+        measured = [p for p in picks.values() if p.reward is not None]
+        rewards = [p.reward.estimate for p in measured]  # type: ignore[union-attr]
+        oracle = [fr.contexts[p.batch_size].oracle_reward.estimate for p in measured]
+        refs = [fr.contexts[p.batch_size].reference_reward for p in measured]
+        rows.append(
+            {
+                "algorithm": algo,
+                "mean_reward": float(np.mean(rewards)) if rewards else None,
+                "mean_oracle_reward": float(np.mean(oracle)) if oracle else None,
+                "mean_reference_reward": (
+                    float(np.mean([r.estimate for r in refs])) if refs and all(r is not None for r in refs) else None
+                ),
+                "mean_regret": float(np.mean([p.regret.estimate for p in measured])) if measured else None,  # type: ignore[union-attr]
+                "batch_sizes_scored": len(picks),
+                "batch_sizes_not_measured": len(picks) - len(measured),
+                "batch_sizes_at_oracle": sum(p.reaches_oracle for p in picks.values()),
+                "batch_sizes_in_band": sum(bool(p.in_band) for p in picks.values()),
+                "dr": _iv(fr.ope.get(algo, {}).get("dr")),
+            }
+        )
+    return rows
+
+
+def _pick_json(algo: str, p: PickSummary, scored_on: str) -> dict[str, Any]:
+    return {
+        "algorithm": algo,
+        "batch_size": p.batch_size,
+        "scored_on": scored_on,
+        "pick": action_json(p.pick),
+        "picks": [dict(action_json(a), splits=c) for a, c in p.picks.items()],
+        "reward": _iv(p.reward),
+        "label": p.label,
+        "regret": _iv(p.regret),
+        "utilization": _iv(p.utilization),
+        "in_band": p.in_band,
+        "in_band_fraction": p.in_band_fraction,
+        "reaches_oracle": p.reaches_oracle,
+        "not_measured_in_held_out": list(p.not_measured),
+        "estimate": (
+            None
+            if p.estimate is None
+            else {"estimator": "dr", "value": p.estimate, "label": "estimate: pick not run in the held-out split"}
+        ),
+        "splits": [
+            {
+                "split": s.split,
+                "pick": action_json(s.pick),
+                "reward": s.pick_reward,
+                "estimate": s.pick_estimate,
+                "oracle": action_json(s.oracle),
+                "oracle_reward": s.oracle_reward,
+                "regret": s.regret,
+                "utilization": s.pick_utilization,
+            }
+            for s in p.splits
+        ],
+    }
+
+
+def _feature_json(result: EvaluationResult, fr: FeatureResult) -> dict[str, Any]:
+    return {
+        "note": fr.note,
+        "identical_to": fr.identical_to,
+        "batch_sizes": [
+            {
+                "batch_size": bs,
+                "scored_on": result.scored_on,
+                "splits": list(c.splits),
+                "n_rows": c.n_rows,
+                "label": c.label,
+                "oracle": dict(action_json(c.oracle), splits=c.oracles.get(c.oracle, 0)),
+                "oracles": [dict(action_json(a), splits=n) for a, n in c.oracles.items()],
+                "oracle_reward": _iv(c.oracle_reward),
+                "oracle_utilization": _iv(c.oracle_utilization),
+                "reference": action_json(REFERENCE_INDEX),
+                "reference_reward": _iv(c.reference_reward),
+                "reference_regret": _iv(c.reference_regret),
+                "reference_utilization": _iv(c.reference_utilization),
+            }
+            for bs, c in sorted(fr.contexts.items())
+        ],
+        "picks": [
+            _pick_json(algo, p, result.scored_on)
+            for algo in result.algorithms
+            for _, p in sorted(fr.picks.get(algo, {}).items())
+        ],
+        "summary": summary_rows(result, fr.features),
+        "ope": {
+            "scored_on": result.scored_on,
+            "n_rounds": fr.ope_n,
+            "propensity": "uniform over the configs run at each batch size in the scored rows, "
+            "or the file's propensity column",
+            "reward_model": "per-(batch size, action) mean reward of the training rows",
+            "estimates": [
+                dict({"algorithm": algo}, **{name: _iv(fr.ope.get(algo, {}).get(name)) for name in ESTIMATORS})
+                for algo in result.algorithms
+            ],
+        },
+    }
+
+
+def result_to_json(result: EvaluationResult) -> dict[str, Any]:
+    """The evaluation as one JSON-ready document (layout :data:`JSON_SCHEMA`; keys are
+    stable, intervals are ``{"estimate", "low", "high", "level", "n"}`` with ``low``/``high``
+    ``null`` when there was a single observation). ``in_sample_fallback`` holds the
+    in-sample evaluation of batch sizes that could not be held out (or ``null``)."""
+    cfg = result.reward_config
+    return {
+        "schema": JSON_SCHEMA,
+        "data": {
+            "path": result.data_path,
+            "format": result.data_format,
+            "rows": result.n_rows,
+            "provenance": result.provenance,
+        },
+        "holdout": {
+            "kind": result.holdout,
+            "reason": result.holdout_reason,
+            "scored_on": result.scored_on,
+            "splits": list(result.splits),
+            "not_held_out": [
+                {"split": n.split, "batch_size": n.batch_size, "reason": n.reason} for n in result.not_held_out
+            ],
+        },
+        "reward_config": asdict(cfg),
+        "band": [cfg.band_low, cfg.band_high],
+        "intervals": {
+            "method": "percentile bootstrap",
+            "level": 1.0 - result.alpha,
+            "n_bootstrap": result.n_bootstrap,
+            "seed": result.seed,
+        },
+        "algorithms": list(result.algorithms),
+        "features": {k: _feature_json(result, fr) for k, fr in result.features.items()},
+        "in_sample_fallback": (
+            None
+            if result.in_sample is None
+            else {
+                "batch_sizes": sorted({bs for fr in result.in_sample.features.values() for bs in fr.contexts}),
+                "scored_on": result.in_sample.scored_on,
+                "reason": "these batch sizes could not be held out in any split",
+                "features": {k: _feature_json(result.in_sample, fr) for k, fr in result.in_sample.features.items()},
+            }
+        ),
+        "timing": {"fits": result.fits, "fit_s": round(result.fit_s, 3), **{k: round(v, 3) for k, v in result.timings.items()}},
+    }
+
+
+# ----------------------------------------------------------------------------- text
+def _title(result: EvaluationResult, features: str) -> str:
+    if result.scored_on == IN_SAMPLE:
+        how = "IN-SAMPLE (trained and scored on the same rows)"
+    else:
+        how = f"held-out by {result.holdout} ({len(result.splits)} splits)"
+    return f"{features} features - {how}"
+
+
+def _pick_cells(result: EvaluationResult, fr: FeatureResult, algo: str, p: PickSummary) -> list[str]:
+    pick = _action_text(p.pick)
+    if len(p.picks) > 1:
+        pick = ", ".join(f"{_action_text(a)} x{c}" for a, c in p.picks.items())
+    if p.reward is None:
+        reward = "not measured in held-out"
+        if p.estimate is not None:
+            reward += f" (DR estimate {p.estimate:.3f})"
+    else:
+        reward = format_interval(p.reward)
+        if p.not_measured:
+            reward += f"; not measured in {len(p.not_measured)} split(s)"
+    band = "-" if p.in_band is None else ("in band" if p.in_band else "out")
+    return [
+        algo,
+        str(p.batch_size),
+        pick,
+        reward,
+        format_interval(p.regret),
+        "yes" if p.reaches_oracle else "no",
+        format_interval(p.utilization),
+        band,
+        p.label,
+    ]
+
+
+_PICK_HEADERS = (
+    "algorithm", "bs", "pick", "reward [95% CI]", "regret [95% CI]", "at oracle", "utilisation [95% CI]",
+    "band", "rows",
+)  # fmt: skip
+_CONTEXT_HEADERS = (
+    "bs", "splits", "oracle", "oracle reward", "reference (3,4,8) reward", "reference regret",
+    "reference utilisation", "rows",
+)  # fmt: skip
+
+
+def _context_cells(fr: FeatureResult, bs: int) -> list[str]:
+    c = fr.contexts[bs]
+    oracle = _action_text(c.oracle)
+    if len(c.oracles) > 1:
+        oracle = ", ".join(f"{_action_text(a)} x{n}" for a, n in c.oracles.items())
+    return [
+        str(bs),
+        str(len(c.splits)),
+        oracle,
+        format_interval(c.oracle_reward),
+        format_interval(c.reference_reward),
+        format_interval(c.reference_regret),
+        format_interval(c.reference_utilization),
+        f"{c.n_rows} ({c.label})",
+    ]
+
+
+def _summary_cells(result: EvaluationResult, fr: FeatureResult) -> list[list[str]]:
+    return [
+        [
+            r["algorithm"], _num(r["mean_reward"]), _num(r["mean_oracle_reward"]),
+            _num(r["mean_reference_reward"]), _num(r["mean_regret"]),
+            f"{r['batch_sizes_at_oracle']}/{r['batch_sizes_scored']}",
+            f"{r['batch_sizes_in_band']}/{r['batch_sizes_scored']}",
+            format_interval(fr.ope.get(r["algorithm"], {}).get("dr")),
+        ]  # fmt: skip
+        for r in summary_rows(result, fr.features)
+    ]
+
+
+_SUMMARY_HEADERS = (
+    "algorithm", "mean reward", "mean oracle", "mean reference", "mean regret", "bs at oracle",
+    "bs in band", "OPE DR value [95% CI]",
+)  # fmt: skip
+
+
+def _notes(result: EvaluationResult) -> list[str]:
+    notes = [f"holdout: {result.holdout} ({result.holdout_reason}); every number is {result.scored_on}"]
+    for n in result.not_held_out:
+        notes.append(f"not held out: {n.split}, bs {n.batch_size}: {n.reason}")
+    return notes
+
+
+def _feature_notes(fr: FeatureResult) -> list[str]:
+    notes = []
+    if fr.note:
+        notes.append(f"note ({fr.features}): {fr.note}")
+    if fr.identical_to:
+        notes.append(
+            f"note ({fr.features}): the {fr.features} and {fr.identical_to} states are identical on this data, "
+            "so are the results"
+        )
+    return notes
+
+
+def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
+    """Print, per feature kind, the pick table, the oracle/reference table and the summary
+    with rich; every title says whether the numbers are held-out or in-sample.
+
+    Args:
+        result: the evaluation.
+        console: a ``rich.console.Console`` (default: a new one on stdout, 160 columns wide
+            when stdout is not a terminal).
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)
+
+    def table(title: str, headers: tuple[str, ...], rows: list[list[str]]) -> Table:
+        t = Table(title=title, title_justify="left")
+        for i, h in enumerate(headers):
+            t.add_column(h, no_wrap=i == 0, overflow="fold")
+        for r in rows:
+            t.add_row(*r)
+        return t
+
+    for note in _notes(result):
+        console.print(note, highlight=False, markup=False)
+    _render_features(result, console, table)
+    if result.in_sample is not None:
+        bss = sorted({bs for fr in result.in_sample.features.values() for bs in fr.contexts})
+        console.print(
+            f"batch sizes {', '.join(map(str, bss))} could not be held out in any split: "
+            "their results below are IN-SAMPLE (trained and scored on the same rows)",
+            highlight=False,
+            markup=False,
+        )
+        _render_features(result.in_sample, console, table)
+
+
+def _render_features(result: EvaluationResult, console: Any, table: Any) -> None:
+    for k, fr in result.features.items():
+        title = _title(result, k)
+        rows = [_pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())]
+        console.print(table(f"{title}: picks", _PICK_HEADERS, rows))
+        ctx = [_context_cells(fr, bs) for bs in sorted(fr.contexts)]
+        console.print(table(f"{title}: oracle and reference", _CONTEXT_HEADERS, ctx))
+        console.print(table(f"{title}: summary over batch sizes", _SUMMARY_HEADERS, _summary_cells(result, fr)))
+        for note in _feature_notes(fr):
+            console.print(note, highlight=False, markup=False)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+# ----------------------------------------------------------------------------- markdown
+def _md_table(headers: list[str] | tuple[str, ...], rows: list[list[str]]) -> str:
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def report_markdown(result: EvaluationResult) -> str:
+    """The text of ``report.md``: settings, what could not be held out, per feature kind
+    the pick table, the summary and the off-policy estimates, and the figures."""
+    cfg = result.reward_config
+    scored = "**in-sample**" if result.scored_on == IN_SAMPLE else "held-out"
+    prov = ", ".join(f"{n} {k}" for k, n in result.provenance.items()) or "none"
+    out = [
+        "# specband evaluation",
+        "",
+        f"- data: `{result.data_path or '<in memory>'}` ({result.data_format}, {result.n_rows} rows; "
+        f"successful rows: {prov})",
+        f"- holdout: **{result.holdout}** ({result.holdout_reason}); splits: {', '.join(result.splits)}",
+        f"- every number below is {scored}"
+        + (" (trained and scored on the same rows: optimistic)" if result.scored_on == IN_SAMPLE else ""),
+        f"- band: {cfg.band_low:.2f}-{cfg.band_high:.2f} of the power limit; intervals: "
+        f"{100 * (1 - result.alpha):.0f} % percentile bootstrap, {result.n_bootstrap} resamples, seed {result.seed} "
+        "(reward and utilisation over held-out rows, regret over splits; `(n=1)`: a single observation, no interval)",
+        "- row labels: measured = read from a run; derived = utilisation back-computed from a published "
+        "reward; simulated = from `specband simulate`",
+        f"- {result.fits} policy fits in {result.fit_s:.1f} s",
+    ]
+    if result.not_held_out:
+        out += ["", "## Not held out", ""]
+        out += [f"- {n.split}, batch size {n.batch_size}: {n.reason}" for n in result.not_held_out]
+    out += _markdown_features(result, "##")
+    if result.in_sample is not None:
+        bss = sorted({bs for fr in result.in_sample.features.values() for bs in fr.contexts})
+        out += [
+            "",
+            f"## In-sample results for batch sizes {', '.join(map(str, bss))} (could not be held out)",
+            "",
+            "These batch sizes were run in a single split, so there is nothing to hold out: the numbers "
+            "below are **in-sample** (trained and scored on the same rows) and optimistic.",
+        ]
+        out += _markdown_features(result.in_sample, "###")
+    out += [
+        "",
+        "## Figures",
+        "",
+        "![reward of each pick](reward.png)",
+        "",
+        "![utilisation of each pick](utilization.png)",
+        "",
+        "![regret](regret.png)",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _markdown_features(result: EvaluationResult, level: str) -> list[str]:
+    out: list[str] = []
+    for k, fr in result.features.items():
+        out += ["", f"{level} {_title(result, k)}", ""]
+        out += [n[0].upper() + n[1:] + "." for n in _feature_notes(fr)]
+        out += ["", f"{level}# Picks", ""]
+        rows = [_pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())]
+        out.append(_md_table(_PICK_HEADERS, rows))
+        out += ["", f"{level}# Oracle and reference", ""]
+        out.append(_md_table(_CONTEXT_HEADERS, [_context_cells(fr, bs) for bs in sorted(fr.contexts)]))
+        out += ["", f"{level}# Summary over batch sizes", ""]
+        out.append(_md_table(_SUMMARY_HEADERS, _summary_cells(result, fr)))
+        out += [
+            "",
+            f"{level}# Off-policy estimates ({result.scored_on}, {fr.ope_n} rows, the policy acting on each row's own state)",
+            "",
+            "Propensity: uniform over the configs run at each batch size (or the file's `propensity` column); "
+            "reward model: per-(batch size, action) training means. DM: direct method; IPS: inverse propensity "
+            "scoring; SNIPS: self-normalised IPS (Swaminathan and Joachims 2015); DR: doubly robust (Dudik, "
+            "Langford and Li 2011).",
+            "",
+        ]
+        orows = [
+            [algo] + [format_interval(fr.ope.get(algo, {}).get(name)) for name in ESTIMATORS]
+            for algo in result.algorithms
+        ]
+        out.append(_md_table(["algorithm", *[n.upper() for n in ESTIMATORS]], orows))
+    return out
+
+
+# ----------------------------------------------------------------------------- figures
+def _err(interval: Interval | None) -> tuple[float, float, float]:
+    if interval is None:
+        return (np.nan, 0.0, 0.0)
+    return (interval.estimate, interval.estimate - interval.low, interval.high - interval.estimate)
+
+
+_SHORT_LABEL = {"measured": "", "derived": "derived", "simulated": "simulated", "none": ""}
+
+
+def _short(label: str) -> str:
+    return _SHORT_LABEL.get(label, "mixed" if label.startswith("mixed") else label)
+
+
+def _columns(result: EvaluationResult, k: str) -> list[tuple[int, EvaluationResult, FeatureResult]]:
+    """Batch-size columns of a figure panel: the main result's, then the in-sample fallback's."""
+    cols = [(bs, result, result.features[k]) for bs in result.features[k].contexts]
+    if result.in_sample is not None and k in result.in_sample.features:
+        fb = result.in_sample
+        cols += [(bs, fb, fb.features[k]) for bs in fb.features[k].contexts]
+    return sorted(cols, key=lambda c: c[0])
+
+
+def _figures(result: EvaluationResult, directory: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    kinds = list(result.features)
+    algos = list(result.algorithms)
+    colors = plt.get_cmap("tab10")
+    cfg = result.reward_config
+    how = "in-sample" if result.scored_on == IN_SAMPLE else f"held-out by {result.holdout}"
+    mixed_scoring = result.in_sample is not None
+    width = 0.8 / max(len(algos), 1)
+
+    def setup(ylabel: str, title: str) -> tuple[Any, list[Any]]:
+        fig, axes = plt.subplots(1, len(kinds), figsize=(7.5 * len(kinds), 5.6), squeeze=False, sharey=True)
+        extra = "; batch sizes marked in-sample could not be held out" if mixed_scoring else ""
+        fig.suptitle(f"{title} ({how}{extra}; {100 * (1 - result.alpha):.0f} % bootstrap intervals)", fontsize=11)
+        for ax, k in zip(axes[0], kinds):
+            fr = result.features[k]
+            ax.set_title(f"{k} features" + (f" (identical to {fr.identical_to})" if fr.identical_to else ""))
+            ax.set_xlabel("batch size")
+            ax.grid(axis="y", alpha=0.3)
+        axes[0][0].set_ylabel(ylabel)
+        return fig, list(axes[0])
+
+    def ticks(ax: Any, cols: list[tuple[int, EvaluationResult, FeatureResult]]) -> None:
+        labels = [f"{bs}\n(in-sample)" if mixed_scoring and r.scored_on == IN_SAMPLE else str(bs) for bs, r, _ in cols]
+        ax.set_xticks(range(len(cols)), labels)
+
+    def series(cols: list[tuple[int, EvaluationResult, FeatureResult]], algo: str, attr: str, j: int) -> tuple:
+        xs, ys, lo, hi, notes = [], [], [], [], []
+        for i, (bs, _, fr) in enumerate(cols):
+            p = fr.picks.get(algo, {}).get(bs)
+            y, dl, dh = _err(getattr(p, attr) if p else None)
+            xs.append(i - 0.4 + width * (j + 0.5))
+            ys.append(y)
+            lo.append(dl)
+            hi.append(dh)
+            notes.append(_short(p.label) if p is not None and getattr(p, attr) is not None else "")
+        return xs, ys, lo, hi, notes
+
+    def annotate(ax: Any, xs: list[float], ys: list[float], notes: list[str]) -> None:
+        for x, y, note in zip(xs, ys, notes):
+            if note and np.isfinite(y):
+                ax.annotate(note, (x, y), textcoords="offset points", xytext=(0, 3), ha="center",
+                            va="bottom", fontsize=6, rotation=90)  # fmt: skip
+
+    def finish(fig: Any, axes: list[Any], name: str, provenance_note: bool = True) -> None:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
+        if provenance_note:
+                fig.text(0.995, 0.005, "text on a mark: row provenance (none = measured)", ha="right", va="bottom",
+                     fontsize=7, color="dimgray")  # fmt: skip
+        fig.tight_layout(rect=(0, 0.1, 1, 1))
+        fig.savefig(directory / name, dpi=110)
+        plt.close(fig)
+
+    # Reward of each pick with reference and oracle.
+    fig, axes = setup("reward of the pick", "Reward of each algorithm's pick")
+    for ax, k in zip(axes, kinds):
+        cols = _columns(result, k)
+        for j, algo in enumerate(algos):
+            xs, ys, lo, hi, notes = series(cols, algo, "reward", j)
+            ax.bar(xs, ys, width * 0.9, yerr=[lo, hi], capsize=2, color=colors(j % 10), label=algo)
+            annotate(ax, xs, ys, notes)
+        for i, (bs, _, fr) in enumerate(cols):
+            ctx = fr.contexts[bs]
+            ax.hlines(ctx.oracle_reward.estimate, i - 0.45, i + 0.45, colors="black", linewidth=2,
+                      label="oracle (best held-out config)" if i == 0 else None)  # fmt: skip
+            if ctx.reference_reward is not None:
+                ax.hlines(ctx.reference_reward.estimate, i - 0.45, i + 0.45, colors="red", linestyles="--",
+                          linewidth=2, label="reference (3,4,8)" if i == 0 else None)  # fmt: skip
+        ticks(ax, cols)
+        ax.set_ylim(0, max(0.05, ax.get_ylim()[1] * 1.08))
+    finish(fig, axes, "reward.png")
+
+    # Utilisation of each pick against the band.
+    fig, axes = setup("energy utilisation (avg power / power limit)", "Utilisation of each pick against the band")
+    for ax, k in zip(axes, kinds):
+        cols = _columns(result, k)
+        ax.axhspan(cfg.band_low, cfg.band_high, color="green", alpha=0.18,
+                   label=f"target band {cfg.band_low:.2f}-{cfg.band_high:.2f}")  # fmt: skip
+        for j, algo in enumerate(algos):
+            xs, ys, lo, hi, notes = series(cols, algo, "utilization", j)
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=colors(j % 10), label=algo)
+            annotate(ax, xs, ys, notes)
+        for i, (bs, _, fr) in enumerate(cols):
+            ref = fr.contexts[bs].reference_utilization
+            if ref is not None:
+                ax.hlines(ref.estimate, i - 0.45, i + 0.45, colors="red", linestyles="--",
+                          label="reference (3,4,8)" if i == 0 else None)  # fmt: skip
+        ticks(ax, cols)
+    finish(fig, axes, "utilization.png")
+
+    # Regret with intervals.
+    fig, axes = setup("regret (oracle reward - pick reward)", "Regret of each pick")
+    for ax, k in zip(axes, kinds):
+        cols = _columns(result, k)
+        for j, algo in enumerate(algos):
+            xs, ys, lo, hi, notes = series(cols, algo, "regret", j)
+            ax.bar(xs, ys, width * 0.9, yerr=[lo, hi], capsize=2, color=colors(j % 10), label=algo)
+            zero = [x for x, y in zip(xs, ys) if y == 0]
+            ax.plot(zero, [0] * len(zero), linestyle="none", marker="^", color=colors(j % 10), markersize=5)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ticks(ax, cols)
+        ax.set_ylim(bottom=min(-0.01, ax.get_ylim()[0]), top=max(0.05, ax.get_ylim()[1]))
+    axes[0].text(0.01, 0.98, "triangle on the axis: regret 0 (the pick is the oracle)", transform=axes[0].transAxes,
+                 fontsize=7, va="top", color="dimgray")  # fmt: skip
+    finish(fig, axes, "regret.png", provenance_note=False)
+
+
+def write_report(result: EvaluationResult, out_dir: str | Path) -> list[Path]:
+    """Write ``report.md``, ``evaluation.json`` and the figures (:data:`FIGURES`) into
+    ``out_dir``, atomically per file: everything is rendered into a temporary folder next
+    to ``out_dir`` first, then moved in.
+
+    Returns:
+        the written paths.
+
+    Raises:
+        ConfigError: ``out_dir`` exists and is not a folder, or cannot be written.
+    """
+    import json
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder")
+    parent = out.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write there ({exc.strerror})") from None
+    try:
+        (tmp / "report.md").write_text(report_markdown(result), encoding="utf-8")
+        (tmp / "evaluation.json").write_text(json.dumps(result_to_json(result), indent=2) + "\n", encoding="utf-8")
+        _figures(result, tmp)
+        names = ["report.md", "evaluation.json", *FIGURES]
+        if not out.exists():
+            os.replace(tmp, out)
+            return [out / n for n in names]
+        for n in names:
+            os.replace(tmp / n, out / n)
+        return [out / n for n in names]
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write the report ({exc.strerror})") from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
