@@ -1,0 +1,64 @@
+"""``specband evaluate`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specband.evaluation import holdout
+
+from .conftest import MeanTablePolicy
+
+
+@pytest.fixture
+def table_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Evaluate the transparent test policy under every algorithm name (CLI plumbing tests)."""
+    monkeypatch.setattr(holdout, "_default_factory", lambda name, seed: MeanTablePolicy(seed))
+
+
+def test_json_on_bundled_data(run_cli: Callable[..., Any], table_policies: None) -> None:
+    res = run_cli("evaluate", "--json", "--algo", "lookup_table", "--algo", "gbt", "--bootstrap", "50")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["algorithms"] == ["lookup_table", "gbt"]
+    assert doc["holdout"]["kind"] == "trial" and doc["intervals"]["n_bootstrap"] == 50
+    assert list(doc["features"]) == ["contract", "pre"]
+
+
+def test_tables_and_report_folder(run_cli: Callable[..., Any], table_policies: None, tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    res = run_cli("evaluate", "--holdout", "none", "--algo", "cql", "--features", "pre", "--out", out, "--bootstrap", "20")
+    assert res.exit_code == 0, res.stderr
+    assert "pre features - IN-SAMPLE" in res.stdout and "contract features" not in res.stdout
+    assert f"wrote {out / 'report.md'}" in res.stdout
+    assert (out / "utilization.png").stat().st_size > 10_000
+
+
+def test_repeat_sweep_file(run_cli: Callable[..., Any], table_policies: None, repeat_sweep_path: Path) -> None:
+    res = run_cli("evaluate", repeat_sweep_path, "--json", "--algo", "linucb", "--bootstrap", "20")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["holdout"]["kind"] == "repeat" and doc["holdout"]["splits"] == ["repeat=0", "repeat=1", "repeat=2"]
+    assert [b["batch_size"] for b in doc["features"]["contract"]["batch_sizes"]] == [1, 4, 8, 16]
+    assert doc["in_sample_fallback"] is None
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--holdout", "repeat"], "error: --holdout repeat: every row has repeat null"),
+        (["--holdout", "fold"], "error: unknown holdout 'fold'"),
+        (["--algo", "sarsa"], "error: unknown algorithm 'sarsa'"),
+        (["--features", "post"], "error: unknown feature kind 'post'"),
+        (["/nonexistent/sweep.jsonl"], "error: /nonexistent/sweep.jsonl: no such file"),
+    ],
+)
+def test_bad_input_exits_2(run_cli: Callable[..., Any], table_policies: None, args: list[str], message: str) -> None:
+    res = run_cli("evaluate", *args)
+    assert res.exit_code == 2
+    assert res.stderr.strip().startswith(message), res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""

@@ -1,0 +1,152 @@
+"""Report output: JSON document, tables, report.md and figures."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from specband.dataset import load_sweep
+from specband.errors import ConfigError
+from specband.evaluation.holdout import EvaluationResult, evaluate
+from specband.evaluation.ope import Interval
+from specband.evaluation.report import (
+    FIGURES,
+    JSON_SCHEMA,
+    format_interval,
+    render_tables,
+    report_markdown,
+    result_to_json,
+    write_report,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def held_out() -> EvaluationResult:
+    from .conftest import MeanTablePolicy
+
+    factory = lambda name, seed: MeanTablePolicy(seed, bias_action=10 if name == "bcq" else None)  # noqa: E731
+    return evaluate(load_sweep(None), algorithms=["lookup_table", "bcq"], policy_factory=factory, n_bootstrap=100)
+
+
+@pytest.fixture(scope="module")
+def in_sample() -> EvaluationResult:
+    from .conftest import MeanTablePolicy
+
+    return evaluate(
+        load_sweep(None), holdout="none", algorithms=["lookup_table"], policy_factory=lambda n, s: MeanTablePolicy(s),
+        n_bootstrap=100,
+    )  # fmt: skip
+
+
+def test_json_document(held_out: EvaluationResult) -> None:
+    doc = json.loads(json.dumps(result_to_json(held_out)))  # plain JSON types only
+    assert doc["schema"] == JSON_SCHEMA
+    assert list(doc) == [
+        "schema", "data", "holdout", "reward_config", "band", "intervals", "algorithms", "features",
+        "in_sample_fallback", "timing",
+    ]  # fmt: skip
+    assert doc["band"] == [0.95, 0.98]
+    assert doc["holdout"]["kind"] == "trial" and doc["holdout"]["scored_on"] == "held-out"
+    assert [n["batch_size"] for n in doc["holdout"]["not_held_out"]] == [1, 4, 8]
+    assert doc["data"]["provenance"] == {"derived": 4, "measured": 25}
+    contract = doc["features"]["contract"]
+    assert set(contract) == {"note", "identical_to", "batch_sizes", "picks", "summary", "ope"}
+    (bs16,) = contract["batch_sizes"]
+    assert bs16["oracle"]["action"] == [3, 2, 4] and bs16["reference"]["action"] == [3, 4, 8]
+    picks = {(p["algorithm"], p["batch_size"]): p for p in contract["picks"]}
+    good = picks[("lookup_table", 16)]
+    assert good["pick"] == {"index": 7, "action": [3, 2, 4]} and good["scored_on"] == "held-out"
+    assert good["regret"]["estimate"] == 0.0 and good["reaches_oracle"] is True and good["in_band"] is True
+    assert set(good["reward"]) == {"estimate", "low", "high", "level", "n"}
+    assert len(good["splits"]) == 5
+    assert picks[("bcq", 16)]["pick"]["action"] == [3, 4, 8] and picks[("bcq", 16)]["in_band"] is False
+    assert [e["algorithm"] for e in contract["ope"]["estimates"]] == ["lookup_table", "bcq"]
+    assert set(contract["ope"]["estimates"][0]) == {"algorithm", "dm", "ips", "snips", "dr"}
+    assert doc["features"]["pre"]["identical_to"] == "contract"
+    fb = doc["in_sample_fallback"]
+    assert fb["batch_sizes"] == [1, 4, 8] and fb["scored_on"] == "in-sample"
+    fb_picks = fb["features"]["contract"]["picks"]
+    assert {p["scored_on"] for p in fb_picks} == {"in-sample"}
+    # A single observation has no interval: low/high are null, n says why.
+    assert fb_picks[0]["reward"]["low"] is None and fb_picks[0]["reward"]["n"] == 1
+
+
+def test_in_sample_labelled_everywhere(in_sample: EvaluationResult) -> None:
+    doc = result_to_json(in_sample)
+    assert doc["holdout"]["scored_on"] == "in-sample" and doc["in_sample_fallback"] is None
+    assert {p["scored_on"] for p in doc["features"]["contract"]["picks"]} == {"in-sample"}
+    md = report_markdown(in_sample)
+    assert "every number below is **in-sample**" in md
+    assert md.count("IN-SAMPLE") >= 2  # one section title per feature kind
+    buf = io.StringIO()
+    render_tables(in_sample, Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert text.count("IN-SAMPLE (trained and scored on the same rows)") == 6  # 3 tables x 2 kinds
+    assert "every number is in-sample" in text
+
+
+def test_tables_say_what_was_not_held_out(held_out: EvaluationResult) -> None:
+    buf = io.StringIO()
+    render_tables(held_out, Console(file=buf, width=220))
+    text = buf.getvalue()
+    assert "held-out by trial (5 splits): picks" in text
+    assert "not held out: trial=validate, bs 1" in text
+    assert "batch sizes 1, 4, 8 could not be held out in any split" in text
+    assert "0.000 [0.000, 0.000]" in text  # lookup_table's regret at bs 16
+    assert "mixed: 4 measured, 1 derived" in text
+    assert "the pre and contract states are identical" in text
+
+
+def test_write_report(held_out: EvaluationResult, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    written = write_report(held_out, out)
+    assert sorted(p.name for p in written) == sorted(["report.md", "evaluation.json", *FIGURES])
+    for name in FIGURES:
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 20_000
+    md = (out / "report.md").read_text()
+    assert "## Not held out" in md and "In-sample results for batch sizes 1, 4, 8" in md
+    assert "![utilisation of each pick](utilization.png)" in md
+    assert json.loads((out / "evaluation.json").read_text())["schema"] == JSON_SCHEMA
+    # Writing again into the existing folder replaces the files and leaves no temp folder.
+    (out / "keep.txt").write_text("mine")
+    write_report(held_out, out)
+    assert (out / "keep.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match="not a folder"):
+        write_report(held_out, blocker)
+
+
+def test_utilisation_figure_shows_the_band(held_out: EvaluationResult, tmp_path: Path) -> None:
+    """The band is drawn: many pixels of the band's green tint in the utilisation figure."""
+    import matplotlib.image as mpimg
+
+    write_report(held_out, tmp_path / "r")
+    img = mpimg.imread(tmp_path / "r" / "utilization.png")[..., :3]
+    # axhspan(color="green", alpha=0.18) over white: about (0.82, 0.91, 0.82).
+    tint = (np.abs(img[..., 0] - 0.82) < 0.03) & (np.abs(img[..., 1] - 0.91) < 0.03) & (np.abs(img[..., 2] - 0.82) < 0.03)
+    assert tint.mean() > 0.02
+    img = mpimg.imread(tmp_path / "r" / "reward.png")[..., :3]
+    tint = (np.abs(img[..., 0] - 0.82) < 0.03) & (np.abs(img[..., 1] - 0.91) < 0.03) & (np.abs(img[..., 2] - 0.82) < 0.03)
+    assert tint.mean() < 0.001
+
+
+@pytest.mark.parametrize(
+    "interval, text",
+    [
+        (None, "-"),
+        (Interval(0.5, 0.5, 0.5, 0.95, 1, 0), "0.500 (n=1)"),
+        (Interval(0.38899, 0.3856, 0.395, 0.95, 5, 1000), "0.389 [0.386, 0.395]"),
+    ],
+)
+def test_format_interval(interval: Interval | None, text: str) -> None:
+    assert format_interval(interval) == text
