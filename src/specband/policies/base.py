@@ -8,24 +8,58 @@ A policy is a contextual-bandit decision rule over the 19 contract actions:
 * ``save(directory)`` writes the model card's file ``<directory>/<name>/<artifact_file>``;
 * ``load(directory)`` reads it back (also files written by the published study).
 
-Each algorithm is one module with a frozen config dataclass (the FACTS §5 defaults) and a
-thin class; :data:`REGISTRY` maps the model card names to the classes.
+Each algorithm is one module with a frozen config dataclass (the FACTS §5 defaults, or a
+documented data-relative default where the published one collapsed) and a thin class;
+:func:`specband.policies.policy_class` maps the model card names to the classes.
+
+What the model card's file has no room for (resolved settings, fitted extras such as the
+lookup table's per-action means) goes to an optional sidecar ``<name>/specband.json``;
+every model-card recipe ignores it and :meth:`Policy.load` works without it.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import tempfile
+import zipfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from specband.actions import NUM_ACTIONS
-from specband.dataset import TrainingData
-from specband.errors import ConfigError
+from specband.actions import ACTIONS, NUM_ACTIONS
+from specband.dataset import BATCH_SIZE_SCALE, TrainingData
+from specband.errors import ArtifactError, ConfigError
 
-__all__ = ["Policy", "PolicyConfig", "masked_argmax"]
+__all__ = [
+    "ACTIONS_ARRAY",
+    "check_actions_entry",
+    "Policy",
+    "PolicyConfig",
+    "SIDECAR_FILE",
+    "as_states",
+    "batch_size_of",
+    "masked_argmax",
+    "mean_reward_by_cell",
+    "nearest_batch_size",
+    "read_json",
+    "write_json_atomic",
+    "write_npz_atomic",
+]
+
+#: (19, 3) int64 array of the contract actions, as stored in the ``actions`` entry of the
+#: published ``.npz`` and BCQ files.
+ACTIONS_ARRAY: np.ndarray = np.array(ACTIONS, dtype=np.int64)
+#: Name of the optional per-policy file ``<name>/specband.json`` that holds what the model
+#: card's file has no room for (resolved config, fitted extras). Loading works without it.
+SIDECAR_FILE = "specband.json"
+
+_C = TypeVar("_C", bound="PolicyConfig")
 
 
 @dataclass(frozen=True)
@@ -38,6 +72,189 @@ class PolicyConfig:
 
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
+
+    @classmethod
+    def build(cls: type[_C], seed: int = 0, **overrides: Any) -> _C:
+        """The config with ``seed`` and ``overrides`` on top of the defaults.
+
+        Raises:
+            ConfigError: an unknown field or a value out of range.
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ConfigError(
+                f"{cls.__name__}: unknown setting(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(names - {'seed'}))}"
+            )
+        try:
+            return cls(seed=seed, **overrides)
+        except TypeError as exc:  # a wrong type that the dataclass could not take
+            raise ConfigError(f"{cls.__name__}: {exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict."""
+        return asdict(self)
+
+
+def _check_number(owner: str, name: str, value: Any, *, low: float | None = None, low_open: bool = False,
+                  high: float | None = None, allow_none: bool = False) -> None:
+    """Raise ConfigError unless ``value`` is a finite number in range (helper for configs)."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{owner} '{name}' must be a finite number, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ConfigError(f"{owner} '{name}' must be {'>' if low_open else '>='} {low}, got {value}")
+    if high is not None and value > high:
+        raise ConfigError(f"{owner} '{name}' must be <= {high}, got {value}")
+
+
+def _check_int(owner: str, name: str, value: Any, *, low: int = 1) -> None:
+    """Raise ConfigError unless ``value`` is an integer >= ``low`` (helper for configs)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{owner} '{name}' must be an integer >= {low}, got {value!r}")
+
+
+def as_states(states: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``states`` as a (n, 4) float64 array, and whether a single (4,) state was given.
+
+    Raises:
+        ConfigError: not 4 features per state, or NaN/Infinity.
+    """
+    arr = np.asarray(states, dtype=np.float64)
+    single = arr.ndim == 1
+    arr = arr.reshape(1, -1) if single else arr
+    if arr.ndim != 2 or arr.shape[1] != 4:
+        raise ConfigError(f"a state has 4 features [bs/8, temp/100, mem/8192, util/100], got shape {np.shape(states)}")
+    if not np.isfinite(arr).all():
+        raise ConfigError("a state holds NaN or Infinity")
+    return arr, single
+
+
+def batch_size_of(states: np.ndarray) -> np.ndarray:
+    """Batch size encoded in each state (``round(state[0] * 8)``), shape (n,) int64."""
+    arr, _ = as_states(states)
+    return np.rint(arr[:, 0] * BATCH_SIZE_SCALE).astype(np.int64)
+
+
+def nearest_batch_size(batch_size: int, available: Iterable[int]) -> int:
+    """The measured batch size closest to ``batch_size``; the larger on a tie (the more
+    memory-constrained one), as :meth:`TrainingData.allowed_for`.
+
+    Raises:
+        ArtifactError: ``available`` is empty.
+    """
+    choices = sorted(set(int(b) for b in available))
+    if not choices:
+        raise ArtifactError("the policy holds no batch size to pick for")
+    return min(choices, key=lambda b: (abs(b - batch_size), -b))
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON (keys in the given order) to ``path`` via a temporary
+    file and a rename, so a reader never sees half a file.
+
+    Raises:
+        ArtifactError: the file cannot be written, or ``obj`` holds NaN/Infinity.
+    """
+    try:
+        text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise ArtifactError(f"{path}: cannot write JSON ({exc})") from None
+    return _write_atomic(Path(path), text.encode("utf-8"))
+
+
+def write_npz_atomic(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
+    """An uncompressed ``.npz`` readable by ``np.load``, byte-identical for identical arrays
+    (fixed zip timestamps, unlike ``np.savez``), written via a temporary file and a rename.
+
+    Raises:
+        ArtifactError: the file cannot be written.
+    """
+    import io
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        for key, value in arrays.items():
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            with zf.open(info, "w") as fh:
+                np.lib.format.write_array(fh, np.asarray(value), allow_pickle=False)
+    return _write_atomic(Path(path), buf.getvalue())
+
+
+def _write_atomic(path: Path, data: bytes) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    return path
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a JSON file.
+
+    Raises:
+        ArtifactError: missing file, unreadable, or not valid JSON (naming line and column).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ArtifactError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{p}: cannot read ({exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def check_actions_entry(value: Any, what: str) -> None:
+    """Check that a stored ``actions`` entry is the (19, 3) contract in contract order.
+
+    Raises:
+        ArtifactError: a different shape or order (index i must mean ``ACTIONS[i]``).
+    """
+    try:
+        arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+    except Exception:
+        raise ArtifactError(f"{what}: 'actions' is not an array of triples") from None
+    if arr.shape != (NUM_ACTIONS, 3):
+        raise ArtifactError(f"{what}: 'actions' must have shape ({NUM_ACTIONS}, 3), got {arr.shape}")
+    if not np.array_equal(arr.astype(np.int64), ACTIONS_ARRAY):
+        raise ArtifactError(f"{what}: 'actions' is not the 19-action contract in contract order (see `specband actions`)")
+
+
+def mean_reward_by_cell(data: TrainingData) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Observed mean reward and row count of every (batch size, action) cell.
+
+    Returns:
+        batch size -> ((19,) float64 mean reward, NaN where the action has no row there;
+        (19,) int64 row counts).
+    """
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for bs in sorted(int(b) for b in np.unique(data.batch_sizes)):
+        rows = data.batch_sizes == bs
+        counts = np.bincount(data.actions[rows], minlength=NUM_ACTIONS).astype(np.int64)
+        sums = np.bincount(data.actions[rows], weights=data.rewards[rows], minlength=NUM_ACTIONS)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        out[bs] = (means, counts)
+    return out
+
 
 def masked_argmax(scores: np.ndarray, allowed: np.ndarray | None) -> int:
     """Index of the highest score among allowed actions; ties go to the lowest index.
@@ -45,6 +262,9 @@ def masked_argmax(scores: np.ndarray, allowed: np.ndarray | None) -> int:
     Args:
         scores: (19,) estimated rewards.
         allowed: (19,) bool mask, or ``None`` for all actions.
+
+    NaN scores count as -inf; when every allowed action scores -inf the lowest allowed
+    index is returned (a pick is never outside ``allowed``).
 
     Raises:
         ConfigError: wrong shapes, or no action is allowed.
@@ -59,8 +279,10 @@ def masked_argmax(scores: np.ndarray, allowed: np.ndarray | None) -> int:
         raise ConfigError(f"expected a {NUM_ACTIONS}-action mask, got shape {allowed.shape}")
     if not allowed.any():
         raise ConfigError("no action is allowed at this batch size: there is no successful data to pick from")
-    masked = np.where(allowed, np.nan_to_num(scores, nan=-np.inf), -np.inf)
+    masked = np.where(allowed, np.nan_to_num(scores, nan=-np.inf, posinf=np.inf, neginf=-np.inf), -np.inf)
     best = masked.max()
+    if best == -np.inf:  # no allowed action has a finite score: the lowest allowed index
+        return int(np.flatnonzero(allowed)[0])
     return int(np.flatnonzero(masked == best)[0])
 
 
@@ -70,23 +292,51 @@ class Policy(ABC):
     Class attributes:
         name: the model card's folder name, e.g. ``"mlp_bandit"``.
         artifact_file: the file inside that folder, e.g. ``"policy.pth"``.
-        needs_torch: whether fitting or loading imports torch.
+        needs_torch: whether saving or loading imports torch (fitting never does).
+        config_class: the policy's frozen config dataclass (a :class:`PolicyConfig`).
+
+    Attributes:
+        config: the policy's settings.
+        fit_info: what fitting resolved from the data (e.g. a CQL weight set against the
+            reward spread), JSON-ready; saved in the sidecar ``<name>/specband.json``.
     """
 
     name: ClassVar[str]
     artifact_file: ClassVar[str]
     needs_torch: ClassVar[bool] = False
+    config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
 
     config: Any
 
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config if config is not None else self.config_class()
+        self.fit_info: dict[str, Any] = {}
+        self._fitted = False
+
     @classmethod
-    @abstractmethod
     def from_config(cls, seed: int = 0, **overrides: Any) -> Policy:
         """A fresh, unfitted policy with the default config, ``seed`` and ``overrides``.
 
         Raises:
             ConfigError: an unknown or out-of-range config field.
         """
+        return cls(cls.config_class.build(seed=seed, **overrides))
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the policy was fitted or loaded."""
+        return self._fitted
+
+    def _require_fitted(self) -> None:
+        if not self._fitted:
+            raise ArtifactError(f"{self.name}: the policy is not fitted (call fit or load first)")
+
+    @staticmethod
+    def _check_data(data: TrainingData) -> None:
+        from specband.errors import DataError
+
+        if len(data) == 0:
+            raise DataError("no successful rows to train on")
 
     @abstractmethod
     def fit(self, data: TrainingData) -> Policy:
@@ -104,7 +354,8 @@ class Policy(ABC):
             states: (n, 4) or (4,) float states (see :func:`specband.dataset.state_vector`).
 
         Returns:
-            (n, 19) float64 (or (19,) for a single state).
+            (n, 19) float64 (or (19,) for a single state). NaN or -inf marks an action
+            the policy has no estimate for or will not pick.
         """
 
     def act(self, state: np.ndarray, allowed: np.ndarray | None = None) -> int:
@@ -114,15 +365,62 @@ class Policy(ABC):
             state: (4,) state.
             allowed: (19,) bool mask of actions with data at this batch size.
         """
-        return masked_argmax(np.asarray(self.scores(np.asarray(state)[None, :]))[0], allowed)
+        arr, _ = as_states(state)
+        return masked_argmax(np.asarray(self.scores(arr[:1]))[0], allowed)
 
     def artifact_path(self, directory: str | Path) -> Path:
         """``<directory>/<name>/<artifact_file>``."""
         return Path(directory) / self.name / self.artifact_file
 
+    def sidecar_path(self, directory: str | Path) -> Path:
+        """``<directory>/<name>/specband.json`` (optional extras; see :data:`SIDECAR_FILE`)."""
+        return Path(directory) / self.name / SIDECAR_FILE
+
+    def _write_sidecar(self, directory: str | Path, extra: Mapping[str, Any] | None = None) -> Path:
+        info: dict[str, Any] = {
+            "algorithm": self.name,
+            "config": self.config.to_dict(),
+            "fit_info": self.fit_info,
+        }
+        if extra:
+            info.update(extra)
+        return write_json_atomic(self.sidecar_path(directory), info)
+
+    @classmethod
+    def _read_sidecar(cls, directory: str | Path) -> dict[str, Any] | None:
+        """The sidecar as a dict, or ``None`` when absent (a folder written by another tool).
+
+        Raises:
+            ArtifactError: present but not a JSON object.
+        """
+        path = Path(directory) / cls.name / SIDECAR_FILE
+        if not path.is_file():
+            return None
+        info = read_json(path)
+        if not isinstance(info, dict):
+            raise ArtifactError(f"{path}: expected a JSON object")
+        return info
+
+    @classmethod
+    def _config_from_sidecar(cls, info: Mapping[str, Any] | None) -> PolicyConfig:
+        """The config stored in a sidecar (unknown keys ignored), else the defaults."""
+        if not info or not isinstance(info.get("config"), dict):
+            return cls.config_class()
+        names = {f.name for f in fields(cls.config_class)}
+        stored = {k: v for k, v in info["config"].items() if k in names}
+        for f in fields(cls.config_class):  # JSON turns tuples into lists
+            if isinstance(getattr(cls.config_class(), f.name), tuple) and isinstance(stored.get(f.name), list):
+                stored[f.name] = tuple(stored[f.name])
+        seed = stored.pop("seed", 0)
+        try:
+            return cls.config_class.build(seed=seed, **stored)
+        except ConfigError as exc:
+            raise ArtifactError(f"{cls.name}/{SIDECAR_FILE}: {exc}") from None
+
     @abstractmethod
     def save(self, directory: str | Path) -> Path:
-        """Write the model card's file under ``directory``; returns its path.
+        """Write the model card's file (and the sidecar) under ``directory``; returns the
+        model card file's path.
 
         Raises:
             ArtifactError: the policy is not fitted, or the file cannot be written.
@@ -131,7 +429,7 @@ class Policy(ABC):
     @classmethod
     @abstractmethod
     def load(cls, directory: str | Path) -> Policy:
-        """Read ``<directory>/<name>/<artifact_file>``.
+        """Read ``<directory>/<name>/<artifact_file>`` (and the sidecar when present).
 
         Raises:
             ArtifactError: missing file, wrong keys, shapes or types.

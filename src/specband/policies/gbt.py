@@ -1,0 +1,179 @@
+"""``gbt``: a gradient-boosted regression-tree reward model (Friedman 2001, "Greedy
+Function Approximation: A Gradient Boosting Machine"; scikit-learn's
+``GradientBoostingRegressor``) over ``[state(4), action_idx / 19]``; the pick is the
+allowed action with the highest predicted reward.
+
+Model card file ``gbt/model.joblib``: the fitted ``GradientBoostingRegressor(n_estimators=100,
+max_depth=3)`` (``joblib.load(...)``; features ``[state, action_idx/19]``). ``random_state``
+is the seed, so the same seed gives the same trees.
+
+Loading a joblib file runs pickle: load only files you trust (the model card's recipe).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specband.actions import NUM_ACTIONS
+from specband.dataset import TrainingData
+from specband.errors import ArtifactError
+from specband.policies.base import Policy, PolicyConfig, _check_int, _check_number, _write_atomic, as_states
+
+__all__ = ["GBT", "GBTConfig", "POLICY", "action_features", "load_joblib", "write_joblib_atomic"]
+
+#: Divisor of the action index in the model features (model card: ``action_idx/19``).
+ACTION_SCALE = float(NUM_ACTIONS)
+
+
+def action_features(states: np.ndarray, actions: np.ndarray | None = None) -> np.ndarray:
+    """Model inputs ``[state(4), action_idx / 19]``.
+
+    Args:
+        states: (n, 4) states.
+        actions: (n,) action indices; ``None`` pairs every state with all 19 actions.
+
+    Returns:
+        (n, 5) float64, or (n * 19, 5) with the 19 actions of state i in rows
+        ``19 i .. 19 i + 18``.
+    """
+    x = np.asarray(states, dtype=np.float64)
+    if actions is None:
+        x = np.repeat(x, NUM_ACTIONS, axis=0)
+        actions = np.tile(np.arange(NUM_ACTIONS), x.shape[0] // NUM_ACTIONS)
+    return np.hstack([x, np.asarray(actions, dtype=np.float64)[:, None] / ACTION_SCALE])
+
+
+def write_joblib_atomic(path: Path, model: Any) -> Path:
+    """``joblib.dump`` into memory, then a temporary file and a rename.
+
+    Raises:
+        ArtifactError: the file cannot be written.
+    """
+    import joblib
+
+    buf = io.BytesIO()
+    joblib.dump(model, buf)
+    return _write_atomic(path, buf.getvalue())
+
+
+def load_joblib(path: Path, expected: str, n_features: int = 5) -> Any:
+    """``joblib.load`` of a scikit-learn regressor, checked.
+
+    Raises:
+        ArtifactError: missing or unreadable file, no ``predict``, a class other than
+            ``expected``, or a feature count other than ``n_features``.
+    """
+    import warnings
+
+    import joblib
+
+    if not path.is_file():
+        raise ArtifactError(f"{path}: no such file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sklearn version-mismatch warnings on foreign files
+            model = joblib.load(path)
+    except Exception as exc:
+        raise ArtifactError(f"{path}: not a readable joblib file ({type(exc).__name__}: {exc})") from None
+    if type(model).__name__ != expected or not hasattr(model, "predict"):
+        raise ArtifactError(f"{path}: expected a scikit-learn {expected}, got {type(model).__name__}")
+    got = getattr(model, "n_features_in_", None)
+    if got != n_features:
+        raise ArtifactError(f"{path}: the model takes {got} features, the model card's is {n_features} ([state(4), action_idx/19])")
+    return model
+
+
+@dataclass(frozen=True)
+class GBTConfig(PolicyConfig):
+    """Settings of :class:`GBT` (model card: ``n_estimators=100, max_depth=3``).
+
+    Attributes:
+        n_estimators: boosting stages; >= 1.
+        max_depth: depth of each tree; >= 1.
+        learning_rate: shrinkage of each stage (scikit-learn's default 0.1); > 0.
+    """
+
+    n_estimators: int = 100
+    max_depth: int = 3
+    learning_rate: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_int("gbt", "n_estimators", self.n_estimators)
+        _check_int("gbt", "max_depth", self.max_depth)
+        _check_number("gbt", "learning_rate", self.learning_rate, low=0.0, low_open=True)
+
+
+class GBT(Policy):
+    """Gradient-boosted trees reward model (see the module docstring).
+
+    Attributes:
+        model: the fitted ``sklearn.ensemble.GradientBoostingRegressor``.
+    """
+
+    name = "gbt"
+    artifact_file = "model.joblib"
+    config_class = GBTConfig
+
+    def __init__(self, config: GBTConfig | None = None) -> None:
+        super().__init__(config)
+        self.model: Any = None
+
+    def fit(self, data: TrainingData) -> GBT:
+        """Fit the regressor on ``[state, action/19] -> reward`` of the logged rows.
+
+        Raises:
+            DataError: no rows.
+        """
+        from sklearn.ensemble import GradientBoostingRegressor
+
+        self._check_data(data)
+        c = self.config
+        self.model = GradientBoostingRegressor(
+            n_estimators=c.n_estimators, max_depth=c.max_depth, learning_rate=c.learning_rate, random_state=c.seed
+        )
+        self.model.fit(action_features(data.states, data.actions), np.asarray(data.rewards, dtype=np.float64))
+        self.fit_info = {"rows": len(data)}
+        self._fitted = True
+        return self
+
+    def scores(self, states: np.ndarray) -> np.ndarray:
+        """Predicted reward of each action, shape (n, 19) (or (19,))."""
+        self._require_fitted()
+        x, single = as_states(states)
+        out = self.model.predict(action_features(x)).reshape(x.shape[0], NUM_ACTIONS)
+        return out[0] if single else out
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``gbt/model.joblib`` and the sidecar.
+
+        Raises:
+            ArtifactError: not fitted, or the file cannot be written.
+        """
+        self._require_fitted()
+        path = write_joblib_atomic(self.artifact_path(directory), self.model)
+        self._write_sidecar(directory)
+        return path
+
+    @classmethod
+    def load(cls, directory: str | Path) -> GBT:
+        """Read ``gbt/model.joblib``.
+
+        Raises:
+            ArtifactError: see :func:`load_joblib`.
+        """
+        model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "GradientBoostingRegressor")
+        sidecar = cls._read_sidecar(directory)
+        policy = cls(cls._config_from_sidecar(sidecar))
+        policy.model = model
+        policy.fit_info = dict((sidecar or {}).get("fit_info") or {})
+        policy._fitted = True
+        return policy
+
+
+POLICY = GBT
