@@ -502,6 +502,16 @@ def _figures(result: EvaluationResult, directory: Path) -> None:
     how = "in-sample" if result.scored_on == IN_SAMPLE else f"held-out by {result.holdout}"
     mixed_scoring = result.in_sample is not None
     width = 0.8 / max(len(algos), 1)
+    labels_seen = {
+        p.label
+        for k in kinds
+        for _, _, fr in _columns(result, k)
+        for per_bs in fr.picks.values()
+        for p in per_bs.values()
+        if p.reward is not None
+    }
+    uniform = next(iter(labels_seen)) if len(labels_seen) == 1 else None
+    provenance = f"all rows {uniform}" if uniform else "text on a mark: row provenance (none = measured)"
 
     def setup(ylabel: str, title: str) -> tuple[Any, list[Any]]:
         fig, axes = plt.subplots(1, len(kinds), figsize=(7.5 * len(kinds), 5.6), squeeze=False, sharey=True)
@@ -532,6 +542,8 @@ def _figures(result: EvaluationResult, directory: Path) -> None:
         return xs, ys, lo, hi, notes
 
     def annotate(ax: Any, xs: list[float], ys: list[float], notes: list[str]) -> None:
+        if uniform:
+            return
         for x, y, note in zip(xs, ys, notes):
             if note and np.isfinite(y):
                 ax.annotate(note, (x, y), textcoords="offset points", xytext=(0, 3), ha="center",
@@ -541,8 +553,7 @@ def _figures(result: EvaluationResult, directory: Path) -> None:
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
         if provenance_note:
-                fig.text(0.995, 0.005, "text on a mark: row provenance (none = measured)", ha="right", va="bottom",
-                     fontsize=7, color="dimgray")  # fmt: skip
+                fig.text(0.995, 0.005, provenance, ha="right", va="bottom", fontsize=8, color="dimgray")
         fig.tight_layout(rect=(0, 0.1, 1, 1))
         fig.savefig(directory / name, dpi=110)
         plt.close(fig)
