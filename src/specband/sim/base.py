@@ -33,6 +33,12 @@ class RunPrediction:
         fits_in_memory: False when weights + KV cache + speculative buffers exceed
             VRAM x mem fraction (the launch fails with out-of-memory).
         power_capped: True when the clock had to be lowered to hold the power limit.
+        clock_fraction: core clock relative to full clock after power capping and thermal
+            slowdown (1.0 = unchanged).
+        thermal_throttled: True when the temperature was above the throttle threshold
+            (thermal slowdown lowered the clock).
+        mem_needed_mb: memory the launch needs against VRAM x mem fraction, MB (0 when
+            the model does not say).
     """
 
     accept_length: float
@@ -44,6 +50,9 @@ class RunPrediction:
     mem_used_mb: float
     fits_in_memory: bool
     power_capped: bool
+    clock_fraction: float = 1.0
+    thermal_throttled: bool = False
+    mem_needed_mb: float = 0.0
 
 
 @runtime_checkable

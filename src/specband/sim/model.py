@@ -1,0 +1,378 @@
+"""The roofline performance, power, thermal and memory model of EAGLE3 decoding on one GPU.
+
+One decode step at batch size ``bs`` and action ``(s, k, N)``:
+
+* **draft**: ``s`` forwards of the draft head (one draft-extend forward of ``bs`` tokens
+  after the previous verify, then ``s - 1`` forwards of ``bs x k`` tokens; sglang
+  ``eagle_worker.py``), each streaming the head's weights and its KV cache;
+* **verify**: one target forward over ``bs x N`` tokens (``bs`` for the baseline), streaming
+  the weights and the KV cache of ``bs`` contexts;
+* each forward takes ``(t_mem^p + t_compute^p)^(1/p)`` (a smoothed roofline: bytes over
+  achieved bandwidth, FLOPs over achieved tensor throughput at the current clock);
+* plus host time the GPU sits idle for (scheduling, tree building, verification, per draft
+  forward and per verified token; sglang runs speculative decoding without the overlap
+  scheduler).
+
+Power: ``idle + headroom x (busy_frac x busy x clock^g + mem_frac x bandwidth/peak +
+compute_frac x flops/peak x clock^(g-1))``, with static parts growing with temperature
+(leakage). Above the limit the clock is lowered until the power is
+``limit + cap_tracking x (demand - limit)``: a power-capping controller that tracks the limit
+with a small steady overshoot, which lengthens compute-bound parts of the step. Above
+``throttle_temp_c`` the clock is also lowered (thermal slowdown).
+
+Temperature: first order, ``dT/dt = (ambient + R x P - T) / tau``.
+
+Memory: the launch fits when weights + KV cache of ``bs`` contexts + speculative buffers
+(``bs x N`` verified tokens) + runtime reservations <= VRAM x ``mem_fraction_static``.
+
+Accept length: :mod:`specband.sim.accept`. Model sizes: :mod:`specband.sim.hfconfig`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from specband.actions import Action, validate_action
+from specband.errors import ConfigError
+from specband.sim.accept import accept_length
+from specband.sim.base import RunPrediction
+from specband.sim.hfconfig import ModelSpec, rope_mismatch
+from specband.sim.profile import HardwareProfile
+
+__all__ = [
+    "MAX_NEW_TOKENS",
+    "NUM_PROMPTS",
+    "RunCost",
+    "SpeculativeDecodingModel",
+    "StepCost",
+]
+
+#: Workload of one sweep row (FACTS 4, sglang bench_speculative.py): max(16, bs) requests of 512 tokens.
+NUM_PROMPTS = 16
+MAX_NEW_TOKENS = 512
+_MIB = 1024.0 * 1024.0
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Work of one decode step at full clock.
+
+    Attributes:
+        bytes_moved: bytes read from GPU memory (weights + KV), B.
+        flops: FLOPs (dense + attention).
+        kernel_time_s: GPU-busy time at clock fraction 1, s.
+        compute_time_s: part of ``kernel_time_s`` that scales with the clock (from the
+            roofline's compute side), s.
+        host_time_s: host time with the GPU idle, s.
+        forwards: (label, tokens, memory time s, compute time s) per forward pass.
+    """
+
+    bytes_moved: float
+    flops: float
+    kernel_time_s: float
+    compute_time_s: float
+    host_time_s: float
+    forwards: tuple[tuple[str, int, float, float], ...]
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """A whole sweep row's run: wall clock and energy.
+
+    Attributes:
+        total_output_tokens: tokens generated, ``max(16, bs) x 512``.
+        decode_s: decode time at the step speed, s.
+        wall_clock_s: measured window, s.
+        energy_j: energy over the window, J.
+        joules_per_token: J per output token.
+        wall_clock_tok_s: tokens/s over the window (all requests).
+    """
+
+    total_output_tokens: int
+    decode_s: float
+    wall_clock_s: float
+    energy_j: float
+    joules_per_token: float
+    wall_clock_tok_s: float
+
+
+class SpeculativeDecodingModel:
+    """Deterministic performance/energy model of sglang EAGLE3 decoding; satisfies
+    :class:`~specband.sim.base.PerformanceModel`.
+
+    Args:
+        profile: hardware profile.
+        target: target model spec.
+        draft: EAGLE3 draft head spec.
+
+    Attributes:
+        profile, target, draft: as given.
+        warnings: configuration warnings (e.g. a RoPE mismatch between draft and target).
+    """
+
+    def __init__(self, profile: HardwareProfile, target: ModelSpec, draft: ModelSpec) -> None:
+        self.profile = profile
+        self.target = target
+        self.draft = draft
+        self.warnings: list[str] = []
+        mismatch = rope_mismatch(target, draft)
+        if mismatch:
+            self.warnings.append(mismatch)
+        self._accept = profile.accept_params()
+
+    # ------------------------------------------------------------- protocol attributes
+    @property
+    def power_limit_w(self) -> float:
+        """Power limit, W."""
+        return self.profile.power_limit_w
+
+    @property
+    def vram_mb(self) -> float:
+        """GPU memory, MiB."""
+        return self.profile.vram_mb
+
+    @property
+    def idle_power_w(self) -> float:
+        """Board power of the idle GPU with a server loaded, W."""
+        return self.profile.idle_power_w
+
+    @property
+    def ambient_temp_c(self) -> float:
+        """Temperature the idle GPU cools towards, C."""
+        return self.profile.ambient_temp_c
+
+    @property
+    def throttle_temp_c(self) -> float:
+        """Thermal slowdown threshold, C."""
+        return self.profile.throttle_temp_c
+
+    # ------------------------------------------------------------- pieces
+    def accept_length(self, action: Action | tuple[int, int, int]) -> float:
+        """Expected accept length of an action (:func:`specband.sim.accept.accept_length`).
+
+        Raises:
+            InvalidActionError: the triple breaks an sglang rule.
+        """
+        return accept_length(validate_action(tuple(action)), self._accept)  # type: ignore[arg-type]
+
+    def context_tokens(self) -> float:
+        """Mean context length during decode: prompt + half the generated tokens."""
+        return self.profile.prompt_tokens + MAX_NEW_TOKENS / 2.0
+
+    def _times(self, nbytes: float, flops: float) -> tuple[float, float]:
+        p = self.profile
+        t_mem = nbytes / (p.mem_bandwidth_gbs * 1e9 * p.bandwidth_efficiency)
+        t_cmp = flops / (p.peak_tflops * 1e12 * p.compute_efficiency)
+        return t_mem, t_cmp
+
+    def step_cost(self, batch_size: int, action: Action | tuple[int, int, int]) -> StepCost:
+        """Bytes, FLOPs and times of one decode step at full clock.
+
+        Args:
+            batch_size: concurrent requests (>= 1).
+            action: ``(steps, topk, num_draft_tokens)``.
+
+        Raises:
+            ConfigError: batch size < 1.
+            InvalidActionError: a bad action.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch size must be an integer >= 1, got {batch_size!r}")
+        steps, topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
+        p = self.profile
+        ctx = self.context_tokens()
+        forwards: list[tuple[str, int, float, float]] = []
+        total_bytes = 0.0
+        total_flops = 0.0
+
+        def forward(label: str, spec: ModelSpec, tokens: int) -> None:
+            nonlocal total_bytes, total_flops
+            nbytes = spec.read_bytes_per_forward + batch_size * ctx * spec.kv_bytes_per_token
+            flops = tokens * (spec.dense_flops_per_token + ctx * spec.attn_flops_per_token_ctx)
+            t_mem, t_cmp = self._times(nbytes, flops)
+            forwards.append((label, tokens, t_mem, t_cmp))
+            total_bytes += nbytes
+            total_flops += flops
+
+        host = p.host_overhead_base_s
+        if steps == 0:
+            forward("target", self.target, batch_size)
+        else:
+            forward("draft_extend", self.draft, batch_size)
+            for i in range(steps - 1):
+                forward(f"draft_{i + 1}", self.draft, batch_size * topk)
+            forward("verify", self.target, batch_size * draft_tokens)
+            host += (
+                p.host_overhead_spec_s
+                + steps * p.host_overhead_draft_step_s
+                + batch_size * draft_tokens * p.host_overhead_verify_token_s
+            )
+        kernel, compute = self._kernel_time(forwards, 1.0)
+        return StepCost(total_bytes, total_flops, kernel, compute, host, tuple(forwards))
+
+    def _kernel_time(self, forwards: list[tuple[str, int, float, float]] | tuple, clock: float) -> tuple[float, float]:
+        sharp = self.profile.roofline_sharpness
+        total = 0.0
+        compute_part = 0.0
+        for _label, _tokens, t_mem, t_cmp in forwards:
+            t_c = t_cmp / clock
+            t = (t_mem**sharp + t_c**sharp) ** (1.0 / sharp)
+            total += t
+            compute_part += t * (t_c**sharp) / (t_mem**sharp + t_c**sharp)
+        return total, compute_part
+
+    def _power(self, cost: StepCost, clock: float, gpu_temp_c: float) -> tuple[float, float, float]:
+        """(power W, step time s, busy fraction) at a clock fraction and temperature."""
+        p = self.profile
+        kernel, _ = self._kernel_time(cost.forwards, clock)
+        step = kernel + cost.host_time_s
+        busy = kernel / step
+        leak = max(0.0, 1.0 + p.leakage_per_c * (gpu_temp_c - p.reference_temp_c))
+        headroom = p.power_limit_w - p.idle_power_w
+        g = p.clock_exponent
+        activity = (
+            p.busy_power_frac * busy * clock**g * leak
+            + p.mem_power_frac * (cost.bytes_moved / step) / (p.mem_bandwidth_gbs * 1e9)
+            + p.compute_power_frac * (cost.flops / step) / (p.peak_tflops * 1e12) * clock ** (g - 1.0)
+        )
+        return p.idle_power_w * leak + headroom * activity, step, busy
+
+    def _clock_limit(self, gpu_temp_c: float) -> tuple[float, bool]:
+        p = self.profile
+        if gpu_temp_c <= p.throttle_temp_c:
+            return 1.0, False
+        drop = p.throttle_clock_drop_per_c * (gpu_temp_c - p.throttle_temp_c)
+        return max(p.min_clock_fraction, 1.0 - drop), True
+
+    # ------------------------------------------------------------- memory
+    def memory_needed_mb(self, batch_size: int, action: Action | tuple[int, int, int]) -> float:
+        """Static-pool memory a launch needs: weights + KV cache of ``bs`` full contexts +
+        speculative buffers (``bs x N`` verified tokens) + runtime reservations, MiB."""
+        steps, _topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
+        p = self.profile
+        weights = self.target.weight_bytes + (self.draft.weight_bytes if steps else 0.0)
+        verify = batch_size * (draft_tokens if steps else 1)
+        kv_tokens = batch_size * (p.prompt_tokens + MAX_NEW_TOKENS) + verify
+        kv = kv_tokens * (self.target.kv_bytes_per_token + (self.draft.kv_bytes_per_token if steps else 0.0))
+        spec = verify * p.spec_buffer_mb_per_verify_token if steps else 0.0
+        return (weights + kv) / _MIB + spec + p.runtime_reserved_mb
+
+    def fits(self, batch_size: int, action: Action | tuple[int, int, int], mem_fraction_static: float = 0.65) -> bool:
+        """Whether the launch fits in ``VRAM x mem_fraction_static``."""
+        return self.memory_needed_mb(batch_size, action) <= self.profile.vram_mb * mem_fraction_static
+
+    def mem_used_mb(self, batch_size: int, action: Action | tuple[int, int, int], mem_fraction_static: float) -> float:
+        """GPU memory in use (NVML) while the server is up: context + the static pool +
+        CUDA-graph memory, MiB, at most the VRAM."""
+        steps, _topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
+        p = self.profile
+        verify = batch_size * (draft_tokens if steps else 1)
+        used = p.cuda_context_mb + p.vram_mb * mem_fraction_static + verify * p.graph_mb_per_token
+        return min(p.vram_mb, used)
+
+    # ------------------------------------------------------------- protocol
+    def predict(
+        self,
+        batch_size: int,
+        action: Action | tuple[int, int, int],
+        gpu_temp_c: float,
+        mem_fraction_static: float = 0.65,
+    ) -> RunPrediction:
+        """Steady-state decode run (deterministic).
+
+        Args:
+            batch_size: concurrent requests (>= 1).
+            action: ``(steps, topk, num_draft_tokens)``.
+            gpu_temp_c: GPU temperature during the run, C (leakage, thermal slowdown).
+            mem_fraction_static: sglang ``--mem-fraction-static`` in (0, 1].
+
+        Returns:
+            the :class:`RunPrediction`; when ``fits_in_memory`` is False the other numbers
+            are what the run would do if it fitted.
+
+        Raises:
+            ConfigError: a bad batch size, temperature or memory fraction.
+            InvalidActionError: a bad action.
+        """
+        if not (isinstance(gpu_temp_c, (int, float)) and math.isfinite(gpu_temp_c)):
+            raise ConfigError(f"gpu_temp_c must be a finite number, got {gpu_temp_c!r}")
+        if not (isinstance(mem_fraction_static, (int, float)) and 0.0 < mem_fraction_static <= 1.0):
+            raise ConfigError(f"mem_fraction_static must be in (0, 1], got {mem_fraction_static!r}")
+        action = validate_action(tuple(action))  # type: ignore[arg-type]
+        cost = self.step_cost(batch_size, action)
+        p = self.profile
+        clock_max, thermal = self._clock_limit(float(gpu_temp_c))
+        power, step, busy = self._power(cost, clock_max, gpu_temp_c)
+        clock = clock_max
+        capped = False
+        if power > p.power_limit_w:
+            capped = True
+            target = p.power_limit_w + p.cap_tracking * (power - p.power_limit_w)
+            lo, hi = p.min_clock_fraction, clock_max
+            p_lo = self._power(cost, lo, gpu_temp_c)[0]
+            if p_lo >= target:
+                clock = lo
+            else:
+                for _ in range(40):
+                    mid = 0.5 * (lo + hi)
+                    if self._power(cost, mid, gpu_temp_c)[0] > target:
+                        hi = mid
+                    else:
+                        lo = mid
+                    if hi - lo < 1e-7:
+                        break
+                clock = 0.5 * (lo + hi)
+            power, step, busy = self._power(cost, clock, gpu_temp_c)
+        accept = accept_length(action, self._accept)
+        return RunPrediction(
+            accept_length=accept,
+            step_time_s=step,
+            speed_tok_s=accept / step,
+            avg_power_w=power,
+            power_limit_w=p.power_limit_w,
+            gpu_util_pct=100.0 * busy,
+            mem_used_mb=self.mem_used_mb(batch_size, action, mem_fraction_static),
+            fits_in_memory=self.fits(batch_size, action, mem_fraction_static),
+            power_capped=capped,
+            clock_fraction=clock,
+            thermal_throttled=thermal,
+            mem_needed_mb=self.memory_needed_mb(batch_size, action),
+        )
+
+    def run_cost(self, batch_size: int, action: Action | tuple[int, int, int], prediction: RunPrediction) -> RunCost:
+        """Wall clock and energy of one sweep row's measured window (``max(16, bs)`` requests
+        of 512 tokens at concurrency ``bs``).
+
+        ``wall = decode x (1 + (1 - 1/bs) x (ragged + ragged_per_step x steps)) + fixed``:
+        step-time speed is the 20th percentile of step times (FACTS 4), and batches turn
+        ragged as requests finish and prefills interleave; ``fixed`` is prefill and request
+        handling. Energy = average power x wall clock.
+        """
+        steps = validate_action(tuple(action))[0]  # type: ignore[arg-type]
+        p = self.profile
+        total = max(NUM_PROMPTS, batch_size) * MAX_NEW_TOKENS
+        decode = total / (batch_size * prediction.speed_tok_s)
+        ragged = (1.0 - 1.0 / batch_size) * (p.ragged_overhead + p.ragged_overhead_per_step * steps)
+        wall = decode * (1.0 + ragged) + p.fixed_overhead_s
+        energy = prediction.avg_power_w * wall
+        return RunCost(total, decode, wall, energy, energy / total, total / wall)
+
+    def steady_temp_c(self, power_w: float) -> float:
+        """Steady-state temperature at a constant power, C."""
+        return self.profile.ambient_temp_c + self.profile.thermal_resistance_c_per_w * power_w
+
+    def advance_temperature(self, gpu_temp_c: float, power_w: float, seconds: float) -> float:
+        """Temperature after drawing ``power_w`` W for ``seconds`` s from ``gpu_temp_c`` C
+        (first-order relaxation towards :meth:`steady_temp_c`).
+
+        Raises:
+            ConfigError: negative seconds or non-finite inputs.
+        """
+        for name, value in (("gpu_temp_c", gpu_temp_c), ("power_w", power_w), ("seconds", seconds)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        if seconds < 0:
+            raise ConfigError(f"seconds must be >= 0, got {seconds}")
+        target = self.steady_temp_c(power_w)
+        return target + (gpu_temp_c - target) * math.exp(-seconds / self.profile.thermal_time_constant_s)

@@ -1,0 +1,311 @@
+"""Hardware profiles of the performance model: datasheet numbers, calibrated efficiencies,
+power, thermal, memory, acceptance and noise parameters.
+
+A profile is a TOML (or JSON) file with the sections ``[hardware]``, ``[thermal]``,
+``[memory]``, ``[efficiency]``, ``[power]``, ``[acceptance]``, ``[wallclock]`` and
+``[noise]``. Built-in profiles live in ``specband/data/profiles/<name>.toml``:
+
+* ``rtx4060-laptop``: calibrated against the published RTX 4060 Laptop measurements
+  (:mod:`specband.sim.calibrate`);
+* ``a100-sxm4-80gb``, ``h100-sxm``, ``h200``: datasheet numbers only, marked
+  ``calibrated = false``; whatever they do not set comes from ``rtx4060-laptop``.
+
+A user's file needs only ``[hardware]`` (``power_limit_w``, ``vram_mb``,
+``mem_bandwidth_gbs``, ``peak_tflops``; the rest has defaults); every other value not given
+is inherited from the profile named by ``base`` in ``[hardware]`` (default
+``rtx4060-laptop``). Power coefficients are fractions of the headroom between idle power and
+the power limit, so they carry over between chips of different size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from specband.errors import ConfigError
+from specband.sim.accept import AcceptParams
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "HardwareProfile",
+    "SECTIONS",
+    "builtin_profiles",
+    "load_profile",
+    "profile_to_toml",
+]
+
+DEFAULT_PROFILE = "rtx4060-laptop"
+
+
+def _f(default: float, section: str, lo: float, hi: float, doc: str) -> Any:
+    return field(default=default, metadata={"section": section, "lo": lo, "hi": hi, "doc": doc})
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """All parameters of one hardware profile (units in the names; see each field's
+    ``metadata['doc']``).
+
+    Raises:
+        ConfigError: from ``__post_init__`` when a value is outside its range.
+    """
+
+    # [hardware]
+    name: str = field(default="custom", metadata={"section": "hardware", "doc": "profile name"})
+    hardware: str = field(default="custom", metadata={"section": "hardware", "doc": "hardware label of sweep rows"})
+    calibrated: bool = field(default=False, metadata={"section": "hardware", "doc": "fitted to measurements"})
+    source: str = field(default="", metadata={"section": "hardware", "doc": "where the numbers come from"})
+    power_limit_w: float = _f(80.0, "hardware", 1.0, 5000.0, "board power limit, W")
+    vram_mb: float = _f(8188.0, "hardware", 256.0, 1e7, "GPU memory, MiB")
+    mem_bandwidth_gbs: float = _f(256.0, "hardware", 1.0, 1e5, "peak memory bandwidth, GB/s")
+    peak_tflops: float = _f(29.0, "hardware", 0.1, 1e5, "peak dense fp16/bf16 tensor TFLOP/s (fp32 accumulate)")
+    idle_power_w: float = _f(15.0, "hardware", 0.0, 2000.0, "board power with a server loaded and idle, W")
+    idle_mem_used_mb: float = _f(350.0, "hardware", 0.0, 1e7, "memory in use before a launch, MiB")
+    idle_util_pct: float = _f(2.0, "hardware", 0.0, 100.0, "utilisation before a launch, %")
+    # [thermal]
+    ambient_temp_c: float = _f(45.0, "thermal", -20.0, 100.0, "temperature of the idle GPU, C")
+    thermal_resistance_c_per_w: float = _f(0.35, "thermal", 0.0, 10.0, "steady-state rise per W, C/W")
+    thermal_time_constant_s: float = _f(40.0, "thermal", 0.1, 1e4, "first-order time constant, s")
+    throttle_temp_c: float = _f(87.0, "thermal", 0.0, 150.0, "thermal slowdown threshold, C")
+    throttle_clock_drop_per_c: float = _f(0.03, "thermal", 0.0, 1.0, "clock fraction lost per C above it")
+    leakage_per_c: float = _f(0.004, "thermal", 0.0, 0.1, "static-power growth per C above reference")
+    reference_temp_c: float = _f(60.0, "thermal", -20.0, 150.0, "temperature the power fit refers to, C")
+    launch_s: float = _f(30.0, "thermal", 0.0, 3600.0, "server launch + CUDA graph capture + warm-up, s")
+    launch_power_frac: float = _f(0.2, "thermal", 0.0, 1.0, "launch power above idle, fraction of headroom")
+    cooldown_s: float = _f(5.0, "thermal", 0.0, 3600.0, "sleep between launches, s (FACTS 4)")
+    # [memory]
+    cuda_context_mb: float = _f(400.0, "memory", 0.0, 1e6, "CUDA context and runtime outside the pool, MiB")
+    runtime_reserved_mb: float = _f(1000.0, "memory", 0.0, 1e6, "static-pool memory that is not weights/KV, MiB")
+    spec_buffer_mb_per_verify_token: float = _f(
+        7.0, "memory", 0.0, 1e4, "speculative buffers per verified token (bs x draft tokens), MiB"
+    )
+    graph_mb_per_token: float = _f(1.0, "memory", 0.0, 1e4, "CUDA-graph memory per verified token, MiB")
+    # [efficiency]
+    bandwidth_efficiency: float = _f(0.9, "efficiency", 0.05, 1.0, "achieved / peak memory bandwidth")
+    compute_efficiency: float = _f(0.5, "efficiency", 0.01, 1.0, "achieved / peak tensor throughput")
+    roofline_sharpness: float = _f(3.0, "efficiency", 1.0, 20.0, "p of (t_mem^p + t_compute^p)^(1/p)")
+    host_overhead_base_s: float = _f(0.0003, "efficiency", 0.0, 1.0, "host time per decode step, s")
+    host_overhead_spec_s: float = _f(0.001, "efficiency", 0.0, 1.0, "extra host time per speculative step, s")
+    host_overhead_draft_step_s: float = _f(0.0003, "efficiency", 0.0, 1.0, "host time per draft forward, s")
+    host_overhead_verify_token_s: float = _f(
+        5e-6, "efficiency", 0.0, 1.0, "host/tree time per verified token (bs x draft tokens), s"
+    )
+    prompt_tokens: float = _f(128.0, "efficiency", 1.0, 1e6, "mean prompt length of the workload, tokens")
+    # [power]
+    busy_power_frac: float = _f(0.6, "power", 0.0, 3.0, "power of a busy GPU at full clock, fraction of headroom")
+    mem_power_frac: float = _f(0.3, "power", 0.0, 3.0, "power at peak memory bandwidth, fraction of headroom")
+    compute_power_frac: float = _f(0.3, "power", 0.0, 3.0, "power at peak tensor throughput, fraction of headroom")
+    cap_tracking: float = _f(0.1, "power", 0.0, 1.0, "share of the demand above the limit the cap lets through")
+    clock_exponent: float = _f(2.0, "power", 1.0, 4.0, "core power ~ clock ** exponent (DVFS)")
+    min_clock_fraction: float = _f(0.3, "power", 0.05, 1.0, "lowest clock the cap or throttle may set")
+    # [acceptance]
+    first_token_accept: float = _f(0.59, "acceptance", 1e-6, 0.999, "see specband.sim.accept")
+    depth_decay: float = _f(0.95, "acceptance", 1e-6, 1.5, "see specband.sim.accept")
+    rank2_ratio: float = _f(0.2, "acceptance", 0.0, 1.0, "see specband.sim.accept")
+    rank_decay: float = _f(0.8, "acceptance", 0.0, 1.0, "see specband.sim.accept")
+    alt_depth_decay: float = _f(0.55, "acceptance", 0.0, 1.5, "see specband.sim.accept")
+    off_track_factor: float = _f(0.55, "acceptance", 0.0, 1.0, "see specband.sim.accept")
+    # [wallclock]
+    ragged_overhead: float = _f(0.1, "wallclock", 0.0, 5.0, "wall-clock excess over step time at large bs")
+    ragged_overhead_per_step: float = _f(0.01, "wallclock", 0.0, 5.0, "same, per draft step")
+    fixed_overhead_s: float = _f(0.9, "wallclock", 0.0, 3600.0, "per-run wall-clock overhead, s")
+    # [noise]
+    speed_rel_sd: float = _f(0.005, "noise", 0.0, 1.0, "run-to-run relative sd of speed")
+    accept_sd: float = _f(0.008, "noise", 0.0, 1.0, "run-to-run sd of accept length")
+    power_rel_sd: float = _f(0.008, "noise", 0.0, 1.0, "run-to-run relative sd of average power")
+    temp_sd_c: float = _f(0.5, "noise", 0.0, 50.0, "sd of temperature readings, C")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("str",) or f.name in ("name", "hardware", "source"):
+                if not isinstance(value, str):
+                    raise ConfigError(f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a string")
+                continue
+            if f.name == "calibrated":
+                if not isinstance(value, bool):
+                    raise ConfigError(f"profile '{self.name}': hardware.calibrated must be true or false")
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(
+                    f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a finite number, got {value!r}"
+                )
+            lo, hi = f.metadata["lo"], f.metadata["hi"]
+            if not lo <= value <= hi:
+                raise ConfigError(
+                    f"profile '{self.name}': {f.metadata['section']}.{f.name} = {value!r} is outside [{lo:g}, {hi:g}]"
+                )
+        if self.idle_power_w >= self.power_limit_w:
+            raise ConfigError(
+                f"profile '{self.name}': hardware.idle_power_w ({self.idle_power_w}) must be below "
+                f"power_limit_w ({self.power_limit_w})"
+            )
+        self.accept_params()  # validates the acceptance section
+
+    def accept_params(self) -> AcceptParams:
+        """The ``[acceptance]`` section as :class:`~specband.sim.accept.AcceptParams`."""
+        return AcceptParams(
+            self.first_token_accept,
+            self.depth_decay,
+            self.rank2_ratio,
+            self.rank_decay,
+            self.alt_depth_decay,
+            self.off_track_factor,
+        )
+
+    def with_values(self, **values: Any) -> HardwareProfile:
+        """A copy with some fields replaced (validated).
+
+        Raises:
+            ConfigError: an unknown field or a value out of range.
+        """
+        known = {f.name for f in fields(self)}
+        for key in values:
+            if key not in known:
+                raise ConfigError(f"profile '{self.name}': unknown parameter '{key}'")
+        return replace(self, **values)
+
+
+#: Section name -> field names, in file order.
+SECTIONS: dict[str, list[str]] = {}
+for _f_ in fields(HardwareProfile):
+    SECTIONS.setdefault(_f_.metadata["section"], []).append(_f_.name)
+
+
+def _profiles_dir() -> Path:
+    return Path(str(resources.files("specband").joinpath("data/profiles")))
+
+
+def builtin_profiles() -> list[str]:
+    """Names of the built-in profiles (files under ``specband/data/profiles``)."""
+    return sorted(p.stem for p in _profiles_dir().glob("*.toml"))
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such profile file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read profile ({exc.strerror})") from None
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            line = getattr(exc, "lineno", None)
+            where = f"{path}:{line}" if line else str(path)
+            raise ConfigError(f"{where}: not a valid JSON profile ({exc})") from None
+    else:
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            try:
+                import tomli as tomllib  # type: ignore[no-redef]
+            except ModuleNotFoundError:
+                raise ConfigError(f"{path}: TOML profiles need Python 3.11+ or the tomli package") from None
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: not a valid TOML profile ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a profile must be a table/object of sections")
+    return data
+
+
+def _flatten(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"{path}: unknown section [{section}]; expected one of {', '.join(SECTIONS)}")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{path}: [{section}] must be a table of values")
+        for key, value in values.items():
+            if key == "base" and section == "hardware":
+                continue
+            if key not in SECTIONS[section]:
+                raise ConfigError(f"{path}: field '{section}.{key}': unknown parameter")
+            if isinstance(value, int) and not isinstance(value, bool) and key not in ("calibrated",):
+                value = float(value)
+            flat[key] = value
+    return flat
+
+
+def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
+    data = _read_mapping(path)
+    hw = data.get("hardware", {})
+    base_name = hw.get("base", DEFAULT_PROFILE) if isinstance(hw, Mapping) else DEFAULT_PROFILE
+    flat = _flatten(data, path)
+    flat.setdefault("name", path.stem)
+    if path.stem == DEFAULT_PROFILE and path.parent == _profiles_dir():
+        base = HardwareProfile()
+    else:
+        if not isinstance(base_name, str):
+            raise ConfigError(f"{path}: field 'hardware.base': expected a profile name")
+        if base_name in stack:
+            raise ConfigError(f"{path}: field 'hardware.base': profiles inherit from each other in a loop")
+        base = _load(base_name, stack + (path.stem,))
+        # a derived profile is calibrated only if it says so
+        flat.setdefault("calibrated", False)
+        flat.setdefault("source", "")
+    try:
+        return base.with_values(**flat)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _load(profile: str | Path, stack: tuple[str, ...]) -> HardwareProfile:
+    text = str(profile)
+    candidate = Path(text)
+    if candidate.suffix.lower() in (".toml", ".json") or candidate.exists():
+        return _load_file(candidate, stack)
+    builtin = _profiles_dir() / f"{text}.toml"
+    if not builtin.is_file():
+        raise ConfigError(
+            f"unknown profile '{text}': expected one of {', '.join(builtin_profiles())} or a .toml/.json file"
+        )
+    return _load_file(builtin, stack)
+
+
+def load_profile(profile: str | Path | HardwareProfile = DEFAULT_PROFILE) -> HardwareProfile:
+    """A profile by built-in name or from a TOML/JSON file.
+
+    Args:
+        profile: a built-in name (see :func:`builtin_profiles`), a ``.toml``/``.json`` path,
+            or a :class:`HardwareProfile` (returned as is).
+
+    Raises:
+        ConfigError: unknown name, unreadable or malformed file (naming file and
+            ``section.key``), unknown parameter, or a value out of range.
+    """
+    if isinstance(profile, HardwareProfile):
+        return profile
+    return _load(profile, ())
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(float(value))
+
+
+def profile_to_toml(profile: HardwareProfile, header: str = "") -> str:
+    """The profile as TOML text, every section and value written out.
+
+    Args:
+        header: comment lines (without ``#``) written first.
+    """
+    lines = [f"# {h}" if h else "#" for h in header.splitlines()] if header else []
+    for section, names in SECTIONS.items():
+        if lines:
+            lines.append("")
+        lines.append(f"[{section}]")
+        for name in names:
+            lines.append(f"{name} = {_toml_value(getattr(profile, name))}")
+    return "\n".join(lines) + "\n"
