@@ -62,3 +62,25 @@ def test_bad_input_exits_2(run_cli: Callable[..., Any], table_policies: None, ar
     assert res.exit_code == 2
     assert res.stderr.strip().startswith(message), res.stderr
     assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def test_sglang_bench_file_without_energy(
+    run_cli: Callable[..., Any], table_policies: None, write_jsonl: Callable[..., Path]
+) -> None:
+    speeds = {(0, 0, 0): 100.0, (3, 4, 8): 150.0, (3, 2, 4): 160.0}
+    rows = [
+        {"batch_size": bs, "steps": s, "topk": k, "num_draft_tokens": d, "acc_length": 1.0 if s == 0 else 2.0,
+         "step_time": 0.01, "speed": v / bs, "completion_tokens": 512}
+        for bs in (1, 4) for (s, k, d), v in speeds.items()
+    ]  # fmt: skip
+    path = write_jsonl(rows, "bench.jsonl")
+    res = run_cli("evaluate", path, "--json", "--algo", "gbt", "--features", "contract", "--bootstrap", "20")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["data"]["energy_measured"] is False and doc["holdout"]["kind"] == "none"
+    for pick in doc["features"]["contract"]["picks"]:
+        assert pick["pick"]["action"] == [3, 2, 4] and pick["utilization"] is None and pick["in_band"] is None
+        assert pick["reward"]["estimate"] == pytest.approx(0.3)  # throughput only: (1.6 - 1) / 2
+    assert doc["features"]["contract"]["summary"][0]["batch_sizes_in_band"] is None
+    tables = run_cli("evaluate", path, "--algo", "gbt", "--features", "contract", "--bootstrap", "20")
+    assert "rewards are throughput only" in tables.stdout

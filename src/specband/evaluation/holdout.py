@@ -350,6 +350,8 @@ class EvaluationResult:
         timings: ``total_s``, wall time of the evaluation.
         in_sample: for batch sizes that could not be held out in any split, their in-sample
             evaluation (``scored_on == "in-sample"``), or ``None``.
+        energy_measured: False when no row has energy (e.g. sglang bench output): rewards
+            are then throughput only and there is no utilisation.
     """
 
     holdout: str
@@ -371,6 +373,7 @@ class EvaluationResult:
     fits: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     in_sample: EvaluationResult | None = None
+    energy_measured: bool = True
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -762,6 +765,7 @@ def evaluate(
         fits=fits,
         timings={"total_s": time.perf_counter() - started},
         in_sample=fallback,
+        energy_measured=data.energy_measured,
     )
 
 

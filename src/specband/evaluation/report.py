@@ -71,6 +71,7 @@ def summary_rows(result: EvaluationResult, features: str) -> list[dict[str, Any]
 
     Means are over the batch sizes where the pick was measured (a batch size whose pick was
     never run in a held-out split is left out and counted in ``batch_sizes_not_measured``).
+    ``batch_sizes_in_band`` is ``None`` when no utilisation is known (no energy measured).
     """
     fr = result.features[features]
     rows = []
@@ -92,7 +93,11 @@ def summary_rows(result: EvaluationResult, features: str) -> list[dict[str, Any]
                 "batch_sizes_scored": len(picks),
                 "batch_sizes_not_measured": len(picks) - len(measured),
                 "batch_sizes_at_oracle": sum(p.reaches_oracle for p in picks.values()),
-                "batch_sizes_in_band": sum(bool(p.in_band) for p in picks.values()),
+                "batch_sizes_in_band": (
+                    sum(bool(p.in_band) for p in picks.values())
+                    if any(p.in_band is not None for p in picks.values())
+                    else None
+                ),
                 "dr": _iv(fr.ope.get(algo, {}).get("dr")),
             }
         )
@@ -190,6 +195,7 @@ def result_to_json(result: EvaluationResult) -> dict[str, Any]:
             "format": result.data_format,
             "rows": result.n_rows,
             "provenance": result.provenance,
+            "energy_measured": result.energy_measured,
         },
         "holdout": {
             "kind": result.holdout,
@@ -292,7 +298,7 @@ def _summary_cells(result: EvaluationResult, fr: FeatureResult) -> list[list[str
             r["algorithm"], _num(r["mean_reward"]), _num(r["mean_oracle_reward"]),
             _num(r["mean_reference_reward"]), _num(r["mean_regret"]),
             f"{r['batch_sizes_at_oracle']}/{r['batch_sizes_scored']}",
-            f"{r['batch_sizes_in_band']}/{r['batch_sizes_scored']}",
+            "-" if r["batch_sizes_in_band"] is None else f"{r['batch_sizes_in_band']}/{r['batch_sizes_scored']}",
             format_interval(fr.ope.get(r["algorithm"], {}).get("dr")),
         ]  # fmt: skip
         for r in summary_rows(result, fr.features)
@@ -307,6 +313,8 @@ _SUMMARY_HEADERS = (
 
 def _notes(result: EvaluationResult) -> list[str]:
     notes = [f"holdout: {result.holdout} ({result.holdout_reason}); every number is {result.scored_on}"]
+    if not result.energy_measured:
+        notes.append("no energy was measured in this data: rewards are throughput only, utilisation is unknown")
     for n in result.not_held_out:
         notes.append(f"not held out: {n.split}, bs {n.batch_size}: {n.reason}")
     return notes
@@ -408,6 +416,8 @@ def report_markdown(result: EvaluationResult) -> str:
         "reward; simulated = from `specband simulate`",
         f"- {result.fits} policy fits in {result.fit_s:.1f} s",
     ]
+    if not result.energy_measured:
+        out.append("- no energy was measured in this data: rewards are throughput only, utilisation is unknown")
     if result.not_held_out:
         out += ["", "## Not held out", ""]
         out += [f"- {n.split}, batch size {n.batch_size}: {n.reason}" for n in result.not_held_out]
