@@ -1,10 +1,29 @@
-"""Core commands: ``specband actions`` (``train`` and ``recommend`` join here)."""
+"""Core commands: ``specband train``, ``specband recommend`` and ``specband actions``.
+
+Only typer and the standard library are imported at module level; ``recommend`` with the
+default ``lookup_table`` imports neither torch nor scikit-learn.
+"""
 
 from __future__ import annotations
 
 import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Optional
 
 import typer
+
+#: Default artifact folder of ``specband train``.
+DEFAULT_MODELS_DIR = "specband-models"
+
+
+def _note(message: str) -> None:
+    print(f"note: {message}", file=sys.stderr)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def register(app: typer.Typer) -> None:
@@ -41,3 +60,215 @@ def register(app: typer.Typer) -> None:
             flags = " ".join(sglang_cli_args(a)) or "(no speculative flags)"
             table.add_row(str(i), f"({a[0]}, {a[1]}, {a[2]}){note}", flags)
         Console().print(table)
+
+    @app.command("train")
+    def train_command(
+        data: Optional[Path] = typer.Argument(
+            None,
+            help="Sweep JSONL (published sweep schema, specband sweep/simulate output, or sglang "
+            "bench_speculative.py output). Default: the bundled published measurements.",
+            show_default=False,
+        ),
+        out: Path = typer.Option(Path(DEFAULT_MODELS_DIR), "--out", "-o", help="Artifact folder to write."),
+        algo: Optional[list[str]] = typer.Option(
+            None, "--algo", "-a", help="Algorithm to train (repeatable). Default: all eight.", show_default=False
+        ),
+        power_limit: Optional[float] = typer.Option(
+            None, "--power-limit", help="GPU power limit in W, overriding the rows' own.", show_default=False
+        ),
+        seed: int = typer.Option(0, "--seed", help="Training seed (same seed, same artifacts).", min=0),
+        features: str = typer.Option(
+            "contract",
+            "--features",
+            help="Decision state: 'contract' (the published 4-float state, memory and utilisation read "
+            "after the run) or 'pre' (only what is known before launch).",
+        ),
+    ) -> None:
+        """Train the policies on a sweep and write the artifact folder (model card layout).
+
+        Prints, per algorithm and batch size, the pick, its mean observed reward and the
+        reference (3,4,8) beside it.
+        """
+        import time
+
+        from specband.artifacts import build_manifest, pick_table, save_artifacts, train_policies, validate_algorithms
+        from specband.dataset import FEATURE_KINDS, load_sweep
+        from specband.errors import ConfigError
+
+        if features not in FEATURE_KINDS:
+            raise ConfigError(f"--features must be one of {', '.join(FEATURE_KINDS)}, got {features!r}")
+        names = validate_algorithms(algo)
+        sweep = load_sweep(data, power_limit_w=power_limit)
+        if not sweep.energy_measured:
+            _note(f"{sweep.path}: no energy was measured; rewards come from throughput alone")
+        training = sweep.training_data(features)  # type: ignore[arg-type]
+        start = time.perf_counter()
+        policies = train_policies(training, names, seed=seed)
+        elapsed = time.perf_counter() - start
+        manifest = build_manifest(training, names, seed=seed, sweep=sweep)
+        folder = save_artifacts(policies, out, manifest)
+        rows = pick_table(policies, manifest)
+        source = "bundled published measurements" if data is None else str(data)
+        typer.echo(
+            f"trained {len(names)} algorithm(s) on {source} ({len(training)} training rows, "
+            f"features={features}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
+        )
+        _print_picks(rows)
+
+    @app.command("recommend")
+    def recommend_command(
+        batch_size: int = typer.Option(..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests)."),
+        algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask."),
+        models: Optional[Path] = typer.Option(
+            None,
+            "--models",
+            "-m",
+            help="Artifact folder (from `specband train`, or the model card's layout). "
+            "Default: the embedded policy trained on the bundled published measurements.",
+            show_default=False,
+        ),
+        state: Optional[tuple[float, float, float]] = typer.Option(
+            None,
+            "--state",
+            help="GPU state TEMP_C MEM_MB UTIL_PCT (for 'pre' models: the idle GPU before launch). "
+            "Default: the state the folder's picks were made from.",
+            show_default=False,
+        ),
+        output_format: str = typer.Option("flags", "--format", "-f", help="'flags' (one line) or 'json'."),
+        draft_model: Optional[str] = typer.Option(
+            None,
+            "--draft-model",
+            help="EAGLE3 draft model path or id, emitted as --speculative-draft-model-path.",
+            show_default=False,
+        ),
+        data: Optional[Path] = typer.Option(
+            None,
+            "--data",
+            help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a "
+            "folder without a specband manifest.",
+            show_default=False,
+        ),
+    ) -> None:
+        """Print the sglang flags for a batch size, ready to paste after
+        `python -m sglang.launch_server`."""
+        from specband.errors import ConfigError
+
+        if output_format not in ("flags", "json"):
+            raise ConfigError(f"--format must be 'flags' or 'json', got {output_format!r}")
+        if batch_size <= 0:
+            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
+        if state is not None:
+            import math
+
+            temp_c, mem_mb, util_pct = state
+            if not all(math.isfinite(v) for v in state) or mem_mb < 0 or util_pct < 0:
+                raise ConfigError(f"--state needs finite TEMP_C MEM_MB UTIL_PCT with MEM_MB, UTIL_PCT >= 0, got {state}")
+        result = _recommend(batch_size, algo, models, state, draft_model, data)
+        if output_format == "json":
+            typer.echo(json.dumps(result, indent=2))
+        else:
+            typer.echo(shlex.join(result["flags"]))
+        if result["action"] == [0, 0, 0]:
+            _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
+        elif draft_model is None:
+            _note(
+                "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
+                "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
+            )
+
+
+def _recommend(
+    batch_size: int,
+    algo: str,
+    models: Path | None,
+    telemetry: tuple[float, float, float] | None,
+    draft_model: str | None,
+    data_path: Path | None,
+) -> dict[str, Any]:
+    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+    from specband.artifacts import embedded_policy, load_manifest, load_policy, validate_algorithms
+
+    validate_algorithms([algo])
+    if models is None:
+        if data_path is not None:
+            _note("--data is used with --models only; ignored")
+        policy, manifest = embedded_policy(algo)
+        source = "embedded (bundled published measurements)"
+    else:
+        manifest = load_manifest(models)
+        training = None
+        if data_path is not None:
+            if manifest.foreign:
+                import dataclasses
+
+                from specband.artifacts import build_manifest
+                from specband.dataset import load_sweep
+
+                sweep = load_sweep(data_path)
+                training = sweep.training_data(manifest.features)  # type: ignore[arg-type]
+                manifest = dataclasses.replace(
+                    build_manifest(training, [algo], seed=0, sweep=sweep), seed=None, foreign=True
+                )
+            else:
+                _note(f"{models} has a specband manifest; --data ignored")
+        policy = load_policy(models, algo, training)
+        source = str(models)
+        if manifest.foreign and training is None:
+            _note(
+                f"{models} has no specband manifest: picking among all 19 actions from the default state "
+                "(pass --data SWEEP to restrict them to the configs measured there)"
+            )
+            if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
+                _note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    measured = manifest.measured_batch_size(batch_size)
+    if measured is not None and measured != batch_size:
+        _note(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
+    state = manifest.state_for(batch_size, telemetry)
+    index = policy.act(state, manifest.allowed_for(batch_size))
+    action = ACTIONS[index]
+    return {
+        "algorithm": algo,
+        "batch_size": batch_size,
+        "measured_batch_size": measured,
+        "features": manifest.features,
+        "state": [float(v) for v in state],
+        "source": source,
+        "action_index": index,
+        "action": list(action),
+        "flags": sglang_cli_args(action, draft_model),
+        "kwargs": server_args_kwargs(action, draft_model),
+        "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
+    }
+
+
+def _print_picks(rows: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from specband.actions import ACTIONS, REFERENCE_ACTION
+
+    table = Table(title="picks per algorithm and batch size (mean observed reward in the training data)")
+    table.add_column("algorithm")
+    table.add_column("bs", justify="right")
+    table.add_column("pick")
+    table.add_column("reward", justify="right")
+    table.add_column(f"reference {REFERENCE_ACTION}", justify="right")
+    table.add_column("vs ref", justify="right")
+    table.add_column("best measured", justify="right")
+    previous = None
+    for r in rows:
+        delta = None if r.mean_reward is None or r.reference_reward is None else r.mean_reward - r.reference_reward
+        best = "-" if r.best_action is None else f"{ACTIONS[r.best_action]} {_fmt(r.best_reward)}"
+        table.add_row(
+            r.algorithm if r.algorithm != previous else "",
+            str(r.batch_size),
+            str(ACTIONS[r.action]),
+            _fmt(r.mean_reward),
+            _fmt(r.reference_reward),
+            "-" if delta is None else f"{delta:+.4f}",
+            best,
+            end_section=False,
+        )
+        previous = r.algorithm
+    console = Console(width=None if sys.stdout.isatty() else 110, soft_wrap=False)
+    console.print(table)

@@ -1,0 +1,568 @@
+"""Policy artifact folders in the model card's layout, plus specband's manifest.
+
+Layout (FACTS §5; every file loads with the model card's own recipe, without specband)::
+
+    <folder>/mlp_bandit/policy.pth          QNetwork(4, 19) state_dict
+    <folder>/lookup_table/model.json        {"<bs>": {"config": [s,k,d], "mean_reward": float}}
+    <folder>/linucb/model.npz               theta (19,4), A (19,4,4), actions (19,3)
+    <folder>/thompson_sampling/model.npz    mean (19,4), cov (19,4,4), actions (19,3)
+    <folder>/gbt/model.joblib               GradientBoostingRegressor on [state, action/19]
+    <folder>/doubly_robust/model.joblib     LinearRegression on [state, action/19]
+    <folder>/cql/policy.pth                 QNetwork(4, 19) state_dict
+    <folder>/bcq/policy.pth                 {behavior_state_dict, q_state_dict, actions}
+
+specband adds files the recipes ignore: ``<folder>/specband.json`` (the manifest: feature
+kind, seed, data file and its sha256, power limit, reward config, and per batch size the
+allowed actions, the state used for picks and the observed mean rewards) and
+``<folder>/<algorithm>/specband.json`` (resolved settings and fitted extras). A folder
+written by another tool (no manifest) loads too, as ``contract`` features.
+
+A folder is written whole or not at all: into a temporary folder next to the target,
+renamed into place when every file is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from specband.actions import ACTIONS, NUM_ACTIONS, REFERENCE_INDEX
+from specband.dataset import FEATURE_KINDS, TrainingData, state_vector
+from specband.errors import ArtifactError, ConfigError
+from specband.policies import ALGORITHMS, policy_class
+from specband.policies.base import mean_reward_by_cell, nearest_batch_size, read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from specband.dataset import Sweep
+    from specband.policies.base import Policy
+    from specband.reward import RewardConfig
+
+__all__ = [
+    "ARTIFACT_FILES",
+    "MANIFEST_FILE",
+    "Manifest",
+    "PickRow",
+    "available_algorithms",
+    "build_manifest",
+    "embedded_policy",
+    "file_sha256",
+    "load_manifest",
+    "load_policies",
+    "load_policy",
+    "pick_table",
+    "representative_states",
+    "save_artifacts",
+    "train_policies",
+    "validate_algorithms",
+]
+
+#: specband's manifest file at the top of an artifact folder.
+MANIFEST_FILE = "specband.json"
+MANIFEST_FORMAT = 1
+#: Model card file of each algorithm, relative to the artifact folder (FACTS §5).
+ARTIFACT_FILES: dict[str, str] = {
+    "mlp_bandit": "mlp_bandit/policy.pth",
+    "lookup_table": "lookup_table/model.json",
+    "linucb": "linucb/model.npz",
+    "thompson_sampling": "thompson_sampling/model.npz",
+    "gbt": "gbt/model.joblib",
+    "doubly_robust": "doubly_robust/model.joblib",
+    "cql": "cql/policy.pth",
+    "bcq": "bcq/policy.pth",
+}
+
+
+def validate_algorithms(names: Iterable[str] | None) -> list[str]:
+    """Algorithm names checked against the model card's, de-duplicated, in the given order
+    (``None`` or empty: all eight in the model card's order).
+
+    Raises:
+        ConfigError: an unknown name.
+    """
+    if not names:
+        return list(ALGORITHMS)
+    out: list[str] = []
+    for name in names:
+        if name not in ALGORITHMS:
+            raise ConfigError(f"unknown algorithm {name!r}; expected one of: {', '.join(ALGORITHMS)}")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes.
+
+    Raises:
+        ArtifactError: the file cannot be read.
+    """
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return h.hexdigest()
+
+
+def representative_states(data: TrainingData) -> dict[int, np.ndarray]:
+    """The state picks are made from at each batch size: the element-wise median of the
+    training states there (upstream used one "representative" row's state, FACTS §5).
+
+    Returns:
+        batch size -> (4,) float64 state.
+    """
+    out: dict[int, np.ndarray] = {}
+    for bs in sorted(int(b) for b in np.unique(data.batch_sizes)):
+        out[bs] = np.median(np.asarray(data.states[data.batch_sizes == bs], dtype=np.float64), axis=0)
+    return out
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What specband records about an artifact folder (``specband.json``).
+
+    Attributes:
+        features: ``"contract"`` or ``"pre"``: the state the policies were trained on.
+        seed: training seed (``None`` for a folder written by another tool).
+        algorithms: the algorithms in the folder.
+        data: ``path``, ``sha256``, ``rows``, ``training_rows``, ``format`` of the sweep.
+        power_limit_w: power limit (W) that overrode the rows' own, or ``None``.
+        reward_config: the reward constants used (see :class:`specband.reward.RewardConfig`).
+        allowed: batch size -> (19,) bool: actions with data there and no failure.
+        states: batch size -> (4,) state the picks are made from.
+        mean_rewards: batch size -> action index -> observed mean reward.
+        row_counts: batch size -> action index -> number of rows.
+        specband_version: the version that wrote the folder.
+        foreign: True when the folder has no manifest (written by another tool).
+    """
+
+    features: str = "contract"
+    seed: int | None = None
+    algorithms: tuple[str, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+    power_limit_w: float | None = None
+    reward_config: Mapping[str, Any] | None = None
+    allowed: Mapping[int, np.ndarray] = field(default_factory=dict)
+    states: Mapping[int, np.ndarray] = field(default_factory=dict)
+    mean_rewards: Mapping[int, Mapping[int, float]] = field(default_factory=dict)
+    row_counts: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
+    specband_version: str | None = None
+    foreign: bool = False
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """Measured batch sizes, sorted."""
+        return sorted(self.allowed)
+
+    def measured_batch_size(self, batch_size: int) -> int | None:
+        """The measured batch size used for ``batch_size`` (itself when measured, else the
+        nearest, the larger on a tie); ``None`` when the manifest knows none."""
+        if not self.allowed:
+            return None
+        return nearest_batch_size(batch_size, self.allowed)
+
+    def allowed_for(self, batch_size: int) -> np.ndarray | None:
+        """(19,) bool mask of the measured batch size used for ``batch_size``, or ``None``
+        (foreign folder: unknown)."""
+        measured = self.measured_batch_size(batch_size)
+        return None if measured is None else np.asarray(self.allowed[measured], dtype=bool)
+
+    def state_for(
+        self, batch_size: int, telemetry: tuple[float, float, float] | None = None
+    ) -> np.ndarray:
+        """The (4,) state to ask a policy with for ``batch_size``.
+
+        Args:
+            batch_size: requested batch size; an unmeasured one is asked as its nearest
+                measured batch size (see :meth:`measured_batch_size`).
+            telemetry: ``(temp_c, mem_used_mb, util_pct)`` to use instead of the stored
+                representative state (for ``pre`` features: the idle GPU before launch).
+        """
+        measured = self.measured_batch_size(batch_size)
+        bs = batch_size if measured is None else measured
+        if telemetry is not None:
+            return state_vector(bs, *telemetry).astype(np.float64)
+        if measured is not None and measured in self.states:
+            return np.asarray(self.states[measured], dtype=np.float64).copy()
+        return state_vector(bs).astype(np.float64)
+
+    def mean_reward(self, batch_size: int, action: int) -> float | None:
+        """Observed mean reward of ``action`` at a measured batch size, or ``None``."""
+        value = self.mean_rewards.get(batch_size, {}).get(action)
+        return None if value is None else float(value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as a JSON-ready dict."""
+        sizes = sorted(set(self.allowed) | set(self.states) | set(self.mean_rewards))
+        return {
+            "format": MANIFEST_FORMAT,
+            "specband_version": self.specband_version,
+            "features": self.features,
+            "seed": self.seed,
+            "algorithms": {name: {"file": ARTIFACT_FILES[name]} for name in self.algorithms},
+            "data": dict(self.data),
+            "power_limit_w": self.power_limit_w,
+            "reward_config": None if self.reward_config is None else dict(self.reward_config),
+            "batch_sizes": {
+                str(bs): {
+                    "allowed": [int(i) for i in np.flatnonzero(self.allowed[bs])] if bs in self.allowed else [],
+                    "state": [float(v) for v in self.states[bs]] if bs in self.states else None,
+                    "mean_reward": {str(a): float(v) for a, v in sorted(self.mean_rewards.get(bs, {}).items())},
+                    "rows": {str(a): int(v) for a, v in sorted(self.row_counts.get(bs, {}).items())},
+                }
+                for bs in sizes
+            },
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, path: str | Path) -> Manifest:
+        """Parse a manifest dict.
+
+        Raises:
+            ArtifactError: wrong types, an unknown feature kind or algorithm, an action
+                index outside 0..18, or a state that is not 4 finite numbers.
+        """
+        def bad(message: str) -> ArtifactError:
+            return ArtifactError(f"{path}: {message}")
+
+        if not isinstance(obj, dict):
+            raise bad("expected a JSON object")
+        features = obj.get("features", "contract")
+        if features not in FEATURE_KINDS:
+            raise bad(f"'features' must be one of {FEATURE_KINDS}, got {features!r}")
+        seed = obj.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise bad(f"'seed' must be an integer or null, got {seed!r}")
+        algos = obj.get("algorithms", {})
+        if not isinstance(algos, (dict, list)):
+            raise bad("'algorithms' must be an object keyed by algorithm name")
+        for name in algos:
+            if name not in ALGORITHMS:
+                raise bad(f"unknown algorithm {name!r} in 'algorithms'")
+        data = obj.get("data") or {}
+        if not isinstance(data, dict):
+            raise bad("'data' must be an object")
+        limit = obj.get("power_limit_w")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
+            raise bad(f"'power_limit_w' must be a positive number or null, got {limit!r}")
+        reward = obj.get("reward_config")
+        if reward is not None and not isinstance(reward, dict):
+            raise bad("'reward_config' must be an object or null")
+        sizes = obj.get("batch_sizes") or {}
+        if not isinstance(sizes, dict):
+            raise bad("'batch_sizes' must be an object keyed by batch size")
+        allowed: dict[int, np.ndarray] = {}
+        states: dict[int, np.ndarray] = {}
+        means: dict[int, dict[int, float]] = {}
+        counts: dict[int, dict[int, int]] = {}
+        for key, entry in sizes.items():
+            if not str(key).isdigit() or int(key) <= 0:
+                raise bad(f"'batch_sizes' key {key!r} is not a positive integer")
+            bs = int(key)
+            if not isinstance(entry, dict):
+                raise bad(f"'batch_sizes.{key}' must be an object")
+            idx = entry.get("allowed", [])
+            if not isinstance(idx, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < NUM_ACTIONS for i in idx
+            ):
+                raise bad(f"'batch_sizes.{key}.allowed' must be action indices in 0..{NUM_ACTIONS - 1}")
+            if idx:
+                mask = np.zeros(NUM_ACTIONS, dtype=bool)
+                mask[idx] = True
+                allowed[bs] = mask
+            state = entry.get("state")
+            if state is not None:
+                if (
+                    not isinstance(state, list)
+                    or len(state) != 4
+                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in state)
+                ):
+                    raise bad(f"'batch_sizes.{key}.state' must be 4 finite numbers")
+                states[bs] = np.array(state, dtype=np.float64)
+            means[bs] = _index_map(entry.get("mean_reward", {}), float, bad, f"batch_sizes.{key}.mean_reward")
+            counts[bs] = _index_map(entry.get("rows", {}), int, bad, f"batch_sizes.{key}.rows")
+        return cls(
+            features=features,
+            seed=seed,
+            algorithms=tuple(a for a in ALGORITHMS if a in algos),
+            data=data,
+            power_limit_w=None if limit is None else float(limit),
+            reward_config=reward,
+            allowed=allowed,
+            states=states,
+            mean_rewards=means,
+            row_counts=counts,
+            specband_version=obj.get("specband_version"),
+        )
+
+
+def _index_map(value: Any, kind: type, bad: Callable[[str], ArtifactError], where: str) -> dict[int, Any]:
+    if not isinstance(value, dict):
+        raise bad(f"'{where}' must be an object keyed by action index")
+    out: dict[int, Any] = {}
+    for k, v in value.items():
+        ok = str(k).isdigit() and int(k) < NUM_ACTIONS
+        ok = ok and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        if not ok:
+            raise bad(f"'{where}' entry {k!r}: {v!r} is not an action index with a finite number")
+        out[int(k)] = kind(v)
+    return out
+
+
+def build_manifest(
+    data: TrainingData,
+    algorithms: Sequence[str],
+    *,
+    seed: int,
+    sweep: Sweep | None = None,
+    reward_config: RewardConfig | None = None,
+) -> Manifest:
+    """The manifest of a folder trained on ``data`` (from ``sweep``, when known)."""
+    from specband import __version__
+
+    cells = mean_reward_by_cell(data)
+    info: dict[str, Any] = {"rows": len(sweep.rows) if sweep is not None else None, "training_rows": len(data)}
+    if sweep is not None:
+        info["path"] = sweep.path
+        info["format"] = sweep.format
+        info["sha256"] = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None
+        info["energy_measured"] = sweep.energy_measured
+    return Manifest(
+        features=data.features,
+        seed=seed,
+        algorithms=tuple(validate_algorithms(algorithms)),
+        data=info,
+        power_limit_w=None if sweep is None else sweep.power_limit_w,
+        reward_config=None if reward_config is None else asdict(reward_config),
+        allowed={bs: np.asarray(mask, dtype=bool) for bs, mask in sorted(data.allowed.items())},
+        states=representative_states(data),
+        mean_rewards={
+            bs: {int(a): float(m[a]) for a in np.flatnonzero(c)} for bs, (m, c) in cells.items()
+        },
+        row_counts={bs: {int(a): int(c[a]) for a in np.flatnonzero(c)} for bs, (_, c) in cells.items()},
+        specband_version=__version__,
+    )
+
+
+def train_policies(
+    data: TrainingData,
+    algorithms: Sequence[str] | None = None,
+    *,
+    seed: int = 0,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    on_done: Callable[[str, float], None] | None = None,
+) -> dict[str, Policy]:
+    """Fit each algorithm on ``data`` with ``seed`` (the same seed gives the same artifacts).
+
+    Args:
+        data: logged training data.
+        algorithms: names (default all eight).
+        seed: training seed.
+        overrides: per algorithm, config overrides (see each policy's config).
+        on_done: called with (name, seconds) after each fit.
+
+    Raises:
+        ConfigError: an unknown algorithm or setting.
+        DataError: no rows.
+    """
+    names = validate_algorithms(algorithms)
+    out: dict[str, Policy] = {}
+    for name in names:
+        start = time.perf_counter()
+        policy = policy_class(name).from_config(seed=seed, **dict((overrides or {}).get(name, {})))
+        out[name] = policy.fit(data)
+        if on_done is not None:
+            on_done(name, time.perf_counter() - start)
+    return out
+
+
+def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest: Manifest) -> Path:
+    """Write every policy's model card file and the manifest into ``out_dir``, atomically.
+
+    The folder is built next to ``out_dir`` and renamed into place when complete; an
+    existing specband folder (one with a manifest) or empty folder at ``out_dir`` is
+    replaced, anything else is left alone.
+
+    Raises:
+        ArtifactError: ``out_dir`` is a file or a non-empty folder without a manifest, or a
+            file cannot be written (nothing is left behind then).
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ArtifactError(f"{out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
+        raise ArtifactError(
+            f"{out}: exists, is not empty and has no {MANIFEST_FILE} (not a specband artifact folder); "
+            f"choose another --out or remove it"
+        )
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise ArtifactError(f"{out}: cannot create ({exc.strerror or exc})") from None
+    try:
+        for policy in policies.values():
+            policy.save(tmp)
+        write_json_atomic(tmp / MANIFEST_FILE, manifest.to_json())
+        os.chmod(tmp, 0o755)
+        if out.exists():
+            old = parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(out, old)
+            try:
+                os.rename(tmp, out)
+            except BaseException:
+                os.rename(old, out)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, out)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ArtifactError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def load_manifest(directory: str | Path) -> Manifest:
+    """The folder's manifest, or a ``foreign`` one (contract features, nothing else known)
+    when it has none.
+
+    Raises:
+        ArtifactError: the folder does not exist, or the manifest is malformed.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise ArtifactError(f"{d}: no such artifact folder")
+    path = d / MANIFEST_FILE
+    if not path.is_file():
+        return Manifest(algorithms=tuple(available_algorithms(d)), foreign=True)
+    return Manifest.from_json(read_json(path), path)
+
+
+def available_algorithms(directory: str | Path) -> list[str]:
+    """Algorithms whose model card file exists in the folder, in the model card's order."""
+    d = Path(directory)
+    return [name for name in ALGORITHMS if (d / ARTIFACT_FILES[name]).is_file()]
+
+
+def load_policy(directory: str | Path, name: str, data: TrainingData | None = None) -> Policy:
+    """Load one algorithm from an artifact folder.
+
+    Args:
+        directory: the folder.
+        name: the algorithm.
+        data: for ``doubly_robust``, the raw sweep's training data to recompute the IPS
+            correction from (the model card's recipe); ignored by the others.
+
+    Raises:
+        ConfigError: an unknown algorithm.
+        ArtifactError: the file is missing or malformed.
+    """
+    validate_algorithms([name])
+    d = Path(directory)
+    if not (d / ARTIFACT_FILES[name]).is_file():
+        have = available_algorithms(d)
+        raise ArtifactError(
+            f"{d / ARTIFACT_FILES[name]}: no such file (the folder has: {', '.join(have) if have else 'no policy files'})"
+        )
+    cls = policy_class(name)
+    if name == "doubly_robust" and data is not None:
+        return cls.load(d, data=data)  # type: ignore[call-arg]
+    return cls.load(d)
+
+
+def load_policies(
+    directory: str | Path, algorithms: Sequence[str] | None = None, data: TrainingData | None = None
+) -> dict[str, Policy]:
+    """Load several algorithms (default: every one whose file is in the folder).
+
+    Raises:
+        ArtifactError: a missing or malformed file.
+    """
+    names = validate_algorithms(algorithms) if algorithms else available_algorithms(directory)
+    return {name: load_policy(directory, name, data) for name in names}
+
+
+def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str = "contract") -> tuple[Policy, Manifest]:
+    """A policy trained on the bundled published measurements (the default before any
+    ``specband train``) and its manifest.
+
+    Raises:
+        ConfigError: an unknown algorithm.
+    """
+    from specband.dataset import load_sweep
+
+    validate_algorithms([name])
+    sweep = load_sweep(None)
+    data = sweep.training_data(features)  # type: ignore[arg-type]
+    policy = policy_class(name).from_config(seed=seed).fit(data)
+    return policy, build_manifest(data, [name], seed=seed, sweep=sweep)
+
+
+@dataclass(frozen=True)
+class PickRow:
+    """One algorithm's pick at one batch size.
+
+    Attributes:
+        algorithm: the algorithm.
+        batch_size: the measured batch size.
+        action: index of the pick.
+        mean_reward: observed mean reward of the pick there (``None`` if never measured).
+        reference_reward: observed mean reward of the reference (3,4,8) there, or ``None``.
+        best_action: index of the best observed allowed config there (``None`` if unknown).
+        best_reward: its observed mean reward.
+    """
+
+    algorithm: str
+    batch_size: int
+    action: int
+    mean_reward: float | None
+    reference_reward: float | None
+    best_action: int | None
+    best_reward: float | None
+
+    @property
+    def triple(self) -> tuple[int, int, int]:
+        """The picked (steps, topk, num_draft_tokens)."""
+        return tuple(ACTIONS[self.action])  # type: ignore[return-value]
+
+
+def pick_table(policies: Mapping[str, Policy], manifest: Manifest) -> list[PickRow]:
+    """Every policy's pick at every measured batch size, from the manifest's state and
+    allowed actions, with observed mean rewards beside it."""
+    rows: list[PickRow] = []
+    for name, policy in policies.items():
+        for bs in manifest.batch_sizes:
+            allowed = manifest.allowed[bs]
+            action = policy.act(manifest.state_for(bs), allowed)
+            means = manifest.mean_rewards.get(bs, {})
+            candidates = [a for a in np.flatnonzero(allowed) if int(a) in means]
+            best = max(candidates, key=lambda a: (means[int(a)], -a)) if candidates else None
+            rows.append(
+                PickRow(
+                    algorithm=name,
+                    batch_size=bs,
+                    action=action,
+                    mean_reward=manifest.mean_reward(bs, action),
+                    reference_reward=manifest.mean_reward(bs, REFERENCE_INDEX),
+                    best_action=None if best is None else int(best),
+                    best_reward=None if best is None else float(means[int(best)]),
+                )
+            )
+    return rows
