@@ -408,7 +408,12 @@ def report_markdown(result: EvaluationResult) -> str:
         f"successful rows: {prov})",
         f"- holdout: **{result.holdout}** ({result.holdout_reason}); splits: {', '.join(result.splits)}",
         f"- every number below is {scored}"
-        + (" (trained and scored on the same rows: optimistic)" if result.scored_on == IN_SAMPLE else ""),
+        + (" (trained and scored on the same rows: optimistic)" if result.scored_on == IN_SAMPLE else "")
+        + (
+            ", except the section marked **in-sample** for batch sizes that could not be held out"
+            if result.in_sample is not None
+            else ""
+        ),
         f"- band: {cfg.band_low:.2f}-{cfg.band_high:.2f} of the power limit; intervals: "
         f"{100 * (1 - result.alpha):.0f} % percentile bootstrap, {result.n_bootstrap} resamples, seed {result.seed} "
         "(reward and utilisation over held-out rows, regret over splits; `(n=1)`: a single observation, no interval)",
