@@ -314,13 +314,13 @@ class SpeculativeDecodingModel:
             if p_lo >= target:
                 clock = lo
             else:
-                for _ in range(40):
+                for _ in range(60):
                     mid = 0.5 * (lo + hi)
                     if self._power(cost, mid, gpu_temp_c)[0] > target:
                         hi = mid
                     else:
                         lo = mid
-                    if hi - lo < 1e-7:
+                    if hi - lo < 1e-12:
                         break
                 clock = 0.5 * (lo + hi)
             power, step, busy = self._power(cost, clock, gpu_temp_c)

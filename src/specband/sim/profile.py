@@ -110,6 +110,7 @@ class HardwareProfile:
     rank_decay: float = _f(0.8, "acceptance", 0.0, 1.0, "see specband.sim.accept")
     alt_depth_decay: float = _f(0.55, "acceptance", 0.0, 1.5, "see specband.sim.accept")
     off_track_factor: float = _f(0.55, "acceptance", 0.0, 1.0, "see specband.sim.accept")
+    chain_factor: float = _f(1.0, "acceptance", 0.0, 1.5, "see specband.sim.accept")
     # [wallclock]
     ragged_overhead: float = _f(0.1, "wallclock", 0.0, 5.0, "wall-clock excess over step time at large bs")
     ragged_overhead_per_step: float = _f(0.01, "wallclock", 0.0, 5.0, "same, per draft step")
@@ -156,6 +157,7 @@ class HardwareProfile:
             self.rank_decay,
             self.alt_depth_decay,
             self.off_track_factor,
+            self.chain_factor,
         )
 
     def with_values(self, **values: Any) -> HardwareProfile:
