@@ -1,9 +1,112 @@
-"""`specband` commands of this area (registered by :func:`register`)."""
+"""``specband simulate``: a simulated sweep from the calibrated performance model, and the
+model's calibration report (registered by :func:`register`)."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
 
 import typer
 
 
+def _parse_batch_sizes(text: str) -> list[int]:
+    from specband.errors import ConfigError
+
+    parts = [p for p in text.replace(",", " ").split() if p]
+    if not parts:
+        raise ConfigError("--batch-sizes: give at least one batch size, e.g. '1,4,8,16'")
+    sizes = []
+    for part in parts:
+        try:
+            value = int(part)
+        except ValueError:
+            raise ConfigError(f"--batch-sizes: '{part}' is not an integer") from None
+        if value < 1:
+            raise ConfigError(f"--batch-sizes: batch sizes must be >= 1, got {value}")
+        sizes.append(value)
+    return sizes
+
+
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to ``app``."""
+    """Add ``simulate`` to ``app``."""
+
+    @app.command("simulate")
+    def simulate(
+        profile: str = typer.Option(
+            "rtx4060-laptop",
+            "--profile",
+            help="built-in profile (rtx4060-laptop, a100-sxm4-80gb, h100-sxm, h200) or a TOML/JSON file",
+        ),
+        target_config: Optional[Path] = typer.Option(
+            None, "--target-config", help="target model's Hugging Face config.json (default: Llama-3.2-1B-Instruct)"
+        ),
+        draft_config: Optional[Path] = typer.Option(
+            None, "--draft-config", help="EAGLE3 draft head's config.json (default: SpecForge head for it)"
+        ),
+        batch_sizes: str = typer.Option("1,4,8,16", "--batch-sizes", help="batch sizes of a pass, e.g. '1,4,8,16'"),
+        repeats: int = typer.Option(3, "--repeats", help="full passes over batch sizes x actions"),
+        seed: int = typer.Option(0, "--seed", help="noise seed: the same seed gives the same file"),
+        out: Optional[Path] = typer.Option(None, "--out", help="JSONL file to write (sweep schema)"),
+        calibration_report: bool = typer.Option(
+            False,
+            "--calibration-report",
+            help="print predicted vs measured for every published row, median/worst errors and targets",
+        ),
+        refit: bool = typer.Option(
+            False, "--refit", help="with --calibration-report: refit the profile to the published rows first"
+        ),
+        write_profile: Optional[Path] = typer.Option(
+            None, "--write-profile", help="with --refit: write the refitted profile to this TOML file"
+        ),
+        list_profiles: bool = typer.Option(False, "--list-profiles", help="list the built-in profiles and exit"),
+    ) -> None:
+        """Simulate a sweep (rows marked "provenance": "simulated") or print the calibration report."""
+        from specband.errors import ConfigError
+        from specband.sim import build_model, builtin_profiles, load_profile
+
+        if list_profiles:
+            for name in builtin_profiles():
+                prof = load_profile(name)
+                mark = "calibrated" if prof.calibrated else "UNCALIBRATED (datasheet)"
+                typer.echo(
+                    f"{name:16} {prof.hardware:18} {prof.power_limit_w:6.0f} W {prof.vram_mb / 1024:6.1f} GiB  {mark}"
+                )
+            return
+        if (refit or write_profile is not None) and not calibration_report:
+            raise ConfigError("--refit and --write-profile go with --calibration-report")
+        if write_profile is not None and not refit:
+            raise ConfigError("--write-profile needs --refit")
+        model = build_model(profile, target_config=target_config, draft_config=draft_config)
+        for warning in model.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        if calibration_report:
+            from specband.sim.calibrate import calibration_report as report_fn
+            from specband.sim.calibrate import fit_profile, format_report, noise_from_trials
+            from specband.sim.calibrate import write_profile as write_fn
+            from specband.sim.model import SpeculativeDecodingModel
+
+            if refit:
+                fitted = fit_profile(model).with_values(**noise_from_trials())
+                model = SpeculativeDecodingModel(fitted, model.target, model.draft)
+                if write_profile is not None:
+                    write_fn(fitted, write_profile, header=f"refitted from profile {profile} by specband simulate --refit")
+                    print(f"wrote {write_profile}", file=sys.stderr)
+            typer.echo(format_report(report_fn(model)))
+            return
+        if out is None:
+            raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
+        if repeats < 1:
+            raise ConfigError(f"--repeats must be >= 1, got {repeats}")
+        if seed < 0:
+            raise ConfigError(f"--seed must be >= 0, got {seed}")
+        from specband.sim import simulate_sweep, write_sweep
+
+        rows = simulate_sweep(model, batch_sizes=_parse_batch_sizes(batch_sizes), repeats=repeats, seed=seed)
+        write_sweep(rows, out)
+        errors = sum(1 for r in rows if r["error"])
+        mark = "" if model.profile.calibrated else " [UNCALIBRATED datasheet profile]"
+        typer.echo(
+            f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
+            f"seed {seed} -> {out}"
+        )

@@ -70,7 +70,8 @@ class ModelSpec:
     """What one forward pass of a model costs, per token and per pass.
 
     Attributes:
-        name: label used in reports (the config's architecture, or what the caller gave).
+        name: label used in reports and sweep rows (the config's ``_name_or_path``, else its
+            architecture, or what the caller gave).
         weight_bytes: bytes the weights occupy in GPU memory, B.
         read_bytes_per_forward: weight bytes streamed from memory by one forward pass
             (every matrix used, the LM head included; the input embedding only gathers a
@@ -192,7 +193,8 @@ class ModelSpec:
             tied = bool(config.get("tie_word_embeddings", False))
             stored = layer_params + vocab * hidden + (0 if tied else head_params)
             logits = vocab
-        name = str(archs[0]) if archs else str(config.get("model_type", "model"))
+        name = config.get("_name_or_path") or (archs[0] if archs else config.get("model_type", "model"))
+        name = str(name)
         return cls(
             name=name,
             weight_bytes=float(stored * nbytes),
