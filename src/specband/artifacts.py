@@ -19,6 +19,9 @@ written by another tool (no manifest) loads too, as ``contract`` features.
 
 A folder is written whole or not at all: into a temporary folder next to the target,
 renamed into place when every file is written.
+
+The module imports NumPy only inside the functions that need it, so reading a manifest
+(the ``lookup_table`` path of ``specband recommend``) stays cold-fast.
 """
 
 from __future__ import annotations
@@ -27,24 +30,24 @@ import hashlib
 import math
 import os
 import shutil
+import struct
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from specband.actions import ACTIONS, NUM_ACTIONS, REFERENCE_INDEX
-from specband.dataset import FEATURE_KINDS, TrainingData, state_vector
 from specband.errors import ArtifactError, ConfigError
 from specband.policies import ALGORITHMS, policy_class
-from specband.policies.base import mean_reward_by_cell, nearest_batch_size, read_json, write_json_atomic
+from specband.policies.files import nearest_batch_size, read_json, write_json_atomic
 
 if TYPE_CHECKING:
-    from specband.dataset import Sweep
+    import numpy as np
+
+    from specband.dataset import Sweep, TrainingData
     from specband.policies.base import Policy
     from specband.reward import RewardConfig
 
@@ -55,6 +58,8 @@ __all__ = [
     "PickRow",
     "available_algorithms",
     "build_manifest",
+    "compute_embedded_manifest",
+    "embedded_manifest",
     "embedded_policy",
     "file_sha256",
     "load_manifest",
@@ -63,6 +68,7 @@ __all__ = [
     "pick_table",
     "representative_states",
     "save_artifacts",
+    "state_tuple",
     "train_policies",
     "validate_algorithms",
 ]
@@ -117,17 +123,46 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def representative_states(data: TrainingData) -> dict[int, np.ndarray]:
+def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
     """The state picks are made from at each batch size: the element-wise median of the
     training states there (upstream used one "representative" row's state, FACTS §5).
 
     Returns:
-        batch size -> (4,) float64 state.
+        batch size -> 4 floats.
     """
-    out: dict[int, np.ndarray] = {}
+    import numpy as np
+
+    out: dict[int, tuple[float, ...]] = {}
     for bs in sorted(int(b) for b in np.unique(data.batch_sizes)):
-        out[bs] = np.median(np.asarray(data.states[data.batch_sizes == bs], dtype=np.float64), axis=0)
+        median = np.median(np.asarray(data.states[data.batch_sizes == bs], dtype=np.float64), axis=0)
+        out[bs] = tuple(float(v) for v in median)
     return out
+
+
+#: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
+#: module free of NumPy at import).
+FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
+# state scales and fills of the contract (FACTS §1; :func:`specband.dataset.state_vector`)
+_SCALES = (8.0, 100.0, 8192.0, 100.0)
+_FILLS = (40.0, 0.0, 0.0)
+
+
+def _f32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def state_tuple(
+    batch_size: int, gpu_temp_c: float | None = None, gpu_mem_used_mb: float | None = None, gpu_util_pct: float | None = None
+) -> tuple[float, float, float, float]:
+    """:func:`specband.dataset.state_vector` without NumPy: the contract state
+    ``[bs/8, temp/100, mem/8192, util/100]`` rounded to float32, ``None`` filled as upstream."""
+    raw = (
+        batch_size,
+        _FILLS[0] if gpu_temp_c is None else gpu_temp_c,
+        _FILLS[1] if gpu_mem_used_mb is None else gpu_mem_used_mb,
+        _FILLS[2] if gpu_util_pct is None else gpu_util_pct,
+    )
+    return tuple(_f32(v / scale) for v, scale in zip(raw, _SCALES))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -141,8 +176,8 @@ class Manifest:
         data: ``path``, ``sha256``, ``rows``, ``training_rows``, ``format`` of the sweep.
         power_limit_w: power limit (W) that overrode the rows' own, or ``None``.
         reward_config: the reward constants used (see :class:`specband.reward.RewardConfig`).
-        allowed: batch size -> (19,) bool: actions with data there and no failure.
-        states: batch size -> (4,) state the picks are made from.
+        allowed: batch size -> sorted indices of the actions with data there and no failure.
+        states: batch size -> the 4-float state the picks are made from.
         mean_rewards: batch size -> action index -> observed mean reward.
         row_counts: batch size -> action index -> number of rows.
         specband_version: the version that wrote the folder.
@@ -155,8 +190,8 @@ class Manifest:
     data: Mapping[str, Any] = field(default_factory=dict)
     power_limit_w: float | None = None
     reward_config: Mapping[str, Any] | None = None
-    allowed: Mapping[int, np.ndarray] = field(default_factory=dict)
-    states: Mapping[int, np.ndarray] = field(default_factory=dict)
+    allowed: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    states: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
     mean_rewards: Mapping[int, Mapping[int, float]] = field(default_factory=dict)
     row_counts: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
     specband_version: str | None = None
@@ -174,16 +209,27 @@ class Manifest:
             return None
         return nearest_batch_size(batch_size, self.allowed)
 
-    def allowed_for(self, batch_size: int) -> np.ndarray | None:
-        """(19,) bool mask of the measured batch size used for ``batch_size``, or ``None``
-        (foreign folder: unknown)."""
+    def allowed_indices(self, batch_size: int) -> tuple[int, ...] | None:
+        """Allowed action indices of the measured batch size used for ``batch_size``, or
+        ``None`` (a foreign folder: unknown)."""
         measured = self.measured_batch_size(batch_size)
-        return None if measured is None else np.asarray(self.allowed[measured], dtype=bool)
+        return None if measured is None else tuple(self.allowed[measured])
+
+    def allowed_for(self, batch_size: int) -> np.ndarray | None:
+        """(19,) bool mask of :meth:`allowed_indices`, or ``None``."""
+        import numpy as np
+
+        indices = self.allowed_indices(batch_size)
+        if indices is None:
+            return None
+        mask = np.zeros(NUM_ACTIONS, dtype=bool)
+        mask[list(indices)] = True
+        return mask
 
     def state_for(
         self, batch_size: int, telemetry: tuple[float, float, float] | None = None
-    ) -> np.ndarray:
-        """The (4,) state to ask a policy with for ``batch_size``.
+    ) -> tuple[float, float, float, float]:
+        """The 4-float state to ask a policy with for ``batch_size``.
 
         Args:
             batch_size: requested batch size; an unmeasured one is asked as its nearest
@@ -194,10 +240,10 @@ class Manifest:
         measured = self.measured_batch_size(batch_size)
         bs = batch_size if measured is None else measured
         if telemetry is not None:
-            return state_vector(bs, *telemetry).astype(np.float64)
+            return state_tuple(bs, *telemetry)
         if measured is not None and measured in self.states:
-            return np.asarray(self.states[measured], dtype=np.float64).copy()
-        return state_vector(bs).astype(np.float64)
+            return tuple(float(v) for v in self.states[measured])  # type: ignore[return-value]
+        return state_tuple(bs)
 
     def mean_reward(self, batch_size: int, action: int) -> float | None:
         """Observed mean reward of ``action`` at a measured batch size, or ``None``."""
@@ -218,7 +264,7 @@ class Manifest:
             "reward_config": None if self.reward_config is None else dict(self.reward_config),
             "batch_sizes": {
                 str(bs): {
-                    "allowed": [int(i) for i in np.flatnonzero(self.allowed[bs])] if bs in self.allowed else [],
+                    "allowed": [int(i) for i in self.allowed.get(bs, ())],
                     "state": [float(v) for v in self.states[bs]] if bs in self.states else None,
                     "mean_reward": {str(a): float(v) for a, v in sorted(self.mean_rewards.get(bs, {}).items())},
                     "rows": {str(a): int(v) for a, v in sorted(self.row_counts.get(bs, {}).items())},
@@ -256,7 +302,7 @@ class Manifest:
         if not isinstance(data, dict):
             raise bad("'data' must be an object")
         limit = obj.get("power_limit_w")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
+        if limit is not None and (not _is_number(limit) or not limit > 0):
             raise bad(f"'power_limit_w' must be a positive number or null, got {limit!r}")
         reward = obj.get("reward_config")
         if reward is not None and not isinstance(reward, dict):
@@ -264,8 +310,8 @@ class Manifest:
         sizes = obj.get("batch_sizes") or {}
         if not isinstance(sizes, dict):
             raise bad("'batch_sizes' must be an object keyed by batch size")
-        allowed: dict[int, np.ndarray] = {}
-        states: dict[int, np.ndarray] = {}
+        allowed: dict[int, tuple[int, ...]] = {}
+        states: dict[int, tuple[float, ...]] = {}
         means: dict[int, dict[int, float]] = {}
         counts: dict[int, dict[int, int]] = {}
         for key, entry in sizes.items():
@@ -280,18 +326,12 @@ class Manifest:
             ):
                 raise bad(f"'batch_sizes.{key}.allowed' must be action indices in 0..{NUM_ACTIONS - 1}")
             if idx:
-                mask = np.zeros(NUM_ACTIONS, dtype=bool)
-                mask[idx] = True
-                allowed[bs] = mask
+                allowed[bs] = tuple(sorted(set(idx)))
             state = entry.get("state")
             if state is not None:
-                if (
-                    not isinstance(state, list)
-                    or len(state) != 4
-                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in state)
-                ):
+                if not isinstance(state, list) or len(state) != 4 or not all(_is_number(v) for v in state):
                     raise bad(f"'batch_sizes.{key}.state' must be 4 finite numbers")
-                states[bs] = np.array(state, dtype=np.float64)
+                states[bs] = tuple(float(v) for v in state)
             means[bs] = _index_map(entry.get("mean_reward", {}), float, bad, f"batch_sizes.{key}.mean_reward")
             counts[bs] = _index_map(entry.get("rows", {}), int, bad, f"batch_sizes.{key}.rows")
         return cls(
@@ -309,13 +349,16 @@ class Manifest:
         )
 
 
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _index_map(value: Any, kind: type, bad: Callable[[str], ArtifactError], where: str) -> dict[int, Any]:
     if not isinstance(value, dict):
         raise bad(f"'{where}' must be an object keyed by action index")
     out: dict[int, Any] = {}
     for k, v in value.items():
-        ok = str(k).isdigit() and int(k) < NUM_ACTIONS
-        ok = ok and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        ok = str(k).isdigit() and int(k) < NUM_ACTIONS and _is_number(v)
         if not ok:
             raise bad(f"'{where}' entry {k!r}: {v!r} is not an action index with a finite number")
         out[int(k)] = kind(v)
@@ -326,12 +369,22 @@ def build_manifest(
     data: TrainingData,
     algorithms: Sequence[str],
     *,
-    seed: int,
+    seed: int | None,
     sweep: Sweep | None = None,
     reward_config: RewardConfig | None = None,
 ) -> Manifest:
-    """The manifest of a folder trained on ``data`` (from ``sweep``, when known)."""
+    """The manifest of a folder trained on ``data`` (from ``sweep``, when known) with the
+    reward constants ``reward_config`` (default: :class:`specband.reward.RewardConfig`)."""
+    from dataclasses import asdict
+
+    import numpy as np
+
     from specband import __version__
+    from specband.policies.base import mean_reward_by_cell
+    from specband.reward import RewardConfig
+
+    if reward_config is None:
+        reward_config = RewardConfig()
 
     cells = mean_reward_by_cell(data)
     info: dict[str, Any] = {"rows": len(sweep.rows) if sweep is not None else None, "training_rows": len(data)}
@@ -346,12 +399,10 @@ def build_manifest(
         algorithms=tuple(validate_algorithms(algorithms)),
         data=info,
         power_limit_w=None if sweep is None else sweep.power_limit_w,
-        reward_config=None if reward_config is None else asdict(reward_config),
-        allowed={bs: np.asarray(mask, dtype=bool) for bs, mask in sorted(data.allowed.items())},
+        reward_config=asdict(reward_config),
+        allowed={bs: tuple(int(a) for a in np.flatnonzero(mask)) for bs, mask in sorted(data.allowed.items())},
         states=representative_states(data),
-        mean_rewards={
-            bs: {int(a): float(m[a]) for a in np.flatnonzero(c)} for bs, (m, c) in cells.items()
-        },
+        mean_rewards={bs: {int(a): float(m[a]) for a in np.flatnonzero(c)} for bs, (m, c) in cells.items()},
         row_counts={bs: {int(a): int(c[a]) for a in np.flatnonzero(c)} for bs, (_, c) in cells.items()},
         specband_version=__version__,
     )
@@ -499,16 +550,44 @@ def load_policies(
     return {name: load_policy(directory, name, data) for name in names}
 
 
+#: The ``data.path`` recorded for the bundled published measurements.
+BUNDLED_DATA_LABEL = "bundled:rtx4060_published_live.jsonl"
+
+
+def compute_embedded_manifest(features: str = "contract") -> dict[str, Any]:
+    """The manifest (as JSON) of a ``lookup_table`` trained on the bundled published
+    measurements: what :data:`specband.policies.embedded.EMBEDDED_MANIFEST` ships, so that
+    ``specband recommend`` works before any ``train`` without loading NumPy."""
+    from specband.dataset import load_sweep
+
+    sweep = load_sweep(None)
+    data = sweep.training_data(features)  # type: ignore[arg-type]
+    obj = build_manifest(data, ["lookup_table"], seed=0, sweep=sweep).to_json()
+    obj["data"]["path"] = BUNDLED_DATA_LABEL
+    obj["specband_version"] = None
+    return obj
+
+
+def embedded_manifest() -> Manifest:
+    """The shipped manifest of the bundled published measurements (``contract`` features;
+    see :func:`compute_embedded_manifest`). No NumPy is imported."""
+    from specband.policies.embedded import EMBEDDED_MANIFEST
+
+    return Manifest.from_json(EMBEDDED_MANIFEST, "<embedded default>")
+
+
 def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str = "contract") -> tuple[Policy, Manifest]:
     """A policy trained on the bundled published measurements (the default before any
     ``specband train``) and its manifest.
 
     Raises:
-        ConfigError: an unknown algorithm.
+        ConfigError: an unknown algorithm or feature kind.
     """
     from specband.dataset import load_sweep
 
     validate_algorithms([name])
+    if features not in FEATURE_KINDS:
+        raise ConfigError(f"features must be one of {FEATURE_KINDS}, got {features!r}")
     sweep = load_sweep(None)
     data = sweep.training_data(features)  # type: ignore[arg-type]
     policy = policy_class(name).from_config(seed=seed).fit(data)
@@ -549,11 +628,10 @@ def pick_table(policies: Mapping[str, Policy], manifest: Manifest) -> list[PickR
     rows: list[PickRow] = []
     for name, policy in policies.items():
         for bs in manifest.batch_sizes:
-            allowed = manifest.allowed[bs]
-            action = policy.act(manifest.state_for(bs), allowed)
+            action = policy.act(manifest.state_for(bs), manifest.allowed_for(bs))
             means = manifest.mean_rewards.get(bs, {})
-            candidates = [a for a in np.flatnonzero(allowed) if int(a) in means]
-            best = max(candidates, key=lambda a: (means[int(a)], -a)) if candidates else None
+            candidates = [a for a in manifest.allowed[bs] if a in means]
+            best = max(candidates, key=lambda a: (means[a], -a)) if candidates else None
             rows.append(
                 PickRow(
                     algorithm=name,

@@ -185,15 +185,25 @@ def _recommend(
     draft_model: str | None,
     data_path: Path | None,
 ) -> dict[str, Any]:
+    # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
     from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
-    from specband.artifacts import embedded_policy, load_manifest, load_policy, validate_algorithms
+    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
 
     validate_algorithms([algo])
+    policy = None
+    lookup_means = None
     if models is None:
         if data_path is not None:
             _note("--data is used with --models only; ignored")
-        policy, manifest = embedded_policy(algo)
         source = "embedded (bundled published measurements)"
+        if algo == "lookup_table":
+            manifest = embedded_manifest()
+            lookup_means = manifest.mean_rewards
+        else:
+            from specband.artifacts import embedded_policy
+
+            _note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
+            policy, manifest = embedded_policy(algo)
     else:
         manifest = load_manifest(models)
         training = None
@@ -207,11 +217,18 @@ def _recommend(
                 sweep = load_sweep(data_path)
                 training = sweep.training_data(manifest.features)  # type: ignore[arg-type]
                 manifest = dataclasses.replace(
-                    build_manifest(training, [algo], seed=0, sweep=sweep), seed=None, foreign=True
+                    build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True
                 )
             else:
                 _note(f"{models} has a specband manifest; --data ignored")
-        policy = load_policy(models, algo, training)
+        if algo == "lookup_table":
+            from specband.policies.lookup_core import read_lookup_folder
+
+            lookup_means = read_lookup_folder(models).means
+        else:
+            from specband.artifacts import load_policy
+
+            policy = load_policy(models, algo, training)
         source = str(models)
         if manifest.foreign and training is None:
             _note(
@@ -224,7 +241,13 @@ def _recommend(
     if measured is not None and measured != batch_size:
         _note(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
     state = manifest.state_for(batch_size, telemetry)
-    index = policy.act(state, manifest.allowed_for(batch_size))
+    if lookup_means is not None:
+        from specband.policies.lookup_core import lookup_pick
+
+        index = lookup_pick(lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size))
+    else:
+        assert policy is not None
+        index = policy.act(state, manifest.allowed_for(batch_size))
     action = ACTIONS[index]
     return {
         "algorithm": algo,

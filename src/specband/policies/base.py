@@ -19,13 +19,10 @@ every model-card recipe ignores it and :meth:`Policy.load` works without it.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 import zipfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -35,6 +32,13 @@ import numpy as np
 from specband.actions import ACTIONS, NUM_ACTIONS
 from specband.dataset import BATCH_SIZE_SCALE, TrainingData
 from specband.errors import ArtifactError, ConfigError
+from specband.policies.files import (
+    SIDECAR_FILE,
+    nearest_batch_size,
+    read_json,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 
 __all__ = [
     "ACTIONS_ARRAY",
@@ -48,6 +52,7 @@ __all__ = [
     "mean_reward_by_cell",
     "nearest_batch_size",
     "read_json",
+    "write_bytes_atomic",
     "write_json_atomic",
     "write_npz_atomic",
 ]
@@ -55,9 +60,6 @@ __all__ = [
 #: (19, 3) int64 array of the contract actions, as stored in the ``actions`` entry of the
 #: published ``.npz`` and BCQ files.
 ACTIONS_ARRAY: np.ndarray = np.array(ACTIONS, dtype=np.int64)
-#: Name of the optional per-policy file ``<name>/specband.json`` that holds what the model
-#: card's file has no room for (resolved config, fitted extras). Loading works without it.
-SIDECAR_FILE = "specband.json"
 
 _C = TypeVar("_C", bound="PolicyConfig")
 
@@ -141,33 +143,6 @@ def batch_size_of(states: np.ndarray) -> np.ndarray:
     return np.rint(arr[:, 0] * BATCH_SIZE_SCALE).astype(np.int64)
 
 
-def nearest_batch_size(batch_size: int, available: Iterable[int]) -> int:
-    """The measured batch size closest to ``batch_size``; the larger on a tie (the more
-    memory-constrained one), as :meth:`TrainingData.allowed_for`.
-
-    Raises:
-        ArtifactError: ``available`` is empty.
-    """
-    choices = sorted(set(int(b) for b in available))
-    if not choices:
-        raise ArtifactError("the policy holds no batch size to pick for")
-    return min(choices, key=lambda b: (abs(b - batch_size), -b))
-
-
-def write_json_atomic(path: str | Path, obj: Any) -> Path:
-    """Write ``obj`` as indented JSON (keys in the given order) to ``path`` via a temporary
-    file and a rename, so a reader never sees half a file.
-
-    Raises:
-        ArtifactError: the file cannot be written, or ``obj`` holds NaN/Infinity.
-    """
-    try:
-        text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
-    except ValueError as exc:
-        raise ArtifactError(f"{path}: cannot write JSON ({exc})") from None
-    return _write_atomic(Path(path), text.encode("utf-8"))
-
-
 def write_npz_atomic(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path:
     """An uncompressed ``.npz`` readable by ``np.load``, byte-identical for identical arrays
     (fixed zip timestamps, unlike ``np.savez``), written via a temporary file and a rename.
@@ -184,42 +159,7 @@ def write_npz_atomic(path: str | Path, arrays: Mapping[str, np.ndarray]) -> Path
             info.external_attr = 0o644 << 16
             with zf.open(info, "w") as fh:
                 np.lib.format.write_array(fh, np.asarray(value), allow_pickle=False)
-    return _write_atomic(Path(path), buf.getvalue())
-
-
-def _write_atomic(path: Path, data: bytes) -> Path:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    return path
-
-
-def read_json(path: str | Path) -> Any:
-    """Parse a JSON file.
-
-    Raises:
-        ArtifactError: missing file, unreadable, or not valid JSON (naming line and column).
-    """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ArtifactError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"{p}: cannot read ({exc})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    return write_bytes_atomic(path, buf.getvalue())
 
 
 def check_actions_entry(value: Any, what: str) -> None:

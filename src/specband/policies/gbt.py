@@ -22,7 +22,7 @@ import numpy as np
 from specband.actions import NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError
-from specband.policies.base import Policy, PolicyConfig, _check_int, _check_number, _write_atomic, as_states
+from specband.policies.base import Policy, PolicyConfig, _check_int, _check_number, write_bytes_atomic, as_states
 
 __all__ = ["GBT", "GBTConfig", "POLICY", "action_features", "load_joblib", "write_joblib_atomic"]
 
@@ -58,7 +58,7 @@ def write_joblib_atomic(path: Path, model: Any) -> Path:
 
     buf = io.BytesIO()
     joblib.dump(model, buf)
-    return _write_atomic(path, buf.getvalue())
+    return write_bytes_atomic(path, buf.getvalue())
 
 
 def load_joblib(path: Path, expected: str, n_features: int = 5) -> Any:

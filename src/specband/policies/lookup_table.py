@@ -21,13 +21,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from specband.actions import ACTIONS, NUM_ACTIONS, action_index
+from specband.actions import ACTIONS, NUM_ACTIONS
 from specband.dataset import TrainingData
-from specband.errors import ArtifactError, InvalidActionError
 from specband.policies.base import (
     Policy,
     PolicyConfig,
@@ -36,9 +34,9 @@ from specband.policies.base import (
     masked_argmax,
     mean_reward_by_cell,
     nearest_batch_size,
-    read_json,
     write_json_atomic,
 )
+from specband.policies.lookup_core import read_lookup_folder
 
 __all__ = ["LookupTable", "LookupTableConfig", "POLICY"]
 
@@ -123,48 +121,18 @@ class LookupTable(Policy):
         Raises:
             ArtifactError: missing file, not a JSON object keyed by positive batch sizes, a
                 ``config`` that is not one of the 19 contract actions, or a ``mean_reward``
-                that is not a finite number.
+                that is not a finite number (see :func:`~specband.policies.lookup_core.parse_lookup_table`).
         """
-        path = Path(directory) / cls.name / cls.artifact_file
-        table = read_json(path)
-        if not isinstance(table, dict) or not table:
-            raise ArtifactError(f"{path}: expected a non-empty JSON object {{\"<bs>\": {{\"config\": [...], \"mean_reward\": ...}}}}")
-        picks: dict[int, tuple[int, float]] = {}
-        for key, entry in table.items():
-            bs = _parse_bs(key, path)
-            if not isinstance(entry, dict) or "config" not in entry or "mean_reward" not in entry:
-                raise ArtifactError(f"{path}: entry {key!r} must be an object with 'config' and 'mean_reward'")
-            config = entry["config"]
-            if (
-                not isinstance(config, list)
-                or len(config) != 3
-                or not all(isinstance(v, int) and not isinstance(v, bool) for v in config)
-            ):
-                raise ArtifactError(f"{path}: entry {key!r}: 'config' must be [steps, topk, num_draft_tokens], got {config!r}")
-            try:
-                idx = action_index(tuple(config))  # type: ignore[arg-type]
-            except InvalidActionError as exc:
-                raise ArtifactError(f"{path}: entry {key!r}: {exc}") from None
-            mean = entry["mean_reward"]
-            if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean):
-                raise ArtifactError(f"{path}: entry {key!r}: 'mean_reward' must be a finite number, got {mean!r}")
-            picks[bs] = (idx, float(mean))
-        sidecar = cls._read_sidecar(directory)
-        policy = cls(cls._config_from_sidecar(sidecar))
-        policy.picks = dict(sorted(picks.items()))
+        files = read_lookup_folder(directory)
+        policy = cls(cls._config_from_sidecar(files.sidecar))
+        policy.picks = dict(files.picks)
         policy.means = {}
-        stored = (sidecar or {}).get("action_mean_rewards")
-        for bs, (idx, mean) in policy.picks.items():
+        for bs, row in files.means.items():
             means = np.full(NUM_ACTIONS, np.nan)
-            if isinstance(stored, dict) and isinstance(stored.get(str(bs)), dict):
-                for a, m in stored[str(bs)].items():
-                    if not (a.isdigit() and 0 <= int(a) < NUM_ACTIONS) or isinstance(m, bool) or not isinstance(m, (int, float)):
-                        raise ArtifactError(f"{path.parent / 'specband.json'}: bad mean reward entry {a!r}: {m!r} at batch size {bs}")
-                    means[int(a)] = float(m)
-            if not math.isfinite(means[idx]):
-                means[idx] = mean
+            for a, m in row.items():
+                means[a] = m
             policy.means[bs] = means
-        policy.fit_info = dict((sidecar or {}).get("fit_info") or {}, batch_sizes=sorted(picks))
+        policy.fit_info = dict((files.sidecar or {}).get("fit_info") or {}, batch_sizes=sorted(files.picks))
         policy._fitted = True
         return policy
 
@@ -172,13 +140,6 @@ class LookupTable(Policy):
         """Batch size -> (picked triple, its mean reward), as in ``model.json``."""
         self._require_fitted()
         return {bs: (tuple(ACTIONS[idx]), mean) for bs, (idx, mean) in self.picks.items()}  # type: ignore[misc]
-
-
-def _parse_bs(key: Any, path: Path) -> int:
-    text = str(key).strip()
-    if not text.isdigit() or int(text) <= 0:
-        raise ArtifactError(f"{path}: key {key!r} must be a batch size (a positive integer)")
-    return int(text)
 
 
 POLICY = LookupTable

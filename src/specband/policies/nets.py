@@ -53,10 +53,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError, ConfigError
-from specband.policies.base import Policy, PolicyConfig, _check_int, _check_number, _write_atomic, as_states
+from specband.policies.base import Policy, PolicyConfig, _check_int, _check_number, write_bytes_atomic, as_states
 
 __all__ = [
     "BEHAVIOR_LAYERS",
@@ -87,10 +88,8 @@ _STREAM_INIT = {"mse": 1, "cql": 1, "ce": 2}
 _STREAM_ORDER = 3
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    from scipy.special import erf
-
-    return erf(x)
+_erf = special.erf
+_ndtr = special.ndtr
 
 
 def gelu(z: np.ndarray) -> np.ndarray:
@@ -278,6 +277,7 @@ class _Trajectory:
         self.m = np.zeros(n, dtype=np.float32)
         self.v = np.zeros(n, dtype=np.float32)
         self.tmp = np.zeros(n, dtype=np.float32)
+        self._rows: dict[int, np.ndarray] = {}
         self.step = 0
         self.epoch = 0
         # epoch -> parameters at the end of that epoch, and the running sum of epoch-end
@@ -315,11 +315,10 @@ class _Trajectory:
                 self.cumsums[self.epoch] = self.cumsum.copy()
 
     def _step(self, idx: np.ndarray) -> None:
+        """One AdamW step on the minibatch ``idx`` (hand-written forward and backward)."""
         s = self.settings
         x = self.x[idx]
-        a = self.a[idx]
         batch = idx.shape[0]
-        rows = np.arange(batch)
         weights, biases = self.net.weights, self.net.biases
         last = len(weights) - 1
         inputs = [x]
@@ -330,9 +329,7 @@ class _Trajectory:
             z = h @ weights[i]
             z += biases[i]
             if i < last:
-                cdf = _erf(z * _SQRT_HALF)
-                cdf += 1.0
-                cdf *= 0.5
+                cdf = _ndtr(z)  # Phi(z) = 0.5 * (1 + erf(z / sqrt 2))
                 pre.append(z)
                 cdfs.append(cdf)
                 h = z * cdf
@@ -340,52 +337,69 @@ class _Trajectory:
             else:
                 h = z
         q = h
-        if s.loss == "ce":
-            g = _softmax(q)
-            g[rows, a] -= 1.0
-            g *= np.float32(1.0 / batch)
-        else:
+        n_out = q.shape[1]
+        taken = self._taken(idx, n_out)  # flat positions of (row, taken action) in q
+        if s.loss == "mse" or (s.loss == "cql" and s.alpha == 0):
             g = np.zeros_like(q)
-            g[rows, a] = (q[rows, a] - self.r[idx]) * np.float32(2.0 / batch)
-            if s.loss == "cql" and s.alpha > 0:
-                pen = _softmax(q)
-                pen[rows, a] -= 1.0
-                pen *= np.float32(s.alpha / batch)
-                g += pen
+            g.reshape(-1)[taken] = (q.reshape(-1)[taken] - self.r[idx]) * np.float32(2.0 / batch)
+        elif s.loss == "cql":
+            # d/dq [alpha * (logsumexp(q) - q[a])] = alpha * (softmax(q) - onehot(a))
+            g = _softmax(q)
+            g *= np.float32(s.alpha / batch)
+            g.reshape(-1)[taken] += (q.reshape(-1)[taken] - self.r[idx]) * np.float32(2.0 / batch) - np.float32(
+                s.alpha / batch
+            )
+        else:  # "ce": d/dlogits of the cross-entropy = softmax - onehot
+            g = _softmax(q)
+            g.reshape(-1)[taken] -= 1.0
+            g *= np.float32(1.0 / batch)
         for i in range(last, -1, -1):
             np.matmul(inputs[i].T, g, out=self.grad_w[i])
             np.sum(g, axis=0, out=self.grad_b[i])
             if i > 0:
                 g = g @ weights[i].T
                 z = pre[i - 1]
-                deriv = np.exp(z * z * np.float32(-0.5))
+                # GELU'(z) = Phi(z) + z * phi(z), phi(z) = exp(-z^2 / 2) / sqrt(2 pi)
+                deriv = z * z
+                deriv *= np.float32(-0.5)
+                np.exp(deriv, out=deriv)
                 deriv *= z
                 deriv *= _INV_SQRT_2PI
                 deriv += cdfs[i - 1]
                 g *= deriv
         self._adamw()
 
+    def _taken(self, idx: np.ndarray, n_out: int) -> np.ndarray:
+        rows = self._rows.get(idx.shape[0])
+        if rows is None:
+            rows = self._rows[idx.shape[0]] = np.arange(idx.shape[0]) * n_out
+        return rows + self.a[idx]
+
     def _adamw(self) -> None:
-        # torch.optim.AdamW (decoupled weight decay; bias-corrected moments)
+        """torch.optim.AdamW's update (decoupled weight decay, bias-corrected moments).
+
+        The moments are kept scaled, ``m' = m / (1 - b1)`` and ``v' = v / (1 - b2)``, which
+        saves two passes over the parameters; the update is the same up to rounding.
+        """
         s = self.settings
         b1, b2 = s.betas
         self.step += 1
         p, g, m, v, tmp = self.net.flat, self.grad, self.m, self.v, self.tmp
         p *= np.float32(1.0 - s.lr * s.weight_decay)
         m *= np.float32(b1)
-        np.multiply(g, np.float32(1.0 - b1), out=tmp)
-        m += tmp
+        m += g
         v *= np.float32(b2)
         np.multiply(g, g, out=tmp)
-        tmp *= np.float32(1.0 - b2)
         v += tmp
         bc1 = 1.0 - b1**self.step
         bc2 = 1.0 - b2**self.step
+        # denom = sqrt(v / bc2) + eps = sqrt(v') * sqrt((1 - b2) / bc2) + eps
         np.sqrt(v, out=tmp)
-        tmp *= np.float32(1.0 / math.sqrt(bc2))
+        tmp *= np.float32(math.sqrt((1.0 - b2) / bc2))
         tmp += np.float32(s.eps)
         np.divide(m, tmp, out=tmp)
-        tmp *= np.float32(s.lr / bc1)
+        # step = lr / bc1 * m / denom = lr * (1 - b1) / bc1 * m' / denom
+        tmp *= np.float32(s.lr * (1.0 - b1) / bc1)
         p -= tmp
 
 
@@ -630,4 +644,4 @@ def save_torch_atomic(obj: Any, path: str | Path) -> Path:
 
     buf = io.BytesIO()
     save_torch(obj, buf)
-    return _write_atomic(Path(path), buf.getvalue())
+    return write_bytes_atomic(path, buf.getvalue())

@@ -1,0 +1,112 @@
+"""File helpers of the policies and artifact folders, free of NumPy so that the
+``lookup_table`` path of ``specband recommend`` stays cold-fast.
+
+Writes go to a temporary file in the target's folder and are renamed into place, so a
+reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from specband.errors import ArtifactError
+
+__all__ = [
+    "SIDECAR_FILE",
+    "nearest_batch_size",
+    "read_json",
+    "write_bytes_atomic",
+    "write_json_atomic",
+]
+
+#: Name of the optional per-policy file ``<name>/specband.json`` that holds what the model
+#: card's file has no room for (resolved config, fitted extras). Loading works without it.
+SIDECAR_FILE = "specband.json"
+
+
+def nearest_batch_size(batch_size: int, available: Iterable[int]) -> int:
+    """The measured batch size closest to ``batch_size``; the larger on a tie (the more
+    memory-constrained one), as :meth:`specband.dataset.TrainingData.allowed_for`.
+
+    Raises:
+        ArtifactError: ``available`` is empty.
+    """
+    choices = sorted({int(b) for b in available})
+    if not choices:
+        raise ArtifactError("no measured batch size to pick for")
+    return min(choices, key=lambda b: (abs(b - batch_size), -b))
+
+
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename
+    (file mode 0666 minus the umask, as ``open`` would give).
+
+    Raises:
+        ArtifactError: the file cannot be written.
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, _file_mode())
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ArtifactError(f"{p}: cannot write ({exc.strerror or exc})") from None
+    return p
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON (keys in the given order) to ``path`` atomically.
+
+    Raises:
+        ArtifactError: the file cannot be written, or ``obj`` holds NaN/Infinity.
+    """
+    try:
+        text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise ArtifactError(f"{path}: cannot write JSON ({exc})") from None
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a JSON file (NaN and Infinity are rejected).
+
+    Raises:
+        ArtifactError: missing file, unreadable, or not valid JSON (naming line and column).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ArtifactError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise ArtifactError(f"{p}: is a folder, not a JSON file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{p}: cannot read ({exc})") from None
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        return json.loads(text, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:
+        raise ArtifactError(f"{p}: not valid JSON ({exc})") from None
