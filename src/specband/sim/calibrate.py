@@ -148,7 +148,8 @@ def fit_profile(
     sweep = load_sweep() if sweep is None else sweep
     rows = [r for r in _usable(sweep) if _is_fitted(r)]
     accept_values = _fit_accept(model, rows)
-    model = _model_with(model, accept_values)
+    # during the fit the activity scale follows the fitted idle power; it is pinned after
+    model = _model_with(model, {**accept_values, "activity_power_w": 0.0})
     names = list(FIT_PARAMETERS)
     lo = np.array([FIT_PARAMETERS[n][0] for n in names])
     hi = np.array([FIT_PARAMETERS[n][1] for n in names])
@@ -180,7 +181,8 @@ def fit_profile(
         residuals, x0, bounds=(lo, hi), x_scale=np.maximum(hi - lo, 1e-9) * 0.1, diff_step=1e-4, max_nfev=max_nfev
     )
     fitted = {n: float(v) for n, v in zip(names, res.x)}
-    return model.profile.with_values(**fitted, calibrated=True)
+    profile = model.profile.with_values(**fitted, calibrated=True)
+    return profile.with_values(activity_power_w=profile.power_limit_w - profile.idle_power_w)
 
 
 def noise_from_trials(sweep: Sweep | None = None) -> dict[str, float]:
@@ -276,6 +278,7 @@ class CalibrationReport:
         profile: the profile's name.
         ranking: batch size -> (measured order, predicted order) of the fitted trial's
             configs by reward, best first.
+        speed_ranking: the same by speed (the baseline included).
         overshoot: predicted bs 16 utilisation of (3,4,8) and (3,2,4).
         gflops_per_token: action -> (computed, published) dense GFLOPs per output token.
         targets: target name -> (value, threshold, met).
@@ -284,6 +287,7 @@ class CalibrationReport:
     rows: tuple[RowComparison, ...]
     profile: str
     ranking: dict[int, tuple[tuple[Action, ...], tuple[Action, ...]]] = field(default_factory=dict)
+    speed_ranking: dict[int, tuple[tuple[Action, ...], tuple[Action, ...]]] = field(default_factory=dict)
     overshoot: dict[str, float] = field(default_factory=dict)
     gflops_per_token: dict[str, tuple[float, float]] = field(default_factory=dict)
     targets: dict[str, tuple[float, float, bool]] = field(default_factory=dict)
@@ -364,6 +368,13 @@ def calibration_report(
         measured = tuple(c.action for c in sorted(rows, key=lambda c: -c.reward_measured))  # type: ignore[operator]
         predicted = tuple(c.action for c in sorted(rows, key=lambda c: -c.reward_predicted))  # type: ignore[operator]
         ranking[bs] = (measured, predicted)
+    speed_ranking: dict[int, tuple[tuple[Action, ...], tuple[Action, ...]]] = {}
+    for bs in sorted({c.batch_size for c in comparisons if c.fitted}):
+        rows = [c for c in comparisons if c.fitted and c.batch_size == bs]
+        speed_ranking[bs] = (
+            tuple(c.action for c in sorted(rows, key=lambda c: -c.speed_measured)),
+            tuple(c.action for c in sorted(rows, key=lambda c: -c.speed_predicted)),
+        )
     over = {
         "bs16 (3,4,8)": model.predict(16, (3, 4, 8), temp).avg_power_w / limit,
         "bs16 (3,2,4)": model.predict(16, (3, 2, 4), temp).avg_power_w / limit,
@@ -371,7 +382,7 @@ def calibration_report(
     gflops = {}
     for action, acc, published in (((3, 4, 8), 2.425, 9.24), ((3, 2, 4), 2.129, 5.36), ((0, 0, 0), 1.0, 2.47)):
         gflops[str(Action(*action))] = (_dense_gflops_per_output_token(model.target, model.draft, action, acc), published)
-    report = CalibrationReport(tuple(comparisons), model.profile.name, ranking, over, gflops)
+    report = CalibrationReport(tuple(comparisons), model.profile.name, ranking, speed_ranking, over, gflops)
     held = report.summary(False)
     fit = report.summary(True)
     band = config.band_high
@@ -385,13 +396,18 @@ def calibration_report(
             float(len(ranking)),
             all(m == p for m, p in ranking.values()),
         ),
+        "measured speed ranking kept at every batch size": (
+            float(sum(m == p for m, p in speed_ranking.values())),
+            float(len(speed_ranking)),
+            all(m == p for m, p in speed_ranking.values()),
+        ),
         "bs16 (3,4,8) above the band, (3,2,4) inside": (
             over["bs16 (3,4,8)"],
             band,
             over["bs16 (3,4,8)"] > band and config.band_low <= over["bs16 (3,2,4)"] <= band,
         ),
     }
-    return CalibrationReport(tuple(comparisons), model.profile.name, ranking, over, gflops, targets)
+    return CalibrationReport(tuple(comparisons), model.profile.name, ranking, speed_ranking, over, gflops, targets)
 
 
 def _dense_gflops_per_output_token(
@@ -441,6 +457,16 @@ def format_report(report: CalibrationReport) -> str:
         lines.append(
             f"  bs {bs:>2}: measured {' > '.join(map(str, measured))}; predicted {' > '.join(map(str, predicted))} [{same}]"
         )
+    for bs, (measured, predicted) in report.ranking.items():
+        if measured != predicted:
+            gaps = _reward_gaps(report, bs, measured, predicted)
+            lines.append(f"  bs {bs:>2}: swapped pairs, measured reward gap: {gaps}")
+    lines.append("ranking by speed at each batch size (fitted trial), fastest first:")
+    for bs, (measured, predicted) in report.speed_ranking.items():
+        same = "kept" if measured == predicted else "NOT kept"
+        lines.append(
+            f"  bs {bs:>2}: measured {' > '.join(map(str, measured))}; predicted {' > '.join(map(str, predicted))} [{same}]"
+        )
     lines.append("bs 16 utilisation: " + ", ".join(f"{k} {v:.3f}" for k, v in report.overshoot.items()))
     lines.append(
         "dense GFLOPs per output token (computed / published FACTS 6): "
@@ -451,6 +477,20 @@ def format_report(report: CalibrationReport) -> str:
     for name, (value, threshold, met) in report.targets.items():
         lines.append(f"  [{'met' if met else 'MISSED'}] {name}: {value:.4g} (threshold {threshold:.4g})")
     return "\n".join(lines)
+
+
+def _reward_gaps(
+    report: CalibrationReport, bs: int, measured: tuple[Action, ...], predicted: tuple[Action, ...]
+) -> str:
+    reward = {
+        c.action: c.reward_measured for c in report.rows if c.fitted and c.batch_size == bs and c.reward_measured
+    }
+    parts = []
+    for i, a in enumerate(measured):
+        for b in measured[i + 1 :]:
+            if predicted.index(a) > predicted.index(b):
+                parts.append(f"{a} {reward[a]:.4f} vs {b} {reward[b]:.4f}")
+    return "; ".join(parts)
 
 
 def write_profile(profile: HardwareProfile, path: str | Path, header: str = "") -> Path:

@@ -13,7 +13,7 @@ One decode step at batch size ``bs`` and action ``(s, k, N)``:
   forward and per verified token; sglang runs speculative decoding without the overlap
   scheduler).
 
-Power: ``idle + headroom x (busy_frac x busy x clock^g + mem_frac x bandwidth/peak +
+Power: ``idle + activity_power x (busy_frac x busy x clock^g + mem_frac x bandwidth/peak +
 compute_frac x flops/peak x clock^(g-1))``, with static parts growing with temperature
 (leakage). Above the limit the clock is lowered until the power is
 ``limit + cap_tracking x (demand - limit)``: a power-capping controller that tracks the limit
@@ -229,7 +229,7 @@ class SpeculativeDecodingModel:
         step = kernel + cost.host_time_s
         busy = kernel / step
         leak = max(0.0, 1.0 + p.leakage_per_c * (gpu_temp_c - p.reference_temp_c))
-        headroom = p.power_limit_w - p.idle_power_w
+        headroom = p.activity_scale_w
         g = p.clock_exponent
         activity = (
             p.busy_power_frac * busy * clock**g * leak

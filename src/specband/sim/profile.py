@@ -13,8 +13,11 @@ A profile is a TOML (or JSON) file with the sections ``[hardware]``, ``[thermal]
 A user's file needs only ``[hardware]`` (``power_limit_w``, ``vram_mb``,
 ``mem_bandwidth_gbs``, ``peak_tflops``; the rest has defaults); every other value not given
 is inherited from the profile named by ``base`` in ``[hardware]`` (default
-``rtx4060-laptop``). Power coefficients are fractions of the headroom between idle power and
-the power limit, so they carry over between chips of different size.
+``rtx4060-laptop``). Power coefficients are fractions of ``activity_power_w`` (by default
+the headroom between idle power and the power limit), so they carry over between chips of
+different size; the calibrated profile pins ``activity_power_w`` so that lowering only
+``power_limit_w`` (as ``nvidia-smi -pl`` does) keeps the demand and makes the cap bite.
+``activity_power_w``, ``calibrated`` and ``source`` are not inherited.
 """
 
 from __future__ import annotations
@@ -100,6 +103,9 @@ class HardwareProfile:
     busy_power_frac: float = _f(0.6, "power", 0.0, 3.0, "power of a busy GPU at full clock, fraction of headroom")
     mem_power_frac: float = _f(0.3, "power", 0.0, 3.0, "power at peak memory bandwidth, fraction of headroom")
     compute_power_frac: float = _f(0.3, "power", 0.0, 3.0, "power at peak tensor throughput, fraction of headroom")
+    activity_power_w: float = _f(
+        0.0, "power", 0.0, 1e5, "W per unit of the activity fractions below; 0: power_limit_w - idle_power_w"
+    )
     cap_tracking: float = _f(0.1, "power", 0.0, 1.0, "share of the demand above the limit the cap lets through")
     clock_exponent: float = _f(2.0, "power", 1.0, 4.0, "core power ~ clock ** exponent (DVFS)")
     min_clock_fraction: float = _f(0.3, "power", 0.05, 1.0, "lowest clock the cap or throttle may set")
@@ -147,6 +153,13 @@ class HardwareProfile:
                 f"power_limit_w ({self.power_limit_w})"
             )
         self.accept_params()  # validates the acceptance section
+
+    @property
+    def activity_scale_w(self) -> float:
+        """Watts that an activity fraction of 1 adds above idle: ``activity_power_w``, or the
+        headroom ``power_limit_w - idle_power_w`` when that is 0 (so a datasheet profile scales
+        with its chip; a calibrated one keeps its demand when only the limit is lowered)."""
+        return self.activity_power_w or (self.power_limit_w - self.idle_power_w)
 
     def accept_params(self) -> AcceptParams:
         """The ``[acceptance]`` section as :class:`~specband.sim.accept.AcceptParams`."""
@@ -250,10 +263,14 @@ def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
             raise ConfigError(f"{path}: field 'hardware.base': expected a profile name")
         if base_name in stack:
             raise ConfigError(f"{path}: field 'hardware.base': profiles inherit from each other in a loop")
-        base = _load(base_name, stack + (path.stem,))
+        try:
+            base = _load(base_name, stack + (path.stem,))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: field 'hardware.base': {exc}") from None
         # a derived profile is calibrated only if it says so
         flat.setdefault("calibrated", False)
         flat.setdefault("source", "")
+        flat.setdefault("activity_power_w", 0.0)
     try:
         return base.with_values(**flat)
     except ConfigError as exc:
@@ -294,11 +311,12 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value)
-    return repr(float(value))
+    return repr(float(f"{float(value):.6g}"))
 
 
 def profile_to_toml(profile: HardwareProfile, header: str = "") -> str:
-    """The profile as TOML text, every section and value written out.
+    """The profile as TOML text, every section and value written out (numbers to 6
+    significant digits).
 
     Args:
         header: comment lines (without ``#``) written first.

@@ -108,7 +108,7 @@ def simulate_sweep(
     temp = p.ambient_temp_c if start_temp_c is None else float(start_temp_c)
     if not math.isfinite(temp):
         raise ConfigError(f"start temperature must be finite, got {start_temp_c!r}")
-    launch_power = p.idle_power_w + p.launch_power_frac * (p.power_limit_w - p.idle_power_w)
+    launch_power = p.idle_power_w + p.launch_power_frac * p.activity_scale_w
     rows: list[dict[str, Any]] = []
     index = 0
     for repeat in range(repeats):

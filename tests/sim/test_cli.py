@@ -1,0 +1,58 @@
+"""`specband simulate` through the real CLI entry point."""
+
+from __future__ import annotations
+
+from specband.dataset import load_sweep
+
+
+def test_simulate_writes_a_loadable_sweep(run_cli, tmp_path) -> None:
+    out = tmp_path / "sim.jsonl"
+    res = run_cli("simulate", "--profile", "rtx4060-laptop", "--seed", "7", "--out", out)
+    assert res.exit_code == 0, res.stderr
+    assert "SIMULATED" in res.stdout and "228 rows" in res.stdout
+    assert len(load_sweep(out).rows) == 228
+    first = out.read_bytes()
+    res = run_cli("simulate", "--seed", "7", "--out", out)
+    assert res.exit_code == 0 and out.read_bytes() == first
+
+
+def test_simulate_options(run_cli, tmp_path) -> None:
+    out = tmp_path / "h100.jsonl"
+    res = run_cli("simulate", "--profile", "h100-sxm", "--batch-sizes", "1,16", "--repeats", "1", "--out", out)
+    assert res.exit_code == 0, res.stderr
+    assert "UNCALIBRATED" in res.stdout
+    sweep = load_sweep(out)
+    assert len(sweep.rows) == 38 and {r.batch_size for r in sweep.rows} == {1, 16}
+    assert {r.raw["hardware"] for r in sweep.rows} == {"H100_SXM5_80GB"}
+
+
+def test_simulate_errors(run_cli, tmp_path) -> None:
+    res = run_cli("simulate", "--profile", "nope", "--out", tmp_path / "x.jsonl")
+    assert res.exit_code == 2 and res.stderr.startswith("error: unknown profile 'nope'")
+    res = run_cli("simulate", "--batch-sizes", "1,x", "--out", tmp_path / "x.jsonl")
+    assert res.exit_code == 2 and "--batch-sizes" in res.stderr
+    res = run_cli("simulate")
+    assert res.exit_code == 2 and "--out" in res.stderr
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_calibration_report_and_profiles(run_cli) -> None:
+    res = run_cli("simulate", "--calibration-report")
+    assert res.exit_code == 0, res.stderr
+    assert "held-out" in res.stdout and "seed3" in res.stdout and "targets:" in res.stdout
+    res = run_cli("simulate", "--list-profiles")
+    assert res.exit_code == 0 and "h200" in res.stdout and "UNCALIBRATED" in res.stdout
+
+
+def test_draft_rope_mismatch_warns(run_cli, tmp_path) -> None:
+    import json
+
+    from specband.sim.hfconfig import BUNDLED_DRAFT_CONFIG, bundled_model_config_path
+
+    cfg = json.loads(bundled_model_config_path(BUNDLED_DRAFT_CONFIG).read_text())
+    cfg.update(rope_theta=10000.0, rope_scaling=None)
+    draft = tmp_path / "draft.json"
+    draft.write_text(json.dumps(cfg))
+    res = run_cli("simulate", "--draft-config", draft, "--repeats", "1", "--out", tmp_path / "o.jsonl")
+    assert res.exit_code == 0
+    assert "warning:" in res.stderr and "rope_theta" in res.stderr
