@@ -1,9 +1,314 @@
-"""`specband` commands of this area (registered by :func:`register`)."""
+"""Harness commands: ``specband sweep``, ``specband emulate``, ``specband import-bench``.
+
+Only typer and the standard library are imported at module level; the harness loads
+inside the commands.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import shlex
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Optional
+
 import typer
+
+_EMULATOR_HELP = "For the emulator only: "
+
+
+@contextlib.contextmanager
+def _plain_warnings() -> Iterator[None]:
+    """Show warnings as ``warning: <message>`` lines on stderr."""
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        print(f"warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        previous = warnings.showwarning
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            warnings.showwarning = previous
+
+
+def _parse_batch_sizes(text: str) -> tuple[int, ...]:
+    from specband.errors import ConfigError
+
+    parts = [p for p in text.replace(",", " ").split() if p]
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ConfigError(f"--batch-sizes must be integers like '1,4,8,16', got {text!r}") from None
+    if not values:
+        raise ConfigError("--batch-sizes must name at least one batch size")
+    return values
+
+
+def _parse_actions(text: str) -> tuple[Any, ...]:
+    from specband.actions import ACTIONS, parse_action
+
+    if text.strip().lower() == "all":
+        return ACTIONS
+    items = [p for p in text.replace(";", " ").split() if p]
+    return tuple(parse_action(item) for item in items)
+
+
+def _parse_env(pairs: list[str]) -> dict[str, str]:
+    from specband.errors import ConfigError
+
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--env expects KEY=VALUE, got {pair!r}")
+        env[key] = value
+    return env
+
+
+def _runs_emulator(command: str) -> bool:
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return False
+    return "emulate" in parts and any(p == "specband" or p.endswith("/specband") for p in parts)
+
+
+class _RichReporter:
+    """A rich progress bar with ETA on stderr, plus one line per finished run."""
+
+    def __init__(self, quiet: bool) -> None:
+        from rich.console import Console
+
+        self.quiet = quiet
+        self.console = Console(stderr=True)
+        self.progress: Any = None
+        self.task: Any = None
+
+    def start(self, total: int, skipped: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        if skipped:
+            self.console.print(f"resuming: {skipped} runs already in the file")
+        if self.quiet:
+            return
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("sweep", total=total)
+
+    def run_started(self, point: Any, repeat: int) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=f"r{repeat} bs={point.batch_size} {point.action}")
+
+    def run_finished(self, point: Any, repeat: int, row: dict[str, Any]) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task)
+            if row.get("error"):
+                self.progress.console.print(f"  error r{repeat} bs={point.batch_size} {point.action}: {row['error']}")
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to ``app``."""
+    """Add the sweep, emulate and import-bench commands to ``app``."""
+
+    @app.command("sweep")
+    def sweep_command(
+        target: str = typer.Option(..., "--target", help="Target model path (--model-path)."),
+        draft: Optional[str] = typer.Option(None, "--draft", help="EAGLE3 draft model path."),
+        batch_sizes: str = typer.Option("1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'."),
+        actions: str = typer.Option("all", "--actions", help="'all', or action indices / triples separated by spaces or ';' (e.g. '0 10 3,2,4')."),
+        repeats: int = typer.Option(3, "--repeats", help="Full passes over the grid."),
+        out: Path = typer.Option(Path("sweep.jsonl"), "--out", help="Output JSONL (one row per run)."),
+        resume: bool = typer.Option(False, "--resume", help="Skip (index, repeat) rows already in --out."),
+        one_launch_per_config: bool = typer.Option(False, "--one-launch-per-config", help="One server per action for all batch sizes."),
+        server_command: str = typer.Option("python -m sglang.launch_server", "--server-command", help="Server launcher; flags are appended."),
+        host: str = typer.Option("127.0.0.1", "--host"),
+        port: int = typer.Option(30000, "--port"),
+        mem_fraction: float = typer.Option(0.65, "--mem-fraction", help="--mem-fraction-static of the first launch."),
+        retry_mem_fraction: float = typer.Option(0.55, "--retry-mem-fraction", help="Retry a failed launch once at this fraction (0: no retry)."),
+        dtype: str = typer.Option("float16", "--dtype"),
+        attention_backend: str = typer.Option("flashinfer", "--attention-backend", help="Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream)."),
+        num_prompts: int = typer.Option(16, "--num-prompts", help="Timed requests: max(num_prompts, bs)."),
+        max_new_tokens: int = typer.Option(512, "--max-new-tokens"),
+        launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health."),
+        cooldown: float = typer.Option(5.0, "--cooldown", help="Seconds to sleep after each server stops."),
+        server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flag (repeatable)."),
+        env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the server (repeatable)."),
+        device_kind: str = typer.Option("auto", "--device", help="auto, nvml, zeus, emulated or none."),
+        gpu_index: int = typer.Option(0, "--gpu-index"),
+        power_limit: Optional[float] = typer.Option(None, "--power-limit", help="Power limit in W when NVML gives none."),
+        hardware: Optional[str] = typer.Option(None, "--hardware", help="'hardware' column (default: the GPU's name)."),
+        log_dir: Optional[Path] = typer.Option(None, "--log-dir", help="Server logs (default: <out>.logs/)."),
+        time_scale: float = typer.Option(1.0, "--time-scale", help=_EMULATOR_HELP + "real seconds per emulated second."),
+        emulator_state: Optional[Path] = typer.Option(None, "--emulator-state", help=_EMULATOR_HELP + "GPU state file (default: <out>.gpu-state.json)."),
+        emulator_hardware: str = typer.Option("rtx4060-laptop", "--emulator-hardware", help=_EMULATOR_HELP + "performance-model profile."),
+        emulator_model: str = typer.Option("auto", "--emulator-model", help=_EMULATOR_HELP + "auto, calibrated, toy or module:function."),
+        quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    ) -> None:
+        """Measure every (batch size, action): launch sglang, warm up, time a batch with
+        energy telemetry, write one JSONL row per run (flushed and fsynced)."""
+        from specband.devices import open_device
+        from specband.devices.base import Clock
+        from specband.devices.emulated import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+        from specband.errors import ConfigError
+        from specband.harness.runner import MeasureSettings
+        from specband.harness.server import ServerConfig
+        from specband.harness.sweep import run_sweep
+
+        with _plain_warnings():
+            bs = _parse_batch_sizes(batch_sizes)
+            acts = _parse_actions(actions)
+            clock = Clock(time_scale)
+            kind = device_kind
+            if kind == "auto" and _runs_emulator(server_command):
+                kind = "emulated"
+            server_env = _parse_env(env)
+            emulated = None
+            if kind == "emulated":
+                from specband.harness.models import load_performance_model
+
+                state = emulator_state or out.with_name(out.name + ".gpu-state.json")
+                model = load_performance_model(emulator_model, emulator_hardware)
+                emulated = {"state_path": state, "model": model, "hardware": emulator_hardware, "time_scale": time_scale}
+                server_env.update({
+                    STATE_ENV: str(state.resolve()),
+                    TIME_SCALE_ENV: repr(time_scale),
+                    HARDWARE_ENV: emulator_hardware,
+                    MODEL_ENV: emulator_model,
+                })  # fmt: skip
+            elif time_scale != 1.0:
+                raise ConfigError("--time-scale applies only to the emulator (--device emulated)")
+            server = ServerConfig(
+                model_path=target,
+                draft_model_path=draft,
+                server_command=server_command,
+                host=host,
+                port=port,
+                dtype=dtype,
+                attention_backend=attention_backend,
+                extra_args=tuple(a for s in server_arg for a in shlex.split(s)),
+                env=server_env,
+            )
+            settings = MeasureSettings(
+                server=server,
+                mem_fraction_static=mem_fraction,
+                retry_mem_fraction=retry_mem_fraction if retry_mem_fraction > 0 else None,
+                num_prompts=num_prompts,
+                max_new_tokens=max_new_tokens,
+                launch_timeout_s=launch_timeout,
+                cooldown_s=cooldown,
+                hardware=hardware,
+                log_dir=log_dir or out.with_name(out.name + ".logs"),
+                health_poll_s=1.0 if time_scale == 1.0 else 0.5,
+                sample_period_s=0.1 if time_scale == 1.0 else max(0.005, min(0.1, 0.5 * time_scale)),
+            )
+            device = open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated)
+            reporter = _RichReporter(quiet)
+            try:
+                summary = run_sweep(
+                    settings, device, out, batch_sizes=bs, actions=acts, repeats=repeats, resume=resume,
+                    one_launch_per_config=one_launch_per_config, clock=clock, reporter=reporter,
+                )  # fmt: skip
+            except KeyboardInterrupt:
+                reporter.stop()
+                print(f"interrupted: the server was stopped; {out} holds complete rows only "
+                      f"(continue with --resume)", file=sys.stderr)  # fmt: skip
+                raise
+            finally:
+                reporter.stop()
+                device.close()
+            _report(summary, out)
+
+    @app.command(
+        "emulate",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )
+    def emulate_command(
+        ctx: typer.Context,
+        hardware: Optional[str] = typer.Option(None, "--hardware", help="Performance-model profile (default rtx4060-laptop or $SPECBAND_EMULATOR_HARDWARE)."),
+        perf_model: Optional[str] = typer.Option(None, "--perf-model", help="auto, calibrated, toy or module:function."),
+        state_file: Optional[Path] = typer.Option(None, "--state-file", help="Emulated GPU state file ($SPECBAND_EMULATOR_STATE)."),
+        time_scale: Optional[float] = typer.Option(None, "--time-scale", help="Real seconds per emulated second ($SPECBAND_TIME_SCALE)."),
+        load_time: Optional[float] = typer.Option(None, "--load-time", help="Emulated seconds to load (default 30)."),
+        seed: Optional[int] = typer.Option(None, "--seed"),
+        fault: list[str] = typer.Option([], "--fault", help="KIND[:key=value,...]; kinds: launch_failure, oom_at_capture, die_mid_batch, missing_step_times, slow_health."),
+    ) -> None:
+        """An sglang-compatible server driven by a performance model. Takes sglang's
+        launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
+        from specband.devices.base import Clock
+        from specband.harness.emulator import EmulatorOptions, parse_fault, serve
+
+        with _plain_warnings():
+            if time_scale is not None:
+                Clock(time_scale)
+            options = EmulatorOptions.from_env(
+                hardware=hardware,
+                model_spec=perf_model,
+                state_file=str(state_file) if state_file else None,
+                time_scale=time_scale,
+                load_time_s=load_time,
+                seed=seed,
+                faults=[parse_fault(f) for f in fault],
+            )
+            Clock(options.time_scale)
+            code = serve(list(ctx.args), options)
+        raise typer.Exit(code)
+
+    @app.command("import-bench")
+    def import_bench_command(
+        file: Path = typer.Argument(..., help="JSONL written by sglang's scripts/playground/bench_speculative.py."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Sweep JSONL to write (default: <file>.sweep.jsonl)."),
+        hardware: str = typer.Option("unknown", "--hardware", help="'hardware' column."),
+        force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
+    ) -> None:
+        """Convert sglang bench_speculative.py output into sweep rows (no energy: rewards
+        come from throughput only)."""
+        from specband.harness.import_bench import import_bench
+
+        target = out or file.with_name(file.name + ".sweep.jsonl")
+        result = import_bench(file, target, hardware=hardware, overwrite=force)
+        print(
+            "warning: sglang's bench_speculative.py measures no energy; these rows have no energy, "
+            "so rewards come from throughput (and temperature) only",
+            file=sys.stderr,
+        )
+        for line in result.skipped:
+            print(f"skipped (not a contract action): {line}", file=sys.stderr)
+        typer.echo(f"wrote {len(result.rows)} rows to {result.out_path} ({len(result.skipped)} skipped)")
+
+
+def _report(summary: Any, out: Path) -> None:
+    """Print the sweep summary and check the file loads as a sweep."""
+    from specband.dataset import load_sweep
+    from specband.errors import DataError
+
+    typer.echo(
+        f"wrote {summary.written} rows ({summary.errors} errors) to {out}; skipped {summary.skipped}; "
+        f"{summary.launches} server launches in {summary.elapsed_s:.1f} s"
+    )
+    if summary.one_launch_per_config:
+        typer.echo(f"--one-launch-per-config saved {summary.launches_saved} launches ({summary.runs} runs, {summary.launches} launches)")
+    if not out.exists() or out.stat().st_size == 0:
+        return
+    try:
+        load_sweep(out)
+    except DataError as exc:
+        print(f"warning: {out} does not load as a training sweep yet: {exc}", file=sys.stderr)
+

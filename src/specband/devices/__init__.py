@@ -1,1 +1,100 @@
-"""specband.devices."""
+"""GPU telemetry for the sweep: one interface, three backends.
+
+* :class:`~specband.devices.nvml.NvmlDevice`: NVML through ``nvidia-ml-py`` (energy
+  counter with a sampled-power fallback, power limit chain, clock-event reasons);
+* :class:`~specband.devices.zeus.ZeusDevice`: energy from Zeus ``ZeusMonitor`` windows
+  (optional extra ``specband[zeus]``), other readings from NVML;
+* :class:`~specband.devices.emulated.EmulatedDevice`: the emulator's GPU (tests, CPU runs);
+* :class:`~specband.devices.base.NullDevice`: no telemetry (NVML missing).
+
+:func:`open_device` picks one. A :class:`~specband.devices.base.TelemetryWindow` measures
+one timed batch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from specband.devices.base import (
+    ENERGY_METHODS,
+    THROTTLE_REASON_MASK,
+    Clock,
+    DeviceWarning,
+    GpuDevice,
+    NullDevice,
+    TelemetrySample,
+    TelemetryWindow,
+    WindowResult,
+    is_throttling,
+)
+from specband.errors import ConfigError, DeviceError
+
+__all__ = [
+    "DEVICE_KINDS",
+    "ENERGY_METHODS",
+    "THROTTLE_REASON_MASK",
+    "Clock",
+    "DeviceWarning",
+    "GpuDevice",
+    "NullDevice",
+    "TelemetrySample",
+    "TelemetryWindow",
+    "WindowResult",
+    "is_throttling",
+    "open_device",
+]
+
+#: Values of ``specband sweep --device``.
+DEVICE_KINDS: tuple[str, ...] = ("auto", "nvml", "zeus", "emulated", "none")
+
+
+def open_device(
+    kind: str = "auto",
+    *,
+    index: int = 0,
+    power_limit_w: float | None = None,
+    emulated: dict[str, Any] | None = None,
+) -> GpuDevice:
+    """Open the telemetry backend for one GPU.
+
+    Args:
+        kind: ``"auto"`` (emulated when ``emulated`` is given, else NVML, else none),
+            ``"nvml"``, ``"zeus"``, ``"emulated"`` or ``"none"``.
+        index: GPU index.
+        power_limit_w: the limit to use when the backend gives none (``--power-limit``), W.
+        emulated: keyword arguments of
+            :class:`~specband.devices.emulated.EmulatedDevice` (``state_path``, ``model``,
+            ``hardware``, ``time_scale``).
+
+    Returns:
+        the device. NVML missing or failing gives a :class:`NullDevice` with a
+        :class:`DeviceWarning` (telemetry off; the sweep still runs).
+
+    Raises:
+        ConfigError: an unknown kind, or ``"emulated"`` without ``emulated``.
+        DeviceError: ``"zeus"`` when zeus is not installed or cannot start.
+    """
+    if kind not in DEVICE_KINDS:
+        raise ConfigError(f"unknown device {kind!r}; expected one of {', '.join(DEVICE_KINDS)}")
+    if kind == "auto":
+        kind = "emulated" if emulated is not None else "nvml"
+    if kind == "none":
+        return NullDevice(power_limit_w=power_limit_w)
+    if kind == "emulated":
+        if emulated is None:
+            raise ConfigError("--device emulated needs the emulator's state file, model and time scale")
+        from specband.devices.emulated import EmulatedDevice
+
+        return EmulatedDevice(**emulated)
+    if kind == "zeus":
+        from specband.devices.zeus import ZeusDevice
+
+        return ZeusDevice(index, power_limit_w=power_limit_w)
+    from specband.devices.nvml import NvmlDevice
+
+    try:
+        return NvmlDevice(index, power_limit_w=power_limit_w)
+    except DeviceError as exc:
+        warnings.warn(f"{exc}; telemetry is off (no energy, temperature or memory readings)", DeviceWarning, stacklevel=2)
+        return NullDevice(power_limit_w=power_limit_w)

@@ -1,0 +1,767 @@
+"""An sglang-compatible HTTP server driven by a performance model (``specband emulate``).
+
+It accepts ``python -m sglang.launch_server``'s flags (the ones the sweep passes are
+used, others are ignored) and serves, like sglang:
+
+* ``GET /health`` (200 once loaded), ``GET /health_generate``;
+* ``POST /generate`` (``text`` str or list, ``sampling_params.max_new_tokens``,
+  non-streaming JSON or ``stream: true`` server-sent events) with ``meta_info``
+  (``completion_tokens``, ``prompt_tokens``, ``spec_verify_ct``, ``finish_reason``,
+  ``e2e_latency``);
+* ``GET /get_server_info`` and ``/server_info``: the server arguments plus
+  ``internal_states[0]`` with ``avg_spec_accept_length`` and, when
+  ``SGLANG_RECORD_STEP_TIME`` is set, ``step_time_dict``;
+* ``GET /v1/models``, ``GET /get_model_info``, ``POST /flush_cache``.
+
+A scheduler thread emulates continuous batching: at most ``--max-running-requests``
+requests decode together; each decode step takes the model's ``step_time_s`` for the
+current batch size and temperature (with 2 % log-normal noise) and gives each request
+``floor(a)`` or ``ceil(a)`` tokens so that the mean is the model's accept length ``a``.
+Step times are recorded per running batch size, as sglang's scheduler does. Power,
+utilisation, memory and heat go to the emulated GPU's state file
+(:mod:`specband.devices.emulated`), which persists across launches.
+
+Time runs ``1 / time_scale`` times faster than real time (``--time-scale``, or
+``SPECBAND_TIME_SCALE``); every figure it reports (step times, latencies) is in emulated
+seconds. Loading takes ``--load-time-s`` emulated seconds.
+
+Faults (``--fault KIND[:key=value,...]``, repeatable, or ``SPECBAND_EMULATOR_FAULTS``
+separated by ``;``): ``launch_failure``, ``oom_at_capture``, ``die_mid_batch``
+(parameter ``after_steps``, default 50 decode steps after the first
+``max_running_requests`` requests finished), ``missing_step_times``, ``slow_health``
+(parameter ``delay_s``, emulated seconds of 503 before /health answers 200; default
+never). Keys ``bs`` (max running requests), ``steps``, ``topk``, ``draft`` and ``mem``
+(mem fraction) restrict a fault to matching launches. A model that says the
+configuration does not fit in memory fails like ``oom_at_capture``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from specband.actions import Action, validate_action
+from specband.devices.emulated import (
+    FAULTS_ENV,
+    HARDWARE_ENV,
+    MODEL_ENV,
+    STATE_ENV,
+    TIME_SCALE_ENV,
+    EmulatedGpu,
+    reasons_for,
+)
+from specband.errors import ConfigError, InvalidActionError
+
+__all__ = [
+    "FAULT_KINDS",
+    "EmulatorOptions",
+    "Fault",
+    "LaunchArgs",
+    "parse_fault",
+    "parse_launch_args",
+    "serve",
+]
+
+FAULT_KINDS: tuple[str, ...] = ("launch_failure", "oom_at_capture", "die_mid_batch", "missing_step_times", "slow_health")
+_MATCH_KEYS = {"bs": "max_running_requests", "steps": "steps", "topk": "topk", "draft": "draft", "mem": "mem_fraction_static"}
+_PARAM_KEYS = {"after_steps", "delay_s"}
+_VERSION = "0.5.0-specband-emulator"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault.
+
+    Attributes:
+        kind: one of :data:`FAULT_KINDS`.
+        match: launch attribute filters (``bs``, ``steps``, ``topk``, ``draft``, ``mem``).
+        params: ``after_steps`` (die_mid_batch), ``delay_s`` (slow_health).
+    """
+
+    kind: str
+    match: Mapping[str, float] = field(default_factory=dict)
+    params: Mapping[str, float] = field(default_factory=dict)
+
+    def applies_to(self, launch: LaunchArgs) -> bool:
+        """True when every filter equals the launch's value."""
+        values = {
+            "bs": launch.max_running_requests,
+            "steps": launch.action.speculative_num_steps,
+            "topk": launch.action.speculative_eagle_topk,
+            "draft": launch.action.speculative_num_draft_tokens,
+            "mem": launch.mem_fraction_static,
+        }
+        return all(abs(values[k] - v) < 1e-9 for k, v in self.match.items())
+
+
+def parse_fault(text: str) -> Fault:
+    """Parse ``KIND[:key=value,...]`` (e.g. ``oom_at_capture:bs=16,steps=5``).
+
+    Raises:
+        ConfigError: an unknown kind or key, or a non-numeric value.
+    """
+    kind, _, rest = text.strip().partition(":")
+    if kind not in FAULT_KINDS:
+        raise ConfigError(f"unknown fault {kind!r}; expected one of {', '.join(FAULT_KINDS)}")
+    match: dict[str, float] = {}
+    params: dict[str, float] = {}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"fault {text!r}: expected key=value, got {item!r}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigError(f"fault {text!r}: {key} must be a number, got {value!r}") from None
+        if key in _MATCH_KEYS:
+            match[key] = number
+        elif key in _PARAM_KEYS:
+            params[key] = number
+        else:
+            raise ConfigError(
+                f"fault {text!r}: unknown key {key!r}; expected {', '.join([*_MATCH_KEYS, *sorted(_PARAM_KEYS)])}"
+            )
+    return Fault(kind, match, params)
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    """The sglang launch flags the emulator uses.
+
+    Attributes:
+        model_path, host, port, mem_fraction_static, max_running_requests,
+        cuda_graph_max_bs, dtype, attention_backend, draft_model_path: as the flags.
+        action: the canonical speculative triple (``(0,0,0)`` without
+            ``--speculative-algorithm``).
+        ignored: flags that were not understood (kept for the log).
+    """
+
+    model_path: str
+    host: str
+    port: int
+    mem_fraction_static: float
+    max_running_requests: int
+    cuda_graph_max_bs: int
+    dtype: str
+    attention_backend: str | None
+    draft_model_path: str | None
+    action: Action
+    context_length: int
+    ignored: tuple[str, ...] = ()
+
+    def server_args(self) -> dict[str, Any]:
+        """The ``ServerArgs``-style fields ``/get_server_info`` reports."""
+        spec = not self.action.is_baseline
+        return {
+            "model_path": self.model_path,
+            "tokenizer_path": self.model_path,
+            "host": self.host,
+            "port": self.port,
+            "mem_fraction_static": self.mem_fraction_static,
+            "max_running_requests": self.max_running_requests,
+            "cuda_graph_max_bs": self.cuda_graph_max_bs,
+            "dtype": self.dtype,
+            "attention_backend": self.attention_backend,
+            "context_length": self.context_length,
+            "speculative_algorithm": "EAGLE3" if spec else None,
+            "speculative_draft_model_path": self.draft_model_path if spec else None,
+            "speculative_num_steps": self.action.speculative_num_steps if spec else None,
+            "speculative_eagle_topk": self.action.speculative_eagle_topk if spec else None,
+            "speculative_num_draft_tokens": self.action.speculative_num_draft_tokens if spec else None,
+        }
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # sglang's wording on bad arguments
+        raise ConfigError(f"launch_server: error: {message}")
+
+
+def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
+    """Parse sglang ``launch_server`` flags.
+
+    Raises:
+        ConfigError: a missing ``--model-path``, a bad value, or an invalid speculative
+            configuration (the message names sglang's rule).
+    """
+    p = _ArgParser(prog="launch_server", add_help=False, allow_abbrev=False)
+    p.add_argument("--model-path", "--model", dest="model_path", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--mem-fraction-static", type=float, default=0.88)
+    p.add_argument("--max-running-requests", type=int, default=None)
+    p.add_argument("--cuda-graph-max-bs", type=int, default=None)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--attention-backend", default=None)
+    p.add_argument("--context-length", type=int, default=131072)
+    p.add_argument("--speculative-algorithm", default=None)
+    p.add_argument("--speculative-draft-model-path", default=None)
+    p.add_argument("--speculative-num-steps", type=int, default=None)
+    p.add_argument("--speculative-eagle-topk", type=int, default=None)
+    p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    ns, unknown = p.parse_known_args(list(argv))
+    if ns.speculative_algorithm is None:
+        triple = (0, 0, 0)
+    else:
+        if ns.speculative_algorithm.upper() not in ("EAGLE", "EAGLE3"):
+            raise ConfigError(f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}")
+        missing = [
+            f for f, v in (
+                ("--speculative-num-steps", ns.speculative_num_steps),
+                ("--speculative-eagle-topk", ns.speculative_eagle_topk),
+                ("--speculative-num-draft-tokens", ns.speculative_num_draft_tokens),
+            ) if v is None
+        ]  # fmt: skip
+        if missing:
+            raise ConfigError(f"the emulator needs {', '.join(missing)} with --speculative-algorithm")
+        triple = (ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens)
+    try:
+        action = validate_action(triple)
+    except InvalidActionError as exc:
+        raise ConfigError(f"invalid speculative configuration: {exc}") from None
+    if not 0.0 < ns.mem_fraction_static < 1.0:
+        raise ConfigError(f"--mem-fraction-static must be in (0, 1), got {ns.mem_fraction_static}")
+    max_running = ns.max_running_requests or ns.cuda_graph_max_bs or 256
+    if max_running <= 0:
+        raise ConfigError(f"--max-running-requests must be > 0, got {max_running}")
+    return LaunchArgs(
+        model_path=ns.model_path,
+        host=ns.host,
+        port=ns.port,
+        mem_fraction_static=ns.mem_fraction_static,
+        max_running_requests=max_running,
+        cuda_graph_max_bs=ns.cuda_graph_max_bs or max_running,
+        dtype=ns.dtype,
+        attention_backend=ns.attention_backend,
+        draft_model_path=ns.speculative_draft_model_path,
+        action=action,
+        context_length=ns.context_length,
+        ignored=tuple(unknown),
+    )
+
+
+@dataclass(frozen=True)
+class EmulatorOptions:
+    """Emulator settings that are not sglang flags.
+
+    Attributes:
+        hardware: performance-model profile.
+        model_spec: ``auto``, ``calibrated``, ``toy`` or ``module:function``.
+        state_file: the emulated GPU's state file (``None``: a private temporary one).
+        time_scale: real seconds per emulated second.
+        load_time_s: emulated seconds from start to a bound, healthy server.
+        seed: noise seed.
+        step_noise: log-normal sigma of step times.
+        faults: injected faults.
+        record_step_time: serve ``step_time_dict`` (sglang needs
+            ``SGLANG_RECORD_STEP_TIME``).
+        idle_hold_s: emulated seconds the GPU keeps its busy power after the last
+            request finished (at least 20 ms real), so that the gap between back-to-back
+            requests, stretched by the time scale, does not read as idle.
+    """
+
+    hardware: str = "rtx4060-laptop"
+    model_spec: str = "auto"
+    state_file: str | None = None
+    time_scale: float = 1.0
+    load_time_s: float = 30.0
+    seed: int = 0
+    step_noise: float = 0.02
+    faults: tuple[Fault, ...] = ()
+    record_step_time: bool = True
+    idle_hold_s: float = 1.0
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> EmulatorOptions:
+        """Defaults from ``SPECBAND_*`` environment variables, then ``overrides`` (``None``
+        values are ignored).
+
+        Raises:
+            ConfigError: a malformed environment value.
+        """
+        env = os.environ
+        values: dict[str, Any] = {}
+        if env.get(HARDWARE_ENV):
+            values["hardware"] = env[HARDWARE_ENV]
+        if env.get(MODEL_ENV):
+            values["model_spec"] = env[MODEL_ENV]
+        if env.get(STATE_ENV):
+            values["state_file"] = env[STATE_ENV]
+        if env.get(TIME_SCALE_ENV):
+            try:
+                values["time_scale"] = float(env[TIME_SCALE_ENV])
+            except ValueError:
+                raise ConfigError(f"{TIME_SCALE_ENV} must be a number, got {env[TIME_SCALE_ENV]!r}") from None
+        faults = [parse_fault(f) for f in env.get(FAULTS_ENV, "").split(";") if f.strip()]
+        flag = env.get("SGLANG_RECORD_STEP_TIME", "")
+        values["record_step_time"] = flag.lower() in ("1", "true", "yes")
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if key == "faults":
+                faults += list(value)
+            else:
+                values[key] = value
+        values["faults"] = tuple(faults)
+        return cls(**values)
+
+
+@dataclass
+class _Request:
+    max_new_tokens: int
+    prompt_tokens: int
+    arrived_real: float
+    generated: float = 0.0
+    verify_ct: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+    finished_real: float = 0.0
+    error: str | None = None
+
+
+class Engine:
+    """The emulated scheduler (continuous batching) and its decode loop.
+
+    Args:
+        model: the performance model.
+        gpu: the emulated GPU (state file).
+        launch: the launch flags.
+        options: emulator settings.
+        die_after_steps: decode steps after the warm-up at which the process dies
+            (``None``: never).
+    """
+
+    def __init__(
+        self, model: Any, gpu: EmulatedGpu, launch: LaunchArgs, options: EmulatorOptions, die_after_steps: int | None
+    ) -> None:
+        self.model = model
+        self.gpu = gpu
+        self.launch = launch
+        self.options = options
+        self.scale = options.time_scale
+        self.rng = random.Random(hash((options.seed, launch.max_running_requests, tuple(launch.action))) & 0xFFFFFFFF)
+        self.cond = threading.Condition()
+        self.waiting: deque[_Request] = deque()
+        self.running: list[_Request] = []
+        self.step_time_dict: dict[int, list[float]] = {}
+        self.cum_accept_tokens = 0
+        self.cum_accept_count = 0
+        self.completed = 0
+        self.steps_after_warmup = 0
+        self.last_gen_throughput = 0.0
+        self.die_after_steps = die_after_steps
+        self.stopped = False
+        self.mem_used_mb = float(model.predict(launch.max_running_requests, launch.action, model.ambient_temp_c,
+                                               launch.mem_fraction_static).mem_used_mb)  # fmt: skip
+        self.thread = threading.Thread(target=self._loop, name="specband-emulated-scheduler", daemon=True)
+
+    def start(self) -> None:
+        """Start the scheduler thread."""
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop the scheduler; waiting requests fail."""
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+    def submit(self, max_new_tokens: int, prompt_tokens: int) -> _Request:
+        """Queue one request; wait on ``request.done``."""
+        req = _Request(max_new_tokens, prompt_tokens, time.monotonic())
+        with self.cond:
+            self.waiting.append(req)
+            self.cond.notify_all()
+        return req
+
+    def internal_state(self) -> dict[str, Any]:
+        """``internal_states[0]`` as sglang's ``Scheduler.get_internal_state`` builds it."""
+        with self.cond:
+            state: dict[str, Any] = {
+                "last_gen_throughput": self.last_gen_throughput,
+                "memory_usage": {"weight": None, "kvcache": None, "token_capacity": None},
+                "load": len(self.running) + len(self.waiting),
+            }
+            if not self.launch.action.is_baseline and self.cum_accept_count > 0:
+                state["avg_spec_accept_length"] = self.cum_accept_tokens / self.cum_accept_count
+            if self.options.record_step_time and not self._fault("missing_step_times"):
+                state["step_time_dict"] = {str(k): list(v) for k, v in self.step_time_dict.items()}
+        return state
+
+    def flush_cache(self) -> bool:
+        """sglang's ``/flush_cache``: resets the accept-length counters when idle."""
+        with self.cond:
+            if self.running or self.waiting:
+                return False
+            self.cum_accept_tokens = 0
+            self.cum_accept_count = 0
+            return True
+
+    def _fault(self, kind: str) -> bool:
+        return any(f.kind == kind and f.applies_to(self.launch) for f in self.options.faults)
+
+    def _set_idle(self) -> None:
+        self.gpu.update(power_w=float(self.model.idle_power_w), util_pct=0.0,
+                        clock_event_reasons=reasons_for(False, self.gpu.read().temp_c, self.model.throttle_temp_c, False),
+                        mem_used_mb=self.mem_used_mb, owner_pid=os.getpid())  # fmt: skip
+
+    def _loop(self) -> None:
+        action = self.launch.action
+        max_running = self.launch.max_running_requests
+        min_chunk_s = max(0.25, 0.004 / self.scale)
+        sigma = self.options.step_noise
+        busy = False
+        while True:
+            with self.cond:
+                if busy and not self.stopped and not self.waiting and not self.running:
+                    # hold the busy power briefly: GPU clocks (and NVML's averaged power) do
+                    # not drop between back-to-back requests
+                    self.cond.wait(max(0.02, self.options.idle_hold_s * self.scale))
+                while not self.stopped and not self.waiting and not self.running:
+                    if busy:
+                        busy = False
+                        self._set_idle()
+                    self.cond.wait()
+                if self.stopped:
+                    for r in [*self.running, *self.waiting]:
+                        r.error = "server shutting down"
+                        r.done.set()
+                    return
+                admitted = 0
+                while self.waiting and len(self.running) < max_running:
+                    self.running.append(self.waiting.popleft())
+                    admitted += 1
+                running = list(self.running)
+            busy = True
+            chunk_real_start = time.monotonic()
+            temp = self.gpu.read().temp_c
+            n = len(running)
+            pred = self.model.predict(n, action, temp, self.launch.mem_fraction_static)
+            self.gpu.update(
+                power_w=float(pred.avg_power_w),
+                util_pct=float(pred.gpu_util_pct),
+                clock_event_reasons=reasons_for(bool(pred.power_capped), temp, self.model.throttle_temp_c, True),
+                mem_used_mb=self.mem_used_mb,
+                owner_pid=os.getpid(),
+            )
+            accept = min(float(pred.accept_length), action.speculative_num_steps + 1.0) if not action.is_baseline else 1.0
+            base, frac = int(math.floor(accept)), accept - math.floor(accept)
+            t_emul = 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
+            times = self.step_time_dict.setdefault(n, [])
+            finished: list[_Request] = []
+            tokens_out = 0
+            while True:
+                dt = float(pred.step_time_s) * math.exp(sigma * self.rng.gauss(0.0, 1.0) - 0.5 * sigma * sigma)
+                t_emul += dt
+                times.append(dt)
+                for r in running:
+                    got = base + (1 if self.rng.random() < frac else 0)
+                    r.generated += got
+                    r.verify_ct += 1
+                    self.cum_accept_tokens += got
+                    self.cum_accept_count += 1
+                    tokens_out += got
+                    if r.generated >= r.max_new_tokens:
+                        finished.append(r)
+                if self.completed >= max_running:
+                    self.steps_after_warmup += 1
+                    if self.die_after_steps is not None and self.steps_after_warmup >= self.die_after_steps:
+                        self._die()
+                if finished or t_emul >= min_chunk_s:
+                    break
+                if self.waiting and n < max_running:
+                    break
+            # keep real time in step with emulated time
+            target = chunk_real_start + t_emul * self.scale
+            delay = target - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.last_gen_throughput = tokens_out / t_emul if t_emul > 0 else 0.0
+            now = time.monotonic()
+            with self.cond:
+                for r in finished:
+                    self.running.remove(r)
+                    r.finished_real = now
+                    self.completed += 1
+                for r in finished:
+                    r.done.set()
+
+    def _die(self) -> None:
+        sys.stderr.write(
+            "[emulator] Scheduler hit an exception: RuntimeError: CUDA error: an illegal memory access was "
+            "encountered (fault injected: die_mid_batch)\n"
+        )
+        sys.stderr.flush()
+        try:
+            self.gpu.release()
+        finally:
+            os._exit(1)
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "specband-emulator"
+    disable_nagle_algorithm = True  # headers and body are separate writes: avoid the 40 ms delayed-ACK stall
+    emulator: _Emulator  # set on the subclass
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request is noise
+        return
+
+    def _send(self, status: int, body: bytes = b"", content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def _read_json(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw or b"{}")
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server API)
+        em = self.emulator
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            if em.healthy():
+                self._send(200)
+            else:
+                self._send(503, _json_bytes({"detail": "not ready"}))
+        elif path == "/health_generate":
+            req = em.engine.submit(1, 1)
+            req.done.wait()
+            self._send(200 if req.error is None else 503)
+        elif path in ("/get_server_info", "/server_info"):
+            info = {**em.launch.server_args(), "internal_states": [em.engine.internal_state()], "version": _VERSION}
+            self._send(200, _json_bytes(info))
+        elif path == "/v1/models":
+            model = {
+                "id": em.launch.model_path,
+                "object": "model",
+                "created": int(em.started_unix),
+                "owned_by": "sglang",
+                "root": em.launch.model_path,
+                "max_model_len": em.launch.context_length,
+            }
+            self._send(200, _json_bytes({"object": "list", "data": [model]}))
+        elif path == "/get_model_info":
+            info = {"model_path": em.launch.model_path, "tokenizer_path": em.launch.model_path, "is_generation": True}
+            self._send(200, _json_bytes(info))
+        else:
+            self._send(404, _json_bytes({"detail": "Not Found"}))
+
+    def do_POST(self) -> None:  # noqa: N802
+        em = self.emulator
+        path = self.path.split("?", 1)[0]
+        try:
+            body = self._read_json()
+        except (ValueError, UnicodeDecodeError):
+            self._send(400, _json_bytes({"error": {"message": "body is not JSON"}}))
+            return
+        if path == "/flush_cache":
+            ok = em.engine.flush_cache()
+            self._send(200 if ok else 400, b"Cache flushed.\n" if ok else b"Cache not flushed.\n", "text/plain")
+            return
+        if path != "/generate":
+            self._send(404, _json_bytes({"detail": "Not Found"}))
+            return
+        if not isinstance(body, dict):
+            self._send(400, _json_bytes({"error": {"message": "body must be a JSON object"}}))
+            return
+        text = body.get("text", body.get("input_ids"))
+        if text is None:
+            self._send(400, _json_bytes({"error": {"message": "Either text or input_ids should be provided."}}))
+            return
+        batch = isinstance(text, list) and (not text or not isinstance(text[0], int))
+        prompts = text if batch else [text]
+        params = body.get("sampling_params") or {}
+        try:
+            max_new = int(params.get("max_new_tokens", 128))
+        except (TypeError, ValueError):
+            self._send(400, _json_bytes({"error": {"message": "max_new_tokens must be an integer"}}))
+            return
+        if max_new <= 0:
+            self._send(400, _json_bytes({"error": {"message": "max_new_tokens must be > 0"}}))
+            return
+        reqs = [em.engine.submit(max_new, _prompt_tokens(p)) for p in prompts]
+        for r in reqs:
+            r.done.wait()
+        if any(r.error for r in reqs):
+            self._send(503, _json_bytes({"error": {"message": next(r.error for r in reqs if r.error)}}))
+            return
+        outs = [em.response(r) for r in reqs]
+        if body.get("stream"):
+            payload = b"".join(b"data: " + _json_bytes(o) + b"\n\n" for o in outs) + b"data: [DONE]\n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        self._send(200, _json_bytes(outs if batch else outs[0]))
+
+
+def _prompt_tokens(prompt: Any) -> int:
+    if isinstance(prompt, list):
+        return len(prompt)
+    return max(1, len(str(prompt)) // 4)
+
+
+class _Emulator:
+    def __init__(self, launch: LaunchArgs, options: EmulatorOptions, engine: Engine, health_delay_s: float | None):
+        self.launch = launch
+        self.options = options
+        self.engine = engine
+        self.started_unix = time.time()
+        self.bound_real = time.monotonic()
+        self.health_delay_s = health_delay_s
+
+    def healthy(self) -> bool:
+        if self.health_delay_s is None:
+            return True
+        return (time.monotonic() - self.bound_real) / self.options.time_scale >= self.health_delay_s
+
+    def response(self, r: _Request) -> dict[str, Any]:
+        tokens = r.max_new_tokens
+        meta: dict[str, Any] = {
+            "id": uuid.uuid4().hex,
+            "finish_reason": {"type": "length", "length": tokens},
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": tokens,
+            "cached_tokens": 0,
+            "e2e_latency": (r.finished_real - r.arrived_real) / self.options.time_scale,
+        }
+        if not self.launch.action.is_baseline:
+            meta["spec_verify_ct"] = r.verify_ct
+            meta["spec_accept_length"] = tokens / r.verify_ct if r.verify_ct else 0.0
+        return {"text": " emulated" * tokens, "meta_info": meta}
+
+
+def _log(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    sys.stdout.write(f"[{stamp}] {message}\n")
+    sys.stdout.flush()
+
+
+def _raise_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
+    """Run the emulator until SIGTERM/SIGINT.
+
+    Args:
+        argv: sglang launch flags.
+        options: emulator settings.
+
+    Returns:
+        the exit status (0 after a clean stop; 1 on an emulated launch failure, with
+        sglang-like messages on stderr).
+
+    Raises:
+        ConfigError: bad flags or options.
+    """
+    from specband.harness.models import load_performance_model
+
+    launch = parse_launch_args(argv)
+    if launch.ignored:
+        _log(f"ignoring flags the emulator does not use: {' '.join(launch.ignored)}")
+    model = load_performance_model(options.model_spec, options.hardware)
+    signal.signal(signal.SIGTERM, _raise_exit)
+    own_state = options.state_file is None
+    state_path = Path(options.state_file) if options.state_file else Path(
+        tempfile.mkdtemp(prefix="specband-emulator-")) / "gpu-state.json"  # fmt: skip
+    gpu = EmulatedGpu(state_path, model, options.hardware, options.time_scale)
+    faults = [f for f in options.faults if f.applies_to(launch)]
+    kinds = {f.kind for f in faults}
+    httpd: ThreadingHTTPServer | None = None
+    engine: Engine | None = None
+    try:
+        _log(f"emulated sglang server: {options.hardware} ({type(model).__name__}), action {launch.action}, "
+             f"max running {launch.max_running_requests}, mem fraction {launch.mem_fraction_static:g}, "
+             f"time scale {options.time_scale:g}")  # fmt: skip
+        pred = model.predict(launch.max_running_requests, launch.action, gpu.read().temp_c, launch.mem_fraction_static)
+        gpu.update(mem_used_mb=float(pred.mem_used_mb) * 0.5, owner_pid=os.getpid())
+        time.sleep(options.load_time_s * 0.6 * options.time_scale)  # loading weights
+        if "launch_failure" in kinds:
+            sys.stderr.write("RuntimeError: Initialization failed (fault injected: launch_failure)\n")
+            return 1
+        time.sleep(options.load_time_s * 0.4 * options.time_scale)  # capturing CUDA graphs
+        if "oom_at_capture" in kinds or not pred.fits_in_memory:
+            sys.stderr.write(
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB.\n"
+                "Exception: Capture cuda graph failed: CUDA out of memory.\n"
+                "Possible solutions:\n1. set --mem-fraction-static to a smaller value\n"
+                "2. set --cuda-graph-max-bs to a smaller value\n"
+            )
+            return 1
+        die_after = None
+        for f in faults:
+            if f.kind == "die_mid_batch":
+                die_after = int(f.params.get("after_steps", 50))
+        health_delay = None
+        for f in faults:
+            if f.kind == "slow_health":
+                health_delay = float(f.params.get("delay_s", math.inf))
+        engine = Engine(model, gpu, launch, options, die_after)
+        try:
+            class Handler(_Handler):
+                pass
+
+            class Server(ThreadingHTTPServer):
+                request_queue_size = 1024  # the default backlog of 5 drops bursts of connections
+
+            httpd = Server((launch.host, launch.port), Handler)
+            httpd.daemon_threads = True
+        except OSError as exc:
+            sys.stderr.write(
+                f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
+                f"('{launch.host}', {launch.port}): {exc.strerror.lower() if exc.strerror else exc}\n"
+            )
+            return 1
+        Handler.emulator = _Emulator(launch, options, engine, health_delay)
+        engine._set_idle()
+        engine.start()
+        _log(f"The server is fired up and ready to roll! (http://{launch.host}:{launch.port})")
+        httpd.serve_forever(poll_interval=0.05)
+        return 0
+    except (SystemExit, KeyboardInterrupt):
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish cleaning up
+        if engine is not None:
+            engine.stop()
+        if httpd is not None:
+            httpd.server_close()
+        try:
+            gpu.release()
+        except Exception:  # never mask the exit
+            pass
+        if own_state:
+            for p in (state_path, Path(str(state_path) + ".lock")):
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+            try:
+                state_path.parent.rmdir()
+            except OSError:
+                pass

@@ -1,0 +1,388 @@
+"""Measuring one sweep row (FACTS §4, sglang's ``bench_speculative.py`` method plus energy).
+
+For one ``(batch size, action)``:
+
+1. read the idle GPU (the ``pre`` decision state: temperature, memory, utilisation)
+   before the server launches;
+2. launch the server (:mod:`specband.harness.server`) and wait for ``/health``; a failed
+   launch is retried once at ``retry_mem_fraction`` (0.65 -> 0.55);
+3. send one warm-up batch of ``bs`` requests;
+4. read ``/get_server_info`` (to know which step times were recorded before the timed
+   batch), open the energy and telemetry window, send ``max(num_prompts, bs)`` requests
+   at concurrency ``bs``, close the window, read ``/get_server_info`` again;
+5. ``step_time_s = p20`` of the step times recorded at batch size ``bs`` *during the timed
+   batch only*; ``speed_tok_s = accept_length / step_time_s`` (``speed_source =
+   "step_time"``); without step times or accept length, ``speed_tok_s = tokens / elapsed
+   / bs`` (``"wall_clock"``);
+6. stop the server's process group and sleep the cool-down (5 s).
+
+``accept_length`` is sglang's ``avg_spec_accept_length`` (as sglang's bench script reads
+it; cumulative since launch, warm-up included); when the server does not report it, the
+timed batch's ``sum(completion_tokens) / sum(spec_verify_ct)`` from ``meta_info``; the
+baseline's is 1 by definition; otherwise it stays null (``accept_length_source`` says
+which).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specband.actions import Action, validate_action
+from specband.dataset import SWEEP_COLUMNS
+from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow
+from specband.errors import ConfigError, HarnessError
+from specband.harness.client import PROMPTS, fetch_server_info, p20, run_batch
+from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
+
+__all__ = [
+    "EXTRA_COLUMNS",
+    "LaunchOutcome",
+    "MeasureSettings",
+    "Measurement",
+    "RetriedLaunchError",
+    "error_row",
+    "launch_with_retry",
+    "measure_on_server",
+    "measured_row",
+]
+
+#: Columns written after the published ones.
+EXTRA_COLUMNS: tuple[str, ...] = (
+    "power_limit_watts", "energy_method", "gpu_mem_used_mb_before", "gpu_util_pct_before", "provenance",
+    "target_model", "draft_model", "mem_fraction_static", "accept_length_source", "energy_flag",
+    "step_time_count", "launch_s", "started_at",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How runs are launched and measured.
+
+    Attributes:
+        server: model, draft, port, command and fixed flags.
+        mem_fraction_static: first ``--mem-fraction-static`` (0.65).
+        retry_mem_fraction: the one retry after a failed launch (0.55; ``None``: no retry).
+        num_prompts: timed requests are ``max(num_prompts, bs)`` (16).
+        max_new_tokens: tokens per request (512).
+        prompts: the prompt cycle (4 fixed prompts).
+        warmup: send a warm-up batch of ``bs`` requests first.
+        launch_timeout_s: (emulated) seconds to wait for ``/health``.
+        health_poll_s: (emulated) seconds between health polls.
+        cooldown_s: (emulated) seconds to sleep after a server stops (5).
+        request_timeout_s: (emulated) seconds one request may take (at least 10 s real).
+        stop_grace_s: real seconds between SIGTERM and SIGKILL.
+        sample_period_s: real seconds between telemetry samples.
+        hardware: ``hardware`` column (``None``: the device's name).
+        log_dir: where server logs go.
+        env: the servers' environment (``None``: this process's plus :data:`SGLANG_ENV`).
+    """
+
+    server: ServerConfig
+    mem_fraction_static: float = 0.65
+    retry_mem_fraction: float | None = 0.55
+    num_prompts: int = 16
+    max_new_tokens: int = 512
+    prompts: tuple[str, ...] = PROMPTS
+    warmup: bool = True
+    launch_timeout_s: float = 600.0
+    health_poll_s: float = 1.0
+    cooldown_s: float = 5.0
+    request_timeout_s: float = 1800.0
+    stop_grace_s: float = 15.0
+    sample_period_s: float = 0.1
+    hardware: str | None = None
+    log_dir: Path = field(default_factory=lambda: Path("specband-server-logs"))
+    env: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.mem_fraction_static < 1.0:
+            raise ConfigError(f"--mem-fraction-static must be in (0, 1), got {self.mem_fraction_static}")
+        if self.retry_mem_fraction is not None and not 0.0 < self.retry_mem_fraction < 1.0:
+            raise ConfigError(f"--retry-mem-fraction must be in (0, 1), got {self.retry_mem_fraction}")
+        for name in ("num_prompts", "max_new_tokens"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("launch_timeout_s", "health_poll_s", "request_timeout_s", "sample_period_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.cooldown_s < 0 or self.stop_grace_s < 0:
+            raise ConfigError("cool-down and stop grace must be >= 0 s")
+        if not self.prompts:
+            raise ConfigError("the workload needs at least one prompt")
+
+    def server_env(self) -> dict[str, str]:
+        """The environment every server gets (FACTS §1 variables included)."""
+        base = dict(self.env) if self.env is not None else dict(os.environ)
+        return {**base, **SGLANG_ENV, **dict(self.server.env)}
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    """A healthy server.
+
+    Attributes:
+        server: the running process group (the caller stops it).
+        mem_fraction_static: the fraction it runs with.
+        retry_mem_fraction: set when the first launch failed and this is the retry.
+        launch_s: (emulated) seconds from start to healthy.
+        launches: processes started (1, or 2 after a retry).
+    """
+
+    server: ServerProcess
+    mem_fraction_static: float
+    retry_mem_fraction: float | None
+    launch_s: float
+    launches: int
+
+
+class RetriedLaunchError(LaunchError):
+    """The launch failed at the first mem fraction and again at the retry fraction.
+
+    Attributes:
+        retry_mem_fraction: the retry's fraction.
+        launches: processes started.
+    """
+
+    def __init__(self, error: LaunchError, retry_mem_fraction: float | None, launches: int) -> None:
+        super().__init__(error.reason, error.detail, error.returncode)
+        self.retry_mem_fraction = retry_mem_fraction
+        self.launches = launches
+
+
+def _start(
+    settings: MeasureSettings, clock: Clock, action: Action, max_bs: int, mem: float, log_path: Path
+) -> tuple[ServerProcess, float]:
+    command = build_launch_command(settings.server, action, max_bs, mem)
+    server = ServerProcess(
+        command,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_path=log_path,
+        env=settings.server_env(),
+        clock=clock,
+    )
+    try:
+        server.start()
+        launch_s = server.wait_healthy(settings.launch_timeout_s, settings.health_poll_s)
+    except BaseException:
+        server.stop(settings.stop_grace_s)
+        raise
+    return server, launch_s
+
+
+def launch_with_retry(
+    settings: MeasureSettings, clock: Clock, action: tuple[int, int, int], max_bs: int, log_path: Path
+) -> LaunchOutcome:
+    """Launch a healthy server; after a failed launch, retry once at ``retry_mem_fraction``.
+
+    Raises:
+        RetriedLaunchError: both launches failed (or the only one, without a retry).
+        PortInUseError: the port answers before launch (the sweep must stop).
+    """
+    act = validate_action(action)
+    mem = settings.mem_fraction_static
+    try:
+        server, launch_s = _start(settings, clock, act, max_bs, mem, log_path)
+        return LaunchOutcome(server, mem, None, launch_s, 1)
+    except LaunchError as first:
+        retry = settings.retry_mem_fraction
+        if retry is None or retry >= mem:
+            raise RetriedLaunchError(first, None, 1) from None
+    clock.sleep(settings.cooldown_s)
+    try:
+        server, launch_s = _start(settings, clock, act, max_bs, retry, log_path)
+    except LaunchError as second:
+        raise RetriedLaunchError(second, retry, 2) from None
+    return LaunchOutcome(server, retry, retry, launch_s, 2)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one timed batch on a healthy server gave (durations in emulated seconds)."""
+
+    accept_length: float | None
+    accept_length_source: str | None
+    step_time_s: float | None
+    step_time_count: int
+    speed_tok_s: float
+    speed_source: str
+    wall_clock_s: float
+    wall_clock_tok_s: float | None
+    total_output_tokens: int
+    energy_joules: float | None
+    avg_power_watts: float | None
+    energy_method: str
+    energy_flag: str | None
+    gpu_temp_c: float | None
+    gpu_power_w: float | None
+    gpu_util_pct: float | None
+    gpu_mem_used_mb: float | None
+    gpu_throttling: bool | None
+
+
+def measure_on_server(
+    settings: MeasureSettings, device: GpuDevice, clock: Clock, server: ServerProcess, batch_size: int,
+    action: tuple[int, int, int],
+) -> Measurement:  # fmt: skip
+    """Warm-up, timed batch inside the telemetry window, server info before and after.
+
+    Raises:
+        HarnessError: a request failed (``server_died_mid_batch: ...`` when the server
+            died), the server info could not be read, or the timed batch produced nothing.
+    """
+    act = validate_action(action)
+    url = server.base_url
+    request_timeout = max(10.0, clock.to_real(settings.request_timeout_s))
+    common = dict(
+        max_new_tokens=settings.max_new_tokens,
+        prompts=settings.prompts,
+        timeout_s=request_timeout,
+        server_alive=server.alive,
+    )
+    if settings.warmup:
+        run_batch(url, num_requests=batch_size, concurrency=batch_size, **common)  # type: ignore[arg-type]
+    before = fetch_server_info(url)
+    window = TelemetryWindow(device, clock, settings.sample_period_s)
+    window.start()
+    try:
+        batch = run_batch(
+            url, num_requests=max(settings.num_prompts, batch_size), concurrency=batch_size, **common  # type: ignore[arg-type]
+        )
+    finally:
+        result = window.stop()
+    after = fetch_server_info(url)
+    if batch.total_output_tokens <= 0:
+        raise HarnessError("empty_batch: the timed batch returned no tokens")
+    prior = before.step_times.get(batch_size, [])
+    recorded = after.step_times.get(batch_size, [])
+    window_times = recorded[len(prior):] if recorded[: len(prior)] == prior else recorded
+    if after.accept_length is not None:
+        accept, accept_source = after.accept_length, "server_info"
+    elif batch.accept_length is not None and batch.accept_length >= 1.0:
+        accept, accept_source = batch.accept_length, "meta_info"
+    elif act.is_baseline:
+        accept, accept_source = 1.0, "baseline"
+    else:
+        accept, accept_source = None, None
+    if accept is not None and act.is_baseline:
+        accept = 1.0
+    elapsed = result.elapsed_s if result.elapsed_s > 0 else batch.elapsed_real_s / clock.time_scale
+    wall_tok_s = batch.total_output_tokens / elapsed / batch_size if elapsed > 0 else None
+    step_time = p20(window_times) if window_times else None
+    if accept is not None and step_time is not None and step_time > 0:
+        speed, speed_source = accept / step_time, "step_time"
+    elif wall_tok_s is not None and wall_tok_s > 0:
+        speed, speed_source = wall_tok_s, "wall_clock"
+    else:
+        raise HarnessError("no_speed: neither step times nor a wall-clock duration were measured")
+    return Measurement(
+        accept_length=accept,
+        accept_length_source=accept_source,
+        step_time_s=step_time,
+        step_time_count=len(window_times),
+        speed_tok_s=speed,
+        speed_source=speed_source,
+        wall_clock_s=elapsed,
+        wall_clock_tok_s=wall_tok_s,
+        total_output_tokens=batch.total_output_tokens,
+        energy_joules=result.energy_j,
+        avg_power_watts=result.avg_power_w,
+        energy_method=result.energy_method,
+        energy_flag=result.energy_flag,
+        gpu_temp_c=result.temp_c_end,
+        gpu_power_w=result.power_w_mean,
+        gpu_util_pct=result.util_pct_mean,
+        gpu_mem_used_mb=result.mem_used_mb_max,
+        gpu_throttling=result.throttling,
+    )
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _base_row(
+    *, hardware: str, index: int, repeat: int, batch_size: int, action: Action, device: GpuDevice,
+    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings,
+) -> dict[str, Any]:  # fmt: skip
+    row: dict[str, Any] = {name: None for name in (*SWEEP_COLUMNS, *EXTRA_COLUMNS)}
+    row.update(
+        hardware=hardware,
+        index=index,
+        repeat=repeat,
+        batch_size=batch_size,
+        steps=action.speculative_num_steps,
+        topk=action.speculative_eagle_topk,
+        num_draft_tokens=action.speculative_num_draft_tokens,
+        is_baseline=action.is_baseline,
+        gpu_temp_c_before=temp_before,
+        power_limit_watts=device.power_limit_w,
+        gpu_mem_used_mb_before=pre.mem_used_mb,
+        gpu_util_pct_before=pre.util_pct,
+        provenance=device.provenance,
+        target_model=settings.server.model_path,
+        draft_model=settings.server.draft_model_path,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+    return row
+
+
+def error_row(
+    *, hardware: str, index: int, repeat: int, batch_size: int, action: tuple[int, int, int], device: GpuDevice,
+    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings, error: str,
+    retry_mem_fraction: float | None, mem_fraction_static: float | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A row for a run that failed: identity, pre-run state and ``error``; no measurements."""
+    row = _base_row(
+        hardware=hardware, index=index, repeat=repeat, batch_size=batch_size, action=validate_action(action),
+        device=device, pre=pre, temp_before=temp_before, settings=settings,
+    )  # fmt: skip
+    row.update(error=error[:500], retry_mem_fraction=retry_mem_fraction, mem_fraction_static=mem_fraction_static)
+    return {k: _clean(v) for k, v in row.items()}
+
+
+def measured_row(
+    *, hardware: str, index: int, repeat: int, batch_size: int, action: tuple[int, int, int], device: GpuDevice,
+    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings, measurement: Measurement,
+    launch: LaunchOutcome,
+) -> dict[str, Any]:  # fmt: skip
+    """A successful row in the published schema plus :data:`EXTRA_COLUMNS`."""
+    m = measurement
+    row = _base_row(
+        hardware=hardware, index=index, repeat=repeat, batch_size=batch_size, action=validate_action(action),
+        device=device, pre=pre, temp_before=temp_before, settings=settings,
+    )  # fmt: skip
+    row.update(
+        error=None,
+        retry_mem_fraction=launch.retry_mem_fraction,
+        accept_length=m.accept_length,
+        speed_tok_s=m.speed_tok_s,
+        speed_source=m.speed_source,
+        step_time_s=m.step_time_s,
+        wall_clock_s=m.wall_clock_s,
+        wall_clock_tok_s=m.wall_clock_tok_s,
+        total_output_tokens=m.total_output_tokens,
+        energy_joules=m.energy_joules,
+        avg_power_watts=m.avg_power_watts,
+        joules_per_token=(m.energy_joules / m.total_output_tokens) if m.energy_joules is not None else None,
+        gpu_temp_c=m.gpu_temp_c,
+        gpu_power_w=m.gpu_power_w,
+        gpu_util_pct=m.gpu_util_pct,
+        gpu_mem_used_mb=m.gpu_mem_used_mb,
+        gpu_throttling=m.gpu_throttling,
+        energy_method=m.energy_method,
+        mem_fraction_static=launch.mem_fraction_static,
+        accept_length_source=m.accept_length_source,
+        energy_flag=m.energy_flag,
+        step_time_count=m.step_time_count,
+        launch_s=launch.launch_s,
+    )
+    return {k: _clean(v) for k, v in row.items()}

@@ -1,0 +1,439 @@
+"""Launching and stopping the sglang server for one configuration.
+
+The launch command is ``<server command> --model-path M --port P --host H
+--mem-fraction-static F --dtype float16 --attention-backend flashinfer
+--cuda-graph-max-bs BS --max-running-requests BS [speculative flags] [extra args]``,
+with ``SGLANG_RECORD_STEP_TIME=1`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` in
+the environment (FACTS §1; the speculative flags come from
+:func:`specband.actions.sglang_cli_args`). The default server command is
+``python -m sglang.launch_server``; tests use ``python -m specband emulate``.
+
+Process hygiene: the server starts in its own session (``start_new_session=True``, so
+its process group id is its pid) with a parent-death signal (a crashed sweep takes its
+server down); :meth:`ServerProcess.stop` sends SIGTERM to the whole group, then SIGKILL
+after a grace period, and waits until no process of the group is left. Live servers are
+also stopped at interpreter exit. Output goes to a log file whose tail classifies a
+failed launch (:func:`classify_failure`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specband.actions import Action, sglang_cli_args, validate_action
+from specband.devices.base import Clock
+from specband.errors import ConfigError, HarnessError
+
+__all__ = [
+    "DEFAULT_SERVER_COMMAND",
+    "SGLANG_ENV",
+    "LaunchError",
+    "PortInUseError",
+    "ServerConfig",
+    "ServerProcess",
+    "build_launch_command",
+    "classify_failure",
+    "group_members",
+    "port_answering",
+    "process_group_alive",
+]
+
+#: sglang's launcher (FACTS §1).
+DEFAULT_SERVER_COMMAND = "python -m sglang.launch_server"
+#: Environment variables every launch gets (FACTS §1): record per-step decode times for
+#: ``/get_server_info``'s ``step_time_dict``; allow the context-length override.
+SGLANG_ENV: dict[str, str] = {
+    "SGLANG_RECORD_STEP_TIME": "1",
+    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1",
+}
+_SHIM = Path(__file__).with_name("_pdeathsig.py")
+
+
+class LaunchError(HarnessError):
+    """The server did not become healthy.
+
+    Attributes:
+        reason: a short class: ``out_of_memory_cuda_graph_capture``, ``out_of_memory``,
+            ``cuda_graph_capture_failed``, ``port_in_use``, ``bad_arguments``,
+            ``exited`` (any other exit), ``launch_timeout``.
+        detail: the most telling log line, or the timeout.
+        returncode: the server's exit status (``None`` on a timeout).
+    """
+
+    def __init__(self, reason: str, detail: str, returncode: int | None = None) -> None:
+        self.reason = reason
+        self.detail = detail
+        self.returncode = returncode
+        code = "" if returncode is None else f" (exit {returncode})"
+        super().__init__(f"launch_failed: {reason}{code}: {detail}")
+
+
+class PortInUseError(HarnessError):
+    """Something already answers on the server port; the sweep refuses to use it
+    (its measurements would go to a foreign server)."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything but the action and batch size that a launch needs.
+
+    Attributes:
+        model_path: target model (``--model-path``).
+        draft_model_path: EAGLE3 draft head (``--speculative-draft-model-path``).
+        server_command: the launcher, split with :func:`shlex.split`.
+        host: bind address; loopback by default.
+        port: HTTP port.
+        dtype: ``--dtype`` (float16: the EAGLE3 draft head ships fp16; a bf16 target with
+            an fp16 draft kills CUDA-graph capture, FACTS §1).
+        attention_backend: ``--attention-backend``; ``"flashinfer"`` is passed for every
+            action (pinned, so that no action runs on another backend); ``"auto"``
+            reproduces upstream (flashinfer only when topk > 1, else sglang's default).
+        extra_args: appended to every launch.
+        env: extra environment variables for the server (on top of :data:`SGLANG_ENV`).
+    """
+
+    model_path: str
+    draft_model_path: str | None = None
+    server_command: str = DEFAULT_SERVER_COMMAND
+    host: str = "127.0.0.1"
+    port: int = 30000
+    dtype: str = "float16"
+    attention_backend: str = "flashinfer"
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.model_path:
+            raise ConfigError("--target (the model path) must not be empty")
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"--port must be in 1..65535, got {self.port}")
+        try:
+            parts = shlex.split(self.server_command)
+        except ValueError as exc:
+            raise ConfigError(f"--server-command cannot be parsed: {exc}") from None
+        if not parts:
+            raise ConfigError("--server-command must not be empty")
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port``."""
+        return f"http://{self.host}:{self.port}"
+
+
+def build_launch_command(
+    config: ServerConfig, action: tuple[int, int, int], max_batch_size: int, mem_fraction_static: float
+) -> list[str]:
+    """The server command line for one action.
+
+    Args:
+        config: model, draft, port and the other fixed flags.
+        action: the speculative triple (validated and canonicalised).
+        max_batch_size: ``--cuda-graph-max-bs`` and ``--max-running-requests``.
+        mem_fraction_static: ``--mem-fraction-static``.
+
+    Raises:
+        InvalidActionError: the triple breaks a rule.
+        ConfigError: a non-positive batch size or a mem fraction outside (0, 1).
+    """
+    act: Action = validate_action(action)
+    if max_batch_size <= 0:
+        raise ConfigError(f"batch size must be > 0, got {max_batch_size}")
+    if not 0.0 < mem_fraction_static < 1.0:
+        raise ConfigError(f"mem fraction must be in (0, 1), got {mem_fraction_static}")
+    command = shlex.split(config.server_command)
+    if command[0] in ("python", "python3"):
+        command[0] = sys.executable
+    command += [
+        "--model-path", config.model_path,
+        "--host", config.host,
+        "--port", str(config.port),
+        "--mem-fraction-static", f"{mem_fraction_static:g}",
+        "--dtype", config.dtype,
+        "--cuda-graph-max-bs", str(max_batch_size),
+        "--max-running-requests", str(max_batch_size),
+    ]  # fmt: skip
+    backend = config.attention_backend
+    if backend == "auto":
+        if act.speculative_eagle_topk > 1:
+            command += ["--attention-backend", "flashinfer"]
+    elif backend:
+        command += ["--attention-backend", backend]
+    if not act.is_baseline and config.draft_model_path is None:
+        raise ConfigError("a speculative action needs --draft (the EAGLE3 draft model path)")
+    command += sglang_cli_args(act, config.draft_model_path)
+    command += list(config.extra_args)
+    return command
+
+
+def port_answering(host: str, port: int, timeout_s: float = 0.25) -> bool:
+    """True when a TCP connection to ``host:port`` succeeds."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of the live (non-zombie) processes in process group ``pgid``, from /proc."""
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != b"Z":
+            members.append(int(entry))
+    return members
+
+
+def process_group_alive(pgid: int) -> bool:
+    """True while a live (non-zombie) process is in process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if sys.platform.startswith("linux") and os.path.isdir("/proc/self"):
+        return bool(group_members(pgid))
+    return True
+
+
+# A failed launch's log tail -> reason. Order matters: the first match wins.
+_FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("port_in_use", re.compile(r"address already in use|\[Errno 98\]", re.I)),
+    ("bad_arguments", re.compile(r"unrecognized arguments|error: argument|invalid choice", re.I)),
+    ("out_of_memory", re.compile(r"out of memory|OutOfMemoryError|Not enough memory|CUDA error: out of memory", re.I)),
+    ("cuda_graph_capture_failed", re.compile(r"Capture cuda graph failed", re.I)),
+)
+
+
+def classify_failure(log_tail: str) -> tuple[str, str]:
+    """Classify a failed launch from the end of its log.
+
+    Returns:
+        ``(reason, detail)``: the reason (see :class:`LaunchError`; out-of-memory during
+        CUDA-graph capture is ``out_of_memory_cuda_graph_capture``) and the log line that
+        shows it (or the last non-empty line).
+    """
+    lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
+    text = "\n".join(lines)
+    for reason, pattern in _FAILURE_PATTERNS:
+        if pattern.search(text):
+            detail = next((ln for ln in reversed(lines) if pattern.search(ln)), lines[-1] if lines else "")
+            if reason == "out_of_memory" and _FAILURE_PATTERNS[3][1].search(text):
+                reason = "out_of_memory_cuda_graph_capture"
+            return reason, detail[:300]
+    return "exited", (lines[-1][:300] if lines else "no output")
+
+
+_LIVE: dict[int, ServerProcess] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def _stop_all_live() -> None:
+    with _LIVE_LOCK:
+        servers = list(_LIVE.values())
+    for server in servers:
+        server.stop(grace_s=5.0)
+
+
+atexit.register(_stop_all_live)
+
+
+class ServerProcess:
+    """One server process group.
+
+    Args:
+        command: the launch command (see :func:`build_launch_command`).
+        host, port: where it will listen.
+        log_path: its stdout and stderr go here (appended).
+        env: the full environment (``None``: this process's plus :data:`SGLANG_ENV`).
+        clock: the time base for the launch timeout and health polling.
+        port_wait_s: real seconds to wait for a busy port to free before refusing it
+            (a previous server may still be exiting).
+
+    Use as a context manager: the group is stopped on success, error, timeout and
+    Ctrl-C.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        host: str,
+        port: int,
+        log_path: str | os.PathLike[str],
+        env: Mapping[str, str] | None = None,
+        clock: Clock | None = None,
+        port_wait_s: float = 10.0,
+    ) -> None:
+        self.command = list(command)
+        self.host = host
+        self.port = port
+        self.log_path = Path(log_path)
+        self.env = dict(env) if env is not None else {**os.environ, **SGLANG_ENV}
+        self.clock = clock or Clock()
+        self.port_wait_s = port_wait_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pgid: int | None = None
+        self._log_offset = 0
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port``."""
+        return f"http://{self.host}:{self.port}"
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Spawn the server in a new session.
+
+        Raises:
+            PortInUseError: the port still answers after ``port_wait_s``.
+            LaunchError: the command cannot be executed (reason ``exited``).
+        """
+        deadline = time.monotonic() + self.port_wait_s
+        while port_answering(self.host, self.port):
+            if time.monotonic() >= deadline:
+                raise PortInUseError(
+                    f"port {self.port} on {self.host} is already answering; refusing to launch (stop that "
+                    f"server or pass another --port)"
+                )
+            time.sleep(0.1)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = self.command
+        if sys.platform.startswith("linux"):
+            argv = [sys.executable, "-I", str(_SHIM), str(os.getpid()), "--", *self.command]
+        with open(self.log_path, "ab") as log:
+            self._log_offset = log.tell()
+            header = f"\n=== specband launch {time.strftime('%Y-%m-%dT%H:%M:%S')}: {shlex.join(self.command)}\n"
+            log.write(header.encode())
+            log.flush()
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise LaunchError("exited", f"cannot execute {self.command[0]!r}: {exc.strerror}") from None
+        self.pgid = self.proc.pid
+        with _LIVE_LOCK:
+            _LIVE[self.pgid] = self
+
+    def log_tail(self, max_bytes: int = 16384) -> str:
+        """The end of this launch's log output."""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                end = fh.tell()
+                start = max(self._log_offset, end - max_bytes)
+                fh.seek(start)
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        """True while the server's main process runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_healthy(self, timeout_s: float, poll_s: float = 1.0) -> float:
+        """Poll ``GET /health`` until it answers 200.
+
+        Args:
+            timeout_s: launch timeout in (emulated) seconds. Under a compressed clock the
+                real wait is never shorter than ``min(timeout_s, 10)`` real seconds: a
+                process start costs real time that the time scale does not shrink.
+            poll_s: (emulated) seconds between polls (at least 20 ms real).
+
+        Returns:
+            the (emulated) seconds the launch took.
+
+        Raises:
+            LaunchError: the process exited (classified from its log) or the timeout passed.
+        """
+        import httpx
+
+        if self.proc is None:
+            raise RuntimeError("wait_healthy() before start()")
+        t0 = self.clock.now()
+        real_start = time.monotonic()
+        real_timeout = max(self.clock.to_real(timeout_s), min(timeout_s, 10.0))
+        real_poll = max(0.02, self.clock.to_real(poll_s))
+        with httpx.Client(timeout=max(2.0, real_poll * 5), trust_env=False) as client:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    reason, detail = classify_failure(self.log_tail())
+                    raise LaunchError(reason, detail, code)
+                try:
+                    if client.get(self.base_url + "/health").status_code == 200:
+                        return self.clock.now() - t0
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() - real_start >= real_timeout:
+                    raise LaunchError("launch_timeout", f"no healthy /health within {timeout_s:g} s")
+                time.sleep(real_poll)
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after ``grace_s`` real
+        seconds; return once no process of the group is left. Idempotent."""
+        if self.pgid is None or self.proc is None:
+            return
+        pgid, proc = self.pgid, self.proc
+        try:
+            if process_group_alive(pgid):
+                try:
+                    os.killpg(pgid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                deadline = time.monotonic() + grace_s
+                while time.monotonic() < deadline:
+                    proc.poll()  # reap the leader so that it does not linger as a zombie
+                    if not process_group_alive(pgid):
+                        break
+                    time.sleep(0.02)
+                else:
+                    try:
+                        os.killpg(pgid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    proc.wait()
+                    deadline = time.monotonic() + grace_s
+                    while process_group_alive(pgid) and time.monotonic() < deadline:
+                        time.sleep(0.02)
+            proc.wait()
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.pop(pgid, None)
+            self.pgid = None
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,434 @@
+"""The sweep: every (batch size, action) of the grid, ``repeats`` times, one JSONL row each.
+
+Grid and identity: ``index`` is the position of ``(batch_size, action)`` in the
+*bs-major* grid (``for bs in batch_sizes: for action in actions``, the nesting of
+sglang's ``bench_speculative.py``), so index ``i`` means the same configuration in every
+file with the same grid; ``repeat`` is the 0-based pass number. Repeats run as full
+passes (pass 0 over the whole grid, then pass 1, ...) so that they land at different
+thermal states.
+
+Execution order: bs-major, one server launch per run (as upstream). With
+``one_launch_per_config`` the order is config-major: one server per action (launched
+with ``--cuda-graph-max-bs`` and ``--max-running-requests`` set to the largest batch size
+still to run) serves every batch size in increasing order; if that launch fails even at
+the retry fraction, those runs fall back to one launch each. Rows keep their bs-major
+``index``. In that mode ``gpu_mem_used_mb_before`` / ``gpu_util_pct_before`` are read
+before the shared launch and ``gpu_temp_c_before`` right before each batch size's warm-up.
+
+Durability: rows are appended to the output file, flushed and fsynced one by one; a
+file that ends in a partial line (the sweep was killed mid-write) has that line dropped
+on ``resume`` (rewritten atomically). ``resume`` skips every ``(index, repeat)`` already in
+the file (error rows included); without it an existing non-empty file is refused.
+A launch that fails is retried once at ``retry_mem_fraction``; a run that still fails
+becomes an error row. Ctrl-C and SIGTERM stop the running server and leave the file
+with complete rows only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from specband.actions import ACTIONS, Action, validate_action
+from specband.devices.base import Clock, GpuDevice
+from specband.errors import ConfigError, DataError, HarnessError
+from specband.harness.runner import (
+    LaunchOutcome,
+    MeasureSettings,
+    RetriedLaunchError,
+    error_row,
+    launch_with_retry,
+    measure_on_server,
+    measured_row,
+)
+
+__all__ = [
+    "DEFAULT_BATCH_SIZES",
+    "GridPoint",
+    "RowWriter",
+    "SweepReporter",
+    "SweepSummary",
+    "grid",
+    "read_rows_for_resume",
+    "run_sweep",
+]
+
+#: Batch sizes of the published sweep.
+DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One configuration of the grid.
+
+    Attributes:
+        index: position in the bs-major grid.
+        batch_size: concurrent requests.
+        action: the canonical triple.
+    """
+
+    index: int
+    batch_size: int
+    action: Action
+
+
+def grid(batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, actions: Sequence[Action] = ACTIONS) -> list[GridPoint]:
+    """The bs-major grid: ``for bs in batch_sizes: for action in actions``.
+
+    Raises:
+        ConfigError: empty, duplicate or non-positive batch sizes; empty or duplicate
+            actions.
+        InvalidActionError: an invalid action.
+    """
+    if not batch_sizes:
+        raise ConfigError("--batch-sizes must name at least one batch size")
+    if any(b <= 0 for b in batch_sizes) or len(set(batch_sizes)) != len(batch_sizes):
+        raise ConfigError(f"batch sizes must be distinct and > 0, got {list(batch_sizes)}")
+    acts = [validate_action(tuple(a)) for a in actions]  # type: ignore[arg-type]
+    if not acts or len(set(acts)) != len(acts):
+        raise ConfigError("actions must be distinct and at least one")
+    return [GridPoint(i * len(acts) + j, bs, a) for i, bs in enumerate(batch_sizes) for j, a in enumerate(acts)]
+
+
+class SweepReporter(Protocol):
+    """Progress callbacks (the CLI draws a rich progress bar)."""
+
+    def start(self, total: int, skipped: int) -> None:
+        """``total`` runs to do, ``skipped`` already in the file."""
+
+    def run_started(self, point: GridPoint, repeat: int) -> None:
+        """A run begins."""
+
+    def run_finished(self, point: GridPoint, repeat: int, row: dict[str, Any]) -> None:
+        """A row was written."""
+
+
+class _NoReporter:
+    def start(self, total: int, skipped: int) -> None:
+        pass
+
+    def run_started(self, point: GridPoint, repeat: int) -> None:
+        pass
+
+    def run_finished(self, point: GridPoint, repeat: int, row: dict[str, Any]) -> None:
+        pass
+
+
+def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
+    """Rows already in ``path``; a trailing partial line (killed mid-write) is dropped
+    and the file rewritten atomically without it.
+
+    Raises:
+        DataError: a complete line that is not a JSON object, or a repeated
+            ``(index, repeat)``.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    complete, _, partial = data.rpartition(b"\n")
+    if partial.strip():
+        tmp = path.with_name(f".{path.name}.resume.tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(complete + b"\n" if complete else b"")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    rows: list[dict[str, Any]] = []
+    seen: dict[tuple[Any, Any], int] = {}
+    for lineno, line in enumerate(complete.decode("utf-8", "replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"not valid JSON ({exc.msg}); cannot resume", path=path, line=lineno) from None
+        if not isinstance(row, dict):
+            raise DataError("expected a JSON object; cannot resume", path=path, line=lineno)
+        key = (row.get("index"), row.get("repeat"))
+        if key in seen:
+            raise DataError(f"(index, repeat) = {key} already on line {seen[key]}", path=path, line=lineno, field="index")
+        seen[key] = lineno
+        rows.append(row)
+    return rows
+
+
+class RowWriter:
+    """Appends JSON rows to a JSONL file, flushing and fsyncing after each row.
+
+    Raises:
+        HarnessError: the file cannot be opened or written.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        new = not path.exists()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise HarnessError(f"{path}: cannot open for writing: {exc.strerror}") from None
+        if new:
+            try:
+                dir_fd = os.open(str(path.parent), os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+            except OSError:
+                pass
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Write one row as one line (no NaN or Infinity), flush and fsync."""
+        line = json.dumps(row, allow_nan=False) + "\n"
+        try:
+            self._fh.write(line)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            raise HarnessError(f"{self.path}: cannot write a row: {exc.strerror}") from None
+
+    def close(self) -> None:
+        """Close the file."""
+        self._fh.close()
+
+
+@dataclass
+class SweepSummary:
+    """What a sweep did.
+
+    Attributes:
+        path: the output file.
+        written: rows written by this invocation.
+        errors: of which error rows.
+        skipped: runs skipped because their row was already in the file.
+        launches: server processes started.
+        runs: runs measured or failed (= written).
+        elapsed_s: real seconds.
+        one_launch_per_config: the mode.
+    """
+
+    path: Path
+    written: int = 0
+    errors: int = 0
+    skipped: int = 0
+    launches: int = 0
+    runs: int = 0
+    elapsed_s: float = 0.0
+    one_launch_per_config: bool = False
+    error_messages: list[str] = field(default_factory=list)
+
+    @property
+    def launches_saved(self) -> int:
+        """Launches one-launch-per-run would have made (one per run, plus the retries
+        this sweep made) minus the launches made."""
+        return self.runs - self.launches if self.one_launch_per_config else 0
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the main thread, so cleanup runs as for Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _log_name(repeat: int, label: str) -> str:
+    return f"r{repeat}_{label}.log"
+
+
+def run_sweep(
+    settings: MeasureSettings,
+    device: GpuDevice,
+    out_path: Path,
+    *,
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+    actions: Sequence[Action] = ACTIONS,
+    repeats: int = 3,
+    resume: bool = False,
+    one_launch_per_config: bool = False,
+    clock: Clock | None = None,
+    reporter: SweepReporter | None = None,
+) -> SweepSummary:
+    """Run (or resume) a sweep and write its rows to ``out_path``.
+
+    Args:
+        settings: launch and measurement settings.
+        device: the GPU's telemetry.
+        out_path: the JSONL file.
+        batch_sizes, actions: the grid (bs-major).
+        repeats: full passes over the grid.
+        resume: skip ``(index, repeat)`` rows already in the file.
+        one_launch_per_config: one server per action for all batch sizes.
+        clock: time base (``Clock(time_scale)`` for the emulator).
+        reporter: progress callbacks.
+
+    Returns:
+        the :class:`SweepSummary`.
+
+    Raises:
+        ConfigError: bad grid or repeats, or an existing file without ``resume``, or a
+            file from another target/draft.
+        DataError: the existing file cannot be resumed.
+        PortInUseError: the server port is taken by something else.
+        KeyboardInterrupt: Ctrl-C or SIGTERM (after the server was stopped).
+    """
+    clock = clock or Clock()
+    reporter = reporter or _NoReporter()
+    if repeats <= 0:
+        raise ConfigError(f"--repeats must be > 0, got {repeats}")
+    points = grid(batch_sizes, actions)
+    existing = read_rows_for_resume(out_path) if out_path.exists() else []
+    if existing and not resume:
+        raise ConfigError(f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out")
+    for row in existing:
+        for key, mine in (("target_model", settings.server.model_path), ("draft_model", settings.server.draft_model_path)):
+            if key in row and row[key] != mine:
+                raise ConfigError(
+                    f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {mine!r}"
+                )
+    done = {(r.get("index"), r.get("repeat")) for r in existing}
+    todo = [(rep, p) for rep in range(repeats) for p in points if (p.index, rep) not in done]
+    summary = SweepSummary(out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config)
+    hardware = settings.hardware or device.name
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
+    writer = RowWriter(out_path)
+    t0 = time.monotonic()
+    reporter.start(len(todo), summary.skipped)
+    try:
+        with _sigterm_as_interrupt():
+            for rep in range(repeats):
+                pending = [p for r, p in todo if r == rep]
+                if one_launch_per_config:
+                    for action in [validate_action(tuple(a)) for a in actions]:  # type: ignore[arg-type]
+                        group = sorted((p for p in pending if p.action == action), key=lambda p: p.batch_size)
+                        if group:
+                            _run_shared(settings, device, clock, writer, reporter, summary, hardware, rep, group)
+                else:
+                    for point in pending:
+                        _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
+    finally:
+        writer.close()
+        summary.elapsed_s = time.monotonic() - t0
+    return summary
+
+
+def _emit(writer: RowWriter, reporter: SweepReporter, summary: SweepSummary, point: GridPoint, rep: int,
+          row: dict[str, Any]) -> None:  # fmt: skip
+    writer.append(row)
+    summary.written += 1
+    summary.runs += 1
+    if row.get("error"):
+        summary.errors += 1
+        summary.error_messages.append(f"bs={point.batch_size} {point.action} r{rep}: {row['error']}")
+    reporter.run_finished(point, rep, row)
+
+
+def _run_single(
+    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
+    summary: SweepSummary, hardware: str, rep: int, point: GridPoint,
+) -> None:  # fmt: skip
+    """One launch, one measured row (or an error row), cool-down."""
+    reporter.run_started(point, rep)
+    pre = device.sample(clock)
+    ident = dict(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size, action=point.action,
+                 device=device, pre=pre, temp_before=pre.temp_c, settings=settings)  # fmt: skip
+    label = f"i{point.index:03d}_bs{point.batch_size}_{'-'.join(map(str, point.action))}"
+    try:
+        launch = launch_with_retry(settings, clock, point.action, point.batch_size,
+                                   settings.log_dir / _log_name(rep, label))  # fmt: skip
+    except RetriedLaunchError as exc:
+        summary.launches += exc.launches
+        row = error_row(**ident, error=str(exc), retry_mem_fraction=exc.retry_mem_fraction,
+                        mem_fraction_static=exc.retry_mem_fraction or settings.mem_fraction_static)  # fmt: skip
+        clock.sleep(settings.cooldown_s)
+        _emit(writer, reporter, summary, point, rep, row)
+        return
+    summary.launches += launch.launches
+    try:
+        with launch.server:
+            try:
+                m = measure_on_server(settings, device, clock, launch.server, point.batch_size, point.action)
+                row = measured_row(**ident, measurement=m, launch=launch)
+            except HarnessError as exc:
+                row = error_row(**ident, error=str(exc), retry_mem_fraction=launch.retry_mem_fraction,
+                                mem_fraction_static=launch.mem_fraction_static)  # fmt: skip
+    finally:
+        launch.server.stop(settings.stop_grace_s)
+    clock.sleep(settings.cooldown_s)
+    _emit(writer, reporter, summary, point, rep, row)
+
+
+def _run_shared(
+    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
+    summary: SweepSummary, hardware: str, rep: int, group: list[GridPoint],
+) -> None:  # fmt: skip
+    """One server for every batch size of one action; falls back to one launch per run
+    when the shared launch fails or the server dies."""
+    action = group[0].action
+    max_bs = max(p.batch_size for p in group)
+    pre = device.sample(clock)
+    label = f"cfg_{'-'.join(map(str, action))}_maxbs{max_bs}"
+    reporter.run_started(group[0], rep)
+    try:
+        launch: LaunchOutcome = launch_with_retry(settings, clock, action, max_bs,
+                                                  settings.log_dir / _log_name(rep, label))  # fmt: skip
+    except RetriedLaunchError as exc:
+        summary.launches += exc.launches
+        clock.sleep(settings.cooldown_s)
+        for point in group:
+            if point.batch_size == max_bs:
+                # the shared launch was exactly this run's launch: its failure is this row
+                row = error_row(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size,
+                                action=point.action, device=device, pre=pre, temp_before=pre.temp_c,
+                                settings=settings, error=str(exc), retry_mem_fraction=exc.retry_mem_fraction,
+                                mem_fraction_static=exc.retry_mem_fraction or settings.mem_fraction_static)  # fmt: skip
+                _emit(writer, reporter, summary, point, rep, row)
+            else:
+                _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
+        return
+    summary.launches += launch.launches
+    remaining = list(group)
+    try:
+        with launch.server:
+            while remaining and launch.server.alive():
+                point = remaining[0]
+                if point is not group[0]:
+                    reporter.run_started(point, rep)
+                temp_before = device.read_temp_c()
+                ident = dict(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size,
+                             action=point.action, device=device, pre=pre, temp_before=temp_before,
+                             settings=settings)  # fmt: skip
+                try:
+                    m = measure_on_server(settings, device, clock, launch.server, point.batch_size, point.action)
+                    row = measured_row(**ident, measurement=m, launch=launch)
+                except HarnessError as exc:
+                    if not launch.server.alive():
+                        break  # the server died: the rest fall back to their own launches
+                    row = error_row(**ident, error=str(exc), retry_mem_fraction=launch.retry_mem_fraction,
+                                    mem_fraction_static=launch.mem_fraction_static)  # fmt: skip
+                remaining.pop(0)
+                _emit(writer, reporter, summary, point, rep, row)
+    finally:
+        launch.server.stop(settings.stop_grace_s)
+    clock.sleep(settings.cooldown_s)
+    for point in remaining:
+        _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
+
