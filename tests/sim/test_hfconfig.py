@@ -91,3 +91,29 @@ def test_rope_mismatch_is_reported() -> None:
     published_head = ModelSpec.from_hf_config(dict(cfg, rope_theta=10000.0, rope_scaling=None))
     warning = rope_mismatch(t, published_head)
     assert warning is not None and "rope_theta" in warning
+
+
+def test_bundled_configs_by_name() -> None:
+    from specband.sim.hfconfig import bundled_model_configs
+
+    assert "llama-3.1-8b-instruct" in bundled_model_configs()
+    t8 = load_model_spec("llama-3.1-8b-instruct", draft=False)
+    assert t8.dense_flops_per_token / 1e9 == pytest.approx(15.0, abs=0.1)
+    assert t8.weight_bytes / 1e9 == pytest.approx(16.06, abs=0.05)
+    d8 = load_model_spec("eagle3-llama-3.1-8b-instruct", draft=True)
+    assert d8.is_eagle3_draft and d8.vocab_size == 32000
+    with pytest.raises(ConfigError, match="nope: no such model config file .bundled configs: eagle3"):
+        load_model_spec("nope", draft=False)
+
+
+def test_an_8b_target_does_not_fit_the_8gb_laptop() -> None:
+    from specband.sim import build_model, simulate_sweep
+
+    model = build_model("rtx4060-laptop", target_config="llama-3.1-8b-instruct",
+                        draft_config="eagle3-llama-3.1-8b-instruct")
+    rows = simulate_sweep(model, repeats=1, batch_sizes=[1])
+    assert all(r["error"] and "out of memory" in r["error"] for r in rows)
+    h100 = build_model("h100-sxm", target_config="llama-3.1-8b-instruct",
+                       draft_config="eagle3-llama-3.1-8b-instruct")
+    assert h100.fits(16, (5, 4, 16))
+    assert h100.predict(1, (3, 4, 8), 50.0).speed_tok_s > h100.predict(1, (0, 0, 0), 50.0).speed_tok_s

@@ -26,7 +26,9 @@ Mixture-of-experts configs are not supported (no active-parameter count is deriv
 The bundled configs (``specband/data/models``) are the public ``config.json`` of
 ``unsloth/Llama-3.2-1B-Instruct`` and of the SpecForge EAGLE3 head for it, with the head's
 ``rope_theta``/``rope_scaling`` set to the target's (the published head ships 10000/null,
-which collapses accept length on long prompts; upstream copied the target's values, FACTS §6).
+which collapses accept length on long prompts; upstream copied the target's values, FACTS §6),
+and of ``meta-llama/Llama-3.1-8B-Instruct`` with the ``yuhuili/EAGLE3-LLaMA3.1-Instruct-8B``
+head (for what-if runs; its acceptance is not calibrated).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "BUNDLED_TARGET_CONFIG",
     "ModelSpec",
     "bundled_model_config_path",
+    "bundled_model_configs",
     "load_model_spec",
     "rope_mismatch",
 ]
@@ -219,15 +222,25 @@ def bundled_model_config_path(name: str) -> Path:
     """
     path = Path(str(resources.files("specband").joinpath(f"data/models/{name}.json")))
     if not path.is_file():
-        raise ConfigError(f"no bundled model config named '{name}'")
+        raise ConfigError(
+            f"no model config file or bundled config named '{name}' "
+            f"(bundled: {', '.join(bundled_model_configs())})"
+        )
     return path
+
+
+def bundled_model_configs() -> list[str]:
+    """Names of the bundled ``config.json`` files (``specband/data/models``)."""
+    folder = Path(str(resources.files("specband").joinpath("data/models")))
+    return sorted(p.stem for p in folder.glob("*.json"))
 
 
 def load_model_spec(
     config: str | Path | Mapping[str, Any] | ModelSpec | None, *, draft: bool, default: str | None = None
 ) -> ModelSpec:
-    """A :class:`ModelSpec` from a ``config.json`` path, a parsed dict, a spec, or ``None``
-    (the bundled config named ``default``).
+    """A :class:`ModelSpec` from a ``config.json`` path, the name of a bundled config (see
+    :func:`bundled_model_configs`), a parsed dict, a spec, or ``None`` (the bundled config
+    named ``default``).
 
     Args:
         config: what the caller gave.
@@ -247,10 +260,14 @@ def load_model_spec(
     if isinstance(config, Mapping):
         return ModelSpec.from_hf_config(config, draft=draft)
     path = Path(config)
+    if not path.exists() and str(config) in bundled_model_configs():
+        path = bundled_model_config_path(str(config))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such model config file") from None
+        raise ConfigError(
+            f"{path}: no such model config file (bundled configs: {', '.join(bundled_model_configs())})"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read model config ({exc})") from None
     except json.JSONDecodeError as exc:
