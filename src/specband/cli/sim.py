@@ -90,7 +90,8 @@ def register(app: typer.Typer) -> None:
                 fitted = fit_profile(model).with_values(**noise_from_trials())
                 model = SpeculativeDecodingModel(fitted, model.target, model.draft)
                 if write_profile is not None:
-                    write_fn(fitted, write_profile, header=f"refitted from profile {profile} by specband simulate --refit")
+                    header = f"refitted from profile {profile} by specband simulate --refit"
+                    write_fn(fitted, write_profile, header=header)
                     print(f"wrote {write_profile}", file=sys.stderr)
             typer.echo(format_report(report_fn(model)))
             return
@@ -105,7 +106,7 @@ def register(app: typer.Typer) -> None:
         rows = simulate_sweep(model, batch_sizes=_parse_batch_sizes(batch_sizes), repeats=repeats, seed=seed)
         write_sweep(rows, out)
         errors = sum(1 for r in rows if r["error"])
-        mark = "" if model.profile.calibrated else " [UNCALIBRATED datasheet profile]"
+        mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
         typer.echo(
             f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
             f"seed {seed} -> {out}"

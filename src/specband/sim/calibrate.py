@@ -337,7 +337,9 @@ def calibration_report(
             reward_m = reward_p = None
         else:
             reward_m = sweep.reward_parts(r, config).reward
-            base_speed = base_pred[0].speed_tok_s if base_pred else model.predict(r.batch_size, (0, 0, 0), temp).speed_tok_s
+            if base_pred is None:
+                base_pred = (model.predict(r.batch_size, (0, 0, 0), temp), None)
+            base_speed = base_pred[0].speed_tok_s
             reward_p = compute_reward(
                 speed_tok_s=pred.speed_tok_s,
                 baseline_speed_tok_s=base_speed,
@@ -381,7 +383,8 @@ def calibration_report(
     }
     gflops = {}
     for action, acc, published in (((3, 4, 8), 2.425, 9.24), ((3, 2, 4), 2.129, 5.36), ((0, 0, 0), 1.0, 2.47)):
-        gflops[str(Action(*action))] = (_dense_gflops_per_output_token(model.target, model.draft, action, acc), published)
+        computed = _dense_gflops_per_output_token(model.target, model.draft, action, acc)
+        gflops[str(Action(*action))] = (computed, published)
     report = CalibrationReport(tuple(comparisons), model.profile.name, ranking, speed_ranking, over, gflops)
     held = report.summary(False)
     fit = report.summary(True)
@@ -454,9 +457,7 @@ def format_report(report: CalibrationReport) -> str:
     lines.append("ranking by reward at each batch size (fitted trial), best first:")
     for bs, (measured, predicted) in report.ranking.items():
         same = "kept" if measured == predicted else "NOT kept"
-        lines.append(
-            f"  bs {bs:>2}: measured {' > '.join(map(str, measured))}; predicted {' > '.join(map(str, predicted))} [{same}]"
-        )
+        lines.append(f"  bs {bs:>2}: measured {_order(measured)}; predicted {_order(predicted)} [{same}]")
     for bs, (measured, predicted) in report.ranking.items():
         if measured != predicted:
             gaps = _reward_gaps(report, bs, measured, predicted)
@@ -464,9 +465,7 @@ def format_report(report: CalibrationReport) -> str:
     lines.append("ranking by speed at each batch size (fitted trial), fastest first:")
     for bs, (measured, predicted) in report.speed_ranking.items():
         same = "kept" if measured == predicted else "NOT kept"
-        lines.append(
-            f"  bs {bs:>2}: measured {' > '.join(map(str, measured))}; predicted {' > '.join(map(str, predicted))} [{same}]"
-        )
+        lines.append(f"  bs {bs:>2}: measured {_order(measured)}; predicted {_order(predicted)} [{same}]")
     lines.append("bs 16 utilisation: " + ", ".join(f"{k} {v:.3f}" for k, v in report.overshoot.items()))
     lines.append(
         "dense GFLOPs per output token (computed / published FACTS 6): "
@@ -477,6 +476,10 @@ def format_report(report: CalibrationReport) -> str:
     for name, (value, threshold, met) in report.targets.items():
         lines.append(f"  [{'met' if met else 'MISSED'}] {name}: {value:.4g} (threshold {threshold:.4g})")
     return "\n".join(lines)
+
+
+def _order(actions: tuple[Action, ...]) -> str:
+    return " > ".join(map(str, actions))
 
 
 def _reward_gaps(
