@@ -41,7 +41,7 @@ import numpy as np
 from specband.actions import ACTIONS, NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError
-from specband.policies.base import _check_number, as_states, check_actions_entry, masked_argmax
+from specband.policies.base import _check_number, as_states, check_actions_entry
 from specband.policies.nets import (
     BEHAVIOR_LAYERS,
     MLP,
@@ -54,10 +54,13 @@ from specband.policies.nets import (
     train_mlp,
 )
 
-__all__ = ["BCQ", "BCQConfig", "POLICY", "PUBLISHED_THRESHOLD", "min_logging_ratio"]
+__all__ = ["BCQ", "BCQConfig", "POLICY", "PUBLISHED_THRESHOLD", "UNSUPPORTED_OFFSET", "min_logging_ratio"]
 
 #: The published study's absolute support threshold (model card).
 PUBLISHED_THRESHOLD = 0.3
+#: Subtracted from the Q-value of an unsupported action in :meth:`BCQ.scores` (far beyond
+#: any reward in [0, 1]), so an argmax prefers every supported action to it.
+UNSUPPORTED_OFFSET = 1.0e6
 
 
 @dataclass(frozen=True)
@@ -144,20 +147,12 @@ class BCQ(QNetworkPolicy):
         return super().scores(states)
 
     def scores(self, states: np.ndarray) -> np.ndarray:
-        """Q-values of supported actions, -inf for unsupported ones; (n, 19) (or (19,))."""
+        """Q-values, with :data:`UNSUPPORTED_OFFSET` subtracted from unsupported actions, so
+        that the argmax over any allowed set is the supported allowed action with the
+        highest Q, or the allowed action with the highest Q when none is supported; (n, 19)
+        (or (19,)). Only supported actions' scores are reward estimates."""
         q = self.q_values(states)
-        return np.where(self.support(states), q, -np.inf)
-
-    def act(self, state: np.ndarray, allowed: np.ndarray | None = None) -> int:
-        """The supported allowed action with the highest Q; when no allowed action is
-        supported, the allowed action with the highest Q."""
-        x, _ = as_states(state)
-        q = self.q_values(x[:1])[0]
-        allowed_mask = np.ones(NUM_ACTIONS, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool).reshape(-1)
-        candidates = allowed_mask & self.support(x[:1])[0] if allowed_mask.shape == (NUM_ACTIONS,) else allowed_mask
-        if not np.any(candidates):
-            candidates = allowed_mask
-        return masked_argmax(q, candidates)
+        return np.where(self.support(states), q, q - UNSUPPORTED_OFFSET)
 
     def save(self, directory: str | Path) -> Path:
         """Write ``bcq/policy.pth`` (``behavior_state_dict``, ``q_state_dict``, ``actions``)
