@@ -1,0 +1,218 @@
+"""The NVML backend against a patched NVML: every capability case of issue 4."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pynvml
+import pytest
+
+from specband.devices import NullDevice, open_device
+from specband.devices.base import THROTTLE_REASON_MASK, Clock, DeviceWarning, TelemetryWindow, is_throttling
+from specband.devices.nvml import NvmlDevice
+from specband.errors import DeviceError
+
+
+def _window(device, seconds: float = 0.25, period: float = 0.02):
+    window = TelemetryWindow(device, Clock(), sample_period_s=period)
+    window.start()
+    time.sleep(seconds)
+    return window.stop()
+
+
+def test_energy_counter_is_used_when_supported(fake_gpu):
+    fake_gpu.energy_mj = [4_000_000, 5_000_000, 5_012_500]  # probe, window start, window end
+    dev = NvmlDevice(0)
+    assert dev.energy_method == "counter"
+    assert dev.name == "NVIDIA GeForce RTX 4060 Laptop GPU"
+    result = _window(dev)
+    assert result.energy_method == "counter"
+    assert result.energy_j == pytest.approx(12.5)
+    assert result.energy_flag is None
+    assert result.avg_power_w == pytest.approx(12.5 / result.elapsed_s)
+
+
+def test_no_counter_falls_back_to_integrating_sampled_power(fake_gpu):
+    fake_gpu.unsupported = {"energy"}
+    fake_gpu.power_mw = 64_000
+    with pytest.warns(DeviceWarning, match="power_integration"):
+        dev = NvmlDevice(0)
+    assert dev.energy_method == "power_integration"
+    assert dev.read_energy_mj() is None
+    result = _window(dev)
+    assert result.energy_method == "power_integration"
+    assert result.samples >= 5
+    # constant 64 W: the trapezoid integral over the samples spans the whole window
+    assert result.energy_j == pytest.approx(64.0 * result.elapsed_s, rel=0.05)
+    assert result.avg_power_w == pytest.approx(64.0, rel=0.05)
+
+
+def test_counter_going_backwards_is_a_flagged_window_not_negative_energy(fake_gpu):
+    fake_gpu.energy_mj = [9_000_000, 9_000_000, 1_000]  # probe, window start, window end (driver reload)
+    fake_gpu.power_mw = 40_000
+    dev = NvmlDevice(0)
+    assert dev.energy_method == "counter"
+    result = _window(dev)
+    assert result.energy_flag == "counter_went_backwards"
+    assert result.energy_method == "power_integration"
+    assert result.energy_j is not None and result.energy_j > 0
+    assert result.avg_power_w == pytest.approx(40.0, rel=0.05)
+
+
+def test_neither_counter_nor_power_gives_no_energy_never_zero(fake_gpu):
+    fake_gpu.unsupported = {"energy", "power"}
+    with pytest.warns(DeviceWarning, match="energy_method=none"):
+        dev = NvmlDevice(0)
+    assert dev.energy_method == "none"
+    result = _window(dev, seconds=0.05)
+    assert result.energy_j is None
+    assert result.avg_power_w is None
+    assert result.energy_method == "none"
+
+
+def test_power_limit_prefers_the_enforced_limit(fake_gpu):
+    dev = NvmlDevice(0, power_limit_w=55.0)
+    assert (dev.power_limit_w, dev.power_limit_source) == (80.0, "enforced")
+
+
+@pytest.mark.parametrize(
+    ("unsupported", "cli", "expected"),
+    [
+        ({"enforced"}, None, (90.0, "management")),
+        ({"enforced", "management"}, None, (100.0, "default")),
+        ({"enforced", "management", "default"}, 80.0, (80.0, "cli")),
+    ],
+)
+def test_power_limit_chain(fake_gpu, unsupported, cli, expected):
+    fake_gpu.unsupported = set(unsupported)
+    dev = NvmlDevice(0, power_limit_w=cli)
+    assert (dev.power_limit_w, dev.power_limit_source) == expected
+
+
+def test_laptop_gpu_without_any_limit_warns_and_reports_none(fake_gpu):
+    fake_gpu.unsupported = {"enforced", "management", "default"}
+    with pytest.warns(DeviceWarning, match="--power-limit"):
+        dev = NvmlDevice(0)
+    assert dev.power_limit_w is None
+    assert dev.power_limit_source == "none"
+
+
+def test_a_zero_limit_counts_as_unsupported(fake_gpu):
+    fake_gpu.enforced_mw = 0
+    dev = NvmlDevice(0)
+    assert (dev.power_limit_w, dev.power_limit_source) == (90.0, "management")
+
+
+def test_readings_and_units(fake_gpu):
+    dev = NvmlDevice(0)
+    s = dev.sample(Clock())
+    assert s.power_w == 50.0
+    assert s.temp_c == 61.0
+    assert s.mem_used_mb == 3072.0
+    assert s.util_pct == 97.0
+    assert s.clock_event_reasons == 0
+    assert s.throttling is False
+
+
+def test_not_supported_reading_is_none_and_not_asked_again(fake_gpu):
+    fake_gpu.unsupported = {"temp", "util"}
+    dev = NvmlDevice(0)
+    for _ in range(3):
+        s = dev.sample(Clock())
+        assert s.temp_c is None and s.util_pct is None
+        assert s.power_w == 50.0
+    assert fake_gpu.calls["temp"] == 1
+    assert fake_gpu.calls["util"] == 1
+
+
+# Throttling: only power cap, hardware slowdown, thermal slowdowns and power brake count.
+_NOT_THROTTLING = {
+    "GpuIdle": pynvml.nvmlClocksEventReasonGpuIdle,
+    "ApplicationsClocksSetting": pynvml.nvmlClocksEventReasonApplicationsClocksSetting,
+    "SyncBoost": pynvml.nvmlClocksEventReasonSyncBoost,
+    "DisplayClockSetting": pynvml.nvmlClocksEventReasonDisplayClockSetting,
+}
+_THROTTLING = {
+    "SwPowerCap": pynvml.nvmlClocksEventReasonSwPowerCap,
+    "HwSlowdown": pynvml.nvmlClocksEventReasonHwSlowdown,
+    "SwThermalSlowdown": pynvml.nvmlClocksEventReasonSwThermalSlowdown,
+    "HwThermalSlowdown": pynvml.nvmlClocksEventReasonHwThermalSlowdown,
+    "HwPowerBrakeSlowdown": pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_THROTTLING))
+def test_power_and_thermal_reasons_are_throttling(fake_gpu, name):
+    fake_gpu.reasons = _THROTTLING[name] | pynvml.nvmlClocksEventReasonGpuIdle
+    s = NvmlDevice(0).sample(Clock())
+    assert s.throttling is True
+
+
+@pytest.mark.parametrize("name", sorted(_NOT_THROTTLING))
+def test_idle_and_clock_setting_reasons_are_not_throttling(fake_gpu, name):
+    fake_gpu.reasons = _NOT_THROTTLING[name]
+    s = NvmlDevice(0).sample(Clock())
+    assert s.throttling is False
+
+
+def test_mask_is_exactly_the_five_throttle_bits():
+    assert THROTTLE_REASON_MASK == sum(_THROTTLING.values())
+    assert is_throttling(sum(_NOT_THROTTLING.values())) is False
+    assert is_throttling(None) is None
+
+
+def test_old_drivers_fall_back_to_clocks_throttle_reasons(fake_gpu):
+    fake_gpu.errors = {"event_reasons": pynvml.NVML_ERROR_FUNCTION_NOT_FOUND}
+    fake_gpu.reasons = pynvml.nvmlClocksThrottleReasonHwThermalSlowdown
+    dev = NvmlDevice(0)
+    assert dev.read_clock_event_reasons() == pynvml.nvmlClocksThrottleReasonHwThermalSlowdown
+    assert dev.read_clock_event_reasons() == pynvml.nvmlClocksThrottleReasonHwThermalSlowdown
+    assert fake_gpu.calls["event_reasons"] == 1  # not asked again
+    assert fake_gpu.calls["throttle_reasons"] == 2
+
+
+def test_reasons_unsupported_means_throttling_unknown(fake_gpu):
+    fake_gpu.unsupported = {"event_reasons", "throttle_reasons"}
+    window = _window(NvmlDevice(0), seconds=0.05)
+    assert window.throttling is None
+    assert window.clock_event_reasons is None
+
+
+def test_window_records_throttling_seen_during_the_batch(fake_gpu):
+    dev = NvmlDevice(0)
+    window = TelemetryWindow(dev, Clock(), sample_period_s=0.01)
+    window.start()
+    time.sleep(0.05)
+    fake_gpu.reasons = pynvml.nvmlClocksEventReasonSwPowerCap
+    time.sleep(0.05)
+    fake_gpu.reasons = 0
+    result = window.stop()
+    assert result.throttling is True
+    assert result.temp_c_end == 61.0 and result.mem_used_mb_max == 3072.0
+
+
+def test_nvml_init_failure_turns_telemetry_off_with_a_warning(fake_gpu):
+    fake_gpu.init_error = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    with pytest.raises(DeviceError, match="nvmlInit failed"):
+        NvmlDevice(0)
+    with pytest.warns(DeviceWarning, match="telemetry is off"):
+        dev = open_device("auto", power_limit_w=80.0)
+    assert isinstance(dev, NullDevice)
+    assert dev.power_limit_w == 80.0 and dev.energy_method == "none"
+
+
+def test_missing_nvidia_ml_py_turns_telemetry_off(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    with pytest.warns(DeviceWarning, match="cannot import pynvml"):
+        dev = open_device("nvml")
+    assert isinstance(dev, NullDevice)
+    assert dev.sample(Clock()).power_w is None
+
+
+def test_close_shuts_nvml_down_once(fake_gpu):
+    dev = NvmlDevice(0)
+    dev.close()
+    dev.close()
+    assert fake_gpu.calls["shutdown"] == 1
+    assert dev.read_temp_c() is None
