@@ -355,7 +355,7 @@ class _Trajectory:
             g *= np.float32(1.0 / batch)
         for i in range(last, -1, -1):
             np.matmul(inputs[i].T, g, out=self.grad_w[i])
-            np.sum(g, axis=0, out=self.grad_b[i])
+            np.add.reduce(g, axis=0, out=self.grad_b[i])
             if i > 0:
                 g = g @ weights[i].T
                 z = pre[i - 1]
@@ -404,9 +404,9 @@ class _Trajectory:
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
-    e = z - z.max(axis=1, keepdims=True)
+    e = z - np.maximum.reduce(z, axis=1, keepdims=True)
     np.exp(e, out=e)
-    e /= e.sum(axis=1, keepdims=True)
+    e /= np.add.reduce(e, axis=1, keepdims=True)
     return e
 
 
