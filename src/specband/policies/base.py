@@ -43,6 +43,8 @@ from specband.policies.files import (
 __all__ = [
     "ACTIONS_ARRAY",
     "check_actions_entry",
+    "check_int",
+    "check_number",
     "Policy",
     "PolicyConfig",
     "SIDECAR_FILE",
@@ -102,9 +104,13 @@ class PolicyConfig:
         return asdict(self)
 
 
-def _check_number(owner: str, name: str, value: Any, *, low: float | None = None, low_open: bool = False,
+def check_number(owner: str, name: str, value: Any, *, low: float | None = None, low_open: bool = False,
                   high: float | None = None, allow_none: bool = False) -> None:
-    """Raise ConfigError unless ``value`` is a finite number in range (helper for configs)."""
+    """Check one config value: a finite number in range (``None`` too if ``allow_none``).
+
+    Raises:
+        ConfigError: naming ``owner`` and ``name``.
+    """
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -115,8 +121,12 @@ def _check_number(owner: str, name: str, value: Any, *, low: float | None = None
         raise ConfigError(f"{owner} '{name}' must be <= {high}, got {value}")
 
 
-def _check_int(owner: str, name: str, value: Any, *, low: int = 1) -> None:
-    """Raise ConfigError unless ``value`` is an integer >= ``low`` (helper for configs)."""
+def check_int(owner: str, name: str, value: Any, *, low: int = 1) -> None:
+    """Check one config value: an integer (not a bool) >= ``low``.
+
+    Raises:
+        ConfigError: naming ``owner`` and ``name``.
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"{owner} '{name}' must be an integer >= {low}, got {value!r}")
 

@@ -41,7 +41,7 @@ import numpy as np
 from specband.actions import ACTIONS, NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError
-from specband.policies.base import _check_number, as_states, check_actions_entry
+from specband.policies.base import as_states, check_actions_entry, check_number
 from specband.policies.nets import (
     BEHAVIOR_LAYERS,
     MLP,
@@ -80,8 +80,8 @@ class BCQConfig(NetConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_number("bcq", "threshold", self.threshold, low=0.0, high=1.0, allow_none=True)
-        _check_number("bcq", "threshold_relative", self.threshold_relative, low=0.0, high=1.0)
+        check_number("bcq", "threshold", self.threshold, low=0.0, high=1.0, allow_none=True)
+        check_number("bcq", "threshold_relative", self.threshold_relative, low=0.0, high=1.0)
 
 
 def min_logging_ratio(data: TrainingData) -> float:

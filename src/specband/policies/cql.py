@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from specband.dataset import TrainingData
-from specband.policies.base import _check_number
+from specband.policies.base import check_number
 from specband.policies.nets import NetConfig, QNetworkPolicy, TrainSettings
 
 __all__ = ["CQL", "CQLConfig", "POLICY", "resolve_alpha"]
@@ -49,8 +49,8 @@ class CQLConfig(NetConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_number("cql", "alpha", self.alpha, low=0.0, allow_none=True)
-        _check_number("cql", "alpha_relative", self.alpha_relative, low=0.0)
+        check_number("cql", "alpha", self.alpha, low=0.0, allow_none=True)
+        check_number("cql", "alpha_relative", self.alpha_relative, low=0.0)
 
 
 def resolve_alpha(config: CQLConfig, rewards: np.ndarray) -> float:

@@ -22,7 +22,7 @@ import numpy as np
 from specband.actions import NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError
-from specband.policies.base import Policy, PolicyConfig, _check_int, _check_number, write_bytes_atomic, as_states
+from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 
 __all__ = ["GBT", "GBTConfig", "POLICY", "action_features", "load_joblib", "write_joblib_atomic"]
 
@@ -104,9 +104,9 @@ class GBTConfig(PolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_int("gbt", "n_estimators", self.n_estimators)
-        _check_int("gbt", "max_depth", self.max_depth)
-        _check_number("gbt", "learning_rate", self.learning_rate, low=0.0, low_open=True)
+        check_int("gbt", "n_estimators", self.n_estimators)
+        check_int("gbt", "max_depth", self.max_depth)
+        check_number("gbt", "learning_rate", self.learning_rate, low=0.0, low_open=True)
 
 
 class GBT(Policy):

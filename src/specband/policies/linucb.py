@@ -32,9 +32,9 @@ from specband.policies.base import (
     ACTIONS_ARRAY,
     Policy,
     PolicyConfig,
-    _check_number,
     as_states,
     check_actions_entry,
+    check_number,
     write_npz_atomic,
 )
 
@@ -57,8 +57,8 @@ class LinUCBConfig(PolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_number("linucb", "ridge_lambda", self.ridge_lambda, low=0.0, low_open=True)
-        _check_number("linucb", "ucb_alpha", self.ucb_alpha, low=0.0)
+        check_number("linucb", "ridge_lambda", self.ridge_lambda, low=0.0, low_open=True)
+        check_number("linucb", "ucb_alpha", self.ucb_alpha, low=0.0)
 
 
 def ridge_per_action(data: TrainingData, ridge_lambda: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -57,7 +57,7 @@ from scipy import special
 
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError, ConfigError
-from specband.policies.base import Policy, PolicyConfig, _check_int, _check_number, write_bytes_atomic, as_states
+from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 
 __all__ = [
     "BEHAVIOR_LAYERS",
@@ -540,11 +540,11 @@ class NetConfig(PolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_int("network", "epochs", self.epochs)
-        _check_number("network", "lr", self.lr, low=0.0, low_open=True)
-        _check_int("network", "batch_size", self.batch_size)
-        _check_number("network", "weight_decay", self.weight_decay, low=0.0)
-        _check_number("network", "average_last", self.average_last, low=0.0, high=1.0)
+        check_int("network", "epochs", self.epochs)
+        check_number("network", "lr", self.lr, low=0.0, low_open=True)
+        check_int("network", "batch_size", self.batch_size)
+        check_number("network", "weight_decay", self.weight_decay, low=0.0)
+        check_number("network", "average_last", self.average_last, low=0.0, high=1.0)
 
     def train_settings(self, loss: str = "mse", **extra: Any) -> TrainSettings:
         """The :class:`TrainSettings` of these settings for a loss."""

@@ -34,8 +34,8 @@ from specband.policies.base import (
     ACTIONS_ARRAY,
     Policy,
     PolicyConfig,
-    _check_number,
     as_states,
+    check_number,
     write_npz_atomic,
 )
 from specband.policies.linucb import STATE_DIM, load_npz, ridge_per_action
@@ -63,8 +63,8 @@ class ThompsonSamplingConfig(PolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_number("thompson_sampling", "ridge_lambda", self.ridge_lambda, low=0.0, low_open=True)
-        _check_number("thompson_sampling", "noise_std", self.noise_std, low=0.0, low_open=True, allow_none=True)
+        check_number("thompson_sampling", "ridge_lambda", self.ridge_lambda, low=0.0, low_open=True)
+        check_number("thompson_sampling", "noise_std", self.noise_std, low=0.0, low_open=True, allow_none=True)
         if not isinstance(self.sample, bool):
             raise ConfigError(f"thompson_sampling 'sample' must be true or false, got {self.sample!r}")
 
