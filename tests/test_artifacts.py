@@ -373,3 +373,16 @@ def test_missing_algorithm_in_folder(tmp_path: Path, trained, sweep) -> None:
     save_artifacts({"lookup_table": policies["lookup_table"]}, tmp_path / "m", build_manifest(data, ["lookup_table"], seed=0, sweep=sweep))
     with pytest.raises(ArtifactError, match=r"no such file \(the folder has: lookup_table\)"):
         load_policy(tmp_path / "m", "gbt")
+
+
+def test_batch_size_without_allowed_configs_is_left_out(trained) -> None:
+    import dataclasses
+
+    data, policies = trained
+    allowed = dict(data.allowed)
+    allowed[8] = np.zeros_like(allowed[8])
+    manifest = build_manifest(dataclasses.replace(data, allowed=allowed), ["lookup_table"], seed=0)
+    assert manifest.batch_sizes == [1, 4, 16]
+    assert manifest.measured_batch_size(8) == 4
+    rows = pick_table({"lookup_table": policies["lookup_table"]}, manifest)
+    assert [r.batch_size for r in rows] == [1, 4, 16]

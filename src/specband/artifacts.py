@@ -400,7 +400,10 @@ def build_manifest(
         data=info,
         power_limit_w=None if sweep is None else sweep.power_limit_w,
         reward_config=asdict(reward_config),
-        allowed={bs: tuple(int(a) for a in np.flatnonzero(mask)) for bs, mask in sorted(data.allowed.items())},
+        # a batch size where every config failed at least once has nothing to pick from
+        allowed={
+            bs: tuple(int(a) for a in np.flatnonzero(mask)) for bs, mask in sorted(data.allowed.items()) if np.any(mask)
+        },
         states=representative_states(data),
         mean_rewards={bs: {int(a): float(m[a]) for a in np.flatnonzero(c)} for bs, (m, c) in cells.items()},
         row_counts={bs: {int(a): int(c[a]) for a in np.flatnonzero(c)} for bs, (_, c) in cells.items()},
