@@ -68,20 +68,33 @@ def register(app: typer.Typer) -> None:
             help="Sweep JSONL (published sweep schema, specband sweep/simulate output, or sglang "
             "bench_speculative.py output). Default: the bundled published measurements.",
             show_default=False,
+            metavar="DATA",
         ),
-        out: Path = typer.Option(Path(DEFAULT_MODELS_DIR), "--out", "-o", help="Artifact folder to write."),
+        out: Path = typer.Option(
+            Path(DEFAULT_MODELS_DIR), "--out", "-o", help="Artifact folder to write.", metavar="DIR"
+        ),
         algo: Optional[list[str]] = typer.Option(
-            None, "--algo", "-a", help="Algorithm to train (repeatable). Default: all eight.", show_default=False
+            None,
+            "--algo",
+            "-a",
+            help="Algorithm to train (repeatable). Default: all eight.",
+            show_default=False,
+            metavar="NAME",
         ),
         power_limit: Optional[float] = typer.Option(
-            None, "--power-limit", help="GPU power limit in W, overriding the rows' own.", show_default=False
+            None,
+            "--power-limit",
+            help="GPU power limit in W, overriding the rows' own.",
+            show_default=False,
+            metavar="W",
         ),
-        seed: int = typer.Option(0, "--seed", help="Training seed (same seed, same artifacts).", min=0),
+        seed: int = typer.Option(0, "--seed", help="Training seed (same seed, same artifacts).", min=0, metavar="N"),
         features: str = typer.Option(
             "contract",
             "--features",
             help="Decision state: 'contract' (the published 4-float state, memory and utilisation read "
             "after the run) or 'pre' (only what is known before launch).",
+            metavar="KIND",
         ),
     ) -> None:
         """Train the policies on a sweep and write the artifact folder (model card layout).
@@ -117,8 +130,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("recommend")
     def recommend_command(
-        batch_size: int = typer.Option(..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests)."),
-        algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask."),
+        batch_size: int = typer.Option(
+            ..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests).", metavar="N"
+        ),
+        algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(
             None,
             "--models",
@@ -126,6 +141,7 @@ def register(app: typer.Typer) -> None:
             help="Artifact folder (from `specband train`, or the model card's layout). "
             "Default: the embedded policy trained on the bundled published measurements.",
             show_default=False,
+            metavar="DIR",
         ),
         state: Optional[tuple[float, float, float]] = typer.Option(
             None,
@@ -133,13 +149,15 @@ def register(app: typer.Typer) -> None:
             help="GPU state TEMP_C MEM_MB UTIL_PCT (for 'pre' models: the idle GPU before launch). "
             "Default: the state the folder's picks were made from.",
             show_default=False,
+            metavar="TEMP_C MEM_MB UTIL_PCT",
         ),
-        output_format: str = typer.Option("flags", "--format", "-f", help="'flags' (one line) or 'json'."),
+        output_format: str = typer.Option("flags", "--format", "-f", help="'flags' (one line) or 'json'.", metavar="KIND"),
         draft_model: Optional[str] = typer.Option(
             None,
             "--draft-model",
             help="EAGLE3 draft model path or id, emitted as --speculative-draft-model-path.",
             show_default=False,
+            metavar="PATH",
         ),
         data: Optional[Path] = typer.Option(
             None,
@@ -147,6 +165,7 @@ def register(app: typer.Typer) -> None:
             help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a "
             "folder without a specband manifest.",
             show_default=False,
+            metavar="SWEEP",
         ),
     ) -> None:
         """Print the sglang flags for a batch size, ready to paste after
