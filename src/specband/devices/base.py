@@ -360,6 +360,11 @@ class TelemetryWindow:
             with self._lock:
                 self._samples.append(s)
 
+    @property
+    def active(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self._thread is not None
+
     def stop(self) -> WindowResult:
         """Stop sampling, close the energy window and summarise.
 

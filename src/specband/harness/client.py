@@ -35,6 +35,7 @@ __all__ = [
     "RequestError",
     "ServerInfo",
     "fetch_server_info",
+    "new_client",
     "p20",
     "parse_server_info",
     "run_batch",
@@ -196,9 +197,17 @@ def run_batch(
     prompts: Sequence[str] = PROMPTS,
     timeout_s: float = 600.0,
     server_alive: Callable[[], bool] | None = None,
+    client: Any | None = None,
+    on_first_send: Callable[[], None] | None = None,
+    on_last_done: Callable[[], None] | None = None,
 ) -> BatchResult:
     """Send ``num_requests`` requests to ``POST /generate`` with at most ``concurrency``
     in flight; prompt ``i`` is ``prompts[i % len(prompts)]``.
+
+    The first ``min(concurrency, num_requests)`` requests are released together (a
+    barrier), so the batch starts full; ``on_first_send`` runs at that release and
+    ``on_last_done`` when the last response has arrived, so that a measurement window
+    brackets the requests and nothing else (thread and connection set-up excluded).
 
     Args:
         base_url: ``http://host:port``.
@@ -208,6 +217,10 @@ def run_batch(
         prompts: the prompt cycle.
         timeout_s: real seconds one request may take.
         server_alive: called on a failure to tell a dead server from a bad request.
+        client: an ``httpx.Client`` to reuse (keeps the warm-up's connections open);
+            ``None``: a new one for this batch.
+        on_first_send: called once, just before the first wave is sent.
+        on_last_done: called once, when the last request has completed successfully.
 
     Raises:
         RequestError: a request failed; the message starts with
@@ -225,19 +238,34 @@ def run_batch(
     sampling = {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}
     lock = threading.Lock()
     totals = {"tokens": 0, "verify": 0, "has_verify": True, "completed": 0}
+    times = {"start": 0.0, "end": 0.0}
     stop = threading.Event()
-    limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2)
+    first_wave = min(concurrency, num_requests)
 
-    def one(i: int, client: httpx.Client) -> None:
+    def release() -> None:
+        times["start"] = time.monotonic()
+        if on_first_send is not None:
+            on_first_send()
+
+    barrier = threading.Barrier(first_wave, action=release)
+
+    def one(i: int, http: Any) -> None:
+        if i < first_wave:
+            try:
+                barrier.wait(timeout=max(30.0, timeout_s))
+            except threading.BrokenBarrierError:
+                stop.set()
+                raise RequestError(f"request {i}: the first wave could not start together") from None
         if stop.is_set():
             return
         body = {"text": prompts[i % len(prompts)], "sampling_params": sampling}
         try:
-            resp = client.post(base_url + "/generate", json=body)
+            resp = http.post(base_url + "/generate", json=body)
             resp.raise_for_status()
             data = resp.json()
         except (httpx.HTTPError, ValueError) as exc:
             stop.set()
+            barrier.abort()
             raise RequestError(f"request {i} failed: {type(exc).__name__}: {str(exc)[:200]}") from None
         meta = data.get("meta_info", {}) if isinstance(data, Mapping) else {}
         tokens = meta.get("completion_tokens")
@@ -252,16 +280,24 @@ def run_batch(
                 totals["verify"] += verify
             else:
                 totals["has_verify"] = False
+            last = totals["completed"] == num_requests
+            if last:
+                times["end"] = time.monotonic()
+        if last and on_last_done is not None:
+            on_last_done()
 
-    t0 = time.monotonic()
-    with httpx.Client(timeout=timeout_s, limits=limits, trust_env=False) as client:
+    own = client is None
+    if own:
+        client = new_client(concurrency, timeout_s)
+    try:
         pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specband-req")
         try:
             futures = [pool.submit(one, i, client) for i in range(num_requests)]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            wait(futures, return_when=FIRST_EXCEPTION)
             failed = [f for f in futures if f.done() and f.exception() is not None]
             if failed:
                 stop.set()
+                barrier.abort()
                 for f in futures:
                     f.cancel()
                 exc = failed[0].exception()
@@ -274,10 +310,21 @@ def run_batch(
                 raise exc  # type: ignore[misc]
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-    elapsed = time.monotonic() - t0
+    finally:
+        if own:
+            client.close()
     return BatchResult(
         completed=int(totals["completed"]),
         total_output_tokens=int(totals["tokens"]),
-        elapsed_real_s=elapsed,
+        elapsed_real_s=max(0.0, times["end"] - times["start"]),
         spec_verify_ct=int(totals["verify"]) if totals["has_verify"] else None,
     )
+
+
+def new_client(concurrency: int, timeout_s: float) -> Any:
+    """An ``httpx.Client`` sized for ``concurrency`` requests in flight (no proxies from
+    the environment: the server is local)."""
+    import httpx
+
+    limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2)
+    return httpx.Client(timeout=timeout_s, limits=limits, trust_env=False)

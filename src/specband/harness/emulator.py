@@ -419,11 +419,18 @@ class Engine:
                         mem_used_mb=self.mem_used_mb, owner_pid=os.getpid())  # fmt: skip
 
     def _loop(self) -> None:
+        """Decode loop. Emulated time is pinned to real time by an anchor set when the GPU
+        becomes busy: step ``k`` ends at ``anchor_real + emul_k * time_scale``. The loop
+        never runs more than ~1 ms (real) ahead of that schedule, and a request that
+        arrives while it waits is admitted at the next step, so concurrent clients fill
+        the batch as they would on sglang even when time is compressed."""
         action = self.launch.action
         max_running = self.launch.max_running_requests
-        min_chunk_s = max(0.25, 0.004 / self.scale)
+        chunk_s = max(0.25, 0.004 / self.scale)  # re-predict (temperature) this often, emulated s
         sigma = self.options.step_noise
         busy = False
+        anchor_real = 0.0
+        emul = 0.0
         while True:
             with self.cond:
                 if busy and not self.stopped and not self.waiting and not self.running:
@@ -445,8 +452,10 @@ class Engine:
                     self.running.append(self.waiting.popleft())
                     admitted += 1
                 running = list(self.running)
+            now = time.monotonic()
+            if not busy or anchor_real + emul * self.scale < now - 0.002:
+                anchor_real, emul = now, 0.0  # (re)pin emulated time to real time
             busy = True
-            chunk_real_start = time.monotonic()
             temp = self.gpu.read().temp_c
             n = len(running)
             pred = self.model.predict(n, action, temp, self.launch.mem_fraction_static)
@@ -459,13 +468,14 @@ class Engine:
             )
             accept = min(float(pred.accept_length), action.speculative_num_steps + 1.0) if not action.is_baseline else 1.0
             base, frac = int(math.floor(accept)), accept - math.floor(accept)
-            t_emul = 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
+            chunk_start = emul
+            emul += 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
             times = self.step_time_dict.setdefault(n, [])
             finished: list[_Request] = []
             tokens_out = 0
             while True:
                 dt = float(pred.step_time_s) * math.exp(sigma * self.rng.gauss(0.0, 1.0) - 0.5 * sigma * sigma)
-                t_emul += dt
+                emul += dt
                 times.append(dt)
                 for r in running:
                     got = base + (1 if self.rng.random() < frac else 0)
@@ -480,16 +490,23 @@ class Engine:
                     self.steps_after_warmup += 1
                     if self.die_after_steps is not None and self.steps_after_warmup >= self.die_after_steps:
                         self._die()
-                if finished or t_emul >= min_chunk_s:
+                if finished or emul - chunk_start >= chunk_s:
                     break
-                if self.waiting and n < max_running:
+                ahead = anchor_real + emul * self.scale - time.monotonic()
+                if ahead > 0.001:
+                    with self.cond:
+                        if not self.stopped and not (self.waiting and n < max_running):
+                            self.cond.wait(ahead)
+                        if self.stopped or (self.waiting and n < max_running):
+                            break
+                elif self.waiting and n < max_running:
                     break
-            # keep real time in step with emulated time
-            target = chunk_real_start + t_emul * self.scale
-            delay = target - time.monotonic()
+            # finished requests answer when real time reaches their emulated finish
+            delay = anchor_real + emul * self.scale - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            self.last_gen_throughput = tokens_out / t_emul if t_emul > 0 else 0.0
+            span = emul - chunk_start
+            self.last_gen_throughput = tokens_out / span if span > 0 else 0.0
             now = time.monotonic()
             with self.cond:
                 for r in finished:

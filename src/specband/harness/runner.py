@@ -35,9 +35,9 @@ from typing import Any
 
 from specband.actions import Action, validate_action
 from specband.dataset import SWEEP_COLUMNS
-from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow
+from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
 from specband.errors import ConfigError, HarnessError
-from specband.harness.client import PROMPTS, fetch_server_info, p20, run_batch
+from specband.harness.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
 from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
 
 __all__ = [
@@ -239,23 +239,32 @@ def measure_on_server(
     act = validate_action(action)
     url = server.base_url
     request_timeout = max(10.0, clock.to_real(settings.request_timeout_s))
-    common = dict(
-        max_new_tokens=settings.max_new_tokens,
-        prompts=settings.prompts,
-        timeout_s=request_timeout,
-        server_alive=server.alive,
-    )
-    if settings.warmup:
-        run_batch(url, num_requests=batch_size, concurrency=batch_size, **common)  # type: ignore[arg-type]
-    before = fetch_server_info(url)
     window = TelemetryWindow(device, clock, settings.sample_period_s)
-    window.start()
-    try:
-        batch = run_batch(
-            url, num_requests=max(settings.num_prompts, batch_size), concurrency=batch_size, **common  # type: ignore[arg-type]
+    results: list[WindowResult] = []
+    with new_client(batch_size, request_timeout) as http:
+        common: dict[str, Any] = dict(
+            max_new_tokens=settings.max_new_tokens,
+            prompts=settings.prompts,
+            timeout_s=request_timeout,
+            server_alive=server.alive,
+            client=http,
         )
-    finally:
-        result = window.stop()
+        if settings.warmup:
+            run_batch(url, num_requests=batch_size, concurrency=batch_size, **common)
+        before = fetch_server_info(url)
+        try:
+            batch = run_batch(
+                url,
+                num_requests=max(settings.num_prompts, batch_size),
+                concurrency=batch_size,
+                on_first_send=window.start,
+                on_last_done=lambda: results.append(window.stop()),
+                **common,
+            )
+        finally:
+            if window.active:
+                results.append(window.stop())
+    result = results[0]
     after = fetch_server_info(url)
     if batch.total_output_tokens <= 0:
         raise HarnessError("empty_batch: the timed batch returned no tokens")

@@ -1,0 +1,216 @@
+"""Server launch command, failure classification and process hygiene."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from specband.devices.base import Clock
+from specband.errors import ConfigError
+from specband.harness.server import (
+    SGLANG_ENV,
+    LaunchError,
+    PortInUseError,
+    ServerConfig,
+    ServerProcess,
+    build_launch_command,
+    classify_failure,
+    group_members,
+)
+from tests.harness.conftest import processes_with
+
+
+def _flag(cmd: list[str], name: str) -> str | None:
+    return cmd[cmd.index(name) + 1] if name in cmd else None
+
+
+def test_launch_command_has_the_facts_flags():
+    cfg = ServerConfig(model_path="unsloth/Llama-3.2-1B-Instruct", draft_model_path="draft", port=20000)
+    cmd = build_launch_command(cfg, (3, 4, 8), 16, 0.65)
+    assert cmd[0] == sys.executable and cmd[1:3] == ["-m", "sglang.launch_server"]
+    assert _flag(cmd, "--model-path") == "unsloth/Llama-3.2-1B-Instruct"
+    assert _flag(cmd, "--port") == "20000" and _flag(cmd, "--host") == "127.0.0.1"
+    assert _flag(cmd, "--mem-fraction-static") == "0.65"
+    assert _flag(cmd, "--dtype") == "float16"
+    assert _flag(cmd, "--cuda-graph-max-bs") == "16" and _flag(cmd, "--max-running-requests") == "16"
+    assert _flag(cmd, "--attention-backend") == "flashinfer"
+    assert _flag(cmd, "--speculative-algorithm") == "EAGLE3"
+    assert _flag(cmd, "--speculative-draft-model-path") == "draft"
+    assert (_flag(cmd, "--speculative-num-steps"), _flag(cmd, "--speculative-eagle-topk"),
+            _flag(cmd, "--speculative-num-draft-tokens")) == ("3", "4", "8")  # fmt: skip
+    assert SGLANG_ENV == {"SGLANG_RECORD_STEP_TIME": "1", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
+
+
+def test_baseline_has_no_speculative_flags_and_backend_stays_pinned():
+    cmd = build_launch_command(ServerConfig(model_path="m"), (0, 0, 0), 1, 0.55)
+    assert not any(a.startswith("--speculative") for a in cmd)
+    assert _flag(cmd, "--attention-backend") == "flashinfer"
+    assert _flag(cmd, "--mem-fraction-static") == "0.55"
+
+
+def test_auto_backend_reproduces_upstream_flashinfer_only_when_topk_above_one():
+    cfg = ServerConfig(model_path="m", draft_model_path="d", attention_backend="auto")
+    assert "--attention-backend" not in build_launch_command(cfg, (3, 1, 4), 4, 0.65)
+    assert _flag(build_launch_command(cfg, (3, 2, 4), 4, 0.65), "--attention-backend") == "flashinfer"
+
+
+def test_topk_one_is_canonicalised_and_bad_input_rejected():
+    cfg = ServerConfig(model_path="m", draft_model_path="d", extra_args=("--tp-size", "1"))
+    cmd = build_launch_command(cfg, (3, 1, 2), 4, 0.65)
+    assert _flag(cmd, "--speculative-num-draft-tokens") == "4"
+    assert cmd[-2:] == ["--tp-size", "1"]
+    with pytest.raises(ConfigError, match="--draft"):
+        build_launch_command(ServerConfig(model_path="m"), (3, 4, 8), 4, 0.65)
+    with pytest.raises(ConfigError):
+        build_launch_command(cfg, (3, 4, 8), 0, 0.65)
+    with pytest.raises(ConfigError):
+        ServerConfig(model_path="m", port=70000)
+
+
+@pytest.mark.parametrize(
+    ("log", "reason"),
+    [
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n"
+         "Exception: Capture cuda graph failed: CUDA out of memory.", "out_of_memory_cuda_graph_capture"),
+        ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "out_of_memory"),
+        ("Exception: Capture cuda graph failed: Ninja build failed.", "cuda_graph_capture_failed"),
+        ("ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use",
+         "port_in_use"),
+        ("launch_server.py: error: unrecognized arguments: --bogus", "bad_arguments"),
+        ("Traceback (most recent call last):\nValueError: something else", "exited"),
+        ("", "exited"),
+    ],
+)  # fmt: skip
+def test_failure_classification(log, reason):
+    got, detail = classify_failure(log)
+    assert got == reason
+    if log:
+        assert detail and detail in log
+
+
+def _script(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "server.py"
+    path.write_text(textwrap.dedent(body))
+    return [sys.executable, str(path)]
+
+
+def test_exit_during_launch_returns_at_once_with_the_reason(tmp_path, port):
+    cmd = _script(tmp_path, """
+        import sys, time
+        time.sleep(0.2)
+        print("Exception: Capture cuda graph failed: CUDA out of memory.", file=sys.stderr)
+        sys.exit(1)
+    """)
+    server = ServerProcess([*cmd, "--port", str(port)], host="127.0.0.1", port=port, log_path=tmp_path / "s.log")
+    server.start()
+    t0 = time.monotonic()
+    with server, pytest.raises(LaunchError) as info:
+        server.wait_healthy(timeout_s=60)
+    assert time.monotonic() - t0 < 10
+    assert info.value.reason == "out_of_memory_cuda_graph_capture"
+    assert info.value.returncode == 1
+    assert "launch_failed: out_of_memory_cuda_graph_capture (exit 1)" in str(info.value)
+
+
+def test_launch_timeout(tmp_path, port):
+    cmd = _script(tmp_path, "import time\ntime.sleep(60)\n")
+    server = ServerProcess([*cmd, "--port", str(port)], host="127.0.0.1", port=port, log_path=tmp_path / "s.log")
+    server.start()
+    with server, pytest.raises(LaunchError) as info:
+        server.wait_healthy(timeout_s=0.5, poll_s=0.05)
+    assert info.value.reason == "launch_timeout"
+    assert not processes_with(f"--port {port}")
+
+
+def test_a_port_that_already_answers_is_refused(tmp_path, port):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        server = ServerProcess([sys.executable, "-c", "pass"], host="127.0.0.1", port=port,
+                               log_path=tmp_path / "s.log", port_wait_s=0.2)  # fmt: skip
+        with pytest.raises(PortInUseError, match=f"port {port}"):
+            server.start()
+        assert server.proc is None
+
+
+def test_stop_kills_the_whole_group_even_a_child_that_ignores_sigterm(tmp_path, port):
+    marker = f"--port {port}"
+    cmd = _script(tmp_path, f"""
+        import signal, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)", "{marker}"])
+        time.sleep(600)
+    """)
+    server = ServerProcess([*cmd, marker], host="127.0.0.1", port=port, log_path=tmp_path / "s.log")
+    server.start()
+    deadline = time.monotonic() + 10
+    while len(processes_with(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pgid = server.pgid
+    assert len(group_members(pgid)) == 2
+    t0 = time.monotonic()
+    server.stop(grace_s=0.5)
+    assert time.monotonic() - t0 < 5
+    assert group_members(pgid) == []
+    assert processes_with(marker) == []
+    server.stop()  # idempotent
+
+
+def test_server_log_gets_the_command_and_output(tmp_path, port):
+    cmd = _script(tmp_path, "print('hello from the server')\n")
+    server = ServerProcess([*cmd, "--port", str(port)], host="127.0.0.1", port=port, log_path=tmp_path / "s.log")
+    server.start()
+    with server, pytest.raises(LaunchError) as info:
+        server.wait_healthy(timeout_s=30)
+    assert info.value.reason == "exited" and info.value.returncode == 0
+    log = (tmp_path / "s.log").read_text()
+    assert "hello from the server" in log and "=== specband launch" in log
+
+
+def test_the_server_dies_with_a_killed_sweep(tmp_path, port):
+    """A sweep killed with SIGKILL cannot clean up: the parent-death signal stops its server."""
+    marker = f"--port {port}"
+    driver = _script(tmp_path, f"""
+        import sys, time
+        from specband.harness.server import ServerProcess
+        s = ServerProcess([sys.executable, "-c", "import time; time.sleep(600)", "{marker}"],
+                          host="127.0.0.1", port={port}, log_path="{tmp_path / 'd.log'}")
+        s.start()
+        print(s.pgid, flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen(driver, stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(proc.stdout.readline())
+        deadline = time.monotonic() + 10
+        while server_pid not in processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server_pid in processes_with(marker)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_with(marker) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_clock_scales_health_polling(tmp_path, port):
+    cmd = _script(tmp_path, "import time\ntime.sleep(60)\n")
+    server = ServerProcess([*cmd, "--port", str(port)], host="127.0.0.1", port=port, log_path=tmp_path / "s.log",
+                           clock=Clock(0.001))  # fmt: skip
+    server.start()
+    t0 = time.monotonic()
+    with server, pytest.raises(LaunchError, match="launch_timeout"):
+        server.wait_healthy(timeout_s=1.0, poll_s=0.5)  # 1 emulated s, floored at min(1 s, 10 s) real
+    assert 0.9 < time.monotonic() - t0 < 5

@@ -1,0 +1,265 @@
+"""``specband sweep`` end to end against the emulator: the dataset, resume after kills,
+retries, error rows, one launch per config, no telemetry, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specband.actions import ACTIONS
+from specband.dataset import SWEEP_COLUMNS, load_sweep
+from specband.harness.runner import EXTRA_COLUMNS
+from specband.harness.sweep import grid, read_rows_for_resume
+from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _by_action(rows: list[dict]) -> dict[tuple[int, int, int, int], dict]:
+    return {(r["batch_size"], r["steps"], r["topk"], r["num_draft_tokens"]): r for r in rows}
+
+
+def test_full_sweep_is_a_valid_dataset_that_train_accepts(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "sweep.jsonl"
+    args = [a for a in sweep_args if a != "--quiet"]
+    args[args.index("--emulator-model") + 1] = "auto"  # the calibrated model of specband.sim
+    result = run_cli(*args, "--batch-sizes", "1,4", "--actions", "0 10", "--repeats", "2", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert "wrote 8 rows (0 errors)" in result.stdout
+    assert "ETA" in result.stderr  # the progress bar
+    rows = _rows(out)
+    assert len(rows) == 8
+    # every row has the published columns plus ours, in that order
+    assert all(list(r)[: len(SWEEP_COLUMNS) + len(EXTRA_COLUMNS)] == [*SWEEP_COLUMNS, *EXTRA_COLUMNS] for r in rows)
+    # repeats are full passes: pass 0 over the grid, then pass 1; index = bs-major grid position
+    assert [r["repeat"] for r in rows] == [0] * 4 + [1] * 4
+    assert [r["index"] for r in rows] == [0, 1, 2, 3] * 2
+    points = grid((1, 4), (ACTIONS[0], ACTIONS[10]))
+    for r in rows:
+        p = points[r["index"]]
+        assert (r["batch_size"], (r["steps"], r["topk"], r["num_draft_tokens"])) == (p.batch_size, tuple(p.action))
+        assert r["error"] is None and r["retry_mem_fraction"] is None
+        assert r["provenance"] == "emulated" and r["energy_method"] == "counter"
+        assert r["power_limit_watts"] == 80.0 and r["hardware"] == "rtx4060-laptop"
+        assert r["speed_source"] == "step_time" and r["step_time_count"] > 0
+        assert r["speed_tok_s"] == pytest.approx(r["accept_length"] / r["step_time_s"])
+        assert r["total_output_tokens"] == max(4, r["batch_size"]) * 512
+        assert r["energy_joules"] > 0 and r["avg_power_watts"] > 0
+        assert r["joules_per_token"] == pytest.approx(r["energy_joules"] / r["total_output_tokens"])
+        assert r["gpu_mem_used_mb_before"] == 0.0 and r["gpu_util_pct_before"] == 0.0  # idle GPU before launch
+        assert r["gpu_mem_used_mb"] > 1000 and r["gpu_temp_c_before"] is not None
+        assert r["mem_fraction_static"] == 0.65 and r["target_model"] == "m" and r["draft_model"] == "d"
+        if r["steps"] == 0:
+            assert r["accept_length"] == 1.0 and r["accept_length_source"] == "baseline"
+        else:
+            assert 1.0 < r["accept_length"] <= r["steps"] + 1 and r["accept_length_source"] == "server_info"
+    sweep = load_sweep(out)
+    data = sweep.training_data()
+    assert len(data) == 8 and data.rewards.max() > 0
+    assert sweep.training_data("pre").states[:, 2].max() == 0.0  # pre-launch memory of the idle GPU
+    # the emulated GPU persisted across launches: the state file is next to the output
+    assert (tmp_path / "sweep.jsonl.gpu-state.json").exists()
+    assert len(list((tmp_path / "sweep.jsonl.logs").glob("*.log"))) == 8
+    trained = run_cli("train", out, "--out", tmp_path / "models", "--algo", "lookup_table")
+    assert trained.exit_code == 0, trained.stderr
+    assert (tmp_path / "models" / "lookup_table" / "model.json").exists()
+
+
+def test_existing_output_needs_resume(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    out.write_text(json.dumps({"index": 0, "repeat": 0}) + "\n")
+    result = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0", "--out", out)
+    assert result.exit_code == 2
+    assert "--resume" in result.stderr
+    assert _rows(out) == [{"index": 0, "repeat": 0}]
+
+
+def test_resume_drops_a_partial_last_line_and_skips_finished_rows(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    first = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0 13", "--repeats", "1", "--out", out)
+    assert first.exit_code == 0, first.stderr
+    done = out.read_text()
+    out.write_text(done + '{"hardware": "rtx4060-laptop", "index": 1, "rep')  # killed mid-write
+    again = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0 13", "--repeats", "2", "--out", out, "--resume")
+    assert again.exit_code == 0, again.stderr
+    assert "skipped 2" in again.stdout and "wrote 2 rows" in again.stdout
+    rows = _rows(out)
+    assert out.read_text().startswith(done)
+    assert sorted((r["index"], r["repeat"]) for r in rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    load_sweep(out)
+
+
+def test_resume_refuses_another_target(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    out.write_text(json.dumps({"index": 0, "repeat": 0, "target_model": "other"}) + "\n")
+    result = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0", "--out", out, "--resume")
+    assert result.exit_code == 2 and "target_model" in result.stderr
+
+
+def test_killed_at_random_points_and_resumed_loses_and_duplicates_nothing(sweep_args, tmp_path, port):
+    out = tmp_path / "s.jsonl"
+    cmd = [sys.executable, "-m", "specband", *sweep_args, "--batch-sizes", "1,4", "--actions", "0",
+           "--repeats", "2", "--out", str(out)]  # fmt: skip
+    rng = random.Random(4)
+    kills = 0
+    for attempt in range(12):
+        proc = subprocess.Popen([*cmd, "--resume"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if attempt < 4:
+            time.sleep(rng.uniform(0.5, 2.0))
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                kills += 1
+        proc.wait(timeout=120)
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 0
+    assert kills >= 2
+    rows = read_rows_for_resume(out)  # raises on a duplicate (index, repeat) or a bad line
+    assert sorted((r["index"], r["repeat"]) for r in rows) == [(i, rep) for i in range(2) for rep in range(2)]
+    assert all(r["error"] is None for r in rows)
+    assert load_sweep(out).training_data().rewards.shape == (4,)
+
+
+def test_a_failed_launch_is_retried_at_the_lower_mem_fraction(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    args = [*sweep_args]
+    args[args.index("--server-command") + 1] = emulator_command("--fault", "launch_failure:mem=0.65")
+    result = run_cli(*args, "--batch-sizes", "1", "--actions", "0 13", "--repeats", "1", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert "4 server launches" in result.stdout
+    for r in _rows(out):
+        assert r["error"] is None
+        assert r["retry_mem_fraction"] == 0.55 and r["mem_fraction_static"] == 0.55
+    assert load_sweep(out).rows[0].trainable
+
+
+def test_failures_become_error_rows(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    faults = ["--fault", "die_mid_batch:steps=1,topk=1", "--fault", "missing_step_times:steps=3,topk=2,draft=2",
+              "--fault", "oom_at_capture:steps=5,topk=4,draft=16"]  # fmt: skip
+    args = [*sweep_args]
+    args[args.index("--server-command") + 1] = emulator_command(*faults)
+    actions = "0 1,1,2 3,2,2 5,4,16"
+    result = run_cli(*args, "--batch-sizes", "1", "--actions", actions, "--repeats", "1", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert "wrote 4 rows (2 errors)" in result.stdout
+    rows = _by_action(_rows(out))
+    died = rows[(1, 1, 1, 2)]
+    assert died["error"].startswith("server_died_mid_batch") and died["speed_tok_s"] is None
+    no_steps = rows[(1, 3, 2, 2)]
+    assert no_steps["error"] is None
+    assert no_steps["speed_source"] == "wall_clock" and no_steps["step_time_s"] is None
+    assert no_steps["speed_tok_s"] == pytest.approx(no_steps["wall_clock_tok_s"])
+    oom = rows[(1, 5, 4, 16)]
+    assert oom["error"].startswith("launch_failed: out_of_memory_cuda_graph_capture")
+    assert oom["retry_mem_fraction"] == 0.55 and oom["energy_joules"] is None
+    assert oom["gpu_temp_c_before"] is not None  # the pre-launch state is kept
+    sweep = load_sweep(out)
+    rewards = dict(zip(((r.batch_size, *r.action) for r in sweep.rows), sweep.rewards()))
+    assert rewards[(1, 5, 4, 16)] == 0.0 and rewards[(1, 1, 1, 2)] == 0.0
+
+
+def test_launch_timeout_becomes_an_error_row(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    args = [*sweep_args]
+    args[args.index("--server-command") + 1] = emulator_command("--fault", "slow_health")
+    result = run_cli(*args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out,
+                     "--launch-timeout", "1.5")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (row,) = _rows(out)
+    assert row["error"].startswith("launch_failed: launch_timeout") and row["retry_mem_fraction"] == 0.55
+
+
+def test_one_launch_per_config_serves_every_batch_size_and_falls_back(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    result = run_cli(*sweep_args, "--batch-sizes", "4,16", "--actions", "0 18", "--repeats", "1", "--out", out,
+                     "--one-launch-per-config")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    # (0,0,0): one launch for both sizes; (5,4,16): the shared launch at bs 16 fails twice
+    # (out of memory, as on the 8 GB laptop), bs 4 then gets its own launch
+    assert "4 server launches" in result.stdout
+    assert "saved 0 launches (4 runs, 4 launches)" in result.stdout
+    rows = _rows(out)
+    assert [(r["batch_size"], r["steps"]) for r in rows] == [(4, 0), (16, 0), (4, 5), (16, 5)]  # config-major
+    assert [r["index"] for r in rows] == [0, 2, 1, 3]  # bs-major grid positions, as in a per-run sweep
+    by = _by_action(rows)
+    assert by[(4, 0, 0, 0)]["launch_s"] == by[(16, 0, 0, 0)]["launch_s"]  # the same server
+    assert by[(4, 5, 4, 16)]["error"] is None
+    assert by[(16, 5, 4, 16)]["error"].startswith("launch_failed: out_of_memory")
+    load_sweep(out)
+
+
+def test_one_launch_per_config_saves_launches(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    result = run_cli(*sweep_args, "--batch-sizes", "1,4,8", "--actions", "0 10", "--repeats", "1", "--out", out,
+                     "--one-launch-per-config")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "saved 4 launches (6 runs, 2 launches)" in result.stdout
+    assert sorted(r["index"] for r in _rows(out)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_without_nvml_the_sweep_runs_with_telemetry_off(run_cli, sweep_args, tmp_path, monkeypatch):
+    import pynvml
+
+    def no_nvml() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_nvml)
+    out = tmp_path / "s.jsonl"
+    args = [*sweep_args]
+    i = args.index("--time-scale")
+    del args[i : i + 2]  # a real-time sweep: the emulator runs fast on its own
+    args[args.index("--server-command") + 1] = emulator_command("--time-scale", str(TIME_SCALE), "--perf-model", "toy")
+    result = run_cli(*args, "--batch-sizes", "1", "--actions", "0 10", "--repeats", "1", "--out", out,
+                     "--device", "nvml", "--power-limit", "80", "--cooldown", "0")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "warning: NVML is not available" in result.stderr and "telemetry is off" in result.stderr
+    for r in _rows(out):
+        assert r["error"] is None and r["energy_method"] == "none"
+        assert r["energy_joules"] is None and r["avg_power_watts"] is None and r["gpu_temp_c"] is None
+        assert r["power_limit_watts"] == 80.0 and r["provenance"] == "measured"
+    sweep = load_sweep(out)
+    assert not sweep.energy_measured  # rewards from throughput only
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_during_a_launch_leaves_no_server(sweep_args, tmp_path, port, sig):
+    out = tmp_path / "s.jsonl"
+    args = [*sweep_args]
+    args[args.index("--server-command") + 1] = emulator_command("--load-time", "100000")  # 200 s real to load
+    proc = subprocess.Popen([sys.executable, "-m", "specband", *args, "--batch-sizes", "1", "--actions", "0",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    marker = f"--port {port}"
+    try:
+        deadline = time.monotonic() + 30
+        servers: list[int] = []
+        while time.monotonic() < deadline and not servers:
+            servers = [p for p in processes_with(marker) if p != proc.pid]
+            time.sleep(0.05)
+        assert servers, "the server never started"
+        os.kill(proc.pid, sig)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert "interrupted" in stderr and "--resume" in stderr
+    assert [p for p in processes_with(marker) if p != proc.pid] == []
+    assert not out.exists() or _rows(out) == []
+
+
+def test_time_scale_needs_the_emulator(run_cli, tmp_path):
+    result = run_cli("sweep", "--target", "m", "--device", "none", "--time-scale", "0.01", "--out", tmp_path / "x.jsonl")
+    assert result.exit_code == 2 and "--time-scale applies only to the emulator" in result.stderr
