@@ -90,7 +90,14 @@ class _RichReporter:
         self.task: Any = None
 
     def start(self, total: int, skipped: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         if skipped:
             self.console.print(f"resuming: {skipped} runs already in the file")
@@ -130,36 +137,81 @@ def register(app: typer.Typer) -> None:
 
     @app.command("sweep")
     def sweep_command(
-        target: str = typer.Option(..., "--target", help="Target model path (--model-path)."),
-        draft: Optional[str] = typer.Option(None, "--draft", help="EAGLE3 draft model path."),
-        batch_sizes: str = typer.Option("1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'."),
-        actions: str = typer.Option("all", "--actions", help="'all', or action indices / triples separated by spaces or ';' (e.g. '0 10 3,2,4')."),
-        repeats: int = typer.Option(3, "--repeats", help="Full passes over the grid."),
-        out: Path = typer.Option(Path("sweep.jsonl"), "--out", help="Output JSONL (one row per run)."),
+        target: str = typer.Option(..., "--target", help="Target model path (--model-path).", metavar="MODEL"),
+        draft: Optional[str] = typer.Option(None, "--draft", help="EAGLE3 draft model path.", metavar="MODEL"),
+        batch_sizes: str = typer.Option(
+            "1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'.", metavar="LIST"
+        ),
+        actions: str = typer.Option(
+            "all",
+            "--actions",
+            help="'all', or action indices / triples separated by spaces or ';' (e.g. '0 10 3,2,4').",
+            metavar="LIST",
+        ),
+        repeats: int = typer.Option(3, "--repeats", help="Full passes over the grid.", metavar="N"),
+        out: Path = typer.Option(Path("sweep.jsonl"), "--out", help="Output JSONL (one row per run).", metavar="FILE"),
         resume: bool = typer.Option(False, "--resume", help="Skip (index, repeat) rows already in --out."),
-        one_launch_per_config: bool = typer.Option(False, "--one-launch-per-config", help="One server per action for all batch sizes."),
-        server_command: str = typer.Option("python -m sglang.launch_server", "--server-command", help="Server launcher; flags are appended."),
-        host: str = typer.Option("127.0.0.1", "--host"),
-        port: int = typer.Option(30000, "--port"),
-        mem_fraction: float = typer.Option(0.65, "--mem-fraction", help="--mem-fraction-static of the first launch."),
-        retry_mem_fraction: float = typer.Option(0.55, "--retry-mem-fraction", help="Retry a failed launch once at this fraction (0: no retry)."),
-        dtype: str = typer.Option("float16", "--dtype"),
-        attention_backend: str = typer.Option("flashinfer", "--attention-backend", help="Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream)."),
-        num_prompts: int = typer.Option(16, "--num-prompts", help="Timed requests: max(num_prompts, bs)."),
-        max_new_tokens: int = typer.Option(512, "--max-new-tokens"),
-        launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health."),
-        cooldown: float = typer.Option(5.0, "--cooldown", help="Seconds to sleep after each server stops."),
-        server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flag (repeatable)."),
-        env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the server (repeatable)."),
-        device_kind: str = typer.Option("auto", "--device", help="auto, nvml, zeus, emulated or none."),
-        gpu_index: int = typer.Option(0, "--gpu-index"),
-        power_limit: Optional[float] = typer.Option(None, "--power-limit", help="Power limit in W when NVML gives none."),
-        hardware: Optional[str] = typer.Option(None, "--hardware", help="'hardware' column (default: the GPU's name)."),
-        log_dir: Optional[Path] = typer.Option(None, "--log-dir", help="Server logs (default: <out>.logs/)."),
-        time_scale: float = typer.Option(1.0, "--time-scale", help=_EMULATOR_HELP + "real seconds per emulated second."),
-        emulator_state: Optional[Path] = typer.Option(None, "--emulator-state", help=_EMULATOR_HELP + "GPU state file (default: <out>.gpu-state.json)."),
-        emulator_hardware: str = typer.Option("rtx4060-laptop", "--emulator-hardware", help=_EMULATOR_HELP + "performance-model profile."),
-        emulator_model: str = typer.Option("auto", "--emulator-model", help=_EMULATOR_HELP + "auto, calibrated, toy or module:function."),
+        one_launch_per_config: bool = typer.Option(
+            False, "--one-launch-per-config", help="One server per action serves every batch size."
+        ),
+        server_command: str = typer.Option(
+            "python -m sglang.launch_server", "--server-command", help="Server launcher; flags are appended.",
+            metavar="CMD",
+        ),  # fmt: skip
+        host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR"),
+        port: int = typer.Option(30000, "--port", metavar="N"),
+        mem_fraction: float = typer.Option(
+            0.65, "--mem-fraction", help="--mem-fraction-static of the first launch.", metavar="F"
+        ),
+        retry_mem_fraction: float = typer.Option(
+            0.55, "--retry-mem-fraction", help="Retry a failed launch once at this fraction (0: no retry).",
+            metavar="F",
+        ),  # fmt: skip
+        dtype: str = typer.Option("float16", "--dtype", metavar="DTYPE"),
+        attention_backend: str = typer.Option(
+            "flashinfer", "--attention-backend",
+            help="Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream).", metavar="NAME",
+        ),  # fmt: skip
+        num_prompts: int = typer.Option(16, "--num-prompts", help="Timed requests: max(num_prompts, bs).", metavar="N"),
+        max_new_tokens: int = typer.Option(512, "--max-new-tokens", metavar="N"),
+        launch_timeout: float = typer.Option(
+            600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"
+        ),
+        cooldown: float = typer.Option(
+            5.0, "--cooldown", help="Seconds to sleep after each server stops.", metavar="S"
+        ),
+        server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flag (repeatable).", metavar="ARG"),
+        env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the server (repeatable).", metavar="KEY=VALUE"),
+        device_kind: str = typer.Option(
+            "auto", "--device",
+            help="auto (the emulator's GPU with `specband emulate`, else NVML), nvml, zeus, emulated or none.",
+            metavar="KIND",
+        ),  # fmt: skip
+        gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
+        power_limit: Optional[float] = typer.Option(
+            None, "--power-limit", help="Power limit in W when NVML gives none.", metavar="W"
+        ),
+        hardware: Optional[str] = typer.Option(
+            None, "--hardware", help="'hardware' column (default: the GPU's name).", metavar="NAME"
+        ),
+        log_dir: Optional[Path] = typer.Option(
+            None, "--log-dir", help="Server logs (default: <out>.logs/).", metavar="DIR"
+        ),
+        time_scale: float = typer.Option(
+            1.0, "--time-scale", help=_EMULATOR_HELP + "real seconds per emulated second.", metavar="X"
+        ),
+        emulator_state: Optional[Path] = typer.Option(
+            None, "--emulator-state", help=_EMULATOR_HELP + "GPU state file (default: <out>.gpu-state.json).",
+            metavar="FILE",
+        ),  # fmt: skip
+        emulator_hardware: str = typer.Option(
+            "rtx4060-laptop", "--emulator-hardware", help=_EMULATOR_HELP + "performance-model profile.",
+            metavar="PROFILE",
+        ),  # fmt: skip
+        emulator_model: str = typer.Option(
+            "auto", "--emulator-model", help=_EMULATOR_HELP + "auto, calibrated, toy or module:function.",
+            metavar="MODEL",
+        ),  # fmt: skip
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
@@ -186,7 +238,9 @@ def register(app: typer.Typer) -> None:
 
                 state = emulator_state or out.with_name(out.name + ".gpu-state.json")
                 model = load_performance_model(emulator_model, emulator_hardware)
-                emulated = {"state_path": state, "model": model, "hardware": emulator_hardware, "time_scale": time_scale}
+                emulated = {
+                    "state_path": state, "model": model, "hardware": emulator_hardware, "time_scale": time_scale,
+                }  # fmt: skip
                 server_env.update({
                     STATE_ENV: str(state.resolve()),
                     TIME_SCALE_ENV: repr(time_scale),
@@ -242,13 +296,30 @@ def register(app: typer.Typer) -> None:
     )
     def emulate_command(
         ctx: typer.Context,
-        hardware: Optional[str] = typer.Option(None, "--hardware", help="Performance-model profile (default rtx4060-laptop or $SPECBAND_EMULATOR_HARDWARE)."),
-        perf_model: Optional[str] = typer.Option(None, "--perf-model", help="auto, calibrated, toy or module:function."),
-        state_file: Optional[Path] = typer.Option(None, "--state-file", help="Emulated GPU state file ($SPECBAND_EMULATOR_STATE)."),
-        time_scale: Optional[float] = typer.Option(None, "--time-scale", help="Real seconds per emulated second ($SPECBAND_TIME_SCALE)."),
-        load_time: Optional[float] = typer.Option(None, "--load-time", help="Emulated seconds to load (default 30)."),
-        seed: Optional[int] = typer.Option(None, "--seed"),
-        fault: list[str] = typer.Option([], "--fault", help="KIND[:key=value,...]; kinds: launch_failure, oom_at_capture, die_mid_batch, missing_step_times, slow_health."),
+        hardware: Optional[str] = typer.Option(
+            None, "--hardware", help="Performance-model profile (default rtx4060-laptop, $SPECBAND_EMULATOR_HARDWARE).",
+            metavar="PROFILE",
+        ),  # fmt: skip
+        perf_model: Optional[str] = typer.Option(
+            None, "--perf-model", help="auto, calibrated, toy or module:function ($SPECBAND_EMULATOR_MODEL).",
+            metavar="MODEL",
+        ),  # fmt: skip
+        state_file: Optional[Path] = typer.Option(
+            None, "--state-file", help="Emulated GPU state file ($SPECBAND_EMULATOR_STATE).", metavar="FILE"
+        ),
+        time_scale: Optional[float] = typer.Option(
+            None, "--time-scale", help="Real seconds per emulated second ($SPECBAND_TIME_SCALE).", metavar="X"
+        ),
+        load_time: Optional[float] = typer.Option(
+            None, "--load-time", help="Emulated seconds to load (default 30).", metavar="S"
+        ),
+        seed: Optional[int] = typer.Option(None, "--seed", metavar="N"),
+        fault: list[str] = typer.Option(
+            [], "--fault",
+            help="KIND[:key=value,...] (repeatable); kinds: launch_failure, oom_at_capture, die_mid_batch, "
+            "missing_step_times, slow_health.",
+            metavar="FAULT",
+        ),  # fmt: skip
     ) -> None:
         """An sglang-compatible server driven by a performance model. Takes sglang's
         launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
@@ -273,9 +344,13 @@ def register(app: typer.Typer) -> None:
 
     @app.command("import-bench")
     def import_bench_command(
-        file: Path = typer.Argument(..., help="JSONL written by sglang's scripts/playground/bench_speculative.py."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Sweep JSONL to write (default: <file>.sweep.jsonl)."),
-        hardware: str = typer.Option("unknown", "--hardware", help="'hardware' column."),
+        file: Path = typer.Argument(
+            ..., help="JSONL written by sglang's scripts/playground/bench_speculative.py.", metavar="FILE"
+        ),
+        out: Optional[Path] = typer.Option(
+            None, "--out", help="Sweep JSONL to write (default: <file>.sweep.jsonl).", metavar="FILE"
+        ),
+        hardware: str = typer.Option("unknown", "--hardware", help="'hardware' column.", metavar="NAME"),
         force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
     ) -> None:
         """Convert sglang bench_speculative.py output into sweep rows (no energy: rewards
@@ -304,7 +379,10 @@ def _report(summary: Any, out: Path) -> None:
         f"{summary.launches} server launches in {summary.elapsed_s:.1f} s"
     )
     if summary.one_launch_per_config:
-        typer.echo(f"--one-launch-per-config saved {summary.launches_saved} launches ({summary.runs} runs, {summary.launches} launches)")
+        typer.echo(
+            f"--one-launch-per-config saved {summary.launches_saved} launches "
+            f"({summary.runs} runs, {summary.launches} launches)"
+        )
     if not out.exists() or out.stat().st_size == 0:
         return
     try:

@@ -96,5 +96,7 @@ def open_device(
     try:
         return NvmlDevice(index, power_limit_w=power_limit_w)
     except DeviceError as exc:
-        warnings.warn(f"{exc}; telemetry is off (no energy, temperature or memory readings)", DeviceWarning, stacklevel=2)
+        warnings.warn(
+            f"{exc}; telemetry is off (no energy, temperature or memory readings)", DeviceWarning, stacklevel=2
+        )
         return NullDevice(power_limit_w=power_limit_w)

@@ -51,7 +51,6 @@ import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -78,8 +77,13 @@ __all__ = [
     "serve",
 ]
 
-FAULT_KINDS: tuple[str, ...] = ("launch_failure", "oom_at_capture", "die_mid_batch", "missing_step_times", "slow_health")
-_MATCH_KEYS = {"bs": "max_running_requests", "steps": "steps", "topk": "topk", "draft": "draft", "mem": "mem_fraction_static"}
+#: Faults ``--fault`` can inject.
+FAULT_KINDS: tuple[str, ...] = (
+    "launch_failure", "oom_at_capture", "die_mid_batch", "missing_step_times", "slow_health",
+)  # fmt: skip
+_MATCH_KEYS = {
+    "bs": "max_running_requests", "steps": "steps", "topk": "topk", "draft": "draft", "mem": "mem_fraction_static",
+}  # fmt: skip
 _PARAM_KEYS = {"after_steps", "delay_s"}
 _VERSION = "0.5.0-specband-emulator"
 
@@ -219,7 +223,9 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
         triple = (0, 0, 0)
     else:
         if ns.speculative_algorithm.upper() not in ("EAGLE", "EAGLE3"):
-            raise ConfigError(f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}")
+            raise ConfigError(
+                f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}"
+            )
         missing = [
             f for f, v in (
                 ("--speculative-num-steps", ns.speculative_num_steps),
@@ -414,9 +420,14 @@ class Engine:
         return any(f.kind == kind and f.applies_to(self.launch) for f in self.options.faults)
 
     def _set_idle(self) -> None:
-        self.gpu.update(power_w=float(self.model.idle_power_w), util_pct=0.0,
-                        clock_event_reasons=reasons_for(False, self.gpu.read().temp_c, self.model.throttle_temp_c, False),
-                        mem_used_mb=self.mem_used_mb, owner_pid=os.getpid())  # fmt: skip
+        temp = self.gpu.read().temp_c
+        self.gpu.update(
+            power_w=float(self.model.idle_power_w),
+            util_pct=0.0,
+            clock_event_reasons=reasons_for(False, temp, self.model.throttle_temp_c, False),
+            mem_used_mb=self.mem_used_mb,
+            owner_pid=os.getpid(),
+        )
 
     def _loop(self) -> None:
         """Decode loop. Emulated time is pinned to real time by an anchor set when the GPU
@@ -466,7 +477,7 @@ class Engine:
                 mem_used_mb=self.mem_used_mb,
                 owner_pid=os.getpid(),
             )
-            accept = min(float(pred.accept_length), action.speculative_num_steps + 1.0) if not action.is_baseline else 1.0
+            accept = 1.0 if action.is_baseline else min(float(pred.accept_length), action.speculative_num_steps + 1.0)
             base, frac = int(math.floor(accept)), accept - math.floor(accept)
             chunk_start = emul
             emul += 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)

@@ -55,7 +55,9 @@ def _number(value: Any, name: str, path: Path, line: int) -> float:
     return float(value)
 
 
-def convert_bench_rows(records: list[tuple[int, dict[str, Any]]], path: Path, hardware: str) -> tuple[list[dict[str, Any]], list[str]]:
+def convert_bench_rows(
+    records: list[tuple[int, dict[str, Any]]], path: Path, hardware: str
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Turn numbered bench records into sweep rows (see the module docstring).
 
     Raises:

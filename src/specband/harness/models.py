@@ -23,7 +23,9 @@ __all__ = ["DEFAULT_HARDWARE", "MODEL_CHOICES", "load_performance_model"]
 #: Hardware profile of the published study.
 DEFAULT_HARDWARE = "rtx4060-laptop"
 MODEL_CHOICES = ("auto", "calibrated", "toy", "module:function")
-_REQUIRED = ("predict", "advance_temperature", "power_limit_w", "vram_mb", "idle_power_w", "ambient_temp_c", "throttle_temp_c")
+_REQUIRED = (
+    "predict", "advance_temperature", "power_limit_w", "vram_mb", "idle_power_w", "ambient_temp_c", "throttle_temp_c",
+)  # fmt: skip
 
 
 def _calibrated_factory() -> Any | None:

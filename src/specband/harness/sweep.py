@@ -155,7 +155,9 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
             raise DataError("expected a JSON object; cannot resume", path=path, line=lineno)
         key = (row.get("index"), row.get("repeat"))
         if key in seen:
-            raise DataError(f"(index, repeat) = {key} already on line {seen[key]}", path=path, line=lineno, field="index")
+            raise DataError(
+                f"(index, repeat) = {key} already on line {seen[key]}", path=path, line=lineno, field="index"
+            )
         seen[key] = lineno
         rows.append(row)
     return rows
@@ -297,16 +299,21 @@ def run_sweep(
     points = grid(batch_sizes, actions)
     existing = read_rows_for_resume(out_path) if out_path.exists() else []
     if existing and not resume:
-        raise ConfigError(f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out")
+        raise ConfigError(
+            f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
+        )
     for row in existing:
-        for key, mine in (("target_model", settings.server.model_path), ("draft_model", settings.server.draft_model_path)):
+        mine_by_key = {"target_model": settings.server.model_path, "draft_model": settings.server.draft_model_path}
+        for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:
                 raise ConfigError(
                     f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {mine!r}"
                 )
     done = {(r.get("index"), r.get("repeat")) for r in existing}
     todo = [(rep, p) for rep in range(repeats) for p in points if (p.index, rep) not in done]
-    summary = SweepSummary(out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config)
+    summary = SweepSummary(
+        out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config
+    )
     hardware = settings.hardware or device.name
     settings.log_dir.mkdir(parents=True, exist_ok=True)
     writer = RowWriter(out_path)
