@@ -109,3 +109,25 @@ def test_zeus_without_nvml_warns_and_measures_energy_only(fake_zeus, monkeypatch
     token = dev.energy_window_begin("w")
     energy, flag = dev.energy_window_end("w", token)
     assert flag is None and energy is not None and energy >= 0
+
+
+class OldZeusMonitor:
+    """Zeus before 0.9: the flag is called ``sync_cuda``."""
+
+    def __init__(self) -> None:
+        self.flags: list[bool] = []
+
+    def begin_window(self, key, sync_cuda=True):
+        self.flags.append(sync_cuda)
+
+    def end_window(self, key, sync_cuda=True):
+        self.flags.append(sync_cuda)
+        return Measurement(time=1.0, gpu_energy={0: 42.0})
+
+
+def test_older_zeus_api_is_called_without_cuda_sync():
+    mon = OldZeusMonitor()
+    dev = ZeusDevice(0, telemetry=NullDevice(), monitor=mon)
+    token = dev.energy_window_begin("w")
+    assert dev.energy_window_end("w", token) == (42.0, None)
+    assert mon.flags == [False, False]

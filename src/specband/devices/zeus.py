@@ -78,6 +78,18 @@ class ZeusDevice(GpuDevice):
         self.provenance = "measured"
         self._open_windows: set[str] = set()
 
+    @staticmethod
+    def _call_window(method: Any, key: str) -> Any:
+        """Call ``begin_window``/``end_window`` without CUDA synchronisation: Zeus >= 0.9
+        names the flag ``sync_execution``, older versions ``sync_cuda``."""
+        for kwargs in ({"sync_execution": False}, {"sync_cuda": False}):
+            try:
+                return method(key, **kwargs)
+            except TypeError as exc:
+                if next(iter(kwargs)) not in str(exc):
+                    raise
+        return method(key)
+
     def energy_window_begin(self, key: str) -> object:
         """``ZeusMonitor.begin_window(key, sync_execution=False)``.
 
@@ -85,13 +97,8 @@ class ZeusDevice(GpuDevice):
             DeviceError: Zeus refused the window.
         """
         try:
-            try:
-                self._monitor.begin_window(key, sync_execution=False)
-            except TypeError:  # Zeus versions without sync_execution
-                self._monitor.begin_window(key)
-        except DeviceError:
-            raise
-        except Exception as exc:
+            self._call_window(self._monitor.begin_window, key)
+        except Exception as exc:  # Zeus raises its own error types
             raise DeviceError(f"Zeus begin_window({key!r}) failed: {exc}") from None
         self._open_windows.add(key)
         return key
@@ -107,10 +114,7 @@ class ZeusDevice(GpuDevice):
             return None, "zeus_window_not_open"
         self._open_windows.discard(key)
         try:
-            try:
-                measurement = self._monitor.end_window(key, sync_execution=False)
-            except TypeError:
-                measurement = self._monitor.end_window(key)
+            measurement = self._call_window(self._monitor.end_window, key)
         except Exception as exc:
             return None, f"zeus_end_window_failed: {exc}"
         gpu_energy = getattr(measurement, "gpu_energy", None) or {}
