@@ -99,11 +99,15 @@ def test_resume_drops_a_partial_last_line_and_skips_finished_rows(run_cli, sweep
     load_sweep(out)
 
 
-def test_resume_refuses_another_target(run_cli, sweep_args, tmp_path):
+def test_resume_refuses_another_target_or_grid(run_cli, sweep_args, tmp_path):
     out = tmp_path / "s.jsonl"
-    out.write_text(json.dumps({"index": 0, "repeat": 0, "target_model": "other"}) + "\n")
-    result = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0", "--out", out, "--resume")
+    row = {"index": 1, "repeat": 0, "batch_size": 1, "steps": 3, "topk": 4, "num_draft_tokens": 8}
+    out.write_text(json.dumps({**row, "target_model": "other"}) + "\n")
+    result = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0 10", "--out", out, "--resume")
     assert result.exit_code == 2 and "target_model" in result.stderr
+    out.write_text(json.dumps(row) + "\n")
+    result = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0 13", "--out", out, "--resume")
+    assert result.exit_code == 2 and "same --batch-sizes and --actions" in result.stderr
 
 
 def test_killed_at_random_points_and_resumed_loses_and_duplicates_nothing(sweep_args, tmp_path, port):

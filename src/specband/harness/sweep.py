@@ -287,7 +287,7 @@ def run_sweep(
 
     Raises:
         ConfigError: bad grid or repeats, or an existing file without ``resume``, or a
-            file from another target/draft.
+            file from another target/draft or another grid.
         DataError: the existing file cannot be resumed.
         PortInUseError: the server port is taken by something else.
         KeyboardInterrupt: Ctrl-C or SIGTERM (after the server was stopped).
@@ -309,6 +309,16 @@ def run_sweep(
                 raise ConfigError(
                     f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {mine!r}"
                 )
+    for row in existing:
+        index = row.get("index")
+        point = points[index] if isinstance(index, int) and 0 <= index < len(points) else None
+        ident = (row.get("batch_size"), row.get("steps"), row.get("topk"), row.get("num_draft_tokens"))
+        if point is None or ident != (point.batch_size, *point.action):
+            raise ConfigError(
+                f"{out_path}: cannot resume: its row index={index} is bs={ident[0]} {tuple(ident[1:])}, but in this "
+                f"sweep's grid it is {'nothing' if point is None else f'bs={point.batch_size} {point.action}'} "
+                f"(use the same --batch-sizes and --actions)"
+            )
     done = {(r.get("index"), r.get("repeat")) for r in existing}
     todo = [(rep, p) for rep in range(repeats) for p in points if (p.index, rep) not in done]
     summary = SweepSummary(
