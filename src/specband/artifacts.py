@@ -557,7 +557,7 @@ def load_policies(
 BUNDLED_DATA_LABEL = "bundled:rtx4060_published_live.jsonl"
 
 
-def compute_embedded_manifest(features: str = "contract") -> dict[str, Any]:
+def compute_embedded_manifest(features: str = "pre") -> dict[str, Any]:
     """The manifest (as JSON) of a ``lookup_table`` trained on the bundled published
     measurements: what :data:`specband.policies.embedded.EMBEDDED_MANIFEST` ships, so that
     ``specband recommend`` works before any ``train`` without loading NumPy."""
@@ -572,14 +572,14 @@ def compute_embedded_manifest(features: str = "contract") -> dict[str, Any]:
 
 
 def embedded_manifest() -> Manifest:
-    """The shipped manifest of the bundled published measurements (``contract`` features;
+    """The shipped manifest of the bundled published measurements (``pre`` features;
     see :func:`compute_embedded_manifest`). No NumPy is imported."""
     from specband.policies.embedded import EMBEDDED_MANIFEST
 
     return Manifest.from_json(EMBEDDED_MANIFEST, "<embedded default>")
 
 
-def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str = "contract") -> tuple[Policy, Manifest]:
+def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str = "pre") -> tuple[Policy, Manifest]:
     """A policy trained on the bundled published measurements (the default before any
     ``specband train``) and its manifest.
 

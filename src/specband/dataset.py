@@ -50,6 +50,8 @@ __all__ = [
     "DEFAULT_GPU_MEM_USED_MB",
     "DEFAULT_GPU_TEMP_C",
     "DEFAULT_GPU_UTIL_PCT",
+    "DEFAULT_FEATURES",
+    "FEATURE_KINDS",
     "FeatureKind",
     "SWEEP_COLUMNS",
     "Sweep",
@@ -62,6 +64,9 @@ __all__ = [
 
 FeatureKind = Literal["contract", "pre"]
 FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
+#: What ``specband train`` uses unless told otherwise: decisions from information known
+#: before launch. Folders without a manifest (the published ones) are ``contract``.
+DEFAULT_FEATURES: str = "pre"
 
 #: Columns of the published sweep schema, in the published order (FACTS §3).
 SWEEP_COLUMNS: tuple[str, ...] = (

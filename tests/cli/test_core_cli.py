@@ -54,7 +54,7 @@ def test_train_on_the_bundled_data(run_cli, tmp_path: Path) -> None:
     out = tmp_path / "m"
     res = run_cli("train", "--out", out)
     assert res.exit_code == 0, res.stderr
-    assert "trained 8 algorithm(s) on bundled published measurements (29 training rows, features=contract, seed=0)" in res.stdout
+    assert "trained 8 algorithm(s) on bundled published measurements (29 training rows, features=pre, seed=0)" in res.stdout
     rows = _table_rows(res.stdout)
     assert len(rows) == 32
     picks = {bs: rows[("lookup_table", bs)][2] for bs in (1, 4, 8, 16)}

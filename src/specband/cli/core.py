@@ -90,10 +90,11 @@ def register(app: typer.Typer) -> None:
         ),
         seed: int = typer.Option(0, "--seed", help="Training seed (same seed, same artifacts).", min=0, metavar="N"),
         features: str = typer.Option(
-            "contract",
+            "pre",
             "--features",
-            help="Decision state: 'contract' (the published 4-float state, memory and utilisation read "
-            "after the run) or 'pre' (only what is known before launch).",
+            help="Decision state: 'pre' (only what is known before launch: batch size, temperature, "
+            "memory used and utilisation of the idle GPU) or 'contract' (the published 4-float state, "
+            "whose memory and utilisation were read after the run).",
             metavar="KIND",
         ),
     ) -> None:

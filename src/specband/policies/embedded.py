@@ -15,7 +15,7 @@ __all__ = ["EMBEDDED_MANIFEST"]
 
 EMBEDDED_MANIFEST: dict[str, Any] = {'format': 1,
  'specband_version': None,
- 'features': 'contract',
+ 'features': 'pre',
  'seed': 0,
  'algorithms': {'lookup_table': {'file': 'lookup_table/model.json'}},
  'data': {'rows': 29,
