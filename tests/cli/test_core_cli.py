@@ -66,7 +66,7 @@ def test_train_on_the_bundled_data(run_cli, tmp_path: Path) -> None:
     for name in ALGORITHMS:
         assert (out / ARTIFACT_FILES[name]).is_file()
     manifest = json.loads((out / MANIFEST_FILE).read_text())
-    assert manifest["features"] == "contract" and manifest["seed"] == 0
+    assert manifest["features"] == "pre" and manifest["seed"] == 0
 
 
 def test_train_selected_algorithms_with_pre_features(run_cli, tmp_path: Path) -> None:
