@@ -10,7 +10,9 @@ Three input formats are read (detected from the first row, or forced with ``fmt`
   ``reward_published``;
 * ``sglang_bench``: the JSONL of sglang's ``scripts/playground/bench_speculative.py``
   (``batch_size, steps, topk, num_draft_tokens, acc_length, step_time, speed,
-  completion_tokens``). It has **no energy**: rewards come from throughput alone.
+  completion_tokens``; ``completion_tokens`` is a per-request average there, so it is kept
+  as is, not mapped to ``total_output_tokens``). It has **no energy**: rewards come from
+  throughput alone.
 
 Rows whose ``error`` is set are kept (they mark a config that failed at that batch size)
 but never trained on; agentic pilot trace rows (``error`` starting with
@@ -113,7 +115,6 @@ _BENCH_RENAMES = {
     "acc_length": "accept_length",
     "speed": "speed_tok_s",
     "step_time": "step_time_s",
-    "completion_tokens": "total_output_tokens",
 }
 
 
@@ -159,9 +160,12 @@ class SweepRow:
         gpu_mem_used_mb_before, gpu_util_pct_before: idle GPU before launch (pre-decision state).
         gpu_throttling: power/thermal/slowdown throttling seen during the run.
         propensity: logging probability of the action, when the file has one.
-        provenance: ``"measured"`` or ``"simulated"`` (from a ``provenance`` column).
-        utilization_origin: ``"measured"``, ``"derived"`` or ``"simulated"``: where the
-            utilisation figure comes from.
+        provenance: ``"measured"`` (the default), ``"simulated"`` (``specband simulate``) or
+            ``"emulated"`` (``specband sweep`` against ``specband emulate``), from a
+            ``provenance`` column.
+        utilization_origin: ``"derived"`` when the file says the utilisation was derived
+            (back-computed from a published reward), else the row's provenance; ``None``
+            when the row has no energy.
         raw: the row as read, with every column (for writing back and reports).
     """
 

@@ -167,18 +167,19 @@ def make_splits(sweep: Sweep, kind: str) -> list[Split]:
 
 # ----------------------------------------------------------------------------- labels
 def _row_label(row: SweepRow) -> str:
-    if row.provenance == "simulated":
-        return "simulated"
+    if row.provenance in ("simulated", "emulated"):
+        return row.provenance
     if row.utilization_origin == "derived":
         return "derived"
     return "measured"
 
 
 def provenance_label(rows: Sequence[SweepRow]) -> str:
-    """``"measured"``, ``"derived"`` or ``"simulated"`` when every row agrees, else e.g.
-    ``"mixed: 3 measured, 1 derived"``; ``"none"`` for no rows.
+    """``"measured"``, ``"derived"``, ``"simulated"`` or ``"emulated"`` when every row
+    agrees, else e.g. ``"mixed: 3 measured, 1 derived"``; ``"none"`` for no rows.
 
-    A row is simulated when its ``provenance`` says so, derived when its utilisation was
+    A row is simulated (``specband simulate``) or emulated (``specband sweep`` against
+    ``specband emulate``) when its ``provenance`` says so, derived when its utilisation was
     derived (e.g. back-computed from a published reward), measured otherwise.
     """
     counts = Counter(_row_label(r) for r in rows)
@@ -186,7 +187,7 @@ def provenance_label(rows: Sequence[SweepRow]) -> str:
         return "none"
     if len(counts) == 1:
         return next(iter(counts))
-    order = ("measured", "derived", "simulated")
+    order = ("measured", "derived", "simulated", "emulated")
     return "mixed: " + ", ".join(f"{counts[k]} {k}" for k in order if counts[k])
 
 
