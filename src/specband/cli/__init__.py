@@ -1,7 +1,7 @@
 """The ``specband`` command (typer), also ``python -m specband``.
 
 Commands live in one module per area (``core``: train/recommend/actions; ``evaluate``;
-``harness``: sweep/emulate/import-bench; ``sim``: simulate), each with a
+``harness``: sweep/emulate/import-bench; ``sim``: simulate; ``launch``), each with a
 ``register(app)`` function. Modules import only typer and the standard library at the
 top, so a cold ``specband recommend`` stays fast; heavy libraries load inside commands.
 
@@ -35,9 +35,9 @@ def _root() -> None:
 
 
 def _register_all() -> None:
-    from specband.cli import core, evaluate, harness, sim
+    from specband.cli import core, evaluate, harness, launch, sim
 
-    for module in (core, evaluate, harness, sim):
+    for module in (core, evaluate, harness, sim, launch):
         module.register(app)
 
 

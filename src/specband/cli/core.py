@@ -183,7 +183,7 @@ def register(app: typer.Typer) -> None:
             temp_c, mem_mb, util_pct = state
             if not all(math.isfinite(v) for v in state) or mem_mb < 0 or util_pct < 0:
                 raise ConfigError(f"--state needs finite TEMP_C MEM_MB UTIL_PCT with MEM_MB, UTIL_PCT >= 0, got {state}")
-        result = _recommend(batch_size, algo, models, state, draft_model, data)
+        result = recommend_pick(batch_size, algo, models, state, draft_model, data)
         if output_format == "json":
             typer.echo(json.dumps(result, indent=2))
         else:
@@ -197,7 +197,7 @@ def register(app: typer.Typer) -> None:
             )
 
 
-def _recommend(
+def recommend_pick(
     batch_size: int,
     algo: str,
     models: Path | None,
@@ -205,6 +205,25 @@ def _recommend(
     draft_model: str | None,
     data_path: Path | None,
 ) -> dict[str, Any]:
+    """The pick of one algorithm for a batch size, as ``specband recommend --format json``
+    prints it (also used by ``specband launch``).
+
+    Args:
+        batch_size: concurrent requests; an unmeasured one uses the nearest measured one.
+        algo: model card algorithm name.
+        models: artifact folder, or ``None`` for the embedded default (bundled data).
+        telemetry: ``(temp_c, mem_used_mb, util_pct)`` of the GPU, or ``None`` for the
+            state the folder's picks were made from.
+        draft_model: EAGLE3 draft path for ``--speculative-draft-model-path`` (or ``None``).
+        data_path: sweep restricting a foreign folder's picks to measured configs.
+
+    Returns:
+        a dict with ``action_index``, ``action`` (triple), ``flags``, ``kwargs``,
+        ``features``, ``state``, ``source``, ``measured_batch_size`` and ``mean_reward``.
+
+    Raises:
+        ConfigError: unknown algorithm; ArtifactError: unreadable folder; DataError: bad sweep.
+    """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
     from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
     from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms

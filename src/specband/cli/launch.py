@@ -1,0 +1,166 @@
+"""``specband launch``: read the idle GPU, pick the flags, start sglang with them.
+
+The last step of the workflow (sweep -> train -> evaluate -> launch): the pre-launch GPU
+state (temperature, memory used and utilisation of the idle GPU, from NVML) goes to the
+policy, whose pick is launched with the same command line and environment as a sweep run
+(FACTS §1: ``--mem-fraction-static`` 0.65 retried once at 0.55, ``--dtype float16``,
+``--cuda-graph-max-bs`` and ``--max-running-requests`` = the batch size,
+``SGLANG_RECORD_STEP_TIME=1`` ...). The server runs in the foreground until it exits or
+Ctrl-C / SIGTERM, which stops its whole process group.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``launch`` to ``app``."""
+
+    @app.command("launch")
+    def launch_command(
+        target: str = typer.Option(..., "--target", help="Target model path or id (--model-path).", metavar="MODEL"),
+        draft: Optional[str] = typer.Option(
+            None, "--draft", help="EAGLE3 draft model path or id (needed unless the pick is the baseline).", metavar="MODEL"
+        ),
+        batch_size: int = typer.Option(
+            ..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests).", metavar="N"
+        ),
+        algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
+        models: Optional[Path] = typer.Option(
+            None, "--models", "-m", help="Artifact folder (default: the embedded policy).", metavar="DIR"
+        ),
+        data: Optional[Path] = typer.Option(
+            None, "--data", help="Sweep restricting a foreign folder's picks to measured configs.", metavar="SWEEP"
+        ),
+        state: Optional[tuple[float, float, float]] = typer.Option(
+            None,
+            "--state",
+            help="Idle GPU state TEMP_C MEM_MB UTIL_PCT instead of reading it from --device.",
+            metavar="TEMP_C MEM_MB UTIL_PCT",
+        ),
+        device_kind: str = typer.Option(
+            "auto", "--device", help="Where to read the idle GPU state: auto, nvml or none.", metavar="KIND"
+        ),
+        gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
+        server_command: str = typer.Option(
+            "python -m sglang.launch_server", "--server-command", help="The launcher.", metavar="CMD"
+        ),
+        host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR"),
+        port: int = typer.Option(30000, "--port", metavar="N"),
+        mem_fraction: float = typer.Option(0.65, "--mem-fraction-static", metavar="F"),
+        retry_mem_fraction: float = typer.Option(
+            0.55, "--retry-mem-fraction", help="One retry after a failed launch (FACTS §1).", metavar="F"
+        ),
+        dtype: str = typer.Option("float16", "--dtype", metavar="DTYPE"),
+        attention_backend: str = typer.Option("flashinfer", "--attention-backend", metavar="NAME"),
+        server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flag (repeatable).", metavar="ARG"),
+        launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"),
+        log: Path = typer.Option(Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
+    ) -> None:
+        """Pick the flags for this batch size and GPU state, then run sglang with them in the
+        foreground (Ctrl-C stops the server and everything it started)."""
+        import math
+        import signal
+
+        from specband.cli.core import _note, recommend_pick
+        from specband.errors import ConfigError
+        from specband.harness.server import SGLANG_ENV, ServerConfig, build_launch_command
+
+        if batch_size <= 0:
+            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
+        if device_kind not in ("auto", "nvml", "none"):
+            raise ConfigError(f"--device must be auto, nvml or none, got {device_kind!r}")
+        if not 0.0 < retry_mem_fraction < 1.0:
+            raise ConfigError(f"--retry-mem-fraction must be in (0, 1), got {retry_mem_fraction}")
+        if not launch_timeout > 0:
+            raise ConfigError(f"--launch-timeout must be > 0 s, got {launch_timeout}")
+        if state is not None and (not all(math.isfinite(v) for v in state) or state[1] < 0 or state[2] < 0):
+            raise ConfigError(f"--state needs finite TEMP_C MEM_MB UTIL_PCT with MEM_MB, UTIL_PCT >= 0, got {state}")
+        telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
+        pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
+        action = tuple(pick["action"])
+        config = ServerConfig(
+            model_path=target,
+            draft_model_path=draft,
+            server_command=server_command,
+            host=host,
+            port=port,
+            dtype=dtype,
+            attention_backend=attention_backend,
+            extra_args=tuple(server_arg),
+        )
+        command = build_launch_command(config, action, batch_size, mem_fraction)  # type: ignore[arg-type]
+        _note(
+            f"{algo} picks {pick['action']} for batch size {batch_size} "
+            f"(features={pick['features']}, state={[round(v, 4) for v in pick['state']]}, source: {pick['source']})"
+        )
+        env_text = " ".join(f"{k}={v}" for k, v in SGLANG_ENV.items())
+        if dry_run:
+            typer.echo(f"{env_text} {shlex.join(command)}")
+            return
+
+        from specband.devices.base import Clock
+        from specband.harness.runner import MeasureSettings, launch_with_retry
+
+        settings = MeasureSettings(
+            server=config,
+            mem_fraction_static=mem_fraction,
+            retry_mem_fraction=retry_mem_fraction if retry_mem_fraction < mem_fraction else None,
+            launch_timeout_s=launch_timeout,
+        )
+
+        def _terminate(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _terminate)
+        server = None
+        try:
+            outcome = launch_with_retry(settings, Clock(), action, batch_size, log)  # type: ignore[arg-type]
+            server = outcome.server
+            retried = f" (retried at --mem-fraction-static {outcome.retry_mem_fraction:g})" if outcome.retry_mem_fraction else ""
+            typer.echo(
+                f"sglang ready at {server.base_url} with {tuple(action)} for batch size {batch_size}{retried}; "
+                f"log: {log}; Ctrl-C stops it",
+            )
+            code = server.proc.wait() if server.proc is not None else 0
+            _note(f"the server exited with status {code}; the end of its log:\n{server.log_tail(2000)}")
+            raise typer.Exit(code)
+        except KeyboardInterrupt:
+            _note("stopping the server")
+        finally:
+            if server is not None:
+                server.stop()
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _read_idle_state(kind: str, index: int) -> tuple[float, float, float] | None:
+    """``(temp_c, mem_used_mb, util_pct)`` of the idle GPU, or ``None`` when no telemetry
+    (missing readings get the contract's fills downstream)."""
+    if kind == "none":
+        return None
+    import warnings
+
+    from specband.cli.core import _note
+    from specband.dataset import DEFAULT_GPU_MEM_USED_MB, DEFAULT_GPU_TEMP_C, DEFAULT_GPU_UTIL_PCT
+    from specband.devices import open_device
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        device = open_device(kind, index=index)
+    for warning in caught:
+        _note(str(warning.message))
+    with device:
+        temp, mem, util = device.read_temp_c(), device.read_mem_used_mb(), device.read_util_pct()
+    if temp is None and mem is None and util is None:
+        return None
+    return (
+        DEFAULT_GPU_TEMP_C if temp is None else temp,
+        DEFAULT_GPU_MEM_USED_MB if mem is None else mem,
+        DEFAULT_GPU_UTIL_PCT if util is None else util,
+    )

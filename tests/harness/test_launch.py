@@ -1,0 +1,98 @@
+"""``specband launch``: the pick goes to the server's command line; Ctrl-C stops everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from .conftest import TIME_SCALE, emulator_command, processes_with
+
+
+def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(
+        "launch", "--target", "unsloth/Llama-3.2-1B-Instruct", "--draft", "drafts/eagle3", "-b", "16",
+        "--device", "none", "--port", "31234", "--server-arg", "--log-level", "--server-arg", "warning", "--dry-run",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    line = res.stdout.strip()
+    assert line.startswith("SGLANG_RECORD_STEP_TIME=1 SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 ")
+    assert "-m sglang.launch_server --model-path unsloth/Llama-3.2-1B-Instruct" in line
+    # the bundled data's recipe at bs 16 and the FACTS §1 extras
+    assert "--speculative-num-steps 3 --speculative-eagle-topk 2 --speculative-num-draft-tokens 4" in line
+    for flag in ("--mem-fraction-static 0.65", "--dtype float16", "--cuda-graph-max-bs 16",
+                 "--max-running-requests 16", "--port 31234", "--speculative-draft-model-path drafts/eagle3"):  # fmt: skip
+        assert flag in line
+    assert line.endswith("--log-level warning")
+    assert "lookup_table picks [3, 2, 4] for batch size 16" in res.stderr
+
+
+def test_dry_run_bs4_picks_the_reference_and_state_is_used(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--state", "55", "900", "3", "--dry-run")
+    assert res.exit_code == 0, res.stderr
+    assert "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in res.stdout
+    assert "state=[0.5, 0.55, 0.1099, 0.03]" in res.stderr
+
+
+def test_launch_bad_input_is_one_line_exit_2(run_cli) -> None:  # type: ignore[no-untyped-def]
+    for args, message in [
+        (["-b", "0"], "--batch-size must be > 0"),
+        (["-b", "4", "--device", "gpu7"], "--device must be auto, nvml or none"),
+        (["-b", "4", "--state", "nan", "0", "0"], "--state needs finite"),
+        (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
+        (["-b", "4", "--mem-fraction-static", "1.5"], "mem fraction must be in (0, 1)"),
+    ]:
+        res = run_cli("launch", "--target", "m", "--draft", "d", "--device", "none", "--dry-run", *args)
+        assert res.exit_code == 2, (args, res.stderr)
+        errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and message in errors[0], res.stderr
+        assert "Traceback" not in res.stderr
+    res = run_cli("launch", "--target", "m", "-b", "4", "--device", "none", "--dry-run")
+    assert res.exit_code == 2 and "needs --draft" in res.stderr
+
+
+def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port: int) -> None:
+    state = tmp_path / "gpu.json"
+    log = tmp_path / "server.log"
+    server_command = emulator_command("--time-scale", str(TIME_SCALE), "--state-file", str(state))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specband", "launch", "--target", "m", "--draft", "d", "-b", "16",
+         "--device", "none", "--port", str(port), "--server-command", server_command, "--log", str(log)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        ready = ""
+        deadline = time.monotonic() + 60
+        while "ready" not in ready and time.monotonic() < deadline and proc.poll() is None:
+            if selector.select(timeout=0.5):
+                ready += proc.stdout.readline()
+        assert f"sglang ready at http://127.0.0.1:{port} with (3, 2, 4) for batch size 16" in ready, (
+            ready,
+            proc.stderr.read() if proc.poll() is not None else "",
+        )
+        info = httpx.get(f"http://127.0.0.1:{port}/get_server_info", timeout=10).json()
+        assert (info["speculative_num_steps"], info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (3, 2, 4)
+        assert info["max_running_requests"] == 16
+        assert processes_with(f"--port {port}")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert "stopping the server" in err
+        assert "Traceback" not in err
+        assert not processes_with(f"--port {port}")
+        assert "specband launch" in log.read_text()
+        assert json.loads(state.read_text())  # the emulated GPU was driven
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
