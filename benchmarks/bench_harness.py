@@ -4,7 +4,7 @@ emulated rows stay to the performance model behind it.
 Usage::
 
     python benchmarks/bench_harness.py [--time-scale 0.002] [--one-launch-per-config]
-                                       [--model auto|toy] [--repeats 1]
+                                       [--model calibrated|module:function] [--repeats 1]
 
 Prints the real time of the pass, the launches, and per batch size the median ratio of
 the row's speed (``accept / p20(step time)``) and energy utilisation to the model's own
@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-scale", type=float, default=0.002)
     parser.add_argument("--one-launch-per-config", action="store_true")
-    parser.add_argument("--model", default="auto")
+    parser.add_argument("--model", default="calibrated")
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
 

@@ -14,14 +14,15 @@ from specband.devices import open_device
 from specband.devices.base import Clock, TelemetryWindow
 from specband.devices.emulated import EmulatedDevice, EmulatedGpu
 from specband.errors import DeviceError
-from specband.harness.toy_model import ToyPerformanceModel
+from specband.sim import build_model
 
-MODEL = ToyPerformanceModel()
+MODEL = build_model("rtx4060-laptop")
+HARDWARE = "rtx4060-laptop"
 SCALE = 0.001  # 1 emulated second = 1 ms
 
 
 def test_new_state_starts_idle_at_ambient(tmp_path):
-    dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, "toy", SCALE)
+    dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, HARDWARE, SCALE)
     s = dev.sample(Clock(SCALE))
     assert s.temp_c == pytest.approx(MODEL.ambient_temp_c, abs=0.5)
     assert s.power_w == MODEL.idle_power_w
@@ -33,7 +34,7 @@ def test_new_state_starts_idle_at_ambient(tmp_path):
 
 def test_heat_carries_over_and_cools_down(tmp_path):
     path = tmp_path / "gpu.json"
-    server = EmulatedGpu(path, MODEL, "toy", SCALE)
+    server = EmulatedGpu(path, MODEL, HARDWARE, SCALE)
     start = server.update(power_w=80.0, util_pct=99.0, mem_used_mb=5000.0, owner_pid=os.getpid())
     time.sleep(60 * SCALE)  # (at least) one emulated minute at 80 W
     hot = server.release()
@@ -42,7 +43,7 @@ def test_heat_carries_over_and_cools_down(tmp_path):
     assert hot.temp_c == pytest.approx(MODEL.advance_temperature(start.temp_c, 80.0, emulated_s), abs=1e-6)
     assert hot.temp_c > MODEL.ambient_temp_c + 15
     # another process (the sweep) sees the same GPU, then it cools towards idle
-    dev = EmulatedDevice(path, MODEL, "toy", SCALE)
+    dev = EmulatedDevice(path, MODEL, HARDWARE, SCALE)
     first = dev.read_temp_c()
     assert first == pytest.approx(hot.temp_c, abs=1.0)
     time.sleep(30 * SCALE)
@@ -51,9 +52,9 @@ def test_heat_carries_over_and_cools_down(tmp_path):
 
 
 def test_energy_counter_follows_the_power(tmp_path):
-    gpu = EmulatedGpu(tmp_path / "gpu.json", MODEL, "toy", SCALE)
+    gpu = EmulatedGpu(tmp_path / "gpu.json", MODEL, HARDWARE, SCALE)
     gpu.update(power_w=70.0, owner_pid=os.getpid())
-    dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, "toy", SCALE)
+    dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, HARDWARE, SCALE)
     window = TelemetryWindow(dev, Clock(SCALE), sample_period_s=0.005)
     window.start()
     time.sleep(0.05)  # 50 emulated seconds
@@ -68,9 +69,9 @@ def test_a_dead_owner_releases_the_gpu(tmp_path):
     path = tmp_path / "gpu.json"
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    gpu = EmulatedGpu(path, MODEL, "toy", SCALE)
+    gpu = EmulatedGpu(path, MODEL, HARDWARE, SCALE)
     gpu.update(power_w=78.0, mem_used_mb=6000.0, util_pct=98.0, owner_pid=child.pid)
-    dev = EmulatedDevice(path, MODEL, "toy", SCALE)
+    dev = EmulatedDevice(path, MODEL, HARDWARE, SCALE)
     s = dev.sample(Clock(SCALE))
     assert s.power_w == MODEL.idle_power_w
     assert s.mem_used_mb == 0.0 and s.util_pct == 0.0
@@ -78,7 +79,7 @@ def test_a_dead_owner_releases_the_gpu(tmp_path):
 
 def test_writes_are_atomic_and_leave_no_temporary_files(tmp_path):
     path = tmp_path / "gpu.json"
-    gpu = EmulatedGpu(path, MODEL, "toy", SCALE)
+    gpu = EmulatedGpu(path, MODEL, HARDWARE, SCALE)
     for i in range(20):
         gpu.update(power_w=20.0 + i)
     assert json.loads(path.read_text())["power_w"] == 39.0
@@ -89,14 +90,14 @@ def test_a_corrupt_state_file_is_an_error(tmp_path):
     path = tmp_path / "gpu.json"
     path.write_text("{not json")
     with pytest.raises(DeviceError, match="not an emulated GPU state file"):
-        EmulatedDevice(path, MODEL, "toy", SCALE)
+        EmulatedDevice(path, MODEL, HARDWARE, SCALE)
 
 
 def test_another_time_scale_rebases_and_keeps_the_temperature(tmp_path):
     path = tmp_path / "gpu.json"
-    gpu = EmulatedGpu(path, MODEL, "toy", SCALE)
+    gpu = EmulatedGpu(path, MODEL, HARDWARE, SCALE)
     gpu.update(temp_c=70.0, power_w=MODEL.idle_power_w)
-    dev = EmulatedDevice(path, MODEL, "toy", 1.0)
+    dev = EmulatedDevice(path, MODEL, HARDWARE, 1.0)
     assert json.loads(path.read_text())["time_scale"] == 1.0
     assert dev.read_temp_c() == pytest.approx(70.0, abs=1.0)
 
@@ -106,6 +107,6 @@ def test_open_device_emulated_needs_its_settings(tmp_path):
 
     with pytest.raises(ConfigError):
         open_device("emulated")
-    dev = open_device("auto", emulated={"state_path": tmp_path / "g.json", "model": MODEL, "hardware": "toy",
+    dev = open_device("auto", emulated={"state_path": tmp_path / "g.json", "model": MODEL, "hardware": HARDWARE,
                                         "time_scale": SCALE})  # fmt: skip
     assert isinstance(dev, EmulatedDevice)

@@ -28,7 +28,8 @@ def free_port() -> int:
 
 def emulator_command(*options: str) -> str:
     """``python -m specband emulate`` with a 2 s emulated load (the performance model
-    comes from ``SPECBAND_EMULATOR_MODEL``, which the sweep sets from ``--emulator-model``)."""
+    comes from ``SPECBAND_EMULATOR_MODEL``, which the sweep sets from ``--emulator-model``;
+    the calibrated ``rtx4060-laptop`` model unless a test says otherwise)."""
     return " ".join(["python", "-m", "specband", "emulate", "--load-time", "2", *options])
 
 
@@ -75,7 +76,7 @@ def sweep_args(tmp_path: Path, port: int) -> list[str]:
     """Common ``specband sweep`` arguments against the emulator (small workload)."""
     return [
         "sweep", "--target", "m", "--draft", "d", "--port", str(port),
-        "--server-command", emulator_command(), "--time-scale", str(TIME_SCALE), "--emulator-model", "toy",
+        "--server-command", emulator_command(), "--time-scale", str(TIME_SCALE),
         "--num-prompts", "4", "--quiet",
     ]  # fmt: skip
 

@@ -209,7 +209,8 @@ def register(app: typer.Typer) -> None:
             metavar="PROFILE",
         ),  # fmt: skip
         emulator_model: str = typer.Option(
-            "auto", "--emulator-model", help=_EMULATOR_HELP + "auto, calibrated, toy or module:function.",
+            "calibrated", "--emulator-model",
+            help=_EMULATOR_HELP + "calibrated (specband.sim) or module:function (a PerformanceModel factory).",
             metavar="MODEL",
         ),  # fmt: skip
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -301,7 +302,7 @@ def register(app: typer.Typer) -> None:
             metavar="PROFILE",
         ),  # fmt: skip
         perf_model: Optional[str] = typer.Option(
-            None, "--perf-model", help="auto, calibrated, toy or module:function ($SPECBAND_EMULATOR_MODEL).",
+            None, "--perf-model", help="calibrated (default) or module:function ($SPECBAND_EMULATOR_MODEL).",
             metavar="MODEL",
         ),  # fmt: skip
         state_file: Optional[Path] = typer.Option(

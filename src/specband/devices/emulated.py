@@ -58,8 +58,8 @@ HARDWARE_ENV = "SPECBAND_EMULATOR_HARDWARE"
 #: Environment variable with injected emulator faults, ``;``-separated (see
 #: :mod:`specband.harness.emulator`).
 FAULTS_ENV = "SPECBAND_EMULATOR_FAULTS"
-#: Environment variable choosing the performance model (``auto``, ``toy``, ``calibrated``
-#: or ``module:function``).
+#: Environment variable choosing the performance model (``calibrated`` or
+#: ``module:function``; see :mod:`specband.harness.models`).
 MODEL_ENV = "SPECBAND_EMULATOR_MODEL"
 
 _GPU_IDLE = 0x1

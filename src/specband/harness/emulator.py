@@ -267,7 +267,9 @@ class EmulatorOptions:
 
     Attributes:
         hardware: performance-model profile.
-        model_spec: ``auto``, ``calibrated``, ``toy`` or ``module:function``.
+        model_spec: ``calibrated`` (the calibrated :func:`specband.sim.build_model`) or
+            ``module:function`` (a user-supplied PerformanceModel factory); see
+            :mod:`specband.harness.models`.
         state_file: the emulated GPU's state file (``None``: a private temporary one).
         time_scale: real seconds per emulated second.
         load_time_s: emulated seconds from start to a bound, healthy server.
@@ -282,7 +284,7 @@ class EmulatorOptions:
     """
 
     hardware: str = "rtx4060-laptop"
-    model_spec: str = "auto"
+    model_spec: str = "calibrated"
     state_file: str | None = None
     time_scale: float = 1.0
     load_time_s: float = 30.0
