@@ -293,7 +293,7 @@ def recommend_pick(
         "batch_size": batch_size,
         "measured_batch_size": measured,
         "features": manifest.features,
-        "state": [float(v) for v in state],
+        "state": [float(f"{float(v):.7g}") for v in state],  # float32 precision
         "source": source,
         "action_index": index,
         "action": list(action),
