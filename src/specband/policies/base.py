@@ -64,6 +64,7 @@ __all__ = [
 ACTIONS_ARRAY: np.ndarray = np.array(ACTIONS, dtype=np.int64)
 
 _C = TypeVar("_C", bound="PolicyConfig")
+_P = TypeVar("_P", bound="Policy")
 
 
 @dataclass(frozen=True)
@@ -350,6 +351,23 @@ class Policy(ABC):
         if not isinstance(info, dict):
             raise ArtifactError(f"{path}: expected a JSON object")
         return info
+
+    @classmethod
+    def _from_sidecar(cls: type[_P], directory: str | Path) -> tuple[_P, dict[str, Any] | None]:
+        """A new, not yet fitted policy with the sidecar's config and ``fit_info`` (the
+        defaults and ``{}`` when the folder has no sidecar), and the sidecar itself.
+
+        :meth:`load` reads the model card's file first, then calls this and fills in the
+        fitted parameters.
+
+        Raises:
+            ArtifactError: the sidecar is present but not a JSON object, or its config is
+                invalid.
+        """
+        sidecar = cls._read_sidecar(directory)
+        policy = cls(cls._config_from_sidecar(sidecar))
+        policy.fit_info = dict((sidecar or {}).get("fit_info") or {})
+        return policy, sidecar
 
     @classmethod
     def _config_from_sidecar(cls, info: Mapping[str, Any] | None) -> PolicyConfig:

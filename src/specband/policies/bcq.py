@@ -189,19 +189,16 @@ class BCQ(QNetworkPolicy):
         if missing:
             raise ArtifactError(f"{path}: missing key(s) {missing}; has {sorted(obj)}")
         check_actions_entry(obj["actions"], str(path))
-        sidecar = cls._read_sidecar(directory)
-        policy = cls(cls._config_from_sidecar(sidecar))
+        policy, _ = cls._from_sidecar(directory)
         policy.behavior = MLP.from_state_dict(obj["behavior_state_dict"], BEHAVIOR_LAYERS, f"{path} behavior_state_dict")
         policy.net = MLP.from_state_dict(obj["q_state_dict"], QNETWORK_LAYERS, f"{path} q_state_dict")
-        info = dict((sidecar or {}).get("fit_info") or {})
-        stored = info.get("threshold")
+        stored = policy.fit_info.get("threshold")
         if policy.config.threshold is not None:
             policy.threshold = float(policy.config.threshold)
         elif isinstance(stored, (int, float)) and not isinstance(stored, bool) and 0.0 <= stored <= 1.0:
             policy.threshold = float(stored)
         else:
             policy.threshold = PUBLISHED_THRESHOLD
-        policy.fit_info = info
         policy._fitted = True
         return policy
 

@@ -34,7 +34,13 @@ from specband.actions import NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError
 from specband.policies.base import Policy, PolicyConfig, as_states, batch_size_of, nearest_batch_size
-from specband.policies.gbt import action_features, load_joblib, write_joblib_atomic
+from specband.policies.gbt import (
+    action_features,
+    fit_reward_model,
+    load_joblib,
+    predict_per_action,
+    write_joblib_atomic,
+)
 
 __all__ = ["DoublyRobust", "DoublyRobustConfig", "POLICY", "ips_correction"]
 
@@ -93,8 +99,7 @@ class DoublyRobust(Policy):
         from sklearn.linear_model import LinearRegression
 
         self._check_data(data)
-        self.model = LinearRegression()
-        self.model.fit(action_features(data.states, data.actions), np.asarray(data.rewards, dtype=np.float64))
+        self.model = fit_reward_model(LinearRegression(), data)
         self.correction = ips_correction(self.model, data)
         self.correction_source = "fit"
         self.fit_info = {"rows": len(data)}
@@ -105,7 +110,7 @@ class DoublyRobust(Policy):
         """``DM(x, a) + c_bs(a)``, shape (n, 19) (or (19,))."""
         self._require_fitted()
         x, single = as_states(states)
-        out = self.model.predict(action_features(x)).reshape(x.shape[0], NUM_ACTIONS)
+        out = predict_per_action(self.model, x)
         if self.correction:
             for i, bs in enumerate(batch_size_of(x)):
                 out[i] += self.correction[nearest_batch_size(int(bs), self.correction)]
@@ -140,10 +145,8 @@ class DoublyRobust(Policy):
                 ``ips_correction`` in the sidecar.
         """
         model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "LinearRegression")
-        sidecar = cls._read_sidecar(directory)
-        policy = cls(cls._config_from_sidecar(sidecar))
+        policy, sidecar = cls._from_sidecar(directory)
         policy.model = model
-        policy.fit_info = dict((sidecar or {}).get("fit_info") or {})
         if data is not None:
             policy.correction = ips_correction(model, data)
             policy.correction_source = "data"

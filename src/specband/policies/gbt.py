@@ -24,7 +24,16 @@ from specband.dataset import TrainingData
 from specband.errors import ArtifactError
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 
-__all__ = ["GBT", "GBTConfig", "POLICY", "action_features", "load_joblib", "write_joblib_atomic"]
+__all__ = [
+    "GBT",
+    "GBTConfig",
+    "POLICY",
+    "action_features",
+    "fit_reward_model",
+    "load_joblib",
+    "predict_per_action",
+    "write_joblib_atomic",
+]
 
 #: Divisor of the action index in the model features (model card: ``action_idx/19``).
 ACTION_SCALE = float(NUM_ACTIONS)
@@ -46,6 +55,34 @@ def action_features(states: np.ndarray, actions: np.ndarray | None = None) -> np
         x = np.repeat(x, NUM_ACTIONS, axis=0)
         actions = np.tile(np.arange(NUM_ACTIONS), x.shape[0] // NUM_ACTIONS)
     return np.hstack([x, np.asarray(actions, dtype=np.float64)[:, None] / ACTION_SCALE])
+
+
+def fit_reward_model(model: Any, data: TrainingData) -> Any:
+    """Fit a scikit-learn regressor on the logged rows, ``[state, action/19] -> reward``
+    (the reward model of ``gbt`` and the direct model of ``doubly_robust``).
+
+    Args:
+        model: an unfitted regressor with ``fit(X (n, 5), y (n,))``.
+        data: the logged rows.
+
+    Returns:
+        ``model``, fitted.
+    """
+    model.fit(action_features(data.states, data.actions), np.asarray(data.rewards, dtype=np.float64))
+    return model
+
+
+def predict_per_action(model: Any, states: np.ndarray) -> np.ndarray:
+    """A fitted reward model's prediction for every (state, action) pair.
+
+    Args:
+        model: a regressor fitted on :func:`action_features`.
+        states: (n, 4) float64 states.
+
+    Returns:
+        (n, 19) float64 predicted rewards.
+    """
+    return model.predict(action_features(states)).reshape(states.shape[0], NUM_ACTIONS)
 
 
 def write_joblib_atomic(path: Path, model: Any) -> Path:
@@ -134,10 +171,12 @@ class GBT(Policy):
 
         self._check_data(data)
         c = self.config
-        self.model = GradientBoostingRegressor(
-            n_estimators=c.n_estimators, max_depth=c.max_depth, learning_rate=c.learning_rate, random_state=c.seed
+        self.model = fit_reward_model(
+            GradientBoostingRegressor(
+                n_estimators=c.n_estimators, max_depth=c.max_depth, learning_rate=c.learning_rate, random_state=c.seed
+            ),
+            data,
         )
-        self.model.fit(action_features(data.states, data.actions), np.asarray(data.rewards, dtype=np.float64))
         self.fit_info = {"rows": len(data)}
         self._fitted = True
         return self
@@ -146,7 +185,7 @@ class GBT(Policy):
         """Predicted reward of each action, shape (n, 19) (or (19,))."""
         self._require_fitted()
         x, single = as_states(states)
-        out = self.model.predict(action_features(x)).reshape(x.shape[0], NUM_ACTIONS)
+        out = predict_per_action(self.model, x)
         return out[0] if single else out
 
     def save(self, directory: str | Path) -> Path:
@@ -168,10 +207,8 @@ class GBT(Policy):
             ArtifactError: see :func:`load_joblib`.
         """
         model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "GradientBoostingRegressor")
-        sidecar = cls._read_sidecar(directory)
-        policy = cls(cls._config_from_sidecar(sidecar))
+        policy, _ = cls._from_sidecar(directory)
         policy.model = model
-        policy.fit_info = dict((sidecar or {}).get("fit_info") or {})
         policy._fitted = True
         return policy
 

@@ -38,7 +38,7 @@ from specband.policies.base import (
     write_npz_atomic,
 )
 
-__all__ = ["LinUCB", "LinUCBConfig", "POLICY", "load_npz", "ridge_per_action"]
+__all__ = ["LinUCB", "LinUCBConfig", "POLICY", "load_npz", "load_ridge_npz", "ridge_per_action"]
 
 STATE_DIM = 4
 
@@ -115,6 +115,29 @@ def load_npz(path: Path, keys: tuple[str, ...], shapes: dict[str, tuple[int, ...
     return arrays
 
 
+def load_ridge_npz(path: Path, vector_key: str, matrix_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read a per-action ridge model file (``linucb`` and ``thompson_sampling`` share the
+    layout): ``vector_key`` (19, 4), ``matrix_key`` (19, 4, 4) and the contract ``actions``
+    (19, 3).
+
+    Returns:
+        the (19, 4) and (19, 4, 4) arrays as float64.
+
+    Raises:
+        ArtifactError: see :func:`load_npz`.
+    """
+    arrays = load_npz(
+        path,
+        (vector_key, matrix_key, "actions"),
+        {
+            vector_key: (NUM_ACTIONS, STATE_DIM),
+            matrix_key: (NUM_ACTIONS, STATE_DIM, STATE_DIM),
+            "actions": (NUM_ACTIONS, 3),
+        },
+    )
+    return arrays[vector_key], arrays[matrix_key]
+
+
 class LinUCB(Policy):
     """Disjoint LinUCB (see the module docstring).
 
@@ -179,16 +202,10 @@ class LinUCB(Policy):
             ArtifactError: missing file, missing keys, wrong shapes, or ``actions`` that
                 are not the contract.
         """
-        arrays = load_npz(
-            Path(directory) / cls.name / cls.artifact_file,
-            ("theta", "A", "actions"),
-            {"theta": (NUM_ACTIONS, STATE_DIM), "A": (NUM_ACTIONS, STATE_DIM, STATE_DIM), "actions": (NUM_ACTIONS, 3)},
-        )
-        sidecar = cls._read_sidecar(directory)
-        policy = cls(cls._config_from_sidecar(sidecar))
-        policy.theta = arrays["theta"]
-        policy.A = arrays["A"]
-        policy.fit_info = dict((sidecar or {}).get("fit_info") or {})
+        theta, A = load_ridge_npz(Path(directory) / cls.name / cls.artifact_file, "theta", "A")
+        policy, _ = cls._from_sidecar(directory)
+        policy.theta = theta
+        policy.A = A
         policy._fitted = True
         return policy
 

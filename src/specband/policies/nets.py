@@ -626,10 +626,8 @@ class QNetworkPolicy(Policy):
         """
         path = Path(directory) / cls.name / cls.artifact_file
         state = load_state_dict(path)
-        sidecar = cls._read_sidecar(directory)
-        policy = cls(cls._config_from_sidecar(sidecar))
+        policy, _ = cls._from_sidecar(directory)
         policy.net = MLP.from_state_dict(state, QNETWORK_LAYERS, str(path))
-        policy.fit_info = dict((sidecar or {}).get("fit_info") or {})
         policy._fitted = True
         return policy
 

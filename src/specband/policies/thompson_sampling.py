@@ -38,7 +38,7 @@ from specband.policies.base import (
     check_number,
     write_npz_atomic,
 )
-from specband.policies.linucb import STATE_DIM, load_npz, ridge_per_action
+from specband.policies.linucb import STATE_DIM, load_ridge_npz, ridge_per_action
 
 __all__ = ["POLICY", "ThompsonSampling", "ThompsonSamplingConfig"]
 
@@ -147,24 +147,17 @@ class ThompsonSampling(Policy):
             ArtifactError: missing file, missing keys, wrong shapes, or ``actions`` that
                 are not the contract.
         """
-        arrays = load_npz(
-            Path(directory) / cls.name / cls.artifact_file,
-            ("mean", "cov", "actions"),
-            {"mean": (NUM_ACTIONS, STATE_DIM), "cov": (NUM_ACTIONS, STATE_DIM, STATE_DIM), "actions": (NUM_ACTIONS, 3)},
-        )
-        sidecar = cls._read_sidecar(directory)
-        policy = cls(cls._config_from_sidecar(sidecar))
-        policy.mean = arrays["mean"]
-        policy.cov = arrays["cov"]
-        info = dict((sidecar or {}).get("fit_info") or {})
-        stored = info.get("noise_std")
+        mean, cov = load_ridge_npz(Path(directory) / cls.name / cls.artifact_file, "mean", "cov")
+        policy, _ = cls._from_sidecar(directory)
+        policy.mean = mean
+        policy.cov = cov
+        stored = policy.fit_info.get("noise_std")
         if policy.config.noise_std is not None:
             policy.noise_std = float(policy.config.noise_std)
         elif isinstance(stored, (int, float)) and not isinstance(stored, bool) and math.isfinite(stored) and stored > 0:
             policy.noise_std = float(stored)
         else:
             policy.noise_std = 1.0  # the model card's convention: cov = inv(A), unit noise
-        policy.fit_info = info
         policy._reset_rng()
         policy._fitted = True
         return policy
