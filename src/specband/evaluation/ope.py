@@ -303,6 +303,16 @@ class OffPolicyEstimator(ABC):
         action_dist: np.ndarray | None,
         estimated_rewards: np.ndarray | None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Check the inputs this estimator needs and compute its per-round terms.
+
+        Returns:
+            (n,) numerator terms, and (n,) denominators (``None`` unless a ratio estimator).
+
+        Raises:
+            DataError: a needed array is missing or invalid (see :func:`check_logged_bandit`),
+                or the denominators sum to 0 (no logged round is supported by the
+                evaluation policy: the ratio is undefined).
+        """
         given = {
             "reward": reward,
             "action": action,
@@ -315,13 +325,20 @@ class OffPolicyEstimator(ABC):
                 raise DataError(f"{self.estimator_name} needs '{name}'", field=name)
         check_logged_bandit(**{k: v for k, v in given.items() if k in self.needs or k == "action_dist"})
         as_float = lambda a: None if a is None else np.asarray(a, dtype=np.float64)  # noqa: E731
-        return self._terms(
+        num, den = self._terms(
             as_float(reward),
             None if action is None else np.asarray(action, dtype=np.int64),
             as_float(pscore),
             np.asarray(action_dist, dtype=np.float64),
             as_float(estimated_rewards),
         )
+        if den is not None and den.sum() == 0:
+            raise DataError(
+                f"{self.estimator_name}: no logged action has positive probability under the "
+                f"evaluation policy, the estimate is undefined",
+                field="action_dist",
+            )
+        return num, den
 
     def estimate_policy_value(
         self,
@@ -351,12 +368,6 @@ class OffPolicyEstimator(ABC):
         num, den = self._prepare(reward, action, pscore, action_dist, estimated_rewards)
         if den is None:
             return float(num.mean())
-        if den.sum() == 0:
-            raise DataError(
-                f"{self.estimator_name}: no logged action has positive probability under the "
-                f"evaluation policy, the estimate is undefined",
-                field="action_dist",
-            )
         return float(num.sum() / den.sum())
 
     def estimate_interval(
@@ -386,14 +397,6 @@ class OffPolicyEstimator(ABC):
         """
         _check_bootstrap_args(alpha, n_bootstrap)
         num, den = self._prepare(reward, action, pscore, action_dist, estimated_rewards)
-        if den is None:
-            return bootstrap_interval(num, alpha=alpha, n_bootstrap=n_bootstrap, random_state=random_state)
-        if den.sum() == 0:
-            raise DataError(
-                f"{self.estimator_name}: no logged action has positive probability under the "
-                f"evaluation policy, the estimate is undefined",
-                field="action_dist",
-            )
         return bootstrap_interval(num, weights=den, alpha=alpha, n_bootstrap=n_bootstrap, random_state=random_state)
 
 
