@@ -16,34 +16,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from specband.devices.base import (
-    ENERGY_METHODS,
-    THROTTLE_REASON_MASK,
-    Clock,
-    DeviceWarning,
-    GpuDevice,
-    NullDevice,
-    TelemetrySample,
-    TelemetryWindow,
-    WindowResult,
-    is_throttling,
-)
+from specband.devices import base as _base
+from specband.devices.base import *  # noqa: F403  (the interface: every name in base.__all__)
+from specband.devices.base import DeviceWarning, GpuDevice, NullDevice
 from specband.errors import ConfigError, DeviceError
 
-__all__ = [
-    "DEVICE_KINDS",
-    "ENERGY_METHODS",
-    "THROTTLE_REASON_MASK",
-    "Clock",
-    "DeviceWarning",
-    "GpuDevice",
-    "NullDevice",
-    "TelemetrySample",
-    "TelemetryWindow",
-    "WindowResult",
-    "is_throttling",
-    "open_device",
-]
+__all__ = ["DEVICE_KINDS", "open_device", *_base.__all__]
 
 #: Values of ``specband sweep --device``.
 DEVICE_KINDS: tuple[str, ...] = ("auto", "nvml", "zeus", "emulated", "none")
