@@ -19,7 +19,8 @@ from .conftest import TIME_SCALE, emulator_command, processes_with
 def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(
         "launch", "--target", "unsloth/Llama-3.2-1B-Instruct", "--draft", "drafts/eagle3", "-b", "16",
-        "--device", "none", "--port", "31234", "--server-arg", "--log-level", "--server-arg", "warning", "--dry-run",
+        "--device", "none", "--port", "31234", "--server-arg", "--log-level warning", "--server-arg=--trust-remote-code",
+        "--dry-run",
     )  # fmt: skip
     assert res.exit_code == 0, res.stderr
     line = res.stdout.strip()
@@ -30,7 +31,7 @@ def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-un
     for flag in ("--mem-fraction-static 0.65", "--dtype float16", "--cuda-graph-max-bs 16",
                  "--max-running-requests 16", "--port 31234", "--speculative-draft-model-path drafts/eagle3"):  # fmt: skip
         assert flag in line
-    assert line.endswith("--log-level warning")
+    assert line.endswith("--log-level warning --trust-remote-code")
     assert "lookup_table picks [3, 2, 4] for batch size 16" in res.stderr
 
 

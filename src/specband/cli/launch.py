@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         ),
         dtype: str = typer.Option("float16", "--dtype", metavar="DTYPE"),
         attention_backend: str = typer.Option("flashinfer", "--attention-backend", metavar="NAME"),
-        server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flag (repeatable).", metavar="ARG"),
+        server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flags, split like a shell line (repeatable).", metavar="ARG"),
         launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"),
         log: Path = typer.Option(Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
             port=port,
             dtype=dtype,
             attention_backend=attention_backend,
-            extra_args=tuple(server_arg),
+            extra_args=tuple(a for s in server_arg for a in shlex.split(s)),
         )
         command = build_launch_command(config, action, batch_size, mem_fraction)  # type: ignore[arg-type]
         _note(
