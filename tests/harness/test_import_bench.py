@@ -7,7 +7,7 @@ import json
 import pytest
 
 from specband.dataset import load_sweep
-from specband.errors import DataError
+from specband.errors import ConfigError, DataError
 from specband.harness.import_bench import import_bench
 
 # What sglang's scripts/playground/bench_speculative.py writes (one line per config).
@@ -96,3 +96,30 @@ def test_not_jsonl(tmp_path):
         import_bench(src, tmp_path / "o.jsonl")
     with pytest.raises(DataError, match="no such file"):
         import_bench(tmp_path / "missing.jsonl", tmp_path / "o.jsonl")
+
+
+def test_a_converted_row_that_does_not_load_names_the_input_line_and_writes_nothing(tmp_path):
+    bad = dict(BENCH[1], acc_length=9.5)  # more than steps + 1 tokens per step: load_sweep refuses it
+    src = _write(tmp_path, [BENCH[0], bad])
+    out = tmp_path / "o.jsonl"
+    out.write_text("old\n")
+    with pytest.raises(DataError) as info:
+        import_bench(src, out, overwrite=True)
+    message = str(info.value)
+    assert message.startswith(f"{src}:2: field 'accept_length': the converted row does not load as a sweep: ")
+    assert out.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.jsonl", "o.jsonl"]
+
+
+def test_an_unwritable_output_is_one_error_line(run_cli, tmp_path):
+    src = _write(tmp_path, BENCH)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match=r"file/o\.jsonl: cannot write \(File exists\)"):
+        import_bench(src, tmp_path / "file" / "o.jsonl")
+    out = tmp_path / "adir"
+    (out / "inner").mkdir(parents=True)
+    result = run_cli("import-bench", src, "--out", out, "--force")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == f"error: {out}: cannot write (Is a directory)"
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "bench.jsonl", "file"]

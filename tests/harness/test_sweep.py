@@ -276,3 +276,23 @@ def test_interrupt_during_a_launch_leaves_no_server(sweep_args, tmp_path, port, 
 def test_time_scale_needs_the_emulator(run_cli, tmp_path):
     result = run_cli("sweep", "--target", "m", "--device", "none", "--time-scale", "0.01", "--out", tmp_path / "x.jsonl")
     assert result.exit_code == 2 and "--time-scale applies only to the emulator" in result.stderr
+
+
+def test_a_resume_rewrite_that_fails_is_a_harness_error_and_keeps_the_file(tmp_path, monkeypatch):
+    from specband import fileio
+    from specband.errors import HarnessError
+
+    out = tmp_path / "s.jsonl"
+    out.write_text('{"index": 0, "repeat": 0}\n{"index": 1, "rep')
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(fileio.os, "replace", refuse)
+    with pytest.raises(HarnessError, match=r"s\.jsonl: cannot write \(Permission denied\)"):
+        read_rows_for_resume(out)
+    assert out.read_text() == '{"index": 0, "repeat": 0}\n{"index": 1, "rep'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+    monkeypatch.undo()
+    assert read_rows_for_resume(out) == [{"index": 0, "repeat": 0}]
+    assert out.read_text() == '{"index": 0, "repeat": 0}\n'

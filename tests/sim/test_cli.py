@@ -56,3 +56,22 @@ def test_draft_rope_mismatch_warns(run_cli, tmp_path) -> None:
     res = run_cli("simulate", "--draft-config", draft, "--repeats", "1", "--out", tmp_path / "o.jsonl")
     assert res.exit_code == 0
     assert "warning:" in res.stderr and "rope_theta" in res.stderr
+
+
+def test_write_profile_writes_a_loadable_profile_or_one_error_line(run_cli, tmp_path) -> None:
+    from specband.sim import load_profile
+
+    out = tmp_path / "refit.toml"
+    res = run_cli("simulate", "--calibration-report", "--refit", "--write-profile", out)
+    assert res.exit_code == 0, res.stderr
+    assert f"wrote {out}" in res.stderr
+    assert out.read_text().startswith("# refitted from profile rtx4060-laptop by specband simulate --refit\n")
+    assert load_profile(out).power_limit_w == load_profile("rtx4060-laptop").power_limit_w
+    assert [p.name for p in tmp_path.iterdir()] == ["refit.toml"]  # no temporary file left
+
+    missing = tmp_path / "no" / "such" / "dir" / "x.toml"
+    res = run_cli("simulate", "--calibration-report", "--refit", "--write-profile", missing)
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"error: {missing}: cannot write (No such file or directory)"]
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "no").exists()

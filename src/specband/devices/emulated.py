@@ -14,8 +14,9 @@ counter growing by ``power_w * dt``. Only the emulator server that owns the GPU 
 writing (SIGKILL) is detected by its dead ``owner_pid``; readers then treat the GPU as
 released (idle power, idle memory) from the last update on.
 
-Writes are atomic (temporary file + ``os.replace``) and serialised by ``flock`` on
-``<state>.lock``; reads never lock.
+Writes are atomic (:func:`specband.fileio.write_text_atomic`: temporary file +
+``os.replace``, not fsynced) and serialised by ``flock`` on ``<state>.lock``; reads never
+lock.
 
 The time scale applies to everything: ``time_scale`` real seconds per emulated second.
 """
@@ -35,6 +36,7 @@ from typing import Any
 
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, is_throttling
 from specband.errors import DeviceError
+from specband.fileio import write_text_atomic
 
 __all__ = [
     "FAULTS_ENV",
@@ -223,13 +225,9 @@ class EmulatedGpu:
         return state
 
     def _write(self, state: GpuState) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # short-lived and rewritten at every state change: atomic, but not fsynced
         payload = {"version": 1, **asdict(state)}
-        try:
-            tmp.write_text(json.dumps(payload), encoding="utf-8")
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            raise DeviceError(f"{self.path}: cannot write the emulated GPU state: {exc.strerror}") from None
+        write_text_atomic(self.path, json.dumps(payload), error=DeviceError, fsync=False)
 
     # ------------------------------------------------------------------ model
     def extrapolate(self, state: GpuState, now_unix: float) -> GpuState:

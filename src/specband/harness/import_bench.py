@@ -26,7 +26,8 @@ from typing import Any
 
 from specband.actions import ACTIONS, NUM_ACTIONS, action_index
 from specband.dataset import SWEEP_COLUMNS, load_sweep
-from specband.errors import DataError, InvalidActionError
+from specband.errors import ConfigError, DataError, InvalidActionError
+from specband.fileio import write_jsonl_atomic
 from specband.harness.runner import EXTRA_COLUMNS
 
 __all__ = ["ImportResult", "convert_bench_rows", "import_bench"]
@@ -128,7 +129,10 @@ def import_bench(path: str | os.PathLike[str], out_path: str | os.PathLike[str],
         DataError: the input is missing, not JSONL, has a bad row, has no contract
             action, or a batch size without a ``(0, 0, 0)`` baseline row (nothing to score
             speed-ups against; run the bench script with ``--steps 0 ...``), or
-            ``out_path`` exists and ``overwrite`` is false.
+            ``out_path`` exists and ``overwrite`` is false, or a converted row that
+            does not load as a sweep (naming the input line; nothing is written).
+        ConfigError: ``out_path`` cannot be written (``"<path>: cannot write (<reason>)"``;
+            the old file, if any, is left as it was).
     """
     src = Path(path)
     out = Path(out_path)
@@ -166,17 +170,16 @@ def import_bench(path: str | os.PathLike[str], out_path: str | os.PathLike[str],
                 line=r["source_line"],
                 field="batch_size",
             )
-    tmp = out.with_name(f".{out.name}.tmp")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(r, allow_nan=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    try:
-        load_sweep(tmp)
-    except DataError:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, out)
+
+    def check(tmp: Path) -> None:
+        # the written file must load as a sweep; report a failure at the input's line
+        try:
+            load_sweep(tmp)
+        except DataError as exc:
+            line = rows[exc.line - 1]["source_line"] if exc.line is not None and exc.line <= len(rows) else None
+            raise DataError(
+                f"the converted row does not load as a sweep: {exc.message}", path=src, line=line, field=exc.field
+            ) from None
+
+    write_jsonl_atomic(out, rows, error=ConfigError, make_parents=True, check=check)
     return ImportResult(rows, skipped, out)

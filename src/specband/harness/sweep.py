@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from specband.actions import ACTIONS, Action, validate_action
 from specband.devices.base import Clock, GpuDevice
 from specband.errors import ConfigError, DataError, HarnessError
+from specband.fileio import write_bytes_atomic
 from specband.harness.runner import (
     LaunchOutcome,
     MeasureSettings,
@@ -129,6 +130,8 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
     Raises:
         DataError: a complete line that is not a JSON object, or a repeated
             ``(index, repeat)``.
+        HarnessError: the file cannot be rewritten (``"<path>: cannot write (<reason>)"``;
+            it is left as it was).
     """
     try:
         data = path.read_bytes()
@@ -136,12 +139,7 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
         return []
     complete, _, partial = data.rpartition(b"\n")
     if partial.strip():
-        tmp = path.with_name(f".{path.name}.resume.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(complete + b"\n" if complete else b"")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_bytes_atomic(path, complete + b"\n" if complete else b"", error=HarnessError)
     rows: list[dict[str, Any]] = []
     seen: dict[tuple[Any, Any], int] = {}
     for lineno, line in enumerate(complete.decode("utf-8", "replace").splitlines(), start=1):

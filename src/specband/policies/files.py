@@ -1,19 +1,18 @@
 """File helpers of the policies and artifact folders, free of NumPy so that the
 ``lookup_table`` path of ``specband recommend`` stays cold-fast.
 
-Writes go to a temporary file in the target's folder and are renamed into place, so a
-reader never sees half a file.
+Writes go through :mod:`specband.fileio` (a temporary file in the target's folder,
+fsynced and renamed into place), so a reader never sees half a file.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from specband import fileio
 from specband.errors import ArtifactError
 
 __all__ = [
@@ -42,34 +41,15 @@ def nearest_batch_size(batch_size: int, available: Iterable[int]) -> int:
     return min(choices, key=lambda b: (abs(b - batch_size), -b))
 
 
-def _file_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename
-    (file mode 0666 minus the umask, as ``open`` would give).
+    """Write ``data`` to ``path`` all or nothing (:func:`specband.fileio.write_bytes_atomic`:
+    temporary file in the same folder, fsync, rename; file mode 0666 minus the umask, as
+    ``open`` would give), creating missing parent folders.
 
     Raises:
-        ArtifactError: the file cannot be written.
+        ArtifactError: the file cannot be written (``"<path>: cannot write (<reason>)"``).
     """
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, _file_mode())
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ArtifactError(f"{p}: cannot write ({exc.strerror or exc})") from None
-    return p
+    return fileio.write_bytes_atomic(path, data, error=ArtifactError, make_parents=True)
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> Path:

@@ -36,6 +36,8 @@ import numpy as np
 
 from specband.actions import Action
 from specband.dataset import Sweep, SweepRow, load_sweep
+from specband.errors import ConfigError
+from specband.fileio import write_text_atomic
 from specband.reward import RewardConfig, compute_reward
 from specband.sim.accept import AcceptParams, accept_length
 from specband.sim.hfconfig import ModelSpec
@@ -497,22 +499,17 @@ def _reward_gaps(
 
 
 def write_profile(profile: HardwareProfile, path: str | Path, header: str = "") -> Path:
-    """Write a profile as TOML via a temporary file and a rename."""
-    import os
-    import tempfile
+    """Write a profile as TOML (:func:`specband.sim.profile.profile_to_toml`, ``header`` as
+    its leading comment) all or nothing: temporary file in the same folder, fsync, rename
+    (:func:`specband.fileio.write_text_atomic`).
 
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ConfigError: the folder does not exist or the file cannot be written
+            (``"<path>: cannot write (<reason>)"``); nothing is written then.
+    """
     from specband.sim.profile import profile_to_toml
 
-    out = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent if str(out.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(profile_to_toml(profile, header))
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return out
+    return write_text_atomic(path, profile_to_toml(profile, header), error=ConfigError)

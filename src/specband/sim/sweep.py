@@ -18,10 +18,7 @@ run-to-run spread of the five published bs 16 trials. Same seed, same rows.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,7 @@ import numpy as np
 from specband.actions import ACTIONS, Action, validate_action
 from specband.dataset import SWEEP_COLUMNS
 from specband.errors import ConfigError
+from specband.fileio import write_jsonl_atomic
 from specband.sim.model import SpeculativeDecodingModel
 
 __all__ = [
@@ -204,30 +202,15 @@ def simulate_sweep(
 
 def write_sweep(rows: Iterable[dict[str, Any]], path: str | Path) -> Path:
     """Write rows as JSONL (one JSON object per line) through a temporary file in the same
-    folder and an atomic rename: the file is either complete or absent.
+    folder, an fsync and an atomic rename (:func:`specband.fileio.write_jsonl_atomic`): the
+    file is either complete or absent.
 
     Raises:
-        ConfigError: the folder does not exist or cannot be written.
+        ConfigError: the folder does not exist or cannot be written, or a row holds NaN,
+            Infinity or a value JSON cannot hold.
     """
     out = Path(path)
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
         raise ConfigError(f"{out}: folder {folder} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise ConfigError(f"{out}: cannot write ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, allow_nan=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return out
+    return write_jsonl_atomic(out, rows, error=ConfigError)
