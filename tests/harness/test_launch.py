@@ -59,6 +59,17 @@ def test_launch_bad_input_is_one_line_exit_2(run_cli) -> None:  # type: ignore[n
     assert res.exit_code == 2 and "needs --draft" in res.stderr
 
 
+def test_an_unbalanced_server_arg_is_one_error_line(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(
+        "launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--server-arg", "--log-level warning",
+        "--server-arg", '"oops', "--dry-run",
+    )  # fmt: skip
+    assert res.exit_code == 2
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: --server-arg '\"oops' cannot be parsed: No closing quotation"], res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+
+
 def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port: int) -> None:
     state = tmp_path / "gpu.json"
     log = tmp_path / "server.log"

@@ -24,6 +24,7 @@ from specband.harness.server import (
     build_launch_command,
     classify_failure,
     group_members,
+    split_server_args,
 )
 from tests.harness.conftest import processes_with
 
@@ -214,3 +215,15 @@ def test_clock_scales_health_polling(tmp_path, port):
     with server, pytest.raises(LaunchError, match="launch_timeout"):
         server.wait_healthy(timeout_s=1.0, poll_s=0.5)  # 1 emulated s, floored at min(1 s, 10 s) real
     assert 0.9 < time.monotonic() - t0 < 5
+
+
+def test_split_server_args_splits_like_a_shell_and_names_a_bad_value():
+    assert split_server_args([]) == ()
+    values = ["--log-level warning", "--trust-remote-code", "--json-model-override-args '{\"a\": 1}'"]
+    assert split_server_args(values) == (
+        "--log-level", "warning", "--trust-remote-code", "--json-model-override-args", '{"a": 1}',
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^--server-arg '\"oops' cannot be parsed: No closing quotation$"):
+        split_server_args(["--ok", '"oops'])
+    with pytest.raises(ConfigError, match=r"--server-arg 'x\\\\' cannot be parsed: No escaped character"):
+        split_server_args(["x\\"])

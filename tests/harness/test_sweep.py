@@ -278,6 +278,16 @@ def test_time_scale_needs_the_emulator(run_cli, tmp_path):
     assert result.exit_code == 2 and "--time-scale applies only to the emulator" in result.stderr
 
 
+def test_an_unbalanced_server_arg_is_one_error_line(run_cli, tmp_path):
+    out = tmp_path / "x.jsonl"
+    result = run_cli("sweep", "--target", "m", "--device", "none", "--server-arg", '"oops', "--out", out)
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: --server-arg '\"oops' cannot be parsed: No closing quotation"], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
 def test_a_resume_rewrite_that_fails_is_a_harness_error_and_keeps_the_file(tmp_path, monkeypatch):
     from specband import fileio
     from specband.errors import HarnessError

@@ -222,12 +222,13 @@ def register(app: typer.Typer) -> None:
         from specband.devices.emulated import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
         from specband.errors import ConfigError
         from specband.harness.runner import MeasureSettings
-        from specband.harness.server import ServerConfig
+        from specband.harness.server import ServerConfig, split_server_args
         from specband.harness.sweep import run_sweep
 
         with _plain_warnings():
             bs = _parse_batch_sizes(batch_sizes)
             acts = _parse_actions(actions)
+            extra_args = split_server_args(server_arg)
             clock = Clock(time_scale)
             kind = device_kind
             if kind == "auto" and _runs_emulator(server_command):
@@ -258,7 +259,7 @@ def register(app: typer.Typer) -> None:
                 port=port,
                 dtype=dtype,
                 attention_backend=attention_backend,
-                extra_args=tuple(a for s in server_arg for a in shlex.split(s)),
+                extra_args=extra_args,
                 env=server_env,
             )
             settings = MeasureSettings(

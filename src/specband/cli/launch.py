@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
 
         from specband.cli.core import _note, recommend_pick
         from specband.errors import ConfigError
-        from specband.harness.server import SGLANG_ENV, ServerConfig, build_launch_command
+        from specband.harness.server import SGLANG_ENV, ServerConfig, build_launch_command, split_server_args
 
         if batch_size <= 0:
             raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
@@ -82,6 +82,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--launch-timeout must be > 0 s, got {launch_timeout}")
         if state is not None and (not all(math.isfinite(v) for v in state) or state[1] < 0 or state[2] < 0):
             raise ConfigError(f"--state needs finite TEMP_C MEM_MB UTIL_PCT with MEM_MB, UTIL_PCT >= 0, got {state}")
+        extra_args = split_server_args(server_arg)
         telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
         pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
         action = tuple(pick["action"])
@@ -93,7 +94,7 @@ def register(app: typer.Typer) -> None:
             port=port,
             dtype=dtype,
             attention_backend=attention_backend,
-            extra_args=tuple(a for s in server_arg for a in shlex.split(s)),
+            extra_args=extra_args,
         )
         command = build_launch_command(config, action, batch_size, mem_fraction)  # type: ignore[arg-type]
         _note(

@@ -48,6 +48,7 @@ __all__ = [
     "group_members",
     "port_answering",
     "process_group_alive",
+    "split_server_args",
 ]
 
 #: sglang's launcher (FACTS §1).
@@ -100,7 +101,8 @@ class ServerConfig:
         attention_backend: ``--attention-backend``; ``"flashinfer"`` is passed for every
             action (pinned, so that no action runs on another backend); ``"auto"``
             reproduces upstream (flashinfer only when topk > 1, else sglang's default).
-        extra_args: appended to every launch.
+        extra_args: appended to every launch (``--server-arg`` values go through
+            :func:`split_server_args`).
         env: extra environment variables for the server (on top of :data:`SGLANG_ENV`).
     """
 
@@ -130,6 +132,25 @@ class ServerConfig:
     def base_url(self) -> str:
         """``http://host:port``."""
         return f"http://{self.host}:{self.port}"
+
+
+def split_server_args(values: Sequence[str]) -> tuple[str, ...]:
+    """Split ``--server-arg`` values like a POSIX shell line (:func:`shlex.split`) and
+    join the pieces in order, for :attr:`ServerConfig.extra_args`:
+    ``["--log-level warning", "--trust-remote-code"]`` ->
+    ``("--log-level", "warning", "--trust-remote-code")``.
+
+    Raises:
+        ConfigError: a value that cannot be split (an unbalanced quote, a trailing
+            backslash), naming the value.
+    """
+    out: list[str] = []
+    for value in values:
+        try:
+            out += shlex.split(value)
+        except ValueError as exc:
+            raise ConfigError(f"--server-arg {value!r} cannot be parsed: {exc}") from None
+    return tuple(out)
 
 
 def build_launch_command(
