@@ -11,6 +11,7 @@ to stderr and exits with status 2, without a traceback; usage errors also exit 2
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -45,8 +46,11 @@ _register_all()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the CLI and exit: 0 on success, 2 on bad input (usage error or
-    :class:`~specband.errors.SpecbandError`), 130 on Ctrl-C.
+    """Run the CLI and exit: 0 on success, 2 on bad input, 130 on Ctrl-C.
+
+    Bad input, whether a :class:`~specband.errors.SpecbandError` from a command or a usage
+    error found while parsing options (unknown option, missing or out-of-range value), is
+    one line ``error: <message>`` on stderr with exit status 2, never a traceback.
 
     Args:
         argv: arguments without the program name; ``None`` reads ``sys.argv``.
@@ -54,11 +58,51 @@ def main(argv: Sequence[str] | None = None) -> None:
     Raises:
         SystemExit: always, with the exit status.
     """
+    interrupted = False
+
+    def on_sigint(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = True
+        raise KeyboardInterrupt
+
+    # typer turns Ctrl-C into a silent exit 130; note it so that the user sees why it stopped
+    # (commands that handle SIGINT themselves, like sweep and launch, replace this handler)
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_sigint)
     try:
-        app(args=list(argv) if argv is not None else None, prog_name="specband")
+        result = app(
+            args=list(argv) if argv is not None else sys.argv[1:], prog_name="specband", standalone_mode=False
+        )
     except SpecbandError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    except Exception as exc:
+        # typer's (click's) usage errors: BadParameter, MissingParameter, NoSuchOption, ...
+        format_message = getattr(exc, "format_message", None)
+        exit_code = getattr(exc, "exit_code", None)
+        if format_message is None or not isinstance(exit_code, int):
+            raise
+        if type(exc).__name__ == "Abort":
+            print("error: interrupted", file=sys.stderr)
+            raise SystemExit(130) from None
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `specband` alone: the help text
+            text = str(format_message())
+            if text.strip():
+                print(text, file=sys.stderr)
+            raise SystemExit(exit_code) from None
+        message = " ".join(str(format_message()).split())
+        if message:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            print(f"error: {message}{hint}", file=sys.stderr)
+        raise SystemExit(exit_code) from None
+    finally:
+        if previous is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted and result == 130:
+        print("error: interrupted", file=sys.stderr)
+    raise SystemExit(result if isinstance(result, int) else 0)

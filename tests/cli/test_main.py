@@ -1,0 +1,74 @@
+"""The `specband` entry point: every bad input is one `error:` line with exit status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+COMMANDS = ["actions", "train", "recommend", "evaluate", "sweep", "emulate", "import-bench", "simulate", "launch"]
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "emulate"])  # emulate passes unknown flags on to sglang's parser
+def test_unknown_option_is_one_line(run_cli, command: str) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(command, "--no-such-option")
+    assert res.exit_code == 2
+    line = _one_error_line(res.stderr)
+    assert "--no-such-option" in line and f"specband {command} --help" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train", "--seed", "-1"], "Invalid value for '--seed'"),
+        (["train", "--power-limit", "abc"], "Invalid value for '--power-limit'"),
+        (["recommend", "--state", "50", "0"], "'--state' requires 3 arguments"),
+        (["recommend"], "Missing option '--batch-size'"),
+        (["sweep"], "Missing option '--target'"),
+        (["no-such-command"], "No such command 'no-such-command'"),
+    ],
+)
+def test_usage_errors_are_one_line(run_cli, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(*args)
+    assert res.exit_code == 2
+    assert message in _one_error_line(res.stderr)
+    assert res.stdout == ""
+
+
+def test_help_and_no_arguments(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("--help")
+    assert res.exit_code == 0 and "Commands:" in res.stdout and "launch" in res.stdout
+    bare = run_cli()
+    assert bare.exit_code == 2 and "Usage: specband" in bare.stderr and "error:" not in bare.stderr
+    sub = run_cli("train", "--help")
+    assert sub.exit_code == 0 and "--features" in sub.stdout
+
+
+def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import signal
+
+    import specband.dataset
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to the running command
+
+    monkeypatch.setattr(specband.dataset, "load_sweep", interrupted)
+    res = run_cli("train", "--out", "unused-by-this-test")
+    assert res.exit_code == 130
+    assert _one_error_line(res.stderr) == "error: interrupted"
+
+
+def test_python_dash_m_is_the_same_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = subprocess.run([sys.executable, "-m", "specband", "recommend", "-b", "0"], capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 2
+    assert _one_error_line(res.stderr) == "error: --batch-size must be > 0, got 0"
