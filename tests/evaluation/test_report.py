@@ -150,3 +150,43 @@ def test_utilisation_figure_shows_the_band(held_out: EvaluationResult, tmp_path:
 )
 def test_format_interval(interval: Interval | None, text: str) -> None:
     assert format_interval(interval) == text
+
+
+@pytest.mark.parametrize(
+    "interval, text",
+    [
+        (None, "-"),
+        (Interval(0.9805, 0.9805, 0.9805, 0.95, 1, 0), "0.9805 (n=1)"),
+        (Interval(0.9700, 0.9581, 0.9779, 0.95, 5, 100), "0.9700 [0.9581, 0.9779]"),
+        # 4 decimals would print 0.9800 (in band) for a value above the band: more decimals.
+        (Interval(0.98004, 0.97991, 0.98049, 0.95, 5, 100), "0.98004 [0.97991, 0.98049]"),
+        (Interval(0.9499996, 0.9499996, 0.9499996, 0.95, 1, 0), "0.9499996 (n=1)"),
+    ],
+)
+def test_format_utilization_never_crosses_the_band(interval: Interval | None, text: str) -> None:
+    from specband.evaluation.report import format_utilization
+
+    assert format_utilization(interval, (0.95, 0.98)) == text
+
+
+def test_out_of_band_utilisation_does_not_print_as_in_band(held_out: EvaluationResult) -> None:
+    """A pick at utilisation 0.9805 (above the 0.98 band edge) is printed 0.9805 beside
+    "out", in the table and in report.md (it used to print as "0.980 ... out")."""
+    import dataclasses
+
+    fr = held_out.features["contract"]
+    pick = fr.picks["lookup_table"][16]
+    util = Interval(0.9805, 0.9796, 0.9812, 0.95, 5, 100)
+    bad_pick = dataclasses.replace(pick, utilization=util, in_band=False)
+    picks = dict(fr.picks, lookup_table={16: bad_pick})
+    result = dataclasses.replace(
+        held_out, features=dict(held_out.features, contract=dataclasses.replace(fr, picks=picks)), in_sample=None
+    )
+    md = report_markdown(result)
+    row = next(line for line in md.splitlines() if line.startswith("| lookup_table | 16 |"))
+    assert "| 0.9805 [0.9796, 0.9812] | out |" in row
+    assert "0.980 " not in row
+    buf = io.StringIO()
+    render_tables(result, Console(file=buf, width=240))
+    line = next(t for t in buf.getvalue().splitlines() if "lookup_table" in t and "│ 16" in t)
+    assert "0.9805 [0.9796, 0.9812]" in line and "│ out " in line

@@ -25,8 +25,12 @@ from specband.evaluation.ope import ESTIMATORS, Interval
 __all__ = [
     "FIGURES",
     "JSON_SCHEMA",
+    "REPORT_FILES",
     "action_json",
+    "check_report_dir",
     "format_interval",
+    "format_utilization",
+    "is_report_dir",
     "render_tables",
     "report_markdown",
     "result_to_json",
@@ -38,6 +42,8 @@ __all__ = [
 JSON_SCHEMA = "specband.evaluate/1"
 #: Figures written by :func:`write_report`.
 FIGURES: tuple[str, ...] = ("reward.png", "utilization.png", "regret.png")
+#: Every file :func:`write_report` writes into the report folder.
+REPORT_FILES: tuple[str, ...] = ("report.md", "evaluation.json", *FIGURES)
 
 
 def action_json(index: int) -> dict[str, Any]:
@@ -58,6 +64,32 @@ def format_interval(interval: Interval | None, digits: int = 3) -> str:
     if not interval.informative:
         return f"{est} (n={interval.n})"
     return f"{est} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+
+
+def _band_side(value: float, band: tuple[float, float]) -> int:
+    """-1 below the band, 0 inside (edges included, as :attr:`PickSummary.in_band`), 1 above."""
+    return -1 if value < band[0] else (1 if value > band[1] else 0)
+
+
+def format_utilization(interval: Interval | None, band: tuple[float, float], digits: int = 4) -> str:
+    """A utilisation interval (fraction of the power limit) like :func:`format_interval`,
+    with at least ``digits`` decimals and more where needed so that no printed number
+    lands on the other side of a band edge than its exact value (0.98004 against a
+    0.95-0.98 band prints ``0.98004``, not ``0.9800``).
+
+    Args:
+        interval: the utilisation interval, or ``None`` (printed ``"-"``).
+        band: ``(band_low, band_high)`` fractions of the power limit.
+        digits: the fewest decimals to print.
+    """
+    if interval is None:
+        return "-"
+    values = [interval.estimate] + ([interval.low, interval.high] if interval.informative else [])
+    values = [v for v in values if np.isfinite(v)]
+    for d in range(digits, 16):
+        if all(_band_side(float(f"{v:.{d}f}"), band) == _band_side(v, band) for v in values):
+            return format_interval(interval, d)
+    return format_interval(interval, 16)
 
 
 def _action_text(index: int) -> str:
@@ -259,7 +291,7 @@ def _pick_cells(result: EvaluationResult, fr: FeatureResult, algo: str, p: PickS
         reward,
         format_interval(p.regret),
         "yes" if p.reaches_oracle else "no",
-        format_interval(p.utilization),
+        format_utilization(p.utilization, (result.reward_config.band_low, result.reward_config.band_high)),
         band,
         p.label,
     ]
@@ -275,7 +307,7 @@ _CONTEXT_HEADERS = (
 )  # fmt: skip
 
 
-def _context_cells(fr: FeatureResult, bs: int) -> list[str]:
+def _context_cells(result: EvaluationResult, fr: FeatureResult, bs: int) -> list[str]:
     c = fr.contexts[bs]
     oracle = _action_text(c.oracle)
     if len(c.oracles) > 1:
@@ -287,7 +319,7 @@ def _context_cells(fr: FeatureResult, bs: int) -> list[str]:
         format_interval(c.oracle_reward),
         format_interval(c.reference_reward),
         format_interval(c.reference_regret),
-        format_interval(c.reference_utilization),
+        format_utilization(c.reference_utilization, (result.reward_config.band_low, result.reward_config.band_high)),
         f"{c.n_rows} ({c.label})",
     ]
 
@@ -376,7 +408,7 @@ def _render_features(result: EvaluationResult, console: Any, table: Any) -> None
         title = _title(result, k)
         rows = [_pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())]
         console.print(table(f"{title}: picks", _PICK_HEADERS, rows))
-        ctx = [_context_cells(fr, bs) for bs in sorted(fr.contexts)]
+        ctx = [_context_cells(result, fr, bs) for bs in sorted(fr.contexts)]
         console.print(table(f"{title}: oracle and reference", _CONTEXT_HEADERS, ctx))
         console.print(table(f"{title}: summary over batch sizes", _SUMMARY_HEADERS, _summary_cells(result, fr)))
         for note in _feature_notes(fr):
@@ -460,7 +492,7 @@ def _markdown_features(result: EvaluationResult, level: str) -> list[str]:
         rows = [_pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())]
         out.append(_md_table(_PICK_HEADERS, rows))
         out += ["", f"{level}# Oracle and reference", ""]
-        out.append(_md_table(_CONTEXT_HEADERS, [_context_cells(fr, bs) for bs in sorted(fr.contexts)]))
+        out.append(_md_table(_CONTEXT_HEADERS, [_context_cells(result, fr, bs) for bs in sorted(fr.contexts)]))
         out += ["", f"{level}# Summary over batch sizes", ""]
         out.append(_md_table(_SUMMARY_HEADERS, _summary_cells(result, fr)))
         out += [
