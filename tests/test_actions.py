@@ -30,7 +30,7 @@ from specband.actions import (
 )
 from specband.errors import InvalidActionError, SpecbandError
 
-# FACTS §1, verbatim: index i in every published file means this tuple.
+# docs/FACTS.md §1, verbatim: index i in every published file means this tuple.
 PUBLISHED_ORDER = [
     (0, 0, 0), (1, 1, 2), (1, 2, 2), (1, 4, 2), (1, 4, 4), (3, 1, 4), (3, 2, 2), (3, 2, 4),
     (3, 4, 2), (3, 4, 4), (3, 4, 8), (5, 1, 6), (5, 2, 2), (5, 2, 4), (5, 2, 8), (5, 4, 2),

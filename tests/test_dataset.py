@@ -17,7 +17,7 @@ WriteJsonl = Callable[..., Path]
 
 
 def sweep_row(index: int, bs: int, triple: tuple[int, int, int], **extra: Any) -> dict[str, Any]:
-    """A row of the published sweep schema (FACTS §3) with plausible values."""
+    """A row of the published sweep schema (docs/FACTS.md §3) with plausible values."""
     steps, topk, draft = triple
     row: dict[str, Any] = {column: None for column in SWEEP_COLUMNS}
     row.update(

@@ -21,7 +21,7 @@ from specband.reward import (
 
 
 def test_reproduces_every_published_reward(published_records: list[dict[str, Any]]) -> None:
-    """Each row scored against the baseline row of its own trial and batch size (FACTS §2)."""
+    """Each row scored against the baseline row of its own trial and batch size (docs/FACTS.md §2)."""
     sweep = load_sweep()
     baselines = {
         (r["trial"], r["batch_size"]): r["speed_tok_s"] for r in published_records if r["tag"] == "baseline"

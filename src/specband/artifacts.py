@@ -1,6 +1,6 @@
 """Policy artifact folders in the model card's layout, plus specband's manifest.
 
-Layout (FACTS §5; every file loads with the model card's own recipe, without specband)::
+Layout (docs/FACTS.md §5; every file loads with the model card's own recipe, without specband)::
 
     <folder>/mlp_bandit/policy.pth          QNetwork(4, 19) state_dict
     <folder>/lookup_table/model.json        {"<bs>": {"config": [s,k,d], "mean_reward": float}}
@@ -76,7 +76,7 @@ __all__ = [
 #: specband's manifest file at the top of an artifact folder.
 MANIFEST_FILE = "specband.json"
 MANIFEST_FORMAT = 1
-#: Model card file of each algorithm, relative to the artifact folder (FACTS §5).
+#: Model card file of each algorithm, relative to the artifact folder (docs/FACTS.md §5).
 ARTIFACT_FILES: dict[str, str] = {
     "mlp_bandit": "mlp_bandit/policy.pth",
     "lookup_table": "lookup_table/model.json",
@@ -125,7 +125,7 @@ def file_sha256(path: str | Path) -> str:
 
 def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
     """The state picks are made from at each batch size: the element-wise median of the
-    training states there (upstream used one "representative" row's state, FACTS §5).
+    training states there (upstream used one "representative" row's state, docs/FACTS.md §5).
 
     Returns:
         batch size -> 4 floats.
@@ -142,7 +142,7 @@ def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
 #: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
 #: module free of NumPy at import).
 FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
-# state scales and fills of the contract (FACTS §1; :func:`specband.dataset.state_vector`)
+# state scales and fills of the contract (docs/FACTS.md §1; :func:`specband.dataset.state_vector`)
 _SCALES = (8.0, 100.0, 8192.0, 100.0)
 _FILLS = (40.0, 0.0, 0.0)
 

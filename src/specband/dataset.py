@@ -3,7 +3,7 @@ rewards and state features.
 
 Three input formats are read (detected from the first row, or forced with ``fmt``):
 
-* ``sweep``: the published ``eagle3-speculative-decoding-energy-sweep`` schema (FACTS §3),
+* ``sweep``: the published ``eagle3-speculative-decoding-energy-sweep`` schema (docs/FACTS.md §3),
   also written by ``specband sweep`` and ``specband simulate``; extra columns are kept;
 * ``published_live``: the bundled published live measurements, the sweep schema plus
   ``trial``, ``tag``, ``source``, ``power_limit_watts``, ``energy_utilization`` and
@@ -18,7 +18,7 @@ Rows whose ``error`` is set are kept (they mark a config that failed at that bat
 but never trained on; agentic pilot trace rows (``error`` starting with
 ``agentic_pilot_trace``) are kept and ignored.
 
-State features (FACTS §1), 4 floats:
+State features (docs/FACTS.md §1), 4 floats:
 
 * ``contract``: ``[batch_size / 8, gpu_temp_c_before / 100, gpu_mem_used_mb / 8192,
   gpu_util_pct / 100]``, the published policies' input. Memory and utilisation were read
@@ -70,7 +70,7 @@ FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
 #: before launch. Folders without a manifest (the published ones) are ``contract``.
 DEFAULT_FEATURES: str = "pre"
 
-#: Columns of the published sweep schema, in the published order (FACTS §3).
+#: Columns of the published sweep schema, in the published order (docs/FACTS.md §3).
 SWEEP_COLUMNS: tuple[str, ...] = (
     "hardware", "index", "repeat", "batch_size", "steps", "topk", "num_draft_tokens",
     "is_baseline", "error", "retry_mem_fraction", "accept_length", "speed_tok_s",
@@ -79,11 +79,11 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "gpu_power_w", "gpu_util_pct", "gpu_mem_used_mb", "gpu_throttling",
 )  # fmt: skip
 
-#: Upstream's fill values for missing telemetry (FACTS §1).
+#: Upstream's fill values for missing telemetry (docs/FACTS.md §1).
 DEFAULT_GPU_TEMP_C = 40.0
 DEFAULT_GPU_MEM_USED_MB = 0.0
 DEFAULT_GPU_UTIL_PCT = 0.0
-#: Scales of the contract state (FACTS §1).
+#: Scales of the contract state (docs/FACTS.md §1).
 BATCH_SIZE_SCALE = 8.0
 TEMP_SCALE_C = 100.0
 MEM_SCALE_MB = 8192.0

@@ -12,7 +12,7 @@ from specband.dataset import TrainingData, state_vector
 from specband.policies import ALGORITHMS, create_policy
 from specband.policies.base import Policy
 
-#: Best measured config per batch size on the bundled data (FACTS §6): (3,4,8) = 10, (3,2,4) = 7.
+#: Best measured config per batch size on the bundled data (docs/FACTS.md §6): (3,4,8) = 10, (3,2,4) = 7.
 BEST_MEASURED = {1: 10, 4: 10, 8: 10, 16: 7}
 
 

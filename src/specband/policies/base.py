@@ -8,7 +8,7 @@ A policy is a contextual-bandit decision rule over the 19 contract actions:
 * ``save(directory)`` writes the model card's file ``<directory>/<name>/<artifact_file>``;
 * ``load(directory)`` reads it back (also files written by the published study).
 
-Each algorithm is one module with a frozen config dataclass (the FACTS §5 defaults, or a
+Each algorithm is one module with a frozen config dataclass (the docs/FACTS.md §5 defaults, or a
 documented data-relative default where the published one collapsed) and a thin class;
 :func:`specband.policies.policy_class` maps the model card names to the classes.
 

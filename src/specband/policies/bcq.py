@@ -2,7 +2,7 @@
 2019, "Benchmarking Batch Deep Reinforcement Learning Algorithms", discrete BCQ) in the
 one-step (bandit) case.
 
-Two networks trained together for 300 epochs (AdamW lr 1e-3, minibatch 8; FACTS §5):
+Two networks trained together for 300 epochs (AdamW lr 1e-3, minibatch 8; docs/FACTS.md §5):
 
 * a behaviour model ``G(a | s)`` (``net.0`` Linear(4, 128), GELU, ``net.2`` Linear(128, 19),
   softmax), cross-entropy on the logged actions;
@@ -16,7 +16,7 @@ Default ``threshold`` and why it differs from the published one: the published 0
 absolute ratio. In the bundled published measurements the rarest config logged at a batch
 size was run 1 time where another was run 5 times (ratio 0.2), so a well-fitted behaviour
 model rules it out at 0.3 whatever its reward, and the published BCQ picked (0,0,0) at batch
-sizes >= 4 (FACTS §6). Here ``threshold = threshold_relative * r_min`` with
+sizes >= 4 (docs/FACTS.md §6). Here ``threshold = threshold_relative * r_min`` with
 ``threshold_relative = 0.3`` and ``r_min`` the smallest ratio, over batch sizes, of a logged
 config's row count to the most-run config's there: 0.3 on a balanced grid sweep (the
 published value), 0.06 on the bundled data. Set ``threshold`` for an absolute value. The
@@ -68,7 +68,7 @@ class BCQConfig(NetConfig):
     """Settings of :class:`BCQ` (see :class:`~specband.policies.nets.NetConfig`).
 
     Attributes:
-        epochs: 300 (FACTS §5).
+        epochs: 300 (docs/FACTS.md §5).
         threshold: absolute support threshold on ``G(a|s) / max G``; ``None`` = relative.
         threshold_relative: multiplies the rarest logged config's count ratio when
             ``threshold`` is ``None``; in [0, 1].

@@ -4,13 +4,13 @@ case: ``QNetwork(4, 19)`` trained on
 
     mean_batch[(Q(s, a) - r)^2] + alpha * mean_batch[logsumexp_a' Q(s, a') - Q(s, a)]
 
-for 600 epochs (AdamW lr 1e-3, minibatch 8; FACTS §5). The penalty pushes down the
+for 600 epochs (AdamW lr 1e-3, minibatch 8; docs/FACTS.md §5). The penalty pushes down the
 Q-values of actions the data does not support and up those of logged actions.
 
 Default ``alpha`` and why it differs from the published one: the published alpha = 1.0 is
 an absolute weight, about twice the largest reward of this problem (about 0.53); the
 penalty then outweighs the reward differences and CQL picked (0,0,0) at batch sizes >= 4
-(FACTS §6). Here ``alpha = alpha_relative * std(training rewards)`` with
+(docs/FACTS.md §6). Here ``alpha = alpha_relative * std(training rewards)`` with
 ``alpha_relative = 0.1`` (set ``alpha`` for an absolute weight): the penalty stays a small
 fraction of the reward spread whatever the reward scale. The resolved value is in the
 sidecar's ``fit_info``.
@@ -37,7 +37,7 @@ class CQLConfig(NetConfig):
     """Settings of :class:`CQL` (see :class:`~specband.policies.nets.NetConfig`).
 
     Attributes:
-        epochs: 600 (FACTS §5).
+        epochs: 600 (docs/FACTS.md §5).
         alpha: absolute conservative weight in reward units; ``None`` = relative (below).
         alpha_relative: conservative weight in units of the training rewards' standard
             deviation, used when ``alpha`` is ``None``; >= 0.

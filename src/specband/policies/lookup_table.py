@@ -12,7 +12,7 @@ Model card file ``lookup_table/model.json``::
 ``lookup_table/specband.json``; a ``model.json`` without it (e.g. the published one) still
 loads and then knows one action per batch size.
 
-Source: the published study's ``lookup_table`` (FACTS §5, §6). Imports neither torch nor
+Source: the published study's ``lookup_table`` (docs/FACTS.md §5, §6). Imports neither torch nor
 scikit-learn, so ``specband recommend`` with it stays cold-fast.
 """
 

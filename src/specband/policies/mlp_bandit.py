@@ -2,7 +2,7 @@
 the taken action on the state (the greedy neural bandit of the published study; cf.
 Riquelme, Tucker, Snoek 2018, "Deep Bayesian Bandits Showdown", the greedy neural baseline).
 
-Training (FACTS §5): AdamW lr 1e-3, minibatch 8, MSE on the taken action's Q, 200 epochs
+Training (docs/FACTS.md §5): AdamW lr 1e-3, minibatch 8, MSE on the taken action's Q, 200 epochs
 (see :mod:`specband.policies.nets`). The pick is the allowed action with the highest Q.
 
 Model card file ``mlp_bandit/policy.pth``: the QNetwork ``state_dict`` (``net.0``

@@ -1,7 +1,7 @@
 """The small neural networks of the ``mlp_bandit``, ``cql`` and ``bcq`` policies, trained
 in NumPy, stored as torch ``state_dict`` files.
 
-Networks (model card, FACTS §5):
+Networks (model card, docs/FACTS.md §5):
 
 * ``QNetwork(4, 19)``: ``net.0`` Linear(4, 128), GELU, ``net.2`` Linear(128, 128), GELU,
   ``net.4`` Linear(128, 19), i.e. an ``nn.Sequential`` named ``net``;
@@ -212,7 +212,7 @@ def _to_numpy(value: Any) -> np.ndarray:
 # ---------------------------------------------------------------------- training
 @dataclass(frozen=True)
 class TrainSettings:
-    """Hyper-parameters of one training run (FACTS §5: AdamW lr 1e-3, minibatch 8).
+    """Hyper-parameters of one training run (docs/FACTS.md §5: AdamW lr 1e-3, minibatch 8).
 
     Attributes:
         loss: ``"mse"``, ``"cql"`` or ``"ce"`` (see the module docstring).
@@ -411,7 +411,7 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 
 #: Epoch counts whose parameters a trajectory keeps while it runs: the default epochs of the
-#: three network policies (FACTS §5), so any of them can be served from a longer run.
+#: three network policies (docs/FACTS.md §5), so any of them can be served from a longer run.
 _MILESTONES = frozenset({200, 300, 600})
 _CACHE: OrderedDict[tuple[Any, ...], _Trajectory] = OrderedDict()
 _CACHE_SIZE = 6
@@ -520,7 +520,7 @@ def load_state_dict(path: str | Path) -> Any:
 # ---------------------------------------------------------------------- policies
 @dataclass(frozen=True)
 class NetConfig(PolicyConfig):
-    """Training settings shared by the network policies (FACTS §5: AdamW lr 1e-3,
+    """Training settings shared by the network policies (docs/FACTS.md §5: AdamW lr 1e-3,
     minibatch 8, MSE on the taken action's Q).
 
     Attributes:

@@ -8,7 +8,7 @@ card stores ``cov = inv(A)``, i.e. unit noise variance).
 
 Decisions: by the posterior mean unless ``sample=True``. The published study picked from a
 single posterior draw, which with a handful of rows per action is a coin toss (its picks
-were worst but one, FACTS §6). With ``sample=True`` each :meth:`scores` call draws
+were worst but one, docs/FACTS.md §6). With ``sample=True`` each :meth:`scores` call draws
 ``theta_a ~ N(mean_a, noise_std^2 cov_a)`` from a generator seeded by ``seed`` (the same
 seed gives the same sequence of draws); ``noise_std`` defaults to the residual standard
 deviation of the fit, since unit variance is far wider than a reward in [0, 1].
