@@ -12,8 +12,31 @@ def test_simulate_writes_a_loadable_sweep(run_cli, tmp_path) -> None:
     assert "SIMULATED" in res.stdout and "228 rows" in res.stdout
     assert len(load_sweep(out).rows) == 228
     first = out.read_bytes()
-    res = run_cli("simulate", "--seed", "7", "--out", out)
+    res = run_cli("simulate", "--seed", "7", "--out", out, "--force")
     assert res.exit_code == 0 and out.read_bytes() == first
+
+
+def test_simulate_refuses_an_existing_out_without_force(run_cli, tmp_path) -> None:
+    out = tmp_path / "measured.jsonl"
+    out.write_text('{"measured": "hours of GPU time"}\n')
+    res = run_cli("simulate", "--repeats", "1", "--out", out)
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"error: {out}: output file exists (pass --force to replace it)"]
+    assert res.stdout == ""
+    assert out.read_text() == '{"measured": "hours of GPU time"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["measured.jsonl"]
+    res = run_cli("simulate", "--repeats", "1", "--out", out, "--force")
+    assert res.exit_code == 0, res.stderr
+    assert len(load_sweep(out).rows) == 76
+
+
+def test_write_profile_refuses_an_existing_file_without_force(run_cli, tmp_path) -> None:
+    mine = tmp_path / "mine.toml"
+    mine.write_text("# my profile\n")
+    res = run_cli("simulate", "--calibration-report", "--refit", "--write-profile", mine)
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"error: {mine}: output file exists (pass --force to replace it)"]
+    assert mine.read_text() == "# my profile\n"
 
 
 def test_simulate_options(run_cli, tmp_path) -> None:
@@ -72,6 +95,6 @@ def test_write_profile_writes_a_loadable_profile_or_one_error_line(run_cli, tmp_
     missing = tmp_path / "no" / "such" / "dir" / "x.toml"
     res = run_cli("simulate", "--calibration-report", "--refit", "--write-profile", missing)
     assert res.exit_code == 2
-    assert res.stderr.splitlines() == [f"error: {missing}: cannot write (No such file or directory)"]
+    assert res.stderr.splitlines() == [f"error: {missing}: folder {missing.parent} does not exist"]
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "no").exists()

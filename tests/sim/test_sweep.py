@@ -104,3 +104,14 @@ def test_custom_grid_and_bad_arguments(rtx_model) -> None:
         simulate_sweep(rtx_model, batch_sizes=[0])
     with pytest.raises(ConfigError, match="does not exist"):
         write_sweep(rows, "/nonexistent-folder/x.jsonl")
+
+
+def test_write_sweep_keeps_an_existing_file_unless_overwrite(rtx_model, tmp_path) -> None:
+    rows = simulate_sweep(rtx_model, batch_sizes=[1], repeats=1, actions=[(0, 0, 0)], seed=0)
+    path = tmp_path / "sweep.jsonl"
+    path.write_text("measured\n")
+    with pytest.raises(ConfigError, match=r"output file exists \(pass --force to replace it\)"):
+        write_sweep(rows, path)
+    assert path.read_text() == "measured\n"
+    write_sweep(rows, path, overwrite=True)
+    assert [json.loads(line)["batch_size"] for line in path.read_text().splitlines()] == [1]

@@ -60,10 +60,11 @@ def register(app: typer.Typer) -> None:
             None, "--write-profile", help="with --refit: write the refitted profile to this TOML file"
         ),
         list_profiles: bool = typer.Option(False, "--list-profiles", help="list the built-in profiles and exit"),
+        force: bool = typer.Option(False, "--force", help="replace --out / --write-profile if it exists"),
     ) -> None:
         """Simulate a sweep (rows marked "provenance": "simulated") or print the calibration report."""
         from specband.errors import ConfigError
-        from specband.sim import build_model, builtin_profiles, load_profile
+        from specband.sim import build_model, builtin_profiles, check_out_path, load_profile
 
         if list_profiles:
             for name in builtin_profiles():
@@ -77,6 +78,13 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--refit and --write-profile go with --calibration-report")
         if write_profile is not None and not refit:
             raise ConfigError("--write-profile needs --refit")
+        if calibration_report:
+            if write_profile is not None:
+                check_out_path(write_profile, overwrite=force, option="--write-profile")
+        elif out is None:
+            raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
+        else:
+            check_out_path(out, overwrite=force)
         model = build_model(profile, target_config=target_config, draft_config=draft_config)
         for warning in model.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -95,8 +103,6 @@ def register(app: typer.Typer) -> None:
                     print(f"wrote {write_profile}", file=sys.stderr)
             typer.echo(format_report(report_fn(model)))
             return
-        if out is None:
-            raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
         if repeats < 1:
             raise ConfigError(f"--repeats must be >= 1, got {repeats}")
         if seed < 0:
@@ -104,7 +110,7 @@ def register(app: typer.Typer) -> None:
         from specband.sim import simulate_sweep, write_sweep
 
         rows = simulate_sweep(model, batch_sizes=_parse_batch_sizes(batch_sizes), repeats=repeats, seed=seed)
-        write_sweep(rows, out)
+        write_sweep(rows, out, overwrite=force)
         errors = sum(1 for r in rows if r["error"])
         mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
         typer.echo(

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZES",
     "RETRY_MEM_FRACTION",
     "MEM_FRACTION_STATIC",
+    "check_out_path",
     "simulate_sweep",
     "write_sweep",
 ]
@@ -200,17 +201,46 @@ def simulate_sweep(
     return rows
 
 
-def write_sweep(rows: Iterable[dict[str, Any]], path: str | Path) -> Path:
-    """Write rows as JSONL (one JSON object per line) through a temporary file in the same
-    folder, an fsync and an atomic rename (:func:`specband.fileio.write_jsonl_atomic`): the
-    file is either complete or absent.
+def check_out_path(path: str | Path, *, overwrite: bool = False, option: str = "--out") -> Path:
+    """Check that ``path`` can take a new file before any work is done.
+
+    Args:
+        path: the file to write.
+        overwrite: replace an existing file (``--force``); otherwise one is refused.
+        option: the CLI option named in the messages.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
 
     Raises:
-        ConfigError: the folder does not exist or cannot be written, or a row holds NaN,
-            Infinity or a value JSON cannot hold.
+        ConfigError: its folder is missing or is not a folder, or it exists and
+            ``overwrite`` is false.
     """
     out = Path(path)
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
+    folder = out.parent
+    if not folder.exists():
         raise ConfigError(f"{out}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise ConfigError(f"{out}: {folder} is not a folder")
+    if out.exists() and not overwrite:
+        raise ConfigError(f"{out}: output file exists (pass --force to replace it)")
+    return out
+
+
+def write_sweep(rows: Iterable[dict[str, Any]], path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write rows as JSONL (one JSON object per line) through a temporary file in the same
+    folder, an fsync and an atomic rename (:func:`specband.fileio.write_jsonl_atomic`): the
+    file is either complete or absent, and an existing file is left as it was on any error.
+
+    Args:
+        rows: the rows (e.g. from :func:`simulate_sweep`).
+        path: the JSONL file.
+        overwrite: replace an existing file; by default one is refused (a measured sweep
+            can hold hours of GPU time).
+
+    Raises:
+        ConfigError: see :func:`check_out_path`; the file cannot be written; or a row holds
+            NaN, Infinity or a value JSON cannot hold.
+    """
+    out = check_out_path(path, overwrite=overwrite)
     return write_jsonl_atomic(out, rows, error=ConfigError)
