@@ -89,6 +89,8 @@ TEMP_SCALE_C = 100.0
 MEM_SCALE_MB = 8192.0
 UTIL_SCALE_PCT = 100.0
 
+#: Largest batch size accepted (``--max-running-requests`` beyond this is not a decode batch).
+MAX_BATCH_SIZE = 1 << 20
 #: ``error`` prefix of the agentic pilot trace rows (rows 228-239 of the published sweep).
 AGENTIC_ERROR_PREFIX = "agentic_pilot_trace"
 #: Tolerance on accept-length bounds (values are printed rounded to 3 decimals upstream).
@@ -598,10 +600,15 @@ def _validate_row(record: Any, lineno: int, position: int, path: str | Path | No
     for name in ("index", "batch_size", "steps", "topk", "num_draft_tokens"):
         if rec.get(name) is None:
             raise err(name, "required field is null")
-    if rec["batch_size"] <= 0:
-        raise err("batch_size", f"must be > 0, got {rec['batch_size']}")
+    for name in _INT_FIELDS:
+        if rec.get(name) is not None and not -(2**63) <= rec[name] < 2**63:
+            raise err(name, f"{rec[name]} does not fit in a 64-bit integer")
+    if not 0 < rec["batch_size"] <= MAX_BATCH_SIZE:
+        raise err("batch_size", f"must be > 0 and <= {MAX_BATCH_SIZE}, got {rec['batch_size']}")
     if rec["index"] < 0:
         raise err("index", f"must be >= 0, got {rec['index']}")
+    if rec.get("repeat") is not None and rec["repeat"] < 0:
+        raise err("repeat", f"must be >= 0, got {rec['repeat']}")
     for name in _NONNEG_FIELDS:
         if rec.get(name) is not None and rec[name] < 0:
             raise err(name, f"must be >= 0, got {rec[name]}")
