@@ -98,3 +98,23 @@ def test_write_profile_writes_a_loadable_profile_or_one_error_line(run_cli, tmp_
     assert res.stderr.splitlines() == [f"error: {missing}: folder {missing.parent} does not exist"]
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_simulate_out_folder_or_empty_path_is_one_error_line(run_cli, tmp_path) -> None:
+    below_a_file = tmp_path / "afile" / "x.jsonl"
+    cases = [
+        (tmp_path, f"error: --out {tmp_path}: is a folder; give a file name"),
+        ("", "error: --out: empty path; give a file name"),
+        (below_a_file, f"error: {below_a_file}: {tmp_path / 'afile'} is not a folder"),
+    ]
+    (tmp_path / "afile").write_text("keep\n")
+    for out, line in cases:
+        res = run_cli("simulate", "--repeats", "1", "--out", out, "--force")
+        assert res.exit_code == 2, out
+        assert res.stderr.splitlines() == [line]
+        assert "Traceback" not in res.stderr and res.stdout == ""
+    res = run_cli("simulate", "--calibration-report", "--refit", "--write-profile", "")
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == ["error: --write-profile: empty path; give a file name"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert (tmp_path / "afile").read_text() == "keep\n"

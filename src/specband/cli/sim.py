@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         batch_sizes: str = typer.Option("1,4,8,16", "--batch-sizes", help="batch sizes of a pass, e.g. '1,4,8,16'"),
         repeats: int = typer.Option(3, "--repeats", help="full passes over batch sizes x actions"),
         seed: int = typer.Option(0, "--seed", help="noise seed: the same seed gives the same file"),
-        out: Optional[Path] = typer.Option(None, "--out", help="JSONL file to write (sweep schema)"),
+        out: Optional[str] = typer.Option(None, "--out", help="JSONL file to write (sweep schema)"),
         calibration_report: bool = typer.Option(
             False,
             "--calibration-report",
@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
         refit: bool = typer.Option(
             False, "--refit", help="with --calibration-report: refit the profile to the published rows first"
         ),
-        write_profile: Optional[Path] = typer.Option(
+        write_profile: Optional[str] = typer.Option(
             None, "--write-profile", help="with --refit: write the refitted profile to this TOML file"
         ),
         list_profiles: bool = typer.Option(False, "--list-profiles", help="list the built-in profiles and exit"),
@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         elif out is None:
             raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
         else:
-            check_out_path(out, overwrite=force)
+            out_path = check_out_path(out, overwrite=force)
         model = build_model(profile, target_config=target_config, draft_config=draft_config)
         for warning in model.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
                 model = SpeculativeDecodingModel(fitted, model.target, model.draft)
                 if write_profile is not None:
                     header = f"refitted from profile {profile} by specband simulate --refit"
-                    write_fn(fitted, write_profile, header=header)
+                    write_fn(fitted, write_profile, header=header, overwrite=force)
                     print(f"wrote {write_profile}", file=sys.stderr)
             typer.echo(format_report(report_fn(model)))
             return
@@ -110,10 +110,10 @@ def register(app: typer.Typer) -> None:
         from specband.sim import simulate_sweep, write_sweep
 
         rows = simulate_sweep(model, batch_sizes=_parse_batch_sizes(batch_sizes), repeats=repeats, seed=seed)
-        write_sweep(rows, out, overwrite=force)
+        write_sweep(rows, out_path, overwrite=force)
         errors = sum(1 for r in rows if r["error"])
         mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
         typer.echo(
             f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
-            f"seed {seed} -> {out}"
+            f"seed {seed} -> {out_path}"
         )

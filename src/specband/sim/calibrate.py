@@ -498,18 +498,24 @@ def _reward_gaps(
     return "; ".join(parts)
 
 
-def write_profile(profile: HardwareProfile, path: str | Path, header: str = "") -> Path:
+def write_profile(profile: HardwareProfile, path: str | Path, header: str = "", *, overwrite: bool = False) -> Path:
     """Write a profile as TOML (:func:`specband.sim.profile.profile_to_toml`, ``header`` as
     its leading comment) all or nothing: temporary file in the same folder, fsync, rename
     (:func:`specband.fileio.write_text_atomic`).
+
+    Args:
+        overwrite: replace an existing file; by default one is refused.
 
     Returns:
         ``path`` as a :class:`~pathlib.Path`.
 
     Raises:
-        ConfigError: the folder does not exist or the file cannot be written
-            (``"<path>: cannot write (<reason>)"``); nothing is written then.
+        ConfigError: ``path`` is empty, a folder, or exists without ``overwrite``; its
+            folder does not exist (:func:`specband.sim.sweep.check_out_path`); or the file
+            cannot be written (``"<path>: cannot write (<reason>)"``); nothing is written then.
     """
     from specband.sim.profile import profile_to_toml
+    from specband.sim.sweep import check_out_path
 
-    return write_text_atomic(path, profile_to_toml(profile, header), error=ConfigError)
+    out = check_out_path(path, overwrite=overwrite, option="--write-profile")
+    return write_text_atomic(out, profile_to_toml(profile, header), error=ConfigError)

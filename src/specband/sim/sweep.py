@@ -213,10 +213,15 @@ def check_out_path(path: str | Path, *, overwrite: bool = False, option: str = "
         ``path`` as a :class:`~pathlib.Path`.
 
     Raises:
-        ConfigError: its folder is missing or is not a folder, or it exists and
-            ``overwrite`` is false.
+        ConfigError: ``path`` is empty or a folder, its folder is missing or is not a
+            folder, or it exists and ``overwrite`` is false.
     """
-    out = Path(path)
+    text = str(path)
+    if not text.strip():
+        raise ConfigError(f"{option}: empty path; give a file name")
+    out = Path(text)
+    if out.is_dir():
+        raise ConfigError(f"{option} {out}: is a folder; give a file name")
     folder = out.parent
     if not folder.exists():
         raise ConfigError(f"{out}: folder {folder} does not exist")
