@@ -84,3 +84,50 @@ def test_sglang_bench_file_without_energy(
     assert doc["features"]["contract"]["summary"][0]["batch_sizes_in_band"] is None
     tables = run_cli("evaluate", path, "--algo", "gbt", "--features", "contract", "--bootstrap", "20")
     assert "rewards are throughput only" in tables.stdout
+
+
+def _one_error_line(res: Any) -> str:
+    """The single ``error: ...`` line of a refused call (exit 2, nothing on stdout, no traceback)."""
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert res.stdout == ""
+    return lines[0]
+
+
+def test_out_refuses_a_non_empty_folder_that_is_not_a_report(
+    run_cli: Callable[..., Any], table_policies: None, tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("my notes")
+    (mine / "evaluation.json").write_text('{"schema": "someone-else/1"}')
+    line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--bootstrap", "5", "--out", mine))
+    assert line.startswith(f"error: --out {mine}: exists, is not empty and is not a specband report folder")
+    assert (mine / "report.md").read_text() == "my notes"
+    assert sorted(p.name for p in mine.iterdir()) == ["evaluation.json", "report.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no temp folder left
+
+
+def test_out_replaces_a_previous_report_folder(
+    run_cli: Callable[..., Any], table_policies: None, tmp_path: Path
+) -> None:
+    out = tmp_path / "rep"
+    args = ("evaluate", "--holdout", "none", "--algo", "gbt", "--features", "contract", "--bootstrap", "5", "--out")
+    assert run_cli(*args, out).exit_code == 0
+    (out / "evaluation.json").write_text(json.dumps({"schema": "specband.evaluate/1", "stale": True}))
+    res = run_cli(*args, out, "--seed", "3")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads((out / "evaluation.json").read_text())
+    assert "stale" not in doc and doc["intervals"]["seed"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_out_empty_name_is_refused(
+    run_cli: Callable[..., Any], table_policies: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--bootstrap", "5", "--out", value))
+    assert line == "error: --out: empty folder name; name a folder for the report, e.g. --out report"
+    assert list(tmp_path.iterdir()) == []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import stat
 import json
 from pathlib import Path
 
@@ -190,3 +192,38 @@ def test_out_of_band_utilisation_does_not_print_as_in_band(held_out: EvaluationR
     render_tables(result, Console(file=buf, width=240))
     line = next(t for t in buf.getvalue().splitlines() if "lookup_table" in t and "│ 16" in t)
     assert "0.9805 [0.9796, 0.9812]" in line and "│ out " in line
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027], ids=["umask022", "umask027"])
+def test_new_report_folder_gets_mkdirs_mode(held_out: EvaluationResult, tmp_path: Path, umask: int) -> None:
+    """A new report folder has the mode ``mkdir`` gives (0777 minus the umask), not mkdtemp's 0700."""
+    old = os.umask(umask)
+    try:
+        write_report(held_out, tmp_path / "new")
+        (tmp_path / "by_mkdir").mkdir()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == stat.S_IMODE((tmp_path / "by_mkdir").stat().st_mode)
+
+
+def test_write_report_refuses_foreign_folders(held_out: EvaluationResult, tmp_path: Path) -> None:
+    from specband.evaluation.report import is_report_dir
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "reward.png").write_bytes(b"my figure")
+    with pytest.raises(ConfigError, match="is not empty and is not a specband report folder"):
+        write_report(held_out, foreign)
+    assert (foreign / "reward.png").read_bytes() == b"my figure"
+    (foreign / "evaluation.json").write_text("not json")
+    assert not is_report_dir(foreign)
+    with pytest.raises(ConfigError, match="not a specband report folder"):
+        write_report(held_out, foreign)
+    with pytest.raises(ConfigError, match="empty folder name"):
+        write_report(held_out, "")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_report(held_out, empty)  # an empty folder is fine
+    assert is_report_dir(empty)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "foreign"]

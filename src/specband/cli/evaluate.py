@@ -30,8 +30,11 @@ def register(app: typer.Typer) -> None:
         features: Optional[list[str]] = typer.Option(  # noqa: UP007
             None, "--features", help="State features: contract and/or pre (repeatable; default: both)."
         ),
-        out: Optional[Path] = typer.Option(  # noqa: UP007
-            None, "--out", help="Write report.md, evaluation.json and PNG figures into this folder."
+        out: Optional[str] = typer.Option(  # noqa: UP007
+            None,
+            "--out",
+            help="Write report.md, evaluation.json and PNG figures into this folder (new, empty, or a "
+            "previous report folder, whose report files are replaced).",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
         seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed."),
@@ -47,8 +50,9 @@ def register(app: typer.Typer) -> None:
 
         from specband.dataset import FEATURE_KINDS, load_sweep
         from specband.evaluation.holdout import evaluate
-        from specband.evaluation.report import render_tables, result_to_json, write_report
+        from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
 
+        out_dir = check_report_dir(out) if out is not None else None
         sweep = load_sweep(data, power_limit_w=power_limit_w)
 
         def progress(message: str) -> None:
@@ -64,7 +68,7 @@ def register(app: typer.Typer) -> None:
             n_bootstrap=n_bootstrap,
             progress=progress,
         )
-        written = write_report(result, out) if out is not None else []
+        written = write_report(result, out_dir) if out_dir is not None else []
         if as_json:
             typer.echo(json.dumps(result_to_json(result), indent=2))
             return

@@ -8,6 +8,7 @@ see :func:`specband.evaluation.holdout.provenance_label`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -659,39 +660,91 @@ def _figures(result: EvaluationResult, directory: Path) -> None:
     finish(fig, axes, "regret.png", provenance_note=False)
 
 
+def is_report_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a folder written by :func:`write_report`: it holds an
+    ``evaluation.json`` whose ``schema`` is a ``specband.evaluate/<version>`` layout
+    (:data:`JSON_SCHEMA`). Never raises; an unreadable folder or file gives ``False``."""
+    try:
+        with open(Path(path) / "evaluation.json", encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    return isinstance(schema, str) and schema.partition("/")[0] == JSON_SCHEMA.partition("/")[0]
+
+
+def check_report_dir(out_dir: str | Path) -> Path:
+    """Check that ``out_dir`` may receive a report, before anything is computed.
+
+    Allowed: a path that does not exist yet, an empty folder, or a previous specband report
+    folder (:func:`is_report_dir`), whose files :func:`write_report` then replaces.
+
+    Returns:
+        ``out_dir`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ConfigError: ``out_dir`` is an empty string (it would mean the current folder), is
+            not a folder, cannot be read, or is a non-empty folder that is not a specband
+            report (so a user's files are never overwritten).
+    """
+    if not str(out_dir).strip():
+        raise ConfigError("--out: empty folder name; name a folder for the report, e.g. --out report")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder")
+    if out.is_dir():
+        try:
+            non_empty = any(out.iterdir())
+        except OSError as exc:
+            raise ConfigError(f"--out {out}: cannot read the folder ({exc.strerror or exc})") from None
+        if non_empty and not is_report_dir(out):
+            raise ConfigError(
+                f"--out {out}: exists, is not empty and is not a specband report folder (no evaluation.json "
+                f"with schema {JSON_SCHEMA}); choose another --out or remove it"
+            )
+    return out
+
+
+def _umask() -> int:
+    """The process umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_report(result: EvaluationResult, out_dir: str | Path) -> list[Path]:
     """Write ``report.md``, ``evaluation.json`` and the figures (:data:`FIGURES`) into
     ``out_dir``, atomically per file: everything is rendered into a temporary folder next
-    to ``out_dir`` first, then moved in.
+    to ``out_dir`` first, then moved in. A new folder gets the mode ``mkdir`` would give it
+    (0777 minus the umask); in a previous report folder only the report's own files
+    (:data:`REPORT_FILES`) are replaced.
 
     Returns:
         the written paths.
 
     Raises:
-        ConfigError: ``out_dir`` exists and is not a folder, or cannot be written.
+        ConfigError: ``out_dir`` is refused by :func:`check_report_dir` (empty name, not a
+            folder, a non-empty folder that is not a specband report), or cannot be written.
     """
-    import json
-
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: exists and is not a folder")
-    parent = out.resolve().parent
+    out = check_report_dir(out_dir)
+    target = out.resolve()
+    parent = target.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name or 'report'}.", dir=parent))
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write there ({exc.strerror})") from None
     try:
         (tmp / "report.md").write_text(report_markdown(result), encoding="utf-8")
         (tmp / "evaluation.json").write_text(json.dumps(result_to_json(result), indent=2) + "\n", encoding="utf-8")
         _figures(result, tmp)
-        names = ["report.md", "evaluation.json", *FIGURES]
         if not out.exists():
+            os.chmod(tmp, 0o777 & ~_umask())
             os.replace(tmp, out)
-            return [out / n for n in names]
-        for n in names:
+            return [out / n for n in REPORT_FILES]
+        for n in REPORT_FILES:
             os.replace(tmp / n, out / n)
-        return [out / n for n in names]
+        return [out / n for n in REPORT_FILES]
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write the report ({exc.strerror})") from None
     finally:
