@@ -131,3 +131,26 @@ def test_out_empty_name_is_refused(
     line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--bootstrap", "5", "--out", value))
     assert line == "error: --out: empty folder name; name a folder for the report, e.g. --out report"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_power_limit_option(run_cli: Callable[..., Any], table_policies: None, repeat_sweep_path: Path) -> None:
+    """``--power-limit W`` (the name train and sweep use) overrides the rows' limit: halving
+    it doubles the utilisation of the reference config at every batch size."""
+    args = ("evaluate", repeat_sweep_path, "--json", "--holdout", "none", "--algo", "gbt", "--features", "contract",
+            "--bootstrap", "5")  # fmt: skip
+    base = json.loads(run_cli(*args).stdout)
+    res = run_cli(*args, "--power-limit", "40")  # half the rows' 80 W
+    assert res.exit_code == 0, res.stderr
+    half = json.loads(res.stdout)
+    pairs = list(zip(base["features"]["contract"]["batch_sizes"], half["features"]["contract"]["batch_sizes"]))
+    assert len(pairs) == 4
+    for a, b in pairs:
+        assert b["reference_utilization"]["estimate"] == pytest.approx(2 * a["reference_utilization"]["estimate"])
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_power_limit_must_be_finite_and_positive(
+    run_cli: Callable[..., Any], table_policies: None, value: str
+) -> None:
+    line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--power-limit", value))
+    assert line.startswith("error: --power-limit must be a finite number of W > 0, got ")

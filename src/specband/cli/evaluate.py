@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -39,8 +40,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
         seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed."),
         n_bootstrap: int = typer.Option(1000, "--bootstrap", min=1, help="Bootstrap resamples per interval."),
-        power_limit_w: Optional[float] = typer.Option(  # noqa: UP007
-            None, "--power-limit-w", help="Power limit in W overriding the rows' power_limit_watts."
+        power_limit: Optional[float] = typer.Option(  # noqa: UP007
+            None, "--power-limit", help="GPU power limit in W, overriding the rows' own (power_limit_watts)."
         ),
     ) -> None:
         """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
@@ -52,8 +53,12 @@ def register(app: typer.Typer) -> None:
         from specband.evaluation.holdout import evaluate
         from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
 
+        from specband.errors import ConfigError
+
+        if power_limit is not None and not (math.isfinite(power_limit) and power_limit > 0):
+            raise ConfigError(f"--power-limit must be a finite number of W > 0, got {power_limit:g}")
         out_dir = check_report_dir(out) if out is not None else None
-        sweep = load_sweep(data, power_limit_w=power_limit_w)
+        sweep = load_sweep(data, power_limit_w=power_limit)
 
         def progress(message: str) -> None:
             if not as_json and sys.stderr.isatty():
