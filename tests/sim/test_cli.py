@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from specband.dataset import load_sweep
 
 
@@ -118,3 +120,33 @@ def test_simulate_out_folder_or_empty_path_is_one_error_line(run_cli, tmp_path) 
     assert res.stderr.splitlines() == ["error: --write-profile: empty path; give a file name"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
     assert (tmp_path / "afile").read_text() == "keep\n"
+
+
+_ONCE = "each runs once per pass (use --repeats for more runs)"
+
+
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ("4,4", f"--batch-sizes: batch size 4 is given twice in '4,4'; {_ONCE}"),
+        ("1,8,1", f"--batch-sizes: batch size 1 is given twice in '1,8,1'; {_ONCE}"),
+        ("0", "--batch-sizes: batch sizes must be >= 1, got 0"),
+        ("4,-2", "--batch-sizes: batch sizes must be >= 1, got -2"),
+        ("1.5", "--batch-sizes: '1.5' is not a whole number, e.g. '1,4,8,16'"),
+        ("1,,4", "--batch-sizes: empty entry in '1,,4', e.g. '1,4,8,16'"),
+        (" ", "--batch-sizes: give at least one batch size, e.g. '1,4,8,16'"),
+    ],
+)
+def test_simulate_rejects_bad_batch_sizes(run_cli, tmp_path, value: str, message: str) -> None:
+    out = tmp_path / "x.jsonl"
+    res = run_cli("simulate", "--batch-sizes", value, "--repeats", "1", "--out", out)
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"error: {message}"]
+    assert not out.exists()
+
+
+def test_simulate_batch_sizes_commas_and_spaces(run_cli, tmp_path) -> None:
+    out = tmp_path / "x.jsonl"
+    res = run_cli("simulate", "--batch-sizes", "8, 1 4", "--repeats", "1", "--out", out)
+    assert res.exit_code == 0, res.stderr
+    assert [r.batch_size for r in load_sweep(out).rows][::19] == [8, 1, 4]

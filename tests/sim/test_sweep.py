@@ -102,6 +102,8 @@ def test_custom_grid_and_bad_arguments(rtx_model) -> None:
         simulate_sweep(rtx_model, repeats=0)
     with pytest.raises(ConfigError, match="batch sizes"):
         simulate_sweep(rtx_model, batch_sizes=[0])
+    with pytest.raises(ConfigError, match=r"batch sizes must not repeat .*got \[4\] more than once"):
+        simulate_sweep(rtx_model, batch_sizes=[4, 1, 4])
     with pytest.raises(ConfigError, match="does not exist"):
         write_sweep(rows, "/nonexistent-folder/x.jsonl")
 

@@ -11,19 +11,33 @@ import typer
 
 
 def _parse_batch_sizes(text: str) -> list[int]:
+    """``'1,4,8,16'`` (commas and/or spaces) -> ``[1, 4, 8, 16]``, in the given order.
+
+    Raises:
+        ConfigError: an empty list or entry, an entry that is not a whole number, a batch
+            size below 1, or one given twice; the message names ``--batch-sizes``.
+    """
+    import re
+
     from specband.errors import ConfigError
 
-    parts = [p for p in text.replace(",", " ").split() if p]
-    if not parts:
-        raise ConfigError("--batch-sizes: give at least one batch size, e.g. '1,4,8,16'")
-    sizes = []
-    for part in parts:
-        try:
-            value = int(part)
-        except ValueError:
-            raise ConfigError(f"--batch-sizes: '{part}' is not an integer") from None
+    example = "e.g. '1,4,8,16'"
+    if not text.strip():
+        raise ConfigError(f"--batch-sizes: give at least one batch size, {example}")
+    sizes: list[int] = []
+    for part in re.split(r"\s*,\s*|\s+", text.strip()):
+        if not part:
+            raise ConfigError(f"--batch-sizes: empty entry in {text!r}, {example}")
+        if not re.fullmatch(r"[+-]?[0-9]+", part):
+            raise ConfigError(f"--batch-sizes: {part!r} is not a whole number, {example}")
+        value = int(part)
         if value < 1:
             raise ConfigError(f"--batch-sizes: batch sizes must be >= 1, got {value}")
+        if value in sizes:
+            raise ConfigError(
+                f"--batch-sizes: batch size {value} is given twice in {text!r}; each runs once per pass "
+                "(use --repeats for more runs)"
+            )
         sizes.append(value)
     return sizes
 
@@ -85,6 +99,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
         else:
             out_path = check_out_path(out, overwrite=force)
+            sizes = _parse_batch_sizes(batch_sizes)
+            if repeats < 1:
+                raise ConfigError(f"--repeats must be >= 1, got {repeats}")
+            if seed < 0:
+                raise ConfigError(f"--seed must be >= 0, got {seed}")
         model = build_model(profile, target_config=target_config, draft_config=draft_config)
         for warning in model.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -103,13 +122,9 @@ def register(app: typer.Typer) -> None:
                     print(f"wrote {write_profile}", file=sys.stderr)
             typer.echo(format_report(report_fn(model)))
             return
-        if repeats < 1:
-            raise ConfigError(f"--repeats must be >= 1, got {repeats}")
-        if seed < 0:
-            raise ConfigError(f"--seed must be >= 0, got {seed}")
         from specband.sim import simulate_sweep, write_sweep
 
-        rows = simulate_sweep(model, batch_sizes=_parse_batch_sizes(batch_sizes), repeats=repeats, seed=seed)
+        rows = simulate_sweep(model, batch_sizes=sizes, repeats=repeats, seed=seed)
         write_sweep(rows, out_path, overwrite=force)
         errors = sum(1 for r in rows if r["error"])
         mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"

@@ -71,7 +71,7 @@ def simulate_sweep(
         model: the performance model; ``None`` builds one from ``profile`` and the configs
             (see :func:`specband.sim.build_model`).
         profile, target_config, draft_config: used only when ``model`` is ``None``.
-        batch_sizes: batch sizes of a pass, in run order (each >= 1).
+        batch_sizes: batch sizes of a pass, in run order (each an integer >= 1, none twice).
         repeats: number of full passes (>= 1).
         seed: noise seed; the same seed gives the same rows.
         actions: actions of a pass, in run order (default: the 19 contract actions).
@@ -81,7 +81,8 @@ def simulate_sweep(
         ``repeats x len(batch_sizes) x len(actions)`` rows.
 
     Raises:
-        ConfigError: bad batch sizes, repeats, seed or profile.
+        ConfigError: bad batch sizes (empty, < 1, not an integer, repeated), repeats, seed
+            or profile.
         InvalidActionError: an action breaks an sglang rule.
     """
     if model is None:
@@ -99,6 +100,9 @@ def simulate_sweep(
     for bs in sizes:
         if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
             raise ConfigError(f"batch sizes must be integers >= 1, got {bs!r}")
+    if len(set(sizes)) != len(sizes):
+        twice = sorted({bs for bs in sizes if sizes.count(bs) > 1})
+        raise ConfigError(f"batch sizes must not repeat (each runs once per pass), got {twice} more than once")
     acts = [validate_action(tuple(a)) for a in actions]  # type: ignore[arg-type]
     if not acts:
         raise ConfigError("at least one action is needed")
