@@ -154,3 +154,23 @@ def test_power_limit_must_be_finite_and_positive(
 ) -> None:
     line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--power-limit", value))
     assert line.startswith("error: --power-limit must be a finite number of W > 0, got ")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--bootstrap", "0"], "error: --bootstrap must be a whole number of resamples >= 1, got 0"),
+        (["--bootstrap", "-3"], "error: --bootstrap must be a whole number of resamples >= 1, got -3"),
+        (["--seed", "-1"], "error: --seed must be a whole number >= 0, got -1"),
+    ],
+)
+def test_range_checks_are_one_error_line(
+    run_cli: Callable[..., Any], table_policies: None, args: list[str], message: str
+) -> None:
+    assert _one_error_line(run_cli("evaluate", "--algo", "gbt", *args)) == message
+
+
+def test_usage_error_is_one_error_line(run_cli: Callable[..., Any], table_policies: None) -> None:
+    """A value typer itself cannot parse is one ``error:`` line too (the entry point's job)."""
+    line = _one_error_line(run_cli("evaluate", "--bootstrap", "many"))
+    assert "--bootstrap" in line

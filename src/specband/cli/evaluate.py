@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
             "previous report folder, whose report files are replaced).",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
-        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed."),
-        n_bootstrap: int = typer.Option(1000, "--bootstrap", min=1, help="Bootstrap resamples per interval."),
+        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed (>= 0)."),
+        n_bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples per interval (>= 1)."),
         power_limit: Optional[float] = typer.Option(  # noqa: UP007
             None, "--power-limit", help="GPU power limit in W, overriding the rows' own (power_limit_watts)."
         ),
@@ -57,6 +57,10 @@ def register(app: typer.Typer) -> None:
 
         if power_limit is not None and not (math.isfinite(power_limit) and power_limit > 0):
             raise ConfigError(f"--power-limit must be a finite number of W > 0, got {power_limit:g}")
+        if n_bootstrap < 1:
+            raise ConfigError(f"--bootstrap must be a whole number of resamples >= 1, got {n_bootstrap}")
+        if seed < 0:
+            raise ConfigError(f"--seed must be a whole number >= 0, got {seed}")
         out_dir = check_report_dir(out) if out is not None else None
         sweep = load_sweep(data, power_limit_w=power_limit)
 
