@@ -174,3 +174,15 @@ def test_usage_error_is_one_error_line(run_cli: Callable[..., Any], table_polici
     """A value typer itself cannot parse is one ``error:`` line too (the entry point's job)."""
     line = _one_error_line(run_cli("evaluate", "--bootstrap", "many"))
     assert "--bootstrap" in line
+
+
+def test_help_shows_metavars(run_cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    res = run_cli("evaluate", "--help")
+    assert res.exit_code == 0
+    assert "Usage: specband evaluate [OPTIONS] [DATA]" in res.stdout
+    for python_type in ("<str>", "<list[str]>", "<int", "<float>", "[data]"):
+        assert python_type not in res.stdout, python_type
+    for option in ("--holdout KIND", "--algo NAME", "--features KIND", "--out DIR", "--seed N", "--bootstrap N",
+                   "--power-limit W"):  # fmt: skip
+        assert f"  {option}  " in res.stdout, option

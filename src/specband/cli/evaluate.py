@@ -16,7 +16,10 @@ def register(app: typer.Typer) -> None:
     @app.command("evaluate")
     def evaluate_command(
         data: Optional[Path] = typer.Argument(  # noqa: UP007 - typer needs Optional
-            None, help="Sweep JSONL file (default: the bundled 29 published measurements)."
+            None,
+            help="Sweep JSONL file (default: the bundled 29 published measurements).",
+            show_default=False,
+            metavar="DATA",
         ),
         holdout: str = typer.Option(
             "auto",
@@ -24,24 +27,41 @@ def register(app: typer.Typer) -> None:
             help="repeat: train on all but one repeat, score on it, for every repeat; trial: same by "
             "trial; none: in-sample (labelled so); auto: repeat if the data has repeats, else trial, "
             "else none.",
+            metavar="KIND",
         ),
         algo: Optional[list[str]] = typer.Option(  # noqa: UP007
-            None, "--algo", help="Algorithm to evaluate (repeatable; default: all eight)."
+            None,
+            "--algo",
+            help="Algorithm to evaluate (repeatable; default: all eight).",
+            show_default=False,
+            metavar="NAME",
         ),
         features: Optional[list[str]] = typer.Option(  # noqa: UP007
-            None, "--features", help="State features: contract and/or pre (repeatable; default: both)."
+            None,
+            "--features",
+            help="State features: contract and/or pre (repeatable; default: both).",
+            show_default=False,
+            metavar="KIND",
         ),
         out: Optional[str] = typer.Option(  # noqa: UP007
             None,
             "--out",
             help="Write report.md, evaluation.json and PNG figures into this folder (new, empty, or a "
             "previous report folder, whose report files are replaced).",
+            show_default=False,
+            metavar="DIR",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
-        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed (>= 0)."),
-        n_bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples per interval (>= 1)."),
+        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed (>= 0).", metavar="N"),
+        n_bootstrap: int = typer.Option(
+            1000, "--bootstrap", help="Bootstrap resamples per interval (>= 1).", metavar="N"
+        ),
         power_limit: Optional[float] = typer.Option(  # noqa: UP007
-            None, "--power-limit", help="GPU power limit in W, overriding the rows' own (power_limit_watts)."
+            None,
+            "--power-limit",
+            help="GPU power limit in W, overriding the rows' own (power_limit_watts).",
+            show_default=False,
+            metavar="W",
         ),
     ) -> None:
         """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
@@ -50,10 +70,9 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from specband.dataset import FEATURE_KINDS, load_sweep
+        from specband.errors import ConfigError
         from specband.evaluation.holdout import evaluate
         from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
-
-        from specband.errors import ConfigError
 
         if power_limit is not None and not (math.isfinite(power_limit) and power_limit > 0):
             raise ConfigError(f"--power-limit must be a finite number of W > 0, got {power_limit:g}")
