@@ -58,6 +58,7 @@ __all__ = [
     "PickRow",
     "available_algorithms",
     "build_manifest",
+    "check_gpu_state",
     "compute_embedded_manifest",
     "embedded_manifest",
     "embedded_policy",
@@ -141,6 +142,34 @@ def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
 
 #: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
 #: module free of NumPy at import).
+#: Plausible ranges of the GPU readings a user may give for a decision (C, MB, %).
+GPU_TEMP_RANGE_C = (-40.0, 150.0)
+GPU_MEM_MAX_MB = 16.0 * 1024 * 1024
+GPU_UTIL_RANGE_PCT = (0.0, 100.0)
+
+
+def check_gpu_state(temp_c: float, mem_used_mb: float, util_pct: float, *, option: str = "state") -> None:
+    """Check a user-given GPU state before it becomes a decision state.
+
+    Args:
+        temp_c: GPU temperature, C, in [-40, 150].
+        mem_used_mb: GPU memory in use, MB, in [0, 16 TiB].
+        util_pct: GPU utilisation, %, in [0, 100].
+        option: the option name to put in the message.
+
+    Raises:
+        ConfigError: a value that is not finite or outside its range.
+    """
+    checks = (
+        ("TEMP_C", temp_c, *GPU_TEMP_RANGE_C),
+        ("MEM_MB", mem_used_mb, 0.0, GPU_MEM_MAX_MB),
+        ("UTIL_PCT", util_pct, *GPU_UTIL_RANGE_PCT),
+    )
+    for name, value, low, high in checks:
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ConfigError(f"{option}: {name} must be a number in [{low:.10g}, {high:.10g}], got {value}")
+
+
 FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
 # state scales and fills of the contract (docs/FACTS.md §1; :func:`specband.dataset.state_vector`)
 _SCALES = (8.0, 100.0, 8192.0, 100.0)

@@ -241,7 +241,10 @@ def test_recommend_baseline_only(run_cli, write_jsonl, published_records, tmp_pa
         (["-b", "4", "--format", "yaml"], "--format must be 'flags' or 'json'"),
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["-b", "4", "--models", "/nonexistent/models"], "no such artifact folder"),
-        (["-b", "4", "--state", "40", "-5", "0"], "--state needs"),
+        (["-b", "4", "--state", "40", "-5", "0"], "--state: MEM_MB must be a number in [0, 16777216], got -5.0"),
+        (["-b", "4", "--state", "-300", "0", "0"], "--state: TEMP_C must be a number in [-40, 150]"),
+        (["-b", "4", "--state", "50", "0", "500"], "--state: UTIL_PCT must be a number in [0, 100]"),
+        (["-b", "4", "--state", "nan", "0", "0"], "--state: TEMP_C must be a number"),
     ],
 )
 def test_recommend_bad_options(run_cli, args: list[str], message: str) -> None:
@@ -284,3 +287,18 @@ def test_python_dash_m_specband() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["action"] == [3, 4, 8]
+
+
+def test_recommend_uses_the_folder_train_wrote_by_default(run_cli, write_jsonl, published_records, tmp_path: Path, monkeypatch) -> None:
+    # bs 4 with only the baseline and (3,1,4): a folder trained on it must pick (3,1,4), the embedded default (3,4,8)
+    rows = [r for r in published_records if r["batch_size"] == 4 and (r["steps"], r["topk"]) in ((0, 0), (3, 1))]
+    data = write_jsonl(rows)
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("train", data, "--algo", "lookup_table").exit_code == 0
+    res = run_cli("recommend", "-b", "4", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["action"] == [3, 1, 4]
+    assert "using ./specband-models" in res.stderr
+    (tmp_path / "specband-models" / "specband.json").unlink()  # not a specband folder any more
+    res = run_cli("recommend", "-b", "4", "--format", "json")
+    assert json.loads(res.stdout)["action"] == [3, 4, 8] and "using ./specband-models" not in res.stderr

@@ -140,7 +140,8 @@ def register(app: typer.Typer) -> None:
             "--models",
             "-m",
             help="Artifact folder (from `specband train`, or the model card's layout). "
-            "Default: the embedded policy trained on the bundled published measurements.",
+            f"Default: ./{DEFAULT_MODELS_DIR} when it exists, else the embedded policy trained on the "
+            "bundled published measurements.",
             show_default=False,
             metavar="DIR",
         ),
@@ -178,11 +179,9 @@ def register(app: typer.Typer) -> None:
         if batch_size <= 0:
             raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         if state is not None:
-            import math
+            from specband.artifacts import check_gpu_state
 
-            temp_c, mem_mb, util_pct = state
-            if not all(math.isfinite(v) for v in state) or mem_mb < 0 or util_pct < 0:
-                raise ConfigError(f"--state needs finite TEMP_C MEM_MB UTIL_PCT with MEM_MB, UTIL_PCT >= 0, got {state}")
+            check_gpu_state(*state, option="--state")
         result = recommend_pick(batch_size, algo, models, state, draft_model, data)
         if output_format == "json":
             typer.echo(json.dumps(result, indent=2))
@@ -231,6 +230,9 @@ def recommend_pick(
     validate_algorithms([algo])
     policy = None
     lookup_means = None
+    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
+        models = Path(DEFAULT_MODELS_DIR)
+        _note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
     if models is None:
         if data_path is not None:
             _note("--data is used with --models only; ignored")
