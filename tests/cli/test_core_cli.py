@@ -302,3 +302,12 @@ def test_recommend_uses_the_folder_train_wrote_by_default(run_cli, write_jsonl, 
     (tmp_path / "specband-models" / "specband.json").unlink()  # not a specband folder any more
     res = run_cli("recommend", "-b", "4", "--format", "json")
     assert json.loads(res.stdout)["action"] == [3, 4, 8] and "using ./specband-models" not in res.stderr
+
+
+def test_train_says_which_algorithms_a_replaced_folder_loses(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    assert run_cli("train", "--out", out, "--algo", "lookup_table", "--algo", "linucb").exit_code == 0
+    res = run_cli("train", "--out", out, "--algo", "lookup_table")
+    assert res.exit_code == 0
+    assert f"note: {out} was replaced; it no longer holds linucb" in res.stderr
+    assert not (out / "linucb").exists() and (out / "lookup_table" / "model.json").is_file()

@@ -120,7 +120,11 @@ def register(app: typer.Typer) -> None:
         policies = train_policies(training, names, seed=seed)
         elapsed = time.perf_counter() - start
         manifest = build_manifest(training, names, seed=seed, sweep=sweep)
+        previous = _previous_algorithms(out)
         folder = save_artifacts(policies, out, manifest)
+        dropped = [name for name in previous if name not in names]
+        if dropped:
+            _note(f"{folder} was replaced; it no longer holds {', '.join(dropped)} (train them again with --algo)")
         rows = pick_table(policies, manifest)
         source = "bundled published measurements" if data is None else str(data)
         typer.echo(
@@ -194,6 +198,19 @@ def register(app: typer.Typer) -> None:
                 "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
                 "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
             )
+
+
+def _previous_algorithms(folder: Path) -> tuple[str, ...]:
+    """Algorithms of an existing specband folder at ``folder`` (empty when there is none)."""
+    from specband.artifacts import MANIFEST_FILE, load_manifest
+    from specband.errors import ArtifactError
+
+    if not (folder / MANIFEST_FILE).is_file():
+        return ()
+    try:
+        return load_manifest(folder).algorithms
+    except ArtifactError:
+        return ()
 
 
 def recommend_pick(
