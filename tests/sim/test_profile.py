@@ -46,10 +46,29 @@ def test_user_toml_profile_inherits_and_overrides(tmp_path) -> None:
     assert model.predict(1, (3, 4, 8), 50.0).speed_tok_s > build_model().predict(1, (3, 4, 8), 50.0).speed_tok_s
 
 
+_HW = {
+    "hardware": '"MyGPU"',
+    "power_limit_w": "150",
+    "vram_mb": "16384",
+    "mem_bandwidth_gbs": "448",
+    "peak_tflops": "80",
+    "idle_power_w": "20",
+}
+
+
+def _hardware_toml(**override: str) -> str:
+    """A complete ``[hardware]`` table with some values replaced (or removed with "")."""
+    values = {**_HW, **override}
+    return "[hardware]\n" + "".join(f"{k} = {v}\n" for k, v in values.items() if v)
+
+
 def test_json_profile_and_round_trip(tmp_path) -> None:
     path = tmp_path / "gpu.json"
-    path.write_text(json.dumps({"hardware": {"power_limit_w": 100.0, "idle_power_w": 10.0}}))
-    assert load_profile(path).power_limit_w == 100.0
+    hw = {"hardware": "GPU300", "power_limit_w": 300.0, "idle_power_w": 30.0, "vram_mb": 24576,
+          "mem_bandwidth_gbs": 900, "peak_tflops": 120}
+    path.write_text(json.dumps({"hardware": hw}))
+    prof = load_profile(path)
+    assert prof.power_limit_w == 300.0 and prof.hardware == "GPU300" and prof.name == "gpu"
     toml = tmp_path / "copy.toml"
     rtx = load_profile("rtx4060-laptop")
     toml.write_text(profile_to_toml(rtx))
@@ -60,13 +79,15 @@ def test_json_profile_and_round_trip(tmp_path) -> None:
 @pytest.mark.parametrize(
     "text,match",
     [
-        ("[hardware]\npower_limit_w = -5\n", r"hardware.power_limit_w = -5.0 is outside"),
-        ("[hardware]\nwatts = 5\n", r"field 'hardware.watts': unknown parameter"),
+        (_hardware_toml(power_limit_w="-5"), r"hardware.power_limit_w = -5.0 is outside"),
+        (_hardware_toml() + "watts = 5\n", r"field 'hardware.watts': unknown parameter"),
         ("[gpu]\nx = 1\n", r"unknown section \[gpu\]"),
-        ("[hardware]\npower_limit_w = 'high'\n", r"must be a finite number"),
+        (_hardware_toml(power_limit_w="'high'"), r"must be a finite number"),
         ("[hardware\n", r"not a valid TOML profile"),
-        ("[hardware]\nidle_power_w = 90\n", r"must be below power_limit_w"),
-        ("[hardware]\nbase = 'nothing-like-this'\n", r"unknown profile 'nothing-like-this'"),
+        (_hardware_toml(idle_power_w="190"), r"must be below power_limit_w"),
+        (_hardware_toml() + "base = 'nothing-like-this'\n", r"unknown profile 'nothing-like-this'"),
+        (_hardware_toml(power_limit_w="1" + "0" * 400), r"field 'hardware.power_limit_w': number too large"),
+        (_hardware_toml(power_limit_w="9" * 5000), r"not a valid TOML profile \(Exceeds the limit"),
     ],
 )
 def test_bad_profile_files_name_file_and_field(tmp_path, text: str, match: str) -> None:
@@ -75,6 +96,54 @@ def test_bad_profile_files_name_file_and_field(tmp_path, text: str, match: str) 
     with pytest.raises(ConfigError, match=match) as info:
         load_profile(path)
     assert "bad.toml" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+_NEED = "hardware, power_limit_w, vram_mb, mem_bandwidth_gbs, peak_tflops, idle_power_w"
+_NO_TABLE = f"no [hardware] table; a profile file needs [hardware] with {_NEED}"
+
+
+@pytest.mark.parametrize(
+    "name,text,message",
+    [
+        ("empty.toml", "", _NO_TABLE),
+        ("thermal.toml", "[thermal]\nambient_temp_c = 30\n", _NO_TABLE),
+        ("nolabel.toml", _hardware_toml(hardware=""), f"missing hardware.hardware; [hardware] needs {_NEED}"),
+        ("novram.toml", _hardware_toml(vram_mb="", peak_tflops=""),
+         f"missing hardware.vram_mb, hardware.peak_tflops; [hardware] needs {_NEED}"),
+        ("p300.json", json.dumps({"hardware": {"power_limit_w": 300, "idle_power_w": 30}}),
+         "missing hardware.hardware, hardware.vram_mb, hardware.mem_bandwidth_gbs, hardware.peak_tflops; "
+         f"[hardware] needs {_NEED}"),
+        ("blank.toml", _hardware_toml(hardware='"  "'), "field 'hardware.hardware': give the GPU's name"),
+    ],
+)
+def test_profile_file_needs_hardware_name_and_datasheet_numbers(tmp_path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_profile(path)
+    assert str(info.value).startswith(f"{path}: {message}")
+
+
+def test_user_profile_rows_carry_its_own_hardware_label(tmp_path) -> None:
+    from specband.sim import simulate_sweep
+
+    path = tmp_path / "gpu300.toml"
+    path.write_text(_hardware_toml(hardware='"GPU300"', power_limit_w="300", idle_power_w="30"))
+    rows = simulate_sweep(build_model(path), batch_sizes=[1], repeats=1, actions=[(0, 0, 0), (3, 4, 8)])
+    assert {(r["hardware"], r["power_limit_watts"], r["profile"]) for r in rows} == {("GPU300", 300.0, "gpu300")}
+
+
+def test_simulate_profile_errors_are_one_line(run_cli, tmp_path) -> None:
+    for name, text in (("empty.toml", ""), ("bad.toml", "[hardware\npower_limit_w = 5\n"),
+                       ("bad.json", '{"hardware": {"power_limit_w": 300,}}')):
+        path = tmp_path / name
+        path.write_text(text)
+        res = run_cli("simulate", "--profile", path, "--out", tmp_path / "o.jsonl")
+        assert res.exit_code == 2, name
+        lines = res.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), res.stderr
+        assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_with_values_rejects_unknown_parameters() -> None:

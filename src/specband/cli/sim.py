@@ -50,7 +50,9 @@ def register(app: typer.Typer) -> None:
         profile: str = typer.Option(
             "rtx4060-laptop",
             "--profile",
-            help="built-in profile (rtx4060-laptop, a100-sxm4-80gb, h100-sxm, h200) or a TOML/JSON file",
+            help="built-in profile (rtx4060-laptop, a100-sxm4-80gb, h100-sxm, h200) or a TOML/JSON file whose "
+            "[hardware] sets hardware (the GPU name), power_limit_w, vram_mb, mem_bandwidth_gbs, peak_tflops "
+            "and idle_power_w",
         ),
         target_config: Optional[Path] = typer.Option(
             None, "--target-config", help="target model's Hugging Face config.json (default: Llama-3.2-1B-Instruct)"

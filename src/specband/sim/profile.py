@@ -10,13 +10,15 @@ A profile is a TOML (or JSON) file with the sections ``[hardware]``, ``[thermal]
 * ``a100-sxm4-80gb``, ``h100-sxm``, ``h200``: datasheet numbers only, marked
   ``calibrated = false``; whatever they do not set comes from ``rtx4060-laptop``.
 
-A user's file needs only ``[hardware]`` (``power_limit_w``, ``vram_mb``,
-``mem_bandwidth_gbs``, ``peak_tflops``; the rest has defaults); every other value not given
-is inherited from the profile named by ``base`` in ``[hardware]`` (default
-``rtx4060-laptop``). Power coefficients are fractions of ``activity_power_w`` (by default
-the headroom between idle power and the power limit), so they carry over between chips of
-different size; the calibrated profile pins ``activity_power_w`` so that lowering only
-``power_limit_w`` (as ``nvidia-smi -pl`` does) keeps the demand and makes the cap bite.
+Every profile file needs a ``[hardware]`` table with at least :data:`REQUIRED_HARDWARE_FIELDS`:
+``hardware`` (the GPU's name; it labels every simulated row, so it is never inherited and
+never taken from the file name), ``power_limit_w``, ``vram_mb``, ``mem_bandwidth_gbs``,
+``peak_tflops`` and ``idle_power_w``. Every other value not given is inherited from the
+profile named by ``base`` in ``[hardware]`` (default ``rtx4060-laptop``). Power
+coefficients are fractions of ``activity_power_w`` (by default the headroom between idle
+power and the power limit), so they carry over between chips of different size; the
+calibrated profile pins ``activity_power_w`` so that lowering only ``power_limit_w`` (as
+``nvidia-smi -pl`` does) keeps the demand and makes the cap bite.
 ``activity_power_w``, ``calibrated`` and ``source`` are not inherited.
 """
 
@@ -36,6 +38,7 @@ from specband.sim.accept import AcceptParams
 __all__ = [
     "DEFAULT_PROFILE",
     "HardwareProfile",
+    "REQUIRED_HARDWARE_FIELDS",
     "SECTIONS",
     "builtin_profiles",
     "load_profile",
@@ -43,6 +46,28 @@ __all__ = [
 ]
 
 DEFAULT_PROFILE = "rtx4060-laptop"
+
+#: Fields every profile file must set in ``[hardware]``: what tells one GPU from another
+#: (the row label and the datasheet numbers the step time and the power band depend on).
+REQUIRED_HARDWARE_FIELDS: tuple[str, ...] = (
+    "hardware",
+    "power_limit_w",
+    "vram_mb",
+    "mem_bandwidth_gbs",
+    "peak_tflops",
+    "idle_power_w",
+)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond float range
+        return False
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def _f(default: float, section: str, lo: float, hi: float, doc: str) -> Any:
@@ -138,7 +163,7 @@ class HardwareProfile:
                 if not isinstance(value, bool):
                     raise ConfigError(f"profile '{self.name}': hardware.calibrated must be true or false")
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
                 raise ConfigError(
                     f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a finite number, got {value!r}"
                 )
@@ -211,10 +236,10 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     if path.suffix.lower() == ".json":
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, digit limit
             line = getattr(exc, "lineno", None)
             where = f"{path}:{line}" if line else str(path)
-            raise ConfigError(f"{where}: not a valid JSON profile ({exc})") from None
+            raise ConfigError(f"{where}: not a valid JSON profile ({_one_line(exc)})") from None
     else:
         try:
             import tomllib
@@ -225,8 +250,8 @@ def _read_mapping(path: Path) -> dict[str, Any]:
                 raise ConfigError(f"{path}: TOML profiles need Python 3.11+ or the tomli package") from None
         try:
             data = tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: not a valid TOML profile ({exc})") from None
+        except (ValueError, RecursionError) as exc:  # TOMLDecodeError, UnicodeDecodeError, digit limit
+            raise ConfigError(f"{path}: not a valid TOML profile ({_one_line(exc)})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a profile must be a table/object of sections")
     return data
@@ -245,16 +270,34 @@ def _flatten(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
             if key not in SECTIONS[section]:
                 raise ConfigError(f"{path}: field '{section}.{key}': unknown parameter")
             if isinstance(value, int) and not isinstance(value, bool) and key not in ("calibrated",):
-                value = float(value)
+                try:
+                    value = float(value)
+                except OverflowError:
+                    raise ConfigError(f"{path}: field '{section}.{key}': number too large") from None
             flat[key] = value
     return flat
 
 
+def _check_required(data: Mapping[str, Any], flat: Mapping[str, Any], path: Path) -> None:
+    need = ", ".join(REQUIRED_HARDWARE_FIELDS)
+    if "hardware" not in data:
+        raise ConfigError(f"{path}: no [hardware] table; a profile file needs [hardware] with {need}")
+    missing = [f"hardware.{key}" for key in REQUIRED_HARDWARE_FIELDS if key not in flat]
+    if missing:
+        raise ConfigError(
+            f"{path}: missing {', '.join(missing)}; [hardware] needs {need} "
+            "(hardware = the GPU's name, which labels every simulated row)"
+        )
+    label = flat["hardware"]
+    if isinstance(label, str) and not label.strip():
+        raise ConfigError(f"{path}: field 'hardware.hardware': give the GPU's name (it labels every simulated row)")
+
+
 def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
     data = _read_mapping(path)
-    hw = data.get("hardware", {})
-    base_name = hw.get("base", DEFAULT_PROFILE) if isinstance(hw, Mapping) else DEFAULT_PROFILE
     flat = _flatten(data, path)
+    _check_required(data, flat, path)
+    base_name = data["hardware"].get("base", DEFAULT_PROFILE)
     flat.setdefault("name", path.stem)
     if path.stem == DEFAULT_PROFILE and path.parent == _profiles_dir():
         base = HardwareProfile()
@@ -299,7 +342,8 @@ def load_profile(profile: str | Path | HardwareProfile = DEFAULT_PROFILE) -> Har
 
     Raises:
         ConfigError: unknown name, unreadable or malformed file (naming file and
-            ``section.key``), unknown parameter, or a value out of range.
+            ``section.key``), no ``[hardware]`` table or a missing
+            :data:`REQUIRED_HARDWARE_FIELDS` entry, unknown parameter, or a value out of range.
     """
     if isinstance(profile, HardwareProfile):
         return profile
