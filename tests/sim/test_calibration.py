@@ -6,7 +6,14 @@ import pytest
 
 from specband.actions import Action
 from specband.sim import SpeculativeDecodingModel
-from specband.sim.calibrate import calibration_report, fit_profile, format_report, noise_from_trials
+from specband.sim.calibrate import (
+    FIT_PARAMETERS,
+    calibration_report,
+    format_fit,
+    format_report,
+    noise_from_trials,
+    refit_profile,
+)
 
 
 def test_report_meets_the_issue_targets_on_held_out_trials(rtx_model) -> None:
@@ -44,10 +51,24 @@ def test_fit_recovers_from_a_perturbed_profile(rtx_model) -> None:
     )
     model = SpeculativeDecodingModel(start, rtx_model.target, rtx_model.draft)
     before = calibration_report(model).summary(True)
-    fitted = fit_profile(model, max_nfev=40)
+    result = refit_profile(model, max_nfev=40)
+    fitted = result.profile
     after = calibration_report(SpeculativeDecodingModel(fitted, model.target, model.draft)).summary(True)
     assert fitted.calibrated
     assert after["speed_median"] < before["speed_median"]
     assert after["speed_median"] <= 0.03
     assert after["accept_median"] <= 0.02
     assert fitted.bandwidth_efficiency == pytest.approx(rtx_model.profile.bandwidth_efficiency, abs=0.05)
+    # what the refit did is kept: the perturbed start, lower costs, every parameter before/after
+    assert result.start == start and result.rows == 17 and result.evaluations <= 40
+    assert result.accept_cost[1] < result.accept_cost[0]
+    assert result.cost[1] < 0.5 * result.cost[0]
+    changes = {name: (b, a) for name, b, a in result.changes()}
+    assert changes["bandwidth_efficiency"] == (0.8, fitted.bandwidth_efficiency)
+    assert changes["first_token_accept"] == (0.5, fitted.first_token_accept)
+    assert set(FIT_PARAMETERS) <= set(changes)
+    text = format_fit(result)
+    assert f"cost {result.cost[0]:.6g} -> {result.cost[1]:.6g}" in text
+    line = next(x for x in text.splitlines() if x.split()[0] == "bandwidth_efficiency")
+    assert line.split()[1:4] == ["0.8", "->", f"{fitted.bandwidth_efficiency:.6g}"]
+    assert line.split()[4] == f"{100 * (fitted.bandwidth_efficiency / 0.8 - 1):+.3g}"

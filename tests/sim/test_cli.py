@@ -150,3 +150,27 @@ def test_simulate_batch_sizes_commas_and_spaces(run_cli, tmp_path) -> None:
     res = run_cli("simulate", "--batch-sizes", "8, 1 4", "--repeats", "1", "--out", out)
     assert res.exit_code == 0, res.stderr
     assert [r.batch_size for r in load_sweep(out).rows][::19] == [8, 1, 4]
+
+
+def test_refit_prints_what_it_refitted(run_cli, tmp_path) -> None:
+    from specband.sim import load_profile
+    from specband.sim.calibrate import FIT_PARAMETERS
+
+    out = tmp_path / "refit.toml"
+    res = run_cli("simulate", "--calibration-report", "--refit", "--write-profile", out)
+    assert res.exit_code == 0, res.stderr
+    head, _, report = res.stdout.partition("\n\ncalibration report:")
+    lines = head.splitlines()
+    assert lines[0] == "refit of profile rtx4060-laptop to trial validate (17 published rows), " \
+        "scipy.optimize.least_squares:"
+    assert lines[1].startswith("  stage 1, acceptance (7 parameters): cost ")
+    assert lines[2].startswith(f"  stage 2, step time/power/wall clock ({len(FIT_PARAMETERS)} parameters): cost ")
+    assert " -> " in lines[1] and " -> " in lines[2]
+    assert "targets:" in report
+    shipped, written = load_profile("rtx4060-laptop"), load_profile(out)
+    rows = {line.split()[0]: line.split() for line in lines[4:-1]}
+    assert set(FIT_PARAMETERS) <= set(rows)
+    for name in FIT_PARAMETERS:
+        # "name before -> after note": before is the shipped profile, after the written one
+        assert rows[name][1:4] == [f"{getattr(shipped, name):.6g}", "->", f"{getattr(written, name):.6g}"], name
+    assert lines[-1].endswith(f"of {len(rows)} parameters changed")

@@ -70,7 +70,10 @@ def register(app: typer.Typer) -> None:
             help="print predicted vs measured for every published row, median/worst errors and targets",
         ),
         refit: bool = typer.Option(
-            False, "--refit", help="with --calibration-report: refit the profile to the published rows first"
+            False,
+            "--refit",
+            help="with --calibration-report: refit the profile to the published rows first; prints each "
+            "refitted parameter (before -> after) and the fit costs",
         ),
         write_profile: Optional[str] = typer.Option(
             None, "--write-profile", help="with --refit: write the refitted profile to this TOML file"
@@ -111,12 +114,15 @@ def register(app: typer.Typer) -> None:
             print(f"warning: {warning}", file=sys.stderr)
         if calibration_report:
             from specband.sim.calibrate import calibration_report as report_fn
-            from specband.sim.calibrate import fit_profile, format_report, noise_from_trials
+            from specband.sim.calibrate import format_fit, format_report, refit_profile
             from specband.sim.calibrate import write_profile as write_fn
             from specband.sim.model import SpeculativeDecodingModel
 
             if refit:
-                fitted = fit_profile(model).with_values(**noise_from_trials())
+                result = refit_profile(model, noise=True)
+                fitted = result.profile
+                typer.echo(format_fit(result))
+                typer.echo("")
                 model = SpeculativeDecodingModel(fitted, model.target, model.draft)
                 if write_profile is not None:
                     header = f"refitted from profile {profile} by specband simulate --refit"

@@ -17,6 +17,10 @@ Temperatures were not published: the fit takes every run at the profile's
 consistent with the published rewards (a thermal multiplier of 1, i.e. <= 75 C after every
 published run).
 
+:func:`refit_profile` keeps what a fit did (:class:`FitResult`: the costs of both stages,
+every parameter before and after); :func:`format_fit` prints it (``specband simulate
+--calibration-report --refit``).
+
 The report compares, per published row, predicted and measured accept length, speed,
 J/token and utilisation, gives the median and worst errors for the fitted and the held-out
 rows, checks that the measured ranking of configs by reward at each batch size is kept, and
@@ -48,11 +52,16 @@ __all__ = [
     "ACCEPT_PARAMETERS",
     "CALIBRATION_TRIALS",
     "FIT_PARAMETERS",
+    "NOISE_PARAMETERS",
     "CalibrationReport",
+    "FitResult",
     "RowComparison",
     "calibration_report",
     "fit_profile",
+    "format_fit",
     "noise_from_trials",
+    "refit_profile",
+    "write_profile",
 ]
 
 #: Trials fitted; the others (seed0..seed3) are held out.
@@ -105,7 +114,10 @@ def _model_with(model: SpeculativeDecodingModel, values: dict[str, float]) -> Sp
     return SpeculativeDecodingModel(model.profile.with_values(**values), model.target, model.draft)
 
 
-def _fit_accept(model: SpeculativeDecodingModel, rows: Sequence[SweepRow]) -> dict[str, float]:
+def _fit_accept(
+    model: SpeculativeDecodingModel, rows: Sequence[SweepRow]
+) -> tuple[dict[str, float], float, float]:
+    """Stage 1: the acceptance parameters; returns (values, cost at the start, cost after)."""
     from scipy.optimize import least_squares
 
     names = list(ACCEPT_PARAMETERS)
@@ -118,6 +130,7 @@ def _fit_accept(model: SpeculativeDecodingModel, rows: Sequence[SweepRow]) -> di
         return [accept_length(a, params) - v for a, v in data]
 
     current = np.array([getattr(model.profile, n) for n in names], dtype=float)
+    start_cost = _cost(residuals(current))
     starts = [
         np.clip(current, lo, hi),
         np.array([0.6, 0.95, 0.2, 0.8, 0.55, 0.55, 1.0]),
@@ -129,27 +142,75 @@ def _fit_accept(model: SpeculativeDecodingModel, rows: Sequence[SweepRow]) -> di
         if best is None or res.cost < best.cost:
             best = res
     assert best is not None
-    return {n: float(v) for n, v in zip(names, best.x)}
+    return {n: float(v) for n, v in zip(names, best.x)}, start_cost, float(best.cost)
 
 
-def fit_profile(
-    model: SpeculativeDecodingModel, sweep: Sweep | None = None, *, max_nfev: int = 400
-) -> HardwareProfile:
-    """Fit the acceptance and step/power/wall-clock parameters to the calibration trials.
+def _cost(residuals: Sequence[float] | np.ndarray) -> float:
+    """scipy's least-squares cost: 0.5 x the sum of squared residuals."""
+    r = np.asarray(residuals, dtype=float)
+    return float(0.5 * np.dot(r, r))
+
+
+#: Noise parameters set from the repeated published trials (:func:`noise_from_trials`).
+NOISE_PARAMETERS: tuple[str, ...] = ("accept_sd", "speed_rel_sd", "power_rel_sd")
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """What a refit did: the profile before and after, and the least-squares costs.
+
+    Costs are scipy's ``0.5 * sum(residual ** 2)`` of the scaled residuals (stage 1: accept
+    length error in tokens; stage 2: speed error per 1 %, utilisation error per 0.01, J/token
+    error per 3 %), dimensionless.
+
+    Attributes:
+        start: the profile the fit started from.
+        profile: the fitted profile (``calibrated = True``).
+        rows: number of published rows fitted (trial ``validate``).
+        accept_cost: stage 1 cost at the start's acceptance values and after the fit.
+        cost: stage 2 cost at the starting values (clipped to :data:`FIT_PARAMETERS`'s
+            bounds, with the stage 1 acceptance) and after the fit.
+        evaluations: residual evaluations of stage 2.
+        message: scipy's termination message of stage 2.
+    """
+
+    start: HardwareProfile
+    profile: HardwareProfile
+    rows: int
+    accept_cost: tuple[float, float]
+    cost: tuple[float, float]
+    evaluations: int
+    message: str
+
+    def changes(self) -> list[tuple[str, float, float]]:
+        """``(parameter, before, after)`` for every parameter a refit sets: acceptance,
+        :data:`FIT_PARAMETERS`, ``activity_power_w`` and the noise parameters."""
+        names = [*ACCEPT_PARAMETERS, *FIT_PARAMETERS, "activity_power_w", *NOISE_PARAMETERS]
+        return [(n, float(getattr(self.start, n)), float(getattr(self.profile, n))) for n in names]
+
+
+def refit_profile(
+    model: SpeculativeDecodingModel, sweep: Sweep | None = None, *, max_nfev: int = 400, noise: bool = False
+) -> FitResult:
+    """Fit the acceptance and step/power/wall-clock parameters to the calibration trials,
+    keeping what was done (see :class:`FitResult`).
 
     Args:
         model: starting point (its profile's values seed the fit).
         sweep: published-live rows; default the bundled 29 rows.
         max_nfev: evaluation budget of stage 2.
+        noise: also set the noise parameters from the repeated trials
+            (:func:`noise_from_trials`).
 
     Returns:
-        the fitted profile (``calibrated = True``); the held-out trials are not used.
+        the fit; ``profile`` has ``calibrated = True``; the held-out trials are not used.
     """
     from scipy.optimize import least_squares
 
+    start = model.profile
     sweep = load_sweep() if sweep is None else sweep
     rows = [r for r in _usable(sweep) if _is_fitted(r)]
-    accept_values = _fit_accept(model, rows)
+    accept_values, accept_before, accept_after = _fit_accept(model, rows)
     # during the fit the activity scale follows the fitted idle power; it is pinned after
     model = _model_with(model, {**accept_values, "activity_power_w": 0.0})
     names = list(FIT_PARAMETERS)
@@ -179,12 +240,70 @@ def fit_profile(
         return np.array(out)
 
     x0 = np.clip(np.array([getattr(model.profile, n) for n in names], dtype=float), lo, hi)
+    before = _cost(residuals(x0))
     res = least_squares(
         residuals, x0, bounds=(lo, hi), x_scale=np.maximum(hi - lo, 1e-9) * 0.1, diff_step=1e-4, max_nfev=max_nfev
     )
     fitted = {n: float(v) for n, v in zip(names, res.x)}
     profile = model.profile.with_values(**fitted, calibrated=True)
-    return profile.with_values(activity_power_w=profile.power_limit_w - profile.idle_power_w)
+    profile = profile.with_values(activity_power_w=profile.power_limit_w - profile.idle_power_w)
+    if noise:
+        profile = profile.with_values(**noise_from_trials(sweep))
+    return FitResult(
+        start=start,
+        profile=profile,
+        rows=len(rows),
+        accept_cost=(accept_before, accept_after),
+        cost=(before, float(res.cost)),
+        evaluations=int(res.nfev),
+        message=str(res.message),
+    )
+
+
+def fit_profile(
+    model: SpeculativeDecodingModel, sweep: Sweep | None = None, *, max_nfev: int = 400
+) -> HardwareProfile:
+    """Fit the acceptance and step/power/wall-clock parameters to the calibration trials
+    (:func:`refit_profile` without the costs).
+
+    Args:
+        model: starting point (its profile's values seed the fit).
+        sweep: published-live rows; default the bundled 29 rows.
+        max_nfev: evaluation budget of stage 2.
+
+    Returns:
+        the fitted profile (``calibrated = True``); the held-out trials are not used.
+    """
+    return refit_profile(model, sweep, max_nfev=max_nfev).profile
+
+
+def format_fit(result: FitResult) -> str:
+    """What a refit did, as plain text: the costs of both stages, then every parameter it
+    sets as ``before -> after`` (6 significant digits, as a written profile holds them)."""
+    acc0, acc1 = result.accept_cost
+    c0, c1 = result.cost
+    lines = [
+        f"refit of profile {result.start.name} to trial {', '.join(CALIBRATION_TRIALS)} "
+        f"({result.rows} published rows), scipy.optimize.least_squares:",
+        f"  stage 1, acceptance ({len(ACCEPT_PARAMETERS)} parameters): cost {acc0:.6g} -> {acc1:.6g}",
+        f"  stage 2, step time/power/wall clock ({len(FIT_PARAMETERS)} parameters): cost {c0:.6g} -> {c1:.6g} "
+        f"({result.evaluations} evaluations; {result.message})",
+        "  cost = 0.5 x sum of squared scaled residuals (accept length in tokens; speed per 1 %, "
+        "utilisation per 0.01, J/token per 3 %)",
+    ]
+    changes = result.changes()
+    width = max(len(n) for n, _, _ in changes)
+    changed = 0
+    for name, before, after in changes:
+        b, a = f"{before:.6g}", f"{after:.6g}"
+        if b == a:
+            note = "unchanged"
+        else:
+            changed += 1
+            note = f"{100 * (after / before - 1):+.3g} %" if before else "was 0"
+        lines.append(f"  {name:{width}}  {b:>12} -> {a:<12} {note}")
+    lines.append(f"  {changed} of {len(changes)} parameters changed")
+    return "\n".join(lines)
 
 
 def noise_from_trials(sweep: Sweep | None = None) -> dict[str, float]:
