@@ -10,7 +10,7 @@ from specband.actions import ACTIONS
 from specband.errors import ConfigError
 from specband.sim.accept import AcceptParams, accept_length, tree_node_values
 
-#: Published accept lengths (FACTS 6/7; means of the published rows).
+#: Published accept lengths (docs/FACTS.md §6/§7; means of the published rows).
 PUBLISHED = {
     (1, 1, 2): 1.593,
     (3, 1, 4): 2.039,

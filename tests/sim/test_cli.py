@@ -174,3 +174,41 @@ def test_refit_prints_what_it_refitted(run_cli, tmp_path) -> None:
         # "name before -> after note": before is the shipped profile, after the written one
         assert rows[name][1:4] == [f"{getattr(shipped, name):.6g}", "->", f"{getattr(written, name):.6g}"], name
     assert lines[-1].endswith(f"of {len(rows)} parameters changed")
+
+
+def test_simulate_help_has_metavars_not_python_types(run_cli) -> None:
+    res = run_cli("simulate", "--help")
+    assert res.exit_code == 0
+    text = " ".join(res.stdout.split())
+    for option in ("--profile PROFILE", "--target-config CONFIG", "--draft-config CONFIG", "--batch-sizes LIST",
+                   "--repeats N", "--seed N", "--out FILE", "--write-profile FILE", "--force"):
+        assert option in text, option
+    assert "<" not in res.stdout and "FACTS" not in res.stdout.replace("docs/FACTS.md", "")
+
+
+def test_report_cites_sections_of_docs_facts(run_cli) -> None:
+    import re
+    from pathlib import Path
+
+    import specband.sim
+
+    res = run_cli("simulate", "--calibration-report")
+    assert res.exit_code == 0, res.stderr
+    assert "(computed / published in docs/FACTS.md §6)" in res.stdout
+    assert not re.search(r"FACTS(?!\.md)", res.stdout)
+    # every "docs/FACTS.md §N" in the simulator's sources names a section the document has
+    facts = Path(__file__).resolve().parents[2] / "docs" / "FACTS.md"
+    sections = set(re.findall(r"^## (\d+)\.", facts.read_text(), flags=re.M))
+    sources = [*Path(specband.sim.__file__).parent.glob("*.py"), Path(specband.sim.__file__).parents[1] / "cli/sim.py"]
+    cited = set()
+    for path in sources:
+        text = path.read_text()
+        assert not re.search(r"FACTS(?!\.md)", text), path
+        cited |= set(re.findall(r"docs/FACTS\.md §(\d+)", text))
+    assert cited and cited <= sections
+
+
+def test_simulate_empty_model_config_is_one_error_line(run_cli, tmp_path) -> None:
+    res = run_cli("simulate", "--target-config", "", "--out", tmp_path / "o.jsonl")
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == ["error: --target-config: empty; give a config.json path or a bundled name"]

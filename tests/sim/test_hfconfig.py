@@ -1,4 +1,4 @@
-"""Model specs derived from Hugging Face config.json (FACTS §6 figures)."""
+"""Model specs derived from Hugging Face config.json (docs/FACTS.md §6 figures)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _draft() -> ModelSpec:
 
 def test_target_costs_match_llama_3_2_1b() -> None:
     t = _target()
-    # 2.47 GFLOPs per token without speculation (FACTS 6)
+    # 2.47 GFLOPs per token without speculation (docs/FACTS.md §6)
     assert t.dense_flops_per_token / 1e9 == pytest.approx(2.47, abs=0.005)
     # tied embedding: stored once, read once per forward as the LM head
     assert t.weight_bytes == t.read_bytes_per_forward == pytest.approx(2.4715e9, rel=1e-3)

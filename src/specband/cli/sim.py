@@ -4,7 +4,6 @@ model's calibration report (registered by :func:`register`)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -50,20 +49,31 @@ def register(app: typer.Typer) -> None:
         profile: str = typer.Option(
             "rtx4060-laptop",
             "--profile",
+            metavar="PROFILE",
             help="built-in profile (rtx4060-laptop, a100-sxm4-80gb, h100-sxm, h200) or a TOML/JSON file whose "
             "[hardware] sets hardware (the GPU name), power_limit_w, vram_mb, mem_bandwidth_gbs, peak_tflops "
             "and idle_power_w",
         ),
-        target_config: Optional[Path] = typer.Option(
-            None, "--target-config", help="target model's Hugging Face config.json (default: Llama-3.2-1B-Instruct)"
+        target_config: Optional[str] = typer.Option(
+            None,
+            "--target-config",
+            metavar="CONFIG",
+            help="target model's Hugging Face config.json, or a bundled name (default: llama-3.2-1b-instruct)",
         ),
-        draft_config: Optional[Path] = typer.Option(
-            None, "--draft-config", help="EAGLE3 draft head's config.json (default: SpecForge head for it)"
+        draft_config: Optional[str] = typer.Option(
+            None,
+            "--draft-config",
+            metavar="CONFIG",
+            help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct)",
         ),
-        batch_sizes: str = typer.Option("1,4,8,16", "--batch-sizes", help="batch sizes of a pass, e.g. '1,4,8,16'"),
-        repeats: int = typer.Option(3, "--repeats", help="full passes over batch sizes x actions"),
-        seed: int = typer.Option(0, "--seed", help="noise seed: the same seed gives the same file"),
-        out: Optional[str] = typer.Option(None, "--out", help="JSONL file to write (sweep schema)"),
+        batch_sizes: str = typer.Option(
+            "1,4,8,16", "--batch-sizes", metavar="LIST", help="batch sizes of a pass, each once, e.g. '1,4,8,16'"
+        ),
+        repeats: int = typer.Option(3, "--repeats", metavar="N", help="full passes over batch sizes x actions"),
+        seed: int = typer.Option(0, "--seed", metavar="N", help="noise seed: the same seed gives the same file"),
+        out: Optional[str] = typer.Option(
+            None, "--out", metavar="FILE", help="JSONL file to write (sweep schema); an existing one needs --force"
+        ),
         calibration_report: bool = typer.Option(
             False,
             "--calibration-report",
@@ -76,7 +86,7 @@ def register(app: typer.Typer) -> None:
             "refitted parameter (before -> after) and the fit costs",
         ),
         write_profile: Optional[str] = typer.Option(
-            None, "--write-profile", help="with --refit: write the refitted profile to this TOML file"
+            None, "--write-profile", metavar="FILE", help="with --refit: write the refitted profile to this TOML file"
         ),
         list_profiles: bool = typer.Option(False, "--list-profiles", help="list the built-in profiles and exit"),
         force: bool = typer.Option(False, "--force", help="replace --out / --write-profile if it exists"),
@@ -93,6 +103,9 @@ def register(app: typer.Typer) -> None:
                     f"{name:16} {prof.hardware:18} {prof.power_limit_w:6.0f} W {prof.vram_mb / 1024:6.1f} GiB  {mark}"
                 )
             return
+        for option, value in (("--target-config", target_config), ("--draft-config", draft_config)):
+            if value is not None and not value.strip():
+                raise ConfigError(f"{option}: empty; give a config.json path or a bundled name")
         if (refit or write_profile is not None) and not calibration_report:
             raise ConfigError("--refit and --write-profile go with --calibration-report")
         if write_profile is not None and not refit:

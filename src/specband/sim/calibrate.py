@@ -1,6 +1,6 @@
 """Calibration of the performance model against published measurements, and its report.
 
-Data: the 29 bundled published live rows (RTX 4060 Laptop, 80 W; FACTS §7). The rows of
+Data: the 29 bundled published live rows (RTX 4060 Laptop, 80 W; docs/FACTS.md §7). The rows of
 trial ``validate`` (17 rows, batch sizes 1/4/8/16) are fitted; the rows of trials
 ``seed0``..``seed3`` (12 rows, bs 16 only) are held out and only predicted.
 
@@ -589,7 +589,7 @@ def format_report(report: CalibrationReport) -> str:
         lines.append(f"  bs {bs:>2}: measured {_order(measured)}; predicted {_order(predicted)} [{same}]")
     lines.append("bs 16 utilisation: " + ", ".join(f"{k} {v:.3f}" for k, v in report.overshoot.items()))
     lines.append(
-        "dense GFLOPs per output token (computed / published FACTS 6): "
+        "dense GFLOPs per output token (computed / published in docs/FACTS.md §6): "
         + ", ".join(f"{k} {c:.2f}/{p:.2f}" for k, (c, p) in report.gflops_per_token.items())
     )
     lines.append("")

@@ -1,7 +1,7 @@
 """Model sizes, bytes and FLOPs of a target model and its EAGLE3 draft head, derived from a
 Hugging Face ``config.json`` (or given directly).
 
-What a decode step costs is counted the way FACTS §6 counts it (dense linear layers only,
+What a decode step costs is counted the way docs/FACTS.md §6 counts it (dense linear layers only,
 2 FLOPs per multiply-accumulate):
 
 * target, per token: ``2 x (L x (q + k + v + o + mlp) + lm_head)`` parameters, i.e. 2.47 GFLOPs
@@ -26,7 +26,7 @@ Mixture-of-experts configs are not supported (no active-parameter count is deriv
 The bundled configs (``specband/data/models``) are the public ``config.json`` of
 ``unsloth/Llama-3.2-1B-Instruct`` and of the SpecForge EAGLE3 head for it, with the head's
 ``rope_theta``/``rope_scaling`` set to the target's (the published head ships 10000/null,
-which collapses accept length on long prompts; upstream copied the target's values, FACTS §6),
+which collapses accept length on long prompts; upstream copied the target's values, docs/FACTS.md §6),
 and of ``meta-llama/Llama-3.1-8B-Instruct`` with the ``yuhuili/EAGLE3-LLaMA3.1-Instruct-8B``
 head (for what-if runs; its acceptance is not calibrated).
 """
@@ -278,7 +278,7 @@ def load_model_spec(
 def rope_mismatch(target: ModelSpec, draft: ModelSpec) -> str | None:
     """A warning when the draft head's RoPE settings differ from the target's, else ``None``.
 
-    Source: FACTS §6 (a SpecForge head with ``rope_theta``/``rope_scaling`` 10000/null
+    Source: docs/FACTS.md §6 (a SpecForge head with ``rope_theta``/``rope_scaling`` 10000/null
     against the target's 500000/llama3 collapses accept length to about 1.0 on long prompts).
     """
     if target.rope_theta is None or draft.rope_theta is None:

@@ -48,7 +48,7 @@ __all__ = [
     "StepCost",
 ]
 
-#: Workload of one sweep row (FACTS 4, sglang bench_speculative.py): max(16, bs) requests of 512 tokens.
+#: Workload of one sweep row (docs/FACTS.md §4, sglang bench_speculative.py): max(16, bs) requests of 512 tokens.
 NUM_PROMPTS = 16
 MAX_NEW_TOKENS = 512
 _MIB = 1024.0 * 1024.0
@@ -345,7 +345,7 @@ class SpeculativeDecodingModel:
         of 512 tokens at concurrency ``bs``).
 
         ``wall = decode x (1 + (1 - 1/bs) x (ragged + ragged_per_step x steps)) + fixed``:
-        step-time speed is the 20th percentile of step times (FACTS 4), and batches turn
+        step-time speed is the 20th percentile of step times (docs/FACTS.md §4), and batches turn
         ragged as requests finish and prefills interleave; ``fixed`` is prefill and request
         handling. Energy = average power x wall clock.
         """

@@ -105,7 +105,7 @@ class HardwareProfile:
     reference_temp_c: float = _f(60.0, "thermal", -20.0, 150.0, "temperature the power fit refers to, C")
     launch_s: float = _f(30.0, "thermal", 0.0, 3600.0, "server launch + CUDA graph capture + warm-up, s")
     launch_power_frac: float = _f(0.2, "thermal", 0.0, 1.0, "launch power above idle, fraction of headroom")
-    cooldown_s: float = _f(5.0, "thermal", 0.0, 3600.0, "sleep between launches, s (FACTS 4)")
+    cooldown_s: float = _f(5.0, "thermal", 0.0, 3600.0, "sleep between launches, s (docs/FACTS.md §4)")
     # [memory]
     cuda_context_mb: float = _f(400.0, "memory", 0.0, 1e6, "CUDA context and runtime outside the pool, MiB")
     runtime_reserved_mb: float = _f(1000.0, "memory", 0.0, 1e6, "static-pool memory that is not weights/KV, MiB")

@@ -5,7 +5,7 @@ drift.
 A pass runs the batch sizes in order and, for each, the 19 actions in contract order; each
 run launches the server (``launch_s`` at launch power: the GPU warms towards its launch
 steady state), measures ``max(16, bs) x 512`` tokens at the run's power (the GPU heats),
-then tears the server down and sleeps ``cooldown_s`` (5 s, FACTS 4) at idle power. A launch
+then tears the server down and sleeps ``cooldown_s`` (5 s, docs/FACTS.md §4) at idle power. A launch
 that does not fit in VRAM x 0.65 is retried at 0.55 (``retry_mem_fraction``); one that fits
 at neither is an error row with null measurements. Repeats are full passes, so the thermal
 state carries across runs.
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 4, 8, 16)
-#: sglang --mem-fraction-static of a launch, and of its retry after a failed launch (FACTS 1).
+#: sglang --mem-fraction-static of a launch, and of its retry after a failed launch (docs/FACTS.md §1).
 MEM_FRACTION_STATIC = 0.65
 RETRY_MEM_FRACTION = 0.55
 
