@@ -173,3 +173,14 @@ def test_policy_file_wrappers_keep_artifact_error(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="cannot write JSON"):
         write_json_atomic(tmp_path / "nan.json", {"x": math.inf})
     assert not (tmp_path / "nan.json").exists()
+
+
+@pytest.mark.parametrize("name", ["", "  ", ".", "..", "sub/.."])
+def test_a_path_that_is_no_file_name_is_the_callers_error(tmp_path, monkeypatch, name: str) -> None:
+    from specband.errors import ConfigError
+    from specband.fileio import write_text_atomic
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="not a file name"):
+        write_text_atomic(name, "x", error=ConfigError)
+    assert list(tmp_path.iterdir()) == []

@@ -63,6 +63,8 @@ def _write_atomic(
     check: Callable[[Path], object] | None,
 ) -> Path:
     out = Path(path)
+    if not str(path).strip() or out.name in ("", ".", ".."):
+        raise error(f"{str(path)!r}: not a file name")
     try:
         if make_parents:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -118,8 +120,9 @@ def write_bytes_atomic(
         ``path`` as a :class:`~pathlib.Path`.
 
     Raises:
-        error: the folder is missing or not writable, the disk is full, or the rename
-            fails; the message is ``"<path>: cannot write (<reason>)"``.
+        error: an empty path or one naming a folder (``.``, ``..``), the folder is missing or
+            not writable, the disk is full, or the rename fails; the message is
+            ``"<path>: cannot write (<reason>)"`` for the failures.
     """
     return _write_atomic(
         path, lambda fh: fh.write(data), error=error, fsync=fsync, make_parents=make_parents, check=check
