@@ -85,3 +85,12 @@ def sweep_args(tmp_path: Path, port: int) -> list[str]:
 def python() -> str:
     """This interpreter."""
     return sys.executable
+
+
+def one_error_line(stderr: str) -> str:
+    """The only ``error: ...`` line of ``stderr`` (asserts there is exactly one, and no
+    traceback)."""
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, stderr
+    assert "Traceback" not in stderr, stderr
+    return errors[0]

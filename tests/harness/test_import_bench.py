@@ -116,10 +116,23 @@ def test_an_unwritable_output_is_one_error_line(run_cli, tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match=r"file/o\.jsonl: cannot write \(File exists\)"):
         import_bench(src, tmp_path / "file" / "o.jsonl")
+    with pytest.raises(ConfigError, match=r"adir: cannot write \(Is a directory\)"):
+        (tmp_path / "adir").mkdir()
+        import_bench(src, tmp_path / "adir", overwrite=True)
     out = tmp_path / "adir"
     (out / "inner").mkdir(parents=True)
-    result = run_cli("import-bench", src, "--out", out, "--force")
-    assert result.exit_code == 2
-    assert result.stderr.splitlines()[-1] == f"error: {out}: cannot write (Is a directory)"
-    assert "Traceback" not in result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "bench.jsonl", "file"]
+    for args, message in [
+        (["--out", out, "--force"], f"error: --out {out}: is a folder; name a file"),
+        (["--out", out], f"error: --out {out}: is a folder; name a file"),
+        (["--out", ""], "error: --out '': must name a file"),
+        (["--out", "/proc/specband.jsonl", "--force"], "error: /proc/specband.jsonl: cannot write ("),
+        (["--out", tmp_path / "file" / "o.jsonl"], f"error: {tmp_path}/file/o.jsonl: cannot write (File exists)"),
+    ]:
+        result = run_cli("import-bench", src, *args)
+        assert result.exit_code == 2
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith(message), result.stderr
+        assert "Traceback" not in result.stderr and result.stdout == ""
+        # nothing written: no output, no temporary file left next to it
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "bench.jsonl", "file"]
+        assert [p.name for p in out.iterdir()] == ["inner"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from .conftest import TIME_SCALE, emulator_command, processes_with
+from .conftest import TIME_SCALE, emulator_command, one_error_line, processes_with
 
 
 def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-untyped-def]
@@ -108,3 +108,17 @@ def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_an_unwritable_log_is_one_error_line_before_anything_runs(run_cli, tmp_path, port) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "adir").mkdir()
+    server_command = emulator_command("--time-scale", str(TIME_SCALE))
+    for log, reason in [(tmp_path / "adir", "Is a directory"), (tmp_path / "afile" / "s.log", "Not a directory"),
+                        (Path("/proc/specband.log"), "")]:  # fmt: skip
+        res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--port", port,
+                      "--server-command", server_command, "--log", log)  # fmt: skip
+        assert res.exit_code == 2
+        assert one_error_line(res.stderr).startswith(f"error: --log {log}: cannot write ({reason}"), res.stderr
+        assert res.stdout == "" and not processes_with(f"--port {port}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]

@@ -227,3 +227,14 @@ def test_split_server_args_splits_like_a_shell_and_names_a_bad_value():
         split_server_args(["--ok", '"oops'])
     with pytest.raises(ConfigError, match=r"--server-arg 'x\\\\' cannot be parsed: No escaped character"):
         split_server_args(["x\\"])
+
+
+def test_an_unwritable_server_log_is_a_harness_error_and_starts_nothing(tmp_path):
+    from specband.errors import HarnessError
+
+    (tmp_path / "afile").write_text("")
+    log = tmp_path / "afile" / "server.log"
+    server = ServerProcess([sys.executable, "-c", "pass"], host="127.0.0.1", port=9, log_path=log, port_wait_s=0)
+    with pytest.raises(HarnessError, match=r"afile/server\.log: cannot write the server log \(File exists\)"):
+        server.start()
+    assert server.proc is None

@@ -19,7 +19,7 @@ from specband.dataset import SWEEP_COLUMNS, load_sweep
 from specband.harness.runner import EXTRA_COLUMNS
 from specband.harness.sweep import grid, read_rows_for_resume
 from specband.sim import build_model
-from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
+from tests.harness.conftest import TIME_SCALE, emulator_command, one_error_line, processes_with
 
 #: The emulator's default performance model (``--emulator-model calibrated``).
 MODEL = build_model("rtx4060-laptop")
@@ -306,3 +306,28 @@ def test_a_resume_rewrite_that_fails_is_a_harness_error_and_keeps_the_file(tmp_p
     monkeypatch.undo()
     assert read_rows_for_resume(out) == [{"index": 0, "repeat": 0}]
     assert out.read_text() == '{"index": 0, "repeat": 0}\n'
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (lambda d: ["--out", d / "adir"], "error: --out {d}/adir: is a folder; name a file"),
+        (lambda d: ["--out", ""], "error: --out '': must name a file"),
+        (lambda d: ["--out", d / "afile" / "s.jsonl"], "error: {d}/afile/s.jsonl: cannot write ({d}/afile is not a folder)"),
+        (lambda d: ["--out", d / "s.jsonl", "--log-dir", d / "afile"], "error: --log-dir {d}/afile: is a file"),
+        (lambda d: ["--out", d / "s.jsonl", "--log-dir", d / "afile" / "logs"],
+         "error: {d}/afile/logs: cannot create the server-log folder (Not a directory)"),
+        (lambda d: ["--out", d / "s.jsonl", "--log-dir", "/proc/specband-logs"],
+         "error: /proc/specband-logs: cannot create the server-log folder ("),
+        (lambda d: ["--out", "/proc/specband.jsonl"], "error: /proc/specband.jsonl: cannot write ("),
+    ],
+)  # fmt: skip
+def test_bad_output_paths_are_one_error_line_and_create_nothing(run_cli, tmp_path, options, message):
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    result = run_cli("sweep", "--target", "m", "--draft", "d", "--device", "none", "--batch-sizes", "1",
+                     "--actions", "0", "--quiet", *options(tmp_path))  # fmt: skip
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr).startswith(message.format(d=tmp_path)), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
+    assert list((tmp_path / "adir").iterdir()) == [] and (tmp_path / "afile").read_text() == "x"

@@ -36,6 +36,40 @@ def _plain_warnings() -> Iterator[None]:
             warnings.showwarning = previous
 
 
+def _file_option(option: str, text: str) -> Path:
+    """``text`` as the path of a file to write: not empty, not a folder.
+
+    Raises:
+        ConfigError: ``"<option> '': must name a file"`` or
+            ``"<option> <path>: is a folder; name a file ..."``.
+    """
+    from specband.errors import ConfigError
+
+    path = Path(text)
+    if not text.strip() or path.name in ("", ".", ".."):
+        raise ConfigError(f"{option} {text!r}: must name a file")
+    if path.is_dir():
+        raise ConfigError(f"{option} {text}: is a folder; name a file (e.g. {path / 'sweep.jsonl'})")
+    return path
+
+
+def _folder_option(option: str, text: str) -> Path:
+    """``text`` as a folder to create or use: not empty, not an existing file.
+
+    Raises:
+        ConfigError: ``"<option> '': must name a folder"`` or
+            ``"<option> <path>: is a file, not a folder"``.
+    """
+    from specband.errors import ConfigError
+
+    path = Path(text)
+    if not text.strip():
+        raise ConfigError(f"{option} {text!r}: must name a folder")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {text}: is a file, not a folder")
+    return path
+
+
 def _parse_batch_sizes(text: str) -> tuple[int, ...]:
     from specband.errors import ConfigError
 
@@ -149,7 +183,7 @@ def register(app: typer.Typer) -> None:
             metavar="LIST",
         ),
         repeats: int = typer.Option(3, "--repeats", help="Full passes over the grid.", metavar="N"),
-        out: Path = typer.Option(Path("sweep.jsonl"), "--out", help="Output JSONL (one row per run).", metavar="FILE"),
+        out_text: str = typer.Option("sweep.jsonl", "--out", help="Output JSONL (one row per run).", metavar="FILE"),
         resume: bool = typer.Option(False, "--resume", help="Skip (index, repeat) rows already in --out."),
         one_launch_per_config: bool = typer.Option(
             False, "--one-launch-per-config", help="One server per action serves every batch size."
@@ -194,7 +228,7 @@ def register(app: typer.Typer) -> None:
         hardware: Optional[str] = typer.Option(
             None, "--hardware", help="'hardware' column (default: the GPU's name).", metavar="NAME"
         ),
-        log_dir: Optional[Path] = typer.Option(
+        log_dir_text: Optional[str] = typer.Option(
             None, "--log-dir", help="Server logs (default: <out>.logs/).", metavar="DIR"
         ),
         time_scale: float = typer.Option(
@@ -226,6 +260,8 @@ def register(app: typer.Typer) -> None:
         from specband.harness.sweep import run_sweep
 
         with _plain_warnings():
+            out = _file_option("--out", out_text)
+            log_dir = None if log_dir_text is None else _folder_option("--log-dir", log_dir_text)
             bs = _parse_batch_sizes(batch_sizes)
             acts = _parse_actions(actions)
             extra_args = split_server_args(server_arg)
@@ -349,7 +385,7 @@ def register(app: typer.Typer) -> None:
         file: Path = typer.Argument(
             ..., help="JSONL written by sglang's scripts/playground/bench_speculative.py.", metavar="FILE"
         ),
-        out: Optional[Path] = typer.Option(
+        out_text: Optional[str] = typer.Option(
             None, "--out", help="Sweep JSONL to write (default: <file>.sweep.jsonl).", metavar="FILE"
         ),
         hardware: str = typer.Option("unknown", "--hardware", help="'hardware' column.", metavar="NAME"),
@@ -359,6 +395,7 @@ def register(app: typer.Typer) -> None:
         come from throughput only)."""
         from specband.harness.import_bench import import_bench
 
+        out = None if out_text is None else _file_option("--out", out_text)
         target = out or file.with_name(file.name + ".sweep.jsonl")
         result = import_bench(file, target, hardware=hardware, overwrite=force)
         print(

@@ -83,6 +83,8 @@ def register(app: typer.Typer) -> None:
         if state is not None and (not all(math.isfinite(v) for v in state) or state[1] < 0 or state[2] < 0):
             raise ConfigError(f"--state needs finite TEMP_C MEM_MB UTIL_PCT with MEM_MB, UTIL_PCT >= 0, got {state}")
         extra_args = split_server_args(server_arg)
+        if not dry_run:
+            _open_log(log)
         telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
         pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
         action = tuple(pick["action"])
@@ -138,6 +140,28 @@ def register(app: typer.Typer) -> None:
             if server is not None:
                 server.stop()
             signal.signal(signal.SIGTERM, previous)
+
+
+def _open_log(path: Path) -> bool:
+    """Check that the server log can be appended to, creating it if missing; True when
+    it was created.
+
+    Raises:
+        ConfigError: ``"--log <path>: cannot write (<reason>)"`` (a folder, a missing
+            folder, no permission).
+    """
+    import os
+
+    from specband.errors import ConfigError
+
+    existed = path.exists()
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "Is a directory")
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
+    except OSError as exc:
+        raise ConfigError(f"--log {path}: cannot write ({exc.strerror or exc})") from None
+    return not existed
 
 
 def _read_idle_state(kind: str, index: int) -> tuple[float, float, float] | None:

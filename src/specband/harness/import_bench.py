@@ -131,11 +131,13 @@ def import_bench(path: str | os.PathLike[str], out_path: str | os.PathLike[str],
             speed-ups against; run the bench script with ``--steps 0 ...``), or
             ``out_path`` exists and ``overwrite`` is false, or a converted row that
             does not load as a sweep (naming the input line; nothing is written).
-        ConfigError: ``out_path`` cannot be written (``"<path>: cannot write (<reason>)"``;
-            the old file, if any, is left as it was).
+        ConfigError: ``out_path`` is a folder or cannot be written (``"<path>: cannot
+            write (<reason>)"``; the old file, if any, is left as it was).
     """
     src = Path(path)
     out = Path(out_path)
+    if out.is_dir():
+        raise ConfigError(f"{out}: cannot write (Is a directory)")
     if out.exists() and not overwrite:
         raise DataError("output file exists (pass --force to replace it)", path=out)
     try:

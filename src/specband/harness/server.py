@@ -332,6 +332,8 @@ class ServerProcess:
 
         Raises:
             PortInUseError: the port still answers after ``port_wait_s``.
+            HarnessError: the log file cannot be opened
+                (``"<log>: cannot write the server log (<reason>)"``).
             LaunchError: the command cannot be executed (reason ``exited``).
         """
         deadline = time.monotonic() + self.port_wait_s
@@ -342,11 +344,15 @@ class ServerProcess:
                     f"server or pass another --port)"
                 )
             time.sleep(0.1)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = self.command
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-I", str(_SHIM), str(os.getpid()), "--", *self.command]
-        with open(self.log_path, "ab") as log:
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(self.log_path, "ab")
+        except OSError as exc:
+            raise HarnessError(f"{self.log_path}: cannot write the server log ({exc.strerror or exc})") from None
+        with log:
             self._log_offset = log.tell()
             header = f"\n=== specband launch {time.strftime('%Y-%m-%dT%H:%M:%S')}: {shlex.join(self.command)}\n"
             log.write(header.encode())

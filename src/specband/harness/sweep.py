@@ -26,6 +26,7 @@ with complete rows only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -130,13 +131,16 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
     Raises:
         DataError: a complete line that is not a JSON object, or a repeated
             ``(index, repeat)``.
-        HarnessError: the file cannot be rewritten (``"<path>: cannot write (<reason>)"``;
-            it is left as it was).
+        HarnessError: the file cannot be read (``"<path>: cannot read (<reason>)"``, e.g.
+            a folder) or rewritten (``"<path>: cannot write (<reason>)"``; it is left as it
+            was).
     """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
+    except OSError as exc:  # a folder, no permission, ...
+        raise HarnessError(f"{path}: cannot read ({exc.strerror or exc})") from None
     complete, _, partial = data.rpartition(b"\n")
     if partial.strip():
         write_bytes_atomic(path, complete + b"\n" if complete else b"", error=HarnessError)
@@ -164,18 +168,28 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
 class RowWriter:
     """Appends JSON rows to a JSONL file, flushing and fsyncing after each row.
 
+    Attributes:
+        path: the file.
+        created: True when this writer created the file (it did not exist before).
+        rows: rows appended by this writer.
+
     Raises:
-        HarnessError: the file cannot be opened or written.
+        HarnessError: the file cannot be opened or written
+            (``"<path>: cannot write (<reason>)"``).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.rows = 0
         new = not path.exists()
+        if path.parent.exists() and not path.parent.is_dir():
+            raise HarnessError(f"{path}: cannot write ({path.parent} is not a folder)")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(path, "a", encoding="utf-8")
         except OSError as exc:
-            raise HarnessError(f"{path}: cannot open for writing: {exc.strerror}") from None
+            raise HarnessError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        self.created = new
         if new:
             try:
                 dir_fd = os.open(str(path.parent), os.O_RDONLY)
@@ -194,11 +208,21 @@ class RowWriter:
             self._fh.flush()
             os.fsync(self._fh.fileno())
         except OSError as exc:
-            raise HarnessError(f"{self.path}: cannot write a row: {exc.strerror}") from None
+            raise HarnessError(f"{self.path}: cannot write a row ({exc.strerror or exc})") from None
+        self.rows += 1
 
     def close(self) -> None:
         """Close the file."""
         self._fh.close()
+
+    def discard_if_unused(self) -> None:
+        """Close, and remove the file if this writer created it and wrote no row (a sweep
+        that fails before its first row leaves no empty file behind)."""
+        self.close()
+        if self.created and self.rows == 0:
+            with contextlib.suppress(OSError):
+                if self.path.stat().st_size == 0:
+                    self.path.unlink()
 
 
 @dataclass
@@ -285,8 +309,11 @@ def run_sweep(
 
     Raises:
         ConfigError: bad grid or repeats, or an existing file without ``resume``, or a
-            file from another target/draft or another grid.
+            file from another target/draft or another grid, or ``out_path`` is a folder,
+            or ``settings.log_dir`` is a file.
         DataError: the existing file cannot be resumed.
+        HarnessError: ``out_path`` cannot be read or written, or the log folder cannot
+            be created (nothing is created then); a server log cannot be written.
         PortInUseError: the server port is taken by something else.
         KeyboardInterrupt: Ctrl-C or SIGTERM (after the server was stopped).
     """
@@ -295,6 +322,10 @@ def run_sweep(
     if repeats <= 0:
         raise ConfigError(f"--repeats must be > 0, got {repeats}")
     points = grid(batch_sizes, actions)
+    if out_path.is_dir():
+        raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
+    if settings.log_dir.exists() and not settings.log_dir.is_dir():
+        raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
     existing = read_rows_for_resume(out_path) if out_path.exists() else []
     if existing and not resume:
         raise ConfigError(
@@ -323,8 +354,12 @@ def run_sweep(
         out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config
     )
     hardware = settings.hardware or device.name
-    settings.log_dir.mkdir(parents=True, exist_ok=True)
     writer = RowWriter(out_path)
+    try:
+        _make_log_dir(settings.log_dir)
+    except BaseException:
+        writer.discard_if_unused()
+        raise
     t0 = time.monotonic()
     reporter.start(len(todo), summary.skipped)
     try:
@@ -339,10 +374,26 @@ def run_sweep(
                 else:
                     for point in pending:
                         _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
+    except Exception:
+        writer.discard_if_unused()  # an error before the first row leaves no empty file
+        raise
     finally:
         writer.close()
         summary.elapsed_s = time.monotonic() - t0
     return summary
+
+
+def _make_log_dir(path: Path) -> None:
+    """Create the server-log folder (and its parents) if missing.
+
+    Raises:
+        HarnessError: it cannot be created
+            (``"<path>: cannot create the server-log folder (<reason>)"``).
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot create the server-log folder ({exc.strerror or exc})") from None
 
 
 def _emit(writer: RowWriter, reporter: SweepReporter, summary: SweepSummary, point: GridPoint, rep: int,
