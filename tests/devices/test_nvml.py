@@ -216,3 +216,16 @@ def test_close_shuts_nvml_down_once(fake_gpu):
     dev.close()
     assert fake_gpu.calls["shutdown"] == 1
     assert dev.read_temp_c() is None
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -5, float("nan"), float("inf"), True])
+def test_a_power_limit_given_by_hand_must_be_finite_and_positive(fake_gpu, bad):
+    from specband.errors import ConfigError
+
+    message = r"--power-limit must be a finite number of watts > 0, got "
+    for make in (lambda: NvmlDevice(0, power_limit_w=bad), lambda: NullDevice(power_limit_w=bad),
+                 lambda: open_device("none", power_limit_w=bad), lambda: open_device("nvml", power_limit_w=bad)):  # fmt: skip
+        with pytest.raises(ConfigError, match=message):
+            make()
+    assert "init" not in fake_gpu.calls  # refused before NVML is touched
+    assert NullDevice(power_limit_w=80).power_limit_w == 80.0

@@ -331,3 +331,31 @@ def test_bad_output_paths_are_one_error_line_and_create_nothing(run_cli, tmp_pat
     assert one_error_line(result.stderr).startswith(message.format(d=tmp_path)), result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
     assert list((tmp_path / "adir").iterdir()) == [] and (tmp_path / "afile").read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--power-limit", "0"], "error: --power-limit must be a finite number of watts > 0, got 0.0"),
+        (["--power-limit", "-5"], "error: --power-limit must be a finite number of watts > 0, got -5.0"),
+        (["--power-limit", "nan"], "error: --power-limit must be a finite number of watts > 0, got nan"),
+        (["--power-limit", "inf"], "error: --power-limit must be a finite number of watts > 0, got inf"),
+        (["--cooldown", "nan"], "error: --cooldown must be a finite number of seconds >= 0, got nan"),
+        (["--retry-mem-fraction", "-5"], "error: --retry-mem-fraction must be 0 (no retry) or in (0, 1), got -5.0"),
+        (["--retry-mem-fraction", "nan"], "error: --retry-mem-fraction must be 0 (no retry) or in (0, 1), got nan"),
+        (["--repeats", "0"], "error: --repeats must be > 0, got 0"),
+        (["--gpu-index", "-1"], "error: --gpu-index must be >= 0, got -1"),
+    ],
+)  # fmt: skip
+def test_bad_numbers_are_refused_before_anything_runs(run_cli, sweep_args, tmp_path, options, message):
+    import pynvml
+
+    out = tmp_path / "s.jsonl"
+    for device in (["--device", "nvml"], []):  # a real GPU's sweep, and the emulator's
+        args = [a for a in sweep_args if a not in ("--time-scale", str(TIME_SCALE))] if device else sweep_args
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pynvml, "nvmlInit", lambda: pytest.fail("NVML was probed before the options were checked"))
+            result = run_cli(*args, *device, "--batch-sizes", "1", "--actions", "0", "--out", out, *options)
+        assert result.exit_code == 2
+        assert one_error_line(result.stderr) == message
+        assert list(tmp_path.iterdir()) == []  # no rows, no logs, no emulated GPU state

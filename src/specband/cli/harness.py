@@ -223,7 +223,7 @@ def register(app: typer.Typer) -> None:
         ),  # fmt: skip
         gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
         power_limit: Optional[float] = typer.Option(
-            None, "--power-limit", help="Power limit in W when NVML gives none.", metavar="W"
+            None, "--power-limit", help="Power limit in W (finite, > 0) when NVML gives none.", metavar="W"
         ),
         hardware: Optional[str] = typer.Option(
             None, "--hardware", help="'hardware' column (default: the GPU's name).", metavar="NAME"
@@ -252,18 +252,27 @@ def register(app: typer.Typer) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
         from specband.devices import open_device
-        from specband.devices.base import Clock
+        from specband.devices.base import Clock, check_power_limit_w
         from specband.devices.emulated import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
         from specband.errors import ConfigError
         from specband.harness.runner import MeasureSettings
         from specband.harness.server import ServerConfig, split_server_args
-        from specband.harness.sweep import run_sweep
+        from specband.harness.sweep import grid, run_sweep
 
         with _plain_warnings():
             out = _file_option("--out", out_text)
             log_dir = None if log_dir_text is None else _folder_option("--log-dir", log_dir_text)
             bs = _parse_batch_sizes(batch_sizes)
             acts = _parse_actions(actions)
+            grid(bs, acts)  # distinct, positive batch sizes and distinct actions
+            # every option is checked before any device, model or server is touched
+            check_power_limit_w(power_limit)
+            if repeats <= 0:
+                raise ConfigError(f"--repeats must be > 0, got {repeats}")
+            if gpu_index < 0:
+                raise ConfigError(f"--gpu-index must be >= 0, got {gpu_index}")
+            if not (retry_mem_fraction == 0 or 0 < retry_mem_fraction < 1):
+                raise ConfigError(f"--retry-mem-fraction must be 0 (no retry) or in (0, 1), got {retry_mem_fraction}")
             extra_args = split_server_args(server_arg)
             clock = Clock(time_scale)
             kind = device_kind

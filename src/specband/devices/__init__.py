@@ -18,7 +18,7 @@ from typing import Any
 
 from specband.devices import base as _base
 from specband.devices.base import *  # noqa: F403  (the interface: every name in base.__all__)
-from specband.devices.base import DeviceWarning, GpuDevice, NullDevice
+from specband.devices.base import DeviceWarning, GpuDevice, NullDevice, check_power_limit_w
 from specband.errors import ConfigError, DeviceError
 
 __all__ = ["DEVICE_KINDS", "open_device", *_base.__all__]
@@ -50,11 +50,13 @@ def open_device(
         :class:`DeviceWarning` (telemetry off; the sweep still runs).
 
     Raises:
-        ConfigError: an unknown kind, or ``"emulated"`` without ``emulated``.
+        ConfigError: an unknown kind, ``"emulated"`` without ``emulated``, or a
+            ``power_limit_w`` that is not a finite number > 0.
         DeviceError: ``"zeus"`` when zeus is not installed or cannot start.
     """
     if kind not in DEVICE_KINDS:
         raise ConfigError(f"unknown device {kind!r}; expected one of {', '.join(DEVICE_KINDS)}")
+    power_limit_w = check_power_limit_w(power_limit_w)
     if kind == "auto":
         kind = "emulated" if emulated is not None else "nvml"
     if kind == "none":

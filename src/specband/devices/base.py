@@ -36,6 +36,7 @@ __all__ = [
     "TelemetrySample",
     "TelemetryWindow",
     "WindowResult",
+    "check_power_limit_w",
     "is_throttling",
 ]
 
@@ -75,6 +76,27 @@ def is_throttling(reasons: int | None) -> bool | None:
     if reasons is None:
         return None
     return bool(int(reasons) & THROTTLE_REASON_MASK)
+
+
+def check_power_limit_w(value: float | None) -> float | None:
+    """Validate a power limit given by hand (``--power-limit``).
+
+    Args:
+        value: watts, or ``None`` (none given).
+
+    Returns:
+        ``value`` as a float, or ``None``.
+
+    Raises:
+        ConfigError: not a finite number > 0 (0, negative, NaN, infinity, a non-number):
+            a row's ``power_limit_watts`` must be a real limit, since energy utilisation
+            divides by it (``"--power-limit must be a finite number of watts > 0, got X"``).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"--power-limit must be a finite number of watts > 0, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -267,12 +289,15 @@ class NullDevice(GpuDevice):
     Args:
         power_limit_w: a power limit given by hand (``--power-limit``), W.
         name: hardware name to report.
+
+    Raises:
+        ConfigError: ``power_limit_w`` is not a finite number > 0.
     """
 
     def __init__(self, power_limit_w: float | None = None, name: str = "unknown") -> None:
         self.name = name
         self.energy_method = "none"
-        self.power_limit_w = power_limit_w
+        self.power_limit_w = check_power_limit_w(power_limit_w)
         self.power_limit_source = "cli" if power_limit_w is not None else "none"
 
     def read_energy_mj(self) -> float | None:

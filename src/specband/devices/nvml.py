@@ -24,7 +24,7 @@ import warnings
 from types import ModuleType
 from typing import Any, Callable
 
-from specband.devices.base import DeviceWarning, GpuDevice
+from specband.devices.base import DeviceWarning, GpuDevice, check_power_limit_w
 from specband.errors import DeviceError
 
 __all__ = ["NvmlDevice", "import_pynvml"]
@@ -54,12 +54,14 @@ class NvmlDevice(GpuDevice):
         pynvml_module: the ``pynvml`` module to use (tests pass a patched one).
 
     Raises:
+        ConfigError: ``power_limit_w`` is not a finite number > 0.
         DeviceError: NVML cannot be imported or initialised, or the index is invalid.
     """
 
     def __init__(
         self, index: int = 0, power_limit_w: float | None = None, pynvml_module: ModuleType | None = None
     ) -> None:
+        power_limit_w = check_power_limit_w(power_limit_w)
         self._nvml = pynvml_module if pynvml_module is not None else import_pynvml()
         self._unsupported: set[str] = set()
         self._open = False

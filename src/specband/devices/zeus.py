@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from specband.devices.base import DeviceWarning, GpuDevice, NullDevice
+from specband.devices.base import DeviceWarning, GpuDevice, NullDevice, check_power_limit_w
 from specband.errors import DeviceError
 
 __all__ = ["ZeusDevice"]
@@ -34,6 +34,7 @@ class ZeusDevice(GpuDevice):
         monitor: a ready ``ZeusMonitor`` (tests pass a fake one).
 
     Raises:
+        ConfigError: ``power_limit_w`` is not a finite number > 0.
         DeviceError: zeus is not installed or ``ZeusMonitor`` cannot start.
     """
 
@@ -44,6 +45,7 @@ class ZeusDevice(GpuDevice):
         telemetry: GpuDevice | None = None,
         monitor: Any | None = None,
     ) -> None:
+        power_limit_w = check_power_limit_w(power_limit_w)
         self.index = index
         if monitor is None:
             try:

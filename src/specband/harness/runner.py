@@ -111,8 +111,10 @@ class MeasureSettings:
         for name in ("launch_timeout_s", "health_poll_s", "request_timeout_s", "sample_period_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.cooldown_s < 0 or self.stop_grace_s < 0:
-            raise ConfigError("cool-down and stop grace must be >= 0 s")
+        if not (math.isfinite(self.cooldown_s) and self.cooldown_s >= 0):
+            raise ConfigError(f"--cooldown must be a finite number of seconds >= 0, got {self.cooldown_s}")
+        if not (math.isfinite(self.stop_grace_s) and self.stop_grace_s >= 0):
+            raise ConfigError(f"stop grace must be a finite number of seconds >= 0, got {self.stop_grace_s}")
         if not self.prompts:
             raise ConfigError("the workload needs at least one prompt")
 
