@@ -122,3 +122,15 @@ def test_an_unwritable_log_is_one_error_line_before_anything_runs(run_cli, tmp_p
         assert one_error_line(res.stderr).startswith(f"error: --log {log}: cannot write ({reason}"), res.stderr
         assert res.stdout == "" and not processes_with(f"--port {port}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
+
+
+def test_a_server_command_that_cannot_run_is_one_error_line(run_cli, tmp_path, port) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "server.log"
+    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--port", port,
+                  "--server-command", "/nonexistent/sglang", "--log", log)  # fmt: skip
+    assert res.exit_code == 2
+    assert one_error_line(res.stderr) == (
+        "error: --server-command cannot be run: cannot execute '/nonexistent/sglang': No such file or directory "
+        "(exit 127)"
+    )
+    assert log.read_text().count("=== specband launch") == 1  # not retried

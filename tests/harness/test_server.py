@@ -238,3 +238,22 @@ def test_an_unwritable_server_log_is_a_harness_error_and_starts_nothing(tmp_path
     with pytest.raises(HarnessError, match=r"afile/server\.log: cannot write the server log \(File exists\)"):
         server.start()
     assert server.proc is None
+
+
+def test_launcher_failure_tells_a_command_that_cannot_run_from_a_failed_launch():
+    from specband.harness.server import launcher_failure
+
+    header = "\n=== specband launch 2026-01-01T00:00:00: x --port 1\n"
+    sglang = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m"]
+    assert launcher_failure(["/x"], 127, header + "cannot execute '/x': No such file or directory\n") == (
+        "cannot execute '/x': No such file or directory"
+    )
+    assert launcher_failure(["sh", "-c", "y"], 126, header) == "exit status 126"
+    missing = f"{sys.executable}: Error while finding module specification for 'sglang.launch_server' " \
+              "(ModuleNotFoundError: No module named 'sglang')"  # fmt: skip
+    assert launcher_failure(sglang, 1, header + missing + "\n") == missing
+    assert launcher_failure(sglang, 1, header + f"{sys.executable}: No module named sglang.launch_server\n")
+    # sglang ran and failed: one action's failure (an error row), not a configuration error
+    assert launcher_failure(sglang, 1, header + "ModuleNotFoundError: No module named 'flashinfer'\n") is None
+    assert launcher_failure(sglang, 1, header + "torch.OutOfMemoryError: CUDA out of memory.\n") is None
+    assert launcher_failure(["/x", "--model-path", "m"], 1, header + "No module named x\n") is None

@@ -359,3 +359,35 @@ def test_bad_numbers_are_refused_before_anything_runs(run_cli, sweep_args, tmp_p
         assert result.exit_code == 2
         assert one_error_line(result.stderr) == message
         assert list(tmp_path.iterdir()) == []  # no rows, no logs, no emulated GPU state
+
+
+@pytest.mark.parametrize(
+    ("server_command", "message"),
+    [
+        ("/nonexistent/sglang", "error: --server-command cannot be run: cannot execute '/nonexistent/sglang': "
+                                "No such file or directory (exit 127)"),
+        ("sh -c specband_no_such_command", "error: --server-command cannot be run: "),
+        ("python -m specband_no_such_module", "error: --server-command cannot be run: "),
+    ],
+)  # fmt: skip
+def test_a_server_command_that_cannot_run_stops_the_sweep_at_once(run_cli, sweep_args, tmp_path, server_command,
+                                                                  message):  # fmt: skip
+    out = tmp_path / "s.jsonl"
+    first = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out)
+    assert first.exit_code == 0, first.stderr
+    measured = out.read_text()
+    args = [*sweep_args]
+    args[args.index("--server-command") + 1] = server_command
+    del args[args.index("--time-scale") : args.index("--time-scale") + 2]  # not the emulator
+    for target, extra in [(out, ["--resume"]), (tmp_path / "new.jsonl", []), (tmp_path / "cfg.jsonl",
+                                                                                ["--one-launch-per-config"])]:
+        logs = tmp_path / f"{target.name}.failed-logs"
+        result = run_cli(*args, "--device", "none", "--batch-sizes", "1,4", "--actions", "0 10", "--repeats", "2",
+                         "--out", target, "--log-dir", logs, "--cooldown", "0", *extra)  # fmt: skip
+        assert result.exit_code == 2
+        line = one_error_line(result.stderr)
+        assert line.startswith(message), line
+        assert "not found" in line or "No such file" in line or "No module named" in line
+        # one launch, no retry, no error rows; the rows measured before stay
+        assert sum(p.read_text().count("=== specband launch") for p in logs.iterdir()) == 1
+        assert not target.exists() if target != out else out.read_text() == measured

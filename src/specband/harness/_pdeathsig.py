@@ -1,7 +1,8 @@
 """Exec shim: ``python _pdeathsig.py PARENT_PID -- COMMAND...``.
 
 Sets ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` so that the server gets SIGTERM if the sweep
-process dies without cleaning up (e.g. SIGKILL), then ``exec``s the server command. The
+process dies without cleaning up (e.g. SIGKILL), then ``exec``s the server command (exit
+status 127 when it is not found, 126 when it cannot be executed, as shells do). The
 setting survives ``execve``; sglang's own subprocesses already die with their parent.
 Linux only; elsewhere the command is exec'ed unchanged. Standard library only (it runs
 before every server launch).
@@ -35,8 +36,9 @@ def main(argv: list[str]) -> None:
     try:
         os.execvp(command[0], command)
     except OSError as exc:
+        # the shells' convention: 127 when the command is not found, 126 when it cannot be run
         sys.stderr.write(f"cannot execute {command[0]!r}: {exc.strerror}\n")
-        raise SystemExit(127) from None
+        raise SystemExit(127 if isinstance(exc, FileNotFoundError) else 126) from None
 
 
 if __name__ == "__main__":

@@ -186,6 +186,9 @@ def launch_with_retry(
     Raises:
         RetriedLaunchError: both launches failed (or the only one, without a retry).
         PortInUseError: the port answers before launch (the sweep must stop).
+        LauncherError: the server command cannot be run at all (not retried; the sweep
+            must stop).
+        HarnessError: the server log cannot be written.
     """
     act = validate_action(action)
     mem = settings.mem_fraction_static

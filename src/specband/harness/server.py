@@ -13,7 +13,9 @@ its process group id is its pid) with a parent-death signal (a crashed sweep tak
 server down); :meth:`ServerProcess.stop` sends SIGTERM to the whole group, then SIGKILL
 after a grace period, and waits until no process of the group is left. Live servers are
 also stopped at interpreter exit. Output goes to a log file whose tail classifies a
-failed launch (:func:`classify_failure`).
+failed launch (:func:`classify_failure`). A command that cannot be run at all (not found,
+not executable, ``python -m`` of a module that is not installed) raises
+:class:`LauncherError` instead of :class:`LaunchError` (:func:`launcher_failure`).
 """
 
 from __future__ import annotations
@@ -40,12 +42,14 @@ __all__ = [
     "DEFAULT_SERVER_COMMAND",
     "SGLANG_ENV",
     "LaunchError",
+    "LauncherError",
     "PortInUseError",
     "ServerConfig",
     "ServerProcess",
     "build_launch_command",
     "classify_failure",
     "group_members",
+    "launcher_failure",
     "port_answering",
     "process_group_alive",
     "split_server_args",
@@ -79,6 +83,15 @@ class LaunchError(HarnessError):
         self.returncode = returncode
         code = "" if returncode is None else f" (exit {returncode})"
         super().__init__(f"launch_failed: {reason}{code}: {detail}")
+
+
+class LauncherError(HarnessError):
+    """The server command cannot be run at all: the executable is missing or not
+    executable (``OSError`` on exec, or exit status 127 / 126 before ``/health``, the
+    shells' "command not found" / "cannot execute"), or ``python -m MODULE`` names a
+    module that is not installed. A configuration error, not a failure of one action:
+    every launch would fail the same way, so the sweep stops instead of writing an error
+    row per run (and the launch is not retried)."""
 
 
 class PortInUseError(HarnessError):
@@ -269,6 +282,47 @@ def classify_failure(log_tail: str) -> tuple[str, str]:
     return "exited", (lines[-1][:300] if lines else "no output")
 
 
+#: Exit statuses of a command that could not be run (POSIX shells; the exec shim).
+_CANNOT_RUN_STATUSES = (126, 127)
+
+
+def _python_module(command: Sequence[str]) -> str | None:
+    """The module of ``python [options] -m MODULE ...``, else ``None``."""
+    for i, arg in enumerate(command[1:], start=1):
+        if arg == "-m":
+            return command[i + 1] if i + 1 < len(command) else None
+        if not arg.startswith("-"):
+            return None
+    return None
+
+
+def launcher_failure(command: Sequence[str], returncode: int | None, log_tail: str) -> str | None:
+    """Why a server that exited before ``/health`` could not be run at all, or ``None``
+    when it ran and failed (an out-of-memory, a bad flag: one action's failure).
+
+    Args:
+        command: the launch command.
+        returncode: its exit status.
+        log_tail: the end of its log.
+
+    Returns:
+        the telling log line (or the status) when the exit status is 126 or 127, or when
+        the command is ``python -m MODULE`` and Python says that module is not installed.
+    """
+    lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip() and not ln.startswith("=== specband launch")]
+    if returncode in _CANNOT_RUN_STATUSES:
+        return lines[-1][:300] if lines else f"exit status {returncode}"
+    module = _python_module(command)
+    if module is not None:
+        pattern = re.compile(
+            rf"No module named '?{re.escape(module)}'?$|Error while finding module specification for '{re.escape(module)}'"
+        )
+        for line in reversed(lines):
+            if pattern.search(line):
+                return line[:300]
+    return None
+
+
 _LIVE: dict[int, ServerProcess] = {}
 _LIVE_LOCK = threading.Lock()
 
@@ -334,7 +388,7 @@ class ServerProcess:
             PortInUseError: the port still answers after ``port_wait_s``.
             HarnessError: the log file cannot be opened
                 (``"<log>: cannot write the server log (<reason>)"``).
-            LaunchError: the command cannot be executed (reason ``exited``).
+            LauncherError: the command cannot be executed.
         """
         deadline = time.monotonic() + self.port_wait_s
         while port_answering(self.host, self.port):
@@ -367,7 +421,9 @@ class ServerProcess:
                     start_new_session=True,
                 )
             except OSError as exc:
-                raise LaunchError("exited", f"cannot execute {self.command[0]!r}: {exc.strerror}") from None
+                raise LauncherError(
+                    f"--server-command cannot be run: cannot execute {self.command[0]!r}: {exc.strerror or exc}"
+                ) from None
         self.pgid = self.proc.pid
         with _LIVE_LOCK:
             _LIVE[self.pgid] = self
@@ -401,6 +457,7 @@ class ServerProcess:
             the (emulated) seconds the launch took.
 
         Raises:
+            LauncherError: the command could not be run (see :func:`launcher_failure`).
             LaunchError: the process exited (classified from its log) or the timeout passed.
         """
         import httpx
@@ -415,7 +472,11 @@ class ServerProcess:
             while True:
                 code = self.proc.poll()
                 if code is not None:
-                    reason, detail = classify_failure(self.log_tail())
+                    tail = self.log_tail()
+                    cannot_run = launcher_failure(self.command, code, tail)
+                    if cannot_run is not None:
+                        raise LauncherError(f"--server-command cannot be run: {cannot_run} (exit {code})")
+                    reason, detail = classify_failure(tail)
                     raise LaunchError(reason, detail, code)
                 try:
                     if client.get(self.base_url + "/health").status_code == 200:

@@ -20,8 +20,12 @@ file that ends in a partial line (the sweep was killed mid-write) has that line 
 on ``resume`` (rewritten atomically). ``resume`` skips every ``(index, repeat)`` already in
 the file (error rows included); without it an existing non-empty file is refused.
 A launch that fails is retried once at ``retry_mem_fraction``; a run that still fails
-becomes an error row. Ctrl-C and SIGTERM stop the running server and leave the file
-with complete rows only.
+becomes an error row. A server command that cannot be run at all
+(:class:`~specband.harness.server.LauncherError`: not found, not executable, exit status
+126/127 before ``/health``, ``python -m`` of a module that is not installed) is a
+configuration error: the sweep stops at once, writing no row for it (rows already in the
+file stay; a file this sweep created and left empty is removed). Ctrl-C and SIGTERM stop
+the running server and leave the file with complete rows only.
 """
 
 from __future__ import annotations
@@ -315,6 +319,7 @@ def run_sweep(
         HarnessError: ``out_path`` cannot be read or written, or the log folder cannot
             be created (nothing is created then); a server log cannot be written.
         PortInUseError: the server port is taken by something else.
+        LauncherError: the server command cannot be run at all.
         KeyboardInterrupt: Ctrl-C or SIGTERM (after the server was stopped).
     """
     clock = clock or Clock()
