@@ -205,9 +205,23 @@ def test_nvml_init_failure_turns_telemetry_off_with_a_warning(fake_gpu):
 def test_missing_nvidia_ml_py_turns_telemetry_off(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     with pytest.warns(DeviceWarning, match="cannot import pynvml"):
-        dev = open_device("nvml")
+        dev = open_device("auto")
     assert isinstance(dev, NullDevice)
     assert dev.sample(Clock()).power_w is None
+
+
+def test_nvml_asked_for_explicitly_is_an_error_without_nvml(fake_gpu, monkeypatch):
+    import warnings
+
+    fake_gpu.init_error = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no silent (or warned) fallback
+        with pytest.raises(DeviceError, match=r"^--device nvml: NVML is not available: nvmlInit failed: .*"
+                                              r"\(--device auto goes on without telemetry\)$"):  # fmt: skip
+            open_device("nvml", power_limit_w=80.0)
+        monkeypatch.setitem(sys.modules, "pynvml", None)
+        with pytest.raises(DeviceError, match=r"^--device nvml: NVML is not available: cannot import pynvml"):
+            open_device("nvml")
 
 
 def test_close_shuts_nvml_down_once(fake_gpu):

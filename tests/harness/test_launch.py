@@ -48,7 +48,7 @@ def test_launch_bad_input_is_one_line_exit_2(run_cli) -> None:  # type: ignore[n
         (["-b", "4", "--device", "gpu7"], "--device must be auto, nvml or none"),
         (["-b", "4", "--state", "nan", "0", "0"], "--state needs finite"),
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
-        (["-b", "4", "--mem-fraction-static", "1.5"], "mem fraction must be in (0, 1)"),
+        (["-b", "4", "--mem-fraction-static", "1.5"], "--mem-fraction-static must be in (0, 1), got 1.5"),
     ]:
         res = run_cli("launch", "--target", "m", "--draft", "d", "--device", "none", "--dry-run", *args)
         assert res.exit_code == 2, (args, res.stderr)
@@ -134,3 +134,76 @@ def test_a_server_command_that_cannot_run_is_one_error_line(run_cli, tmp_path, p
         "(exit 127)"
     )
     assert log.read_text().count("=== specband launch") == 1  # not retried
+
+
+def _nvml_must_not_be_probed(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pynvml
+
+    def probed() -> None:
+        raise AssertionError("NVML was probed before the options were checked")
+
+    monkeypatch.setattr(pynvml, "nvmlInit", probed)
+
+
+def test_every_option_is_checked_before_nvml_and_the_error_is_the_only_line(run_cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _nvml_must_not_be_probed(monkeypatch)
+    log = tmp_path / "server.log"
+    for args, message in [
+        (["--port", "0"], "--port must be in 1..65535, got 0"),
+        (["--port", "70000"], "--port must be in 1..65535, got 70000"),
+        (["--mem-fraction-static", "nan"], "--mem-fraction-static must be in (0, 1), got nan"),
+        (["--mem-fraction-static", "0"], "--mem-fraction-static must be in (0, 1), got 0.0"),
+        (["--retry-mem-fraction", "1.2"], "--retry-mem-fraction must be in (0, 1), got 1.2"),
+        (["--gpu-index", "-1"], "--gpu-index must be >= 0, got -1"),
+        (["--launch-timeout", "0"], "--launch-timeout must be > 0 s, got 0.0"),
+        (["--algo", "dqn"], "unknown algorithm 'dqn'"),
+        (["--server-command", ""], "--server-command must not be empty"),
+        (["--target", ""], "--target (the model path) must not be empty"),
+    ]:
+        res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "nvml", "--log", log, *args)
+        assert res.exit_code == 2, (args, res.stderr)
+        assert res.stderr.splitlines() == [one_error_line(res.stderr)] and message in res.stderr, res.stderr
+        assert res.stdout == "" and not log.exists()
+
+
+def test_a_speculative_pick_without_draft_is_the_only_line(run_cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pynvml
+
+    def no_nvml() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_nvml)
+    log = tmp_path / "server.log"
+    for extra in (["--device", "auto"], ["--device", "auto", "--dry-run"], ["--state", "55", "900", "3"]):
+        res = run_cli("launch", "--target", "m", "-b", "4", "--log", log, *extra)
+        assert res.exit_code == 2
+        # the NVML note and the pick note are not printed: the error is the only line
+        assert res.stderr.splitlines() == [
+            "error: lookup_table picks (3, 4, 8) for batch size 4, a speculative action that needs --draft "
+            "(the EAGLE3 draft model path)"
+        ], res.stderr
+        assert res.stdout == "" and not log.exists()  # the log checked for writing is not left behind
+
+
+def test_device_nvml_without_nvml_is_an_error_and_auto_goes_on_with_a_note(run_cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pynvml
+
+    def no_nvml() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_nvml)
+    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "nvml", "--dry-run")
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [one_error_line(res.stderr)]
+    assert res.stderr.startswith("error: --device nvml: NVML is not available: nvmlInit failed")
+    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "auto", "--dry-run")
+    assert res.exit_code == 0, res.stderr
+    assert "note: NVML is not available" in res.stderr and "telemetry is off" in res.stderr
+    assert "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in res.stdout
+
+
+def test_help_says_ctrl_c_stops_the_server_with_exit_status_0(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("launch", "--help")
+    assert res.exit_code == 0
+    text = " ".join(res.stdout.split())
+    assert "Ctrl-C (or SIGTERM) stops the server and everything it started; exit status 0" in text

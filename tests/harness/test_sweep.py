@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -232,10 +233,18 @@ def test_without_nvml_the_sweep_runs_with_telemetry_off(run_cli, sweep_args, tmp
     args = [*sweep_args]
     i = args.index("--time-scale")
     del args[i : i + 2]  # a real-time sweep: the emulator runs fast on its own
+    # the emulator, started so that `--device auto` does not recognise it: a "real" GPU server
+    launcher = shlex.join([sys.executable, "-c", "from specband.cli import main; main()"])
     args[args.index("--server-command") + 1] = emulator_command(
-        "--time-scale", str(TIME_SCALE), "--perf-model", "specband.sim:build_model")  # a module:function factory
+        "--time-scale", str(TIME_SCALE), "--perf-model", "specband.sim:build_model"  # a module:function factory
+    ).replace("python -m specband", launcher)
+    explicit = run_cli(*args, "--batch-sizes", "1", "--actions", "0 10", "--repeats", "1", "--out", out,
+                       "--device", "nvml", "--power-limit", "80", "--cooldown", "0")  # fmt: skip
+    assert explicit.exit_code == 2  # asked for NVML, which is missing: no silent fallback
+    assert one_error_line(explicit.stderr).startswith("error: --device nvml: NVML is not available: nvmlInit failed")
+    assert not out.exists()
     result = run_cli(*args, "--batch-sizes", "1", "--actions", "0 10", "--repeats", "1", "--out", out,
-                     "--device", "nvml", "--power-limit", "80", "--cooldown", "0")  # fmt: skip
+                     "--device", "auto", "--power-limit", "80", "--cooldown", "0")  # fmt: skip
     assert result.exit_code == 0, result.stderr
     assert "warning: NVML is not available" in result.stderr and "telemetry is off" in result.stderr
     for r in _rows(out):

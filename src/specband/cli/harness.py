@@ -218,7 +218,8 @@ def register(app: typer.Typer) -> None:
         env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the server (repeatable).", metavar="KEY=VALUE"),
         device_kind: str = typer.Option(
             "auto", "--device",
-            help="auto (the emulator's GPU with `specband emulate`, else NVML), nvml, zeus, emulated or none.",
+            help="auto (the emulator's GPU with `specband emulate`, else NVML, else no telemetry with a warning), "
+            "nvml (an error without NVML), zeus, emulated or none.",
             metavar="KIND",
         ),  # fmt: skip
         gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),

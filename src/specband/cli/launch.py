@@ -5,8 +5,14 @@ state (temperature, memory used and utilisation of the idle GPU, from NVML) goes
 policy, whose pick is launched with the same command line and environment as a sweep run
 (FACTS §1: ``--mem-fraction-static`` 0.65 retried once at 0.55, ``--dtype float16``,
 ``--cuda-graph-max-bs`` and ``--max-running-requests`` = the batch size,
-``SGLANG_RECORD_STEP_TIME=1`` ...). The server runs in the foreground until it exits or
-Ctrl-C / SIGTERM, which stops its whole process group.
+``SGLANG_RECORD_STEP_TIME=1`` ...). The server runs in the foreground until it exits (its
+exit status is returned) or Ctrl-C / SIGTERM, which stops its whole process group (exit
+status 0: stopping is the normal way to end it).
+
+Every option is checked before the GPU is read; notes about the GPU and the pick are
+printed only once the pick is known to be launchable, so bad input (a bad option, a
+speculative pick without ``--draft``) is one ``error:`` line. ``--device nvml`` without
+NVML is an error; ``--device auto`` then goes on without telemetry, with a note.
 """
 
 from __future__ import annotations
@@ -44,8 +50,11 @@ def register(app: typer.Typer) -> None:
             metavar="TEMP_C MEM_MB UTIL_PCT",
         ),
         device_kind: str = typer.Option(
-            "auto", "--device", help="Where to read the idle GPU state: auto, nvml or none.", metavar="KIND"
-        ),
+            "auto", "--device",
+            help="Where to read the idle GPU state: auto (NVML, else none with a note), nvml (an error without "
+            "NVML) or none.",
+            metavar="KIND",
+        ),  # fmt: skip
         gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
         server_command: str = typer.Option(
             "python -m sglang.launch_server", "--server-command", help="The launcher.", metavar="CMD"
@@ -64,31 +73,36 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
     ) -> None:
         """Pick the flags for this batch size and GPU state, then run sglang with them in the
-        foreground (Ctrl-C stops the server and everything it started)."""
+        foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
+        status 0, since stopping is the normal way to end it. If the server exits on its
+        own, its exit status is returned. Every option is checked before the GPU is read:
+        bad input is one error line (exit 2)."""
+        import contextlib
+        import io
         import math
         import signal
+        import sys
 
+        from specband.artifacts import validate_algorithms
         from specband.cli.core import _note, recommend_pick
         from specband.errors import ConfigError
         from specband.harness.server import SGLANG_ENV, ServerConfig, build_launch_command, split_server_args
 
+        # 1. every option, before the GPU is read
         if batch_size <= 0:
             raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         if device_kind not in ("auto", "nvml", "none"):
             raise ConfigError(f"--device must be auto, nvml or none, got {device_kind!r}")
-        if not 0.0 < retry_mem_fraction < 1.0:
-            raise ConfigError(f"--retry-mem-fraction must be in (0, 1), got {retry_mem_fraction}")
+        if gpu_index < 0:
+            raise ConfigError(f"--gpu-index must be >= 0, got {gpu_index}")
+        for option, value in (("--mem-fraction-static", mem_fraction), ("--retry-mem-fraction", retry_mem_fraction)):
+            if not 0.0 < value < 1.0:
+                raise ConfigError(f"{option} must be in (0, 1), got {value}")
         if not launch_timeout > 0:
             raise ConfigError(f"--launch-timeout must be > 0 s, got {launch_timeout}")
         if state is not None and (not all(math.isfinite(v) for v in state) or state[1] < 0 or state[2] < 0):
             raise ConfigError(f"--state needs finite TEMP_C MEM_MB UTIL_PCT with MEM_MB, UTIL_PCT >= 0, got {state}")
-        extra_args = split_server_args(server_arg)
-        if not dry_run:
-            _open_log(log)
-        telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
-        pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
-        action = tuple(pick["action"])
-        config = ServerConfig(
+        config = ServerConfig(  # checks --target, --port and --server-command
             model_path=target,
             draft_model_path=draft,
             server_command=server_command,
@@ -96,9 +110,31 @@ def register(app: typer.Typer) -> None:
             port=port,
             dtype=dtype,
             attention_backend=attention_backend,
-            extra_args=extra_args,
+            extra_args=split_server_args(server_arg),
         )
-        command = build_launch_command(config, action, batch_size, mem_fraction)  # type: ignore[arg-type]
+        validate_algorithms([algo])
+        log_created = False if dry_run else _open_log(log)
+        # 2. read the GPU and pick; the notes wait until the pick is known to be launchable,
+        #    so that bad input (e.g. a speculative pick without --draft) is one error line
+        notes = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(notes):
+                telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
+                pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
+            action = tuple(pick["action"])
+            if draft is None and any(action):
+                raise ConfigError(
+                    f"{algo} picks {action} for batch size {batch_size}, a speculative action that needs --draft "
+                    f"(the EAGLE3 draft model path)"
+                )
+            command = build_launch_command(config, action, batch_size, mem_fraction)  # type: ignore[arg-type]
+        except BaseException:
+            if log_created:
+                with contextlib.suppress(OSError):
+                    if log.stat().st_size == 0:
+                        log.unlink()
+            raise
+        sys.stderr.write(notes.getvalue())
         _note(
             f"{algo} picks {pick['action']} for batch size {batch_size} "
             f"(features={pick['features']}, state={[round(v, 4) for v in pick['state']]}, source: {pick['source']})"

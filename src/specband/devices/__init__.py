@@ -46,17 +46,19 @@ def open_device(
             ``hardware``, ``time_scale``).
 
     Returns:
-        the device. NVML missing or failing gives a :class:`NullDevice` with a
-        :class:`DeviceWarning` (telemetry off; the sweep still runs).
+        the device. With ``"auto"``, NVML missing or failing gives a :class:`NullDevice`
+        with a :class:`DeviceWarning` (telemetry off; the sweep still runs).
 
     Raises:
         ConfigError: an unknown kind, ``"emulated"`` without ``emulated``, or a
             ``power_limit_w`` that is not a finite number > 0.
-        DeviceError: ``"zeus"`` when zeus is not installed or cannot start.
+        DeviceError: ``"nvml"`` asked for explicitly when NVML is missing or fails (no
+            silent fallback); ``"zeus"`` when zeus is not installed or cannot start.
     """
     if kind not in DEVICE_KINDS:
         raise ConfigError(f"unknown device {kind!r}; expected one of {', '.join(DEVICE_KINDS)}")
     power_limit_w = check_power_limit_w(power_limit_w)
+    explicit = kind
     if kind == "auto":
         kind = "emulated" if emulated is not None else "nvml"
     if kind == "none":
@@ -76,6 +78,8 @@ def open_device(
     try:
         return NvmlDevice(index, power_limit_w=power_limit_w)
     except DeviceError as exc:
+        if explicit == "nvml":
+            raise DeviceError(f"--device nvml: {exc} (--device auto goes on without telemetry)") from None
         warnings.warn(
             f"{exc}; telemetry is off (no energy, temperature or memory readings)", DeviceWarning, stacklevel=2
         )
