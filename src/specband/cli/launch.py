@@ -80,7 +80,6 @@ def register(app: typer.Typer) -> None:
         import contextlib
         import io
         import math
-        import signal
         import sys
 
         from specband.artifacts import validate_algorithms
@@ -145,6 +144,7 @@ def register(app: typer.Typer) -> None:
             return
 
         from specband.devices.base import Clock
+        from specband.harness.interrupts import interrupts_as_keyboard_interrupt
         from specband.harness.runner import MeasureSettings, launch_with_retry
 
         settings = MeasureSettings(
@@ -154,28 +154,28 @@ def register(app: typer.Typer) -> None:
             launch_timeout_s=launch_timeout,
         )
 
-        def _terminate(signum: int, frame: object) -> None:
-            raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGTERM, _terminate)
         server = None
-        try:
-            outcome = launch_with_retry(settings, Clock(), action, batch_size, log)  # type: ignore[arg-type]
-            server = outcome.server
-            retried = f" (retried at --mem-fraction-static {outcome.retry_mem_fraction:g})" if outcome.retry_mem_fraction else ""
-            typer.echo(
-                f"sglang ready at {server.base_url} with {tuple(action)} for batch size {batch_size}{retried}; "
-                f"log: {log}; Ctrl-C stops it",
-            )
-            code = server.proc.wait() if server.proc is not None else 0
-            _note(f"the server exited with status {code}; the end of its log:\n{server.log_tail(2000)}")
-            raise typer.Exit(code)
-        except KeyboardInterrupt:
-            _note("stopping the server")
-        finally:
-            if server is not None:
-                server.stop()
-            signal.signal(signal.SIGTERM, previous)
+        with interrupts_as_keyboard_interrupt():  # SIGTERM too; never inside an import or the server's start
+            try:
+                outcome = launch_with_retry(settings, Clock(), action, batch_size, log)  # type: ignore[arg-type]
+                server = outcome.server
+                retried = (
+                    f" (retried at --mem-fraction-static {outcome.retry_mem_fraction:g})"
+                    if outcome.retry_mem_fraction
+                    else ""
+                )
+                typer.echo(
+                    f"sglang ready at {server.base_url} with {tuple(action)} for batch size {batch_size}{retried}; "
+                    f"log: {log}; Ctrl-C stops it (exit status 0)",
+                )
+                code = server.proc.wait() if server.proc is not None else 0
+                _note(f"the server exited with status {code}; the end of its log:\n{server.log_tail(2000)}")
+                raise typer.Exit(code)
+            except KeyboardInterrupt:
+                _note("stopping the server")
+            finally:
+                if server is not None:
+                    server.stop()
 
 
 def _open_log(path: Path) -> bool:

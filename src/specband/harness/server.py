@@ -37,6 +37,7 @@ from pathlib import Path
 from specband.actions import Action, sglang_cli_args, validate_action
 from specband.devices.base import Clock
 from specband.errors import ConfigError, HarnessError
+from specband.harness.interrupts import deferred
 
 __all__ = [
     "DEFAULT_SERVER_COMMAND",
@@ -406,7 +407,9 @@ class ServerProcess:
             log = open(self.log_path, "ab")
         except OSError as exc:
             raise HarnessError(f"{self.log_path}: cannot write the server log ({exc.strerror or exc})") from None
-        with log:
+        # Ctrl-C / SIGTERM wait until the process is started and registered (else it would
+        # run with nobody to stop it)
+        with log, deferred():
             self._log_offset = log.tell()
             header = f"\n=== specband launch {time.strftime('%Y-%m-%dT%H:%M:%S')}: {shlex.join(self.command)}\n"
             log.write(header.encode())
@@ -424,9 +427,9 @@ class ServerProcess:
                 raise LauncherError(
                     f"--server-command cannot be run: cannot execute {self.command[0]!r}: {exc.strerror or exc}"
                 ) from None
-        self.pgid = self.proc.pid
-        with _LIVE_LOCK:
-            _LIVE[self.pgid] = self
+            self.pgid = self.proc.pid
+            with _LIVE_LOCK:
+                _LIVE[self.pgid] = self
 
     def log_tail(self, max_bytes: int = 16384) -> str:
         """The end of this launch's log output."""
@@ -489,10 +492,16 @@ class ServerProcess:
 
     def stop(self, grace_s: float = 15.0) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL after ``grace_s`` real
-        seconds; return once no process of the group is left. Idempotent."""
+        seconds; return once no process of the group is left. Idempotent. Ctrl-C and
+        SIGTERM received meanwhile take effect once it returns."""
         if self.pgid is None or self.proc is None:
             return
+        with deferred():  # a second Ctrl-C waits until the group is gone
+            self._stop(grace_s)
+
+    def _stop(self, grace_s: float) -> None:
         pgid, proc = self.pgid, self.proc
+        assert pgid is not None and proc is not None
         try:
             if process_group_alive(pgid):
                 try:

@@ -25,7 +25,9 @@ becomes an error row. A server command that cannot be run at all
 126/127 before ``/health``, ``python -m`` of a module that is not installed) is a
 configuration error: the sweep stops at once, writing no row for it (rows already in the
 file stay; a file this sweep created and left empty is removed). Ctrl-C and SIGTERM stop
-the running server and leave the file with complete rows only.
+the running server and leave the file with complete rows only; they are turned into
+``KeyboardInterrupt`` at safe points only (:mod:`specband.harness.interrupts`: never
+inside an import, a server's start-up bookkeeping or a row's write).
 """
 
 from __future__ import annotations
@@ -33,11 +35,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,6 +45,7 @@ from specband.actions import ACTIONS, Action, validate_action
 from specband.devices.base import Clock, GpuDevice
 from specband.errors import ConfigError, DataError, HarnessError
 from specband.fileio import write_bytes_atomic
+from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.runner import (
     LaunchOutcome,
     MeasureSettings,
@@ -205,15 +205,17 @@ class RowWriter:
                 pass
 
     def append(self, row: dict[str, Any]) -> None:
-        """Write one row as one line (no NaN or Infinity), flush and fsync."""
+        """Write one row as one line (no NaN or Infinity), flush and fsync; Ctrl-C and
+        SIGTERM wait until the row is written (:func:`~specband.harness.interrupts.deferred`)."""
         line = json.dumps(row, allow_nan=False) + "\n"
-        try:
-            self._fh.write(line)
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except OSError as exc:
-            raise HarnessError(f"{self.path}: cannot write a row ({exc.strerror or exc})") from None
-        self.rows += 1
+        with deferred():
+            try:
+                self._fh.write(line)
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            except OSError as exc:
+                raise HarnessError(f"{self.path}: cannot write a row ({exc.strerror or exc})") from None
+            self.rows += 1
 
     def close(self) -> None:
         """Close the file."""
@@ -259,23 +261,6 @@ class SweepSummary:
         """Launches one-launch-per-run would have made (one per run, plus the retries
         this sweep made) minus the launches made."""
         return self.runs - self.launches if self.one_launch_per_config else 0
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt in the main thread, so cleanup runs as for Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _log_name(repeat: int, label: str) -> str:
@@ -359,16 +344,16 @@ def run_sweep(
         out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config
     )
     hardware = settings.hardware or device.name
-    writer = RowWriter(out_path)
-    try:
-        _make_log_dir(settings.log_dir)
-    except BaseException:
-        writer.discard_if_unused()
-        raise
-    t0 = time.monotonic()
-    reporter.start(len(todo), summary.skipped)
-    try:
-        with _sigterm_as_interrupt():
+    with interrupts_as_keyboard_interrupt():
+        writer = RowWriter(out_path)
+        try:
+            _make_log_dir(settings.log_dir)
+        except BaseException:
+            writer.discard_if_unused()
+            raise
+        t0 = time.monotonic()
+        reporter.start(len(todo), summary.skipped)
+        try:
             for rep in range(repeats):
                 pending = [p for r, p in todo if r == rep]
                 if one_launch_per_config:
@@ -379,12 +364,12 @@ def run_sweep(
                 else:
                     for point in pending:
                         _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
-    except Exception:
-        writer.discard_if_unused()  # an error before the first row leaves no empty file
-        raise
-    finally:
-        writer.close()
-        summary.elapsed_s = time.monotonic() - t0
+        except Exception:
+            writer.discard_if_unused()  # an error before the first row leaves no empty file
+            raise
+        finally:
+            writer.close()
+            summary.elapsed_s = time.monotonic() - t0
     return summary
 
 
