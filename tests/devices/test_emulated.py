@@ -117,3 +117,17 @@ def test_open_device_emulated_needs_its_settings(tmp_path):
     dev = open_device("auto", emulated={"state_path": tmp_path / "g.json", "model": MODEL, "hardware": HARDWARE,
                                         "time_scale": SCALE})  # fmt: skip
     assert isinstance(dev, EmulatedDevice)
+
+
+def test_the_emulated_gpu_is_named_like_simulated_and_published_rows(tmp_path, published_records):
+    from types import SimpleNamespace
+
+    from specband.devices.emulated import hardware_name
+
+    dev = EmulatedDevice(tmp_path / "g.json", MODEL, HARDWARE, SCALE)
+    assert dev.name == "RTX4060_Laptop" == MODEL.profile.hardware  # not the profile id "rtx4060-laptop"
+    assert {r["hardware"] for r in published_records} == {dev.name}
+    assert json.loads((tmp_path / "g.json").read_text())["hardware"] == HARDWARE  # the state keeps the profile id
+    # a user's factory: its own label, else the profile id it was asked for
+    assert hardware_name(SimpleNamespace(hardware="MyGPU"), "my-profile") == "MyGPU"
+    assert hardware_name(SimpleNamespace(), "my-profile") == "my-profile"

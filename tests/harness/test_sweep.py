@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shlex
 import signal
 import subprocess
@@ -54,7 +55,8 @@ def test_full_sweep_is_a_valid_dataset_that_train_accepts(run_cli, sweep_args, t
         assert (r["batch_size"], (r["steps"], r["topk"], r["num_draft_tokens"])) == (p.batch_size, tuple(p.action))
         assert r["error"] is None and r["retry_mem_fraction"] is None
         assert r["provenance"] == "emulated" and r["energy_method"] == "counter"
-        assert r["power_limit_watts"] == 80.0 and r["hardware"] == "rtx4060-laptop"
+        # the profile's hardware name, as simulated and published rows (not the profile id)
+        assert r["power_limit_watts"] == 80.0 and r["hardware"] == MODEL.profile.hardware == "RTX4060_Laptop"
         assert r["speed_source"] == "step_time" and r["step_time_count"] > 0
         assert r["speed_tok_s"] == pytest.approx(r["accept_length"] / r["step_time_s"])
         assert r["total_output_tokens"] == max(4, r["batch_size"]) * 512
@@ -207,7 +209,7 @@ def test_one_launch_per_config_serves_every_batch_size_and_falls_back(run_cli, s
     assert [(r["batch_size"], r["steps"]) for r in rows] == [(4, 0), (16, 0), (4, 5), (16, 5)]  # config-major
     assert [r["index"] for r in rows] == [0, 2, 1, 3]  # bs-major grid positions, as in a per-run sweep
     by = _by_action(rows)
-    assert by[(4, 0, 0, 0)]["launch_s"] == by[(16, 0, 0, 0)]["launch_s"]  # the same server
+    assert by[(4, 0, 0, 0)]["launch_wall_s"] == by[(16, 0, 0, 0)]["launch_wall_s"]  # the same server
     assert by[(4, 5, 4, 16)]["error"] is None
     assert by[(16, 5, 4, 16)]["error"].startswith("launch_failed: out_of_memory")
     load_sweep(out)
@@ -400,3 +402,21 @@ def test_a_server_command_that_cannot_run_stops_the_sweep_at_once(run_cli, sweep
         # one launch, no retry, no error rows; the rows measured before stay
         assert sum(p.read_text().count("=== specband launch") for p in logs.iterdir()) == 1
         assert not target.exists() if target != out else out.read_text() == measured
+
+
+def test_sglang_flag_names_and_real_launch_seconds(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    result = run_cli(*sweep_args, "--batch-sizes", "1,4", "--actions", "0", "--repeats", "1", "--out", out,
+                     "--mem-fraction-static", "0.6", "--cooldown", "0")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    rows = _rows(out)
+    assert [r["mem_fraction_static"] for r in rows] == [0.6, 0.6]
+    logs = "".join(p.read_text() for p in (tmp_path / "s.jsonl.logs").iterdir())
+    assert logs.count("--mem-fraction-static 0.6 ") == 2
+    # launch time in real seconds, whatever the time scale: less than the whole sweep took
+    # (scaled by 1 / --time-scale, the emulator's real start-up read as minutes)
+    elapsed = float(re.search(r"launches in ([0-9.]+) s", result.stdout).group(1))
+    for r in rows:
+        assert "launch_s" not in r and 0 < r["launch_wall_s"] <= elapsed
+    old = run_cli(*sweep_args, "--out", tmp_path / "o.jsonl", "--mem-fraction", "0.6")
+    assert old.exit_code == 2 and "No such option: --mem-fraction" in one_error_line(old.stderr)

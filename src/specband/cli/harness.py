@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR"),
         port: int = typer.Option(30000, "--port", metavar="N"),
         mem_fraction: float = typer.Option(
-            0.65, "--mem-fraction", help="--mem-fraction-static of the first launch.", metavar="F"
+            0.65, "--mem-fraction-static", help="sglang's --mem-fraction-static of the first launch.", metavar="F"
         ),
         retry_mem_fraction: float = typer.Option(
             0.55, "--retry-mem-fraction", help="Retry a failed launch once at this fraction (0: no retry).",

@@ -47,6 +47,7 @@ __all__ = [
     "EmulatedDevice",
     "EmulatedGpu",
     "GpuState",
+    "hardware_name",
     "pid_alive",
     "reasons_for",
 ]
@@ -285,6 +286,24 @@ class EmulatedGpu:
             return new
 
 
+def hardware_name(model: Any, profile: str) -> str:
+    """The hardware name of an emulated GPU, for the ``hardware`` column.
+
+    Args:
+        model: the performance model.
+        profile: the profile id it was built for (e.g. ``rtx4060-laptop``).
+
+    Returns:
+        the model's profile ``hardware`` label (``specband.sim``'s ``HardwareProfile.hardware``,
+        e.g. ``RTX4060_Laptop``, the name simulated and published rows carry), else a
+        ``hardware`` attribute of the model (a user's factory may set one), else ``profile``.
+    """
+    for label in (getattr(getattr(model, "profile", None), "hardware", None), getattr(model, "hardware", None)):
+        if isinstance(label, str) and label:
+            return label
+    return profile
+
+
 class EmulatedDevice(GpuDevice):
     """A :class:`~specband.devices.base.GpuDevice` over the emulated GPU's state file.
 
@@ -295,8 +314,12 @@ class EmulatedDevice(GpuDevice):
     Args:
         state_path: the state file shared with the emulator servers.
         model: the performance model (the same profile the emulator uses).
-        hardware: profile name, reported as ``name``.
+        hardware: the performance-model profile id (e.g. ``rtx4060-laptop``).
         time_scale: real seconds per emulated second.
+
+    Attributes:
+        name: the hardware name rows carry (:func:`hardware_name`: the profile's
+            ``hardware`` label, e.g. ``RTX4060_Laptop``, as simulated and published rows).
 
     Raises:
         DeviceError: the state file is invalid or cannot be created.
@@ -304,7 +327,7 @@ class EmulatedDevice(GpuDevice):
 
     def __init__(self, state_path: str | os.PathLike[str], model: Any, hardware: str, time_scale: float = 1.0) -> None:
         self.gpu = EmulatedGpu(state_path, model, hardware, time_scale)
-        self.name = hardware
+        self.name = hardware_name(model, hardware)
         self.energy_method = "counter"
         self.power_limit_w = float(model.power_limit_w)
         self.power_limit_source = "model"

@@ -56,7 +56,7 @@ __all__ = [
 EXTRA_COLUMNS: tuple[str, ...] = (
     "power_limit_watts", "energy_method", "gpu_mem_used_mb_before", "gpu_util_pct_before", "provenance",
     "target_model", "draft_model", "mem_fraction_static", "accept_length_source", "energy_flag",
-    "step_time_count", "launch_s", "started_at",
+    "step_time_count", "launch_wall_s", "started_at",
 )  # fmt: skip
 
 
@@ -132,14 +132,16 @@ class LaunchOutcome:
         server: the running process group (the caller stops it).
         mem_fraction_static: the fraction it runs with.
         retry_mem_fraction: set when the first launch failed and this is the retry.
-        launch_s: (emulated) seconds from start to healthy.
+        launch_wall_s: real (wall-clock) seconds from the process start to a healthy
+            ``/health``, never scaled by the emulator's time scale (the emulator's real
+            start-up is not compressed, so scaled it would read e.g. 218 s at 0.002).
         launches: processes started (1, or 2 after a retry).
     """
 
     server: ServerProcess
     mem_fraction_static: float
     retry_mem_fraction: float | None
-    launch_s: float
+    launch_wall_s: float
     launches: int
 
 
@@ -169,13 +171,14 @@ def _start(
         env=settings.server_env(),
         clock=clock,
     )
+    t0 = time.monotonic()
     try:
         server.start()
-        launch_s = server.wait_healthy(settings.launch_timeout_s, settings.health_poll_s)
+        server.wait_healthy(settings.launch_timeout_s, settings.health_poll_s)
     except BaseException:
         server.stop(settings.stop_grace_s)
         raise
-    return server, launch_s
+    return server, time.monotonic() - (server.started_monotonic or t0)  # real seconds, never scaled
 
 
 def launch_with_retry(
@@ -193,18 +196,18 @@ def launch_with_retry(
     act = validate_action(action)
     mem = settings.mem_fraction_static
     try:
-        server, launch_s = _start(settings, clock, act, max_bs, mem, log_path)
-        return LaunchOutcome(server, mem, None, launch_s, 1)
+        server, launch_wall_s = _start(settings, clock, act, max_bs, mem, log_path)
+        return LaunchOutcome(server, mem, None, launch_wall_s, 1)
     except LaunchError as first:
         retry = settings.retry_mem_fraction
         if retry is None or retry >= mem:
             raise RetriedLaunchError(first, None, 1) from None
     clock.sleep(settings.cooldown_s)
     try:
-        server, launch_s = _start(settings, clock, act, max_bs, retry, log_path)
+        server, launch_wall_s = _start(settings, clock, act, max_bs, retry, log_path)
     except LaunchError as second:
         raise RetriedLaunchError(second, retry, 2) from None
-    return LaunchOutcome(server, retry, retry, launch_s, 2)
+    return LaunchOutcome(server, retry, retry, launch_wall_s, 2)
 
 
 @dataclass(frozen=True)
@@ -397,6 +400,6 @@ def measured_row(
         accept_length_source=m.accept_length_source,
         energy_flag=m.energy_flag,
         step_time_count=m.step_time_count,
-        launch_s=launch.launch_s,
+        launch_wall_s=launch.launch_wall_s,
     )
     return {k: _clean(v) for k, v in row.items()}

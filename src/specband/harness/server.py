@@ -374,6 +374,8 @@ class ServerProcess:
         self.port_wait_s = port_wait_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.pgid: int | None = None
+        #: :func:`time.monotonic` when the process was spawned (real seconds).
+        self.started_monotonic: float | None = None
         self._log_offset = 0
 
     @property
@@ -414,6 +416,7 @@ class ServerProcess:
             header = f"\n=== specband launch {time.strftime('%Y-%m-%dT%H:%M:%S')}: {shlex.join(self.command)}\n"
             log.write(header.encode())
             log.flush()
+            self.started_monotonic = time.monotonic()
             try:
                 self.proc = subprocess.Popen(
                     argv,
