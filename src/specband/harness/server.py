@@ -315,9 +315,8 @@ def launcher_failure(command: Sequence[str], returncode: int | None, log_tail: s
         return lines[-1][:300] if lines else f"exit status {returncode}"
     module = _python_module(command)
     if module is not None:
-        pattern = re.compile(
-            rf"No module named '?{re.escape(module)}'?$|Error while finding module specification for '{re.escape(module)}'"
-        )
+        name = re.escape(module)
+        pattern = re.compile(rf"No module named '?{name}'?$|Error while finding module specification for '{name}'")
         for line in reversed(lines):
             if pattern.search(line):
                 return line[:300]
