@@ -184,3 +184,13 @@ def test_a_path_that_is_no_file_name_is_the_callers_error(tmp_path, monkeypatch,
     with pytest.raises(ConfigError, match="not a file name"):
         write_text_atomic(name, "x", error=ConfigError)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_parent_that_is_a_file_is_named(tmp_path) -> None:
+    from specband.errors import ConfigError
+    from specband.fileio import write_text_atomic
+
+    (tmp_path / "somefile").write_text("keep")
+    with pytest.raises(ConfigError, match=r"somefile/o.jsonl: cannot write \(.*somefile is not a folder\)"):
+        write_text_atomic(tmp_path / "somefile" / "o.jsonl", "x", error=ConfigError)
+    assert (tmp_path / "somefile").read_text() == "keep"

@@ -65,9 +65,12 @@ def _write_atomic(
     out = Path(path)
     if not str(path).strip() or out.name in ("", ".", ".."):
         raise error(f"{str(path)!r}: not a file name")
+    folder = out.parent
+    if not make_parents and folder.exists() and not folder.is_dir():
+        raise error(f"{out}: cannot write ({folder} is not a folder)")
     try:
         if make_parents:
-            out.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = _create_temp(out)
     except OSError as exc:
         raise _error(error, out, exc) from None
