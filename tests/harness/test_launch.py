@@ -26,7 +26,7 @@ def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-un
     line = res.stdout.strip()
     assert line.startswith("SGLANG_RECORD_STEP_TIME=1 SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 ")
     assert "-m sglang.launch_server --model-path unsloth/Llama-3.2-1B-Instruct" in line
-    # the bundled data's recipe at bs 16 and the FACTS §1 extras
+    # the bundled data's recipe at bs 16 and the docs/FACTS.md §1 extras
     assert "--speculative-num-steps 3 --speculative-eagle-topk 2 --speculative-num-draft-tokens 4" in line
     for flag in ("--mem-fraction-static 0.65", "--dtype float16", "--cuda-graph-max-bs 16",
                  "--max-running-requests 16", "--port 31234", "--speculative-draft-model-path drafts/eagle3"):  # fmt: skip

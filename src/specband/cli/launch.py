@@ -3,7 +3,7 @@
 The last step of the workflow (sweep -> train -> evaluate -> launch): the pre-launch GPU
 state (temperature, memory used and utilisation of the idle GPU, from NVML) goes to the
 policy, whose pick is launched with the same command line and environment as a sweep run
-(FACTS §1: ``--mem-fraction-static`` 0.65 retried once at 0.55, ``--dtype float16``,
+(docs/FACTS.md §1: ``--mem-fraction-static`` 0.65 retried once at 0.55, ``--dtype float16``,
 ``--cuda-graph-max-bs`` and ``--max-running-requests`` = the batch size,
 ``SGLANG_RECORD_STEP_TIME=1`` ...). The server runs in the foreground until it exits (its
 exit status is returned) or Ctrl-C / SIGTERM, which stops its whole process group (exit
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(30000, "--port", metavar="N"),
         mem_fraction: float = typer.Option(0.65, "--mem-fraction-static", metavar="F"),
         retry_mem_fraction: float = typer.Option(
-            0.55, "--retry-mem-fraction", help="One retry after a failed launch (FACTS §1).", metavar="F"
+            0.55, "--retry-mem-fraction", help="One retry after a failed launch (docs/FACTS.md §1).", metavar="F"
         ),
         dtype: str = typer.Option("float16", "--dtype", metavar="DTYPE"),
         attention_backend: str = typer.Option("flashinfer", "--attention-backend", metavar="NAME"),

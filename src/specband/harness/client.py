@@ -1,6 +1,6 @@
 """The workload client and the ``/get_server_info`` parser.
 
-Workload (FACTS §4, sglang ``scripts/playground/bench_speculative.py``): ``n`` requests to
+Workload (docs/FACTS.md §4, sglang ``scripts/playground/bench_speculative.py``): ``n`` requests to
 ``POST /generate`` at concurrency ``bs`` (at most ``bs`` in flight; a new one is sent as
 soon as one finishes), cycling over :data:`PROMPTS`, each with ``max_new_tokens=512``,
 ``temperature=0`` and ``ignore_eos=true`` so every request decodes exactly 512 tokens.

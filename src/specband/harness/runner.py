@@ -1,4 +1,4 @@
-"""Measuring one sweep row (FACTS §4, sglang's ``bench_speculative.py`` method plus energy).
+"""Measuring one sweep row (docs/FACTS.md §4, sglang's ``bench_speculative.py`` method plus energy).
 
 For one ``(batch size, action)``:
 
@@ -119,7 +119,7 @@ class MeasureSettings:
             raise ConfigError("the workload needs at least one prompt")
 
     def server_env(self) -> dict[str, str]:
-        """The environment every server gets (FACTS §1 variables included)."""
+        """The environment every server gets (docs/FACTS.md §1 variables included)."""
         base = dict(self.env) if self.env is not None else dict(os.environ)
         return {**base, **SGLANG_ENV, **dict(self.server.env)}
 

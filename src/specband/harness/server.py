@@ -4,7 +4,7 @@ The launch command is ``<server command> --model-path M --port P --host H
 --mem-fraction-static F --dtype float16 --attention-backend flashinfer
 --cuda-graph-max-bs BS --max-running-requests BS [speculative flags] [extra args]``,
 with ``SGLANG_RECORD_STEP_TIME=1`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` in
-the environment (FACTS §1; the speculative flags come from
+the environment (docs/FACTS.md §1; the speculative flags come from
 :func:`specband.actions.sglang_cli_args`). The default server command is
 ``python -m sglang.launch_server``; tests use ``python -m specband emulate``.
 
@@ -56,9 +56,9 @@ __all__ = [
     "split_server_args",
 ]
 
-#: sglang's launcher (FACTS §1).
+#: sglang's launcher (docs/FACTS.md §1).
 DEFAULT_SERVER_COMMAND = "python -m sglang.launch_server"
-#: Environment variables every launch gets (FACTS §1): record per-step decode times for
+#: Environment variables every launch gets (docs/FACTS.md §1): record per-step decode times for
 #: ``/get_server_info``'s ``step_time_dict``; allow the context-length override.
 SGLANG_ENV: dict[str, str] = {
     "SGLANG_RECORD_STEP_TIME": "1",
@@ -111,7 +111,7 @@ class ServerConfig:
         host: bind address; loopback by default.
         port: HTTP port.
         dtype: ``--dtype`` (float16: the EAGLE3 draft head ships fp16; a bf16 target with
-            an fp16 draft kills CUDA-graph capture, FACTS §1).
+            an fp16 draft kills CUDA-graph capture, docs/FACTS.md §1).
         attention_backend: ``--attention-backend``; ``"flashinfer"`` is passed for every
             action (pinned, so that no action runs on another backend); ``"auto"``
             reproduces upstream (flashinfer only when topk > 1, else sglang's default).
