@@ -46,7 +46,8 @@ def test_launch_bad_input_is_one_line_exit_2(run_cli) -> None:  # type: ignore[n
     for args, message in [
         (["-b", "0"], "--batch-size must be > 0"),
         (["-b", "4", "--device", "gpu7"], "--device must be auto, nvml or none"),
-        (["-b", "4", "--state", "nan", "0", "0"], "--state needs finite"),
+        (["-b", "4", "--state", "nan", "0", "0"], "--state: TEMP_C must be a number"),
+        (["-b", "4", "--state", "50", "0", "500"], "--state: UTIL_PCT must be a number in [0, 100]"),
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["-b", "4", "--mem-fraction-static", "1.5"], "--mem-fraction-static must be in (0, 1), got 1.5"),
     ]:

@@ -79,10 +79,9 @@ def register(app: typer.Typer) -> None:
         bad input is one error line (exit 2)."""
         import contextlib
         import io
-        import math
         import sys
 
-        from specband.artifacts import validate_algorithms
+        from specband.artifacts import check_gpu_state, validate_algorithms
         from specband.cli.core import _note, recommend_pick
         from specband.errors import ConfigError
         from specband.harness.server import SGLANG_ENV, ServerConfig, build_launch_command, split_server_args
@@ -99,8 +98,8 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"{option} must be in (0, 1), got {value}")
         if not launch_timeout > 0:
             raise ConfigError(f"--launch-timeout must be > 0 s, got {launch_timeout}")
-        if state is not None and (not all(math.isfinite(v) for v in state) or state[1] < 0 or state[2] < 0):
-            raise ConfigError(f"--state needs finite TEMP_C MEM_MB UTIL_PCT with MEM_MB, UTIL_PCT >= 0, got {state}")
+        if state is not None:
+            check_gpu_state(*state, option="--state")
         config = ServerConfig(  # checks --target, --port and --server-command
             model_path=target,
             draft_model_path=draft,
