@@ -19,6 +19,13 @@ from specband.dataset import bundled_data_path  # noqa: E402
 PUBLISHED_DATA = bundled_data_path()
 
 
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in an empty working folder, so that files a user's `specband train`
+    left in the checkout (./specband-models) or relative outputs never mix with a test."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 @dataclass
 class CliResult:
     """What one in-process ``specband`` call did."""
