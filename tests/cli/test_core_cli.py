@@ -311,3 +311,24 @@ def test_train_says_which_algorithms_a_replaced_folder_loses(run_cli, tmp_path: 
     assert res.exit_code == 0
     assert f"note: {out} was replaced; it no longer holds linucb" in res.stderr
     assert not (out / "linucb").exists() and (out / "lookup_table" / "model.json").is_file()
+
+
+def test_default_folder_without_the_algorithm_falls_back_to_the_embedded_policy(run_cli, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("train", "--algo", "lookup_table").exit_code == 0
+    res = run_cli("recommend", "-b", "16", "--algo", "linucb", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    assert "./specband-models has no linucb; using the embedded default" in res.stderr
+    assert json.loads(res.stdout)["action"] == [3, 2, 4]
+
+
+def test_contract_models_asked_with_a_state_say_it_is_not_what_they_saw(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "cm"
+    assert run_cli("train", "--out", out, "--features", "contract", "--algo", "lookup_table").exit_code == 0
+    res = run_cli("recommend", "-b", "16", "--models", out, "--state", "40", "0", "0")
+    assert res.exit_code == 0
+    assert "contract state, whose memory and utilisation were read after each run" in res.stderr
+    pre = tmp_path / "pm"
+    assert run_cli("train", "--out", pre, "--algo", "lookup_table").exit_code == 0
+    res = run_cli("recommend", "-b", "16", "--models", pre, "--state", "40", "0", "0")
+    assert "contract state" not in res.stderr

@@ -248,8 +248,11 @@ def recommend_pick(
     policy = None
     lookup_means = None
     if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
-        models = Path(DEFAULT_MODELS_DIR)
-        _note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
+        if algo in _previous_algorithms(Path(DEFAULT_MODELS_DIR)):
+            models = Path(DEFAULT_MODELS_DIR)
+            _note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
+        else:
+            _note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
     if models is None:
         if data_path is not None:
             _note("--data is used with --models only; ignored")
@@ -295,6 +298,12 @@ def recommend_pick(
             )
             if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
                 _note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    if telemetry is not None and manifest.features == "contract":
+        _note(
+            "these policies use the contract state, whose memory and utilisation were read after each "
+            "run; the readings given here are not what they were trained on (train with --features pre "
+            "for decisions from the idle GPU)"
+        )
     measured = manifest.measured_batch_size(batch_size)
     if measured is not None and measured != batch_size:
         _note(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
