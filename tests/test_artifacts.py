@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ from specband.artifacts import (
 )
 from specband.dataset import load_sweep, state_vector
 from specband.errors import ArtifactError, ConfigError
-from specband.policies import ALGORITHMS, policy_class
+from specband.policies import ALGORITHMS, create_policy, policy_class
 from specband.policies.embedded import EMBEDDED_MANIFEST
 
 
@@ -330,11 +331,15 @@ def test_replaces_a_specband_folder_but_not_other_folders(tmp_path: Path, traine
     data, policies = trained
     manifest = build_manifest(data, ["lookup_table"], seed=0, sweep=sweep)
     out = tmp_path / "out"
-    save_artifacts({"lookup_table": policies["lookup_table"]}, out, manifest)
-    (out / "stale.txt").write_text("old")
-    save_artifacts({"lookup_table": policies["lookup_table"]}, out, manifest)
-    assert not (out / "stale.txt").exists() and (out / ARTIFACT_FILES["lookup_table"]).is_file()
+    both = build_manifest(data, ["lookup_table", "linucb"], seed=0, sweep=sweep)
+    save_artifacts({"lookup_table": policies["lookup_table"], "linucb": policies["linucb"]}, out, both)
+    save_artifacts({"lookup_table": policies["lookup_table"]}, out, manifest)  # a specband folder is replaced
+    assert not (out / "linucb").exists() and (out / ARTIFACT_FILES["lookup_table"]).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    (out / "stale.txt").write_text("old")  # ... unless it holds files specband did not write
+    with pytest.raises(ArtifactError, match="also holds stale.txt"):
+        save_artifacts({"lookup_table": policies["lookup_table"]}, out, manifest)
+    assert (out / "stale.txt").read_text() == "old"
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
@@ -386,3 +391,28 @@ def test_batch_size_without_allowed_configs_is_left_out(trained) -> None:
     assert manifest.measured_batch_size(8) == 4
     rows = pick_table({"lookup_table": policies["lookup_table"]}, manifest)
     assert [r.batch_size for r in rows] == [1, 4, 16]
+
+
+def test_a_specband_folder_holding_user_files_is_not_replaced(tmp_path: Path) -> None:
+    data = load_sweep(None).training_data()
+    policy = create_policy("lookup_table").fit(data)
+    out = tmp_path / "m"
+    save_artifacts({"lookup_table": policy}, out, build_manifest(data, ["lookup_table"], seed=0))
+    (out / "NOTES.md").write_text("mine")
+    (out / "plots").mkdir()
+    with pytest.raises(ArtifactError, match=r"also holds NOTES.md, plots, which specband did not write"):
+        save_artifacts({"lookup_table": policy}, out, build_manifest(data, ["lookup_table"], seed=0))
+    assert (out / "NOTES.md").read_text() == "mine" and (out / "lookup_table" / "model.json").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_new_folder_gets_mkdirs_mode(tmp_path: Path, umask: int) -> None:
+    data = load_sweep(None).training_data()
+    policy = create_policy("lookup_table").fit(data)
+    old = os.umask(umask)
+    try:
+        out = save_artifacts({"lookup_table": policy}, tmp_path / "m", build_manifest(data, ["lookup_table"], seed=0))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask

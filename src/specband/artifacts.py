@@ -31,7 +31,6 @@ import math
 import os
 import shutil
 import struct
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -476,12 +475,13 @@ def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest
     """Write every policy's model card file and the manifest into ``out_dir``, atomically.
 
     The folder is built next to ``out_dir`` and renamed into place when complete; an
-    existing specband folder (one with a manifest) or empty folder at ``out_dir`` is
-    replaced, anything else is left alone.
+    existing specband folder (one with a manifest and nothing but specband's files) or an
+    empty folder at ``out_dir`` is replaced, anything else is left alone.
 
     Raises:
-        ArtifactError: ``out_dir`` is a file or a non-empty folder without a manifest, or a
-            file cannot be written (nothing is left behind then).
+        ArtifactError: ``out_dir`` is a file, a non-empty folder without a manifest or a
+            specband folder holding other files too, or a file cannot be written (nothing is
+            left behind then).
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -491,17 +491,25 @@ def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest
             f"{out}: exists, is not empty and has no {MANIFEST_FILE} (not a specband artifact folder); "
             f"choose another --out or remove it"
         )
+    if out.is_dir() and (out / MANIFEST_FILE).is_file():
+        known = {MANIFEST_FILE, *ALGORITHMS}
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in known)
+        if foreign:
+            raise ArtifactError(
+                f"{out}: also holds {', '.join(foreign)}, which specband did not write; training would replace "
+                f"the folder and lose them (move them or choose another --out)"
+            )
     parent = out.parent if str(out.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+        tmp = parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
+        os.mkdir(tmp, 0o777)  # the mode mkdir gives (0777 minus the umask), as for any new folder
     except OSError as exc:
         raise ArtifactError(f"{out}: cannot create ({exc.strerror or exc})") from None
     try:
         for policy in policies.values():
             policy.save(tmp)
         write_json_atomic(tmp / MANIFEST_FILE, manifest.to_json())
-        os.chmod(tmp, 0o755)
         if out.exists():
             old = parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(out, old)
