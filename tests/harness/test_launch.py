@@ -71,6 +71,23 @@ def test_an_unbalanced_server_arg_is_one_error_line(run_cli) -> None:  # type: i
     assert "Traceback" not in res.stderr and res.stdout == ""
 
 
+def test_a_server_arg_that_moves_the_port_or_the_pick_is_refused(run_cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    for value, message in [
+        ("--port 31561", "error: --server-arg '--port 31561': --port is set by specband launch; use its --port instead"),
+        ("--speculative-num-draft-tokens=16", "error: --server-arg '--speculative-num-draft-tokens=16': "
+         "--speculative-num-draft-tokens is set by specband launch; use its --algo and --models (the policy picks "
+         "the speculative flags) instead"),
+    ]:  # fmt: skip
+        for dry_run in (["--dry-run"], []):
+            res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none",
+                          "--server-arg", value, *dry_run)  # fmt: skip
+            assert res.exit_code == 2
+            assert one_error_line(res.stderr) == message
+            assert res.stdout == ""
+            assert list(tmp_path.iterdir()) == []  # no server log either
+
+
 def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port: int) -> None:
     state = tmp_path / "gpu.json"
     log = tmp_path / "server.log"

@@ -229,6 +229,55 @@ def test_split_server_args_splits_like_a_shell_and_names_a_bad_value():
         split_server_args(["x\\"])
 
 
+@pytest.mark.parametrize(
+    ("value", "flag", "option"),
+    [
+        ("--model-path other", "--model-path", "--target"),
+        ("--model=other", "--model", "--target"),
+        ("--host 0.0.0.0", "--host", "--host"),
+        ("--port 31561", "--port", "--port"),
+        ("--port=31561", "--port", "--port"),
+        ("--mem-fraction-static=0.9", "--mem-fraction-static", "--mem-fraction-static"),
+        ("--dtype bfloat16", "--dtype", "--dtype"),
+        ("--attention-backend triton", "--attention-backend", "--attention-backend"),
+        ("--cuda-graph-max-bs 64", "--cuda-graph-max-bs", "--batch-sizes"),
+        ("--max-running-requests=64", "--max-running-requests", "--batch-sizes"),
+        ("--speculative-draft-model-path x", "--speculative-draft-model-path", "--draft"),
+        ("--speculative-algorithm EAGLE", "--speculative-algorithm", "--actions"),
+        ("--speculative-num-steps 5", "--speculative-num-steps", "--actions"),
+        ("--speculative-eagle-topk=1", "--speculative-eagle-topk", "--actions"),
+        ("--speculative-num-draft-tokens 16", "--speculative-num-draft-tokens", "--actions"),
+        ("--speculative-token-map m.pt", "--speculative-token-map", "--actions"),
+        ("--log-level warning --speculative-num-steps=5", "--speculative-num-steps", "--actions"),
+        ("--mem-fraction 0.9", "--mem-fraction (short for --mem-fraction-static)", "--mem-fraction-static"),
+    ],
+)  # fmt: skip
+def test_split_server_args_refuses_every_flag_specband_sets(value, flag, option):
+    # appended after specband's own flags, each would win in sglang's argparse (last value)
+    message = f"--server-arg {value!r}: {flag} is set by specband sweep; use its {option} instead"
+    with pytest.raises(ConfigError) as caught:
+        split_server_args(["--trust-remote-code", value])
+    assert str(caught.value) == message
+    with pytest.raises(ConfigError, match="is set by specband launch; use its "):
+        split_server_args([value], command="launch")
+
+
+def test_split_server_args_names_launch_options():
+    with pytest.raises(ConfigError) as caught:
+        split_server_args(["--cuda-graph-max-bs=8"], command="launch")
+    assert str(caught.value) == (
+        "--server-arg '--cuda-graph-max-bs=8': --cuda-graph-max-bs is set by specband launch; use its --batch-size "
+        "instead"
+    )
+    with pytest.raises(ConfigError, match=r"--speculative-eagle-topk is set by specband launch; use its --algo and "
+                                          r"--models \(the policy picks"):  # fmt: skip
+        split_server_args(["--speculative-eagle-topk 1"], command="launch")
+    # flags specband does not set pass through, also ones that share a prefix with a set flag
+    assert split_server_args(["--model-impl sglang --port-offset 1 --device cuda --hostname x"]) == (
+        "--model-impl", "sglang", "--port-offset", "1", "--device", "cuda", "--hostname", "x",
+    )  # fmt: skip
+
+
 def test_an_unwritable_server_log_is_a_harness_error_and_starts_nothing(tmp_path):
     from specband.errors import HarnessError
 

@@ -299,6 +299,29 @@ def test_an_unbalanced_server_arg_is_one_error_line(run_cli, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("server_arg", "message"),
+    [
+        ("--speculative-num-steps 5", "error: --server-arg '--speculative-num-steps 5': --speculative-num-steps is "
+                                      "set by specband sweep; use its --actions instead"),
+        ("--port=31561", "error: --server-arg '--port=31561': --port is set by specband sweep; use its --port "
+                         "instead"),
+    ],
+)  # fmt: skip
+def test_a_server_arg_that_would_change_the_measured_config_is_refused(run_cli, sweep_args, tmp_path, server_arg,
+                                                                        message):  # fmt: skip
+    import pynvml
+
+    out = tmp_path / "s.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pynvml, "nvmlInit", lambda: pytest.fail("NVML was probed before the options were checked"))
+        result = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0 10", "--server-arg", server_arg,
+                         "--out", out)  # fmt: skip
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr) == message
+    assert list(tmp_path.iterdir()) == []  # no rows, no logs, no emulated GPU state
+
+
 def test_a_resume_rewrite_that_fails_is_a_harness_error_and_keeps_the_file(tmp_path, monkeypatch):
     from specband import fileio
     from specband.errors import HarnessError

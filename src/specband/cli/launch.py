@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
             port=port,
             dtype=dtype,
             attention_backend=attention_backend,
-            extra_args=split_server_args(server_arg),
+            extra_args=split_server_args(server_arg, command="launch"),
         )
         validate_algorithms([algo])
         log_created = False if dry_run else _open_log(log)

@@ -148,22 +148,84 @@ class ServerConfig:
         return f"http://{self.host}:{self.port}"
 
 
-def split_server_args(values: Sequence[str]) -> tuple[str, ...]:
+#: Server flags specband sets itself, with the specband option that sets them
+#: (:func:`build_launch_command`): a ``--server-arg`` repeating one would override the
+#: measured configuration (sglang's argparse keeps the last value) or the port that is
+#: polled. Any other ``--speculative-*`` flag is refused too.
+_OWNED_FLAGS: dict[str, dict[str, str]] = {
+    "sweep": {
+        "--model-path": "--target", "--model": "--target", "--host": "--host", "--port": "--port",
+        "--mem-fraction-static": "--mem-fraction-static", "--dtype": "--dtype",
+        "--attention-backend": "--attention-backend", "--cuda-graph-max-bs": "--batch-sizes",
+        "--max-running-requests": "--batch-sizes", "--speculative-draft-model-path": "--draft",
+        "--speculative-*": "--actions",
+    },
+    "launch": {
+        "--model-path": "--target", "--model": "--target", "--host": "--host", "--port": "--port",
+        "--mem-fraction-static": "--mem-fraction-static", "--dtype": "--dtype",
+        "--attention-backend": "--attention-backend", "--cuda-graph-max-bs": "--batch-size",
+        "--max-running-requests": "--batch-size", "--speculative-draft-model-path": "--draft",
+        "--speculative-*": "--algo and --models (the policy picks the speculative flags)",
+    },
+}  # fmt: skip
+_SPECULATIVE_FLAGS = (
+    "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+)  # fmt: skip
+
+
+def _owned_flag(arg: str, owned: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(flag, specband option)`` when ``arg`` (``--flag`` or ``--flag=value``) is, or
+    abbreviates (argparse's ``allow_abbrev``), a flag specband sets; else ``None``."""
+    if not arg.startswith("--") or arg == "--":
+        return None
+    name = arg.split("=", 1)[0]
+    if name in owned:
+        return name, owned[name]
+    if name.startswith("--speculative"):
+        return name, owned["--speculative-*"]
+    for flag in (*owned, *_SPECULATIVE_FLAGS):
+        if flag.startswith(name) and not flag.endswith("*"):
+            return f"{name} (short for {flag})", owned.get(flag, owned["--speculative-*"])
+    return None
+
+
+def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple[str, ...]:
     """Split ``--server-arg`` values like a POSIX shell line (:func:`shlex.split`) and
     join the pieces in order, for :attr:`ServerConfig.extra_args`:
     ``["--log-level warning", "--trust-remote-code"]`` ->
     ``("--log-level", "warning", "--trust-remote-code")``.
 
+    Flags that specband sets itself are refused (in ``--flag value`` and ``--flag=value``
+    form, and abbreviated): ``--model-path``/``--model``, ``--host``, ``--port``,
+    ``--mem-fraction-static``, ``--dtype``, ``--attention-backend``,
+    ``--cuda-graph-max-bs``, ``--max-running-requests`` and every ``--speculative-*``
+    flag. Appended after specband's own flags they would win (sglang's argparse keeps the
+    last value): rows labelled with one action would measure another, or the server would
+    listen on a port that is not polled.
+
+    Args:
+        values: the ``--server-arg`` values.
+        command: ``"sweep"`` or ``"launch"``: which command's options the error names.
+
     Raises:
         ConfigError: a value that cannot be split (an unbalanced quote, a trailing
-            backslash), naming the value.
+            backslash), or that sets a flag specband sets, naming the value, the flag and
+            the specband option to use instead.
     """
+    owned = _OWNED_FLAGS[command]
     out: list[str] = []
     for value in values:
         try:
-            out += shlex.split(value)
+            parts = shlex.split(value)
         except ValueError as exc:
             raise ConfigError(f"--server-arg {value!r} cannot be parsed: {exc}") from None
+        for part in parts:
+            hit = _owned_flag(part, owned)
+            if hit is not None:
+                flag, option = hit
+                raise ConfigError(f"--server-arg {value!r}: {flag} is set by specband {command}; use its {option} instead")
+        out += parts
     return tuple(out)
 
 
