@@ -72,3 +72,26 @@ def test_python_dash_m_is_the_same_command(tmp_path) -> None:  # type: ignore[no
     res = subprocess.run([sys.executable, "-m", "specband", "recommend", "-b", "0"], capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 2
     assert _one_error_line(res.stderr) == "error: --batch-size must be > 0, got 0"
+
+
+def test_sigterm_unwinds_and_leaves_no_temporary_file(run_cli, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import signal
+
+    import specband.sim
+
+    real = specband.sim.simulate_sweep
+
+    def terminated_mid_write(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        rows = real(*args, **kwargs)
+        yield from rows[:50]
+        assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())  # the writer's temporary file
+        os.kill(os.getpid(), signal.SIGTERM)  # a real SIGTERM, delivered while the file is being written
+        yield from rows[50:]
+
+    monkeypatch.setattr(specband.sim, "simulate_sweep", terminated_mid_write)
+    res = run_cli("simulate", "--out", tmp_path / "s.jsonl")
+    assert res.exit_code == 143
+    assert _one_error_line(res.stderr) == "error: terminated"
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored

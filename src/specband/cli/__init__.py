@@ -46,7 +46,7 @@ _register_all()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the CLI and exit: 0 on success, 2 on bad input, 130 on Ctrl-C.
+    """Run the CLI and exit: 0 on success, 2 on bad input, 130 on Ctrl-C, 143 on SIGTERM.
 
     Bad input, whether a :class:`~specband.errors.SpecbandError` from a command or a usage
     error found while parsing options (unknown option, missing or out-of-range value), is
@@ -58,18 +58,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     Raises:
         SystemExit: always, with the exit status.
     """
-    interrupted = False
+    received: int | None = None
 
-    def on_sigint(signum: int, frame: object) -> None:
-        nonlocal interrupted
-        interrupted = True
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal received
+        received = signum
         raise KeyboardInterrupt
 
-    # typer turns Ctrl-C into a silent exit 130; note it so that the user sees why it stopped
-    # (commands that handle SIGINT themselves, like sweep and launch, replace this handler)
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.default_int_handler:
-        signal.signal(signal.SIGINT, on_sigint)
+    # Ctrl-C and SIGTERM unwind the command (so that half-written temporary files are
+    # removed) and say why it stopped; typer alone turns Ctrl-C into a silent exit 130 and
+    # SIGTERM would kill the process on the spot. Commands that handle the signals themselves
+    # (sweep, launch) replace these handlers while they run.
+    installed = {}
+    for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(signum) is default:
+            installed[signum] = default
+            signal.signal(signum, on_signal)
     try:
         result = app(
             args=list(argv) if argv is not None else sys.argv[1:], prog_name="specband", standalone_mode=False
@@ -78,8 +82,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+        _stopped_by(received)
     except Exception as exc:
         # typer's (click's) usage errors: BadParameter, MissingParameter, NoSuchOption, ...
         format_message = getattr(exc, "format_message", None)
@@ -101,8 +104,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"error: {message}{hint}", file=sys.stderr)
         raise SystemExit(exit_code) from None
     finally:
-        if previous is signal.default_int_handler:
-            signal.signal(signal.SIGINT, previous)
-    if interrupted and result == 130:
-        print("error: interrupted", file=sys.stderr)
+        for signum, default in installed.items():
+            signal.signal(signum, default)
+    if received is not None and result == 130:
+        _stopped_by(received)
     raise SystemExit(result if isinstance(result, int) else 0)
+
+
+def _stopped_by(signum: int | None) -> None:
+    """Say why the command stopped and exit: 143 for SIGTERM, 130 for Ctrl-C."""
+    if signum == signal.SIGTERM:
+        print("error: terminated", file=sys.stderr)
+        raise SystemExit(143) from None
+    print("error: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
