@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from specband.dataset import load_sweep
 from specband.errors import ConfigError, DataError
 from specband.harness.import_bench import import_bench
+
+from .conftest import one_error_line
 
 # What sglang's scripts/playground/bench_speculative.py writes (one line per config).
 BENCH = [
@@ -136,3 +139,27 @@ def test_an_unwritable_output_is_one_error_line(run_cli, tmp_path):
         # nothing written: no output, no temporary file left next to it
         assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "bench.jsonl", "file"]
         assert [p.name for p in out.iterdir()] == ["inner"]
+
+
+def test_out_that_is_the_input_is_refused_even_with_force(run_cli, tmp_path, monkeypatch):
+    import os
+
+    src = _write(tmp_path, BENCH)
+    raw = src.read_text()
+    (tmp_path / "link.jsonl").symlink_to(src)
+    os.link(src, tmp_path / "hard.jsonl")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for out in (src, "bench.jsonl", "./sub/../bench.jsonl", tmp_path / "link.jsonl", "hard.jsonl"):
+        for force in ([], ["--force"]):
+            result = run_cli("import-bench", src, "--out", out, *force)
+            assert result.exit_code == 2
+            assert one_error_line(result.stderr) == (
+                f"error: --out {Path(out)}: is the input file {src}; converting would replace the bench output it reads "
+                f"(choose another --out)"
+            )
+            assert result.stdout == ""
+            assert src.read_text() == raw  # the raw bench output is kept
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.jsonl", "hard.jsonl", "link.jsonl", "sub"]
+    with pytest.raises(ConfigError, match="is the input file"):
+        import_bench(src, src, overwrite=True)

@@ -120,6 +120,19 @@ def convert_bench_rows(
     return rows, skipped
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` name the same file (:func:`os.path.samefile`: the same
+    device and inode, so links too), or resolve to the same path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        pass
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # a symbolic-link loop
+        return False
+
+
 def import_bench(path: str | os.PathLike[str], out_path: str | os.PathLike[str], hardware: str = "unknown",
                  overwrite: bool = False) -> ImportResult:  # fmt: skip
     """Read a bench_speculative.py JSONL and write it as a sweep file (atomically), then
@@ -132,12 +145,19 @@ def import_bench(path: str | os.PathLike[str], out_path: str | os.PathLike[str],
             ``out_path`` exists and ``overwrite`` is false, or a converted row that
             does not load as a sweep (naming the input line; nothing is written).
         ConfigError: ``out_path`` is a folder or cannot be written (``"<path>: cannot
-            write (<reason>)"``; the old file, if any, is left as it was).
+            write (<reason>)"``; the old file, if any, is left as it was), or it is the
+            input file itself (the same path, a symbolic or hard link to it), with or
+            without ``overwrite``.
     """
     src = Path(path)
     out = Path(out_path)
     if out.is_dir():
         raise ConfigError(f"{out}: cannot write (Is a directory)")
+    if _same_file(src, out):
+        raise ConfigError(
+            f"--out {out}: is the input file {src}; converting would replace the bench output it reads "
+            f"(choose another --out)"
+        )
     if out.exists() and not overwrite:
         raise DataError("output file exists (pass --force to replace it)", path=out)
     try:
