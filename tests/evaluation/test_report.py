@@ -163,6 +163,8 @@ def test_format_interval(interval: Interval | None, text: str) -> None:
         # 4 decimals would print 0.9800 (in band) for a value above the band: more decimals.
         (Interval(0.98004, 0.97991, 0.98049, 0.95, 5, 100), "0.98004 [0.97991, 0.98049]"),
         (Interval(0.9499996, 0.9499996, 0.9499996, 0.95, 1, 0), "0.9499996 (n=1)"),
+        # float noise at an edge (0.97996 + 4e-5 = 0.9800000000000001) stops at 7 decimals
+        (Interval(0.97996, 0.96996, 0.97996 + 4e-5, 0.95, 5, 100), "0.9799600 [0.9699600, 0.9800000]"),
     ],
 )
 def test_format_utilization_never_crosses_the_band(interval: Interval | None, text: str) -> None:

@@ -72,11 +72,15 @@ def _band_side(value: float, band: tuple[float, float]) -> int:
     return -1 if value < band[0] else (1 if value > band[1] else 0)
 
 
+#: Most decimals printed for a utilisation (1e-7 of the power limit is below any meter's resolution).
+_MAX_UTILIZATION_DIGITS = 7
+
+
 def format_utilization(interval: Interval | None, band: tuple[float, float], digits: int = 4) -> str:
     """A utilisation interval (fraction of the power limit) like :func:`format_interval`,
     with at least ``digits`` decimals and more where needed so that no printed number
     lands on the other side of a band edge than its exact value (0.98004 against a
-    0.95-0.98 band prints ``0.98004``, not ``0.9800``).
+    0.95-0.98 band prints ``0.98004``, not ``0.9800``), up to 7 decimals.
 
     Args:
         interval: the utilisation interval, or ``None`` (printed ``"-"``).
@@ -87,10 +91,11 @@ def format_utilization(interval: Interval | None, band: tuple[float, float], dig
         return "-"
     values = [interval.estimate] + ([interval.low, interval.high] if interval.informative else [])
     values = [v for v in values if np.isfinite(v)]
-    for d in range(digits, 16):
+    for d in range(digits, _MAX_UTILIZATION_DIGITS + 1):
         if all(_band_side(float(f"{v:.{d}f}"), band) == _band_side(v, band) for v in values):
             return format_interval(interval, d)
-    return format_interval(interval, 16)
+    # closer to an edge than 1e-7: float noise (0.9800000000000001), not a measurable difference
+    return format_interval(interval, _MAX_UTILIZATION_DIGITS)
 
 
 def _action_text(index: int) -> str:
