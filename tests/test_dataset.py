@@ -276,3 +276,10 @@ def test_from_records_in_memory() -> None:
     with pytest.raises(DataError, match=r"<data>:2: field 'batch_size'"):
         Sweep.from_records(_replace(1, batch_size=0))
     assert sweep.subset(lambda r: r.trainable).rows == sweep.rows[:3]
+
+
+def test_a_utf8_bom_is_not_data(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(json.dumps(r) for r in small_sweep()).encode())
+    sweep = load_sweep(path)
+    assert len(sweep.rows) == 4 and sweep.rows[0].line == 1

@@ -461,7 +461,7 @@ def load_sweep(
     """
     p = bundled_data_path() if path is None else Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a BOM (files saved by Windows editors) is not data
     except FileNotFoundError:
         raise DataError("no such file", path=p) from None
     except IsADirectoryError:
