@@ -322,6 +322,24 @@ def test_a_server_arg_that_would_change_the_measured_config_is_refused(run_cli, 
     assert list(tmp_path.iterdir()) == []  # no rows, no logs, no emulated GPU state
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--actions", "3,2,4 7"], 'error: --actions: (3,2,4) is given twice (as "3,2,4" and "7")'),
+        (["--actions", "0;10 (0,0,0)"], 'error: --actions: (0,0,0) is given twice (as "0" and "(0,0,0)")'),
+        (["--actions", "0 99"], "error: --actions: action index 99 is outside 0..18"),
+        (["--actions", " ; "], "error: --actions must name at least one action ('all', indices or triples)"),
+        (["--batch-sizes", "1,4,4"], "error: --batch-sizes: 4 is given twice"),
+        (["--batch-sizes", "0,4"], "error: --batch-sizes: every batch size must be > 0, got 0"),
+    ],
+)  # fmt: skip
+def test_a_bad_grid_names_the_option_and_the_culprit(run_cli, sweep_args, tmp_path, options, message):
+    result = run_cli(*sweep_args, "--out", tmp_path / "s.jsonl", *options)
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr) == message
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_resume_rewrite_that_fails_is_a_harness_error_and_keeps_the_file(tmp_path, monkeypatch):
     from specband import fileio
     from specband.errors import HarnessError

@@ -71,6 +71,11 @@ def _folder_option(option: str, text: str) -> Path:
 
 
 def _parse_batch_sizes(text: str) -> tuple[int, ...]:
+    """``--batch-sizes``: positive integers separated by commas or spaces, each once.
+
+    Raises:
+        ConfigError: not integers, none, one <= 0, or one given twice (naming it).
+    """
     from specband.errors import ConfigError
 
     parts = [p for p in text.replace(",", " ").split() if p]
@@ -80,16 +85,41 @@ def _parse_batch_sizes(text: str) -> tuple[int, ...]:
         raise ConfigError(f"--batch-sizes must be integers like '1,4,8,16', got {text!r}") from None
     if not values:
         raise ConfigError("--batch-sizes must name at least one batch size")
+    for value in values:
+        if value <= 0:
+            raise ConfigError(f"--batch-sizes: every batch size must be > 0, got {value}")
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            raise ConfigError(f"--batch-sizes: {value} is given twice")
     return values
 
 
 def _parse_actions(text: str) -> tuple[Any, ...]:
+    """``--actions``: ``all``, or action indices / triples separated by spaces or ``;``,
+    each action once (an index and its triple are the same action).
+
+    Raises:
+        ConfigError: none, an index or triple that is not a contract action, or an action
+            given twice (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``).
+    """
     from specband.actions import ACTIONS, parse_action
+    from specband.errors import ConfigError, InvalidActionError
 
     if text.strip().lower() == "all":
         return ACTIONS
     items = [p for p in text.replace(";", " ").split() if p]
-    return tuple(parse_action(item) for item in items)
+    if not items:
+        raise ConfigError("--actions must name at least one action ('all', indices or triples)")
+    seen: dict[Any, str] = {}
+    for item in items:
+        try:
+            action = parse_action(item)
+        except InvalidActionError as exc:
+            raise ConfigError(f"--actions: {exc}") from None
+        if action in seen:
+            raise ConfigError(f'--actions: {action} is given twice (as "{seen[action]}" and "{item}")')
+        seen[action] = item
+    return tuple(seen)
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:

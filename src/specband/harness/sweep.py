@@ -91,16 +91,20 @@ def grid(batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, actions: Sequence[Act
 
     Raises:
         ConfigError: empty, duplicate or non-positive batch sizes; empty or duplicate
-            actions.
+            actions (naming the action given twice, also when two triples canonicalise
+            to the same action).
         InvalidActionError: an invalid action.
     """
     if not batch_sizes:
         raise ConfigError("--batch-sizes must name at least one batch size")
     if any(b <= 0 for b in batch_sizes) or len(set(batch_sizes)) != len(batch_sizes):
-        raise ConfigError(f"batch sizes must be distinct and > 0, got {list(batch_sizes)}")
+        raise ConfigError(f"--batch-sizes must be distinct and > 0, got {list(batch_sizes)}")
     acts = [validate_action(tuple(a)) for a in actions]  # type: ignore[arg-type]
-    if not acts or len(set(acts)) != len(acts):
-        raise ConfigError("actions must be distinct and at least one")
+    if not acts:
+        raise ConfigError("--actions must name at least one action")
+    for i, act in enumerate(acts):
+        if act in acts[:i]:
+            raise ConfigError(f"--actions: {act} is given twice")
     return [GridPoint(i * len(acts) + j, bs, a) for i, bs in enumerate(batch_sizes) for j, a in enumerate(acts)]
 
 
