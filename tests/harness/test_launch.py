@@ -225,3 +225,16 @@ def test_help_says_ctrl_c_stops_the_server_with_exit_status_0(run_cli) -> None: 
     assert res.exit_code == 0
     text = " ".join(res.stdout.split())
     assert "Ctrl-C (or SIGTERM) stops the server and everything it started; exit status 0" in text
+
+
+def test_help_gives_the_default_models_folder_as_recommend_uses_it(run_cli) -> None:  # type: ignore[no-untyped-def]
+    from specband.cli.core import DEFAULT_MODELS_DIR
+
+    res = run_cli("launch", "--help")
+    assert res.exit_code == 0
+    text = " ".join(res.stdout.replace("│", " ").split())
+    assert (
+        f"Default: ./{DEFAULT_MODELS_DIR} when it exists and holds the --algo algorithm, else the embedded policy "
+        "trained on the bundled published measurements" in text
+    ), text
+    assert "default: the embedded policy" not in text

@@ -38,7 +38,14 @@ def register(app: typer.Typer) -> None:
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(
-            None, "--models", "-m", help="Artifact folder (default: the embedded policy).", metavar="DIR"
+            None,
+            "--models",
+            "-m",
+            help="Artifact folder (from `specband train`, or the model card's layout). Default: ./specband-models "
+            "when it exists and holds the --algo algorithm, else the embedded policy trained on the bundled "
+            "published measurements (as `specband recommend`).",
+            show_default=False,
+            metavar="DIR",
         ),
         data: Optional[Path] = typer.Option(
             None, "--data", help="Sweep restricting a foreign folder's picks to measured configs.", metavar="SWEEP"
