@@ -284,6 +284,80 @@ def test_interrupt_during_a_launch_leaves_no_server(sweep_args, tmp_path, port, 
     assert not out.exists() or _rows(out) == []
 
 
+def _listing(folder: Path) -> dict[str, int | None]:
+    """Every path under ``folder`` (relative) -> its size (``None`` for a folder)."""
+    return {str(p.relative_to(folder)): (None if p.is_dir() else p.stat().st_size) for p in sorted(folder.rglob("*"))}
+
+
+def test_a_second_sweep_on_the_same_output_is_refused_at_once(run_cli, sweep_args, tmp_path, port):
+    import pynvml
+
+    out = tmp_path / "s.jsonl"
+    args = [*sweep_args]
+    args[args.index("--server-command") + 1] = emulator_command("--load-time", "100000")  # 1000 s real to load
+    first = subprocess.Popen([sys.executable, "-m", "specband", *args, "--batch-sizes", "1", "--actions", "0",
+                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    marker = f"--port {port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not [p for p in processes_with(marker) if p != first.pid]:
+            time.sleep(0.05)
+        assert first.poll() is None, first.communicate()
+        assert (tmp_path / "s.jsonl.lock").read_text() == f"{first.pid}\n"
+        before = _listing(tmp_path)
+        servers = sorted(processes_with(marker))
+        for extra in ([], ["--resume"], ["--device", "nvml", "--power-limit", "80"]):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(pynvml, "nvmlInit", lambda: pytest.fail("NVML was probed before the lock was taken"))
+                second = run_cli(*[a for a in sweep_args if extra[:1] != ["--device"] or a not in
+                                   ("--time-scale", str(TIME_SCALE))],
+                                 "--batch-sizes", "1", "--actions", "0", "--out", out, *extra)  # fmt: skip
+            assert second.exit_code == 2
+            assert one_error_line(second.stderr) == f"error: {out} is being written by another sweep (pid {first.pid})"
+            # nothing touched: no server started, no file written (sizes unchanged; the state
+            # file is the first sweep's emulated GPU, which it rewrites itself)
+            after = _listing(tmp_path)
+            assert after.keys() == before.keys()
+            assert {k: v for k, v in after.items() if "gpu-state" not in k} == {
+                k: v for k, v in before.items() if "gpu-state" not in k
+            }
+            assert sorted(processes_with(marker)) == servers
+        os.kill(first.pid, signal.SIGTERM)
+        _, stderr = first.communicate(timeout=30)
+        assert first.returncode == 130, stderr
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert not (tmp_path / "s.jsonl.lock").exists()  # released and removed
+
+
+def test_a_lock_left_by_a_killed_sweep_is_taken_over(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    (tmp_path / "s.jsonl.lock").write_text("999999999\n")  # its process is gone: flock died with it
+    result = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out,
+                     "--cooldown", "0")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert len(_rows(out)) == 1
+    assert not (tmp_path / "s.jsonl.lock").exists()
+
+
+def test_the_lock_is_exclusive_and_released():
+    import tempfile
+
+    from specband.harness.sweep import SweepBusyError, SweepLock
+
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "new" / "s.jsonl"
+        with SweepLock(out):
+            assert (out.parent / "s.jsonl.lock").read_text() == f"{os.getpid()}\n"
+            with pytest.raises(SweepBusyError, match=rf"s\.jsonl is being written by another sweep \(pid {os.getpid()}\)"):
+                SweepLock(out).acquire()  # a second open file description: flock refuses it too
+        assert not out.parent.exists()  # the folder it created for the lock, empty again
+        with SweepLock(out):  # free again
+            pass
+
+
 def test_time_scale_needs_the_emulator(run_cli, tmp_path):
     result = run_cli("sweep", "--target", "m", "--device", "none", "--time-scale", "0.01", "--out", tmp_path / "x.jsonl")
     assert result.exit_code == 2 and "--time-scale applies only to the emulator" in result.stderr

@@ -282,7 +282,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
-        from specband.devices import open_device
+        from specband.devices import DEVICE_KINDS, open_device
         from specband.devices.base import Clock, check_power_limit_w
         from specband.devices.emulated import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
         from specband.errors import ConfigError
@@ -306,6 +306,8 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--retry-mem-fraction must be 0 (no retry) or in (0, 1), got {retry_mem_fraction}")
             extra_args = split_server_args(server_arg)
             clock = Clock(time_scale)
+            if device_kind not in DEVICE_KINDS:
+                raise ConfigError(f"--device must be one of {', '.join(DEVICE_KINDS)}, got {device_kind!r}")
             kind = device_kind
             if kind == "auto" and _runs_emulator(server_command):
                 kind = "emulated"
@@ -351,11 +353,14 @@ def register(app: typer.Typer) -> None:
                 health_poll_s=1.0 if time_scale == 1.0 else 0.5,
                 sample_period_s=0.1 if time_scale == 1.0 else max(0.005, min(0.1, 0.5 * time_scale)),
             )
-            device = open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated)
             reporter = _RichReporter(quiet)
             try:
+                # the device is opened by the sweep once it holds the lock on --out and every
+                # check passed (a refused sweep creates no emulated GPU state)
                 summary = run_sweep(
-                    settings, device, out, batch_sizes=bs, actions=acts, repeats=repeats, resume=resume,
+                    settings,
+                    lambda: open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated),
+                    out, batch_sizes=bs, actions=acts, repeats=repeats, resume=resume,
                     one_launch_per_config=one_launch_per_config, clock=clock, reporter=reporter,
                 )  # fmt: skip
             except KeyboardInterrupt:
@@ -365,7 +370,6 @@ def register(app: typer.Typer) -> None:
                 raise
             finally:
                 reporter.stop()
-                device.close()
             _report(summary, out)
 
     @app.command(

@@ -77,6 +77,9 @@ class MeasureSettings:
         cooldown_s: (emulated) seconds to sleep after a server stops (5).
         request_timeout_s: (emulated) seconds one request may take (at least 10 s real).
         stop_grace_s: real seconds between SIGTERM and SIGKILL.
+        port_wait_s: real seconds to wait for a busy server port to free before refusing
+            it (a previous server may still be exiting), at the sweep's start and before
+            each launch.
         sample_period_s: real seconds between telemetry samples.
         hardware: ``hardware`` column (``None``: the device's name).
         log_dir: where server logs go.
@@ -95,6 +98,7 @@ class MeasureSettings:
     cooldown_s: float = 5.0
     request_timeout_s: float = 1800.0
     stop_grace_s: float = 15.0
+    port_wait_s: float = 10.0
     sample_period_s: float = 0.1
     hardware: str | None = None
     log_dir: Path = field(default_factory=lambda: Path("specband-server-logs"))
@@ -115,6 +119,8 @@ class MeasureSettings:
             raise ConfigError(f"--cooldown must be a finite number of seconds >= 0, got {self.cooldown_s}")
         if not (math.isfinite(self.stop_grace_s) and self.stop_grace_s >= 0):
             raise ConfigError(f"stop grace must be a finite number of seconds >= 0, got {self.stop_grace_s}")
+        if not (math.isfinite(self.port_wait_s) and self.port_wait_s >= 0):
+            raise ConfigError(f"port wait must be a finite number of seconds >= 0, got {self.port_wait_s}")
         if not self.prompts:
             raise ConfigError("the workload needs at least one prompt")
 
@@ -170,6 +176,7 @@ def _start(
         log_path=log_path,
         env=settings.server_env(),
         clock=clock,
+        port_wait_s=settings.port_wait_s,
     )
     t0 = time.monotonic()
     try:

@@ -54,6 +54,7 @@ __all__ = [
     "port_answering",
     "process_group_alive",
     "split_server_args",
+    "wait_port_free",
 ]
 
 #: sglang's launcher (docs/FACTS.md §1).
@@ -283,6 +284,24 @@ def port_answering(host: str, port: int, timeout_s: float = 0.25) -> bool:
         return False
 
 
+def wait_port_free(host: str, port: int, wait_s: float = 10.0) -> None:
+    """Return once nothing answers on ``host:port``, waiting up to ``wait_s`` real seconds
+    for a busy port to free (a previous server may still be exiting).
+
+    Raises:
+        PortInUseError: the port still answers after ``wait_s``
+            (``"port P on H is already answering; refusing to launch ..."``).
+    """
+    deadline = time.monotonic() + wait_s
+    while port_answering(host, port):
+        if time.monotonic() >= deadline:
+            raise PortInUseError(
+                f"port {port} on {host} is already answering; refusing to launch (stop that server or pass "
+                f"another --port)"
+            )
+        time.sleep(0.1)
+
+
 def group_members(pgid: int) -> list[int]:
     """Pids of the live (non-zombie) processes in process group ``pgid``, from /proc."""
     members = []
@@ -454,14 +473,7 @@ class ServerProcess:
                 (``"<log>: cannot write the server log (<reason>)"``).
             LauncherError: the command cannot be executed.
         """
-        deadline = time.monotonic() + self.port_wait_s
-        while port_answering(self.host, self.port):
-            if time.monotonic() >= deadline:
-                raise PortInUseError(
-                    f"port {self.port} on {self.host} is already answering; refusing to launch (stop that "
-                    f"server or pass another --port)"
-                )
-            time.sleep(0.1)
+        wait_port_free(self.host, self.port, self.port_wait_s)
         argv = self.command
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-I", str(_SHIM), str(os.getpid()), "--", *self.command]

@@ -33,10 +33,11 @@ inside an import, a server's start-up bookkeeping or a row's write).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -60,6 +61,8 @@ __all__ = [
     "DEFAULT_BATCH_SIZES",
     "GridPoint",
     "RowWriter",
+    "SweepBusyError",
+    "SweepLock",
     "SweepReporter",
     "SweepSummary",
     "grid",
@@ -173,6 +176,154 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+class SweepBusyError(ConfigError):
+    """Another sweep is writing the same output file (it holds its :class:`SweepLock`)."""
+
+
+class SweepLock:
+    """An exclusive, non-blocking lock on a sweep's output file, held for the sweep's
+    whole run so that two sweeps never append to one file (or measure on each other's
+    servers).
+
+    It is an advisory ``fcntl.flock`` on ``<out>.lock``, which holds the owner's pid.
+    The kernel drops a ``flock`` when its process dies, so a lock file left by a killed
+    sweep (even by SIGKILL) is stale and simply taken over. :meth:`release` removes the
+    file while still holding the lock; :meth:`acquire` checks after locking that the file
+    it locked is still the one at the path (else it was removed meanwhile and it tries
+    again), so two sweeps never both hold it. The folder of ``out`` is created if missing
+    (and removed again by :meth:`release` if it is then empty).
+
+    Args:
+        out_path: the sweep's output file.
+
+    Use as a context manager.
+    """
+
+    #: Real seconds to wait for the holder to write its pid into a fresh lock file.
+    PID_WAIT_S = 1.0
+
+    def __init__(self, out_path: Path) -> None:
+        self.out_path = Path(out_path)
+        self.path = self.out_path.with_name(self.out_path.name + ".lock")
+        self._fd: int | None = None
+        self._created_dirs: list[Path] = []
+
+    def acquire(self) -> None:
+        """Take the lock.
+
+        Raises:
+            SweepBusyError: another live sweep holds it
+                (``"<out> is being written by another sweep (pid N)"``).
+            HarnessError: the lock file cannot be created
+                (``"<out>: cannot write (<reason>)"``); nothing is left behind.
+        """
+        parent = self.out_path.parent
+        if parent.exists() and not parent.is_dir():
+            raise HarnessError(f"{self.out_path}: cannot write ({parent} is not a folder)")
+        try:
+            self._created_dirs = _make_dirs(parent)
+        except OSError as exc:
+            raise HarnessError(f"{self.out_path}: cannot write ({exc.strerror or exc})") from None
+        try:
+            self._fd = self._lock()
+        except BaseException:
+            _remove_empty_dirs(self._created_dirs)
+            raise
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)
+            os.write(self._fd, f"{os.getpid()}\n".encode())
+
+    def _lock(self) -> int:
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            except OSError as exc:
+                raise HarnessError(f"{self.out_path}: cannot write ({exc.strerror or exc})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = self._holder(fd)
+                os.close(fd)
+                raise SweepBusyError(
+                    f"{self.out_path} is being written by another sweep (pid {holder or 'unknown'})"
+                ) from None
+            except OSError as exc:
+                os.close(fd)
+                raise HarnessError(f"{self.out_path}: cannot lock ({exc.strerror or exc})") from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return fd
+            os.close(fd)  # released and removed by its holder meanwhile: lock the new file
+
+    def _holder(self, fd: int) -> str:
+        """The pid in the lock file (its holder writes it right after locking)."""
+        deadline = time.monotonic() + self.PID_WAIT_S
+        while True:
+            with contextlib.suppress(OSError):
+                text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+                if text:
+                    return text
+            if time.monotonic() >= deadline:
+                return ""
+            time.sleep(0.02)
+
+    def release(self) -> None:
+        """Remove the lock file and unlock; remove the folders :meth:`acquire` created if
+        they are empty. Idempotent."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        os.close(self._fd)
+        self._fd = None
+        _remove_empty_dirs(self._created_dirs)
+        self._created_dirs = []
+
+    def __enter__(self) -> SweepLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _make_dirs(path: Path) -> list[Path]:
+    """Create ``path`` and its missing parents; return those created, deepest first.
+
+    Raises:
+        OSError: one cannot be created (those created before are removed again).
+    """
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    created: list[Path] = []
+    try:
+        for folder in reversed(missing):
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                if not folder.is_dir():
+                    raise
+                continue
+            created.append(folder)
+    except OSError:
+        _remove_empty_dirs(created[::-1])
+        raise
+    return created[::-1]
+
+
+def _remove_empty_dirs(folders: Sequence[Path]) -> None:
+    """Remove each folder (deepest first) if it is empty."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 class RowWriter:
     """Appends JSON rows to a JSONL file, flushing and fsyncing after each row.
 
@@ -273,7 +424,7 @@ def _log_name(repeat: int, label: str) -> str:
 
 def run_sweep(
     settings: MeasureSettings,
-    device: GpuDevice,
+    device: GpuDevice | Callable[[], GpuDevice],
     out_path: Path,
     *,
     batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
@@ -286,9 +437,16 @@ def run_sweep(
 ) -> SweepSummary:
     """Run (or resume) a sweep and write its rows to ``out_path``.
 
+    The sweep holds a :class:`SweepLock` on ``out_path`` for its whole run, taken before
+    anything else (a server, the device, the output or the log folder) is touched: a
+    second sweep on the same file is refused at once.
+
     Args:
         settings: launch and measurement settings.
-        device: the GPU's telemetry.
+        device: the GPU's telemetry, or a function that opens it: it is called once the
+            lock is held and every check passed (so that a refused sweep touches no
+            device, e.g. creates no emulated GPU state file), and the device it returns
+            is closed when the sweep ends.
         out_path: the JSONL file.
         batch_sizes, actions: the grid (bs-major).
         repeats: full passes over the grid.
@@ -304,6 +462,7 @@ def run_sweep(
         ConfigError: bad grid or repeats, or an existing file without ``resume``, or a
             file from another target/draft or another grid, or ``out_path`` is a folder,
             or ``settings.log_dir`` is a file.
+        SweepBusyError: another sweep is writing ``out_path``.
         DataError: the existing file cannot be resumed.
         HarnessError: ``out_path`` cannot be read or written, or the log folder cannot
             be created (nothing is created then); a server log cannot be written.
@@ -320,13 +479,47 @@ def run_sweep(
         raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
         raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
-    existing = read_rows_for_resume(out_path) if out_path.exists() else []
-    if existing and not resume:
-        raise ConfigError(
-            f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
+    with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
+        existing = read_rows_for_resume(out_path) if out_path.exists() else []
+        if existing and not resume:
+            raise ConfigError(
+                f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
+            )
+        _check_resumable(existing, settings, points, out_path)
+        done = {(r.get("index"), r.get("repeat")) for r in existing}
+        todo = [(rep, p) for rep in range(repeats) for p in points if (p.index, rep) not in done]
+        summary = SweepSummary(
+            out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config
         )
+        writer = RowWriter(out_path)
+        try:
+            _make_log_dir(settings.log_dir)
+        except BaseException:
+            writer.discard_if_unused()
+            raise
+        opened = not isinstance(device, GpuDevice) and callable(device)
+        try:
+            gpu: GpuDevice = device() if opened else device  # type: ignore[operator,assignment]
+        except BaseException:
+            writer.discard_if_unused()
+            raise
+        try:
+            _run_todo(settings, gpu, clock, writer, reporter, summary, todo, repeats, actions, one_launch_per_config)
+        finally:
+            if opened:
+                gpu.close()
+    return summary
+
+
+def _check_resumable(existing: list[dict[str, Any]], settings: MeasureSettings, points: list[GridPoint],
+                     out_path: Path) -> None:  # fmt: skip
+    """Refuse rows written for another target, draft or grid.
+
+    Raises:
+        ConfigError: ``"<out>: cannot resume: ..."``.
+    """
+    mine_by_key = {"target_model": settings.server.model_path, "draft_model": settings.server.draft_model_path}
     for row in existing:
-        mine_by_key = {"target_model": settings.server.model_path, "draft_model": settings.server.draft_model_path}
         for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:
                 raise ConfigError(
@@ -342,39 +535,34 @@ def run_sweep(
                 f"sweep's grid it is {'nothing' if point is None else f'bs={point.batch_size} {point.action}'} "
                 f"(use the same --batch-sizes and --actions)"
             )
-    done = {(r.get("index"), r.get("repeat")) for r in existing}
-    todo = [(rep, p) for rep in range(repeats) for p in points if (p.index, rep) not in done]
-    summary = SweepSummary(
-        out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config
-    )
+
+
+def _run_todo(
+    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
+    summary: SweepSummary, todo: list[tuple[int, GridPoint]], repeats: int, actions: Sequence[Action],
+    one_launch_per_config: bool,
+) -> None:  # fmt: skip
+    """Measure every ``(repeat, point)`` of ``todo`` in pass order, appending rows."""
     hardware = settings.hardware or device.name
-    with interrupts_as_keyboard_interrupt():
-        writer = RowWriter(out_path)
-        try:
-            _make_log_dir(settings.log_dir)
-        except BaseException:
-            writer.discard_if_unused()
-            raise
-        t0 = time.monotonic()
-        reporter.start(len(todo), summary.skipped)
-        try:
-            for rep in range(repeats):
-                pending = [p for r, p in todo if r == rep]
-                if one_launch_per_config:
-                    for action in [validate_action(tuple(a)) for a in actions]:  # type: ignore[arg-type]
-                        group = sorted((p for p in pending if p.action == action), key=lambda p: p.batch_size)
-                        if group:
-                            _run_shared(settings, device, clock, writer, reporter, summary, hardware, rep, group)
-                else:
-                    for point in pending:
-                        _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
-        except Exception:
-            writer.discard_if_unused()  # an error before the first row leaves no empty file
-            raise
-        finally:
-            writer.close()
-            summary.elapsed_s = time.monotonic() - t0
-    return summary
+    t0 = time.monotonic()
+    reporter.start(len(todo), summary.skipped)
+    try:
+        for rep in range(repeats):
+            pending = [p for r, p in todo if r == rep]
+            if one_launch_per_config:
+                for action in [validate_action(tuple(a)) for a in actions]:  # type: ignore[arg-type]
+                    group = sorted((p for p in pending if p.action == action), key=lambda p: p.batch_size)
+                    if group:
+                        _run_shared(settings, device, clock, writer, reporter, summary, hardware, rep, group)
+            else:
+                for point in pending:
+                    _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
+    except Exception:
+        writer.discard_if_unused()  # an error before the first row leaves no empty file
+        raise
+    finally:
+        writer.close()
+        summary.elapsed_s = time.monotonic() - t0
 
 
 def _make_log_dir(path: Path) -> None:
