@@ -358,6 +358,64 @@ def test_the_lock_is_exclusive_and_released():
             pass
 
 
+def _snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` (relative) -> its content (``None`` for a folder)."""
+    return {str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes()) for p in sorted(folder.rglob("*"))}
+
+
+_ROW = {"index": 0, "repeat": 0, "batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0,
+        "target_model": "m", "draft_model": "d", "error": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "message"),
+    [
+        (None, ["--log-dir", "/proc/specband-logs"], "error: /proc/specband-logs: cannot create the server-log folder ("),
+        (json.dumps(_ROW) + '\n{"index": 1, "rep', [], "error: {out} already has 1 rows; pass --resume"),
+        (json.dumps({**_ROW, "target_model": "other"}) + "\n", ["--resume"],
+         "error: {out}: cannot resume: its rows have target_model='other', this sweep has 'm'"),
+        (None, ["--device", "nvml", "--power-limit", "80"], "error: --device nvml: NVML is not available"),
+        (None, ["--port-taken"], "error: port {port} on 127.0.0.1 is already answering; refusing to launch"),
+    ],
+)  # fmt: skip
+def test_a_refused_sweep_leaves_the_folder_as_it_was(run_cli, sweep_args, tmp_path, port, monkeypatch, content,
+                                                     options, message):  # fmt: skip
+    import socket
+
+    import pynvml
+
+    from specband.harness import sweep as sweep_module
+
+    def no_nvml() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_nvml)
+    out = tmp_path / "s.jsonl"
+    if content is not None:
+        out.write_text(content)
+    args = [*sweep_args]
+    listener = None
+    if options == ["--port-taken"]:
+        options = []
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # someone else's server on --port
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        real = sweep_module.wait_port_free
+        monkeypatch.setattr(sweep_module, "wait_port_free", lambda host, p, wait_s: real(host, p, 0.2))
+    if "--device" in options:
+        del args[args.index("--time-scale") : args.index("--time-scale") + 2]  # not the emulator's GPU
+    before = _snapshot(tmp_path)
+    try:
+        result = run_cli(*args, "--batch-sizes", "1", "--actions", "0", "--out", out, *options)
+    finally:
+        if listener is not None:
+            listener.close()
+    assert result.exit_code == 2
+    assert one_error_line(result.stderr).startswith(message.format(out=out, port=port)), result.stderr
+    # no emulated GPU state, no lock, no log folder, no rows, no rewrite of a partial line
+    assert _snapshot(tmp_path) == before
+
+
 def test_time_scale_needs_the_emulator(run_cli, tmp_path):
     result = run_cli("sweep", "--target", "m", "--device", "none", "--time-scale", "0.01", "--out", tmp_path / "x.jsonl")
     assert result.exit_code == 2 and "--time-scale applies only to the emulator" in result.stderr

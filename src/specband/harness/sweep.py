@@ -19,6 +19,10 @@ Durability: rows are appended to the output file, flushed and fsynced one by one
 file that ends in a partial line (the sweep was killed mid-write) has that line dropped
 on ``resume`` (rewritten atomically). ``resume`` skips every ``(index, repeat)`` already in
 the file (error rows included); without it an existing non-empty file is refused.
+One sweep at a time per output file: :class:`SweepLock` (``flock`` on ``<out>.lock``)
+refuses a second one before it touches anything. Every check (existing file, resume
+compatibility, port free, log folder writable) runs before the emulated GPU state, the
+log folder or the output is written, so a refused sweep leaves its folder as it was.
 A launch that fails is retried once at ``retry_mem_fraction``; a run that still fails
 becomes an error row. A server command that cannot be run at all
 (:class:`~specband.harness.server.LauncherError`: not found, not executable, exit status
@@ -36,6 +40,7 @@ import contextlib
 import fcntl
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +61,7 @@ from specband.harness.runner import (
     measure_on_server,
     measured_row,
 )
+from specband.harness.server import wait_port_free
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -146,15 +152,31 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
             a folder) or rewritten (``"<path>: cannot write (<reason>)"``; it is left as it
             was).
     """
+    rows, complete = _parse_rows(path)
+    if complete is not None:
+        write_bytes_atomic(path, complete, error=HarnessError)
+    return rows
+
+
+def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], bytes | None]:
+    """Rows already in ``path`` (none when it does not exist), without writing anything.
+
+    Returns:
+        ``(rows, complete)``: ``complete`` is the file's content without a trailing partial
+        line when it ends in one (the file must then be rewritten before appending), else
+        ``None``.
+
+    Raises:
+        DataError, HarnessError: as :func:`read_rows_for_resume` (cannot read).
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return []
+        return [], None
     except OSError as exc:  # a folder, no permission, ...
         raise HarnessError(f"{path}: cannot read ({exc.strerror or exc})") from None
     complete, _, partial = data.rpartition(b"\n")
-    if partial.strip():
-        write_bytes_atomic(path, complete + b"\n" if complete else b"", error=HarnessError)
+    rewrite = (complete + b"\n" if complete else b"") if partial.strip() else None
     rows: list[dict[str, Any]] = []
     seen: dict[tuple[Any, Any], int] = {}
     for lineno, line in enumerate(complete.decode("utf-8", "replace").splitlines(), start=1):
@@ -173,7 +195,7 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
             )
         seen[key] = lineno
         rows.append(row)
-    return rows
+    return rows, rewrite
 
 
 class SweepBusyError(ConfigError):
@@ -439,7 +461,13 @@ def run_sweep(
 
     The sweep holds a :class:`SweepLock` on ``out_path`` for its whole run, taken before
     anything else (a server, the device, the output or the log folder) is touched: a
-    second sweep on the same file is refused at once.
+    second sweep on the same file is refused at once. Then, writing nothing, it checks the
+    existing file (``resume`` needed, same target, draft and grid) and that the server
+    port is free; then it creates the log folder (checking that it can write there), and
+    only then drops a partial last line, opens the device and appends rows. A sweep
+    refused by any of these checks leaves the folder as it was: the lock file, and the
+    folders created for the lock or the logs, are removed again (a log folder this sweep
+    created is removed whenever it is left empty).
 
     Args:
         settings: launch and measurement settings.
@@ -466,7 +494,8 @@ def run_sweep(
         DataError: the existing file cannot be resumed.
         HarnessError: ``out_path`` cannot be read or written, or the log folder cannot
             be created (nothing is created then); a server log cannot be written.
-        PortInUseError: the server port is taken by something else.
+        PortInUseError: the server port is taken by something else (at the start, after
+            ``settings.port_wait_s``, or before a launch).
         LauncherError: the server command cannot be run at all.
         KeyboardInterrupt: Ctrl-C or SIGTERM (after the server was stopped).
     """
@@ -480,7 +509,8 @@ def run_sweep(
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
         raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
     with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
-        existing = read_rows_for_resume(out_path) if out_path.exists() else []
+        # every check first, writing nothing: a refused sweep leaves the folder as it was
+        existing, complete = _parse_rows(out_path)
         if existing and not resume:
             raise ConfigError(
                 f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
@@ -488,26 +518,26 @@ def run_sweep(
         _check_resumable(existing, settings, points, out_path)
         done = {(r.get("index"), r.get("repeat")) for r in existing}
         todo = [(rep, p) for rep in range(repeats) for p in points if (p.index, rep) not in done]
+        if todo:
+            wait_port_free(settings.server.host, settings.server.port, settings.port_wait_s)
         summary = SweepSummary(
             out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config
         )
-        writer = RowWriter(out_path)
+        created_logs = _make_log_dir(settings.log_dir)
         try:
-            _make_log_dir(settings.log_dir)
-        except BaseException:
-            writer.discard_if_unused()
-            raise
-        opened = not isinstance(device, GpuDevice) and callable(device)
-        try:
+            if complete is not None:  # drop the partial last line of a killed sweep
+                write_bytes_atomic(out_path, complete, error=HarnessError)
+            opened = not isinstance(device, GpuDevice) and callable(device)
             gpu: GpuDevice = device() if opened else device  # type: ignore[operator,assignment]
-        except BaseException:
-            writer.discard_if_unused()
-            raise
-        try:
-            _run_todo(settings, gpu, clock, writer, reporter, summary, todo, repeats, actions, one_launch_per_config)
+            try:
+                writer = RowWriter(out_path)
+                _run_todo(settings, gpu, clock, writer, reporter, summary, todo, repeats, actions,
+                          one_launch_per_config)  # fmt: skip
+            finally:
+                if opened:
+                    gpu.close()
         finally:
-            if opened:
-                gpu.close()
+            _remove_empty_dirs(created_logs)  # the log folder this sweep created and left empty
     return summary
 
 
@@ -565,17 +595,30 @@ def _run_todo(
         summary.elapsed_s = time.monotonic() - t0
 
 
-def _make_log_dir(path: Path) -> None:
-    """Create the server-log folder (and its parents) if missing.
+def _make_log_dir(path: Path) -> list[Path]:
+    """Create the server-log folder (and its parents) if missing and check that a file
+    can be created in it.
+
+    Returns:
+        the folders created, deepest first (for :func:`_remove_empty_dirs`).
 
     Raises:
         HarnessError: it cannot be created
-            (``"<path>: cannot create the server-log folder (<reason>)"``).
+            (``"<path>: cannot create the server-log folder (<reason>)"``) or written in
+            (``"<path>: cannot write in the server-log folder (<reason>)"``); what was
+            created is removed again.
     """
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        created = _make_dirs(path)
     except OSError as exc:
         raise HarnessError(f"{path}: cannot create the server-log folder ({exc.strerror or exc})") from None
+    try:
+        with tempfile.TemporaryFile(dir=path, prefix=".specband-probe-"):
+            pass
+    except OSError as exc:
+        _remove_empty_dirs(created)
+        raise HarnessError(f"{path}: cannot write in the server-log folder ({exc.strerror or exc})") from None
+    return created
 
 
 def _emit(writer: RowWriter, reporter: SweepReporter, summary: SweepSummary, point: GridPoint, rep: int,
