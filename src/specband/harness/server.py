@@ -225,7 +225,9 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple
             hit = _owned_flag(part, owned)
             if hit is not None:
                 flag, option = hit
-                raise ConfigError(f"--server-arg {value!r}: {flag} is set by specband {command}; use its {option} instead")
+                raise ConfigError(
+                    f"--server-arg {value!r}: {flag} is set by specband {command}; use its {option} instead"
+                )
         out += parts
     return tuple(out)
 
