@@ -99,7 +99,7 @@ def test_train_is_reproducible(run_cli, tmp_path: Path) -> None:
     [
         (["--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["--features", "post"], "--features must be one of"),
-        (["--power-limit", "0"], "power limit must be a positive number"),
+        (["--power-limit", "0"], "--power-limit must be a finite number of watts > 0"),
     ],
 )
 def test_train_bad_options(run_cli, tmp_path: Path, args: list[str], message: str) -> None:
@@ -332,3 +332,11 @@ def test_contract_models_asked_with_a_state_say_it_is_not_what_they_saw(run_cli,
     assert run_cli("train", "--out", pre, "--algo", "lookup_table").exit_code == 0
     res = run_cli("recommend", "-b", "16", "--models", pre, "--state", "40", "0", "0")
     assert "contract state" not in res.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_train_power_limit_is_an_option_error_not_a_data_error(run_cli, tmp_path: Path, value: str) -> None:
+    res = run_cli("train", "--power-limit", value, "--out", tmp_path / "m")
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: --power-limit must be a finite number of watts > 0, got ")
+    assert len(res.stderr.splitlines()) == 1 and not (tmp_path / "m").exists()

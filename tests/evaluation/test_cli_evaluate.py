@@ -153,7 +153,7 @@ def test_power_limit_must_be_finite_and_positive(
     run_cli: Callable[..., Any], table_policies: None, value: str
 ) -> None:
     line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--power-limit", value))
-    assert line.startswith("error: --power-limit must be a finite number of W > 0, got ")
+    assert line.startswith("error: --power-limit must be a finite number of watts > 0, got ")
 
 
 @pytest.mark.parametrize(

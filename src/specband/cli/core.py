@@ -111,8 +111,10 @@ def register(app: typer.Typer) -> None:
 
         if features not in FEATURE_KINDS:
             raise ConfigError(f"--features must be one of {', '.join(FEATURE_KINDS)}, got {features!r}")
+        from specband.devices.base import check_power_limit_w
+
         names = validate_algorithms(algo)
-        sweep = load_sweep(data, power_limit_w=power_limit)
+        sweep = load_sweep(data, power_limit_w=check_power_limit_w(power_limit))
         if not sweep.energy_measured:
             _note(f"{sweep.path}: no energy was measured; rewards come from throughput alone")
         training = sweep.training_data(features)  # type: ignore[arg-type]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Optional
 
@@ -74,8 +73,9 @@ def register(app: typer.Typer) -> None:
         from specband.evaluation.holdout import evaluate
         from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
 
-        if power_limit is not None and not (math.isfinite(power_limit) and power_limit > 0):
-            raise ConfigError(f"--power-limit must be a finite number of W > 0, got {power_limit:g}")
+        from specband.devices.base import check_power_limit_w
+
+        check_power_limit_w(power_limit)
         if n_bootstrap < 1:
             raise ConfigError(f"--bootstrap must be a whole number of resamples >= 1, got {n_bootstrap}")
         if seed < 0:
