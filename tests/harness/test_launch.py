@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
+
+from specband.harness.sglang_flags import NEWEST_VERSION
 
 from .conftest import TIME_SCALE, emulator_command, one_error_line, processes_with
 
@@ -23,16 +26,37 @@ def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-un
         "--dry-run",
     )  # fmt: skip
     assert res.exit_code == 0, res.stderr
-    line = res.stdout.strip()
+    version, line = res.stdout.strip().splitlines()
+    assert version.startswith(f"# sglang {NEWEST_VERSION} (")  # the installed release, or the newest when none is
     assert line.startswith("SGLANG_RECORD_STEP_TIME=1 SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 ")
     assert "-m sglang.launch_server --model-path unsloth/Llama-3.2-1B-Instruct" in line
     # the bundled data's recipe at bs 16 and the docs/FACTS.md §1 extras
     assert "--speculative-num-steps 3 --speculative-eagle-topk 2 --speculative-num-draft-tokens 4" in line
-    for flag in ("--mem-fraction-static 0.65", "--dtype float16", "--cuda-graph-max-bs 16",
+    for flag in ("--mem-fraction-static 0.65", "--dtype float16", "--cuda-graph-max-bs-decode 16",
                  "--max-running-requests 16", "--port 31234", "--speculative-draft-model-path drafts/eagle3"):  # fmt: skip
         assert flag in line
     assert line.endswith("--log-level warning --trust-remote-code")
     assert "lookup_table picks [3, 2, 4] for batch size 16" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("version", "flag"),
+    [("0.5.4", "--cuda-graph-max-bs 4"), ("0.5.13", "--cuda-graph-max-bs 4"), ("0.5.14", "--cuda-graph-max-bs-decode 4"),
+     ("0.5.20", "--cuda-graph-max-bs-decode 4"), ("0.5.23", "--cuda-graph-max-bs-decode 4")],
+)  # fmt: skip
+def test_dry_run_spells_the_flags_for_the_sglang_version(run_cli, version, flag) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--dry-run",
+                  "--sglang-version", version)  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    comment, line = res.stdout.strip().splitlines()
+    assert comment == f"# sglang {version} (--sglang-version)"
+    assert f" {flag} " in line and line.count("--cuda-graph-max-bs") == 1
+
+
+def test_an_unsupported_sglang_version_is_one_error_line(run_cli) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli("launch", "--target", "m", "-b", "4", "--device", "none", "--dry-run", "--sglang-version", "0.4.9")
+    assert res.exit_code == 2
+    assert "sglang releases before 0.5.4 are not supported" in one_error_line(res.stderr)
 
 
 def test_dry_run_bs4_picks_the_reference_and_state_is_used(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -41,7 +41,7 @@ def test_launch_command_has_the_facts_flags():
     assert _flag(cmd, "--port") == "20000" and _flag(cmd, "--host") == "127.0.0.1"
     assert _flag(cmd, "--mem-fraction-static") == "0.65"
     assert _flag(cmd, "--dtype") == "float16"
-    assert _flag(cmd, "--cuda-graph-max-bs") == "16" and _flag(cmd, "--max-running-requests") == "16"
+    assert _flag(cmd, "--cuda-graph-max-bs-decode") == "16" and _flag(cmd, "--max-running-requests") == "16"
     assert _flag(cmd, "--attention-backend") == "flashinfer"
     assert _flag(cmd, "--speculative-algorithm") == "EAGLE3"
     assert _flag(cmd, "--speculative-draft-model-path") == "draft"

@@ -82,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        _stopped_by(received)
+        from specband.harness.interrupts import received_signal  # the sweep's and launch's own handlers
+
+        _stopped_by(received or received_signal())
     except Exception as exc:
         # typer's (click's) usage errors: BadParameter, MissingParameter, NoSuchOption, ...
         format_message = getattr(exc, "format_message", None)

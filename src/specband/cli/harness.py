@@ -7,6 +7,7 @@ inside the commands.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 import sys
 import warnings
@@ -132,6 +133,34 @@ def _parse_env(pairs: list[str]) -> dict[str, str]:
             raise ConfigError(f"--env expects KEY=VALUE, got {pair!r}")
         env[key] = value
     return env
+
+
+def _sglang_version(given: Optional[str], server_command: str, server_env: dict[str, str]) -> tuple[str, str]:
+    """``(version, source)`` of the sglang the flags are spelt for, with a warning when
+    it had to be assumed (sglang not found in --server-command's interpreter)."""
+    import os
+
+    from specband.harness.sglang_flags import resolve_sglang_version
+
+    version, source = resolve_sglang_version(given, server_command, {**os.environ, **server_env})
+    if source == "assumed" and not _runs_emulator(server_command):
+        warnings.warn(
+            f"cannot find sglang in --server-command's interpreter; spelling flags for sglang {version} "
+            f"(pass --sglang-version)",
+            stacklevel=2,
+        )
+    labels = {"detected": "found in --server-command's interpreter", "assumed": "assumed: sglang not found"}
+    return version, labels.get(source, source)
+
+
+def _load_workload(path: Optional[Path], target: str) -> dict[str, Any]:
+    """``MeasureSettings`` keywords for ``--prompts`` (none: the built-in prompts)."""
+    if path is None:
+        return {}
+    from specband.harness.workload import load_prompts
+
+    workload = load_prompts(path, target)
+    return {"prompts": workload.prompts, "workload": workload.name}
 
 
 def _runs_emulator(command: str) -> bool:
@@ -279,6 +308,24 @@ def register(app: typer.Typer) -> None:
             metavar="MODEL",
         ),  # fmt: skip
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+        sglang_version: Optional[str] = typer.Option(
+            None, "--sglang-version",
+            help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
+            metavar="X.Y.Z",
+        ),  # fmt: skip
+        request_timeout: float = typer.Option(
+            1800.0, "--request-timeout", help="Seconds one request may take before the run is an error row.",
+            metavar="S",
+        ),  # fmt: skip
+        prompts_file: Optional[Path] = typer.Option(
+            None, "--prompts",
+            help="Workload: JSONL of {\"prompt\": ...} or {\"messages\": [...]} (through the target's chat "
+            "template), or a ShareGPT JSON file. Default: the 4 built-in prompts.",
+            metavar="FILE",
+        ),  # fmt: skip
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Print every server command line in launch order and exit; nothing runs."
+        ),
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
@@ -287,8 +334,8 @@ def register(app: typer.Typer) -> None:
         from specband.devices.emulated import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
         from specband.errors import ConfigError
         from specband.harness.runner import MeasureSettings
-        from specband.harness.server import ServerConfig, split_server_args
-        from specband.harness.sweep import grid, run_sweep
+        from specband.harness.server import ServerConfig, format_launch, split_server_args
+        from specband.harness.sweep import done_runs, grid, planned_launches, run_sweep
 
         with _plain_warnings():
             out = _file_option("--out", out_text)
@@ -340,6 +387,9 @@ def register(app: typer.Typer) -> None:
                 extra_args=extra_args,
                 env=server_env,
             )
+            version, version_source = _sglang_version(sglang_version, server_command, server_env)
+            server = dataclasses.replace(server, sglang_version=version)
+            workload = _load_workload(prompts_file, target)
             settings = MeasureSettings(
                 server=server,
                 mem_fraction_static=mem_fraction,
@@ -352,7 +402,16 @@ def register(app: typer.Typer) -> None:
                 log_dir=log_dir or out.with_name(out.name + ".logs"),
                 health_poll_s=1.0 if time_scale == 1.0 else 0.5,
                 sample_period_s=0.1 if time_scale == 1.0 else max(0.005, min(0.1, 0.5 * time_scale)),
+                request_timeout_s=request_timeout,
+                **workload,
             )
+            if dry_run:
+                done = done_runs(out) if resume else set()
+                typer.echo(f"# sglang {version} ({version_source})")
+                for command in planned_launches(settings, grid(bs, acts), repeats, acts, one_launch_per_config,
+                                                done):  # fmt: skip
+                    typer.echo(format_launch(command))
+                return
             reporter = _RichReporter(quiet)
             try:
                 # the device is opened by the sweep once it holds the lock on --out and every

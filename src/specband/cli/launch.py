@@ -17,7 +17,6 @@ NVML is an error; ``--device auto`` then goes on without telemetry, with a note.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -78,6 +77,11 @@ def register(app: typer.Typer) -> None:
         launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"),
         log: Path = typer.Option(Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
+        sglang_version: Optional[str] = typer.Option(
+            None, "--sglang-version",
+            help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
+            metavar="X.Y.Z",
+        ),  # fmt: skip
     ) -> None:
         """Pick the flags for this batch size and GPU state, then run sglang with them in the
         foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
@@ -85,13 +89,15 @@ def register(app: typer.Typer) -> None:
         own, its exit status is returned. Every option is checked before the GPU is read:
         bad input is one error line (exit 2)."""
         import contextlib
+        import dataclasses
         import io
         import sys
 
         from specband.artifacts import check_gpu_state, validate_algorithms
         from specband.cli.core import _note, recommend_pick
         from specband.errors import ConfigError
-        from specband.harness.server import SGLANG_ENV, ServerConfig, build_launch_command, split_server_args
+        from specband.cli.harness import _plain_warnings, _sglang_version
+        from specband.harness.server import ServerConfig, build_launch_command, format_launch, split_server_args
 
         # 1. every option, before the GPU is read
         if batch_size <= 0:
@@ -117,6 +123,9 @@ def register(app: typer.Typer) -> None:
             attention_backend=attention_backend,
             extra_args=split_server_args(server_arg, command="launch"),
         )
+        with _plain_warnings():
+            version, version_source = _sglang_version(sglang_version, server_command, {})
+        config = dataclasses.replace(config, sglang_version=version)
         validate_algorithms([algo])
         log_created = False if dry_run else _open_log(log)
         # 2. read the GPU and pick; the notes wait until the pick is known to be launchable,
@@ -144,9 +153,9 @@ def register(app: typer.Typer) -> None:
             f"{algo} picks {pick['action']} for batch size {batch_size} "
             f"(features={pick['features']}, state={[round(v, 4) for v in pick['state']]}, source: {pick['source']})"
         )
-        env_text = " ".join(f"{k}={v}" for k, v in SGLANG_ENV.items())
         if dry_run:
-            typer.echo(f"{env_text} {shlex.join(command)}")
+            typer.echo(f"# sglang {version} ({version_source})")
+            typer.echo(format_launch(command))
             return
 
         from specband.devices.base import Clock

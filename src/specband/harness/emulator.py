@@ -1,23 +1,29 @@
 """An sglang-compatible HTTP server driven by a performance model (``specband emulate``).
 
-It accepts ``python -m sglang.launch_server``'s flags (the ones the sweep passes are
-used, others are ignored) and serves, like sglang:
+It accepts exactly the flags sglang accepts (sglang's own parser when sglang is
+importable, else a strict copy of it: an unknown or ambiguous flag exits 2 with sglang's
+message), resolves the speculative ones as sglang does (:func:`parse_launch_args`), uses
+those it models and serves, like sglang 0.5.23:
 
 * ``GET /health`` (200 once loaded), ``GET /health_generate``;
 * ``POST /generate`` (``text`` str or list, ``sampling_params.max_new_tokens``,
   non-streaming JSON or ``stream: true`` server-sent events) with ``meta_info``
   (``completion_tokens``, ``prompt_tokens``, ``spec_verify_ct``, ``finish_reason``,
   ``e2e_latency``);
-* ``GET /get_server_info`` and ``/server_info``: the server arguments plus
-  ``internal_states[0]`` with ``avg_spec_accept_length`` and, when
-  ``SGLANG_RECORD_STEP_TIME`` is set, ``step_time_dict``;
+* ``GET /server_info`` (and the deprecated ``/get_server_info``): the server arguments
+  plus ``internal_states[0]`` with ``avg_spec_accept_length`` (cumulative since launch
+  or ``/flush_cache``) and, when ``SGLANG_RECORD_STEP_TIME`` is set, ``step_time_dict``:
+  keyed by the number of running requests, one value per :data:`DECODE_LOG_INTERVAL`
+  decode iterations, their mean (the time since the previous value over the interval,
+  so the first value after an idle gap includes the gap), as sglang's
+  ``metrics_reporter.py`` records it;
 * ``GET /v1/models``, ``GET /get_model_info``, ``POST /flush_cache``.
 
 A scheduler thread emulates continuous batching: at most ``--max-running-requests``
 requests decode together; each decode step takes the model's ``step_time_s`` for the
 current batch size and temperature (with 2 % log-normal noise) and gives each request
 ``floor(a)`` or ``ceil(a)`` tokens so that the mean is the model's accept length ``a``.
-Step times are recorded per running batch size, as sglang's scheduler does. Power,
+Step times are recorded as sglang's scheduler records them (above). Power,
 utilisation, memory and heat go to the emulated GPU's state file
 (:mod:`specband.devices.emulated`), which persists across launches.
 
@@ -85,7 +91,10 @@ _MATCH_KEYS = {
     "bs": "max_running_requests", "steps": "steps", "topk": "topk", "draft": "draft", "mem": "mem_fraction_static",
 }  # fmt: skip
 _PARAM_KEYS = {"after_steps", "delay_s"}
-_VERSION = "0.5.0-specband-emulator"
+_VERSION = "0.5.23"  # the sglang release whose flags and answers it emulates
+#: Decode iterations per ``step_time_dict`` value (sglang's ``--decode-log-interval``
+#: default, 40).
+DECODE_LOG_INTERVAL = 40
 
 
 @dataclass(frozen=True)
@@ -151,9 +160,8 @@ class LaunchArgs:
     Attributes:
         model_path, host, port, mem_fraction_static, max_running_requests,
         cuda_graph_max_bs, dtype, attention_backend, draft_model_path: as the flags.
-        action: the canonical speculative triple (``(0,0,0)`` without
+        action: the resolved speculative triple (``(0,0,0)`` without
             ``--speculative-algorithm``).
-        ignored: flags that were not understood (kept for the log).
     """
 
     model_path: str
@@ -167,7 +175,6 @@ class LaunchArgs:
     draft_model_path: str | None
     action: Action
     context_length: int
-    ignored: tuple[str, ...] = ()
 
     def server_args(self) -> dict[str, Any]:
         """The ``ServerArgs``-style fields ``/get_server_info`` reports."""
@@ -179,7 +186,7 @@ class LaunchArgs:
             "port": self.port,
             "mem_fraction_static": self.mem_fraction_static,
             "max_running_requests": self.max_running_requests,
-            "cuda_graph_max_bs": self.cuda_graph_max_bs,
+            "cuda_graph_max_bs_decode": self.cuda_graph_max_bs,
             "dtype": self.dtype,
             "attention_backend": self.attention_backend,
             "context_length": self.context_length,
@@ -191,58 +198,104 @@ class LaunchArgs:
         }
 
 
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # sglang's wording on bad arguments
-        raise ConfigError(f"launch_server: error: {message}")
+#: ``SPECBAND_EMULATOR_SGLANG_PARSER``: ``auto`` (default: sglang's own parser when sglang is
+#: importable), ``1`` (sglang's, required) or ``0`` (the strict copy,
+#: :func:`specband.harness.sglang_flags.strict_parser`).
+SGLANG_PARSER_ENV = "SPECBAND_EMULATOR_SGLANG_PARSER"
+#: Defaults of the flags the emulator uses when a launch leaves them out (sglang's, or
+#: the emulator's where sglang derives them from the GPU).
+_DEFAULTS: dict[str, Any] = {
+    "host": "127.0.0.1", "port": 30000, "mem_fraction_static": 0.88, "dtype": "auto", "context_length": 131072,
+}  # fmt: skip
+#: The speculative triple's fields, in sglang's order.
+_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+
+
+def _sglang_parser() -> argparse.ArgumentParser | None:
+    """sglang's own ``sglang serve`` parser (as ``prepare_server_args`` builds it), or
+    ``None`` when it is not to be used (see :data:`SGLANG_PARSER_ENV`)."""
+    choice = os.environ.get(SGLANG_PARSER_ENV, "auto").strip().lower()
+    if choice in ("0", "false", "no"):
+        return None
+    try:
+        from sglang.srt.server_args import ServerArgs
+    except ImportError:
+        if choice in ("1", "true", "yes"):
+            raise ConfigError(f"{SGLANG_PARSER_ENV}={choice} but sglang cannot be imported") from None
+        return None
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(parser)
+    return parser
+
+
+def _model_default_triple(model_path: str) -> tuple[int, int, int]:
+    """sglang's default speculative triple when none is given: (5, 4, 8) for a
+    ``LlamaForCausalLM`` target, else (3, 1, 4) (sglang 0.5.23
+    ``arg_groups/speculative_hook.py`` ``_auto_choose_speculative_params``). A target
+    folder without a readable ``config.json`` counts as not Llama."""
+    try:
+        config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
+        arch = (config.get("architectures") or [None])[0]
+    except (OSError, ValueError, AttributeError, IndexError):
+        arch = None
+    return (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4)
+
+
+def _resolve_triple(ns: argparse.Namespace) -> tuple[int, int, int]:
+    """sglang's resolution of the speculative flags (sglang 0.5.23
+    ``_handle_eagle_family``): none of the three -> the model default; only some ->
+    sglang's error; topk 1 -> draft tokens rewritten to steps + 1, with sglang's warning.
+
+    Raises:
+        ConfigError: another algorithm than EAGLE/EAGLE3, or only some of the three.
+    """
+    if ns.speculative_algorithm is None:
+        return (0, 0, 0)
+    if str(ns.speculative_algorithm).upper() not in ("EAGLE", "EAGLE3"):
+        raise ConfigError(f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}")
+    values = [getattr(ns, name) for name in _TRIPLE]
+    if all(v is None for v in values):
+        return _model_default_triple(ns.model_path)
+    if any(v is None for v in values):
+        missing = ", ".join("--" + n.replace("_", "-") for n, v in zip(_TRIPLE, values) if v is None)
+        raise ConfigError(f"sglang's resolution fails (AssertionError) when only some speculative flags are given: "
+                          f"missing {missing}")  # fmt: skip
+    steps, topk, draft = (int(v) for v in values)
+    if topk == 1 and draft != steps + 1:
+        _log("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
+        draft = steps + 1
+    return steps, topk, draft
 
 
 def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
-    """Parse sglang ``launch_server`` flags.
+    """Parse and resolve sglang launch flags as sglang does: with sglang's own parser
+    when sglang is importable (:data:`SGLANG_PARSER_ENV`), else with the strict copy of
+    it (:func:`specband.harness.sglang_flags.strict_parser`): an unknown, ambiguous or
+    badly typed flag exits 2 with sglang's ``sglang serve: error: ...`` on stderr. Then
+    sglang's resolution of the speculative flags (:func:`_resolve_triple`).
 
     Raises:
+        SystemExit: status 2, a flag sglang refuses.
         ConfigError: a missing ``--model-path``, a bad value, or an invalid speculative
             configuration (the message names sglang's rule).
     """
-    p = _ArgParser(prog="launch_server", add_help=False, allow_abbrev=False)
-    p.add_argument("--model-path", "--model", dest="model_path", required=True)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--mem-fraction-static", type=float, default=0.88)
-    p.add_argument("--max-running-requests", type=int, default=None)
-    p.add_argument("--cuda-graph-max-bs", type=int, default=None)
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--attention-backend", default=None)
-    p.add_argument("--context-length", type=int, default=131072)
-    p.add_argument("--speculative-algorithm", default=None)
-    p.add_argument("--speculative-draft-model-path", default=None)
-    p.add_argument("--speculative-num-steps", type=int, default=None)
-    p.add_argument("--speculative-eagle-topk", type=int, default=None)
-    p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
-    ns, unknown = p.parse_known_args(list(argv))
-    if ns.speculative_algorithm is None:
-        triple = (0, 0, 0)
-    else:
-        if ns.speculative_algorithm.upper() not in ("EAGLE", "EAGLE3"):
-            raise ConfigError(
-                f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}"
-            )
-        missing = [
-            f for f, v in (
-                ("--speculative-num-steps", ns.speculative_num_steps),
-                ("--speculative-eagle-topk", ns.speculative_eagle_topk),
-                ("--speculative-num-draft-tokens", ns.speculative_num_draft_tokens),
-            ) if v is None
-        ]  # fmt: skip
-        if missing:
-            raise ConfigError(f"the emulator needs {', '.join(missing)} with --speculative-algorithm")
-        triple = (ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens)
+    from specband.harness.sglang_flags import strict_parser
+
+    parser = _sglang_parser() or strict_parser()
+    ns = parser.parse_args(list(argv))
+    for name, value in _DEFAULTS.items():
+        if getattr(ns, name, None) is None:
+            setattr(ns, name, value)
+    if not ns.model_path:
+        raise ConfigError("sglang serve: error: --model-path is required")
     try:
-        action = validate_action(triple)
+        action = validate_action(_resolve_triple(ns))
     except InvalidActionError as exc:
         raise ConfigError(f"invalid speculative configuration: {exc}") from None
     if not 0.0 < ns.mem_fraction_static < 1.0:
         raise ConfigError(f"--mem-fraction-static must be in (0, 1), got {ns.mem_fraction_static}")
-    max_running = ns.max_running_requests or ns.cuda_graph_max_bs or 256
+    cuda_graph_max_bs = getattr(ns, "cuda_graph_max_bs_decode", None)
+    max_running = ns.max_running_requests or cuda_graph_max_bs or 256
     if max_running <= 0:
         raise ConfigError(f"--max-running-requests must be > 0, got {max_running}")
     return LaunchArgs(
@@ -251,13 +304,12 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
         port=ns.port,
         mem_fraction_static=ns.mem_fraction_static,
         max_running_requests=max_running,
-        cuda_graph_max_bs=ns.cuda_graph_max_bs or max_running,
+        cuda_graph_max_bs=cuda_graph_max_bs or max_running,
         dtype=ns.dtype,
         attention_backend=ns.attention_backend,
         draft_model_path=ns.speculative_draft_model_path,
         action=action,
         context_length=ns.context_length,
-        ignored=tuple(unknown),
     )
 
 
@@ -366,6 +418,9 @@ class Engine:
         self.waiting: deque[_Request] = deque()
         self.running: list[_Request] = []
         self.step_time_dict: dict[int, list[float]] = {}
+        self.decode_ct = 0
+        #: real monotonic time of the last step_time_dict value (its emulated end)
+        self.last_tic_real = time.monotonic()
         self.cum_accept_tokens = 0
         self.cum_accept_count = 0
         self.completed = 0
@@ -483,13 +538,12 @@ class Engine:
             base, frac = int(math.floor(accept)), accept - math.floor(accept)
             chunk_start = emul
             emul += 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
-            times = self.step_time_dict.setdefault(n, [])
             finished: list[_Request] = []
             tokens_out = 0
             while True:
                 dt = float(pred.step_time_s) * math.exp(sigma * self.rng.gauss(0.0, 1.0) - 0.5 * sigma * sigma)
                 emul += dt
-                times.append(dt)
+                self._count_decode(n, anchor_real + emul * self.scale)
                 for r in running:
                     got = base + (1 if self.rng.random() < frac else 0)
                     r.generated += got
@@ -528,6 +582,17 @@ class Engine:
                     self.completed += 1
                 for r in finished:
                     r.done.set()
+
+    def _count_decode(self, running: int, end_real: float) -> None:
+        """One decode iteration ending at ``end_real`` (real seconds); every
+        :data:`DECODE_LOG_INTERVAL`-th appends the mean since the previous value."""
+        self.decode_ct += 1
+        if self.decode_ct % DECODE_LOG_INTERVAL:
+            return
+        value = (end_real - self.last_tic_real) / self.scale / DECODE_LOG_INTERVAL
+        self.last_tic_real = end_real
+        with self.cond:
+            self.step_time_dict.setdefault(running, []).append(value)
 
     def _die(self) -> None:
         sys.stderr.write(
@@ -712,8 +777,6 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
     from specband.harness.models import load_performance_model
 
     launch = parse_launch_args(argv)
-    if launch.ignored:
-        _log(f"ignoring flags the emulator does not use: {' '.join(launch.ignored)}")
     model = load_performance_model(options.model_spec, options.hardware)
     signal.signal(signal.SIGTERM, _raise_exit)
     own_state = options.state_file is None

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["deferred", "interrupts_as_keyboard_interrupt"]
+__all__ = ["deferred", "interrupts_as_keyboard_interrupt", "received_signal"]
 
 #: The signals turned into KeyboardInterrupt.
 SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
@@ -55,6 +55,8 @@ class _State:
     def __init__(self) -> None:
         self.depth = 0
         self.pending: int | None = None
+        #: the last signal turned into KeyboardInterrupt (for the exit status)
+        self.received: int | None = None
 
 
 _STATE = _State()
@@ -81,6 +83,7 @@ def _retry_later(signum: int) -> None:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
+    _STATE.received = signum
     if _STATE.depth > 0:
         _STATE.pending = signum
         return
@@ -146,3 +149,10 @@ def deferred() -> Iterator[None]:
         if _STATE.depth == 0 and _STATE.pending is not None:
             _STATE.pending = None
             raise KeyboardInterrupt
+
+
+def received_signal() -> int | None:
+    """The last SIGINT/SIGTERM a :func:`interrupts_as_keyboard_interrupt` block turned
+    into ``KeyboardInterrupt`` (``None``: none yet), so that the CLI exits 130 for
+    Ctrl-C and 143 for SIGTERM alike for every command."""
+    return _STATE.received

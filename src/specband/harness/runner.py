@@ -11,7 +11,7 @@ For one ``(batch size, action)``:
    batch), open the energy and telemetry window, send ``max(num_prompts, bs)`` requests
    at concurrency ``bs``, close the window, read ``/get_server_info`` again;
 5. ``step_time_s = p20`` of the step times recorded at batch size ``bs`` *during the timed
-   batch only*; ``speed_tok_s = accept_length / step_time_s`` (``speed_source =
+   batch only* (:func:`timed_batch_step_times`); ``speed_tok_s = accept_length / step_time_s`` (``speed_source =
    "step_time"``); without step times or accept length, ``speed_tok_s = tokens / elapsed
    / bs`` (``"wall_clock"``);
 6. stop the server's process group and sleep the cool-down (5 s).
@@ -25,6 +25,7 @@ which).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import time
@@ -52,12 +53,20 @@ __all__ = [
     "measured_row",
 ]
 
-#: Columns written after the published ones.
+#: Columns written after the published ones. ``sglang_version`` .. ``workload_sha256``
+#: are the settings a resumed sweep must share (:func:`specband.harness.sweep.run_sweep`);
+#: ``draft_flag`` is ``"all_rejected"`` when a speculative row's accept length is at most
+#: :data:`DRAFT_REJECTED_ACCEPT_LENGTH` (else null).
 EXTRA_COLUMNS: tuple[str, ...] = (
     "power_limit_watts", "energy_method", "gpu_mem_used_mb_before", "gpu_util_pct_before", "provenance",
     "target_model", "draft_model", "mem_fraction_static", "accept_length_source", "energy_flag",
-    "step_time_count", "launch_wall_s", "started_at",
+    "step_time_count", "launch_wall_s", "started_at", "sglang_version", "dtype", "attention_backend",
+    "max_new_tokens", "num_prompts", "workload", "workload_sha256", "draft_flag",
 )  # fmt: skip
+#: A speculative row at or below this accept length had (nearly) every draft token
+#: rejected: a rope mismatch, a wrong ``--speculative-algorithm`` or a dtype problem, not
+#: a configuration worth measuring.
+DRAFT_REJECTED_ACCEPT_LENGTH = 1.05
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,8 @@ class MeasureSettings:
         retry_mem_fraction: the one retry after a failed launch (0.55; ``None``: no retry).
         num_prompts: timed requests are ``max(num_prompts, bs)`` (16).
         max_new_tokens: tokens per request (512).
-        prompts: the prompt cycle (4 fixed prompts).
+        prompts: the prompt cycle (4 fixed prompts, or ``--prompts FILE``).
+        workload: the workload's name (``builtin``, or the prompts file's name).
         warmup: send a warm-up batch of ``bs`` requests first.
         launch_timeout_s: (emulated) seconds to wait for ``/health``.
         health_poll_s: (emulated) seconds between health polls.
@@ -92,6 +102,7 @@ class MeasureSettings:
     num_prompts: int = 16
     max_new_tokens: int = 512
     prompts: tuple[str, ...] = PROMPTS
+    workload: str = "builtin"
     warmup: bool = True
     launch_timeout_s: float = 600.0
     health_poll_s: float = 1.0
@@ -123,6 +134,20 @@ class MeasureSettings:
             raise ConfigError(f"port wait must be a finite number of seconds >= 0, got {self.port_wait_s}")
         if not self.prompts:
             raise ConfigError("the workload needs at least one prompt")
+
+    @property
+    def workload_sha256(self) -> str:
+        """SHA-256 of the prompt cycle (each prompt's UTF-8 bytes, NUL-separated)."""
+        return hashlib.sha256("\0".join(self.prompts).encode("utf-8")).hexdigest()
+
+    def run_settings(self) -> dict[str, Any]:
+        """The row columns every run of one sweep shares (a resumed sweep must match)."""
+        server = self.server
+        return {
+            "sglang_version": server.sglang_version, "dtype": server.dtype,
+            "attention_backend": server.attention_backend, "max_new_tokens": self.max_new_tokens,
+            "num_prompts": self.num_prompts, "workload": self.workload, "workload_sha256": self.workload_sha256,
+        }  # fmt: skip
 
     def server_env(self) -> dict[str, str]:
         """The environment every server gets (docs/FACTS.md §1 variables included)."""
@@ -285,7 +310,7 @@ def measure_on_server(
         raise HarnessError("empty_batch: the timed batch returned no tokens")
     prior = before.step_times.get(batch_size, [])
     recorded = after.step_times.get(batch_size, [])
-    window_times = recorded[len(prior):] if recorded[: len(prior)] == prior else recorded
+    window_times = timed_batch_step_times(prior, recorded)
     if after.accept_length is not None:
         accept, accept_source = after.accept_length, "server_info"
     elif batch.accept_length is not None and batch.accept_length >= 1.0:
@@ -327,6 +352,22 @@ def measure_on_server(
     )
 
 
+def timed_batch_step_times(prior: list[float], recorded: list[float]) -> list[float]:
+    """The ``step_time_dict`` values (at the batch size) that the timed batch recorded.
+
+    sglang appends one value per 40 decode iterations: the time since its previous value
+    over 40 (``metrics_reporter.py``), so the first value recorded in the timed batch
+    also spans the idle gap before it (the ``/server_info`` read, the barrier) and is
+    dropped. A handful of values remain at bs 16 with 512 new tokens; none (a short
+    batch) means the speed falls back to the wall clock.
+
+    Args:
+        prior: the values before the timed batch; recorded: after it.
+    """
+    new = recorded[len(prior):] if recorded[: len(prior)] == prior else recorded
+    return new[1:]
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -355,6 +396,7 @@ def _base_row(
         target_model=settings.server.model_path,
         draft_model=settings.server.draft_model_path,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **settings.run_settings(),
     )
     return row
 
@@ -408,5 +450,14 @@ def measured_row(
         energy_flag=m.energy_flag,
         step_time_count=m.step_time_count,
         launch_wall_s=launch.launch_wall_s,
+        draft_flag=draft_flag(action, m.accept_length),
     )
     return {k: _clean(v) for k, v in row.items()}
+
+
+def draft_flag(action: tuple[int, int, int], accept_length: float | None) -> str | None:
+    """``"all_rejected"`` for a speculative action whose accept length is at most
+    :data:`DRAFT_REJECTED_ACCEPT_LENGTH`, else ``None``."""
+    if validate_action(action).is_baseline or accept_length is None:
+        return None
+    return "all_rejected" if accept_length <= DRAFT_REJECTED_ACCEPT_LENGTH else None

@@ -2,7 +2,9 @@
 
 The launch command is ``<server command> --model-path M --port P --host H
 --mem-fraction-static F --dtype float16 --attention-backend flashinfer
---cuda-graph-max-bs BS --max-running-requests BS [speculative flags] [extra args]``,
+--cuda-graph-max-bs-decode BS --max-running-requests BS [speculative flags] [extra args]``
+(each flag spelt for the sglang version it runs, :mod:`specband.harness.sglang_flags`:
+``--cuda-graph-max-bs`` before 0.5.14),
 with ``SGLANG_RECORD_STEP_TIME=1`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` in
 the environment (docs/FACTS.md §1; the speculative flags come from
 :func:`specband.actions.sglang_cli_args`). The default server command is
@@ -38,6 +40,7 @@ from specband.actions import Action, sglang_cli_args, validate_action
 from specband.devices.base import Clock
 from specband.errors import ConfigError, HarnessError
 from specband.harness.interrupts import deferred
+from specband.harness.sglang_flags import NEWEST_VERSION, flag_for, parse_version
 
 __all__ = [
     "DEFAULT_SERVER_COMMAND",
@@ -47,8 +50,11 @@ __all__ = [
     "PortInUseError",
     "ServerConfig",
     "ServerProcess",
+    "ServerArgsError",
     "build_launch_command",
+    "check_server_env",
     "classify_failure",
+    "format_launch",
     "group_members",
     "launcher_failure",
     "port_answering",
@@ -96,6 +102,12 @@ class LauncherError(HarnessError):
     row per run (and the launch is not retried)."""
 
 
+class ServerArgsError(LauncherError):
+    """sglang refused its command line (its argument parser's ``error:``, exit status 2):
+    every launch would be refused alike, so the sweep stops at once (no error rows, no
+    retry at another mem fraction)."""
+
+
 class PortInUseError(HarnessError):
     """Something already answers on the server port; the sweep refuses to use it
     (its measurements would go to a foreign server)."""
@@ -118,7 +130,10 @@ class ServerConfig:
             reproduces upstream (flashinfer only when topk > 1, else sglang's default).
         extra_args: appended to every launch (``--server-arg`` values go through
             :func:`split_server_args`).
-        env: extra environment variables for the server (on top of :data:`SGLANG_ENV`).
+        env: extra environment variables for the server (on top of :data:`SGLANG_ENV`;
+            see :func:`check_server_env`).
+        sglang_version: the sglang release the flags are spelt for
+            (:func:`specband.harness.sglang_flags.resolve_sglang_version`).
     """
 
     model_path: str
@@ -130,6 +145,7 @@ class ServerConfig:
     attention_backend: str = "flashinfer"
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    sglang_version: str = NEWEST_VERSION
 
     def __post_init__(self) -> None:
         if not self.model_path:
@@ -142,6 +158,8 @@ class ServerConfig:
             raise ConfigError(f"--server-command cannot be parsed: {exc}") from None
         if not parts:
             raise ConfigError("--server-command must not be empty")
+        parse_version(self.sglang_version)
+        check_server_env(self.env)
 
     @property
     def base_url(self) -> str:
@@ -152,27 +170,36 @@ class ServerConfig:
 #: Server flags specband sets itself, with the specband option that sets them
 #: (:func:`build_launch_command`): a ``--server-arg`` repeating one would override the
 #: measured configuration (sglang's argparse keeps the last value) or the port that is
-#: polled. Any other ``--speculative-*`` flag is refused too.
-_OWNED_FLAGS: dict[str, dict[str, str]] = {
-    "sweep": {
-        "--model-path": "--target", "--model": "--target", "--host": "--host", "--port": "--port",
-        "--mem-fraction-static": "--mem-fraction-static", "--dtype": "--dtype",
-        "--attention-backend": "--attention-backend", "--cuda-graph-max-bs": "--batch-sizes",
-        "--max-running-requests": "--batch-sizes", "--speculative-draft-model-path": "--draft",
-        "--speculative-*": "--actions",
-    },
-    "launch": {
-        "--model-path": "--target", "--model": "--target", "--host": "--host", "--port": "--port",
-        "--mem-fraction-static": "--mem-fraction-static", "--dtype": "--dtype",
-        "--attention-backend": "--attention-backend", "--cuda-graph-max-bs": "--batch-size",
-        "--max-running-requests": "--batch-size", "--speculative-draft-model-path": "--draft",
-        "--speculative-*": "--algo and --models (the policy picks the speculative flags)",
-    },
+#: polled. A name ending in ``*`` stands for every flag it begins: every
+#: ``--speculative-*`` flag, and every CUDA-graph batch-size flag (``--cuda-graph-max-bs*``,
+#: ``--cuda-graph-bs*``, ``--cuda-graph-config``: they would change the batch sizes the
+#: graphs are captured for, which ``--cuda-graph-max-bs-decode`` sets).
+_COMMON_OWNED: dict[str, str] = {
+    "--model-path": "--target", "--model": "--target", "--host": "--host", "--port": "--port",
+    "--mem-fraction-static": "--mem-fraction-static", "--dtype": "--dtype",
+    "--attention-backend": "--attention-backend", "--speculative-draft-model-path": "--draft",
 }  # fmt: skip
-_SPECULATIVE_FLAGS = (
+_OWNED_FLAGS: dict[str, dict[str, str]] = {
+    "sweep": {**_COMMON_OWNED, **dict.fromkeys(
+        ("--max-running-requests", "--cuda-graph-max-bs*", "--cuda-graph-bs*", "--cuda-graph-config*"), "--batch-sizes"),
+        "--speculative-*": "--actions"},
+    "launch": {**_COMMON_OWNED, **dict.fromkeys(
+        ("--max-running-requests", "--cuda-graph-max-bs*", "--cuda-graph-bs*", "--cuda-graph-config*"), "--batch-size"),
+        "--speculative-*": "--algo and --models (the policy picks the speculative flags)"},
+}  # fmt: skip
+#: Full names of flags that a ``*`` entry covers, for abbreviations of them.
+_PREFIXED_FLAGS = (
     "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
-    "--speculative-num-draft-tokens",
+    "--speculative-num-draft-tokens", "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill",
+    "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill", "--cuda-graph-config",
 )  # fmt: skip
+
+
+def _owner(flag: str, owned: Mapping[str, str]) -> str | None:
+    """The specband option that sets ``flag`` (a full name), or ``None``."""
+    if flag in owned:
+        return owned[flag]
+    return next((opt for name, opt in owned.items() if name.endswith("*") and flag.startswith(name[:-1])), None)
 
 
 def _owned_flag(arg: str, owned: Mapping[str, str]) -> tuple[str, str] | None:
@@ -181,14 +208,34 @@ def _owned_flag(arg: str, owned: Mapping[str, str]) -> tuple[str, str] | None:
     if not arg.startswith("--") or arg == "--":
         return None
     name = arg.split("=", 1)[0]
-    if name in owned:
-        return name, owned[name]
-    if name.startswith("--speculative"):
-        return name, owned["--speculative-*"]
-    for flag in (*owned, *_SPECULATIVE_FLAGS):
+    option = _owner(name, owned)
+    if option is not None:
+        return name, option
+    for flag in (*owned, *_PREFIXED_FLAGS):
         if flag.startswith(name) and not flag.endswith("*"):
-            return f"{name} (short for {flag})", owned.get(flag, owned["--speculative-*"])
+            return f"{name} (short for {flag})", _owner(flag, owned) or ""
     return None
+
+
+#: Environment variables specband sets that a user value must not change (without step
+#: times the speed falls back to the wall clock for every row).
+_OWNED_ENV = ("SGLANG_RECORD_STEP_TIME",)
+
+
+def check_server_env(env: Mapping[str, str]) -> None:
+    """Refuse ``--env`` values that change what :data:`SGLANG_ENV` sets for the
+    measurement (``SGLANG_RECORD_STEP_TIME=0``).
+
+    Raises:
+        ConfigError: ``"--env SGLANG_RECORD_STEP_TIME=0: specband sets
+            SGLANG_RECORD_STEP_TIME=1 ..."``.
+    """
+    for key in _OWNED_ENV:
+        if key in env and env[key] != SGLANG_ENV[key]:
+            raise ConfigError(
+                f"--env {key}={env[key]}: specband sets {key}={SGLANG_ENV[key]} (the step times it measures "
+                f"speed from); leave it out"
+            )
 
 
 def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple[str, ...]:
@@ -200,8 +247,9 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple
     Flags that specband sets itself are refused (in ``--flag value`` and ``--flag=value``
     form, and abbreviated): ``--model-path``/``--model``, ``--host``, ``--port``,
     ``--mem-fraction-static``, ``--dtype``, ``--attention-backend``,
-    ``--cuda-graph-max-bs``, ``--max-running-requests`` and every ``--speculative-*``
-    flag. Appended after specband's own flags they would win (sglang's argparse keeps the
+    ``--max-running-requests``, every CUDA-graph batch-size flag
+    (``--cuda-graph-max-bs*``, ``--cuda-graph-bs*``, ``--cuda-graph-config``) and every
+    ``--speculative-*`` flag. Appended after specband's own flags they would win (sglang's argparse keeps the
     last value): rows labelled with one action would measure another, or the server would
     listen on a port that is not polled.
 
@@ -240,7 +288,8 @@ def build_launch_command(
     Args:
         config: model, draft, port and the other fixed flags.
         action: the speculative triple (validated and canonicalised).
-        max_batch_size: ``--cuda-graph-max-bs`` and ``--max-running-requests``.
+        max_batch_size: ``--cuda-graph-max-bs-decode`` (``--cuda-graph-max-bs`` before
+            sglang 0.5.14) and ``--max-running-requests``.
         mem_fraction_static: ``--mem-fraction-static``.
 
     Raises:
@@ -261,7 +310,7 @@ def build_launch_command(
         "--port", str(config.port),
         "--mem-fraction-static", f"{mem_fraction_static:g}",
         "--dtype", config.dtype,
-        "--cuda-graph-max-bs", str(max_batch_size),
+        flag_for("cuda_graph_max_bs", parse_version(config.sglang_version)), str(max_batch_size),
         "--max-running-requests", str(max_batch_size),
     ]  # fmt: skip
     backend = config.attention_backend
@@ -275,6 +324,13 @@ def build_launch_command(
     command += sglang_cli_args(act, config.draft_model_path)
     command += list(config.extra_args)
     return command
+
+
+def format_launch(command: Sequence[str]) -> str:
+    """A launch as one shell line: :data:`SGLANG_ENV` assignments, then the shell-quoted
+    command (``launch --dry-run`` and ``sweep --dry-run`` print this)."""
+    env_text = " ".join(f"{k}={v}" for k, v in SGLANG_ENV.items())
+    return f"{env_text} {shlex.join(command)}"
 
 
 def port_answering(host: str, port: int, timeout_s: float = 0.25) -> bool:
@@ -341,7 +397,7 @@ def process_group_alive(pgid: int) -> bool:
 # A failed launch's log tail -> reason. Order matters: the first match wins.
 _FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("port_in_use", re.compile(r"address already in use|\[Errno 98\]", re.I)),
-    ("bad_arguments", re.compile(r"unrecognized arguments|error: argument|invalid choice", re.I)),
+    ("bad_arguments", re.compile(r"unrecognized arguments|error: argument|invalid choice|ambiguous option", re.I)),
     ("out_of_memory", re.compile(r"out of memory|OutOfMemoryError|Not enough memory|CUDA error: out of memory", re.I)),
     ("cuda_graph_capture_failed", re.compile(r"Capture cuda graph failed", re.I)),
 )
@@ -366,18 +422,43 @@ def classify_failure(log_tail: str) -> tuple[str, str]:
     return "exited", (lines[-1][:300] if lines else "no output")
 
 
+def _capture_oom(log_tail: str) -> str | None:
+    """The out-of-memory line when the log shows an out-of-memory during CUDA-graph
+    capture, else ``None``."""
+    oom, capture = _FAILURE_PATTERNS[2][1], _FAILURE_PATTERNS[3][1]
+    if not (oom.search(log_tail) and capture.search(log_tail)):
+        return None
+    lines = [ln.strip() for ln in log_tail.splitlines() if oom.search(ln)]
+    return lines[-1][:300] if lines else None
+
+
 #: Exit statuses of a command that could not be run (POSIX shells; the exec shim).
 _CANNOT_RUN_STATUSES = (126, 127)
 
 
-def _python_module(command: Sequence[str]) -> str | None:
-    """The module of ``python [options] -m MODULE ...``, else ``None``."""
+def _python_target(command: Sequence[str]) -> tuple[str, str] | None:
+    """``("module", M)`` for ``python [options] -m M ...``, ``("script", S)`` for
+    ``python [options] S ...``, else ``None`` (not a Python interpreter)."""
+    if not command or not Path(command[0]).name.startswith("python"):
+        return None
     for i, arg in enumerate(command[1:], start=1):
         if arg == "-m":
-            return command[i + 1] if i + 1 < len(command) else None
+            return ("module", command[i + 1]) if i + 1 < len(command) else None
         if not arg.startswith("-"):
-            return None
+            return "script", arg
     return None
+
+
+def _cannot_run_pattern(command: Sequence[str]) -> re.Pattern[str] | None:
+    """What Python prints when the module or script of ``command`` does not exist."""
+    target = _python_target(command)
+    if target is None:
+        return None
+    kind, name = target
+    if kind == "module":
+        name = re.escape(name)
+        return re.compile(rf"No module named '?{name}'?$|Error while finding module specification for '{name}'")
+    return re.compile(rf"can't open file '?{re.escape(name)}'?|can't open file .*{re.escape(Path(name).name)}")
 
 
 def launcher_failure(command: Sequence[str], returncode: int | None, log_tail: str) -> str | None:
@@ -391,15 +472,14 @@ def launcher_failure(command: Sequence[str], returncode: int | None, log_tail: s
 
     Returns:
         the telling log line (or the status) when the exit status is 126 or 127, or when
-        the command is ``python -m MODULE`` and Python says that module is not installed.
+        the command is ``python -m MODULE`` and Python says that module is not installed,
+        or ``python SCRIPT`` and Python cannot open that script.
     """
     lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip() and not ln.startswith("=== specband launch")]
     if returncode in _CANNOT_RUN_STATUSES:
         return lines[-1][:300] if lines else f"exit status {returncode}"
-    module = _python_module(command)
-    if module is not None:
-        name = re.escape(module)
-        pattern = re.compile(rf"No module named '?{name}'?$|Error while finding module specification for '{name}'")
+    pattern = _cannot_run_pattern(command)
+    if pattern is not None:
         for line in reversed(lines):
             if pattern.search(line):
                 return line[:300]
@@ -539,7 +619,10 @@ class ServerProcess:
 
         Raises:
             LauncherError: the command could not be run (see :func:`launcher_failure`).
-            LaunchError: the process exited (classified from its log) or the timeout passed.
+            ServerArgsError: sglang refused the command line (its ``error:``).
+            LaunchError: the process exited (classified from its log), logged an
+                out-of-memory during CUDA-graph capture (at the next poll, even while it
+                keeps running) or the timeout passed.
         """
         import httpx
 
@@ -558,7 +641,15 @@ class ServerProcess:
                     if cannot_run is not None:
                         raise LauncherError(f"--server-command cannot be run: {cannot_run} (exit {code})")
                     reason, detail = classify_failure(tail)
+                    if reason == "bad_arguments":
+                        raise ServerArgsError(f"sglang refused the command line: {detail} (exit {code})")
                     raise LaunchError(reason, detail, code)
+                capture_oom = _capture_oom(self.log_tail())
+                if capture_oom is not None and not self._exits_within(self.OOM_EXIT_WAIT_S):
+                    # sglang may log it and hang: no need to wait for the launch timeout
+                    raise LaunchError("out_of_memory_cuda_graph_capture", capture_oom)
+                if capture_oom is not None:
+                    continue  # it exited: classified with its exit status above
                 try:
                     if client.get(self.base_url + "/health").status_code == 200:
                         return self.clock.now() - t0
@@ -567,6 +658,19 @@ class ServerProcess:
                 if time.monotonic() - real_start >= real_timeout:
                     raise LaunchError("launch_timeout", f"no healthy /health within {timeout_s:g} s")
                 time.sleep(real_poll)
+
+    #: Real seconds a server that logged an out-of-memory during CUDA-graph capture gets
+    #: to exit before it is classified as hung in that state.
+    OOM_EXIT_WAIT_S = 3.0
+
+    def _exits_within(self, wait_s: float) -> bool:
+        """True when the process exits within ``wait_s`` real seconds."""
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def stop(self, grace_s: float = 15.0) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL after ``grace_s`` real

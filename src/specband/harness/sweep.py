@@ -42,6 +42,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ from specband.errors import ConfigError, DataError, HarnessError
 from specband.fileio import write_bytes_atomic
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.runner import (
+    DRAFT_REJECTED_ACCEPT_LENGTH,
     LaunchOutcome,
     MeasureSettings,
     RetriedLaunchError,
@@ -61,7 +63,7 @@ from specband.harness.runner import (
     measure_on_server,
     measured_row,
 )
-from specband.harness.server import wait_port_free
+from specband.harness.server import build_launch_command, wait_port_free
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -71,7 +73,9 @@ __all__ = [
     "SweepLock",
     "SweepReporter",
     "SweepSummary",
+    "done_runs",
     "grid",
+    "planned_launches",
     "read_rows_for_resume",
     "run_sweep",
 ]
@@ -196,6 +200,17 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], bytes | None]:
         seen[key] = lineno
         rows.append(row)
     return rows, rewrite
+
+
+def done_runs(path: Path) -> set[tuple[Any, Any]]:
+    """``(index, repeat)`` of the rows already in ``path`` (none when it does not
+    exist), reading only.
+
+    Raises:
+        DataError, HarnessError: as :func:`read_rows_for_resume` (cannot read).
+    """
+    rows, _ = _parse_rows(path)
+    return {(r.get("index"), r.get("repeat")) for r in rows}
 
 
 class SweepBusyError(ConfigError):
@@ -421,6 +436,8 @@ class SweepSummary:
         runs: runs measured or failed (= written).
         elapsed_s: real seconds.
         one_launch_per_config: the mode.
+        draft_rejected: speculative rows flagged ``draft_flag`` (accept length at most
+            :data:`~specband.harness.runner.DRAFT_REJECTED_ACCEPT_LENGTH`).
     """
 
     path: Path
@@ -432,12 +449,22 @@ class SweepSummary:
     elapsed_s: float = 0.0
     one_launch_per_config: bool = False
     error_messages: list[str] = field(default_factory=list)
+    draft_rejected: int = 0
 
     @property
     def launches_saved(self) -> int:
         """Launches one-launch-per-run would have made (one per run, plus the retries
         this sweep made) minus the launches made."""
         return self.runs - self.launches if self.one_launch_per_config else 0
+
+
+def draft_rejected_message(where: str) -> str:
+    """The warning for rows whose draft proposals were all rejected."""
+    return (
+        f"{where}: accept length <= {DRAFT_REJECTED_ACCEPT_LENGTH} with speculation on: the draft's proposals "
+        f"are (nearly) all rejected (likely a rope mismatch between target and draft, a wrong "
+        f"--speculative-algorithm for this draft, or a dtype problem); such rows get draft_flag=all_rejected"
+    )
 
 
 def _log_name(repeat: int, label: str) -> str:
@@ -543,18 +570,22 @@ def run_sweep(
 
 def _check_resumable(existing: list[dict[str, Any]], settings: MeasureSettings, points: list[GridPoint],
                      out_path: Path) -> None:  # fmt: skip
-    """Refuse rows written for another target, draft or grid.
+    """Refuse rows written for another target, draft, grid, or with other run settings
+    (dtype, attention backend, max new tokens, number of prompts, prompt set, mem
+    fraction, sglang version). A column a row lacks (an older file) is not compared.
 
     Raises:
-        ConfigError: ``"<out>: cannot resume: ..."``.
+        ConfigError: ``"<out>: cannot resume: ..."`` naming the first difference.
     """
-    mine_by_key = {"target_model": settings.server.model_path, "draft_model": settings.server.draft_model_path}
+    mine_by_key = {"target_model": settings.server.model_path, "draft_model": settings.server.draft_model_path,
+                   **settings.run_settings()}  # fmt: skip
     for row in existing:
         for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:
                 raise ConfigError(
                     f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {mine!r}"
                 )
+        _check_mem_fraction(row, settings, out_path)
     for row in existing:
         index = row.get("index")
         point = points[index] if isinstance(index, int) and 0 <= index < len(points) else None
@@ -567,6 +598,59 @@ def _check_resumable(existing: list[dict[str, Any]], settings: MeasureSettings, 
             )
 
 
+def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path: Path) -> None:
+    """Refuse a row launched at another first (or retry) mem fraction.
+
+    Raises:
+        ConfigError: ``"<out>: cannot resume: its rows have mem_fraction_static=0.7 ..."``.
+    """
+    retried = row.get("retry_mem_fraction")
+    key, mine = ("retry_mem_fraction", settings.retry_mem_fraction) if retried is not None else (
+        "mem_fraction_static", settings.mem_fraction_static)  # fmt: skip
+    if key in row and row[key] is not None and mine is not None and abs(row[key] - mine) > 1e-9:
+        option = "--retry-mem-fraction" if retried is not None else "--mem-fraction-static"
+        raise ConfigError(
+            f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {option} {mine:g}"
+        )
+
+
+def planned_launches(
+    settings: MeasureSettings, points: Sequence[GridPoint], repeats: int, actions: Sequence[Action],
+    one_launch_per_config: bool, done: set[tuple[Any, Any]] = frozenset(),  # type: ignore[assignment]
+) -> list[list[str]]:  # fmt: skip
+    """Every server command line the sweep would launch, in launch order (first
+    launches; a retry at ``retry_mem_fraction`` only follows a failed one).
+
+    Args:
+        settings, repeats, actions, one_launch_per_config: as :func:`run_sweep`.
+        points: the grid (:func:`grid`).
+        done: ``(index, repeat)`` pairs already in the file (skipped).
+    """
+    commands = []
+    for _, group in _launch_groups(points, repeats, actions, one_launch_per_config, done):
+        max_bs = max(p.batch_size for p in group)
+        commands.append(build_launch_command(settings.server, group[0].action, max_bs, settings.mem_fraction_static))
+    return commands
+
+
+def _launch_groups(
+    points: Sequence[GridPoint], repeats: int, actions: Sequence[Action], one_launch_per_config: bool,
+    done: set[tuple[Any, Any]],
+) -> list[tuple[int, list[GridPoint]]]:  # fmt: skip
+    """``(repeat, points one server serves)`` in launch order."""
+    groups = []
+    for rep in range(repeats):
+        pending = [p for p in points if (p.index, rep) not in done]
+        if one_launch_per_config:
+            for action in [validate_action(tuple(a)) for a in actions]:  # type: ignore[arg-type]
+                group = sorted((p for p in pending if p.action == action), key=lambda p: p.batch_size)
+                if group:
+                    groups.append((rep, group))
+        else:
+            groups += [(rep, [p]) for p in pending]
+    return groups
+
+
 def _run_todo(
     settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
     summary: SweepSummary, todo: list[tuple[int, GridPoint]], repeats: int, actions: Sequence[Action],
@@ -576,17 +660,14 @@ def _run_todo(
     hardware = settings.hardware or device.name
     t0 = time.monotonic()
     reporter.start(len(todo), summary.skipped)
+    points = sorted({p for _, p in todo}, key=lambda p: p.index)
+    done = {(p.index, rep) for rep in range(repeats) for p in points} - {(p.index, r) for r, p in todo}
     try:
-        for rep in range(repeats):
-            pending = [p for r, p in todo if r == rep]
+        for rep, group in _launch_groups(points, repeats, actions, one_launch_per_config, done):
             if one_launch_per_config:
-                for action in [validate_action(tuple(a)) for a in actions]:  # type: ignore[arg-type]
-                    group = sorted((p for p in pending if p.action == action), key=lambda p: p.batch_size)
-                    if group:
-                        _run_shared(settings, device, clock, writer, reporter, summary, hardware, rep, group)
+                _run_shared(settings, device, clock, writer, reporter, summary, hardware, rep, group)
             else:
-                for point in pending:
-                    _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
+                _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, group[0])
     except Exception:
         writer.discard_if_unused()  # an error before the first row leaves no empty file
         raise
@@ -626,6 +707,10 @@ def _emit(writer: RowWriter, reporter: SweepReporter, summary: SweepSummary, poi
     writer.append(row)
     summary.written += 1
     summary.runs += 1
+    if row.get("draft_flag") and not summary.draft_rejected:
+        warnings.warn(draft_rejected_message(f"bs={point.batch_size} {point.action} r{rep}"), stacklevel=2)
+    if row.get("draft_flag"):
+        summary.draft_rejected += 1
     if row.get("error"):
         summary.errors += 1
         summary.error_messages.append(f"bs={point.batch_size} {point.action} r{rep}: {row['error']}")
