@@ -82,8 +82,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        from specband.harness.interrupts import received_signal  # the sweep's and launch's own handlers
+        from specband.harness.interrupts import received_signal
 
+        # the sweep and launch install their own handlers: they record the signal
         _stopped_by(received or received_signal())
     except Exception as exc:
         # typer's (click's) usage errors: BadParameter, MissingParameter, NoSuchOption, ...
@@ -108,8 +109,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         for signum, default in installed.items():
             signal.signal(signum, default)
-    if received is not None and result == 130:
-        _stopped_by(received)
+    if result == 130:
+        from specband.harness.interrupts import received_signal
+
+        if (received or received_signal()) is not None:  # typer's silent 130 for a KeyboardInterrupt
+            _stopped_by(received or received_signal())
     raise SystemExit(result if isinstance(result, int) else 0)
 
 

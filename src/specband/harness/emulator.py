@@ -419,8 +419,9 @@ class Engine:
         self.running: list[_Request] = []
         self.step_time_dict: dict[int, list[float]] = {}
         self.decode_ct = 0
-        #: real monotonic time of the last step_time_dict value (its emulated end)
-        self.last_tic_real = time.monotonic()
+        #: emulated seconds since the last step_time_dict value: decode steps, prefills and
+        #: idle gaps (the model's times, never the loop's own lag on a busy machine)
+        self.emul_since_tic = 0.0
         self.cum_accept_tokens = 0
         self.cum_accept_count = 0
         self.completed = 0
@@ -497,15 +498,18 @@ class Engine:
         chunk_s = max(0.25, 0.004 / self.scale)  # re-predict (temperature) this often, emulated s
         sigma = self.options.step_noise
         busy = False
+        idle_from: float | None = time.monotonic()
         anchor_real = 0.0
         emul = 0.0
         while True:
             with self.cond:
                 if busy and not self.stopped and not self.waiting and not self.running:
+                    idle_from = time.monotonic()
                     # hold the busy power briefly: GPU clocks (and NVML's averaged power) do
                     # not drop between back-to-back requests
                     self.cond.wait(max(0.02, self.options.idle_hold_s * self.scale))
                 while not self.stopped and not self.waiting and not self.running:
+                    idle_from = idle_from or time.monotonic()
                     if busy:
                         busy = False
                         self._set_idle()
@@ -538,12 +542,16 @@ class Engine:
             base, frac = int(math.floor(accept)), accept - math.floor(accept)
             chunk_start = emul
             emul += 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
+            self.emul_since_tic += 0.02 * admitted
+            if idle_from is not None:  # the idle gap goes into the next step_time_dict value, as in sglang
+                self.emul_since_tic += (time.monotonic() - idle_from) / self.scale
+                idle_from = None
             finished: list[_Request] = []
             tokens_out = 0
             while True:
                 dt = float(pred.step_time_s) * math.exp(sigma * self.rng.gauss(0.0, 1.0) - 0.5 * sigma * sigma)
                 emul += dt
-                self._count_decode(n, anchor_real + emul * self.scale)
+                self._count_decode(n, dt)
                 for r in running:
                     got = base + (1 if self.rng.random() < frac else 0)
                     r.generated += got
@@ -583,14 +591,14 @@ class Engine:
                 for r in finished:
                     r.done.set()
 
-    def _count_decode(self, running: int, end_real: float) -> None:
-        """One decode iteration ending at ``end_real`` (real seconds); every
+    def _count_decode(self, running: int, dt: float) -> None:
+        """One decode iteration of ``dt`` emulated seconds; every
         :data:`DECODE_LOG_INTERVAL`-th appends the mean since the previous value."""
         self.decode_ct += 1
+        self.emul_since_tic += dt
         if self.decode_ct % DECODE_LOG_INTERVAL:
             return
-        value = (end_real - self.last_tic_real) / self.scale / DECODE_LOG_INTERVAL
-        self.last_tic_real = end_real
+        value, self.emul_since_tic = self.emul_since_tic / DECODE_LOG_INTERVAL, 0.0
         with self.cond:
             self.step_time_dict.setdefault(running, []).append(value)
 
