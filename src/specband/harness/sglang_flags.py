@@ -209,11 +209,13 @@ def flag_table_from_sglang() -> list[dict[str, Any]]:
         kind = _kind(action)
         flags = [f for f in action.option_strings if kind != "bool" or not f.startswith("--no-")]
         type_name = getattr(action.type, "__name__", None)
-        choices = list(action.choices) if action.choices is not None else None
+        choices = action.choices
+        if choices is not None:  # sglang's order (its error message lists them), sorted when a set
+            choices = list(choices) if isinstance(choices, (list, tuple)) else sorted(map(str, choices))
         rows.append({
             "flags": flags, "dest": action.dest, "kind": kind,
             "type": type_name if type_name in ("int", "float") else None,
-            "choices": choices if choices is None or all(isinstance(c, str) for c in choices) else None,
+            "choices": choices if choices is None or all(isinstance(c, str) for c in action.choices) else None,
         })  # fmt: skip
     return rows
 
