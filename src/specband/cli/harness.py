@@ -349,6 +349,8 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--repeats must be > 0, got {repeats}")
             if gpu_index < 0:
                 raise ConfigError(f"--gpu-index must be >= 0, got {gpu_index}")
+            if not request_timeout > 0:
+                raise ConfigError(f"--request-timeout must be > 0 s, got {request_timeout}")
             if not (retry_mem_fraction == 0 or 0 < retry_mem_fraction < 1):
                 raise ConfigError(f"--retry-mem-fraction must be 0 (no retry) or in (0, 1), got {retry_mem_fraction}")
             extra_args = split_server_args(server_arg)

@@ -308,7 +308,17 @@ def run_batch(
                     if not server_alive():
                         raise RequestError(f"server_died_mid_batch: {exc}") from None
                 raise exc  # type: ignore[misc]
-        finally:
+        except KeyboardInterrupt:
+            # Ctrl-C / SIGTERM: do not wait for requests in flight (a hung server answers
+            # none); their threads end once the caller stops the server
+            stop.set()
+            barrier.abort()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        else:
             pool.shutdown(wait=True, cancel_futures=True)
     finally:
         if own:

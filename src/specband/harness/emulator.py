@@ -36,7 +36,9 @@ separated by ``;``): ``launch_failure``, ``oom_at_capture``, ``die_mid_batch``
 (parameter ``after_steps``, default 50 decode steps after the first
 ``max_running_requests`` requests finished), ``missing_step_times``, ``slow_health``
 (parameter ``delay_s``, emulated seconds of 503 before /health answers 200; default
-never). Keys ``bs`` (max running requests), ``steps``, ``topk``, ``draft`` and ``mem``
+never), ``hung_requests`` (``/generate`` never answers), ``draft_rejected`` (every draft
+token rejected: accept length 1, as with a rope mismatch); ``oom_at_capture:hang=1``
+logs the out-of-memory and keeps running without ever becoming healthy, as sglang can. Keys ``bs`` (max running requests), ``steps``, ``topk``, ``draft`` and ``mem``
 (mem fraction) restrict a fault to matching launches. A model that says the
 configuration does not fit in memory fails like ``oom_at_capture``.
 """
@@ -85,12 +87,13 @@ __all__ = [
 
 #: Faults ``--fault`` can inject.
 FAULT_KINDS: tuple[str, ...] = (
-    "launch_failure", "oom_at_capture", "die_mid_batch", "missing_step_times", "slow_health",
+    "launch_failure", "oom_at_capture", "die_mid_batch", "missing_step_times", "slow_health", "hung_requests",
+    "draft_rejected",
 )  # fmt: skip
 _MATCH_KEYS = {
     "bs": "max_running_requests", "steps": "steps", "topk": "topk", "draft": "draft", "mem": "mem_fraction_static",
 }  # fmt: skip
-_PARAM_KEYS = {"after_steps", "delay_s"}
+_PARAM_KEYS = {"after_steps", "delay_s", "hang"}
 _VERSION = "0.5.23"  # the sglang release whose flags and answers it emulates
 #: Decode iterations per ``step_time_dict`` value (sglang's ``--decode-log-interval``
 #: default, 40).
@@ -538,7 +541,8 @@ class Engine:
                 mem_used_mb=self.mem_used_mb,
                 owner_pid=os.getpid(),
             )
-            accept = 1.0 if action.is_baseline else min(float(pred.accept_length), action.speculative_num_steps + 1.0)
+            rejected = action.is_baseline or self._fault("draft_rejected")
+            accept = 1.0 if rejected else min(float(pred.accept_length), action.speculative_num_steps + 1.0)
             base, frac = int(math.floor(accept)), accept - math.floor(accept)
             chunk_start = emul
             emul += 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
@@ -704,6 +708,9 @@ class _Handler(BaseHTTPRequestHandler):
         if max_new <= 0:
             self._send(400, _json_bytes({"error": {"message": "max_new_tokens must be > 0"}}))
             return
+        if em.engine._fault("hung_requests"):
+            _log("request received (fault injected: hung_requests): never answering")
+            threading.Event().wait()
         reqs = [em.engine.submit(max_new, _prompt_tokens(p)) for p in prompts]
         for r in reqs:
             r.done.wait()
@@ -813,6 +820,9 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
                 "Possible solutions:\n1. set --mem-fraction-static to a smaller value\n"
                 "2. set --cuda-graph-max-bs to a smaller value\n"
             )
+            sys.stderr.flush()
+            if any(f.kind == "oom_at_capture" and f.params.get("hang") for f in faults):
+                threading.Event().wait()  # the scheduler died, the HTTP side hangs: until SIGTERM
             return 1
         die_after = None
         for f in faults:
