@@ -68,7 +68,7 @@ def test_full_sweep_is_a_valid_dataset_that_train_accepts(run_cli, sweep_args, t
         if r["steps"] == 0:
             assert r["accept_length"] == 1.0 and r["accept_length_source"] == "baseline"
         else:
-            assert 1.0 < r["accept_length"] <= r["steps"] + 1 and r["accept_length_source"] == "server_info"
+            assert 1.0 < r["accept_length"] <= r["steps"] + 1 and r["accept_length_source"] == "meta_info"
         # the default emulator model is the calibrated one: the row follows its prediction
         # (p20 of step times with 2 % noise: about 2 % faster than the mean step)
         pred = MODEL.predict(r["batch_size"], (r["steps"], r["topk"], r["num_draft_tokens"]), r["gpu_temp_c_before"])

@@ -48,7 +48,7 @@ def test_a_flag_spelt_for_another_sglang_version_stops_the_sweep(run_cli, sweep_
 def test_a_missing_script_as_server_command_stops_the_sweep(run_cli, sweep_args, tmp_path):
     out = tmp_path / "s.jsonl"
     res = run_cli(*_with_command(sweep_args, "python /missing-specband-server.py"), "--batch-sizes", "1,4",
-                  "--actions", "0", "--out", out)  # fmt: skip
+                  "--actions", "0", "--out", out, "--device", "emulated")  # fmt: skip
     assert res.exit_code == 2
     line = one_error_line(res.stderr)
     assert "--server-command cannot be run" in line and "missing-specband-server.py" in line
@@ -62,8 +62,8 @@ def test_an_oom_during_capture_of_a_server_that_keeps_running_is_an_error_row_no
     # at time scale 1 the launch timeout is 600 real seconds: the row comes from the log
     args = [a for a in _with_command(sweep_args, emulator_command("--fault", "oom_at_capture:hang=1"))
             if a not in ("--time-scale", str(TIME_SCALE))]  # fmt: skip
-    res = run_cli(*args, "--batch-sizes", "1", "--actions", "0", "--out", out, "--cooldown", "0", "--device", "none",
-                  "--power-limit", "80")  # fmt: skip
+    res = run_cli(*args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out, "--cooldown", "0",
+                  "--device", "none", "--power-limit", "80")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     (row,) = _rows(out)
     assert row["error"].startswith("launch_failed: out_of_memory_cuda_graph_capture")
@@ -109,3 +109,20 @@ def test_request_timeout_must_be_positive(run_cli, sweep_args, tmp_path):
     res = run_cli(*sweep_args, "--out", tmp_path / "s.jsonl", "--request-timeout", "0")
     assert res.exit_code == 2
     assert "--request-timeout must be > 0" in one_error_line(res.stderr)
+
+
+def test_train_and_evaluate_warn_on_data_with_rejected_drafts(run_cli, tmp_path):
+    from specband.dataset import bundled_data_path
+
+    rows = [json.loads(line) for line in Path(bundled_data_path()).read_text().splitlines() if line.strip()]
+    spec = next(i for i, r in enumerate(rows) if r.get("steps") and not r.get("error"))
+    rows[spec]["accept_length"] = 1.0  # a draft whose every proposal was rejected
+    data = tmp_path / "sweep.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for args in (["train", str(data), "--out", str(tmp_path / "models"), "--algo", "lookup_table"],
+                 ["evaluate", str(data), "--algo", "lookup_table"]):  # fmt: skip
+        res = run_cli(*args)
+        assert res.exit_code == 0, res.stderr
+        warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:") and "rejected" in ln]
+        assert warnings == [f"warning: {data}: 1 rows: " + warnings[0].split(": 1 rows: ", 1)[1]]
+        assert "rope mismatch" in warnings[0]

@@ -115,6 +115,9 @@ def register(app: typer.Typer) -> None:
 
         names = validate_algorithms(algo)
         sweep = load_sweep(data, power_limit_w=check_power_limit_w(power_limit))
+        from specband.harness.draft_health import warn_if_draft_rejected
+
+        warn_if_draft_rejected(sweep)
         if not sweep.energy_measured:
             _note(f"{sweep.path}: no energy was measured; rewards come from throughput alone")
         training = sweep.training_data(features)  # type: ignore[arg-type]

@@ -82,6 +82,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--seed must be a whole number >= 0, got {seed}")
         out_dir = check_report_dir(out) if out is not None else None
         sweep = load_sweep(data, power_limit_w=power_limit)
+        from specband.harness.draft_health import warn_if_draft_rejected
+
+        warn_if_draft_rejected(sweep)
 
         def progress(message: str) -> None:
             if not as_json and sys.stderr.isatty():

@@ -16,11 +16,12 @@ For one ``(batch size, action)``:
    / bs`` (``"wall_clock"``);
 6. stop the server's process group and sleep the cool-down (5 s).
 
-``accept_length`` is sglang's ``avg_spec_accept_length`` (as sglang's bench script reads
-it; cumulative since launch, warm-up included); when the server does not report it, the
-timed batch's ``sum(completion_tokens) / sum(spec_verify_ct)`` from ``meta_info``; the
-baseline's is 1 by definition; otherwise it stays null (``accept_length_source`` says
-which).
+``accept_length`` is the timed batch's own ``sum(completion_tokens) /
+sum(spec_verify_ct)`` from each response's ``meta_info`` when sglang returns
+``spec_verify_ct`` (the workload's, warm-up excluded); else sglang's
+``avg_spec_accept_length`` (as sglang's bench script reads it; cumulative since launch or
+``/flush_cache``, warm-up included); the baseline's is 1 by definition; otherwise it stays
+null (``accept_length_source`` says which: ``meta_info``, ``server_info``, ``baseline``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from specband.actions import Action, validate_action
 from specband.dataset import SWEEP_COLUMNS
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
 from specband.errors import ConfigError, HarnessError
+from specband.harness.draft_health import draft_flag
 from specband.harness.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
 from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
 
@@ -56,17 +58,14 @@ __all__ = [
 #: Columns written after the published ones. ``sglang_version`` .. ``workload_sha256``
 #: are the settings a resumed sweep must share (:func:`specband.harness.sweep.run_sweep`);
 #: ``draft_flag`` is ``"all_rejected"`` when a speculative row's accept length is at most
-#: :data:`DRAFT_REJECTED_ACCEPT_LENGTH` (else null).
+#: :data:`~specband.harness.draft_health.DRAFT_REJECTED_ACCEPT_LENGTH` (else null).
 EXTRA_COLUMNS: tuple[str, ...] = (
     "power_limit_watts", "energy_method", "gpu_mem_used_mb_before", "gpu_util_pct_before", "provenance",
     "target_model", "draft_model", "mem_fraction_static", "accept_length_source", "energy_flag",
     "step_time_count", "launch_wall_s", "started_at", "sglang_version", "dtype", "attention_backend",
     "max_new_tokens", "num_prompts", "workload", "workload_sha256", "draft_flag",
 )  # fmt: skip
-#: A speculative row at or below this accept length had (nearly) every draft token
-#: rejected: a rope mismatch, a wrong ``--speculative-algorithm`` or a dtype problem, not
-#: a configuration worth measuring.
-DRAFT_REJECTED_ACCEPT_LENGTH = 1.05
+
 
 
 @dataclass(frozen=True)
@@ -311,10 +310,10 @@ def measure_on_server(
     prior = before.step_times.get(batch_size, [])
     recorded = after.step_times.get(batch_size, [])
     window_times = timed_batch_step_times(prior, recorded)
-    if after.accept_length is not None:
-        accept, accept_source = after.accept_length, "server_info"
-    elif batch.accept_length is not None and batch.accept_length >= 1.0:
+    if batch.accept_length is not None and batch.accept_length >= 1.0:
         accept, accept_source = batch.accept_length, "meta_info"
+    elif after.accept_length is not None:
+        accept, accept_source = after.accept_length, "server_info"
     elif act.is_baseline:
         accept, accept_source = 1.0, "baseline"
     else:
@@ -454,10 +453,3 @@ def measured_row(
     )
     return {k: _clean(v) for k, v in row.items()}
 
-
-def draft_flag(action: tuple[int, int, int], accept_length: float | None) -> str | None:
-    """``"all_rejected"`` for a speculative action whose accept length is at most
-    :data:`DRAFT_REJECTED_ACCEPT_LENGTH`, else ``None``."""
-    if validate_action(action).is_baseline or accept_length is None:
-        return None
-    return "all_rejected" if accept_length <= DRAFT_REJECTED_ACCEPT_LENGTH else None

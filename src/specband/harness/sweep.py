@@ -53,8 +53,8 @@ from specband.devices.base import Clock, GpuDevice
 from specband.errors import ConfigError, DataError, HarnessError
 from specband.fileio import write_bytes_atomic
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
+from specband.harness.draft_health import draft_rejected_message
 from specband.harness.runner import (
-    DRAFT_REJECTED_ACCEPT_LENGTH,
     LaunchOutcome,
     MeasureSettings,
     RetriedLaunchError,
@@ -437,7 +437,7 @@ class SweepSummary:
         elapsed_s: real seconds.
         one_launch_per_config: the mode.
         draft_rejected: speculative rows flagged ``draft_flag`` (accept length at most
-            :data:`~specband.harness.runner.DRAFT_REJECTED_ACCEPT_LENGTH`).
+            :data:`~specband.harness.draft_health.DRAFT_REJECTED_ACCEPT_LENGTH`).
     """
 
     path: Path
@@ -456,15 +456,6 @@ class SweepSummary:
         """Launches one-launch-per-run would have made (one per run, plus the retries
         this sweep made) minus the launches made."""
         return self.runs - self.launches if self.one_launch_per_config else 0
-
-
-def draft_rejected_message(where: str) -> str:
-    """The warning for rows whose draft proposals were all rejected."""
-    return (
-        f"{where}: accept length <= {DRAFT_REJECTED_ACCEPT_LENGTH} with speculation on: the draft's proposals "
-        f"are (nearly) all rejected (likely a rope mismatch between target and draft, a wrong "
-        f"--speculative-algorithm for this draft, or a dtype problem); such rows get draft_flag=all_rejected"
-    )
 
 
 def _log_name(repeat: int, label: str) -> str:
