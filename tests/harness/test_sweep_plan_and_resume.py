@@ -142,3 +142,34 @@ def test_env_step_time_off_is_one_error_line(run_cli, sweep_args, tmp_path):
     assert res.exit_code == 2
     assert "SGLANG_RECORD_STEP_TIME=0" in one_error_line(res.stderr)
     assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_a_real_shaped_timed_batch_at_bs16_gives_the_models_speed_or_the_labelled_wall_clock(
+    run_cli, sweep_args, tmp_path
+):
+    """sglang records one step-time value per 40 decode iterations: at bs 16 a handful."""
+    from specband.harness.models import load_performance_model
+
+    model = load_performance_model("calibrated", "rtx4060-laptop")
+    out = tmp_path / "s.jsonl"
+    res = run_cli(*sweep_args, "--batch-sizes", "16", "--actions", "3,4,8", "--repeats", "1", "--out", out)
+    assert res.exit_code == 0, res.stderr
+    (row,) = _rows(out)
+    assert row["speed_source"] == "step_time" and 1 <= row["step_time_count"] <= 10
+    pred = model.predict(16, (3, 4, 8), row["gpu_temp_c_before"])
+    assert row["speed_tok_s"] == pytest.approx(pred.speed_tok_s, rel=0.1)
+    short = tmp_path / "short.jsonl"  # 64 new tokens: too few iterations for a value inside the batch
+    res = run_cli(*sweep_args, "--batch-sizes", "16", "--actions", "3,4,8", "--repeats", "1", "--out", short,
+                  "--max-new-tokens", "64")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    (row,) = _rows(short)
+    assert row["speed_source"] == "wall_clock" and row["step_time_s"] is None and row["step_time_count"] == 0
+    assert row["speed_tok_s"] == pytest.approx(row["wall_clock_tok_s"])
+
+
+def test_timed_batch_step_times_drop_the_value_spanning_the_idle_gap():
+    from specband.harness.runner import timed_batch_step_times
+
+    assert timed_batch_step_times([0.5, 0.02], [0.5, 0.02, 0.9, 0.021, 0.019]) == [0.021, 0.019]
+    assert timed_batch_step_times([], [0.9]) == []
+    assert timed_batch_step_times([0.3], [0.7, 0.02, 0.02]) == [0.02, 0.02]  # flushed meanwhile: all new
