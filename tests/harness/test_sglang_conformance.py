@@ -208,3 +208,22 @@ def test_the_strict_parser_refuses_what_sglang_refuses_with_its_message(sglang, 
             err = capsys.readouterr().err
             outcomes.append((exc.code, err.strip().splitlines()[-1]))
     assert outcomes[0] == outcomes[1]
+
+
+def test_the_emulator_uses_sglangs_parser_and_resolves_as_sglang(sglang, models, monkeypatch, capsys):
+    from specband.errors import ConfigError
+    from specband.harness.emulator import SGLANG_PARSER_ENV, parse_launch_args
+
+    target, draft = models
+    monkeypatch.setenv(SGLANG_PARSER_ENV, "1")
+    spec = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft]
+    assert tuple(parse_launch_args(["--model-path", target, *spec]).action) == (5, 4, 8)  # Llama: sglang's default
+    args = parse_launch_args(["--model-path", target, *spec, "--speculative-num-steps", "3",
+                              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "8",
+                              "--cuda-graph-max-bs-decode", "4", "--enable-metrics"])  # fmt: skip
+    assert tuple(args.action) == (3, 1, 4) and args.cuda_graph_max_bs == 4 and args.max_running_requests == 4
+    with pytest.raises(ConfigError, match="only some speculative flags"):
+        parse_launch_args(["--model-path", target, *spec, "--speculative-num-steps", "3"])
+    with pytest.raises(SystemExit) as info:
+        parse_launch_args(["--model-path", target, "--cuda-graph-max-bs", "4"])
+    assert info.value.code == 2 and "ambiguous option: --cuda-graph-max-bs" in capsys.readouterr().err
