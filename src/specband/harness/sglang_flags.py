@@ -209,20 +209,20 @@ def flag_table_from_sglang() -> list[dict[str, Any]]:
         kind = _kind(action)
         flags = [f for f in action.option_strings if kind != "bool" or not f.startswith("--no-")]
         type_name = getattr(action.type, "__name__", None)
-        choices = action.choices
-        if choices is not None:  # sglang's order (its error message lists them), sorted when a set
-            choices = list(choices) if isinstance(choices, (list, tuple)) else sorted(map(str, choices))
         rows.append({
             "flags": flags, "dest": action.dest, "kind": kind,
-            "type": type_name if type_name in ("int", "float") else None,
-            "choices": choices if choices is None or all(isinstance(c, str) for c in action.choices) else None,
+            "type": type_name if type_name in ("int", "float") else None, "choices": _choices(action),
         })  # fmt: skip
     return rows
 
 
-class _StrictParser(argparse.ArgumentParser):
-    """argparse with sglang's prog name; its errors print sglang's usage message and
-    exit 2, exactly as ``sglang serve`` does."""
+def _choices(action: argparse.Action) -> list[str] | None:
+    """An option's string choices in sglang's order (its error message lists them),
+    sorted when sglang keeps them in a set; ``None`` when any is not a string."""
+    choices = list(action.choices) if action.choices is not None else None
+    if choices is None or not all(isinstance(c, str) for c in choices):
+        return None
+    return choices if isinstance(action.choices, (list, tuple)) else sorted(choices)
 
 
 @lru_cache(maxsize=1)
@@ -239,7 +239,7 @@ def strict_parser() -> argparse.ArgumentParser:
     ``parse_args`` exits 2 with ``sglang serve: error: ...`` on an unknown, ambiguous or
     badly typed flag, as sglang does.
     """
-    parser = _StrictParser(prog="sglang serve", add_help=False)
+    parser = argparse.ArgumentParser(prog="sglang serve", add_help=False)  # sglang's prog: its messages
     types = {"int": int, "float": float}
     for row in _table():
         kwargs: dict[str, Any] = {"dest": row["dest"], "default": None}

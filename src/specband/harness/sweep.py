@@ -26,10 +26,12 @@ log folder or the output is written, so a refused sweep leaves its folder as it 
 A launch that fails is retried once at ``retry_mem_fraction``; a run that still fails
 becomes an error row. A server command that cannot be run at all
 (:class:`~specband.harness.server.LauncherError`: not found, not executable, exit status
-126/127 before ``/health``, ``python -m`` of a module that is not installed) is a
-configuration error: the sweep stops at once, writing no row for it (rows already in the
+126/127 before ``/health``, ``python -m`` of a module that is not installed, ``python``
+of a script that does not exist) and a command line sglang refuses
+(:class:`~specband.harness.server.ServerArgsError`: its parser's ``error:``, the same for
+every action) are configuration errors: the sweep stops at once, writing no row for it (rows already in the
 file stay; a file this sweep created and left empty is removed). Ctrl-C and SIGTERM stop
-the running server and leave the file with complete rows only; they are turned into
+the running server (without waiting for a request in flight) and leave the file with complete rows only; they are turned into
 ``KeyboardInterrupt`` at safe points only (:mod:`specband.harness.interrupts`: never
 inside an import, a server's start-up bookkeeping or a row's write).
 """
@@ -43,7 +45,7 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -607,7 +609,7 @@ def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path
 
 def planned_launches(
     settings: MeasureSettings, points: Sequence[GridPoint], repeats: int, actions: Sequence[Action],
-    one_launch_per_config: bool, done: set[tuple[Any, Any]] = frozenset(),  # type: ignore[assignment]
+    one_launch_per_config: bool, done: Collection[tuple[Any, Any]] = (),
 ) -> list[list[str]]:  # fmt: skip
     """Every server command line the sweep would launch, in launch order (first
     launches; a retry at ``retry_mem_fraction`` only follows a failed one).
@@ -626,7 +628,7 @@ def planned_launches(
 
 def _launch_groups(
     points: Sequence[GridPoint], repeats: int, actions: Sequence[Action], one_launch_per_config: bool,
-    done: set[tuple[Any, Any]],
+    done: Collection[tuple[Any, Any]],
 ) -> list[tuple[int, list[GridPoint]]]:  # fmt: skip
     """``(repeat, points one server serves)`` in launch order."""
     groups = []
