@@ -304,6 +304,12 @@ def build_launch_command(
     command = shlex.split(config.server_command)
     if command[0] in ("python", "python3"):
         command[0] = sys.executable
+    # What leaving a flag out resolves to in sglang 0.5.23 (its parser and resolution with
+    # --device cuda on a Llama target, checked with the conformance test's set-up): --host
+    # 127.0.0.1 and --port 30000 are sglang's defaults (the same value: they are given so that
+    # the polled address is explicit); every other flag changes the resolved value when left
+    # out (mem fraction 0.95, dtype auto, no CUDA-graph bound, a memory-derived
+    # max-running-requests, sglang's own attention backend), so each is needed.
     command += [
         "--model-path", config.model_path,
         "--host", config.host,
