@@ -84,7 +84,24 @@ def test_version_detection_asks_the_server_commands_interpreter(python):
         installed = None
     assert detect_sglang_version([python, "-m", "sglang.launch_server"]) == installed
     assert detect_sglang_version(["/nonexistent/python3"]) is None
-    assert detect_sglang_version(["sglang", "serve"]) is None  # not an interpreter
+    assert detect_sglang_version(["no-such-launcher-anywhere", "serve"]) is None
+
+
+def test_version_detection_follows_an_entry_scripts_shebang(python, tmp_path):
+    import importlib.metadata
+
+    try:
+        installed = importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    script = tmp_path / "sglang"
+    script.write_text(f"#!{python}\nimport sys\n")
+    script.chmod(0o755)
+    assert detect_sglang_version([str(script), "serve"]) == installed
+    plain = tmp_path / "launcher.sh"
+    plain.write_text("#!/bin/sh\nexit 0\n")
+    plain.chmod(0o755)
+    assert detect_sglang_version([str(plain)]) is None
 
 
 def test_sweep_rows_record_the_settings_a_resume_must_share(run_cli, sweep_args, tmp_path):

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -125,7 +126,8 @@ def detect_sglang_version(command: Sequence[str], env: Mapping[str, str] | None 
     """sglang's version in the interpreter the server command runs, or ``None``.
 
     The command's first word is taken as that interpreter when its name starts with
-    ``python`` (``python -m sglang.launch_server``, ``python -m specband emulate``);
+    ``python`` (``python -m sglang.launch_server``, ``python -m specband emulate``), else
+    the interpreter of its ``#!`` line (``sglang serve``: the entry script pip wrote);
     it is asked for the installed ``sglang`` distribution's version (30 s at most).
 
     Args:
@@ -133,17 +135,37 @@ def detect_sglang_version(command: Sequence[str], env: Mapping[str, str] | None 
             the interpreter to use).
         env: its environment (``None``: this process's).
     """
-    if not command or not Path(command[0]).name.startswith("python"):
+    interpreter = _interpreter(command[0]) if command else None
+    if interpreter is None:
         return None
     try:
         done = subprocess.run(
-            [command[0], "-c", _VERSION_PROBE], capture_output=True, text=True, timeout=30,
+            [interpreter, "-c", _VERSION_PROBE], capture_output=True, text=True, timeout=30,
             env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
     text = done.stdout.strip()
     return text if done.returncode == 0 and text else None
+
+
+def _interpreter(executable: str) -> str | None:
+    """``executable`` when it is a Python interpreter, else the Python interpreter named by
+    its ``#!`` line (``#!/usr/bin/env python3`` included), else ``None``."""
+    if Path(executable).name.startswith("python"):
+        return executable
+    path = shutil.which(executable)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(512).decode("utf-8", "replace")
+    except OSError:
+        return None
+    words = first[2:].split() if first.startswith("#!") else []
+    if words and Path(words[0]).name == "env":
+        words = words[1:]
+    return words[0] if words and Path(words[0]).name.startswith("python") else None
 
 
 def resolve_sglang_version(
