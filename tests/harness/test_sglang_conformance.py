@@ -92,7 +92,9 @@ class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 @pytest.fixture(scope="module")
 def sglang() -> Any:
     """``sglang.srt.server_args`` (imported once), or a skip / failure without sglang."""
-    if importlib.util.find_spec("sglang") is None:
+    try:
+        import sglang as sglang_pkg
+    except ImportError:
         if os.environ.get("SPECBAND_REQUIRE_SGLANG") == "1":
             pytest.fail("SPECBAND_REQUIRE_SGLANG=1 but sglang is not installed (see README 'Test')")
         pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23; see README 'Test')")
@@ -101,7 +103,6 @@ def sglang() -> Any:
         import transformers.utils.import_utils  # noqa: F401 (decides torchvision is absent first)
 
         sys.meta_path.insert(0, _TorchvisionStub())
-    import sglang as sglang_pkg
     from sglang.srt import server_args
 
     assert sglang_pkg.__version__ == NEWEST_VERSION, f"the test pins sglang {NEWEST_VERSION}"
@@ -227,3 +228,27 @@ def test_the_emulator_uses_sglangs_parser_and_resolves_as_sglang(sglang, models,
     with pytest.raises(SystemExit) as info:
         parse_launch_args(["--model-path", target, "--cuda-graph-max-bs", "4"])
     assert info.value.code == 2 and "ambiguous option: --cuda-graph-max-bs" in capsys.readouterr().err
+
+
+_WITHOUT_SGLANG = """
+import importlib.abc, sys
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "sglang" or name.startswith("sglang."):
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Hide())
+import pytest
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", sys.argv[1], "-k", "old_flag_spelling"]))
+"""
+
+
+@pytest.mark.parametrize(("require", "outcome"), [("1", "1 error"), ("", "1 skipped")])
+def test_without_sglang_ci_fails_and_a_local_run_skips(tmp_path, require, outcome):
+    """``.ci/run`` sets SPECBAND_REQUIRE_SGLANG=1: a CI without sglang must fail."""
+    import subprocess
+
+    env = {**os.environ, "SPECBAND_REQUIRE_SGLANG": require}
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_SGLANG, __file__], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert outcome in done.stdout, done.stdout + done.stderr
+    assert ("SPECBAND_REQUIRE_SGLANG=1 but sglang is not installed" in done.stdout) == (require == "1")
