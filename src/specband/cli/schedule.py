@@ -1,0 +1,157 @@
+"""``specband schedule``: a per-batch-size speculation schedule in sglang's or vLLM's format.
+
+Only typer and the standard library are imported at module level (see
+:mod:`specband.cli`); the work is in :mod:`specband.schedule`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+ENGINES = ("sglang", "vllm")
+
+
+def parse_batch_sizes(text: str | None, option: str = "--batch-sizes") -> list[int] | None:
+    """``"1,4,16"`` -> ``[1, 4, 16]`` (``None`` stays ``None``).
+
+    Raises:
+        ConfigError: a non-integer or non-positive entry, naming ``option``.
+    """
+    from specband.errors import ConfigError
+
+    if text is None:
+        return None
+    sizes = []
+    for item in text.split(","):
+        try:
+            value = int(item.strip())
+        except ValueError:
+            raise ConfigError(f"{option}: expected comma-separated positive integers, got {item.strip()!r}") from None
+        if value <= 0:
+            raise ConfigError(f"{option}: batch sizes must be > 0, got {value}")
+        sizes.append(value)
+    return sizes
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``schedule`` to ``app``."""
+
+    @app.command("schedule")
+    def schedule_command(
+        engine: str = typer.Option(..., "--engine", "-e", help="Engine format: sglang or vllm.", metavar="NAME"),
+        models: Optional[Path] = typer.Option(
+            None, "--models", "-m",
+            help="Artifact folder (as `specband recommend`). Default: ./specband-models when it holds --algo, "
+            "else the embedded policy trained on the bundled published measurements.",
+            show_default=False, metavar="DIR",
+        ),  # fmt: skip
+        algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
+        batch_sizes: Optional[str] = typer.Option(
+            None, "--batch-sizes", help="Comma-separated batch sizes to schedule. Default: the measured ones.",
+            show_default=False, metavar="N,N,...",
+        ),  # fmt: skip
+        margin: float = typer.Option(
+            0.0, "--margin",
+            help="sglang: chain configs scoring within this many reward units of the best join a tier's "
+            "candidate_steps, so sglang's acceptance controller can move inside the set.",
+            metavar="R",
+        ),  # fmt: skip
+        out: Path = typer.Option(Path("specband-schedule.json"), "--out", "-o", help="File to write.", metavar="FILE"),
+        draft_model: Optional[str] = typer.Option(
+            None, "--draft-model", help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
+            show_default=False, metavar="PATH",
+        ),  # fmt: skip
+        data: Optional[Path] = typer.Option(
+            None, "--data", help="Sweep for a folder without a specband manifest (as recommend).",
+            show_default=False, metavar="SWEEP",
+        ),  # fmt: skip
+        include_unmeasured: bool = typer.Option(
+            False, "--include-unmeasured",
+            help="Let a model-based policy score configs never measured at a batch size (default: only measured "
+            "configs, as recommend).",
+        ),  # fmt: skip
+        engine_check: bool = typer.Option(
+            True, "--engine-check/--no-engine-check",
+            help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
+        ),  # fmt: skip
+    ) -> None:
+        """Write the energy-band speculation schedule (one chain config, topk 1, per
+        batch-size tier) in the engine's own format, and print how far each tier's chain
+        config falls behind the best tree config (topk > 1)."""
+        from specband.errors import ConfigError
+        from specband.fileio import write_text_atomic
+        from specband.schedule import (
+            load_scorer,
+            merge_tiers,
+            pick_chain_tiers,
+            sglang_adaptive_config,
+            sglang_schedule_flags,
+            validate_with_sglang,
+            vllm_speculative_config,
+        )
+
+        if engine not in ENGINES:
+            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        sizes = parse_batch_sizes(batch_sizes)
+        scorer = load_scorer(algo, models, data, measured_only=not include_unmeasured)
+        picks = pick_chain_tiers(scorer, sizes, margin)
+        tiers = merge_tiers(picks)
+        checked = []
+        if engine == "sglang":
+            obj: dict[str, Any] = sglang_adaptive_config(tiers)
+
+            def check(tmp: Path) -> None:
+                if engine_check and validate_with_sglang(tmp):
+                    checked.append(True)
+        else:
+            if margin:
+                _note("--margin is for sglang's candidate sets; vLLM takes one K per range (the best)")
+            obj = vllm_speculative_config(tiers, draft_model)
+            check = None  # type: ignore[assignment]
+        write_text_atomic(out, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
+        _print_table(picks, scorer.algorithm)
+        if engine == "sglang":
+            from specband.schedule import check_sglang_adaptive_config
+
+            entries = check_sglang_adaptive_config(obj)
+            typer.echo(f"wrote {out} ({len(tiers)} tier(s)); "
+                       + ("sglang's _load_adaptive_config accepts it" if checked else "sglang not importable: checked with its rules"))  # fmt: skip
+            try:
+                typer.echo("sglang flags: " + shlex.join(sglang_schedule_flags(out, entries, draft_model)))
+            except ConfigError as exc:
+                _note(str(exc))
+        else:
+            typer.echo(f"wrote {out} ({len(tiers)} range(s)); vLLM flag: --speculative-config {shlex.quote(json.dumps(obj))}")
+
+
+def _note(message: str) -> None:
+    print(f"note: {message}", file=sys.stderr)
+
+
+def _print_table(picks: list[Any], algorithm: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from specband.actions import ACTIONS
+
+    table = Table(title=f"{algorithm}: chain schedule (topk 1) vs the best tree config (estimated reward)")
+    for name in ("bs", "measured", "chain pick", "reward", "candidate steps", "best tree", "tree reward", "chain cost"):
+        table.add_column(name, justify="right" if name in ("bs", "measured") else "left")
+    for p in picks:
+        table.add_row(
+            str(p.batch_size),
+            str(p.measured_batch_size),
+            str(ACTIONS[p.chain[0]]),
+            f"{p.chain_reward:.4f}",
+            ",".join(map(str, p.steps)),
+            "-" if p.tree_index is None else str(ACTIONS[p.tree_index]),
+            "-" if p.tree_reward is None else f"{p.tree_reward:.4f}",
+            "-" if p.chain_cost is None else f"{p.chain_cost:+.4f}",
+        )
+    Console(width=None if sys.stdout.isatty() else 120, soft_wrap=False).print(table)
