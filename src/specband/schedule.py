@@ -122,6 +122,8 @@ class PolicyScorer:
         lookup_means: batch size -> action index -> observed mean reward (lookup_table).
         measured_only: restrict every batch size to the actions measured there without
             failure (the manifest's ``allowed``), as ``specband recommend`` does.
+        telemetry: ``(temp_c, mem_used_mb, util_pct)`` of the GPU, or ``None`` for the
+            state the folder's picks were made from (as ``recommend --state``).
     """
 
     algorithm: str
@@ -130,6 +132,7 @@ class PolicyScorer:
     policy: Any = None
     lookup_means: Mapping[int, Mapping[int, float]] | None = None
     measured_only: bool = True
+    telemetry: tuple[float, float, float] | None = None
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -156,7 +159,7 @@ class PolicyScorer:
             row = self.lookup_means.get(measured, {})
             scores = np.array([row.get(i, math.nan) for i in range(NUM_ACTIONS)], dtype=np.float64)
         else:
-            state = np.asarray(self.manifest.state_for(batch_size), dtype=np.float32)
+            state = np.asarray(self.manifest.state_for(batch_size, self.telemetry), dtype=np.float32)
             scores = np.array(self.policy.scores(state[None, :])[0], dtype=np.float64)
             scores[~np.isfinite(scores)] = math.nan
         allowed = self.manifest.allowed_indices(batch_size) if self.measured_only else None

@@ -137,8 +137,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("recommend")
     def recommend_command(
-        batch_size: int = typer.Option(
-            ..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests).", metavar="N"
+        batch_size: Optional[int] = typer.Option(
+            None, "--batch-size", "-b", help="Concurrent requests (--max-running-requests). Required unless "
+            "--batch-mix or --batch-mix-from is given.", show_default=False, metavar="N"
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(
@@ -175,6 +176,14 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="SWEEP",
         ),
+        batch_mix: Optional[str] = typer.Option(
+            None, "--batch-mix", help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with "
+            "each batch size's own pick and the regret beside it.", show_default=False, metavar="MIX",
+        ),
+        batch_mix_from: Optional[Path] = typer.Option(
+            None, "--batch-mix-from", help="As --batch-mix, the mix read from sglang's Prometheus metrics text "
+            "(samples or a histogram of sglang:num_running_reqs).", show_default=False, metavar="FILE",
+        ),
     ) -> None:
         """Print the sglang flags for a batch size, ready to paste after
         `python -m sglang.launch_server`."""
@@ -182,12 +191,19 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in ("flags", "json"):
             raise ConfigError(f"--format must be 'flags' or 'json', got {output_format!r}")
-        if batch_size <= 0:
-            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         if state is not None:
             from specband.artifacts import check_gpu_state
 
             check_gpu_state(*state, option="--state")
+        if batch_mix is not None or batch_mix_from is not None:
+            from specband.cli.schedule import recommend_batch_mix
+
+            recommend_batch_mix(batch_mix, batch_mix_from, batch_size, algo, models, data, state, draft_model, output_format)
+            return
+        if batch_size is None:
+            raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+        if batch_size <= 0:
+            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         result = recommend_pick(batch_size, algo, models, state, draft_model, data)
         if output_format == "json":
             typer.echo(json.dumps(result, indent=2))
