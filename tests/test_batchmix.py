@@ -7,7 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from specband.batchmix import normalise_mix, parse_batch_mix, pick_for_mix, read_running_requests
+from specband.batchmix import (
+    normalise_mix,
+    parse_batch_mix,
+    pick_for_mix,
+    read_running_requests,
+)
 from specband.errors import ConfigError
 from specband.schedule import load_scorer
 

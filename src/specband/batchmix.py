@@ -99,7 +99,7 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
                 continue
             for sample in family.samples:
                 if sample.name == metric and not sample.labels.get("priority"):
-                    bs = int(round(sample.value))
+                    bs = round(sample.value)
                     if bs > 0:
                         counts[bs] = counts.get(bs, 0.0) + 1.0
     except ValueError as exc:
@@ -117,7 +117,7 @@ def _add_histogram(counts: dict[int, float], buckets: list[tuple[str, float]]) -
     total = max((v for le, v in buckets if le in ("+Inf", "inf")), default=None)
     previous = 0.0
     for le, cumulative in finite:
-        bs = int(math.floor(le))
+        bs = math.floor(le)
         if bs > 0 and cumulative > previous:
             counts[bs] = counts.get(bs, 0.0) + cumulative - previous
         previous = max(previous, cumulative)

@@ -179,7 +179,13 @@ def load_scorer(
     Raises:
         ConfigError: unknown algorithm; ArtifactError: unreadable folder; DataError: bad sweep.
     """
-    from specband.artifacts import embedded_manifest, embedded_policy, load_manifest, load_policy, validate_algorithms
+    from specband.artifacts import (
+        embedded_manifest,
+        embedded_policy,
+        load_manifest,
+        load_policy,
+        validate_algorithms,
+    )
     from specband.cli.core import DEFAULT_MODELS_DIR, _previous_algorithms
 
     validate_algorithms([algo])

@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("recommend")
     def recommend_command(
-        batch_size: Optional[int] = typer.Option(
+        batch_size: int | None = typer.Option(
             None, "--batch-size", "-b", help="Concurrent requests (--max-running-requests). Required unless "
             "--batch-mix or --batch-mix-from is given.", show_default=False, metavar="N"
         ),
@@ -176,11 +176,11 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="SWEEP",
         ),
-        batch_mix: Optional[str] = typer.Option(
+        batch_mix: str | None = typer.Option(
             None, "--batch-mix", help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with "
             "each batch size's own pick and the regret beside it.", show_default=False, metavar="MIX",
         ),
-        batch_mix_from: Optional[Path] = typer.Option(
+        batch_mix_from: Path | None = typer.Option(
             None, "--batch-mix-from", help="As --batch-mix, the mix read from sglang's Prometheus metrics text "
             "(samples or a histogram of sglang:num_running_reqs).", show_default=False, metavar="FILE",
         ),

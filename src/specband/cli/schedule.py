@@ -10,7 +10,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -45,41 +45,41 @@ def register(app: typer.Typer) -> None:
     @app.command("schedule")
     def schedule_command(
         engine: str = typer.Option(..., "--engine", "-e", help="Engine format: sglang or vllm.", metavar="NAME"),
-        models: Optional[Path] = typer.Option(
+        models: Path | None = typer.Option(
             None, "--models", "-m",
             help="Artifact folder (as `specband recommend`). Default: ./specband-models when it holds --algo, "
             "else the embedded policy trained on the bundled published measurements.",
             show_default=False, metavar="DIR",
-        ),  # fmt: skip
+        ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
-        batch_sizes: Optional[str] = typer.Option(
+        batch_sizes: str | None = typer.Option(
             None, "--batch-sizes", help="Comma-separated batch sizes to schedule. Default: the measured ones.",
             show_default=False, metavar="N,N,...",
-        ),  # fmt: skip
+        ),
         margin: float = typer.Option(
             0.0, "--margin",
             help="sglang: chain configs scoring within this many reward units of the best join a tier's "
             "candidate_steps, so sglang's acceptance controller can move inside the set.",
             metavar="R",
-        ),  # fmt: skip
+        ),
         out: Path = typer.Option(Path("specband-schedule.json"), "--out", "-o", help="File to write.", metavar="FILE"),
-        draft_model: Optional[str] = typer.Option(
+        draft_model: str | None = typer.Option(
             None, "--draft-model", help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
             show_default=False, metavar="PATH",
-        ),  # fmt: skip
-        data: Optional[Path] = typer.Option(
+        ),
+        data: Path | None = typer.Option(
             None, "--data", help="Sweep for a folder without a specband manifest (as recommend).",
             show_default=False, metavar="SWEEP",
-        ),  # fmt: skip
+        ),
         include_unmeasured: bool = typer.Option(
             False, "--include-unmeasured",
             help="Let a model-based policy score configs never measured at a batch size (default: only measured "
             "configs, as recommend).",
-        ),  # fmt: skip
+        ),
         engine_check: bool = typer.Option(
             True, "--engine-check/--no-engine-check",
             help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
-        ),  # fmt: skip
+        ),
     ) -> None:
         """Write the energy-band speculation schedule (one chain config, topk 1, per
         batch-size tier) in the engine's own format, and print how far each tier's chain
