@@ -232,3 +232,55 @@ def _print_mix_table(pick: Any, algorithm: str) -> None:
             f"{r.own_reward:.4f}", f"{r.mix_reward:.4f}", f"{r.regret:.4f}",
         )  # fmt: skip
     Console(width=None if sys.stdout.isatty() else 120, soft_wrap=False).print(table)
+
+
+#: Where ``launch --schedule auto`` writes the schedule it builds.
+AUTO_SCHEDULE_FILE = Path("specband-schedule.json")
+
+
+def schedule_for_launch(schedule: str, algo: str, models: Path | None, data: Path | None) -> dict[str, Any]:
+    """The adaptive-speculation part of ``specband launch --schedule FILE|auto``.
+
+    ``FILE`` is read and checked with sglang's rules; ``auto`` builds the schedule of
+    ``specband schedule --engine sglang`` for ``--algo``/``--models`` and writes it to
+    :data:`AUTO_SCHEDULE_FILE`.
+
+    Returns:
+        ``path`` (the config file), ``entries`` (tier -> entry), ``action`` (the chain
+        config sglang starts from: ``--speculative-num-steps`` = sglang's own default) and
+        ``extra_args`` (``--speculative-adaptive --speculative-adaptive-config FILE``).
+
+    Raises:
+        ConfigError: an unreadable or invalid file, or a schedule that never speculates.
+    """
+    from specband.errors import ConfigError
+    from specband.fileio import write_text_atomic
+    from specband.schedule import (
+        chain_action,
+        check_sglang_adaptive_config,
+        load_scorer,
+        merge_tiers,
+        pick_chain_tiers,
+        read_sglang_adaptive_config,
+        sglang_adaptive_config,
+        sglang_initial_steps,
+        sglang_schedule_flags,
+    )
+
+    if schedule == "auto":
+        obj = sglang_adaptive_config(merge_tiers(pick_chain_tiers(load_scorer(algo, models, data))))
+        entries = check_sglang_adaptive_config(obj)
+        path = AUTO_SCHEDULE_FILE
+        sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
+        write_text_atomic(path, json.dumps(obj, indent=2) + "\n", error=ConfigError)
+        _note(f"--schedule auto: wrote {algo}'s schedule to {path} (tiers {', '.join(map(str, sorted(entries)))})")
+    else:
+        path = Path(schedule)
+        entries = read_sglang_adaptive_config(path)
+    flags = sglang_schedule_flags(path, entries, None)
+    return {
+        "path": path,
+        "entries": entries,
+        "action": chain_action(sglang_initial_steps(entries)),
+        "extra_args": flags[flags.index("--speculative-adaptive"):],
+    }
