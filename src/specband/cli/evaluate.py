@@ -62,6 +62,15 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="W",
         ),
+        schedules: bool = typer.Option(
+            False, "--schedules", help="Also score, per split, serving a batch-size mix with a per-batch-size "
+            "schedule (chain configs, as `specband schedule`), the batch-mix pick and the per-batch-size picks "
+            "against the best fixed config (schedules.json and schedules.png with --out).",
+        ),
+        batch_mix: Optional[str] = typer.Option(  # noqa: UP007
+            None, "--batch-mix", help="With --schedules: the mix BS:WEIGHT,... (default: uniform over the held-out "
+            "batch sizes).", show_default=False, metavar="MIX",
+        ),
     ) -> None:
         """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
         the held-out rows, for every split: pick, reward, oracle, reference (3,4,8), regret,
@@ -81,6 +90,12 @@ def register(app: typer.Typer) -> None:
         if seed < 0:
             raise ConfigError(f"--seed must be a whole number >= 0, got {seed}")
         out_dir = check_report_dir(out) if out is not None else None
+        if batch_mix is not None and not schedules:
+            raise ConfigError("--batch-mix goes with --schedules")
+        if batch_mix is not None:
+            from specband.batchmix import parse_batch_mix
+
+            parse_batch_mix(batch_mix)  # checked before anything is computed
         sweep = load_sweep(data, power_limit_w=power_limit)
 
         def progress(message: str) -> None:
@@ -97,6 +112,10 @@ def register(app: typer.Typer) -> None:
             progress=progress,
         )
         written = write_report(result, out_dir) if out_dir is not None else []
+        if schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
+            from specband.cli.schedule import evaluate_schedules_hook
+
+            written += evaluate_schedules_hook(sweep, holdout, algo, features, batch_mix, seed, n_bootstrap, out_dir, as_json)
         if as_json:
             typer.echo(json.dumps(result_to_json(result), indent=2))
             return

@@ -284,3 +284,46 @@ def schedule_for_launch(schedule: str, algo: str, models: Path | None, data: Pat
         "action": chain_action(sglang_initial_steps(entries)),
         "extra_args": flags[flags.index("--speculative-adaptive"):],
     }
+
+
+def evaluate_schedules_hook(
+    sweep: Any,
+    holdout: str,
+    algo: list[str] | None,
+    features: list[str] | None,
+    batch_mix: str | None,
+    seed: int,
+    n_bootstrap: int,
+    out_dir: Path | None,
+    to_stderr: bool = False,
+) -> list[Path]:
+    """``specband evaluate --schedules``: score schedules and batch-mix picks held out
+    (:func:`specband.evaluation.schedules.evaluate_schedules`), print the table (on stderr
+    when ``to_stderr``, e.g. beside ``--json``) and write ``schedules.json`` and
+    ``schedules.png`` into the report folder.
+
+    Returns:
+        the written paths (empty without ``out_dir``).
+    """
+    from rich.console import Console
+
+    from specband.batchmix import parse_batch_mix
+    from specband.dataset import FEATURE_KINDS
+    from specband.evaluation.schedules import (
+        evaluate_schedules,
+        render_schedule_table,
+        write_schedule_report,
+    )
+
+    result = evaluate_schedules(
+        sweep,
+        holdout=holdout,
+        algorithms=algo or None,
+        features=tuple(features) if features else FEATURE_KINDS,
+        mix=None if batch_mix is None else parse_batch_mix(batch_mix),
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+    )
+    stream = sys.stderr if to_stderr else sys.stdout
+    render_schedule_table(result, Console(stderr=to_stderr, width=None if stream.isatty() else 160))
+    return write_schedule_report(result, out_dir) if out_dir is not None else []
