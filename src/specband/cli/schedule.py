@@ -253,35 +253,25 @@ def schedule_for_launch(schedule: str, algo: str, models: Path | None, data: Pat
     Raises:
         ConfigError: an unreadable or invalid file, or a schedule that never speculates.
     """
+    from specband import schedule as sch
     from specband.errors import ConfigError
     from specband.fileio import write_text_atomic
-    from specband.schedule import (
-        chain_action,
-        check_sglang_adaptive_config,
-        load_scorer,
-        merge_tiers,
-        pick_chain_tiers,
-        read_sglang_adaptive_config,
-        sglang_adaptive_config,
-        sglang_initial_steps,
-        sglang_schedule_flags,
-    )
 
     if schedule == "auto":
-        obj = sglang_adaptive_config(merge_tiers(pick_chain_tiers(load_scorer(algo, models, data))))
-        entries = check_sglang_adaptive_config(obj)
+        obj = sch.sglang_adaptive_config(sch.merge_tiers(sch.pick_chain_tiers(sch.load_scorer(algo, models, data))))
+        entries = sch.check_sglang_adaptive_config(obj)
         path = AUTO_SCHEDULE_FILE
-        sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
+        sch.sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
         write_text_atomic(path, json.dumps(obj, indent=2) + "\n", error=ConfigError)
         _note(f"--schedule auto: wrote {algo}'s schedule to {path} (tiers {', '.join(map(str, sorted(entries)))})")
     else:
         path = Path(schedule)
-        entries = read_sglang_adaptive_config(path)
-    flags = sglang_schedule_flags(path, entries, None)
+        entries = sch.read_sglang_adaptive_config(path)
+    flags = sch.sglang_schedule_flags(path, entries, None)
     return {
         "path": path,
         "entries": entries,
-        "action": chain_action(sglang_initial_steps(entries)),
+        "action": sch.chain_action(sch.sglang_initial_steps(entries)),
         "extra_args": flags[flags.index("--speculative-adaptive"):],
     }
 

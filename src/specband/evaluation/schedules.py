@@ -173,6 +173,7 @@ def evaluate_schedules(
         IN_SAMPLE,
         _default_factory,
         _interval,
+        _modal,
         _observe,
         _usable,
         make_splits,
@@ -242,11 +243,6 @@ def _action_means(obs: Sequence[Any]) -> dict[int, float]:
     for o in obs:
         by_action[o.row.action_index].append(o.reward)
     return {a: float(np.mean(v)) for a, v in by_action.items()}
-
-
-def _modal(counts: Counter[int]) -> int:
-    best = max(counts.values())
-    return min(a for a, c in counts.items() if c == best)
 
 
 def _variant_configs(scores: Mapping[int, np.ndarray], weights: Mapping[int, float]) -> dict[str, dict[int, int]]:
