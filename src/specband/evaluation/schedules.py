@@ -203,8 +203,8 @@ def evaluate_schedules(
         for k in features:
             td = split.train.training_data(k, config)
             if best_fixed is not None and k == features[0]:
-                rows.append(ScheduleSplit(split.name, "all", _ORACLE, "best fixed", dict.fromkeys(weights, best_fixed),
-                                          *_value(dict.fromkeys(weights, best_fixed), weights, means)))  # fmt: skip
+                fixed = dict.fromkeys(weights, best_fixed)
+                rows.append(ScheduleSplit(split.name, "all", _ORACLE, "best fixed", fixed, *_value(fixed, weights, means)))
             for algo in algorithms:
                 if progress:
                     progress(f"schedules: fit {algo} ({k} features) on {split.name}")
@@ -230,11 +230,11 @@ def evaluate_schedules(
             bs: _modal(Counter(r.configs[bs] for r in group if bs in r.configs))
             for bs in sorted({bs for r in group for bs in r.configs})
         }
-        summaries.append(ScheduleSummary(k, algo, variant, _interval(values, alpha, n_bootstrap, seed),
-                                         len(group), len(values), configs))  # fmt: skip
+        value = _interval(values, alpha, n_bootstrap, seed)
+        summaries.append(ScheduleSummary(k, algo, variant, value, len(group), len(values), configs))
     summaries.sort(key=lambda s: (s.features, s.algorithm != _ORACLE, s.algorithm, VARIANTS.index(s.variant)))
-    return ScheduleEvaluation(kind, IN_SAMPLE if kind == "none" else HELD_OUT, None if mix is None else dict(mix),
-                              tuple(rows), tuple(summaries))  # fmt: skip
+    scored_on = IN_SAMPLE if kind == "none" else HELD_OUT
+    return ScheduleEvaluation(kind, scored_on, None if mix is None else dict(mix), tuple(rows), tuple(summaries))
 
 
 def _action_means(obs: Sequence[Any]) -> dict[int, float]:
@@ -284,12 +284,12 @@ def schedules_to_json(result: ScheduleEvaluation) -> dict[str, Any]:
             {"features": s.features, "algorithm": s.algorithm, "variant": s.variant, "value": _iv_json(s.value),
              "n_splits": s.n_splits, "n_measured": s.n_measured, "configs": configs(s.configs)}
             for s in result.summaries
-        ],  # fmt: skip
+        ],
         "splits": [
             {"split": r.split, "features": r.features, "algorithm": r.algorithm, "variant": r.variant,
              "configs": configs(r.configs), "value": r.value, "not_measured": list(r.not_measured)}
             for r in result.splits
-        ],  # fmt: skip
+        ],
     }
 
 
