@@ -278,7 +278,9 @@ def pick_chain_tiers(scorer: PolicyScorer, batch_sizes: Sequence[int] | None = N
     if not margin >= 0:
         raise ConfigError(f"--margin must be >= 0, got {margin}")
     sizes = sorted(set(batch_sizes or scorer.batch_sizes))
-    if not sizes or sizes[0] <= 0:
+    if not sizes:
+        raise ConfigError(f"{scorer.source} knows no measured batch size; pass --batch-sizes (or --data SWEEP)")
+    if sizes[0] <= 0:
         raise ConfigError(f"--batch-sizes must be positive integers, got {sizes}")
     picks = []
     for bs in sizes:

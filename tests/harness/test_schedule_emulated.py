@@ -117,6 +117,24 @@ def test_launch_schedule_dry_run_and_errors(run_cli, tmp_path):
     assert res.exit_code == 2 and "needs --draft" in res.stderr
 
 
+def test_sglangs_own_parser_takes_the_schedule_command_line(run_cli, tmp_path):
+    """The flags `launch --schedule` writes are sglang 0.5.23's own spellings and types."""
+    import argparse
+    import shlex
+
+    server_args = pytest.importorskip("sglang.srt.server_args")
+    cfg = tmp_path / "s.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 3]}, "8": {"candidate_steps": [0, 1]}}))
+    res = run_cli("launch", "--target", "m", "--draft", "d", "--schedule", cfg, "--max-running-requests", "48",
+                  "--device", "none", "--dry-run")  # fmt: skip
+    argv = shlex.split(res.stdout)
+    parser = argparse.ArgumentParser()
+    server_args.ServerArgs.add_cli_args(parser)
+    ns = parser.parse_args(argv[argv.index("--model-path"):])
+    assert (ns.speculative_adaptive, ns.speculative_adaptive_config, ns.max_running_requests) == (True, str(cfg), 48)
+    assert (ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens) == (1, 1, 2)
+
+
 def test_launch_schedule_starts_the_emulator_with_it(tmp_path: Path, port: int) -> None:
     cfg = tmp_path / "s.json"
     cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "8": {"candidate_steps": [1]}}))
