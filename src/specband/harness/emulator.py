@@ -587,7 +587,8 @@ class Engine:
         if self.adaptive is None:
             return self.launch.action
         steps = self.adaptive.steps_for(batch_size)
-        self.steps_by_batch_size.setdefault(batch_size, set()).add(steps)
+        with self.cond:  # internal_state() reads it from the HTTP threads
+            self.steps_by_batch_size.setdefault(batch_size, set()).add(steps)
         return chain_action(steps)
 
     def _die(self) -> None:
