@@ -201,7 +201,7 @@ def evaluate_schedules(
         common = set.intersection(*(set(m) for m in means.values()))
         best_fixed = _argmax({a: sum(w * means[bs][a] for bs, w in weights.items()) for a in common})
         for k in features:
-            td = split.train.training_data(k, config)
+            td = split.train.training_data(k, config)  # type: ignore[arg-type]
             if best_fixed is not None and k == features[0]:
                 fixed = dict.fromkeys(weights, best_fixed)
                 rows.append(ScheduleSplit(split.name, "all", _ORACLE, "best fixed", fixed, *_value(fixed, weights, means)))
