@@ -151,6 +151,7 @@ def register(app: typer.Typer) -> None:
                     extra = [*pick["extra_args"], *(["--max-running-requests", str(max_running_requests)] if max_running_requests else [])]
                     config = dataclasses.replace(config, extra_args=(*extra, *config.extra_args))
                 else:
+                    assert batch_size is not None  # checked above: --batch-size or --schedule
                     telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
                     pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
             action = tuple(pick["action"])
