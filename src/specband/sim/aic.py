@@ -145,7 +145,7 @@ def _step(rec: Any, where: str, source: str) -> ReferenceStep:
             draft=str(rec.get("draft", "")),
             kind=str(rec["kind"]),
             batch_size=int(rec["batch_size"]),
-            tokens=int(rec.get("tokens", rec["batch_size"])),
+            tokens=int(rec["tokens"] if "tokens" in rec else rec["batch_size"]),
             step_ms=float(rec["step_ms"]),
             source=source,
             num_draft_tokens=None if rec.get("num_draft_tokens") is None else int(rec["num_draft_tokens"]),
