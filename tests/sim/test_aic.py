@@ -103,6 +103,7 @@ def test_cli_report_against_aic_is_offline_and_prints_errors(run_cli) -> None:
     for name in ("h100-sxm", "h200"):
         assert f"{name} decode: median |error|" in out and "worst" in out
     assert out.count("[met]") == 3 and "MISSED" not in out
+    assert "h100-sxm power: UNMEASURED" in out and "h200 power: UNMEASURED" in out
     lines = [ln.split() for ln in out.splitlines() if ln.startswith("h200 ") and " decode " in ln]
     assert any(parts[1:3] == ["aic", "llama-3.1-8b-instruct"] and parts[4] == "16" for parts in lines)
 

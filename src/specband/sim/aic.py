@@ -265,11 +265,13 @@ class AicReport:
         comparisons: per profile name, its comparisons.
         targets: criterion -> (worst |error|, threshold, met).
         label: the reference's label (AIC version and date).
+        power_measured: per profile name, whether its power model was fitted to measured power.
     """
 
     comparisons: dict[str, list[StepComparison]]
     targets: dict[str, tuple[float, float, bool]] = field(default_factory=dict)
     label: str = ""
+    power_measured: dict[str, bool] = field(default_factory=dict)
 
 
 def _criteria(comparisons: dict[str, list[StepComparison]]) -> dict[str, tuple[float, float, bool]]:
@@ -308,10 +310,12 @@ def aic_report(
     data = load_aic_reference() if data is None else data
     chosen = list(profiles) if profiles else list(data.profiles)
     comparisons = {}
+    power = {}
     for prof in chosen:
         loaded = load_profile(prof)
         comparisons[loaded.name] = compare_profile(loaded, data)
-    return AicReport(comparisons, _criteria(comparisons), data.label)
+        power[loaded.name] = loaded.power_measured
+    return AicReport(comparisons, _criteria(comparisons), data.label, power)
 
 
 def _summary_line(label: str, rows: Sequence[StepComparison]) -> str:
@@ -339,6 +343,9 @@ def format_aic_report(report: AicReport) -> str:
         for kind in _KINDS:
             lines.append(_summary_line(f"{name} {kind}", [c for c in rows if c.reference.kind == kind]))
         lines.append(_summary_line(f"{name} all", rows))
+        if not report.power_measured.get(name, True):
+            lines.append(f"  {name} power: UNMEASURED (no measured power was fitted; simulated rows carry "
+                         "power_measured: false and power_w_range, see specband.sim.power)")
         lines.append("")
     if report.targets:
         lines.append("targets (issue 13):")
