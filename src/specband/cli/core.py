@@ -134,6 +134,7 @@ def register(app: typer.Typer) -> None:
             f"features={features}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
         )
         _print_picks(rows)
+        _print_power_label(sweep.rows)
 
     @app.command("recommend")
     def recommend_command(
@@ -347,6 +348,16 @@ def recommend_pick(
         "kwargs": server_args_kwargs(action, draft_model),
         "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
     }
+
+
+def _print_power_label(rows: Any) -> None:
+    """Label the printed band figures when the rows' power rests on no measurement
+    (:func:`specband.sim.power.unmeasured_power_note`)."""
+    from specband.sim.power import unmeasured_power_note
+
+    label = unmeasured_power_note(rows)
+    if label:
+        typer.echo(label)
 
 
 def _print_picks(rows: list[Any]) -> None:

@@ -117,8 +117,17 @@ def register(app: typer.Typer) -> None:
 
             written += evaluate_schedules_hook(sweep, holdout, algo, features, batch_mix, seed, n_bootstrap, out_dir, as_json)
         if as_json:
-            typer.echo(json.dumps(result_to_json(result), indent=2))
+            from specband.sim.power import unmeasured_power_note
+
+            payload = result_to_json(result)
+            label = unmeasured_power_note(sweep.rows)
+            if label:
+                payload = {**payload, "power_unmeasured": label}
+            typer.echo(json.dumps(payload, indent=2))
             return
         render_tables(result)
+        from specband.cli.core import _print_power_label
+
+        _print_power_label(sweep.rows)
         for path in written:
             typer.echo(f"wrote {path}")
