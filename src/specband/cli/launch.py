@@ -23,6 +23,8 @@ from typing import Optional
 
 import typer
 
+from specband.limits import MAX_BATCH_SIZE
+
 
 def register(app: typer.Typer) -> None:
     """Add ``launch`` to ``app``."""
@@ -34,7 +36,7 @@ def register(app: typer.Typer) -> None:
             None, "--draft", help="EAGLE3 draft model path or id (needed unless the pick is the baseline).", metavar="MODEL"
         ),
         batch_size: int = typer.Option(
-            ..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests).", metavar="N"
+            ..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests).", max=MAX_BATCH_SIZE, metavar="N"
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(

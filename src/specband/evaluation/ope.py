@@ -41,6 +41,7 @@ import numpy as np
 
 from specband.actions import NUM_ACTIONS
 from specband.errors import ConfigError, DataError
+from specband.limits import is_number
 
 __all__ = [
     "DEFAULT_N_BOOTSTRAP",
@@ -108,7 +109,7 @@ class Interval:
 
 
 def _check_bootstrap_args(alpha: float, n_bootstrap: int) -> None:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
+    if not is_number(alpha) or not 0.0 < alpha < 1.0:
         raise ConfigError(f"alpha must be in (0, 1), got {alpha!r}")
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 1:
         raise ConfigError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from specband.actions import Action, validate_action
 from specband.errors import ConfigError
+from specband.limits import is_int
 from specband.sim.accept import accept_length
 from specband.sim.base import RunPrediction
 from specband.sim.hfconfig import ModelSpec, rope_mismatch
@@ -177,7 +178,7 @@ class SpeculativeDecodingModel:
             ConfigError: batch size < 1.
             InvalidActionError: a bad action.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not is_int(batch_size) or batch_size < 1:
             raise ConfigError(f"batch size must be an integer >= 1, got {batch_size!r}")
         steps, topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
         p = self.profile
