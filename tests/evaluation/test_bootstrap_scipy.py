@@ -42,7 +42,9 @@ def _hand_percentile_bootstrap(values, weights, alpha, n_bootstrap, seed, block=
         (3000, False, 0.05, 1000, 5),  # more than one index block: scipy's batches draw the same
     ],
 )
-def test_scipy_bounds_equal_the_hand_bootstrap(n: int, with_weights: bool, alpha: float, n_bootstrap: int, seed: int) -> None:
+def test_scipy_bounds_equal_the_hand_bootstrap(
+    n: int, with_weights: bool, alpha: float, n_bootstrap: int, seed: int
+) -> None:
     data = np.random.default_rng(100 + n)
     values = data.normal(0.5, 0.2, n)
     weights = None

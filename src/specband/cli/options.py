@@ -23,6 +23,7 @@ def check_batch_size_list(value: str) -> str:
         digits = part.lstrip("+")
         if digits.isdigit() and (len(digits) > len(str(MAX_BATCH_SIZE)) or int(digits) > MAX_BATCH_SIZE):
             raise typer.BadParameter(
-                f"batch size {part} is above {MAX_BATCH_SIZE}, the largest specband accepts (specband.limits.MAX_BATCH_SIZE)"
+                f"batch size {part} is above {MAX_BATCH_SIZE}, the largest specband accepts "
+                "(specband.limits.MAX_BATCH_SIZE)"
             )
     return value
