@@ -38,12 +38,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from specband.actions import NUM_ACTIONS, REFERENCE_INDEX
-from specband.dataset import FEATURE_KINDS, Sweep, SweepRow, TrainingData
+from specband.dataset import FEATURE_KINDS, FeatureKind, Sweep, SweepRow, TrainingData
 from specband.errors import ConfigError, DataError
 from specband.evaluation.ope import (
     DEFAULT_N_BOOTSTRAP,
@@ -463,7 +463,7 @@ class _Fits:
 
 def _check_settings(
     algorithms: Sequence[str] | None, features: Sequence[str], alpha: float, n_bootstrap: int
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
+) -> tuple[tuple[str, ...], tuple[FeatureKind, ...]]:
     """The algorithms (default: all eight) and feature kinds, each once, in order.
 
     Raises:
@@ -487,14 +487,14 @@ def _check_settings(
         raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
     if n_bootstrap < 1:
         raise ConfigError(f"n_bootstrap must be a positive integer, got {n_bootstrap}")
-    return tuple(dict.fromkeys(algorithms)), kinds
+    return tuple(dict.fromkeys(algorithms)), cast("tuple[FeatureKind, ...]", kinds)
 
 
 def _plan_splits(
     data: Sweep,
     splits: Sequence[Split],
     kind: str,
-    features: Sequence[str],
+    features: Sequence[FeatureKind],
     config: RewardConfig,
     batch_sizes: Sequence[int] | None,
 ) -> _SplitPlan:
@@ -561,7 +561,7 @@ def _fit_policies(
     return fits
 
 
-def _identical_kinds(plan: _SplitPlan, features: Sequence[str]) -> dict[str, str | None]:
+def _identical_kinds(plan: _SplitPlan, features: Sequence[FeatureKind]) -> dict[str, str | None]:
     """Feature kind -> the earlier kind whose training and held-out states are the same
     (``None`` when none is)."""
     identical: dict[str, str | None] = dict.fromkeys(features)
@@ -593,7 +593,7 @@ def _held_out_context(split: str, obs: Sequence[_Obs]) -> _HeldOutContext:
 
 
 def _off_policy_rounds(
-    obs: Sequence[_Obs], kind: str, training: TrainingData, policy: Policy
+    obs: Sequence[_Obs], kind: FeatureKind, training: TrainingData, policy: Policy
 ) -> dict[str, np.ndarray]:
     """The off-policy rounds of one split for one policy: every held-out row at a scored
     batch size, with the policy's pick from the row's own state and the reward model.
@@ -629,12 +629,14 @@ def _batch_size_context(
         if c.reference_obs
     ]
     all_rows = [o.row for c in held_out for o in plan.obs[c.split][bs]]
+    oracle_reward = interval([o.reward for o in oracle_obs])
+    assert oracle_reward is not None  # the oracle has rows in every split that scores this batch size
     return BatchSizeContext(
         batch_size=bs,
         splits=tuple(c.split for c in held_out),
         oracle=_modal(oracle_counts),
         oracles=dict(sorted(oracle_counts.items())),
-        oracle_reward=interval([o.reward for o in oracle_obs]),
+        oracle_reward=oracle_reward,
         oracle_utilization=interval([o.utilization for o in oracle_obs]),
         reference_reward=interval([o.reward for o in ref_obs]),
         reference_regret=interval(ref_regret),
@@ -645,7 +647,7 @@ def _batch_size_context(
 
 
 def _split_pick(
-    split: str, bs: int, obs: Sequence[_Obs], kind: str, training: TrainingData, policy: Policy, oracle: int
+    split: str, bs: int, obs: Sequence[_Obs], kind: FeatureKind, training: TrainingData, policy: Policy, oracle: int
 ) -> tuple[SplitPick, list[_Obs]]:
     """A policy's pick in one split at one batch size, from the mean held-out state, scored
     on the held-out rows that ran it, else estimated by doubly robust.
@@ -733,7 +735,7 @@ def _off_policy_values(
 
 
 def _evaluate_kind(
-    k: str,
+    k: FeatureKind,
     data: Sweep,
     splits: Sequence[Split],
     plan: _SplitPlan,
@@ -849,7 +851,7 @@ def evaluate(
         )
     fits = _fit_policies(plan, splits, kind, algorithms, features, policy_factory or _default_factory, seed, progress)
     identical = _identical_kinds(plan, features)
-    results = {
+    results: dict[str, FeatureResult] = {
         k: _evaluate_kind(k, data, splits, plan, fits, algorithms, config, alpha, n_bootstrap, seed, identical[k])
         for k in features
     }
