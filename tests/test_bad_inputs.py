@@ -232,3 +232,12 @@ def test_no_hand_written_bool_int_checks_are_left() -> None:
         if pattern.search(line)
     ]
     assert found == []
+
+
+def test_every_policy_config_refuses_a_seed_above_the_bound() -> None:
+    from specband.errors import ConfigError
+    from specband.policies import ALGORITHMS, create_policy
+
+    for name in ALGORITHMS:
+        with pytest.raises(ConfigError, match=f"seed must be an integer in \\[0, {MAX_SEED}\\], got {MAX_SEED + 1}"):
+            create_policy(name, seed=MAX_SEED + 1)

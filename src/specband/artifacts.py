@@ -139,10 +139,6 @@ def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
     return out
 
 
-#: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
-#: module free of NumPy at import).
-
-
 def check_gpu_state(temp_c: float, mem_used_mb: float, util_pct: float, *, option: str = "state") -> None:
     """Check a user-given GPU state before it becomes a decision state.
 
@@ -166,6 +162,8 @@ def check_gpu_state(temp_c: float, mem_used_mb: float, util_pct: float, *, optio
             raise ConfigError(f"{option}: {name} {problem}")
 
 
+#: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
+#: module free of NumPy at import).
 FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
 # state scales and fills of the contract (docs/FACTS.md §1; :func:`specband.dataset.state_vector`)
 _SCALES = (8.0, 100.0, 8192.0, 100.0)
@@ -315,7 +313,7 @@ class Manifest:
         if features not in FEATURE_KINDS:
             raise bad(f"'features' must be one of {FEATURE_KINDS}, got {features!r}")
         seed = obj.get("seed")
-        if seed is not None and (not is_int(seed)):
+        if seed is not None and not is_int(seed):
             raise bad(f"'seed' must be an integer or null, got {seed!r}")
         algos = obj.get("algorithms", {})
         if not isinstance(algos, (dict, list)):

@@ -31,7 +31,7 @@ import numpy as np
 from specband.actions import ACTIONS, NUM_ACTIONS
 from specband.dataset import BATCH_SIZE_SCALE, TrainingData
 from specband.errors import ArtifactError, ConfigError
-from specband.limits import is_finite_number, is_int
+from specband.limits import MAX_SEED, is_finite_number, is_int
 from specband.policies.files import (
     SIDECAR_FILE,
     nearest_batch_size,
@@ -78,8 +78,8 @@ class PolicyConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not is_int(self.seed) or self.seed < 0:
-            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if not is_int(self.seed) or not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"seed must be an integer in [0, {MAX_SEED}], got {self.seed!r}")
 
     @classmethod
     def build(cls: type[_C], seed: int = 0, **overrides: Any) -> _C:
