@@ -6,13 +6,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_dataset import small_sweep
 
 from specband.dataset import load_sweep
 from specband.errors import DataError, one_line
-from specband.limits import MAX_BATCH_SIZE, MAX_SEED, is_finite_number, is_int, is_number
+from specband.limits import (
+    MAX_BATCH_SIZE,
+    MAX_SEED,
+    is_finite_number,
+    is_int,
+    is_number,
+)
 
 
 def _one_error_line(stderr: str) -> str:
@@ -32,7 +39,9 @@ def _one_error_line(stderr: str) -> str:
         ("gpu_util_pct_before", 250.0, "must be a number in [0, 100], got 250.0 (GPU utilisation"),
     ],
 )
-def test_a_state_value_outside_its_physical_range_is_refused_on_loading(write_jsonl, field, value, expected) -> None:  # type: ignore[no-untyped-def]
+def test_a_state_value_outside_its_physical_range_is_refused_on_loading(
+    write_jsonl: Any, field: Any, value: Any, expected: Any
+) -> None:
     rows = small_sweep()
     rows[2][field] = value
     path = write_jsonl(rows)
@@ -42,7 +51,9 @@ def test_a_state_value_outside_its_physical_range_is_refused_on_loading(write_js
     assert expected in str(exc.value)
 
 
-def test_train_on_a_1e300_temperature_is_one_line_not_a_nan_network(run_cli, write_jsonl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_train_on_a_1e300_temperature_is_one_line_not_a_nan_network(
+    run_cli: Any, write_jsonl: Any, tmp_path: Path
+) -> None:
     rows = small_sweep()
     rows[1]["gpu_temp_c_before"] = 1e300
     path = write_jsonl(rows)
@@ -53,7 +64,7 @@ def test_train_on_a_1e300_temperature_is_one_line_not_a_nan_network(run_cli, wri
 
 
 # ------------------------------------------------------------ --seed
-def test_train_seed_above_what_scikit_learn_takes_is_a_usage_error(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_train_seed_above_what_scikit_learn_takes_is_a_usage_error(run_cli: Any, tmp_path: Path) -> None:
     res = run_cli("train", "--seed", str(MAX_SEED + 1), "--out", tmp_path / "m", "--algo", "gbt")
     assert res.exit_code == 2
     line = _one_error_line(res.stderr)
@@ -61,7 +72,7 @@ def test_train_seed_above_what_scikit_learn_takes_is_a_usage_error(run_cli, tmp_
     assert not (tmp_path / "m").exists()
 
 
-def test_train_at_the_largest_seed_trains_every_seeded_algorithm(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_train_at_the_largest_seed_trains_every_seeded_algorithm(run_cli: Any, tmp_path: Path) -> None:
     res = run_cli("train", "--seed", str(MAX_SEED), "--out", tmp_path / "m",
                   "--algo", "gbt", "--algo", "thompson_sampling", "--algo", "mlp_bandit")  # fmt: skip
     assert res.exit_code == 0, res.stderr
@@ -69,13 +80,13 @@ def test_train_at_the_largest_seed_trains_every_seeded_algorithm(run_cli, tmp_pa
 
 
 @pytest.mark.parametrize("command", ["evaluate", "simulate"])
-def test_other_seeds_have_the_same_bound(run_cli, command: str) -> None:  # type: ignore[no-untyped-def]
+def test_other_seeds_have_the_same_bound(run_cli: Any, command: str) -> None:
     res = run_cli(command, "--seed", str(MAX_SEED + 1))
     assert res.exit_code == 2 and "Invalid value for '--seed'" in _one_error_line(res.stderr)
 
 
 # ------------------------------------------------------------ the assumed 80 W limit
-def _rows_without_limit(**extra) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+def _rows_without_limit(**extra: Any) -> list[dict]:
     rows = small_sweep()
     for row in rows:
         row.pop("power_limit_watts", None)
@@ -83,7 +94,9 @@ def _rows_without_limit(**extra) -> list[dict]:  # type: ignore[no-untyped-def,t
     return rows
 
 
-def test_rows_from_another_gpu_without_a_power_limit_need_power_limit(run_cli, write_jsonl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_rows_from_another_gpu_without_a_power_limit_need_power_limit(
+    run_cli: Any, write_jsonl: Any, tmp_path: Path
+) -> None:
     path = write_jsonl(_rows_without_limit(hardware="NVIDIA H100 80GB HBM3"))
     res = run_cli("train", path, "--out", tmp_path / "m", "--algo", "lookup_table")
     assert res.exit_code == 2
@@ -97,14 +110,16 @@ def test_rows_from_another_gpu_without_a_power_limit_need_power_limit(run_cli, w
     assert json.loads((tmp_path / "m" / "specband.json").read_text())["power_limit_w"] == 700.0
 
 
-def test_rows_drawing_more_than_80_w_without_a_limit_need_power_limit(write_jsonl) -> None:  # type: ignore[no-untyped-def]
+def test_rows_drawing_more_than_80_w_without_a_limit_need_power_limit(write_jsonl: Any) -> None:
     rows = _rows_without_limit(hardware=None)
     rows[1]["avg_power_watts"] = 350.0
     with pytest.raises(DataError, match=r":2: field 'avg_power_watts': is 350 W, above the assumed 80 W limit"):
         load_sweep(write_jsonl(rows))
 
 
-def test_rows_of_the_study_card_without_a_limit_say_the_limit_used(run_cli, write_jsonl, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_rows_of_the_study_card_without_a_limit_say_the_limit_used(
+    run_cli: Any, write_jsonl: Any, tmp_path: Path
+) -> None:
     path = write_jsonl(_rows_without_limit())  # hardware RTX4060_Laptop, 70-77 W
     sweep = load_sweep(path)
     assert sweep.energy_measured and sweep.power_limit_assumed
@@ -116,14 +131,14 @@ def test_rows_of_the_study_card_without_a_limit_say_the_limit_used(run_cli, writ
            "assumed 80 W limit of the study's RTX 4060 Laptop (--power-limit W gives another)" in res.stderr
 
 
-def test_rows_without_energy_still_say_throughput_alone(write_jsonl) -> None:  # type: ignore[no-untyped-def]
+def test_rows_without_energy_still_say_throughput_alone(write_jsonl: Any) -> None:
     sweep = load_sweep(write_jsonl(_rows_without_limit(avg_power_watts=None)))
     assert not sweep.energy_measured and not sweep.power_limit_assumed
     assert sweep.energy_note() is not None and "throughput alone" in str(sweep.energy_note())
 
 
 # ------------------------------------------------------------ file names and files
-def test_a_newline_in_a_data_path_stays_on_the_error_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_newline_in_a_data_path_stays_on_the_error_line(run_cli: Any, tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl\nerror: everything is fine"
     path.write_text("not json\n")
     res = run_cli("train", path, "--out", tmp_path / "m")
@@ -138,7 +153,7 @@ def test_one_line_escapes_control_characters_only() -> None:
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
-def test_dev_zero_as_data_is_one_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dev_zero_as_data_is_one_line(run_cli: Any, tmp_path: Path) -> None:
     res = run_cli("train", "/dev/zero", "--out", tmp_path / "m")
     assert res.exit_code == 2
     assert _one_error_line(res.stderr) == (
@@ -162,7 +177,7 @@ def test_a_file_over_the_size_bound_is_refused_before_reading(tmp_path: Path) ->
 
 
 # ------------------------------------------------------------ one batch-size bound
-def test_a_row_above_the_batch_size_bound_is_refused(write_jsonl) -> None:  # type: ignore[no-untyped-def]
+def test_a_row_above_the_batch_size_bound_is_refused(write_jsonl: Any) -> None:
     rows = small_sweep()
     rows[0]["batch_size"] = MAX_BATCH_SIZE + 1
     with pytest.raises(DataError, match=f"field 'batch_size': must be > 0 and <= {MAX_BATCH_SIZE}"):
@@ -178,7 +193,7 @@ def test_a_row_above_the_batch_size_bound_is_refused(write_jsonl) -> None:  # ty
         ["recommend", "-b", str(MAX_BATCH_SIZE + 1)],
     ],
 )
-def test_batch_sizes_above_the_bound_are_usage_errors_everywhere(run_cli, tmp_path: Path, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_batch_sizes_above_the_bound_are_usage_errors_everywhere(run_cli: Any, tmp_path: Path, args: list[str]) -> None:
     os.chdir(tmp_path)
     res = run_cli(*args)
     assert res.exit_code == 2
@@ -188,7 +203,7 @@ def test_batch_sizes_above_the_bound_are_usage_errors_everywhere(run_cli, tmp_pa
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
-def test_simulate_at_the_bound_writes_a_file_train_accepts(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_simulate_at_the_bound_writes_a_file_train_accepts(run_cli: Any, tmp_path: Path) -> None:
     out = tmp_path / "sim.jsonl"
     res = run_cli("simulate", "--batch-sizes", f"1,{MAX_BATCH_SIZE}", "--repeats", "1", "--out", out)
     assert res.exit_code == 0, res.stderr
@@ -216,7 +231,7 @@ def test_the_simulator_api_has_the_same_bound() -> None:
         (None, False, False, False),
     ],
 )
-def test_is_int_is_number_is_finite_number(value, integer: bool, number: bool, finite: bool) -> None:  # type: ignore[no-untyped-def]
+def test_is_int_is_number_is_finite_number(value: Any, integer: bool, number: bool, finite: bool) -> None:
     assert (is_int(value), is_number(value), is_finite_number(value)) == (integer, number, finite)
 
 

@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 from specband.actions import ACTIONS, NUM_ACTIONS, REFERENCE_INDEX
 from specband.errors import ArtifactError, ConfigError
-from specband.limits import GPU_MEM_MAX_MB, GPU_TEMP_RANGE_C, GPU_UTIL_RANGE_PCT, is_finite_number, is_int, out_of_range
+from specband.limits import (
+    GPU_MEM_MAX_MB,
+    GPU_TEMP_RANGE_C,
+    GPU_UTIL_RANGE_PCT,
+    is_finite_number,
+    is_int,
+    out_of_range,
+)
 from specband.policies import ALGORITHMS, policy_class
 from specband.policies.files import nearest_batch_size, read_json, write_json_atomic
 

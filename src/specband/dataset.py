@@ -45,7 +45,14 @@ import numpy as np
 
 from specband.actions import ACTIONS, NUM_ACTIONS, Action, action_index
 from specband.errors import DataError, InvalidActionError
-from specband.limits import MAX_BATCH_SIZE, MAX_DATA_FILE_BYTES, STATE_FIELD_RANGES, is_int, is_number, out_of_range
+from specband.limits import (
+    MAX_BATCH_SIZE,
+    MAX_DATA_FILE_BYTES,
+    STATE_FIELD_RANGES,
+    is_int,
+    is_number,
+    out_of_range,
+)
 from specband.reward import RewardConfig, RewardParts, compute_reward
 
 __all__ = [
@@ -338,16 +345,21 @@ class Sweep:
         ``avg_power_watts`` but no ``power_limit_watts``, and no override was given."""
         return self.power_limit_w is None and any(_assumes_limit(r) for r in self.rows if r.trainable)
 
-    def energy_note(self, config: RewardConfig = RewardConfig()) -> str | None:
+    def energy_note(self, config: RewardConfig | None = None) -> str | None:
         """The sentence a command prints about how energy enters the rewards, or ``None``
-        when every row carries its own power limit (or the user gave one)."""
+        when every row carries its own power limit (or the user gave one).
+
+        Args:
+            config: reward constants, for the assumed limit (default: :class:`RewardConfig`'s 80 W).
+        """
         if not self.energy_measured:
             return f"{self.path or '<data>'}: no energy was measured; rewards come from throughput alone"
         if self.power_limit_assumed:
+            assumed_w = (config or RewardConfig()).power_limit_w
             return (
                 f"{self.path or '<data>'}: rows give avg_power_watts but no power_limit_watts; energy "
-                f"utilisation uses the assumed {config.power_limit_w:g} W limit of the study's RTX 4060 "
-                "Laptop (--power-limit W gives another)"
+                f"utilisation uses the assumed {assumed_w:g} W limit of the study's RTX 4060 Laptop "
+                "(--power-limit W gives another)"
             )
         return None
 
@@ -621,9 +633,11 @@ def _check_assumed_power_limit(rows: Sequence[SweepRow], path: str | Path | None
         hardware = row.raw.get("hardware") if isinstance(row.raw, dict) else None
         key = "".join(ch for ch in str(hardware).lower() if ch.isalnum())
         if hardware is not None and key not in _ASSUMED_LIMIT_HARDWARE:
-            field_name, why = "hardware", f"is {hardware!r}, not the RTX 4060 Laptop whose {assumed_w:g} W limit is assumed"
+            field_name = "hardware"
+            why = f"is {hardware!r}, not the RTX 4060 Laptop whose {assumed_w:g} W limit is assumed"
         elif row.avg_power_watts is not None and row.avg_power_watts > assumed_w:
-            field_name, why = "avg_power_watts", f"is {row.avg_power_watts:g} W, above the assumed {assumed_w:g} W limit"
+            field_name = "avg_power_watts"
+            why = f"is {row.avg_power_watts:g} W, above the assumed {assumed_w:g} W limit"
         else:
             continue
         raise DataError(

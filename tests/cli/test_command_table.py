@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from typer.main import get_command
@@ -15,7 +16,7 @@ from specband.cli import COMMANDS, FAST_COMMANDS, build_app
 from specband.cli.plain_options import parse_plain
 
 
-def _commands(app) -> set[str]:  # type: ignore[no-untyped-def]
+def _commands(app: Any) -> set[str]:
     return set(get_command(app).commands)  # type: ignore[attr-defined]
 
 
@@ -27,12 +28,12 @@ def test_the_table_names_every_registered_command_and_its_module() -> None:
         assert all(COMMANDS[other] == module for other in registered), (name, registered)
 
 
-def test_an_unknown_command_registers_all_and_typer_says_so(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_command_registers_all_and_typer_says_so(run_cli: Any) -> None:
     res = run_cli("no-such-command")
     assert res.exit_code == 2 and "No such command 'no-such-command'" in res.stderr
 
 
-def _recommend():  # type: ignore[no-untyped-def]
+def _recommend() -> Any:
     return get_command(build_app("recommend")).commands["recommend"]  # type: ignore[attr-defined]
 
 
@@ -83,7 +84,7 @@ def test_anything_unusual_is_left_to_typer(args: list[str]) -> None:
         ["--help"],
     ],
 )
-def test_the_fast_path_prints_exactly_what_typer_prints(run_cli, monkeypatch, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_the_fast_path_prints_exactly_what_typer_prints(run_cli: Any, monkeypatch: Any, args: list[str]) -> None:
     fast = run_cli("recommend", *args)
     monkeypatch.setattr(specband.cli, "FAST_COMMANDS", frozenset())
     typer_only = run_cli("recommend", *args)
@@ -106,7 +107,9 @@ print('LOADED', loaded, sorted(m for m in sys.modules if m.startswith('specband.
 """
 
 
-def test_a_cold_recommend_imports_no_pydantic_and_no_other_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    proc = subprocess.run([sys.executable, "-c", COLD], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+def test_a_cold_recommend_imports_no_pydantic_and_no_other_command(tmp_path: Any) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", COLD], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "LOADED [] ['specband.cli.core', 'specband.cli.plain_options']"

@@ -3,13 +3,17 @@ those of the hand-written percentile bootstrap it replaced, draw for draw."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from specband.evaluation.ope import bootstrap_interval
 
 
-def _hand_percentile_bootstrap(values, weights, alpha, n_bootstrap, seed, block=2_000_000):  # type: ignore[no-untyped-def]
+def _hand_percentile_bootstrap(
+    values: Any, weights: Any, alpha: Any, n_bootstrap: Any, seed: Any, block: Any = 2_000_000
+) -> Any:
     """The replaced implementation (specband before issue 12), kept here as the reference:
     index blocks of rng.integers(0, n, (rows, n)), sums per column, resamples with a zero
     denominator dropped, np.percentile, the estimate clamped inside."""

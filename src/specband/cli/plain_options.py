@@ -105,7 +105,7 @@ def parse_plain(command: Any, args: list[str]) -> dict[str, Any] | None:
                 values[param.name] = param.default
             else:
                 texts = [raw] if param.nargs == 1 else raw
-                converted = [_convert(t, k) for t, k in zip(texts, kinds[param.name])]
+                converted = [_convert(t, k) for t, k in zip(texts, kinds[param.name], strict=True)]
                 low, high = _bounds(param)
                 if any((low is not None and v < low) or (high is not None and v > high) for v in converted):
                     return None
