@@ -27,7 +27,6 @@ The module imports NumPy only inside the functions that need it, so reading a ma
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
 import struct
@@ -40,6 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 from specband.actions import ACTIONS, NUM_ACTIONS, REFERENCE_INDEX
 from specband.errors import ArtifactError, ConfigError
+from specband.limits import (
+    GPU_MEM_MAX_MB,
+    GPU_TEMP_RANGE_C,
+    GPU_UTIL_RANGE_PCT,
+    is_finite_number,
+    is_int,
+    out_of_range,
+)
 from specband.policies import ALGORITHMS, policy_class
 from specband.policies.files import nearest_batch_size, read_json, write_json_atomic
 
@@ -139,14 +146,6 @@ def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
     return out
 
 
-#: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
-#: module free of NumPy at import).
-#: Plausible ranges of the GPU readings a user may give for a decision (C, MB, %).
-GPU_TEMP_RANGE_C = (-40.0, 150.0)
-GPU_MEM_MAX_MB = 16.0 * 1024 * 1024
-GPU_UTIL_RANGE_PCT = (0.0, 100.0)
-
-
 def check_gpu_state(temp_c: float, mem_used_mb: float, util_pct: float, *, option: str = "state") -> None:
     """Check a user-given GPU state before it becomes a decision state.
 
@@ -165,10 +164,13 @@ def check_gpu_state(temp_c: float, mem_used_mb: float, util_pct: float, *, optio
         ("UTIL_PCT", util_pct, *GPU_UTIL_RANGE_PCT),
     )
     for name, value, low, high in checks:
-        if not (math.isfinite(value) and low <= value <= high):
-            raise ConfigError(f"{option}: {name} must be a number in [{low:.10g}, {high:.10g}], got {value}")
+        problem = out_of_range(value, low, high)
+        if problem is not None:
+            raise ConfigError(f"{option}: {name} {problem}")
 
 
+#: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
+#: module free of NumPy at import).
 FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
 # state scales and fills of the contract (docs/FACTS.md §1; :func:`specband.dataset.state_vector`)
 _SCALES = (8.0, 100.0, 8192.0, 100.0)
@@ -318,7 +320,7 @@ class Manifest:
         if features not in FEATURE_KINDS:
             raise bad(f"'features' must be one of {FEATURE_KINDS}, got {features!r}")
         seed = obj.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        if seed is not None and not is_int(seed):
             raise bad(f"'seed' must be an integer or null, got {seed!r}")
         algos = obj.get("algorithms", {})
         if not isinstance(algos, (dict, list)):
@@ -350,7 +352,7 @@ class Manifest:
                 raise bad(f"'batch_sizes.{key}' must be an object")
             idx = entry.get("allowed", [])
             if not isinstance(idx, list) or not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < NUM_ACTIONS for i in idx
+                is_int(i) and 0 <= i < NUM_ACTIONS for i in idx
             ):
                 raise bad(f"'batch_sizes.{key}.allowed' must be action indices in 0..{NUM_ACTIONS - 1}")
             if idx:
@@ -378,7 +380,7 @@ class Manifest:
 
 
 def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    return is_finite_number(value)
 
 
 def _index_map(value: Any, kind: type, bad: Callable[[str], ArtifactError], where: str) -> dict[int, Any]:

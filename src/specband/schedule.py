@@ -50,6 +50,7 @@ import numpy as np
 
 from specband.actions import ACTIONS, NUM_ACTIONS, Action
 from specband.errors import ConfigError
+from specband.limits import is_int
 
 __all__ = [
     "CHAIN_INDICES",
@@ -381,7 +382,7 @@ def check_sglang_adaptive_config(obj: Any, where: str = "adaptive config") -> di
         if not (
             isinstance(steps, list)
             and steps
-            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps)
+            and all(is_int(s) and s >= 0 for s in steps)
         ):
             raise ConfigError(f"{where}: tier {key!r}: candidate_steps must be a non-empty list of ints >= 0, got {steps!r}")
         entries[int(key)] = {**defaults, **entry}
@@ -593,14 +594,14 @@ def check_vllm_schedule(schedule: Any, num_speculative_tokens: Any) -> list[tupl
     Raises:
         ConfigError: the rule broken, in vLLM's terms.
     """
-    if isinstance(num_speculative_tokens, bool) or not isinstance(num_speculative_tokens, int) or num_speculative_tokens <= 0:
+    if not is_int(num_speculative_tokens) or num_speculative_tokens <= 0:
         raise ConfigError(f"num_speculative_tokens must be an int > 0, got {num_speculative_tokens!r}")
     if not isinstance(schedule, list) or not schedule:
         raise ConfigError("num_speculative_tokens_per_batch_size must be a non-empty list of [start, end, K]")
     parsed = []
     for entry in schedule:
         if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in entry
+            is_int(v) for v in entry
         ):
             raise ConfigError(f"each entry must be [start, end, K] with ints, got {entry!r}")
         start, end, k = entry

@@ -237,7 +237,8 @@ def test_recommend_baseline_only(run_cli, write_jsonl, published_records, tmp_pa
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-b", "0"], "--batch-size must be > 0"),
+        (["-b", "0"], "Invalid value for '--batch-size' / '-b': Input should be greater than or equal to 1"),
+        (["-b", "1048577"], "Invalid value for '--batch-size' / '-b': Input should be less than or equal to 1048576"),
         (["-b", "4", "--format", "yaml"], "--format must be 'flags' or 'json'"),
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["-b", "4", "--models", "/nonexistent/models"], "no such artifact folder"),

@@ -14,12 +14,16 @@ from typing import Any, Optional
 
 import typer
 
+from specband.limits import MAX_BATCH_SIZE, MAX_SEED
+
 #: Default artifact folder of ``specband train``.
 DEFAULT_MODELS_DIR = "specband-models"
 
 
 def _note(message: str) -> None:
-    print(f"note: {message}", file=sys.stderr)
+    from specband.errors import one_line
+
+    print(f"note: {one_line(message)}", file=sys.stderr)
 
 
 def _fmt(value: float | None) -> str:
@@ -88,7 +92,9 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="W",
         ),
-        seed: int = typer.Option(0, "--seed", help="Training seed (same seed, same artifacts).", min=0, metavar="N"),
+        seed: int = typer.Option(
+            0, "--seed", help="Training seed (same seed, same artifacts).", min=0, max=MAX_SEED, metavar="N"
+        ),
         features: str = typer.Option(
             "pre",
             "--features",
@@ -115,8 +121,9 @@ def register(app: typer.Typer) -> None:
 
         names = validate_algorithms(algo)
         sweep = load_sweep(data, power_limit_w=check_power_limit_w(power_limit))
-        if not sweep.energy_measured:
-            _note(f"{sweep.path}: no energy was measured; rewards come from throughput alone")
+        energy_note = sweep.energy_note()
+        if energy_note is not None:
+            _note(energy_note)
         training = sweep.training_data(features)  # type: ignore[arg-type]
         start = time.perf_counter()
         policies = train_policies(training, names, seed=seed)
@@ -139,8 +146,14 @@ def register(app: typer.Typer) -> None:
     @app.command("recommend")
     def recommend_command(
         batch_size: int | None = typer.Option(
-            None, "--batch-size", "-b", help="Concurrent requests (--max-running-requests). Required unless "
-            "--batch-mix or --batch-mix-from is given.", show_default=False, metavar="N"
+            None,
+            "--batch-size",
+            "-b",
+            help="Concurrent requests (--max-running-requests). Required unless --batch-mix or --batch-mix-from is given.",
+            show_default=False,
+            min=1,
+            max=MAX_BATCH_SIZE,
+            metavar="N",
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from specband.limits import MAX_SEED
+
 
 def register(app: typer.Typer) -> None:
     """Add ``specband evaluate`` to ``app``."""
@@ -51,7 +53,7 @@ def register(app: typer.Typer) -> None:
             metavar="DIR",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
-        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed (>= 0).", metavar="N"),
+        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed (>= 0).", max=MAX_SEED, metavar="N"),
         n_bootstrap: int = typer.Option(
             1000, "--bootstrap", help="Bootstrap resamples per interval (>= 1).", metavar="N"
         ),
@@ -97,6 +99,10 @@ def register(app: typer.Typer) -> None:
 
             parse_batch_mix(batch_mix)  # checked before anything is computed
         sweep = load_sweep(data, power_limit_w=power_limit)
+        if sweep.power_limit_assumed:
+            from specband.cli.core import _note
+
+            _note(str(sweep.energy_note()))
 
         def progress(message: str) -> None:
             if not as_json and sys.stderr.isatty():

@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 import typer
 
+from specband.cli.options import check_batch_size_list
+
 _EMULATOR_HELP = "For the emulator only: "
 
 
@@ -204,7 +206,7 @@ def register(app: typer.Typer) -> None:
         target: str = typer.Option(..., "--target", help="Target model path (--model-path).", metavar="MODEL"),
         draft: Optional[str] = typer.Option(None, "--draft", help="EAGLE3 draft model path.", metavar="MODEL"),
         batch_sizes: str = typer.Option(
-            "1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'.", metavar="LIST"
+            "1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'.", metavar="LIST", callback=check_batch_size_list
         ),
         actions: str = typer.Option(
             "all",

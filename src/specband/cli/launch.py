@@ -23,6 +23,8 @@ from typing import Optional
 
 import typer
 
+from specband.limits import MAX_BATCH_SIZE
+
 
 def register(app: typer.Typer) -> None:
     """Add ``launch`` to ``app``."""
@@ -35,7 +37,7 @@ def register(app: typer.Typer) -> None:
         ),
         batch_size: int | None = typer.Option(
             None, "--batch-size", "-b", help="Concurrent requests (--max-running-requests and the CUDA-graph batch "
-            "size). Required unless --schedule is given.", show_default=False, metavar="N"
+            "size). Required unless --schedule is given.", show_default=False, max=MAX_BATCH_SIZE, metavar="N"
         ),
         schedule: str | None = typer.Option(
             None, "--schedule", help="Adaptive speculation with a per-batch-size schedule: an sglang "
@@ -45,7 +47,7 @@ def register(app: typer.Typer) -> None:
         ),
         max_running_requests: int | None = typer.Option(
             None, "--max-running-requests", help="With --schedule: sglang's --max-running-requests.",
-            show_default=False, metavar="N",
+            show_default=False, max=MAX_BATCH_SIZE, metavar="N",
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(

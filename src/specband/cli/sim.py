@@ -8,6 +8,9 @@ from typing import Optional
 
 import typer
 
+from specband.cli.options import check_batch_size_list
+from specband.limits import MAX_SEED
+
 
 def _parse_batch_sizes(text: str) -> list[int]:
     """``'1,4,8,16'`` (commas and/or spaces) -> ``[1, 4, 8, 16]``, in the given order.
@@ -98,10 +101,11 @@ def register(app: typer.Typer) -> None:
             help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct)",
         ),
         batch_sizes: str = typer.Option(
-            "1,4,8,16", "--batch-sizes", metavar="LIST", help="batch sizes of a pass, each once, e.g. '1,4,8,16'"
+            "1,4,8,16", "--batch-sizes", metavar="LIST", help="batch sizes of a pass, each once, e.g. '1,4,8,16'",
+            callback=check_batch_size_list,
         ),
         repeats: int = typer.Option(3, "--repeats", metavar="N", help="full passes over batch sizes x actions"),
-        seed: int = typer.Option(0, "--seed", metavar="N", help="noise seed: the same seed gives the same file"),
+        seed: int = typer.Option(0, "--seed", metavar="N", help="noise seed: the same seed gives the same file", max=MAX_SEED),
         out: Optional[str] = typer.Option(
             None, "--out", metavar="FILE", help="JSONL file to write (sweep schema); an existing one needs --force"
         ),

@@ -23,7 +23,6 @@ folder is self-contained; a folder without it loads with :meth:`DoublyRobust.loa
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import numpy as np
 from specband.actions import NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError
+from specband.limits import is_finite_number
 from specband.policies.base import Policy, PolicyConfig, as_states, batch_size_of, nearest_batch_size
 from specband.policies.gbt import (
     action_features,
@@ -167,7 +167,7 @@ def _parse_correction(value: Any, where: Path) -> dict[int, np.ndarray]:
         if (
             not isinstance(row, list)
             or len(row) != NUM_ACTIONS
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in row)
+            or not all(is_finite_number(v) for v in row)
         ):
             raise ArtifactError(f"{where}/specband.json: 'ips_correction' at batch size {key} must be {NUM_ACTIONS} finite numbers")
         out[int(key)] = np.array(row, dtype=np.float64)

@@ -57,6 +57,7 @@ from scipy import special
 
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError, ConfigError
+from specband.limits import is_int
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 
 __all__ = [
@@ -459,7 +460,7 @@ def train_mlp(
     Raises:
         ConfigError: ``epochs < 1`` or no rows.
     """
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+    if not is_int(epochs) or epochs < 1:
         raise ConfigError(f"epochs must be an integer >= 1, got {epochs!r}")
     n = int(np.asarray(actions).shape[0])
     if n == 0:

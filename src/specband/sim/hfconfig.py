@@ -34,7 +34,6 @@ head (for what-if runs; its acceptance is not calibrated).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError
+from specband.limits import is_finite_number, is_int
 
 __all__ = [
     "BUNDLED_DRAFT_CONFIG",
@@ -115,7 +115,7 @@ class ModelSpec:
             "kv_bytes_per_token",
         ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not is_finite_number(value):
                 raise ConfigError(f"model spec '{self.name}': {name} must be a finite number, got {value!r}")
             if value < 0 or (value == 0 and name != "attn_flops_per_token_ctx"):
                 raise ConfigError(f"model spec '{self.name}': {name} must be > 0, got {value!r}")
@@ -145,7 +145,7 @@ class ModelSpec:
 
         def need_int(key: str, default: int | None = None) -> int:
             value = config.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if not is_int(value) or value <= 0:
                 raise ConfigError(f"{source}: field '{key}': expected a positive integer, got {value!r}")
             return value
 
@@ -182,7 +182,7 @@ class ModelSpec:
         layer_params = layers * (attn_params + mlp_params)
         if is_draft:
             draft_vocab = config.get("draft_vocab_size") or vocab
-            if isinstance(draft_vocab, bool) or not isinstance(draft_vocab, int) or draft_vocab <= 0:
+            if not is_int(draft_vocab) or draft_vocab <= 0:
                 raise ConfigError(f"{source}: field 'draft_vocab_size': expected a positive integer")
             target_hidden = config.get("target_hidden_size") or hidden
             fc_params = 3 * target_hidden * hidden

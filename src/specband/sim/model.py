@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from specband.actions import Action, validate_action
 from specband.errors import ConfigError
+from specband.limits import is_int
 from specband.sim.accept import accept_length
 from specband.sim.base import RunPrediction
 from specband.sim.hfconfig import ModelSpec, rope_mismatch
@@ -185,7 +186,7 @@ class SpeculativeDecodingModel:
             ConfigError: ``batch_size`` or ``tokens`` below 1.
         """
         for name, value in (("batch size", batch_size), ("tokens", tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
         _b, _f, t_mem, t_cmp = self._forward_work(spec, batch_size, tokens, self.context_tokens())
         return self._kernel_time([("forward", tokens, t_mem, t_cmp)], 1.0)[0]
@@ -201,7 +202,7 @@ class SpeculativeDecodingModel:
             ConfigError: batch size < 1.
             InvalidActionError: a bad action.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not is_int(batch_size) or batch_size < 1:
             raise ConfigError(f"batch size must be an integer >= 1, got {batch_size!r}")
         steps, topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
         p = self.profile

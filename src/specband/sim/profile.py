@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError
+from specband.limits import is_finite_number, is_int
 from specband.sim.accept import AcceptParams
 
 __all__ = [
@@ -174,7 +175,7 @@ class HardwareProfile:
                         f"profile '{self.name}': {f.metadata['section']}.{f.name} must be true or false"
                     )
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+            if not is_finite_number(value):
                 raise ConfigError(
                     f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a finite number, got {value!r}"
                 )
@@ -280,7 +281,7 @@ def _flatten(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
                 continue
             if key not in SECTIONS[section]:
                 raise ConfigError(f"{path}: field '{section}.{key}': unknown parameter")
-            if isinstance(value, int) and not isinstance(value, bool) and key not in _BOOL_FIELDS:
+            if is_int(value) and key not in _BOOL_FIELDS:
                 try:
                     value = float(value)
                 except OverflowError:

@@ -29,6 +29,7 @@ from specband.actions import ACTIONS, Action, validate_action
 from specband.dataset import SWEEP_COLUMNS
 from specband.errors import ConfigError
 from specband.fileio import write_jsonl_atomic
+from specband.limits import MAX_BATCH_SIZE, is_int
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.power import power_range_w
 
@@ -94,16 +95,16 @@ def simulate_sweep(
 
         model = build_model(profile if profile is not None else "rtx4060-laptop",
                             target_config=target_config, draft_config=draft_config)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+    if not is_int(repeats) or repeats < 1:
         raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
     sizes = list(batch_sizes)
     if not sizes:
         raise ConfigError("at least one batch size is needed")
     for bs in sizes:
-        if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
-            raise ConfigError(f"batch sizes must be integers >= 1, got {bs!r}")
+        if not is_int(bs) or not 1 <= bs <= MAX_BATCH_SIZE:
+            raise ConfigError(f"batch sizes must be integers in [1, {MAX_BATCH_SIZE}], got {bs!r}")
     if len(set(sizes)) != len(sizes):
         twice = sorted({bs for bs in sizes if sizes.count(bs) > 1})
         raise ConfigError(f"batch sizes must not repeat (each runs once per pass), got {twice} more than once")
