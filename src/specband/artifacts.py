@@ -34,14 +34,14 @@ import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specband.actions import ACTIONS, NUM_ACTIONS, REFERENCE_INDEX
 from specband.errors import ArtifactError, ConfigError
 from specband.policies import ALGORITHMS, policy_class
-from specband.policies.files import nearest_batch_size, read_json, write_json_atomic
+from specband.policies.files import nearest_batch_size, read_json, write_bytes_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ARTIFACT_FILES",
     "MANIFEST_FILE",
+    "MODEL_CARD_FILE",
     "Manifest",
     "PickRow",
     "available_algorithms",
@@ -75,6 +76,8 @@ __all__ = [
 
 #: specband's manifest file at the top of an artifact folder.
 MANIFEST_FILE = "specband.json"
+#: The model card (hub README with YAML front matter) that ``specband train`` writes.
+MODEL_CARD_FILE = "README.md"
 MANIFEST_FORMAT = 1
 #: Model card file of each algorithm, relative to the artifact folder (docs/FACTS.md §5).
 ARTIFACT_FILES: dict[str, str] = {
@@ -87,6 +90,8 @@ ARTIFACT_FILES: dict[str, str] = {
     "cql": "cql/policy.pth",
     "bcq": "bcq/policy.pth",
 }
+#: Algorithms whose model card file is a pickle (joblib): loaded safely, see :mod:`specband.safeload`.
+PICKLED_ALGORITHMS: tuple[str, ...] = ("gbt", "doubly_robust")
 
 
 def validate_algorithms(names: Iterable[str] | None) -> list[str]:
@@ -210,6 +215,8 @@ class Manifest:
         row_counts: batch size -> action index -> number of rows.
         specband_version: the version that wrote the folder.
         foreign: True when the folder has no manifest (written by another tool).
+        files: path relative to the folder -> sha256 of every policy file specband wrote
+            (what :mod:`specband.safeload` checks before unpickling a joblib file).
     """
 
     features: str = "contract"
@@ -224,6 +231,7 @@ class Manifest:
     row_counts: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
     specband_version: str | None = None
     foreign: bool = False
+    files: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -279,9 +287,9 @@ class Manifest:
         return None if value is None else float(value)
 
     def to_json(self) -> dict[str, Any]:
-        """The manifest as a JSON-ready dict."""
+        """The manifest as a JSON-ready dict (``files`` only when known)."""
         sizes = sorted(set(self.allowed) | set(self.states) | set(self.mean_rewards))
-        return {
+        out = {
             "format": MANIFEST_FORMAT,
             "specband_version": self.specband_version,
             "features": self.features,
@@ -300,6 +308,9 @@ class Manifest:
                 for bs in sizes
             },
         }
+        if self.files:
+            out["files"] = dict(sorted(self.files.items()))
+        return out
 
     @classmethod
     def from_json(cls, obj: Any, path: str | Path) -> Manifest:
@@ -335,6 +346,11 @@ class Manifest:
         reward = obj.get("reward_config")
         if reward is not None and not isinstance(reward, dict):
             raise bad("'reward_config' must be an object or null")
+        files = obj.get("files") or {}
+        if not isinstance(files, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in files.items()
+        ):
+            raise bad("'files' must map relative paths to sha256 hex digests")
         sizes = obj.get("batch_sizes") or {}
         if not isinstance(sizes, dict):
             raise bad("'batch_sizes' must be an object keyed by batch size")
@@ -374,6 +390,7 @@ class Manifest:
             mean_rewards=means,
             row_counts=counts,
             specband_version=obj.get("specband_version"),
+            files=files,
         )
 
 
@@ -471,8 +488,26 @@ def train_policies(
     return out
 
 
-def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest: Manifest) -> Path:
-    """Write every policy's model card file and the manifest into ``out_dir``, atomically.
+def _policy_file_hashes(folder: Path, policies: Mapping[str, Policy]) -> dict[str, str]:
+    """sha256 of every file under each policy's subfolder, keyed by path relative to ``folder``."""
+    return {
+        p.relative_to(folder).as_posix(): file_sha256(p)
+        for name in policies
+        for p in sorted((folder / name).rglob("*"))
+        if p.is_file()
+    }
+
+
+def save_artifacts(
+    policies: Mapping[str, Policy],
+    out_dir: str | Path,
+    manifest: Manifest,
+    *,
+    model_card: Callable[[Manifest], str] | None = None,
+) -> Path:
+    """Write every policy's model card file and the manifest (with the sha256 of every
+    policy file) into ``out_dir``, atomically; with ``model_card``, also ``README.md`` with
+    the text it returns for the final manifest.
 
     The folder is built next to ``out_dir`` and renamed into place when complete; an
     existing specband folder (one with a manifest and nothing but specband's files) or an
@@ -492,7 +527,7 @@ def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest
             f"choose another --out or remove it"
         )
     if out.is_dir() and (out / MANIFEST_FILE).is_file():
-        known = {MANIFEST_FILE, *ALGORITHMS}
+        known = {MANIFEST_FILE, MODEL_CARD_FILE, *ALGORITHMS}
         foreign = sorted(p.name for p in out.iterdir() if p.name not in known)
         if foreign:
             raise ArtifactError(
@@ -509,7 +544,10 @@ def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest
     try:
         for policy in policies.values():
             policy.save(tmp)
+        manifest = replace(manifest, files=_policy_file_hashes(tmp, policies))
         write_json_atomic(tmp / MANIFEST_FILE, manifest.to_json())
+        if model_card is not None:
+            write_bytes_atomic(tmp / MODEL_CARD_FILE, model_card(manifest).encode("utf-8"))
         if out.exists():
             old = parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(out, old)
@@ -552,7 +590,9 @@ def available_algorithms(directory: str | Path) -> list[str]:
     return [name for name in ALGORITHMS if (d / ARTIFACT_FILES[name]).is_file()]
 
 
-def load_policy(directory: str | Path, name: str, data: TrainingData | None = None) -> Policy:
+def load_policy(
+    directory: str | Path, name: str, data: TrainingData | None = None, *, trust_pickle: bool = False
+) -> Policy:
     """Load one algorithm from an artifact folder.
 
     Args:
@@ -560,10 +600,13 @@ def load_policy(directory: str | Path, name: str, data: TrainingData | None = No
         name: the algorithm.
         data: for ``doubly_robust``, the raw sweep's training data to recompute the IPS
             correction from (the model card's recipe); ignored by the others.
+        trust_pickle: unpickle a joblib file even without a matching sha256 in the
+            folder's manifest (runs code from the file; see :mod:`specband.safeload`).
 
     Raises:
         ConfigError: an unknown algorithm.
         ArtifactError: the file is missing or malformed.
+        specband.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
     """
     validate_algorithms([name])
     d = Path(directory)
@@ -573,21 +616,27 @@ def load_policy(directory: str | Path, name: str, data: TrainingData | None = No
             f"{d / ARTIFACT_FILES[name]}: no such file (the folder has: {', '.join(have) if have else 'no policy files'})"
         )
     cls = policy_class(name)
+    kwargs: dict[str, Any] = {"trust_pickle": trust_pickle} if name in PICKLED_ALGORITHMS else {}
     if name == "doubly_robust" and data is not None:
-        return cls.load(d, data=data)  # type: ignore[call-arg]
-    return cls.load(d)
+        kwargs["data"] = data
+    return cls.load(d, **kwargs)  # type: ignore[call-arg]
 
 
 def load_policies(
-    directory: str | Path, algorithms: Sequence[str] | None = None, data: TrainingData | None = None
+    directory: str | Path,
+    algorithms: Sequence[str] | None = None,
+    data: TrainingData | None = None,
+    *,
+    trust_pickle: bool = False,
 ) -> dict[str, Policy]:
-    """Load several algorithms (default: every one whose file is in the folder).
+    """Load several algorithms (default: every one whose file is in the folder); see
+    :func:`load_policy` for ``trust_pickle``.
 
     Raises:
-        ArtifactError: a missing or malformed file.
+        ArtifactError: a missing or malformed file, or an untrusted pickle.
     """
     names = validate_algorithms(algorithms) if algorithms else available_algorithms(directory)
-    return {name: load_policy(directory, name, data) for name in names}
+    return {name: load_policy(directory, name, data, trust_pickle=trust_pickle) for name in names}
 
 
 #: The ``data.path`` recorded for the bundled published measurements.

@@ -175,6 +175,12 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="SWEEP",
         ),
+        trust_pickle: bool = typer.Option(
+            False,
+            "--trust-pickle",
+            help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
+            "specband.json, or a downloaded folder). Unpickling runs code from the file.",
+        ),
     ) -> None:
         """Print the sglang flags for a batch size, ready to paste after
         `python -m sglang.launch_server`."""
@@ -188,7 +194,7 @@ def register(app: typer.Typer) -> None:
             from specband.artifacts import check_gpu_state
 
             check_gpu_state(*state, option="--state")
-        result = recommend_pick(batch_size, algo, models, state, draft_model, data)
+        result = recommend_pick(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
         if output_format == "json":
             typer.echo(json.dumps(result, indent=2))
         else:
@@ -222,6 +228,8 @@ def recommend_pick(
     telemetry: tuple[float, float, float] | None,
     draft_model: str | None,
     data_path: Path | None,
+    *,
+    trust_pickle: bool = False,
 ) -> dict[str, Any]:
     """The pick of one algorithm for a batch size, as ``specband recommend --format json``
     prints it (also used by ``specband launch``).
@@ -234,6 +242,8 @@ def recommend_pick(
             state the folder's picks were made from.
         draft_model: EAGLE3 draft path for ``--speculative-draft-model-path`` (or ``None``).
         data_path: sweep restricting a foreign folder's picks to measured configs.
+        trust_pickle: unpickle joblib files specband cannot vouch for (see
+            :mod:`specband.safeload`).
 
     Returns:
         a dict with ``action_index``, ``action`` (triple), ``flags``, ``kwargs``,
@@ -291,7 +301,7 @@ def recommend_pick(
         else:
             from specband.artifacts import load_policy
 
-            policy = load_policy(models, algo, training)
+            policy = load_policy(models, algo, training, trust_pickle=trust_pickle)
         source = str(models)
         if manifest.foreign and training is None:
             _note(

@@ -78,6 +78,9 @@ def register(app: typer.Typer) -> None:
         launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"),
         log: Path = typer.Option(Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
+        trust_pickle: bool = typer.Option(
+            False, "--trust-pickle", help="Unpickle a joblib file specband did not write (runs code from it)."
+        ),
     ) -> None:
         """Pick the flags for this batch size and GPU state, then run sglang with them in the
         foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
@@ -125,7 +128,7 @@ def register(app: typer.Typer) -> None:
         try:
             with contextlib.redirect_stderr(notes):
                 telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
-                pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
+                pick = recommend_pick(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
             action = tuple(pick["action"])
             if draft is None and any(action):
                 raise ConfigError(
