@@ -66,7 +66,8 @@ def register(app: typer.Typer) -> None:
         data: Optional[Path] = typer.Argument(
             None,
             help="Sweep JSONL (published sweep schema, specband sweep/simulate output, or sglang "
-            "bench_speculative.py output). Default: the bundled published measurements.",
+            "bench_speculative.py output), a Parquet file, or a hub dataset id (datasets/org/name[@REV], "
+            "hf://datasets/org/name). Default: the bundled published measurements.",
             show_default=False,
             metavar="DATA",
         ),
@@ -103,6 +104,7 @@ def register(app: typer.Typer) -> None:
         Prints, per algorithm and batch size, the pick, its mean observed reward and the
         reference (3,4,8) beside it.
         """
+        import dataclasses
         import time
 
         from specband.artifacts import build_manifest, pick_table, save_artifacts, train_policies, validate_algorithms
@@ -113,8 +115,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--features must be one of {', '.join(FEATURE_KINDS)}, got {features!r}")
         from specband.devices.base import check_power_limit_w
 
+        from specband.hub import parse_hub_ref, resolve_data_file
+
         names = validate_algorithms(algo)
-        sweep = load_sweep(data, power_limit_w=check_power_limit_w(power_limit))
+        limit_w = check_power_limit_w(power_limit)
+        sweep = load_sweep(None if data is None else resolve_data_file(data), power_limit_w=limit_w)
         if not sweep.energy_measured:
             _note(f"{sweep.path}: no energy was measured; rewards come from throughput alone")
         training = sweep.training_data(features)  # type: ignore[arg-type]
@@ -122,6 +127,9 @@ def register(app: typer.Typer) -> None:
         policies = train_policies(training, names, seed=seed)
         elapsed = time.perf_counter() - start
         manifest = build_manifest(training, names, seed=seed, sweep=sweep)
+        hub_data = None if data is None else parse_hub_ref(data)
+        if hub_data is not None:  # record the hub id, not the cache path
+            manifest = dataclasses.replace(manifest, data={**manifest.data, "path": f"hf://{hub_data}"})
         previous = _previous_algorithms(out)
         folder = save_artifacts(policies, out, manifest)
         dropped = [name for name in previous if name not in names]
@@ -145,7 +153,8 @@ def register(app: typer.Typer) -> None:
             None,
             "--models",
             "-m",
-            help="Artifact folder (from `specband train`, or the model card's layout). "
+            help="Artifact folder (from `specband train`, or the model card's layout) or a Hugging Face "
+            "hub id (org/name[@REV], hf://org/name). "
             f"Default: ./{DEFAULT_MODELS_DIR} when it exists, else the embedded policy trained on the "
             "bundled published measurements.",
             show_default=False,
@@ -256,7 +265,13 @@ def recommend_pick(
     from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
     from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
 
+    from specband.hub import resolve_data_file, resolve_folder
+
     validate_algorithms([algo])
+    if models is not None:
+        models = resolve_folder(models)
+    if data_path is not None:
+        data_path = resolve_data_file(data_path)
     policy = None
     lookup_means = None
     if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():

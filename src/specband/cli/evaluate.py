@@ -81,7 +81,9 @@ def register(app: typer.Typer) -> None:
         if seed < 0:
             raise ConfigError(f"--seed must be a whole number >= 0, got {seed}")
         out_dir = check_report_dir(out) if out is not None else None
-        sweep = load_sweep(data, power_limit_w=power_limit)
+        from specband.hub import resolve_data_file
+
+        sweep = load_sweep(None if data is None else resolve_data_file(data), power_limit_w=power_limit)
 
         def progress(message: str) -> None:
             if not as_json and sys.stderr.isatty():
