@@ -16,7 +16,10 @@ naming the id. A downloaded folder is foreign: its pickles load only when truste
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -103,6 +106,18 @@ def _hub_error(ref: HubRef, exc: Exception) -> HubError:
     return HubError(f"{ref}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {where}")
 
 
+@contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """huggingface_hub's own retry warnings off: a failure is one specband error line."""
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def download_repo(ref: HubRef) -> Path:
     """The local snapshot folder of ``ref``'s repo (downloaded into the hub cache, or read
     from it offline).
@@ -113,7 +128,8 @@ def download_repo(ref: HubRef) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(ref.repo_id, repo_type=ref.repo_type, revision=ref.revision))
+        with _quiet_hub():
+            return Path(snapshot_download(ref.repo_id, repo_type=ref.repo_type, revision=ref.revision))
     except Exception as exc:  # noqa: BLE001 - huggingface_hub's errors have no common base besides OSError/ValueError
         raise _hub_error(ref, exc) from None
 
@@ -127,7 +143,8 @@ def download_file(ref: HubRef, filename: str) -> Path:
     from huggingface_hub import hf_hub_download
 
     try:
-        return Path(hf_hub_download(ref.repo_id, filename, repo_type=ref.repo_type, revision=ref.revision))
+        with _quiet_hub():
+            return Path(hf_hub_download(ref.repo_id, filename, repo_type=ref.repo_type, revision=ref.revision))
     except Exception as exc:  # noqa: BLE001 - see download_repo
         raise _hub_error(HubRef(ref.repo_id, ref.repo_type, ref.revision, filename), exc) from None
 

@@ -36,9 +36,9 @@ def _root() -> None:
 
 
 def _register_all() -> None:
-    from specband.cli import core, evaluate, harness, launch, sim
+    from specband.cli import core, doctor, evaluate, harness, launch, sim
 
-    for module in (core, evaluate, harness, sim, launch):
+    for module in (core, evaluate, harness, sim, launch, doctor):
         module.register(app)
 
 

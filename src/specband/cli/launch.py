@@ -81,6 +81,9 @@ def register(app: typer.Typer) -> None:
         trust_pickle: bool = typer.Option(
             False, "--trust-pickle", help="Unpickle a joblib file specband did not write (runs code from it)."
         ),
+        allow_rope_mismatch: bool = typer.Option(
+            False, "--allow-rope-mismatch", help="Launch even when the draft's RoPE settings differ from the target's."
+        ),
     ) -> None:
         """Pick the flags for this batch size and GPU state, then run sglang with them in the
         foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
@@ -121,6 +124,9 @@ def register(app: typer.Typer) -> None:
             extra_args=split_server_args(server_arg, command="launch"),
         )
         validate_algorithms([algo])
+        from specband.doctor import check_pair_before_launch
+
+        check_pair_before_launch(target, draft, allow_rope_mismatch=allow_rope_mismatch)
         log_created = False if dry_run else _open_log(log)
         # 2. read the GPU and pick; the notes wait until the pick is known to be launchable,
         #    so that bad input (e.g. a speculative pick without --draft) is one error line
