@@ -131,11 +131,17 @@ def register(app: typer.Typer) -> None:
         if hub_data is not None:  # record the hub id, not the cache path
             manifest = dataclasses.replace(manifest, data={**manifest.data, "path": f"hf://{hub_data}"})
         previous = _previous_algorithms(out)
-        folder = save_artifacts(policies, out, manifest)
+        rows = pick_table(policies, manifest)
+        from specband.modelcard import render_model_card
+
+        dataset_id = hub_data.repo_id if hub_data is not None and hub_data.repo_type == "dataset" else None
+        folder = save_artifacts(
+            policies, out, manifest,
+            model_card=lambda final: render_model_card(final, sweep, rows, dataset_id=dataset_id),
+        )  # fmt: skip
         dropped = [name for name in previous if name not in names]
         if dropped:
             _note(f"{folder} was replaced; it no longer holds {', '.join(dropped)} (train them again with --algo)")
-        rows = pick_table(policies, manifest)
         source = "bundled published measurements" if data is None else str(data)
         typer.echo(
             f"trained {len(names)} algorithm(s) on {source} ({len(training)} training rows, "
