@@ -66,6 +66,9 @@ def test_layout_is_the_model_cards(folder: Path) -> None:
             *(f"{name}/specband.json" for name in ALGORITHMS),
             "gbt/model.skops",  # the pickle-free copies, preferred when loading
             "doubly_robust/model.skops",
+            "mlp_bandit/policy.safetensors",
+            "cql/policy.safetensors",
+            "bcq/policy.safetensors",
         ]
     )
     assert files == expected
@@ -247,6 +250,7 @@ def test_malformed_files_are_artifact_errors(folder: Path, tmp_path: Path, name:
     target = copy / ARTIFACT_FILES[name]
     target.unlink()
     target.with_suffix(".skops").unlink(missing_ok=True)
+    target.with_suffix(".safetensors").unlink(missing_ok=True)
     damage(target)
     assert target.is_file()
     with pytest.raises(ArtifactError, match=message):
@@ -261,6 +265,7 @@ def test_bcq_file_must_be_the_dict(folder: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(folder, copy)
     torch.save({"q_state_dict": {}}, copy / "bcq" / "policy.pth")
+    (copy / "bcq" / "policy.safetensors").unlink()
     with pytest.raises(ArtifactError, match="missing key"):
         load_policy(copy, "bcq")
 

@@ -147,3 +147,22 @@ def test_marker_pickle_writer(tmp_path: Path, marker: Path) -> None:
     path = write_marker_pickle(tmp_path / "x.joblib", marker)
     joblib.load(path).close()
     assert marker.exists()
+
+
+@pytest.mark.parametrize("name", ["mlp_bandit", "cql", "bcq"])
+def test_torch_policies_load_from_safetensors(name: str, tmp_path: Path) -> None:
+    """The safetensors copy is what loads (the .pth is not read), and it gives the same net."""
+    import numpy as np
+
+    from specband.artifacts import train_policies
+    from specband.dataset import load_sweep
+
+    data = load_sweep(None).training_data("contract")
+    policy = train_policies(data, [name], seed=0)[name]
+    policy.save(tmp_path)
+    pth = tmp_path / name / "policy.pth"
+    assert pth.with_suffix(".safetensors").is_file()
+    pth.write_bytes(b"not read")
+    loaded = load_policy(tmp_path, name)
+    state = np.array([2.0, 0.4, 0.0, 0.0])
+    np.testing.assert_array_equal(loaded.scores(state), policy.scores(state))
