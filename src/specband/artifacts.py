@@ -41,7 +41,12 @@ from typing import TYPE_CHECKING, Any
 from specband.actions import ACTIONS, NUM_ACTIONS, REFERENCE_INDEX
 from specband.errors import ArtifactError, ConfigError
 from specband.policies import ALGORITHMS, policy_class
-from specband.policies.files import nearest_batch_size, read_json, write_bytes_atomic, write_json_atomic
+from specband.policies.files import (
+    nearest_batch_size,
+    read_json,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 
 if TYPE_CHECKING:
     import numpy as np
