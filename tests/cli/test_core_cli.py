@@ -91,7 +91,8 @@ def test_train_is_reproducible(run_cli, tmp_path: Path) -> None:
             str(p.relative_to(tmp_path / run)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in (tmp_path / run).rglob("*") if p.is_file()
         })
-    assert digests[0] == digests[1] and len(digests[0]) == 6  # 2 model card files, 2 sidecars, manifest, README.md
+    # 2 model card files, the safetensors copy, 2 sidecars, manifest, README.md
+    assert digests[0] == digests[1] and len(digests[0]) == 7
 
 
 @pytest.mark.parametrize(

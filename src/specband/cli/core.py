@@ -14,8 +14,7 @@ from typing import Any, Optional
 
 import typer
 
-#: Default artifact folder of ``specband train``.
-DEFAULT_MODELS_DIR = "specband-models"
+from specband.recommend import DEFAULT_MODELS_DIR
 
 
 def _note(message: str) -> None:
@@ -108,6 +107,7 @@ def register(app: typer.Typer) -> None:
         import time
 
         from specband.artifacts import build_manifest, pick_table, save_artifacts, train_policies, validate_algorithms
+        from specband.recommend import folder_algorithms
         from specband.dataset import FEATURE_KINDS, load_sweep
         from specband.errors import ConfigError
 
@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
         hub_data = None if data is None else parse_hub_ref(data)
         if hub_data is not None:  # record the hub id, not the cache path
             manifest = dataclasses.replace(manifest, data={**manifest.data, "path": f"hf://{hub_data}"})
-        previous = _previous_algorithms(out)
+        previous = folder_algorithms(out)
         rows = pick_table(policies, manifest)
         from specband.modelcard import render_model_card
 
@@ -209,7 +209,14 @@ def register(app: typer.Typer) -> None:
             from specband.artifacts import check_gpu_state
 
             check_gpu_state(*state, option="--state")
-        result = recommend_pick(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
+        if draft_model is not None and not draft_model.strip():
+            raise ConfigError("--draft-model: empty; give the EAGLE3 draft model's path or hub id")
+        from specband.recommend import recommend
+
+        decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
+        for note in decided.notes:
+            _note(note)
+        result = decided.pick
         if output_format == "json":
             typer.echo(json.dumps(result, indent=2))
         else:
@@ -223,19 +230,6 @@ def register(app: typer.Typer) -> None:
             )
 
 
-def _previous_algorithms(folder: Path) -> tuple[str, ...]:
-    """Algorithms of an existing specband folder at ``folder`` (empty when there is none)."""
-    from specband.artifacts import MANIFEST_FILE, load_manifest
-    from specband.errors import ArtifactError
-
-    if not (folder / MANIFEST_FILE).is_file():
-        return ()
-    try:
-        return load_manifest(folder).algorithms
-    except ArtifactError:
-        return ()
-
-
 def recommend_pick(
     batch_size: int,
     algo: str,
@@ -246,122 +240,14 @@ def recommend_pick(
     *,
     trust_pickle: bool = False,
 ) -> dict[str, Any]:
-    """The pick of one algorithm for a batch size, as ``specband recommend --format json``
-    prints it (also used by ``specband launch``).
+    """:func:`specband.recommend.recommend`'s pick, its notes printed on stderr (what
+    ``specband launch`` calls; it holds the notes back by capturing stderr)."""
+    from specband.recommend import recommend
 
-    Args:
-        batch_size: concurrent requests; an unmeasured one uses the nearest measured one.
-        algo: model card algorithm name.
-        models: artifact folder, or ``None`` for the embedded default (bundled data).
-        telemetry: ``(temp_c, mem_used_mb, util_pct)`` of the GPU, or ``None`` for the
-            state the folder's picks were made from.
-        draft_model: EAGLE3 draft path for ``--speculative-draft-model-path`` (or ``None``).
-        data_path: sweep restricting a foreign folder's picks to measured configs.
-        trust_pickle: unpickle joblib files specband cannot vouch for (see
-            :mod:`specband.safeload`).
-
-    Returns:
-        a dict with ``action_index``, ``action`` (triple), ``flags``, ``kwargs``,
-        ``features``, ``state``, ``source``, ``measured_batch_size`` and ``mean_reward``.
-
-    Raises:
-        ConfigError: unknown algorithm; ArtifactError: unreadable folder; DataError: bad sweep.
-    """
-    # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
-    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
-    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
-
-    from specband.hub import resolve_data_file, resolve_folder
-
-    validate_algorithms([algo])
-    if models is not None:
-        models = resolve_folder(models)
-    if data_path is not None:
-        data_path = resolve_data_file(data_path)
-    policy = None
-    lookup_means = None
-    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
-        if algo in _previous_algorithms(Path(DEFAULT_MODELS_DIR)):
-            models = Path(DEFAULT_MODELS_DIR)
-            _note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
-        else:
-            _note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
-    if models is None:
-        if data_path is not None:
-            _note("--data is used with --models only; ignored")
-        source = "embedded (bundled published measurements)"
-        if algo == "lookup_table":
-            manifest = embedded_manifest()
-            lookup_means = manifest.mean_rewards
-        else:
-            from specband.artifacts import embedded_policy
-
-            _note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
-            policy, manifest = embedded_policy(algo)
-    else:
-        manifest = load_manifest(models)
-        training = None
-        if data_path is not None:
-            if manifest.foreign:
-                import dataclasses
-
-                from specband.artifacts import build_manifest
-                from specband.dataset import load_sweep
-
-                sweep = load_sweep(data_path)
-                training = sweep.training_data(manifest.features)  # type: ignore[arg-type]
-                manifest = dataclasses.replace(
-                    build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True
-                )
-            else:
-                _note(f"{models} has a specband manifest; --data ignored")
-        if algo == "lookup_table":
-            from specband.policies.lookup_core import read_lookup_folder
-
-            lookup_means = read_lookup_folder(models).means
-        else:
-            from specband.artifacts import load_policy
-
-            policy = load_policy(models, algo, training, trust_pickle=trust_pickle)
-        source = str(models)
-        if manifest.foreign and training is None:
-            _note(
-                f"{models} has no specband manifest: picking among all 19 actions from the default state "
-                "(pass --data SWEEP to restrict them to the configs measured there)"
-            )
-            if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
-                _note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
-    if telemetry is not None and manifest.features == "contract":
-        _note(
-            "these policies use the contract state, whose memory and utilisation were read after each "
-            "run; the readings given here are not what they were trained on (train with --features pre "
-            "for decisions from the idle GPU)"
-        )
-    measured = manifest.measured_batch_size(batch_size)
-    if measured is not None and measured != batch_size:
-        _note(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
-    state = manifest.state_for(batch_size, telemetry)
-    if lookup_means is not None:
-        from specband.policies.lookup_core import lookup_pick
-
-        index = lookup_pick(lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size))
-    else:
-        assert policy is not None
-        index = policy.act(state, manifest.allowed_for(batch_size))
-    action = ACTIONS[index]
-    return {
-        "algorithm": algo,
-        "batch_size": batch_size,
-        "measured_batch_size": measured,
-        "features": manifest.features,
-        "state": [float(f"{float(v):.7g}") for v in state],  # float32 precision
-        "source": source,
-        "action_index": index,
-        "action": list(action),
-        "flags": sglang_cli_args(action, draft_model),
-        "kwargs": server_args_kwargs(action, draft_model),
-        "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
-    }
+    result = recommend(batch_size, algo, models, telemetry, draft_model, data_path, trust_pickle=trust_pickle)
+    for note in result.notes:
+        _note(note)
+    return result.pick
 
 
 def _print_picks(rows: list[Any]) -> None:
