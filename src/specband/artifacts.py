@@ -20,8 +20,10 @@ written by another tool (no manifest) loads too, as ``contract`` features.
 A folder is written whole or not at all: into a temporary folder next to the target,
 renamed into place when every file is written.
 
-The module imports NumPy only inside the functions that need it, so reading a manifest
-(the ``lookup_table`` path of ``specband recommend``) stays cold-fast.
+This module does folder I/O, the manifest and safe loading; training is
+:mod:`specband.training`, the report table :mod:`specband.picks`, the decision state
+:mod:`specband.state`. It imports NumPy only inside the functions that need it, so reading a
+manifest (the ``lookup_table`` path of ``specband recommend``) stays cold-fast.
 """
 
 from __future__ import annotations
@@ -30,15 +32,13 @@ import hashlib
 import math
 import os
 import shutil
-import struct
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.actions import ACTIONS, NUM_ACTIONS, REFERENCE_INDEX
+from specband.actions import NUM_ACTIONS
 from specband.errors import ArtifactError, ConfigError
 from specband.policies import ALGORITHMS, policy_class
 from specband.policies.files import (
@@ -47,37 +47,52 @@ from specband.policies.files import (
     write_bytes_atomic,
     write_json_atomic,
 )
+from specband.state import FEATURE_KINDS, state_tuple
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from specband.dataset import Sweep, TrainingData
+    from specband.dataset import TrainingData
     from specband.policies.base import Policy
-    from specband.reward import RewardConfig
 
 __all__ = [
     "ARTIFACT_FILES",
     "MANIFEST_FILE",
     "MODEL_CARD_FILE",
+    "PICKLED_ALGORITHMS",
     "Manifest",
-    "PickRow",
     "available_algorithms",
-    "build_manifest",
-    "check_gpu_state",
-    "compute_embedded_manifest",
     "embedded_manifest",
-    "embedded_policy",
     "file_sha256",
     "load_manifest",
     "load_policies",
     "load_policy",
-    "pick_table",
-    "representative_states",
     "save_artifacts",
-    "state_tuple",
-    "train_policies",
     "validate_algorithms",
 ]
+
+#: Names that moved out of this module (training, the report table, the decision state),
+#: still importable from here: name -> module.
+_MOVED = {
+    **dict.fromkeys(
+        ("BUNDLED_DATA_LABEL", "build_manifest", "compute_embedded_manifest", "embedded_policy",
+         "representative_states", "train_policies"),
+        "specband.training",
+    ),
+    **dict.fromkeys(("PickRow", "pick_table"), "specband.picks"),
+    **dict.fromkeys(("check_gpu_state", "GPU_TEMP_RANGE_C", "GPU_MEM_MAX_MB", "GPU_UTIL_RANGE_PCT"), "specband.state"),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """The moved names (see ``_MOVED``), imported on first use (no import cycle, and
+    ``specband recommend`` does not pay for training code)."""
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 #: specband's manifest file at the top of an artifact folder.
 MANIFEST_FILE = "specband.json"
@@ -131,76 +146,6 @@ def file_sha256(path: str | Path) -> str:
     except OSError as exc:
         raise ArtifactError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return h.hexdigest()
-
-
-def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
-    """The state picks are made from at each batch size: the element-wise median of the
-    training states there (upstream used one "representative" row's state, docs/FACTS.md §5).
-
-    Returns:
-        batch size -> 4 floats.
-    """
-    import numpy as np
-
-    out: dict[int, tuple[float, ...]] = {}
-    for bs in sorted(int(b) for b in np.unique(data.batch_sizes)):
-        median = np.median(np.asarray(data.states[data.batch_sizes == bs], dtype=np.float64), axis=0)
-        out[bs] = tuple(float(v) for v in median)
-    return out
-
-
-#: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
-#: module free of NumPy at import).
-#: Plausible ranges of the GPU readings a user may give for a decision (C, MB, %).
-GPU_TEMP_RANGE_C = (-40.0, 150.0)
-GPU_MEM_MAX_MB = 16.0 * 1024 * 1024
-GPU_UTIL_RANGE_PCT = (0.0, 100.0)
-
-
-def check_gpu_state(temp_c: float, mem_used_mb: float, util_pct: float, *, option: str = "state") -> None:
-    """Check a user-given GPU state before it becomes a decision state.
-
-    Args:
-        temp_c: GPU temperature, C, in [-40, 150].
-        mem_used_mb: GPU memory in use, MB, in [0, 16 TiB].
-        util_pct: GPU utilisation, %, in [0, 100].
-        option: the option name to put in the message.
-
-    Raises:
-        ConfigError: a value that is not finite or outside its range.
-    """
-    checks = (
-        ("TEMP_C", temp_c, *GPU_TEMP_RANGE_C),
-        ("MEM_MB", mem_used_mb, 0.0, GPU_MEM_MAX_MB),
-        ("UTIL_PCT", util_pct, *GPU_UTIL_RANGE_PCT),
-    )
-    for name, value, low, high in checks:
-        if not (math.isfinite(value) and low <= value <= high):
-            raise ConfigError(f"{option}: {name} must be a number in [{low:.10g}, {high:.10g}], got {value}")
-
-
-FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
-# state scales and fills of the contract (docs/FACTS.md §1; :func:`specband.dataset.state_vector`)
-_SCALES = (8.0, 100.0, 8192.0, 100.0)
-_FILLS = (40.0, 0.0, 0.0)
-
-
-def _f32(value: float) -> float:
-    return struct.unpack("f", struct.pack("f", value))[0]
-
-
-def state_tuple(
-    batch_size: int, gpu_temp_c: float | None = None, gpu_mem_used_mb: float | None = None, gpu_util_pct: float | None = None
-) -> tuple[float, float, float, float]:
-    """:func:`specband.dataset.state_vector` without NumPy: the contract state
-    ``[bs/8, temp/100, mem/8192, util/100]`` rounded to float32, ``None`` filled as upstream."""
-    raw = (
-        batch_size,
-        _FILLS[0] if gpu_temp_c is None else gpu_temp_c,
-        _FILLS[1] if gpu_mem_used_mb is None else gpu_mem_used_mb,
-        _FILLS[2] if gpu_util_pct is None else gpu_util_pct,
-    )
-    return tuple(_f32(v / scale) for v, scale in zip(raw, _SCALES))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -415,84 +360,6 @@ def _index_map(value: Any, kind: type, bad: Callable[[str], ArtifactError], wher
     return out
 
 
-def build_manifest(
-    data: TrainingData,
-    algorithms: Sequence[str],
-    *,
-    seed: int | None,
-    sweep: Sweep | None = None,
-    reward_config: RewardConfig | None = None,
-) -> Manifest:
-    """The manifest of a folder trained on ``data`` (from ``sweep``, when known) with the
-    reward constants ``reward_config`` (default: :class:`specband.reward.RewardConfig`)."""
-    from dataclasses import asdict
-
-    import numpy as np
-
-    from specband import __version__
-    from specband.policies.base import mean_reward_by_cell
-    from specband.reward import RewardConfig
-
-    if reward_config is None:
-        reward_config = RewardConfig()
-
-    cells = mean_reward_by_cell(data)
-    info: dict[str, Any] = {"rows": len(sweep.rows) if sweep is not None else None, "training_rows": len(data)}
-    if sweep is not None:
-        info["path"] = sweep.path
-        info["format"] = sweep.format
-        info["sha256"] = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None
-        info["energy_measured"] = sweep.energy_measured
-    return Manifest(
-        features=data.features,
-        seed=seed,
-        algorithms=tuple(validate_algorithms(algorithms)),
-        data=info,
-        power_limit_w=None if sweep is None else sweep.power_limit_w,
-        reward_config=asdict(reward_config),
-        # a batch size where every config failed at least once has nothing to pick from
-        allowed={
-            bs: tuple(int(a) for a in np.flatnonzero(mask)) for bs, mask in sorted(data.allowed.items()) if np.any(mask)
-        },
-        states=representative_states(data),
-        mean_rewards={bs: {int(a): float(m[a]) for a in np.flatnonzero(c)} for bs, (m, c) in cells.items()},
-        row_counts={bs: {int(a): int(c[a]) for a in np.flatnonzero(c)} for bs, (_, c) in cells.items()},
-        specband_version=__version__,
-    )
-
-
-def train_policies(
-    data: TrainingData,
-    algorithms: Sequence[str] | None = None,
-    *,
-    seed: int = 0,
-    overrides: Mapping[str, Mapping[str, Any]] | None = None,
-    on_done: Callable[[str, float], None] | None = None,
-) -> dict[str, Policy]:
-    """Fit each algorithm on ``data`` with ``seed`` (the same seed gives the same artifacts).
-
-    Args:
-        data: logged training data.
-        algorithms: names (default all eight).
-        seed: training seed.
-        overrides: per algorithm, config overrides (see each policy's config).
-        on_done: called with (name, seconds) after each fit.
-
-    Raises:
-        ConfigError: an unknown algorithm or setting.
-        DataError: no rows.
-    """
-    names = validate_algorithms(algorithms)
-    out: dict[str, Policy] = {}
-    for name in names:
-        start = time.perf_counter()
-        policy = policy_class(name).from_config(seed=seed, **dict((overrides or {}).get(name, {})))
-        out[name] = policy.fit(data)
-        if on_done is not None:
-            on_done(name, time.perf_counter() - start)
-    return out
-
-
 def _policy_file_hashes(folder: Path, policies: Mapping[str, Policy]) -> dict[str, str]:
     """sha256 of every file under each policy's subfolder, keyed by path relative to ``folder``."""
     return {
@@ -644,97 +511,9 @@ def load_policies(
     return {name: load_policy(directory, name, data, trust_pickle=trust_pickle) for name in names}
 
 
-#: The ``data.path`` recorded for the bundled published measurements.
-BUNDLED_DATA_LABEL = "bundled:rtx4060_published_live.jsonl"
-
-
-def compute_embedded_manifest(features: str = "pre") -> dict[str, Any]:
-    """The manifest (as JSON) of a ``lookup_table`` trained on the bundled published
-    measurements: what :data:`specband.policies.embedded.EMBEDDED_MANIFEST` ships, so that
-    ``specband recommend`` works before any ``train`` without loading NumPy."""
-    from specband.dataset import load_sweep
-
-    sweep = load_sweep(None)
-    data = sweep.training_data(features)  # type: ignore[arg-type]
-    obj = build_manifest(data, ["lookup_table"], seed=0, sweep=sweep).to_json()
-    obj["data"]["path"] = BUNDLED_DATA_LABEL
-    obj["specband_version"] = None
-    return obj
-
-
 def embedded_manifest() -> Manifest:
     """The shipped manifest of the bundled published measurements (``pre`` features;
     see :func:`compute_embedded_manifest`). No NumPy is imported."""
     from specband.policies.embedded import EMBEDDED_MANIFEST
 
     return Manifest.from_json(EMBEDDED_MANIFEST, "<embedded default>")
-
-
-def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str = "pre") -> tuple[Policy, Manifest]:
-    """A policy trained on the bundled published measurements (the default before any
-    ``specband train``) and its manifest.
-
-    Raises:
-        ConfigError: an unknown algorithm or feature kind.
-    """
-    from specband.dataset import load_sweep
-
-    validate_algorithms([name])
-    if features not in FEATURE_KINDS:
-        raise ConfigError(f"features must be one of {FEATURE_KINDS}, got {features!r}")
-    sweep = load_sweep(None)
-    data = sweep.training_data(features)  # type: ignore[arg-type]
-    policy = policy_class(name).from_config(seed=seed).fit(data)
-    return policy, build_manifest(data, [name], seed=seed, sweep=sweep)
-
-
-@dataclass(frozen=True)
-class PickRow:
-    """One algorithm's pick at one batch size.
-
-    Attributes:
-        algorithm: the algorithm.
-        batch_size: the measured batch size.
-        action: index of the pick.
-        mean_reward: observed mean reward of the pick there (``None`` if never measured).
-        reference_reward: observed mean reward of the reference (3,4,8) there, or ``None``.
-        best_action: index of the best observed allowed config there (``None`` if unknown).
-        best_reward: its observed mean reward.
-    """
-
-    algorithm: str
-    batch_size: int
-    action: int
-    mean_reward: float | None
-    reference_reward: float | None
-    best_action: int | None
-    best_reward: float | None
-
-    @property
-    def triple(self) -> tuple[int, int, int]:
-        """The picked (steps, topk, num_draft_tokens)."""
-        return tuple(ACTIONS[self.action])  # type: ignore[return-value]
-
-
-def pick_table(policies: Mapping[str, Policy], manifest: Manifest) -> list[PickRow]:
-    """Every policy's pick at every measured batch size, from the manifest's state and
-    allowed actions, with observed mean rewards beside it."""
-    rows: list[PickRow] = []
-    for name, policy in policies.items():
-        for bs in manifest.batch_sizes:
-            action = policy.act(manifest.state_for(bs), manifest.allowed_for(bs))
-            means = manifest.mean_rewards.get(bs, {})
-            candidates = [a for a in manifest.allowed[bs] if a in means]
-            best = max(candidates, key=lambda a: (means[a], -a)) if candidates else None
-            rows.append(
-                PickRow(
-                    algorithm=name,
-                    batch_size=bs,
-                    action=action,
-                    mean_reward=manifest.mean_reward(bs, action),
-                    reference_reward=manifest.mean_reward(bs, REFERENCE_INDEX),
-                    best_action=None if best is None else int(best),
-                    best_reward=None if best is None else float(means[int(best)]),
-                )
-            )
-    return rows

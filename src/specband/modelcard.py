@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from specband.actions import ACTIONS
 
 if TYPE_CHECKING:
-    from specband.artifacts import Manifest, PickRow
+    from specband.artifacts import Manifest
     from specband.dataset import Sweep
+    from specband.picks import PickRow
 
 __all__ = ["LICENSE", "RECIPES", "TAGS", "render_model_card"]
 

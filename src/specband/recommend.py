@@ -109,7 +109,7 @@ def recommend(
             manifest = embedded_manifest()
             lookup_means = manifest.mean_rewards
         else:
-            from specband.artifacts import embedded_policy
+            from specband.training import embedded_policy
 
             note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
             policy, manifest = embedded_policy(algo)
@@ -120,8 +120,8 @@ def recommend(
             if manifest.foreign:
                 import dataclasses
 
-                from specband.artifacts import build_manifest
                 from specband.dataset import load_sweep
+                from specband.training import build_manifest
 
                 sweep = load_sweep(data_path)
                 training = sweep.training_data(manifest.features)  # type: ignore[arg-type]

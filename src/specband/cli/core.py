@@ -106,7 +106,9 @@ def register(app: typer.Typer) -> None:
         import dataclasses
         import time
 
-        from specband.artifacts import build_manifest, pick_table, save_artifacts, train_policies, validate_algorithms
+        from specband.artifacts import save_artifacts, validate_algorithms
+        from specband.picks import pick_table
+        from specband.training import build_manifest, train_policies
         from specband.recommend import folder_algorithms
         from specband.dataset import FEATURE_KINDS, load_sweep
         from specband.errors import ConfigError
@@ -206,7 +208,7 @@ def register(app: typer.Typer) -> None:
         if batch_size <= 0:
             raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         if state is not None:
-            from specband.artifacts import check_gpu_state
+            from specband.state import check_gpu_state
 
             check_gpu_state(*state, option="--state")
         if draft_model is not None and not draft_model.strip():
