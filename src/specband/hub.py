@@ -228,7 +228,7 @@ def _parquet_to_jsonl(files: list[Path]) -> Path:
         import pyarrow.parquet as pq
     except ImportError:
         raise ConfigError("reading Parquet needs pyarrow: pip install 'specband[parquet]'") from None
-    lines = []
+    lines: list[str] = []
     for f in files:
         try:
             rows = pq.read_table(f).to_pylist()
