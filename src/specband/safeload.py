@@ -23,6 +23,8 @@ from __future__ import annotations
 import io
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +149,30 @@ def skops_bytes(model: Any) -> bytes:
     return out.getvalue()
 
 
+@contextmanager
+def _version_notes(path: Path) -> Iterator[None]:
+    """scikit-learn's version-mismatch warnings raised inside become one ``note:`` line
+    each on stderr (per version pair); other warnings pass on unchanged."""
+    from sklearn.exceptions import InconsistentVersionWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InconsistentVersionWarning)
+        yield
+    versions = {
+        (w.message.original_sklearn_version, w.message.current_sklearn_version)
+        for w in caught
+        if isinstance(w.message, InconsistentVersionWarning)
+    }
+    for original, current in sorted(versions):
+        print(
+            f"note: {path}: written with scikit-learn {original}, loaded with {current}; its predictions may differ",
+            file=sys.stderr,
+        )
+    for w in caught:
+        if not isinstance(w.message, InconsistentVersionWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def _load_skops(path: Path) -> Any:
     import skops.io
 
@@ -155,7 +181,8 @@ def _load_skops(path: Path) -> Any:
         unknown = sorted(set(untrusted) - SKOPS_TRUSTED_TYPES)
         if unknown:
             raise ArtifactError(f"{path}: holds types specband does not load: {', '.join(unknown)}")
-        return skops.io.load(path, trusted=list(untrusted))
+        with _version_notes(path):
+            return skops.io.load(path, trusted=list(untrusted))
     except ArtifactError:
         raise
     except Exception as exc:  # noqa: BLE001 - a malformed file can fail in any way
@@ -164,28 +191,12 @@ def _load_skops(path: Path) -> Any:
 
 def _load_joblib(path: Path, data: bytes) -> Any:
     import joblib
-    from sklearn.exceptions import InconsistentVersionWarning
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", InconsistentVersionWarning)
+    with _version_notes(path):
         try:
-            model = joblib.load(io.BytesIO(data))
+            return joblib.load(io.BytesIO(data))
         except Exception as exc:  # noqa: BLE001 - a malformed file can fail in any way
             raise ArtifactError(f"{path}: not a readable joblib file ({type(exc).__name__}: {exc})") from None
-    versions = {
-        (w.message.original_sklearn_version, w.message.current_sklearn_version)
-        for w in caught
-        if isinstance(w.message, InconsistentVersionWarning)
-    }
-    for original, current in sorted(versions):
-        print(
-            f"note: {path}: pickled with scikit-learn {original}, loaded with {current}; its predictions may differ",
-            file=sys.stderr,
-        )
-    for w in caught:
-        if not isinstance(w.message, InconsistentVersionWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return model
 
 
 def load_sklearn_model(path: Path, *, trust_pickle: bool = False) -> Any:

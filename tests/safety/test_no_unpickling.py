@@ -137,7 +137,26 @@ def test_version_mismatch_is_one_note(tmp_path: Path, marker: Path, monkeypatch,
     loaded = load_sklearn_model(path, trust_pickle=True)
     assert np.allclose(loaded.predict(np.eye(5)), np.arange(5.0))
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("note: ") and "scikit-learn 0.0.1" in err[0]
+    assert len(err) == 1 and err[0].startswith("note: ") and "written with scikit-learn 0.0.1" in err[0]
+
+
+def test_version_mismatch_in_a_skops_file_is_one_note(tmp_path: Path, monkeypatch, capsys) -> None:
+    import numpy as np
+    from sklearn.linear_model import LinearRegression
+
+    from specband.safeload import skops_bytes
+
+    model = LinearRegression().fit(np.eye(5), np.arange(5.0))
+    monkeypatch.setattr("sklearn.base.__version__", "0.0.2")
+    path = tmp_path / "doubly_robust" / "model.joblib"
+    path.parent.mkdir()
+    path.with_suffix(".skops").write_bytes(skops_bytes(model))
+    monkeypatch.undo()
+    loaded = load_sklearn_model(path)  # no joblib file at all: the skops copy is read
+    assert np.allclose(loaded.predict(np.eye(5)), np.arange(5.0))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [line for line in err if line.startswith("note: ")]
+    assert len(err) == 1 and "written with scikit-learn 0.0.2" in err[0]
 
 
 def test_marker_pickle_writer(tmp_path: Path, marker: Path) -> None:
