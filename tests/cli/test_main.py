@@ -32,7 +32,7 @@ def test_unknown_option_is_one_line(run_cli, command: str) -> None:  # type: ign
         (["train", "--seed", "-1"], "Invalid value for '--seed'"),
         (["train", "--power-limit", "abc"], "Invalid value for '--power-limit'"),
         (["recommend", "--state", "50", "0"], "'--state' requires 3 arguments"),
-        (["recommend"], "Missing option '--batch-size'"),
+        (["recommend"], "--batch-size is required"),
         (["sweep"], "Missing option '--target'"),
         (["no-such-command"], "No such command 'no-such-command'"),
     ],

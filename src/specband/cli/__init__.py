@@ -40,6 +40,9 @@ def _register_all() -> None:
 
     for module in (core, evaluate, harness, sim, launch, doctor):
         module.register(app)
+    from specband.cli import schedule
+
+    schedule.register(app)
 
 
 _register_all()

@@ -150,11 +150,13 @@ def register(app: typer.Typer) -> None:
             f"features={features}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
         )
         _print_picks(rows)
+        _print_power_label(sweep.rows)
 
     @app.command("recommend")
     def recommend_command(
-        batch_size: int = typer.Option(
-            ..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests).", metavar="N"
+        batch_size: int | None = typer.Option(
+            None, "--batch-size", "-b", help="Concurrent requests (--max-running-requests). Required unless "
+            "--batch-mix or --batch-mix-from is given.", show_default=False, metavar="N"
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(
@@ -198,6 +200,14 @@ def register(app: typer.Typer) -> None:
             help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
             "specband.json, or a downloaded folder). Unpickling runs code from the file.",
         ),
+        batch_mix: str | None = typer.Option(
+            None, "--batch-mix", help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with "
+            "each batch size's own pick and the regret beside it.", show_default=False, metavar="MIX",
+        ),
+        batch_mix_from: Path | None = typer.Option(
+            None, "--batch-mix-from", help="As --batch-mix, the mix read from sglang's Prometheus metrics text "
+            "(samples or a histogram of sglang:num_running_reqs).", show_default=False, metavar="FILE",
+        ),
     ) -> None:
         """Print the sglang flags for a batch size, ready to paste after
         `python -m sglang.launch_server`."""
@@ -205,14 +215,21 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in ("flags", "json"):
             raise ConfigError(f"--format must be 'flags' or 'json', got {output_format!r}")
-        if batch_size <= 0:
-            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         if state is not None:
             from specband.state import check_gpu_state
 
             check_gpu_state(*state, option="--state")
         if draft_model is not None and not draft_model.strip():
             raise ConfigError("--draft-model: empty; give the EAGLE3 draft model's path or hub id")
+        if batch_mix is not None or batch_mix_from is not None:
+            from specband.cli.schedule import recommend_batch_mix
+
+            recommend_batch_mix(batch_mix, batch_mix_from, batch_size, algo, models, data, state, draft_model, output_format)
+            return
+        if batch_size is None:
+            raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+        if batch_size <= 0:
+            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         from specband.recommend import recommend
 
         decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
@@ -250,6 +267,16 @@ def recommend_pick(
     for note in result.notes:
         _note(note)
     return result.pick
+
+
+def _print_power_label(rows: Any) -> None:
+    """Label the printed band figures when the rows' power rests on no measurement
+    (:func:`specband.sim.power.unmeasured_power_note`)."""
+    from specband.sim.power import unmeasured_power_note
+
+    label = unmeasured_power_note(rows)
+    if label:
+        typer.echo(label)
 
 
 def _print_picks(rows: list[Any]) -> None:

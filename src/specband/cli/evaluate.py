@@ -62,6 +62,15 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="W",
         ),
+        schedules: bool = typer.Option(
+            False, "--schedules", help="Also score, per split, serving a batch-size mix with a per-batch-size "
+            "schedule (chain configs, as `specband schedule`), the batch-mix pick and the per-batch-size picks "
+            "against the best fixed config (schedules.json and schedules.png with --out).",
+        ),
+        batch_mix: Optional[str] = typer.Option(  # noqa: UP007
+            None, "--batch-mix", help="With --schedules: the mix BS:WEIGHT,... (default: uniform over the held-out "
+            "batch sizes).", show_default=False, metavar="MIX",
+        ),
     ) -> None:
         """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
         the held-out rows, for every split: pick, reward, oracle, reference (3,4,8), regret,
@@ -81,6 +90,12 @@ def register(app: typer.Typer) -> None:
         if seed < 0:
             raise ConfigError(f"--seed must be a whole number >= 0, got {seed}")
         out_dir = check_report_dir(out) if out is not None else None
+        if batch_mix is not None and not schedules:
+            raise ConfigError("--batch-mix goes with --schedules")
+        if batch_mix is not None:
+            from specband.batchmix import parse_batch_mix
+
+            parse_batch_mix(batch_mix)  # checked before anything is computed
         from specband.hub import resolve_data_file
 
         sweep = load_sweep(None if data is None else resolve_data_file(data), power_limit_w=power_limit)
@@ -99,9 +114,22 @@ def register(app: typer.Typer) -> None:
             progress=progress,
         )
         written = write_report(result, out_dir) if out_dir is not None else []
+        if schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
+            from specband.cli.schedule import evaluate_schedules_hook
+
+            written += evaluate_schedules_hook(sweep, holdout, algo, features, batch_mix, seed, n_bootstrap, out_dir, as_json)
         if as_json:
-            typer.echo(json.dumps(result_to_json(result), indent=2))
+            from specband.sim.power import unmeasured_power_note
+
+            payload = result_to_json(result)
+            label = unmeasured_power_note(sweep.rows)
+            if label:
+                payload = {**payload, "power_unmeasured": label}
+            typer.echo(json.dumps(payload, indent=2))
             return
         render_tables(result)
+        from specband.cli.core import _print_power_label
+
+        _print_power_label(sweep.rows)
         for path in written:
             typer.echo(f"wrote {path}")

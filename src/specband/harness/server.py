@@ -233,14 +233,15 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple
 
 
 def build_launch_command(
-    config: ServerConfig, action: tuple[int, int, int], max_batch_size: int, mem_fraction_static: float
+    config: ServerConfig, action: tuple[int, int, int], max_batch_size: int | None, mem_fraction_static: float
 ) -> list[str]:
     """The server command line for one action.
 
     Args:
         config: model, draft, port and the other fixed flags.
         action: the speculative triple (validated and canonicalised).
-        max_batch_size: ``--cuda-graph-max-bs`` and ``--max-running-requests``.
+        max_batch_size: ``--cuda-graph-max-bs`` and ``--max-running-requests``; ``None``
+            pins neither (a server whose batch size moves, ``launch --schedule``).
         mem_fraction_static: ``--mem-fraction-static``.
 
     Raises:
@@ -248,7 +249,7 @@ def build_launch_command(
         ConfigError: a non-positive batch size or a mem fraction outside (0, 1).
     """
     act: Action = validate_action(action)
-    if max_batch_size <= 0:
+    if max_batch_size is not None and max_batch_size <= 0:
         raise ConfigError(f"batch size must be > 0, got {max_batch_size}")
     if not 0.0 < mem_fraction_static < 1.0:
         raise ConfigError(f"mem fraction must be in (0, 1), got {mem_fraction_static}")
@@ -261,9 +262,9 @@ def build_launch_command(
         "--port", str(config.port),
         "--mem-fraction-static", f"{mem_fraction_static:g}",
         "--dtype", config.dtype,
-        "--cuda-graph-max-bs", str(max_batch_size),
-        "--max-running-requests", str(max_batch_size),
     ]  # fmt: skip
+    if max_batch_size is not None:
+        command += ["--cuda-graph-max-bs", str(max_batch_size), "--max-running-requests", str(max_batch_size)]
     backend = config.attention_backend
     if backend == "auto":
         if act.speculative_eagle_topk > 1:

@@ -30,6 +30,7 @@ from specband.dataset import SWEEP_COLUMNS
 from specband.errors import ConfigError
 from specband.fileio import write_jsonl_atomic
 from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.power import power_range_w
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -65,7 +66,10 @@ def simulate_sweep(
     """Simulated sweep rows (the published sweep columns plus ``power_limit_watts``,
     ``provenance``, ``profile``, ``seed``, ``gpu_mem_used_mb_before``,
     ``gpu_util_pct_before``, ``target_model``, ``draft_model``), one dict per run, in run
-    order; ``index`` counts runs from 0 across passes.
+    order; ``index`` counts runs from 0 across passes. A profile without
+    ``power_measured = true`` adds ``power_measured: false`` to every row and
+    ``power_w_range: [low, high]`` (W, :func:`specband.sim.power.power_range_w`) to every
+    successful one.
 
     Args:
         model: the performance model; ``None`` builds one from ``profile`` and the configs
@@ -188,6 +192,11 @@ def simulate_sweep(
                         gpu_throttling=bool(throttled),
                     )
                     temp = temp_after
+                    if not p.power_measured:
+                        low, high = power_range_w(p, pred)
+                        row.update(power_w_range=[_round(low, 1), _round(high, 1)])
+                if not p.power_measured:
+                    row.update(power_measured=False)
                 row.update(
                     power_limit_watts=p.power_limit_w,
                     provenance="simulated",
