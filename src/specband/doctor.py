@@ -11,7 +11,6 @@ overridden.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,27 +67,15 @@ def exit_status(checks: list[Check]) -> int:
 
 
 def read_model_config(model: str | Path) -> tuple[dict[str, Any], str]:
-    """The parsed ``config.json`` of a model given as a file, a folder or a hub id, and
-    the file it came from.
+    """The parsed ``config.json`` of a model given as a file, a folder, a bundled config's
+    name or a hub id, and the file it came from (:func:`specband.sim.hfconfig.read_model_config`).
 
     Raises:
-        ConfigError: one line naming the file (missing, unreadable, not a JSON object) or
-            the hub id (see :mod:`specband.hub`).
+        ConfigError: one line naming the file or the hub id.
     """
-    from specband.hub import resolve_config_file
+    from specband.sim.hfconfig import read_model_config as read
 
-    path = resolve_config_file(model)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config.json (give a model folder, its config.json or a hub id)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a model config must be a JSON object")
-    return data, str(path)
+    return read(model)
 
 
 def _rope_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:

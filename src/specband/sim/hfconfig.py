@@ -51,6 +51,7 @@ __all__ = [
     "bundled_model_configs",
     "config_dtype",
     "load_model_spec",
+    "read_model_config",
     "rope_mismatch",
     "rope_settings",
 ]
@@ -291,6 +292,36 @@ def bundled_model_configs() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json"))
 
 
+def read_model_config(config: str | Path) -> tuple[dict[str, Any], str]:
+    """The parsed ``config.json`` named by ``config`` (a file, a model folder, a bundled
+    config's name or a hub id) and the file it came from.
+
+    Raises:
+        ConfigError: one line naming the file (missing, unreadable, invalid JSON, not an
+            object) or the hub id (:class:`specband.hub.HubError`).
+    """
+    path = Path(config)
+    if not path.exists() and str(config) in bundled_model_configs():
+        path = bundled_model_config_path(str(config))
+    else:
+        from specband.hub import resolve_config_file
+
+        path = resolve_config_file(config)  # a folder's config.json, or a hub id's
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: no such model config file (bundled configs: {', '.join(bundled_model_configs())})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read model config ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a model config must be a JSON object")
+    return data, str(path)
+
+
 def load_model_spec(
     config: str | Path | Mapping[str, Any] | ModelSpec | None, *, draft: bool, default: str | None = None
 ) -> ModelSpec:
@@ -315,24 +346,8 @@ def load_model_spec(
         config = bundled_model_config_path(default)
     if isinstance(config, Mapping):
         return ModelSpec.from_hf_config(config, draft=draft)
-    path = Path(config)
-    if not path.exists() and str(config) in bundled_model_configs():
-        path = bundled_model_config_path(str(config))
-    else:
-        from specband.hub import resolve_config_file
-
-        path = resolve_config_file(config)  # a folder's config.json, or a hub id's
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path}: no such model config file (bundled configs: {', '.join(bundled_model_configs())})"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read model config ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    return ModelSpec.from_hf_config(data, draft=draft, source=str(path))
+    data, source = read_model_config(config)
+    return ModelSpec.from_hf_config(data, draft=draft, source=source)
 
 
 def rope_mismatch(target: ModelSpec, draft: ModelSpec) -> str | None:
