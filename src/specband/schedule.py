@@ -187,9 +187,14 @@ def load_scorer(
         load_policy,
         validate_algorithms,
     )
-    from specband.cli.core import DEFAULT_MODELS_DIR, _previous_algorithms
+    from specband.recommend import DEFAULT_MODELS_DIR
+    from specband.recommend import folder_algorithms as _previous_algorithms
 
     validate_algorithms([algo])
+    if models is not None:  # a hub id too (specband.hub)
+        from specband.hub import resolve_folder
+
+        models = resolve_folder(models)
     if models is None and algo in _previous_algorithms(Path(DEFAULT_MODELS_DIR)):
         models = Path(DEFAULT_MODELS_DIR)
     if models is None:

@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "sim",
     "launch": "launch",
     "schedule": "schedule",
+    "doctor": "doctor",
 }
 
 #: Commands whose plain options are parsed without typer's (pydantic) coercion when the

@@ -98,7 +98,9 @@ def register(app: typer.Typer) -> None:
             from specband.batchmix import parse_batch_mix
 
             parse_batch_mix(batch_mix)  # checked before anything is computed
-        sweep = load_sweep(data, power_limit_w=power_limit)
+        from specband.hub import resolve_data_file
+
+        sweep = load_sweep(None if data is None else resolve_data_file(data), power_limit_w=power_limit)
         if sweep.power_limit_assumed:
             from specband.cli.core import _note
 

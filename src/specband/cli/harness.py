@@ -281,6 +281,9 @@ def register(app: typer.Typer) -> None:
             metavar="MODEL",
         ),  # fmt: skip
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+        allow_rope_mismatch: bool = typer.Option(
+            False, "--allow-rope-mismatch", help="Sweep even when the draft's RoPE settings differ from the target's."
+        ),
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
@@ -364,6 +367,7 @@ def register(app: typer.Typer) -> None:
                     lambda: open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated),
                     out, batch_sizes=bs, actions=acts, repeats=repeats, resume=resume,
                     one_launch_per_config=one_launch_per_config, clock=clock, reporter=reporter,
+                    allow_rope_mismatch=allow_rope_mismatch,
                 )  # fmt: skip
             except KeyboardInterrupt:
                 reporter.stop()

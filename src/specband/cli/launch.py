@@ -91,6 +91,12 @@ def register(app: typer.Typer) -> None:
         launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"),
         log: Path = typer.Option(Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
+        trust_pickle: bool = typer.Option(
+            False, "--trust-pickle", help="Unpickle a joblib file specband did not write (runs code from it)."
+        ),
+        allow_rope_mismatch: bool = typer.Option(
+            False, "--allow-rope-mismatch", help="Launch even when the draft's RoPE settings differ from the target's."
+        ),
     ) -> None:
         """Pick the flags for this batch size and GPU state, then run sglang with them in the
         foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
@@ -140,6 +146,9 @@ def register(app: typer.Typer) -> None:
             extra_args=split_server_args(server_arg, command="launch"),
         )
         validate_algorithms([algo])
+        from specband.doctor import check_pair_before_launch
+
+        check_pair_before_launch(target, draft, allow_rope_mismatch=allow_rope_mismatch)
         log_created = False if dry_run else _open_log(log)
         # 2. read the GPU and pick; the notes wait until the pick is known to be launchable,
         #    so that bad input (e.g. a speculative pick without --draft) is one error line
@@ -155,7 +164,7 @@ def register(app: typer.Typer) -> None:
                 else:
                     assert batch_size is not None  # checked above: --batch-size or --schedule
                     telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
-                    pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
+                    pick = recommend_pick(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
             action = tuple(pick["action"])
             if draft is None and any(action):
                 raise ConfigError(

@@ -39,7 +39,7 @@ from specband.policies.gbt import (
     fit_reward_model,
     load_joblib,
     predict_per_action,
-    write_joblib_atomic,
+    write_model_files,
 )
 
 __all__ = ["DoublyRobust", "DoublyRobustConfig", "POLICY", "ips_correction"]
@@ -123,7 +123,7 @@ class DoublyRobust(Policy):
             ArtifactError: not fitted, or the file cannot be written.
         """
         self._require_fitted()
-        path = write_joblib_atomic(self.artifact_path(directory), self.model)
+        path = write_model_files(self.artifact_path(directory), self.model)
         self._write_sidecar(
             directory,
             {
@@ -135,16 +135,20 @@ class DoublyRobust(Policy):
         return path
 
     @classmethod
-    def load(cls, directory: str | Path, data: TrainingData | None = None) -> DoublyRobust:
+    def load(
+        cls, directory: str | Path, data: TrainingData | None = None, *, trust_pickle: bool = False
+    ) -> DoublyRobust:
         """Read ``doubly_robust/model.joblib``; the correction comes from ``data`` when
         given (recomputed from the raw sweep, the model card's recipe), else from the
-        sidecar, else there is none (direct model only).
+        sidecar, else there is none (direct model only). The model comes from
+        ``model.skops`` when present, else from ``model.joblib`` when specband wrote it or
+        ``trust_pickle`` is True.
 
         Raises:
             ArtifactError: see :func:`specband.policies.gbt.load_joblib`; a malformed
                 ``ips_correction`` in the sidecar.
         """
-        model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "LinearRegression")
+        model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "LinearRegression", trust_pickle=trust_pickle)
         policy, sidecar = cls._from_sidecar(directory)
         policy.model = model
         if data is not None:
