@@ -25,6 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# benchmarks/ is on sys.path when this runs as a script
+from bench_recommend import time_recommend
+
 
 def replicated_bundled(rows: int, out: Path) -> Path:
     """The bundled rows copied until there are ``rows`` of them (copy k is trial "<trial>#k")."""
@@ -82,21 +85,6 @@ def time_fresh_process(path: Path, seed: int) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
     return time.perf_counter() - start
-
-
-def time_recommend(runs: int, extra: list[str]) -> list[float]:
-    """Wall times of cold `specband recommend` processes (python -m specband)."""
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "specband", "recommend", "--batch-size", "16", *extra],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        out.append(time.perf_counter() - start)
-    return out
 
 
 def main() -> None:

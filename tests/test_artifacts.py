@@ -60,7 +60,16 @@ def folder(tmp_path_factory, sweep, trained) -> Path:
 def test_layout_is_the_model_cards(folder: Path) -> None:
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     expected = sorted(
-        [*ARTIFACT_FILES.values(), MANIFEST_FILE, *(f"{name}/specband.json" for name in ALGORITHMS)]
+        [
+            *ARTIFACT_FILES.values(),
+            MANIFEST_FILE,
+            *(f"{name}/specband.json" for name in ALGORITHMS),
+            "gbt/model.skops",  # the pickle-free copies, preferred when loading
+            "doubly_robust/model.skops",
+            "mlp_bandit/policy.safetensors",
+            "cql/policy.safetensors",
+            "bcq/policy.safetensors",
+        ]
     )
     assert files == expected
     assert ARTIFACT_FILES == {name: f"{name}/{policy_class(name).artifact_file}" for name in ALGORITHMS}
@@ -200,7 +209,7 @@ def test_folder_written_by_another_tool_loads(foreign_folder: Path) -> None:
     manifest = load_manifest(foreign_folder)
     assert manifest.foreign and manifest.features == "contract" and manifest.allowed == {}
     assert manifest.algorithms == ALGORITHMS
-    policies = load_policies(foreign_folder)
+    policies = load_policies(foreign_folder, trust_pickle=True)  # its joblib files: trusted explicitly
     assert list(policies) == list(ALGORITHMS)
     state = state_vector(4)
     for name, policy in policies.items():
@@ -240,10 +249,12 @@ def test_malformed_files_are_artifact_errors(folder: Path, tmp_path: Path, name:
     shutil.copytree(folder, copy)
     target = copy / ARTIFACT_FILES[name]
     target.unlink()
+    target.with_suffix(".skops").unlink(missing_ok=True)
+    target.with_suffix(".safetensors").unlink(missing_ok=True)
     damage(target)
     assert target.is_file()
     with pytest.raises(ArtifactError, match=message):
-        load_policy(copy, name)
+        load_policy(copy, name, trust_pickle=True)
 
 
 def test_bcq_file_must_be_the_dict(folder: Path, tmp_path: Path) -> None:
@@ -254,6 +265,7 @@ def test_bcq_file_must_be_the_dict(folder: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(folder, copy)
     torch.save({"q_state_dict": {}}, copy / "bcq" / "policy.pth")
+    (copy / "bcq" / "policy.safetensors").unlink()
     with pytest.raises(ArtifactError, match="missing key"):
         load_policy(copy, "bcq")
 

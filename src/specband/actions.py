@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from specband.errors import InvalidActionError
+from specband.limits import is_int
 
 __all__ = [
     "Action",
@@ -94,7 +95,7 @@ def _as_triple(triple: tuple[int, int, int] | Action) -> tuple[int, int, int]:
         ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"),
         (steps, topk, draft),
     ):
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_int(value):
             raise InvalidActionError(f"{name} must be an integer, got {value!r}")
         if value < 0:
             raise InvalidActionError(f"{name} must be >= 0, got {value}")

@@ -20,61 +20,87 @@ written by another tool (no manifest) loads too, as ``contract`` features.
 A folder is written whole or not at all: into a temporary folder next to the target,
 renamed into place when every file is written.
 
-The module imports NumPy only inside the functions that need it, so reading a manifest
-(the ``lookup_table`` path of ``specband recommend``) stays cold-fast.
+This module does folder I/O, the manifest and safe loading; training is
+:mod:`specband.training`, the report table :mod:`specband.picks`, the decision state
+:mod:`specband.state`. It imports NumPy only inside the functions that need it, so reading a
+manifest (the ``lookup_table`` path of ``specband recommend``) stays cold-fast.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
-import struct
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.actions import ACTIONS, NUM_ACTIONS, REFERENCE_INDEX
+from specband.actions import NUM_ACTIONS
 from specband.errors import ArtifactError, ConfigError
+from specband.limits import (
+    is_finite_number,
+    is_int,
+)
 from specband.policies import ALGORITHMS, policy_class
-from specband.policies.files import nearest_batch_size, read_json, write_json_atomic
+from specband.policies.files import (
+    nearest_batch_size,
+    read_json,
+    write_bytes_atomic,
+    write_json_atomic,
+)
+from specband.state import FEATURE_KINDS, state_tuple
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from specband.dataset import Sweep, TrainingData
+    from specband.dataset import TrainingData
     from specband.policies.base import Policy
-    from specband.reward import RewardConfig
 
 __all__ = [
     "ARTIFACT_FILES",
     "MANIFEST_FILE",
+    "MODEL_CARD_FILE",
+    "PICKLED_ALGORITHMS",
     "Manifest",
-    "PickRow",
     "available_algorithms",
-    "build_manifest",
-    "check_gpu_state",
-    "compute_embedded_manifest",
     "embedded_manifest",
-    "embedded_policy",
     "file_sha256",
     "load_manifest",
     "load_policies",
     "load_policy",
-    "pick_table",
-    "representative_states",
     "save_artifacts",
-    "state_tuple",
-    "train_policies",
     "validate_algorithms",
 ]
 
+#: Names that moved out of this module (training, the report table, the decision state),
+#: still importable from here: name -> module.
+_MOVED = {
+    **dict.fromkeys(
+        ("BUNDLED_DATA_LABEL", "build_manifest", "compute_embedded_manifest", "embedded_policy",
+         "representative_states", "train_policies"),
+        "specband.training",
+    ),
+    **dict.fromkeys(("PickRow", "pick_table"), "specband.picks"),
+    **dict.fromkeys(("check_gpu_state", "GPU_TEMP_RANGE_C", "GPU_MEM_MAX_MB", "GPU_UTIL_RANGE_PCT"), "specband.state"),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """The moved names (see ``_MOVED``), imported on first use (no import cycle, and
+    ``specband recommend`` does not pay for training code)."""
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 #: specband's manifest file at the top of an artifact folder.
 MANIFEST_FILE = "specband.json"
+#: The model card (hub README with YAML front matter) that ``specband train`` writes.
+MODEL_CARD_FILE = "README.md"
 MANIFEST_FORMAT = 1
 #: Model card file of each algorithm, relative to the artifact folder (docs/FACTS.md §5).
 ARTIFACT_FILES: dict[str, str] = {
@@ -87,6 +113,8 @@ ARTIFACT_FILES: dict[str, str] = {
     "cql": "cql/policy.pth",
     "bcq": "bcq/policy.pth",
 }
+#: Algorithms whose model card file is a pickle (joblib): loaded safely, see :mod:`specband.safeload`.
+PICKLED_ALGORITHMS: tuple[str, ...] = ("gbt", "doubly_robust")
 
 
 def validate_algorithms(names: Iterable[str] | None) -> list[str]:
@@ -123,76 +151,6 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
-    """The state picks are made from at each batch size: the element-wise median of the
-    training states there (upstream used one "representative" row's state, docs/FACTS.md §5).
-
-    Returns:
-        batch size -> 4 floats.
-    """
-    import numpy as np
-
-    out: dict[int, tuple[float, ...]] = {}
-    for bs in sorted(int(b) for b in np.unique(data.batch_sizes)):
-        median = np.median(np.asarray(data.states[data.batch_sizes == bs], dtype=np.float64), axis=0)
-        out[bs] = tuple(float(v) for v in median)
-    return out
-
-
-#: Feature kinds (as :data:`specband.dataset.FEATURE_KINDS`, repeated here to keep this
-#: module free of NumPy at import).
-#: Plausible ranges of the GPU readings a user may give for a decision (C, MB, %).
-GPU_TEMP_RANGE_C = (-40.0, 150.0)
-GPU_MEM_MAX_MB = 16.0 * 1024 * 1024
-GPU_UTIL_RANGE_PCT = (0.0, 100.0)
-
-
-def check_gpu_state(temp_c: float, mem_used_mb: float, util_pct: float, *, option: str = "state") -> None:
-    """Check a user-given GPU state before it becomes a decision state.
-
-    Args:
-        temp_c: GPU temperature, C, in [-40, 150].
-        mem_used_mb: GPU memory in use, MB, in [0, 16 TiB].
-        util_pct: GPU utilisation, %, in [0, 100].
-        option: the option name to put in the message.
-
-    Raises:
-        ConfigError: a value that is not finite or outside its range.
-    """
-    checks = (
-        ("TEMP_C", temp_c, *GPU_TEMP_RANGE_C),
-        ("MEM_MB", mem_used_mb, 0.0, GPU_MEM_MAX_MB),
-        ("UTIL_PCT", util_pct, *GPU_UTIL_RANGE_PCT),
-    )
-    for name, value, low, high in checks:
-        if not (math.isfinite(value) and low <= value <= high):
-            raise ConfigError(f"{option}: {name} must be a number in [{low:.10g}, {high:.10g}], got {value}")
-
-
-FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
-# state scales and fills of the contract (docs/FACTS.md §1; :func:`specband.dataset.state_vector`)
-_SCALES = (8.0, 100.0, 8192.0, 100.0)
-_FILLS = (40.0, 0.0, 0.0)
-
-
-def _f32(value: float) -> float:
-    return struct.unpack("f", struct.pack("f", value))[0]
-
-
-def state_tuple(
-    batch_size: int, gpu_temp_c: float | None = None, gpu_mem_used_mb: float | None = None, gpu_util_pct: float | None = None
-) -> tuple[float, float, float, float]:
-    """:func:`specband.dataset.state_vector` without NumPy: the contract state
-    ``[bs/8, temp/100, mem/8192, util/100]`` rounded to float32, ``None`` filled as upstream."""
-    raw = (
-        batch_size,
-        _FILLS[0] if gpu_temp_c is None else gpu_temp_c,
-        _FILLS[1] if gpu_mem_used_mb is None else gpu_mem_used_mb,
-        _FILLS[2] if gpu_util_pct is None else gpu_util_pct,
-    )
-    return tuple(_f32(v / scale) for v, scale in zip(raw, _SCALES))  # type: ignore[return-value]
-
-
 @dataclass(frozen=True)
 class Manifest:
     """What specband records about an artifact folder (``specband.json``).
@@ -210,6 +168,8 @@ class Manifest:
         row_counts: batch size -> action index -> number of rows.
         specband_version: the version that wrote the folder.
         foreign: True when the folder has no manifest (written by another tool).
+        files: path relative to the folder -> sha256 of every policy file specband wrote
+            (what :mod:`specband.safeload` checks before unpickling a joblib file).
     """
 
     features: str = "contract"
@@ -224,6 +184,7 @@ class Manifest:
     row_counts: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
     specband_version: str | None = None
     foreign: bool = False
+    files: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -279,9 +240,9 @@ class Manifest:
         return None if value is None else float(value)
 
     def to_json(self) -> dict[str, Any]:
-        """The manifest as a JSON-ready dict."""
+        """The manifest as a JSON-ready dict (``files`` only when known)."""
         sizes = sorted(set(self.allowed) | set(self.states) | set(self.mean_rewards))
-        return {
+        out = {
             "format": MANIFEST_FORMAT,
             "specband_version": self.specband_version,
             "features": self.features,
@@ -300,6 +261,9 @@ class Manifest:
                 for bs in sizes
             },
         }
+        if self.files:
+            out["files"] = dict(sorted(self.files.items()))
+        return out
 
     @classmethod
     def from_json(cls, obj: Any, path: str | Path) -> Manifest:
@@ -318,7 +282,7 @@ class Manifest:
         if features not in FEATURE_KINDS:
             raise bad(f"'features' must be one of {FEATURE_KINDS}, got {features!r}")
         seed = obj.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        if seed is not None and not is_int(seed):
             raise bad(f"'seed' must be an integer or null, got {seed!r}")
         algos = obj.get("algorithms", {})
         if not isinstance(algos, (dict, list)):
@@ -335,6 +299,11 @@ class Manifest:
         reward = obj.get("reward_config")
         if reward is not None and not isinstance(reward, dict):
             raise bad("'reward_config' must be an object or null")
+        files = obj.get("files") or {}
+        if not isinstance(files, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in files.items()
+        ):
+            raise bad("'files' must map relative paths to sha256 hex digests")
         sizes = obj.get("batch_sizes") or {}
         if not isinstance(sizes, dict):
             raise bad("'batch_sizes' must be an object keyed by batch size")
@@ -350,7 +319,7 @@ class Manifest:
                 raise bad(f"'batch_sizes.{key}' must be an object")
             idx = entry.get("allowed", [])
             if not isinstance(idx, list) or not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < NUM_ACTIONS for i in idx
+                is_int(i) and 0 <= i < NUM_ACTIONS for i in idx
             ):
                 raise bad(f"'batch_sizes.{key}.allowed' must be action indices in 0..{NUM_ACTIONS - 1}")
             if idx:
@@ -374,11 +343,12 @@ class Manifest:
             mean_rewards=means,
             row_counts=counts,
             specband_version=obj.get("specband_version"),
+            files=files,
         )
 
 
 def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    return is_finite_number(value)
 
 
 def _index_map(value: Any, kind: type, bad: Callable[[str], ArtifactError], where: str) -> dict[int, Any]:
@@ -393,86 +363,26 @@ def _index_map(value: Any, kind: type, bad: Callable[[str], ArtifactError], wher
     return out
 
 
-def build_manifest(
-    data: TrainingData,
-    algorithms: Sequence[str],
+def _policy_file_hashes(folder: Path, policies: Mapping[str, Policy]) -> dict[str, str]:
+    """sha256 of every file under each policy's subfolder, keyed by path relative to ``folder``."""
+    return {
+        p.relative_to(folder).as_posix(): file_sha256(p)
+        for name in policies
+        for p in sorted((folder / name).rglob("*"))
+        if p.is_file()
+    }
+
+
+def save_artifacts(
+    policies: Mapping[str, Policy],
+    out_dir: str | Path,
+    manifest: Manifest,
     *,
-    seed: int | None,
-    sweep: Sweep | None = None,
-    reward_config: RewardConfig | None = None,
-) -> Manifest:
-    """The manifest of a folder trained on ``data`` (from ``sweep``, when known) with the
-    reward constants ``reward_config`` (default: :class:`specband.reward.RewardConfig`)."""
-    from dataclasses import asdict
-
-    import numpy as np
-
-    from specband import __version__
-    from specband.policies.base import mean_reward_by_cell
-    from specband.reward import RewardConfig
-
-    if reward_config is None:
-        reward_config = RewardConfig()
-
-    cells = mean_reward_by_cell(data)
-    info: dict[str, Any] = {"rows": len(sweep.rows) if sweep is not None else None, "training_rows": len(data)}
-    if sweep is not None:
-        info["path"] = sweep.path
-        info["format"] = sweep.format
-        info["sha256"] = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None
-        info["energy_measured"] = sweep.energy_measured
-    return Manifest(
-        features=data.features,
-        seed=seed,
-        algorithms=tuple(validate_algorithms(algorithms)),
-        data=info,
-        power_limit_w=None if sweep is None else sweep.power_limit_w,
-        reward_config=asdict(reward_config),
-        # a batch size where every config failed at least once has nothing to pick from
-        allowed={
-            bs: tuple(int(a) for a in np.flatnonzero(mask)) for bs, mask in sorted(data.allowed.items()) if np.any(mask)
-        },
-        states=representative_states(data),
-        mean_rewards={bs: {int(a): float(m[a]) for a in np.flatnonzero(c)} for bs, (m, c) in cells.items()},
-        row_counts={bs: {int(a): int(c[a]) for a in np.flatnonzero(c)} for bs, (_, c) in cells.items()},
-        specband_version=__version__,
-    )
-
-
-def train_policies(
-    data: TrainingData,
-    algorithms: Sequence[str] | None = None,
-    *,
-    seed: int = 0,
-    overrides: Mapping[str, Mapping[str, Any]] | None = None,
-    on_done: Callable[[str, float], None] | None = None,
-) -> dict[str, Policy]:
-    """Fit each algorithm on ``data`` with ``seed`` (the same seed gives the same artifacts).
-
-    Args:
-        data: logged training data.
-        algorithms: names (default all eight).
-        seed: training seed.
-        overrides: per algorithm, config overrides (see each policy's config).
-        on_done: called with (name, seconds) after each fit.
-
-    Raises:
-        ConfigError: an unknown algorithm or setting.
-        DataError: no rows.
-    """
-    names = validate_algorithms(algorithms)
-    out: dict[str, Policy] = {}
-    for name in names:
-        start = time.perf_counter()
-        policy = policy_class(name).from_config(seed=seed, **dict((overrides or {}).get(name, {})))
-        out[name] = policy.fit(data)
-        if on_done is not None:
-            on_done(name, time.perf_counter() - start)
-    return out
-
-
-def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest: Manifest) -> Path:
-    """Write every policy's model card file and the manifest into ``out_dir``, atomically.
+    model_card: Callable[[Manifest], str] | None = None,
+) -> Path:
+    """Write every policy's model card file and the manifest (with the sha256 of every
+    policy file) into ``out_dir``, atomically; with ``model_card``, also ``README.md`` with
+    the text it returns for the final manifest.
 
     The folder is built next to ``out_dir`` and renamed into place when complete; an
     existing specband folder (one with a manifest and nothing but specband's files) or an
@@ -492,7 +402,7 @@ def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest
             f"choose another --out or remove it"
         )
     if out.is_dir() and (out / MANIFEST_FILE).is_file():
-        known = {MANIFEST_FILE, *ALGORITHMS}
+        known = {MANIFEST_FILE, MODEL_CARD_FILE, *ALGORITHMS}
         foreign = sorted(p.name for p in out.iterdir() if p.name not in known)
         if foreign:
             raise ArtifactError(
@@ -509,7 +419,10 @@ def save_artifacts(policies: Mapping[str, Policy], out_dir: str | Path, manifest
     try:
         for policy in policies.values():
             policy.save(tmp)
+        manifest = replace(manifest, files=_policy_file_hashes(tmp, policies))
         write_json_atomic(tmp / MANIFEST_FILE, manifest.to_json())
+        if model_card is not None:
+            write_bytes_atomic(tmp / MODEL_CARD_FILE, model_card(manifest).encode("utf-8"))
         if out.exists():
             old = parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(out, old)
@@ -552,7 +465,9 @@ def available_algorithms(directory: str | Path) -> list[str]:
     return [name for name in ALGORITHMS if (d / ARTIFACT_FILES[name]).is_file()]
 
 
-def load_policy(directory: str | Path, name: str, data: TrainingData | None = None) -> Policy:
+def load_policy(
+    directory: str | Path, name: str, data: TrainingData | None = None, *, trust_pickle: bool = False
+) -> Policy:
     """Load one algorithm from an artifact folder.
 
     Args:
@@ -560,10 +475,13 @@ def load_policy(directory: str | Path, name: str, data: TrainingData | None = No
         name: the algorithm.
         data: for ``doubly_robust``, the raw sweep's training data to recompute the IPS
             correction from (the model card's recipe); ignored by the others.
+        trust_pickle: unpickle a joblib file even without a matching sha256 in the
+            folder's manifest (runs code from the file; see :mod:`specband.safeload`).
 
     Raises:
         ConfigError: an unknown algorithm.
         ArtifactError: the file is missing or malformed.
+        specband.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
     """
     validate_algorithms([name])
     d = Path(directory)
@@ -573,39 +491,27 @@ def load_policy(directory: str | Path, name: str, data: TrainingData | None = No
             f"{d / ARTIFACT_FILES[name]}: no such file (the folder has: {', '.join(have) if have else 'no policy files'})"
         )
     cls = policy_class(name)
+    kwargs: dict[str, Any] = {"trust_pickle": trust_pickle} if name in PICKLED_ALGORITHMS else {}
     if name == "doubly_robust" and data is not None:
-        return cls.load(d, data=data)  # type: ignore[call-arg]
-    return cls.load(d)
+        kwargs["data"] = data
+    return cls.load(d, **kwargs)  # type: ignore[call-arg]
 
 
 def load_policies(
-    directory: str | Path, algorithms: Sequence[str] | None = None, data: TrainingData | None = None
+    directory: str | Path,
+    algorithms: Sequence[str] | None = None,
+    data: TrainingData | None = None,
+    *,
+    trust_pickle: bool = False,
 ) -> dict[str, Policy]:
-    """Load several algorithms (default: every one whose file is in the folder).
+    """Load several algorithms (default: every one whose file is in the folder); see
+    :func:`load_policy` for ``trust_pickle``.
 
     Raises:
-        ArtifactError: a missing or malformed file.
+        ArtifactError: a missing or malformed file, or an untrusted pickle.
     """
     names = validate_algorithms(algorithms) if algorithms else available_algorithms(directory)
-    return {name: load_policy(directory, name, data) for name in names}
-
-
-#: The ``data.path`` recorded for the bundled published measurements.
-BUNDLED_DATA_LABEL = "bundled:rtx4060_published_live.jsonl"
-
-
-def compute_embedded_manifest(features: str = "pre") -> dict[str, Any]:
-    """The manifest (as JSON) of a ``lookup_table`` trained on the bundled published
-    measurements: what :data:`specband.policies.embedded.EMBEDDED_MANIFEST` ships, so that
-    ``specband recommend`` works before any ``train`` without loading NumPy."""
-    from specband.dataset import load_sweep
-
-    sweep = load_sweep(None)
-    data = sweep.training_data(features)  # type: ignore[arg-type]
-    obj = build_manifest(data, ["lookup_table"], seed=0, sweep=sweep).to_json()
-    obj["data"]["path"] = BUNDLED_DATA_LABEL
-    obj["specband_version"] = None
-    return obj
+    return {name: load_policy(directory, name, data, trust_pickle=trust_pickle) for name in names}
 
 
 def embedded_manifest() -> Manifest:
@@ -614,73 +520,3 @@ def embedded_manifest() -> Manifest:
     from specband.policies.embedded import EMBEDDED_MANIFEST
 
     return Manifest.from_json(EMBEDDED_MANIFEST, "<embedded default>")
-
-
-def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str = "pre") -> tuple[Policy, Manifest]:
-    """A policy trained on the bundled published measurements (the default before any
-    ``specband train``) and its manifest.
-
-    Raises:
-        ConfigError: an unknown algorithm or feature kind.
-    """
-    from specband.dataset import load_sweep
-
-    validate_algorithms([name])
-    if features not in FEATURE_KINDS:
-        raise ConfigError(f"features must be one of {FEATURE_KINDS}, got {features!r}")
-    sweep = load_sweep(None)
-    data = sweep.training_data(features)  # type: ignore[arg-type]
-    policy = policy_class(name).from_config(seed=seed).fit(data)
-    return policy, build_manifest(data, [name], seed=seed, sweep=sweep)
-
-
-@dataclass(frozen=True)
-class PickRow:
-    """One algorithm's pick at one batch size.
-
-    Attributes:
-        algorithm: the algorithm.
-        batch_size: the measured batch size.
-        action: index of the pick.
-        mean_reward: observed mean reward of the pick there (``None`` if never measured).
-        reference_reward: observed mean reward of the reference (3,4,8) there, or ``None``.
-        best_action: index of the best observed allowed config there (``None`` if unknown).
-        best_reward: its observed mean reward.
-    """
-
-    algorithm: str
-    batch_size: int
-    action: int
-    mean_reward: float | None
-    reference_reward: float | None
-    best_action: int | None
-    best_reward: float | None
-
-    @property
-    def triple(self) -> tuple[int, int, int]:
-        """The picked (steps, topk, num_draft_tokens)."""
-        return tuple(ACTIONS[self.action])  # type: ignore[return-value]
-
-
-def pick_table(policies: Mapping[str, Policy], manifest: Manifest) -> list[PickRow]:
-    """Every policy's pick at every measured batch size, from the manifest's state and
-    allowed actions, with observed mean rewards beside it."""
-    rows: list[PickRow] = []
-    for name, policy in policies.items():
-        for bs in manifest.batch_sizes:
-            action = policy.act(manifest.state_for(bs), manifest.allowed_for(bs))
-            means = manifest.mean_rewards.get(bs, {})
-            candidates = [a for a in manifest.allowed[bs] if a in means]
-            best = max(candidates, key=lambda a: (means[a], -a)) if candidates else None
-            rows.append(
-                PickRow(
-                    algorithm=name,
-                    batch_size=bs,
-                    action=action,
-                    mean_reward=manifest.mean_reward(bs, action),
-                    reference_reward=manifest.mean_reward(bs, REFERENCE_INDEX),
-                    best_action=None if best is None else int(best),
-                    best_reward=None if best is None else float(means[int(best)]),
-                )
-            )
-    return rows

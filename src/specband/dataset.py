@@ -45,6 +45,14 @@ import numpy as np
 
 from specband.actions import ACTIONS, NUM_ACTIONS, Action, action_index
 from specband.errors import DataError, InvalidActionError
+from specband.limits import (
+    MAX_BATCH_SIZE,
+    MAX_DATA_FILE_BYTES,
+    STATE_FIELD_RANGES,
+    is_int,
+    is_number,
+    out_of_range,
+)
 from specband.reward import RewardConfig, RewardParts, compute_reward
 
 __all__ = [
@@ -89,8 +97,6 @@ TEMP_SCALE_C = 100.0
 MEM_SCALE_MB = 8192.0
 UTIL_SCALE_PCT = 100.0
 
-#: Largest batch size accepted (``--max-running-requests`` beyond this is not a decode batch).
-MAX_BATCH_SIZE = 1 << 20
 #: ``error`` prefix of the agentic pilot trace rows (rows 228-239 of the published sweep).
 AGENTIC_ERROR_PREFIX = "agentic_pilot_trace"
 #: Tolerance on accept-length bounds (values are printed rounded to 3 decimals upstream).
@@ -330,7 +336,32 @@ class Sweep:
     @property
     def energy_measured(self) -> bool:
         """False when no row has energy (e.g. sglang bench output): rewards are throughput only."""
-        return any(r.utilization(self.power_limit_w) is not None for r in self.rows if r.trainable)
+        return any(r.avg_power_watts is not None or r.energy_utilization is not None for r in self.rows if r.trainable)
+
+    @property
+    def power_limit_assumed(self) -> bool:
+        """Some successful row's energy utilisation uses the assumed limit
+        (:attr:`RewardConfig.power_limit_w <specband.reward.RewardConfig>`, 80 W): it has
+        ``avg_power_watts`` but no ``power_limit_watts``, and no override was given."""
+        return self.power_limit_w is None and any(_assumes_limit(r) for r in self.rows if r.trainable)
+
+    def energy_note(self, config: RewardConfig | None = None) -> str | None:
+        """The sentence a command prints about how energy enters the rewards, or ``None``
+        when every row carries its own power limit (or the user gave one).
+
+        Args:
+            config: reward constants, for the assumed limit (default: :class:`RewardConfig`'s 80 W).
+        """
+        if not self.energy_measured:
+            return f"{self.path or '<data>'}: no energy was measured; rewards come from throughput alone"
+        if self.power_limit_assumed:
+            assumed_w = (config or RewardConfig()).power_limit_w
+            return (
+                f"{self.path or '<data>'}: rows give avg_power_watts but no power_limit_watts; energy "
+                f"utilisation uses the assumed {assumed_w:g} W limit of the study's RTX 4060 Laptop "
+                "(--power-limit W gives another)"
+            )
+        return None
 
     def batch_sizes(self) -> list[int]:
         """Sorted batch sizes that have at least one successful row."""
@@ -460,6 +491,9 @@ def load_sweep(
             successful baseline row, or the same (index, repeat) twice.
     """
     p = bundled_data_path() if path is None else Path(path)
+    problem = _not_a_data_file(p)
+    if problem is not None:
+        raise DataError(problem, path=p)
     try:
         text = p.read_text(encoding="utf-8-sig")  # a BOM (files saved by Windows editors) is not data
     except FileNotFoundError:
@@ -497,10 +531,10 @@ def _check_value(name: str, value: Any, err: Callable[[str, str], DataError]) ->
     if value is None:
         return
     if name in _INT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_int(value):
             raise err(name, f"expected an integer, got {type(value).__name__} {value!r}")
     elif name in _FLOAT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not is_number(value):
             raise err(name, f"expected a number, got {type(value).__name__} {value!r}")
     elif name in _STR_FIELDS:
         if not isinstance(value, str):
@@ -565,7 +599,70 @@ def _validate(
                 line=trainable[0].line,
                 field="batch_size",
             )
+    if power_limit_w is None:
+        _check_assumed_power_limit(rows, path)
     return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w)
+
+
+#: ``hardware`` values of the study's card, whose 80 W limit rows without
+#: ``power_limit_watts`` are scored against (lower case, without spaces, - and _).
+_ASSUMED_LIMIT_HARDWARE = ("rtx4060laptop", "nvidiageforcertx4060laptopgpu")
+
+
+def _assumes_limit(row: SweepRow) -> bool:
+    return row.avg_power_watts is not None and row.power_limit_watts is None
+
+
+def _check_assumed_power_limit(rows: Sequence[SweepRow], path: str | Path | None) -> None:
+    """Refuse rows whose energy would be scored against the assumed 80 W limit when they
+    are evidently not from an 80 W card.
+
+    The rule, for a successful row with ``avg_power_watts`` and no ``power_limit_watts``
+    (and no ``--power-limit``): its ``hardware``, when given, must name the study's RTX 4060
+    Laptop, and its ``avg_power_watts`` must not exceed 80 W (an average above the limit
+    means the limit was higher). Rows of unknown hardware within 80 W keep the assumption
+    (the published sweep's rows carry no limit), and the commands say so.
+
+    Raises:
+        DataError: naming the first such row, its field, and ``--power-limit``.
+    """
+    assumed_w = RewardConfig().power_limit_w
+    for row in rows:
+        if not (row.trainable and _assumes_limit(row)):
+            continue
+        hardware = row.raw.get("hardware") if isinstance(row.raw, dict) else None
+        key = "".join(ch for ch in str(hardware).lower() if ch.isalnum())
+        if hardware is not None and key not in _ASSUMED_LIMIT_HARDWARE:
+            field_name = "hardware"
+            why = f"is {hardware!r}, not the RTX 4060 Laptop whose {assumed_w:g} W limit is assumed"
+        elif row.avg_power_watts is not None and row.avg_power_watts > assumed_w:
+            field_name = "avg_power_watts"
+            why = f"is {row.avg_power_watts:g} W, above the assumed {assumed_w:g} W limit"
+        else:
+            continue
+        raise DataError(
+            f"{why}, and the row has no power_limit_watts: give the GPU's power limit with --power-limit W",
+            path=path,
+            line=row.line,
+            field=field_name,
+        )
+
+
+def _not_a_data_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a sweep file (a device, FIFO or socket, or a file over
+    :data:`~specband.limits.MAX_DATA_FILE_BYTES`), or ``None`` (missing files and folders
+    are reported by the read that follows)."""
+    import stat
+
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_size <= MAX_DATA_FILE_BYTES):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file (a device, FIFO or socket); give a JSONL file"
+    return f"{info.st_size} bytes: larger than the {MAX_DATA_FILE_BYTES >> 20} MiB a sweep file may have"
 
 
 def _validate_row(record: Any, lineno: int, position: int, path: str | Path | None, fmt: str) -> SweepRow:
@@ -612,6 +709,10 @@ def _validate_row(record: Any, lineno: int, position: int, path: str | Path | No
     for name in _NONNEG_FIELDS:
         if rec.get(name) is not None and rec[name] < 0:
             raise err(name, f"must be >= 0, got {rec[name]}")
+    for name, (low, high, basis) in STATE_FIELD_RANGES.items():
+        problem = None if rec.get(name) is None else out_of_range(rec[name], low, high)
+        if problem is not None:
+            raise err(name, f"{problem} ({basis})")
     if rec.get("power_limit_watts") is not None and rec["power_limit_watts"] <= 0:
         raise err("power_limit_watts", f"must be > 0 W, got {rec['power_limit_watts']}")
     if rec.get("propensity") is not None and not 0 < rec["propensity"] <= 1:

@@ -11,6 +11,14 @@ from __future__ import annotations
 from os import PathLike
 
 
+def one_line(text: str) -> str:
+    """``text`` with every unprintable character escaped (a newline becomes ``\\n``, an
+    escape character ``\\x1b``), so that a file name or value quoted in a message stays on
+    its line and cannot pose as a second message. The CLI passes every error and note
+    line through it."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 class SpecbandError(Exception):
     """Base class of every error specband raises for bad input or a failed operation."""
 

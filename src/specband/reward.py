@@ -20,10 +20,10 @@ these constants reproduce every reward its logs print to within 1e-3.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 from specband.errors import ConfigError
+from specband.limits import is_finite_number
 
 __all__ = [
     "RewardConfig",
@@ -72,7 +72,7 @@ class RewardConfig:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            if not is_finite_number(value):
                 raise ConfigError(f"reward config '{name}' must be a finite number, got {value!r}")
         if not 0.0 < self.band_low < self.band_high:
             raise ConfigError(

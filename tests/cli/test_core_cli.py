@@ -73,7 +73,7 @@ def test_train_selected_algorithms_with_pre_features(run_cli, tmp_path: Path) ->
     out = tmp_path / "m"
     res = run_cli("train", "--out", out, "--algo", "lookup_table", "--algo", "gbt", "--features", "pre", "--seed", "3")
     assert res.exit_code == 0, res.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["gbt", "lookup_table", MANIFEST_FILE]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "gbt", "lookup_table", MANIFEST_FILE]
     manifest = json.loads((out / MANIFEST_FILE).read_text())
     assert manifest["features"] == "pre" and manifest["seed"] == 3 and list(manifest["algorithms"]) == ["lookup_table", "gbt"]
     rec = run_cli("recommend", "-b", "16", "--models", out, "--algo", "gbt", "--format", "json", "--state", "45", "1200", "0")
@@ -91,7 +91,8 @@ def test_train_is_reproducible(run_cli, tmp_path: Path) -> None:
             str(p.relative_to(tmp_path / run)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in (tmp_path / run).rglob("*") if p.is_file()
         })
-    assert digests[0] == digests[1] and len(digests[0]) == 5  # 2 model card files, 2 sidecars, manifest
+    # 2 model card files, the safetensors copy, 2 sidecars, manifest, README.md
+    assert digests[0] == digests[1] and len(digests[0]) == 7
 
 
 @pytest.mark.parametrize(
@@ -237,7 +238,8 @@ def test_recommend_baseline_only(run_cli, write_jsonl, published_records, tmp_pa
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-b", "0"], "--batch-size must be > 0"),
+        (["-b", "0"], "Invalid value for '--batch-size' / '-b': Input should be greater than or equal to 1"),
+        (["-b", "1048577"], "Invalid value for '--batch-size' / '-b': Input should be less than or equal to 1048576"),
         (["-b", "4", "--format", "yaml"], "--format must be 'flags' or 'json'"),
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["-b", "4", "--models", "/nonexistent/models"], "no such artifact folder"),

@@ -32,7 +32,7 @@ def test_unknown_option_is_one_line(run_cli, command: str) -> None:  # type: ign
         (["train", "--seed", "-1"], "Invalid value for '--seed'"),
         (["train", "--power-limit", "abc"], "Invalid value for '--power-limit'"),
         (["recommend", "--state", "50", "0"], "'--state' requires 3 arguments"),
-        (["recommend"], "Missing option '--batch-size'"),
+        (["recommend"], "--batch-size is required"),
         (["sweep"], "Missing option '--target'"),
         (["no-such-command"], "No such command 'no-such-command'"),
     ],
@@ -71,7 +71,10 @@ def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPat
 def test_python_dash_m_is_the_same_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
     res = subprocess.run([sys.executable, "-m", "specband", "recommend", "-b", "0"], capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 2
-    assert _one_error_line(res.stderr) == "error: --batch-size must be > 0, got 0"
+    assert _one_error_line(res.stderr) == (
+        "error: Invalid value for '--batch-size' / '-b': Input should be greater than or equal to 1 "
+        "(see 'specband recommend --help')"
+    )
 
 
 def test_sigterm_unwinds_and_leaves_no_temporary_file(run_cli, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -243,3 +243,21 @@ def test_a_power_limit_given_by_hand_must_be_finite_and_positive(fake_gpu, bad):
             make()
     assert "init" not in fake_gpu.calls  # refused before NVML is touched
     assert NullDevice(power_limit_w=80).power_limit_w == 80.0
+
+
+def test_a_pynvml_without_the_energy_counter_function_integrates_power(fake_gpu, monkeypatch):
+    """An old pynvml lacks nvmlDeviceGetTotalEnergyConsumption: the probe treats the missing
+    function like an unsupported counter (no AttributeError), and energy comes from power."""
+    monkeypatch.delattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption")
+    with pytest.warns(DeviceWarning, match="nvmlDeviceGetTotalEnergyConsumption is missing from this pynvml"):
+        dev = NvmlDevice(0)
+    assert dev.energy_method == "power_integration"
+    assert dev.read_energy_mj() is None and dev.read_power_w() == pytest.approx(50.0)
+
+
+def test_a_pynvml_without_energy_or_power_functions_measures_no_energy(fake_gpu, monkeypatch):
+    monkeypatch.delattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption")
+    monkeypatch.delattr(pynvml, "nvmlDeviceGetPowerUsage")
+    with pytest.warns(DeviceWarning, match="nvmlDeviceGetPowerUsage is missing from this pynvml"):
+        dev = NvmlDevice(0)
+    assert dev.energy_method == "none" and dev.read_power_w() is None

@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +91,9 @@ class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 @pytest.fixture(scope="module")
-def sglang() -> Any:
-    """``sglang.srt.server_args`` (imported once), or a skip / failure without sglang."""
+def sglang() -> Iterator[Any]:
+    """``sglang.srt.server_args`` (imported once), or a skip / failure without sglang; the
+    torchvision placeholder is removed again after this module's tests."""
     try:
         import sglang as sglang_pkg
     except ImportError:
@@ -99,14 +101,23 @@ def sglang() -> Any:
             pytest.fail("SPECBAND_REQUIRE_SGLANG=1 but sglang is not installed (see README 'Test')")
         pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23; see README 'Test')")
     os.environ.setdefault("SGLANG_LOG_LEVEL", "error")
+    stub = None
     if importlib.util.find_spec("torchvision") is None:
         import transformers.utils.import_utils  # noqa: F401 (decides torchvision is absent first)
 
-        sys.meta_path.insert(0, _TorchvisionStub())
-    from sglang.srt import server_args
+        stub = _TorchvisionStub()
+        sys.meta_path.insert(0, stub)
+    try:
+        from sglang.srt import server_args
 
-    assert sglang_pkg.__version__ == NEWEST_VERSION, f"the test pins sglang {NEWEST_VERSION}"
-    return server_args
+        assert sglang_pkg.__version__ == NEWEST_VERSION, f"the test pins sglang {NEWEST_VERSION}"
+        # resolution imports more of sglang on first use: run one while the stub is in place
+        yield server_args
+    finally:
+        if stub is not None:  # later tests in this session must not see a placeholder torchvision
+            sys.meta_path.remove(stub)
+            for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+                del sys.modules[name]
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,11 @@
 
 Commands live in one module per area (``core``: train/recommend/actions; ``evaluate``;
 ``harness``: sweep/emulate/import-bench; ``sim``: simulate; ``launch``), each with a
-``register(app)`` function. Modules import only typer and the standard library at the
-top, so a cold ``specband recommend`` stays fast; heavy libraries load inside commands.
+``register(app)`` function, and :data:`COMMANDS` names each command's module. Modules
+import only typer and the standard library at the top, and a run registers only its own
+command's module, so a cold ``specband recommend`` stays fast; heavy libraries load
+inside commands. ``recommend``'s ordinary command lines skip typer's pydantic-based
+option coercion (:mod:`specband.cli.plain_options`).
 
 Errors: a :class:`~specband.errors.SpecbandError` prints ``error: <message>`` on one line
 to stderr and exits with status 2, without a traceback; usage errors also exit 2.
@@ -14,35 +17,74 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import typer
 
-from specband.errors import SpecbandError
+from specband.errors import SpecbandError, one_line
 
-app = typer.Typer(
-    name="specband",
-    help="Pick sglang EAGLE3 speculative-decoding flags that keep GPU energy utilisation "
-    "in a 95-98 % band while decoding fast.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+#: Every command: name -> the module of :mod:`specband.cli` whose ``register(app)`` adds it.
+#: Adding a command is one line here (plus its module's ``register``). A run registers
+#: only its own command's module, so a cold start imports no other command's code.
+COMMANDS: dict[str, str] = {
+    "actions": "core",
+    "train": "core",
+    "recommend": "core",
+    "evaluate": "evaluate",
+    "sweep": "harness",
+    "emulate": "harness",
+    "import-bench": "harness",
+    "simulate": "sim",
+    "launch": "launch",
+    "schedule": "schedule",
+    "doctor": "doctor",
+}
+
+#: Commands whose plain options are parsed without typer's (pydantic) coercion when the
+#: command line is an ordinary one (:mod:`specband.cli.plain_options`): those a user or
+#: a script runs cold and often.
+FAST_COMMANDS = frozenset({"recommend"})
 
 
-@app.callback()
+def build_app(command: str | None = None) -> typer.Typer:
+    """The ``specband`` typer app with ``command``'s module registered, or every module
+    (in :data:`COMMANDS` order) when ``command`` is ``None`` or not a known command."""
+    import importlib
+
+    app = typer.Typer(
+        name="specband",
+        help="Pick sglang EAGLE3 speculative-decoding flags that keep GPU energy utilisation "
+        "in a 95-98 % band while decoding fast.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    app.callback()(_root)
+    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for module in modules:
+        importlib.import_module(f"specband.cli.{module}").register(app)
+    return app
+
+
 def _root() -> None:
     """specband: energy-band-aware EAGLE3 flags for sglang."""
 
 
-def _register_all() -> None:
-    from specband.cli import core, evaluate, harness, launch, sim
+def _run(args: list[str]) -> Any:
+    """Run one command line: the plain-option fast path for :data:`FAST_COMMANDS`, else typer."""
+    command = args[0] if args else None
+    app = build_app(command)
+    if command in FAST_COMMANDS:
+        from typer.main import get_command
 
-    for module in (core, evaluate, harness, sim, launch):
-        module.register(app)
+        from specband.cli.plain_options import parse_plain
 
-
-_register_all()
+        click_command = get_command(app).commands[command]  # type: ignore[attr-defined]
+        values = parse_plain(click_command, args[1:])
+        if values is not None:
+            return click_command.callback(**values)
+    return app(args=args, prog_name="specband", standalone_mode=False)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -75,11 +117,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             installed[signum] = default
             signal.signal(signum, on_signal)
     try:
-        result = app(
-            args=list(argv) if argv is not None else sys.argv[1:], prog_name="specband", standalone_mode=False
-        )
+        result = _run(list(argv) if argv is not None else sys.argv[1:])
     except SpecbandError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         from specband.harness.interrupts import received_signal
@@ -104,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if message:
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            print(f"error: {message}{hint}", file=sys.stderr)
+            print(f"error: {one_line(message)}{hint}", file=sys.stderr)
         raise SystemExit(exit_code) from None
     finally:
         for signum, default in installed.items():

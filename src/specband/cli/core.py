@@ -14,12 +14,14 @@ from typing import Any, Optional
 
 import typer
 
-#: Default artifact folder of ``specband train``.
-DEFAULT_MODELS_DIR = "specband-models"
+from specband.limits import MAX_BATCH_SIZE, MAX_SEED
+from specband.recommend import DEFAULT_MODELS_DIR
 
 
 def _note(message: str) -> None:
-    print(f"note: {message}", file=sys.stderr)
+    from specband.errors import one_line
+
+    print(f"note: {one_line(message)}", file=sys.stderr)
 
 
 def _fmt(value: float | None) -> str:
@@ -66,7 +68,8 @@ def register(app: typer.Typer) -> None:
         data: Optional[Path] = typer.Argument(
             None,
             help="Sweep JSONL (published sweep schema, specband sweep/simulate output, or sglang "
-            "bench_speculative.py output). Default: the bundled published measurements.",
+            "bench_speculative.py output), a Parquet file, or a hub dataset id (datasets/org/name[@REV], "
+            "hf://datasets/org/name). Default: the bundled published measurements.",
             show_default=False,
             metavar="DATA",
         ),
@@ -88,7 +91,9 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="W",
         ),
-        seed: int = typer.Option(0, "--seed", help="Training seed (same seed, same artifacts).", min=0, metavar="N"),
+        seed: int = typer.Option(
+            0, "--seed", help="Training seed (same seed, same artifacts).", min=0, max=MAX_SEED, metavar="N"
+        ),
         features: str = typer.Option(
             "pre",
             "--features",
@@ -103,9 +108,13 @@ def register(app: typer.Typer) -> None:
         Prints, per algorithm and batch size, the pick, its mean observed reward and the
         reference (3,4,8) beside it.
         """
+        import dataclasses
         import time
 
-        from specband.artifacts import build_manifest, pick_table, save_artifacts, train_policies, validate_algorithms
+        from specband.artifacts import save_artifacts, validate_algorithms
+        from specband.picks import pick_table
+        from specband.training import build_manifest, train_policies
+        from specband.recommend import folder_algorithms
         from specband.dataset import FEATURE_KINDS, load_sweep
         from specband.errors import ConfigError
 
@@ -113,42 +122,64 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--features must be one of {', '.join(FEATURE_KINDS)}, got {features!r}")
         from specband.devices.base import check_power_limit_w
 
+        from specband.hub import parse_hub_ref, resolve_data_file
+
         names = validate_algorithms(algo)
-        sweep = load_sweep(data, power_limit_w=check_power_limit_w(power_limit))
+        limit_w = check_power_limit_w(power_limit)
+        sweep = load_sweep(None if data is None else resolve_data_file(data), power_limit_w=limit_w)
         from specband.harness.draft_health import warn_if_draft_rejected
 
         warn_if_draft_rejected(sweep)
-        if not sweep.energy_measured:
-            _note(f"{sweep.path}: no energy was measured; rewards come from throughput alone")
+        energy_note = sweep.energy_note()
+        if energy_note is not None:
+            _note(energy_note)
         training = sweep.training_data(features)  # type: ignore[arg-type]
         start = time.perf_counter()
         policies = train_policies(training, names, seed=seed)
         elapsed = time.perf_counter() - start
         manifest = build_manifest(training, names, seed=seed, sweep=sweep)
-        previous = _previous_algorithms(out)
-        folder = save_artifacts(policies, out, manifest)
+        hub_data = None if data is None else parse_hub_ref(data)
+        if hub_data is not None:  # record the hub id, not the cache path
+            manifest = dataclasses.replace(manifest, data={**manifest.data, "path": f"hf://{hub_data}"})
+        previous = folder_algorithms(out)
+        rows = pick_table(policies, manifest)
+        from specband.modelcard import render_model_card
+
+        dataset_id = hub_data.repo_id if hub_data is not None and hub_data.repo_type == "dataset" else None
+        folder = save_artifacts(
+            policies, out, manifest,
+            model_card=lambda final: render_model_card(final, sweep, rows, dataset_id=dataset_id),
+        )  # fmt: skip
         dropped = [name for name in previous if name not in names]
         if dropped:
             _note(f"{folder} was replaced; it no longer holds {', '.join(dropped)} (train them again with --algo)")
-        rows = pick_table(policies, manifest)
         source = "bundled published measurements" if data is None else str(data)
         typer.echo(
             f"trained {len(names)} algorithm(s) on {source} ({len(training)} training rows, "
             f"features={features}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
         )
         _print_picks(rows)
+        _print_power_label(sweep.rows)
 
     @app.command("recommend")
     def recommend_command(
-        batch_size: int = typer.Option(
-            ..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests).", metavar="N"
+        batch_size: int | None = typer.Option(
+            None,
+            "--batch-size",
+            "-b",
+            help="Concurrent requests (--max-running-requests). Required unless --batch-mix or --batch-mix-from is given.",
+            show_default=False,
+            min=1,
+            max=MAX_BATCH_SIZE,
+            metavar="N",
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(
             None,
             "--models",
             "-m",
-            help="Artifact folder (from `specband train`, or the model card's layout). "
+            help="Artifact folder (from `specband train`, or the model card's layout) or a Hugging Face "
+            "hub id (org/name[@REV], hf://org/name). "
             f"Default: ./{DEFAULT_MODELS_DIR} when it exists, else the embedded policy trained on the "
             "bundled published measurements.",
             show_default=False,
@@ -178,6 +209,20 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="SWEEP",
         ),
+        trust_pickle: bool = typer.Option(
+            False,
+            "--trust-pickle",
+            help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
+            "specband.json, or a downloaded folder). Unpickling runs code from the file.",
+        ),
+        batch_mix: str | None = typer.Option(
+            None, "--batch-mix", help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with "
+            "each batch size's own pick and the regret beside it.", show_default=False, metavar="MIX",
+        ),
+        batch_mix_from: Path | None = typer.Option(
+            None, "--batch-mix-from", help="As --batch-mix, the mix read from sglang's Prometheus metrics text "
+            "(samples or a histogram of sglang:num_running_reqs).", show_default=False, metavar="FILE",
+        ),
     ) -> None:
         """Print the sglang flags for a batch size, ready to paste after
         `python -m sglang.launch_server`."""
@@ -185,13 +230,27 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in ("flags", "json"):
             raise ConfigError(f"--format must be 'flags' or 'json', got {output_format!r}")
-        if batch_size <= 0:
-            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         if state is not None:
-            from specband.artifacts import check_gpu_state
+            from specband.state import check_gpu_state
 
             check_gpu_state(*state, option="--state")
-        result = recommend_pick(batch_size, algo, models, state, draft_model, data)
+        if draft_model is not None and not draft_model.strip():
+            raise ConfigError("--draft-model: empty; give the EAGLE3 draft model's path or hub id")
+        if batch_mix is not None or batch_mix_from is not None:
+            from specband.cli.schedule import recommend_batch_mix
+
+            recommend_batch_mix(batch_mix, batch_mix_from, batch_size, algo, models, data, state, draft_model, output_format)
+            return
+        if batch_size is None:
+            raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+        if batch_size <= 0:
+            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
+        from specband.recommend import recommend
+
+        decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
+        for note in decided.notes:
+            _note(note)
+        result = decided.pick
         if output_format == "json":
             typer.echo(json.dumps(result, indent=2))
         else:
@@ -205,19 +264,6 @@ def register(app: typer.Typer) -> None:
             )
 
 
-def _previous_algorithms(folder: Path) -> tuple[str, ...]:
-    """Algorithms of an existing specband folder at ``folder`` (empty when there is none)."""
-    from specband.artifacts import MANIFEST_FILE, load_manifest
-    from specband.errors import ArtifactError
-
-    if not (folder / MANIFEST_FILE).is_file():
-        return ()
-    try:
-        return load_manifest(folder).algorithms
-    except ArtifactError:
-        return ()
-
-
 def recommend_pick(
     batch_size: int,
     algo: str,
@@ -225,115 +271,27 @@ def recommend_pick(
     telemetry: tuple[float, float, float] | None,
     draft_model: str | None,
     data_path: Path | None,
+    *,
+    trust_pickle: bool = False,
 ) -> dict[str, Any]:
-    """The pick of one algorithm for a batch size, as ``specband recommend --format json``
-    prints it (also used by ``specband launch``).
+    """:func:`specband.recommend.recommend`'s pick, its notes printed on stderr (what
+    ``specband launch`` calls; it holds the notes back by capturing stderr)."""
+    from specband.recommend import recommend
 
-    Args:
-        batch_size: concurrent requests; an unmeasured one uses the nearest measured one.
-        algo: model card algorithm name.
-        models: artifact folder, or ``None`` for the embedded default (bundled data).
-        telemetry: ``(temp_c, mem_used_mb, util_pct)`` of the GPU, or ``None`` for the
-            state the folder's picks were made from.
-        draft_model: EAGLE3 draft path for ``--speculative-draft-model-path`` (or ``None``).
-        data_path: sweep restricting a foreign folder's picks to measured configs.
+    result = recommend(batch_size, algo, models, telemetry, draft_model, data_path, trust_pickle=trust_pickle)
+    for note in result.notes:
+        _note(note)
+    return result.pick
 
-    Returns:
-        a dict with ``action_index``, ``action`` (triple), ``flags``, ``kwargs``,
-        ``features``, ``state``, ``source``, ``measured_batch_size`` and ``mean_reward``.
 
-    Raises:
-        ConfigError: unknown algorithm; ArtifactError: unreadable folder; DataError: bad sweep.
-    """
-    # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
-    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
-    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
+def _print_power_label(rows: Any) -> None:
+    """Label the printed band figures when the rows' power rests on no measurement
+    (:func:`specband.sim.power.unmeasured_power_note`)."""
+    from specband.sim.power import unmeasured_power_note
 
-    validate_algorithms([algo])
-    policy = None
-    lookup_means = None
-    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
-        if algo in _previous_algorithms(Path(DEFAULT_MODELS_DIR)):
-            models = Path(DEFAULT_MODELS_DIR)
-            _note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
-        else:
-            _note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
-    if models is None:
-        if data_path is not None:
-            _note("--data is used with --models only; ignored")
-        source = "embedded (bundled published measurements)"
-        if algo == "lookup_table":
-            manifest = embedded_manifest()
-            lookup_means = manifest.mean_rewards
-        else:
-            from specband.artifacts import embedded_policy
-
-            _note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
-            policy, manifest = embedded_policy(algo)
-    else:
-        manifest = load_manifest(models)
-        training = None
-        if data_path is not None:
-            if manifest.foreign:
-                import dataclasses
-
-                from specband.artifacts import build_manifest
-                from specband.dataset import load_sweep
-
-                sweep = load_sweep(data_path)
-                training = sweep.training_data(manifest.features)  # type: ignore[arg-type]
-                manifest = dataclasses.replace(
-                    build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True
-                )
-            else:
-                _note(f"{models} has a specband manifest; --data ignored")
-        if algo == "lookup_table":
-            from specband.policies.lookup_core import read_lookup_folder
-
-            lookup_means = read_lookup_folder(models).means
-        else:
-            from specband.artifacts import load_policy
-
-            policy = load_policy(models, algo, training)
-        source = str(models)
-        if manifest.foreign and training is None:
-            _note(
-                f"{models} has no specband manifest: picking among all 19 actions from the default state "
-                "(pass --data SWEEP to restrict them to the configs measured there)"
-            )
-            if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
-                _note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
-    if telemetry is not None and manifest.features == "contract":
-        _note(
-            "these policies use the contract state, whose memory and utilisation were read after each "
-            "run; the readings given here are not what they were trained on (train with --features pre "
-            "for decisions from the idle GPU)"
-        )
-    measured = manifest.measured_batch_size(batch_size)
-    if measured is not None and measured != batch_size:
-        _note(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
-    state = manifest.state_for(batch_size, telemetry)
-    if lookup_means is not None:
-        from specband.policies.lookup_core import lookup_pick
-
-        index = lookup_pick(lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size))
-    else:
-        assert policy is not None
-        index = policy.act(state, manifest.allowed_for(batch_size))
-    action = ACTIONS[index]
-    return {
-        "algorithm": algo,
-        "batch_size": batch_size,
-        "measured_batch_size": measured,
-        "features": manifest.features,
-        "state": [float(f"{float(v):.7g}") for v in state],  # float32 precision
-        "source": source,
-        "action_index": index,
-        "action": list(action),
-        "flags": sglang_cli_args(action, draft_model),
-        "kwargs": server_args_kwargs(action, draft_model),
-        "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
-    }
+    label = unmeasured_power_note(rows)
+    if label:
+        typer.echo(label)
 
 
 def _print_picks(rows: list[Any]) -> None:

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from specband.limits import MAX_SEED
+
 
 def register(app: typer.Typer) -> None:
     """Add ``specband evaluate`` to ``app``."""
@@ -51,7 +53,7 @@ def register(app: typer.Typer) -> None:
             metavar="DIR",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
-        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed (>= 0).", metavar="N"),
+        seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed (>= 0).", max=MAX_SEED, metavar="N"),
         n_bootstrap: int = typer.Option(
             1000, "--bootstrap", help="Bootstrap resamples per interval (>= 1).", metavar="N"
         ),
@@ -61,6 +63,15 @@ def register(app: typer.Typer) -> None:
             help="GPU power limit in W, overriding the rows' own (power_limit_watts).",
             show_default=False,
             metavar="W",
+        ),
+        schedules: bool = typer.Option(
+            False, "--schedules", help="Also score, per split, serving a batch-size mix with a per-batch-size "
+            "schedule (chain configs, as `specband schedule`), the batch-mix pick and the per-batch-size picks "
+            "against the best fixed config (schedules.json and schedules.png with --out).",
+        ),
+        batch_mix: Optional[str] = typer.Option(  # noqa: UP007
+            None, "--batch-mix", help="With --schedules: the mix BS:WEIGHT,... (default: uniform over the held-out "
+            "batch sizes).", show_default=False, metavar="MIX",
         ),
     ) -> None:
         """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
@@ -81,10 +92,22 @@ def register(app: typer.Typer) -> None:
         if seed < 0:
             raise ConfigError(f"--seed must be a whole number >= 0, got {seed}")
         out_dir = check_report_dir(out) if out is not None else None
-        sweep = load_sweep(data, power_limit_w=power_limit)
+        if batch_mix is not None and not schedules:
+            raise ConfigError("--batch-mix goes with --schedules")
+        if batch_mix is not None:
+            from specband.batchmix import parse_batch_mix
+
+            parse_batch_mix(batch_mix)  # checked before anything is computed
+        from specband.hub import resolve_data_file
+
+        sweep = load_sweep(None if data is None else resolve_data_file(data), power_limit_w=power_limit)
         from specband.harness.draft_health import warn_if_draft_rejected
 
         warn_if_draft_rejected(sweep)
+        if sweep.power_limit_assumed:
+            from specband.cli.core import _note
+
+            _note(str(sweep.energy_note()))
 
         def progress(message: str) -> None:
             if not as_json and sys.stderr.isatty():
@@ -100,9 +123,22 @@ def register(app: typer.Typer) -> None:
             progress=progress,
         )
         written = write_report(result, out_dir) if out_dir is not None else []
+        if schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
+            from specband.cli.schedule import evaluate_schedules_hook
+
+            written += evaluate_schedules_hook(sweep, holdout, algo, features, batch_mix, seed, n_bootstrap, out_dir, as_json)
         if as_json:
-            typer.echo(json.dumps(result_to_json(result), indent=2))
+            from specband.sim.power import unmeasured_power_note
+
+            payload = result_to_json(result)
+            label = unmeasured_power_note(sweep.rows)
+            if label:
+                payload = {**payload, "power_unmeasured": label}
+            typer.echo(json.dumps(payload, indent=2))
             return
         render_tables(result)
+        from specband.cli.core import _print_power_label
+
+        _print_power_label(sweep.rows)
         for path in written:
             typer.echo(f"wrote {path}")

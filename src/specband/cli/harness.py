@@ -17,6 +17,8 @@ from typing import Any, Optional
 
 import typer
 
+from specband.cli.options import check_batch_size_list
+
 _EMULATOR_HELP = "For the emulator only: "
 
 
@@ -149,7 +151,7 @@ def _sglang_version(given: Optional[str], server_command: str, server_env: dict[
             f"(pass --sglang-version)",
             stacklevel=2,
         )
-    labels = {"detected": "found in --server-command's interpreter", "assumed": "assumed: sglang not found"}
+    labels = {"detected": "found in the --server-command interpreter", "assumed": "assumed: sglang not found"}
     return version, labels.get(source, source)
 
 
@@ -233,7 +235,7 @@ def register(app: typer.Typer) -> None:
         target: str = typer.Option(..., "--target", help="Target model path (--model-path).", metavar="MODEL"),
         draft: Optional[str] = typer.Option(None, "--draft", help="EAGLE3 draft model path.", metavar="MODEL"),
         batch_sizes: str = typer.Option(
-            "1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'.", metavar="LIST"
+            "1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'.", metavar="LIST", callback=check_batch_size_list
         ),
         actions: str = typer.Option(
             "all",
@@ -325,6 +327,9 @@ def register(app: typer.Typer) -> None:
         ),  # fmt: skip
         dry_run: bool = typer.Option(
             False, "--dry-run", help="Print every server command line in launch order and exit; nothing runs."
+        ),
+        allow_rope_mismatch: bool = typer.Option(
+            False, "--allow-rope-mismatch", help="Sweep even when the draft's RoPE settings differ from the target's."
         ),
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
@@ -423,6 +428,7 @@ def register(app: typer.Typer) -> None:
                     lambda: open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated),
                     out, batch_sizes=bs, actions=acts, repeats=repeats, resume=resume,
                     one_launch_per_config=one_launch_per_config, clock=clock, reporter=reporter,
+                    allow_rope_mismatch=allow_rope_mismatch,
                 )  # fmt: skip
             except KeyboardInterrupt:
                 reporter.stop()

@@ -22,6 +22,8 @@ from typing import Optional
 
 import typer
 
+from specband.limits import MAX_BATCH_SIZE
+
 
 def register(app: typer.Typer) -> None:
     """Add ``launch`` to ``app``."""
@@ -32,8 +34,19 @@ def register(app: typer.Typer) -> None:
         draft: Optional[str] = typer.Option(
             None, "--draft", help="EAGLE3 draft model path or id (needed unless the pick is the baseline).", metavar="MODEL"
         ),
-        batch_size: int = typer.Option(
-            ..., "--batch-size", "-b", help="Concurrent requests (--max-running-requests).", metavar="N"
+        batch_size: int | None = typer.Option(
+            None, "--batch-size", "-b", help="Concurrent requests (--max-running-requests and the CUDA-graph batch "
+            "size). Required unless --schedule is given.", show_default=False, max=MAX_BATCH_SIZE, metavar="N"
+        ),
+        schedule: str | None = typer.Option(
+            None, "--schedule", help="Adaptive speculation with a per-batch-size schedule: an sglang "
+            "--speculative-adaptive-config FILE, or 'auto' (build it from --algo/--models, as `specband schedule`). "
+            "The batch size then moves: neither --max-running-requests nor the CUDA-graph batch size is pinned.",
+            show_default=False, metavar="FILE|auto",
+        ),
+        max_running_requests: int | None = typer.Option(
+            None, "--max-running-requests", help="With --schedule: sglang's --max-running-requests.",
+            show_default=False, max=MAX_BATCH_SIZE, metavar="N",
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         models: Optional[Path] = typer.Option(
@@ -82,6 +95,12 @@ def register(app: typer.Typer) -> None:
             help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
             metavar="X.Y.Z",
         ),  # fmt: skip
+        trust_pickle: bool = typer.Option(
+            False, "--trust-pickle", help="Unpickle a joblib file specband did not write (runs code from it)."
+        ),
+        allow_rope_mismatch: bool = typer.Option(
+            False, "--allow-rope-mismatch", help="Launch even when the draft's RoPE settings differ from the target's."
+        ),
     ) -> None:
         """Pick the flags for this batch size and GPU state, then run sglang with them in the
         foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
@@ -100,8 +119,16 @@ def register(app: typer.Typer) -> None:
         from specband.harness.server import ServerConfig, build_launch_command, format_launch, split_server_args
 
         # 1. every option, before the GPU is read
-        if batch_size <= 0:
+        if batch_size is None and schedule is None:
+            raise ConfigError("--batch-size is required (or --schedule FILE|auto for a server whose batch size moves)")
+        if batch_size is not None and batch_size <= 0:
             raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
+        if max_running_requests is not None and (schedule is None or batch_size is not None):
+            raise ConfigError("--max-running-requests goes with --schedule and without --batch-size (which pins it)")
+        if schedule is not None and draft is None:
+            raise ConfigError("--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)")
+        if max_running_requests is not None and max_running_requests <= 0:
+            raise ConfigError(f"--max-running-requests must be > 0, got {max_running_requests}")
         if device_kind not in ("auto", "nvml", "none"):
             raise ConfigError(f"--device must be auto, nvml or none, got {device_kind!r}")
         if gpu_index < 0:
@@ -127,14 +154,25 @@ def register(app: typer.Typer) -> None:
             version, version_source = _sglang_version(sglang_version, server_command, {})
         config = dataclasses.replace(config, sglang_version=version)
         validate_algorithms([algo])
+        from specband.doctor import check_pair_before_launch
+
+        check_pair_before_launch(target, draft, allow_rope_mismatch=allow_rope_mismatch)
         log_created = False if dry_run else _open_log(log)
         # 2. read the GPU and pick; the notes wait until the pick is known to be launchable,
         #    so that bad input (e.g. a speculative pick without --draft) is one error line
         notes = io.StringIO()
         try:
             with contextlib.redirect_stderr(notes):
-                telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
-                pick = recommend_pick(batch_size, algo, models, telemetry, draft, data)
+                if schedule is not None:
+                    from specband.cli.schedule import schedule_for_launch
+
+                    pick = schedule_for_launch(schedule, algo, models, data)
+                    extra = [*pick["extra_args"], *(["--max-running-requests", str(max_running_requests)] if max_running_requests else [])]
+                    config = dataclasses.replace(config, extra_args=(*extra, *config.extra_args))
+                else:
+                    assert batch_size is not None  # checked above: --batch-size or --schedule
+                    telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
+                    pick = recommend_pick(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
             action = tuple(pick["action"])
             if draft is None and any(action):
                 raise ConfigError(
@@ -149,10 +187,13 @@ def register(app: typer.Typer) -> None:
                         log.unlink()
             raise
         sys.stderr.write(notes.getvalue())
-        _note(
-            f"{algo} picks {pick['action']} for batch size {batch_size} "
-            f"(features={pick['features']}, state={[round(v, 4) for v in pick['state']]}, source: {pick['source']})"
-        )
+        if schedule is not None:
+            _note(f"adaptive speculation with {pick['path']}: tiers {sorted(pick['entries'])}, starting at {action}")
+        else:
+            _note(
+                f"{algo} picks {pick['action']} for batch size {batch_size} "
+                f"(features={pick['features']}, state={[round(v, 4) for v in pick['state']]}, source: {pick['source']})"
+            )
         if dry_run:
             typer.echo(f"# sglang {version} ({version_source})")
             typer.echo(format_launch(command))
@@ -180,7 +221,9 @@ def register(app: typer.Typer) -> None:
                     else ""
                 )
                 typer.echo(
-                    f"sglang ready at {server.base_url} with {tuple(action)} for batch size {batch_size}{retried}; "
+                    f"sglang ready at {server.base_url} with "
+                    + (f"{tuple(action)} for batch size {batch_size}" if schedule is None else f"the schedule {pick['path']}")
+                    + f"{retried}; "
                     f"log: {log}; Ctrl-C stops it (exit status 0)",
                 )
                 code = server.proc.wait() if server.proc is not None else 0

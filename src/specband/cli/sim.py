@@ -8,6 +8,9 @@ from typing import Optional
 
 import typer
 
+from specband.cli.options import check_batch_size_list
+from specband.limits import MAX_SEED
+
 
 def _parse_batch_sizes(text: str) -> list[int]:
     """``'1,4,8,16'`` (commas and/or spaces) -> ``[1, 4, 8, 16]``, in the given order.
@@ -41,18 +44,49 @@ def _parse_batch_sizes(text: str) -> list[int]:
     return sizes
 
 
+def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, force: bool) -> None:
+    """``--calibration-report --against aic [--refit [--write-profile FILE]]``: compare (and
+    refit) one profile, or every profile of the bundled AIC reference."""
+    from specband.errors import ConfigError
+    from specband.sim.aic import (
+        aic_report,
+        fit_profile_to_aic,
+        format_aic_fit,
+        format_aic_report,
+        load_aic_reference,
+    )
+
+    data = load_aic_reference()
+    chosen: list = [profile] if profile is not None else list(data.profiles)
+    if write_profile is not None and len(chosen) != 1:
+        raise ConfigError("--write-profile with --against aic needs --profile (one profile to write)")
+    if refit:
+        fits = [fit_profile_to_aic(name, data) for name in chosen]
+        for fit in fits:
+            typer.echo(format_aic_fit(fit))
+        typer.echo("")
+        chosen = [fit.profile for fit in fits]
+        if write_profile is not None:
+            from specband.sim.calibrate import write_profile as write_fn
+
+            header = f"refitted from profile {profile} to {data.label} by specband simulate --refit --against aic"
+            write_fn(fits[0].profile, write_profile, header=header, overwrite=force)
+            print(f"wrote {write_profile}", file=sys.stderr)
+    typer.echo(format_aic_report(aic_report(chosen, data)))
+
+
 def register(app: typer.Typer) -> None:
     """Add ``simulate`` to ``app``."""
 
     @app.command("simulate")
     def simulate(
-        profile: str = typer.Option(
-            "rtx4060-laptop",
+        profile: Optional[str] = typer.Option(
+            None,
             "--profile",
             metavar="PROFILE",
             help="built-in profile (rtx4060-laptop, a100-sxm4-80gb, h100-sxm, h200) or a TOML/JSON file whose "
             "[hardware] sets hardware (the GPU name), power_limit_w, vram_mb, mem_bandwidth_gbs, peak_tflops "
-            "and idle_power_w",
+            "and idle_power_w (default: rtx4060-laptop; with --against aic: every profile the reference covers)",
         ),
         target_config: Optional[str] = typer.Option(
             None,
@@ -67,10 +101,11 @@ def register(app: typer.Typer) -> None:
             help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct)",
         ),
         batch_sizes: str = typer.Option(
-            "1,4,8,16", "--batch-sizes", metavar="LIST", help="batch sizes of a pass, each once, e.g. '1,4,8,16'"
+            "1,4,8,16", "--batch-sizes", metavar="LIST", help="batch sizes of a pass, each once, e.g. '1,4,8,16'",
+            callback=check_batch_size_list,
         ),
         repeats: int = typer.Option(3, "--repeats", metavar="N", help="full passes over batch sizes x actions"),
-        seed: int = typer.Option(0, "--seed", metavar="N", help="noise seed: the same seed gives the same file"),
+        seed: int = typer.Option(0, "--seed", metavar="N", help="noise seed: the same seed gives the same file", max=MAX_SEED),
         out: Optional[str] = typer.Option(
             None, "--out", metavar="FILE", help="JSONL file to write (sweep schema); an existing one needs --force"
         ),
@@ -78,6 +113,13 @@ def register(app: typer.Typer) -> None:
             False,
             "--calibration-report",
             help="print predicted vs measured for every published row, median/worst errors and targets",
+        ),
+        against: str = typer.Option(
+            "published",
+            "--against",
+            metavar="REF",
+            help="with --calibration-report: 'published' (the RTX 4060 Laptop live rows) or 'aic' (bundled "
+            "AIConfigurator sglang step times of the datacenter GPUs, plus sglang's docs)",
         ),
         refit: bool = typer.Option(
             False,
@@ -99,6 +141,8 @@ def register(app: typer.Typer) -> None:
             for name in builtin_profiles():
                 prof = load_profile(name)
                 mark = "calibrated" if prof.calibrated else "UNCALIBRATED (datasheet)"
+                if not prof.power_measured:
+                    mark += ", power UNMEASURED"
                 typer.echo(
                     f"{name:16} {prof.hardware:18} {prof.power_limit_w:6.0f} W {prof.vram_mb / 1024:6.1f} GiB  {mark}"
                 )
@@ -108,11 +152,22 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"{option}: empty; give a config.json path or a bundled name")
         if (refit or write_profile is not None) and not calibration_report:
             raise ConfigError("--refit and --write-profile go with --calibration-report")
+        if against not in ("published", "aic"):
+            raise ConfigError(f"--against must be 'published' or 'aic', got {against!r}")
+        if against == "aic":
+            if not calibration_report:
+                raise ConfigError("--against goes with --calibration-report")
+            if target_config is not None or draft_config is not None:
+                raise ConfigError("--target-config/--draft-config do not go with --against aic (the reference names "
+                                  "its model pairs)")
         if write_profile is not None and not refit:
             raise ConfigError("--write-profile needs --refit")
         if calibration_report:
             if write_profile is not None:
                 check_out_path(write_profile, overwrite=force, option="--write-profile")
+            if against == "aic":
+                _aic_report(profile, refit=refit, write_profile=write_profile, force=force)
+                return
         elif out is None:
             raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
         else:
@@ -122,6 +177,7 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--repeats must be >= 1, got {repeats}")
             if seed < 0:
                 raise ConfigError(f"--seed must be >= 0, got {seed}")
+        profile = profile or "rtx4060-laptop"
         model = build_model(profile, target_config=target_config, draft_config=draft_config)
         for warning in model.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -149,6 +205,8 @@ def register(app: typer.Typer) -> None:
         write_sweep(rows, out_path, overwrite=force)
         errors = sum(1 for r in rows if r["error"])
         mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
+        if not model.profile.power_measured:
+            mark += " [power UNMEASURED: rows carry power_w_range]"
         typer.echo(
             f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
             f"seed {seed} -> {out_path}"

@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from specband.errors import ConfigError
+from specband.limits import is_finite_number
 
 __all__ = [
     "ENERGY_METHODS",
@@ -94,7 +95,7 @@ def check_power_limit_w(value: float | None) -> float | None:
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not is_finite_number(value) or value <= 0:
         raise ConfigError(f"--power-limit must be a finite number of watts > 0, got {value!r}")
     return float(value)
 

@@ -89,17 +89,26 @@ class NvmlDevice(GpuDevice):
             return f"nvml-gpu{self.index}"
         return name.decode() if isinstance(name, bytes) else str(name)
 
+    def _probe(self, fn_name: str) -> str | None:
+        """Why the getter ``fn_name`` gives nothing (an NVML error, or a ``pynvml`` without the
+        function), or ``None`` when it answers."""
+        fn = getattr(self._nvml, fn_name, None)
+        if fn is None:
+            return f"{fn_name} is missing from this pynvml"
+        try:
+            fn(self._handle)
+        except self._nvml.NVMLError as exc:
+            return str(exc)
+        return None
+
     def _probe_energy_method(self) -> str:
-        try:
-            self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
+        counter_error = self._probe("nvmlDeviceGetTotalEnergyConsumption")
+        if counter_error is None:
             return "counter"
-        except self._nvml.NVMLError as exc:
-            counter_error = exc
-        try:
-            self._nvml.nvmlDeviceGetPowerUsage(self._handle)
-        except self._nvml.NVMLError as exc:
+        power_error = self._probe("nvmlDeviceGetPowerUsage")
+        if power_error is not None:
             warnings.warn(
-                f"NVML gives neither an energy counter ({counter_error}) nor power ({exc}) for "
+                f"NVML gives neither an energy counter ({counter_error}) nor power ({power_error}) for "
                 f"GPU {self.index}: energy will not be measured (energy_method=none)",
                 DeviceWarning,
                 stacklevel=3,

@@ -37,12 +37,13 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from specband.actions import NUM_ACTIONS, REFERENCE_INDEX
-from specband.dataset import FEATURE_KINDS, Sweep, SweepRow, TrainingData
+from specband.dataset import FEATURE_KINDS, FeatureKind, Sweep, SweepRow, TrainingData
 from specband.errors import ConfigError, DataError
 from specband.evaluation.ope import (
     DEFAULT_N_BOOTSTRAP,
@@ -419,6 +420,375 @@ def _default_factory(name: str, seed: int) -> Policy:
     return create_policy(name, seed=seed)
 
 
+@dataclass(frozen=True)
+class _HeldOutContext:
+    """One split's held-out context at one batch size: its oracle config and the rows of the
+    oracle and of the reference (3,4,8) there."""
+
+    split: str
+    oracle: int
+    oracle_obs: list[_Obs]
+    reference_obs: list[_Obs]
+
+
+@dataclass
+class _SplitPlan:
+    """What every split scores.
+
+    Attributes:
+        obs: split -> batch size -> held-out observations.
+        scored: split -> the batch sizes scored there (held out, with training rows).
+        training: split -> feature kind -> training data, for the splits that score any.
+        not_held: the (split, batch size) pairs that cannot be held out, with why.
+    """
+
+    obs: dict[str, dict[int, list[_Obs]]] = field(default_factory=dict)
+    scored: dict[str, list[int]] = field(default_factory=dict)
+    training: dict[str, dict[str, TrainingData]] = field(default_factory=dict)
+    not_held: list[NotHeldOut] = field(default_factory=list)
+
+    def scoring_splits(self, splits: Sequence[Split]) -> list[Split]:
+        """The splits that score at least one batch size, in order."""
+        return [s for s in splits if s.name in self.training]
+
+
+@dataclass
+class _Fits:
+    """The fitted policies: (split, algorithm, feature kind) -> policy; fit count and time (s)."""
+
+    policies: dict[tuple[str, str, str], Policy] = field(default_factory=dict)
+    count: int = 0
+    seconds: float = 0.0
+
+
+def _check_settings(
+    algorithms: Sequence[str] | None, features: Sequence[str], alpha: float, n_bootstrap: int
+) -> tuple[tuple[str, ...], tuple[FeatureKind, ...]]:
+    """The algorithms (default: all eight) and feature kinds, each once, in order.
+
+    Raises:
+        ConfigError: an unknown algorithm or feature kind, none of the latter, ``alpha``
+            outside (0, 1) or ``n_bootstrap < 1``.
+    """
+    from specband.policies import ALGORITHMS
+
+    if algorithms is None or len(algorithms) == 0:
+        algorithms = ALGORITHMS
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    if unknown:
+        raise ConfigError(f"unknown algorithm {unknown[0]!r}; expected one of: {', '.join(ALGORITHMS)}")
+    kinds = tuple(dict.fromkeys(features))
+    for kind in kinds:
+        if kind not in FEATURE_KINDS:
+            raise ConfigError(f"unknown feature kind {kind!r}; expected one of: {', '.join(FEATURE_KINDS)}")
+    if not kinds:
+        raise ConfigError("no feature kind to evaluate")
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
+    if n_bootstrap < 1:
+        raise ConfigError(f"n_bootstrap must be a positive integer, got {n_bootstrap}")
+    return tuple(dict.fromkeys(algorithms)), cast("tuple[FeatureKind, ...]", kinds)
+
+
+def _plan_splits(
+    data: Sweep,
+    splits: Sequence[Split],
+    kind: str,
+    features: Sequence[FeatureKind],
+    config: RewardConfig,
+    batch_sizes: Sequence[int] | None,
+) -> _SplitPlan:
+    """Per split: the held-out observations by batch size, which batch sizes are scored
+    (successful held-out rows, asked for, and with training rows outside the split), and the
+    training data of each feature kind."""
+    plan = _SplitPlan()
+    for split in splits:
+        by_bs: dict[int, list[_Obs]] = defaultdict(list)
+        for o in _observe(data, split.test.rows, config):
+            by_bs[o.row.batch_size].append(o)
+        train_bs = set(split.train.batch_sizes())
+        scored = []
+        for bs in sorted(by_bs):
+            if not any(o.row.trainable for o in by_bs[bs]):
+                continue
+            if batch_sizes is not None and bs not in batch_sizes:
+                continue
+            if bs not in train_bs:
+                plan.not_held.append(NotHeldOut(split.name, bs, _not_held_reason(split.name, bs, by_bs[bs], kind)))
+                continue
+            scored.append(bs)
+        plan.obs[split.name] = by_bs
+        plan.scored[split.name] = scored
+        if scored:
+            plan.training[split.name] = {k: split.train.training_data(k, config) for k in features}
+    return plan
+
+
+def _not_held_reason(split: str, batch_size: int, obs: Sequence[_Obs], kind: str) -> str:
+    ran = sorted({o.row.trial or "" for o in obs} - {""})
+    return f"batch size {batch_size} has no successful rows outside {split}" + (
+        f" (it was run only in trial {', '.join(ran)})" if ran and kind == "trial" else ""
+    )
+
+
+def _fit_policies(
+    plan: _SplitPlan,
+    splits: Sequence[Split],
+    kind: str,
+    algorithms: Sequence[str],
+    features: Sequence[str],
+    factory: Callable[[str, int], Policy],
+    seed: int,
+    progress: Callable[[str], None] | None,
+) -> _Fits:
+    """Fit every algorithm once per scoring split and distinct training states (a feature
+    kind whose training states equal an earlier kind's shares its fit)."""
+    fits = _Fits()
+    for split in plan.scoring_splits(splits):
+        training = plan.training[split.name]
+        for algo in algorithms:
+            for i, k in enumerate(features):
+                twin = next((f for f in features[:i] if _same_states(training[f], training[k])), None)
+                if twin is not None:
+                    fits.policies[(split.name, algo, k)] = fits.policies[(split.name, algo, twin)]
+                    continue
+                if progress:
+                    progress(f"fit {algo} ({k} features) on {split.name if kind != 'none' else 'all rows'}")
+                t0 = time.perf_counter()
+                fits.policies[(split.name, algo, k)] = factory(algo, seed).fit(training[k])
+                fits.seconds += time.perf_counter() - t0
+                fits.count += 1
+    return fits
+
+
+def _identical_kinds(plan: _SplitPlan, features: Sequence[FeatureKind]) -> dict[str, str | None]:
+    """Feature kind -> the earlier kind whose training and held-out states are the same
+    (``None`` when none is)."""
+    identical: dict[str, str | None] = dict.fromkeys(features)
+    for i, k in enumerate(features):
+        for f in features[:i]:
+            same_train = all(_same_states(plan.training[s][f], plan.training[s][k]) for s in plan.training)
+            same_test = all(
+                np.array_equal(o.row.state(f), o.row.state(k))
+                for by_bs in plan.obs.values()
+                for obs in by_bs.values()
+                for o in obs
+            )
+            if same_train and same_test:
+                identical[k] = f
+                break
+    return identical
+
+
+def _held_out_context(split: str, obs: Sequence[_Obs]) -> _HeldOutContext:
+    """The oracle (best mean held-out reward, the lowest index on a tie) of one split at one
+    batch size, with the oracle's and the reference's rows."""
+    by_action: dict[int, list[_Obs]] = defaultdict(list)
+    for o in obs:
+        by_action[o.row.action_index].append(o)
+    means = {a: float(np.mean([o.reward for o in action_obs])) for a, action_obs in by_action.items()}
+    best = max(means.values())
+    oracle = min(a for a, m in means.items() if m >= best - _TIE)
+    return _HeldOutContext(split, oracle, by_action[oracle], by_action.get(REFERENCE_INDEX, []))
+
+
+def _off_policy_rounds(
+    obs: Sequence[_Obs], kind: FeatureKind, training: TrainingData, policy: Policy
+) -> dict[str, np.ndarray]:
+    """The off-policy rounds of one split for one policy: every held-out row at a scored
+    batch size, with the policy's pick from the row's own state and the reward model.
+
+    Returns:
+        ``reward, action, pscore, pick, q_hat`` arrays over the rows (``q_hat``: (n, 19)).
+    """
+    from specband.policies.base import masked_argmax
+
+    states = np.stack([o.row.state(kind) for o in obs]).astype(np.float32)
+    row_batch_sizes = np.array([o.row.batch_size for o in obs], dtype=np.int64)
+    scores = np.asarray(policy.scores(states), dtype=np.float64).reshape(len(obs), NUM_ACTIONS)
+    picks = [masked_argmax(scores[i], training.allowed_for(int(row_batch_sizes[i]))) for i in range(len(obs))]
+    return {
+        "reward": np.array([o.reward for o in obs]),
+        "action": np.array([o.row.action_index for o in obs], dtype=np.int64),
+        "pscore": _propensities([o.row for o in obs]),
+        "pick": np.array(picks, dtype=np.int64),
+        "q_hat": mean_reward_model(training.batch_sizes, training.actions, training.rewards, row_batch_sizes),
+    }
+
+
+def _batch_size_context(
+    bs: int, held_out: Sequence[_HeldOutContext], plan: _SplitPlan, interval: Callable[..., Interval | None]
+) -> BatchSizeContext:
+    """Oracle and reference of one batch size over the splits that score it."""
+    oracle_counts = Counter(c.oracle for c in held_out)
+    oracle_obs = [o for c in held_out for o in c.oracle_obs]
+    ref_obs = [o for c in held_out for o in c.reference_obs]
+    ref_regret = [
+        float(np.mean([o.reward for o in c.oracle_obs])) - float(np.mean([o.reward for o in c.reference_obs]))
+        for c in held_out
+        if c.reference_obs
+    ]
+    all_rows = [o.row for c in held_out for o in plan.obs[c.split][bs]]
+    oracle_reward = interval([o.reward for o in oracle_obs])
+    assert oracle_reward is not None  # the oracle has rows in every split that scores this batch size
+    return BatchSizeContext(
+        batch_size=bs,
+        splits=tuple(c.split for c in held_out),
+        oracle=_modal(oracle_counts),
+        oracles=dict(sorted(oracle_counts.items())),
+        oracle_reward=oracle_reward,
+        oracle_utilization=interval([o.utilization for o in oracle_obs]),
+        reference_reward=interval([o.reward for o in ref_obs]),
+        reference_regret=interval(ref_regret),
+        reference_utilization=interval([o.utilization for o in ref_obs]),
+        n_rows=len(all_rows),
+        label=provenance_label(all_rows),
+    )
+
+
+def _split_pick(
+    split: str, bs: int, obs: Sequence[_Obs], kind: FeatureKind, training: TrainingData, policy: Policy, oracle: int
+) -> tuple[SplitPick, list[_Obs]]:
+    """A policy's pick in one split at one batch size, from the mean held-out state, scored
+    on the held-out rows that ran it, else estimated by doubly robust.
+
+    Returns:
+        the :class:`SplitPick` and the held-out rows of the pick (empty when not measured).
+    """
+    from specband.policies.base import masked_argmax
+
+    state = np.mean(np.stack([o.row.state(kind) for o in obs]), axis=0).astype(np.float32)
+    score = np.asarray(policy.scores(state[None, :]), dtype=np.float64).reshape(-1)
+    pick = masked_argmax(score, training.allowed_for(bs))
+    mine = [o for o in obs if o.row.action_index == pick]
+    oracle_reward = float(np.mean([o.reward for o in obs if o.row.action_index == oracle]))
+    if mine:
+        reward = float(np.mean([o.reward for o in mine]))
+        utils = [o.utilization for o in mine if o.utilization is not None]
+        measured = SplitPick(
+            split, bs, pick, reward, None, oracle, oracle_reward,
+            oracle_reward - reward, float(np.mean(utils)) if utils else None,
+        )  # fmt: skip
+        return measured, mine
+    q_hat = mean_reward_model(training.batch_sizes, training.actions, training.rewards, np.full(len(obs), bs))
+    estimate = DoublyRobust().estimate_policy_value(
+        action_dist=one_hot(np.full(len(obs), pick)),
+        reward=np.array([o.reward for o in obs]),
+        action=np.array([o.row.action_index for o in obs], dtype=np.int64),
+        pscore=_propensities([o.row for o in obs]),
+        estimated_rewards=q_hat,
+    )
+    return SplitPick(split, bs, pick, None, estimate, oracle, oracle_reward, None, None), []
+
+
+def _pick_summary(
+    bs: int, split_picks: Sequence[SplitPick], pick_obs: Sequence[_Obs], config: RewardConfig,
+    interval: Callable[..., Interval | None],
+) -> PickSummary:  # fmt: skip
+    """One algorithm's picks at one batch size over the splits, with intervals."""
+    counts = Counter(p.pick for p in split_picks)
+    utils = [o.utilization for o in pick_obs if o.utilization is not None]
+    util_iv = interval(utils)
+    in_band = None
+    if util_iv is not None:
+        in_band = config.band_low <= util_iv.estimate <= config.band_high
+    measured = [p for p in split_picks if p.pick_reward is not None]
+    estimates = [p.pick_estimate for p in split_picks if p.pick_estimate is not None]
+    return PickSummary(
+        batch_size=bs,
+        pick=_modal(counts),
+        picks=dict(sorted(counts.items())),
+        reward=interval([o.reward for o in pick_obs]),
+        regret=interval([p.regret for p in measured]),
+        utilization=util_iv,
+        in_band=in_band,
+        in_band_fraction=(
+            sum(config.band_low <= u <= config.band_high for u in utils) / len(utils) if utils else None
+        ),
+        reaches_oracle=bool(measured) and all(p.regret is not None and p.regret <= _TIE for p in measured),
+        label=provenance_label([o.row for o in pick_obs]),
+        splits=tuple(split_picks),
+        not_measured=tuple(p.split for p in split_picks if p.pick_reward is None),
+        estimate=float(np.mean(estimates)) if estimates else None,
+    )
+
+
+def _off_policy_values(
+    rounds: Sequence[dict[str, np.ndarray]], alpha: float, n_bootstrap: int, seed: int
+) -> dict[str, Interval | None]:
+    """DM, IPS, SNIPS and DR values (with intervals) of one policy over its pooled rounds;
+    ``None`` for an estimator the data does not support."""
+    kw = {
+        "reward": np.concatenate([r["reward"] for r in rounds]),
+        "action": np.concatenate([r["action"] for r in rounds]),
+        "pscore": np.concatenate([r["pscore"] for r in rounds]),
+        "action_dist": one_hot(np.concatenate([r["pick"] for r in rounds])),
+        "estimated_rewards": np.concatenate([r["q_hat"] for r in rounds]),
+    }
+    values: dict[str, Interval | None] = {}
+    for name, est in ESTIMATORS.items():
+        try:
+            values[name] = est.estimate_interval(**kw, alpha=alpha, n_bootstrap=n_bootstrap, random_state=seed)
+        except DataError:
+            values[name] = None
+    return values
+
+
+def _evaluate_kind(
+    k: FeatureKind,
+    data: Sweep,
+    splits: Sequence[Split],
+    plan: _SplitPlan,
+    fits: _Fits,
+    algorithms: Sequence[str],
+    config: RewardConfig,
+    alpha: float,
+    n_bootstrap: int,
+    seed: int,
+    identical_to: str | None,
+) -> FeatureResult:
+    """Every algorithm's picks, their scores and off-policy values for one feature kind."""
+    interval = partial(_interval, alpha=alpha, n_bootstrap=n_bootstrap, seed=seed)
+    scoring = plan.scoring_splits(splits)
+    held_out: dict[int, list[_HeldOutContext]] = defaultdict(list)
+    rounds: dict[str, list[dict[str, np.ndarray]]] = {a: [] for a in algorithms}
+    for split in scoring:
+        for bs in plan.scored[split.name]:
+            held_out[bs].append(_held_out_context(split.name, plan.obs[split.name][bs]))
+        obs = [o for bs in plan.scored[split.name] for o in plan.obs[split.name][bs]]
+        for algo in algorithms:
+            policy = fits.policies[(split.name, algo, k)]
+            rounds[algo].append(_off_policy_rounds(obs, k, plan.training[split.name][k], policy))
+    contexts = {bs: _batch_size_context(bs, ctx, plan, interval) for bs, ctx in sorted(held_out.items())}
+    picks: dict[str, dict[int, PickSummary]] = {a: {} for a in algorithms}
+    for algo in algorithms:
+        for bs in sorted(held_out):
+            oracles = {c.split: c.oracle for c in held_out[bs]}
+            split_picks: list[SplitPick] = []
+            pick_obs: list[_Obs] = []
+            for split in scoring:
+                if bs not in plan.scored[split.name]:
+                    continue
+                split_pick, mine = _split_pick(
+                    split.name, bs, plan.obs[split.name][bs], k, plan.training[split.name][k],
+                    fits.policies[(split.name, algo, k)], oracles[split.name],
+                )  # fmt: skip
+                split_picks.append(split_pick)
+                pick_obs.extend(mine)
+            picks[algo][bs] = _pick_summary(bs, split_picks, pick_obs, config, interval)
+    ope = {algo: _off_policy_values(rounds[algo], alpha, n_bootstrap, seed) for algo in algorithms if rounds[algo]}
+    ope_n = sum(len(r["reward"]) for r in rounds[algorithms[-1]])  # the same rounds for every algorithm
+    return FeatureResult(
+        features=k,
+        contexts=contexts,
+        picks=picks,
+        ope=ope,
+        ope_n=ope_n,
+        identical_to=identical_to,
+        note=_feature_note(k, data),
+    )
+
+
 def evaluate(
     sweep: Sweep,
     *,
@@ -436,6 +806,10 @@ def evaluate(
 ) -> EvaluationResult:
     """Train each algorithm on every split's training rows and score its picks on the
     held-out rows (see the module docstring).
+
+    Stages: check the settings; split the data (:func:`resolve_holdout`,
+    :func:`make_splits`); plan what each split scores; fit the policies; per feature kind,
+    score the picks and the off-policy values; evaluate in-sample what no split can hold out.
 
     Args:
         sweep: the data (:func:`specband.dataset.load_sweep`).
@@ -462,272 +836,27 @@ def evaluate(
         DataError: the data has no successful rows, or a split leaves nothing to score.
     """
     started = time.perf_counter()
-    if algorithms is None or len(algorithms) == 0:
-        from specband.policies import ALGORITHMS
-
-        algorithms = ALGORITHMS
-    else:
-        from specband.policies import ALGORITHMS
-
-        unknown = [a for a in algorithms if a not in ALGORITHMS]
-        if unknown:
-            raise ConfigError(f"unknown algorithm {unknown[0]!r}; expected one of: {', '.join(ALGORITHMS)}")
-    algorithms = tuple(dict.fromkeys(algorithms))
-    features = tuple(dict.fromkeys(features))
-    for kind in features:
-        if kind not in FEATURE_KINDS:
-            raise ConfigError(f"unknown feature kind {kind!r}; expected one of: {', '.join(FEATURE_KINDS)}")
-    if not features:
-        raise ConfigError("no feature kind to evaluate")
-    if not 0.0 < alpha < 1.0:
-        raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
-    if n_bootstrap < 1:
-        raise ConfigError(f"n_bootstrap must be a positive integer, got {n_bootstrap}")
+    algorithms, features = _check_settings(algorithms, features, alpha, n_bootstrap)
     if not sweep.training_rows():
         raise DataError("no successful rows to evaluate on", path=sweep.path)
-    factory = policy_factory or _default_factory
     kind, reason = resolve_holdout(sweep, holdout)
     splits = make_splits(sweep, kind)
-    scored_on = IN_SAMPLE if kind == "none" else HELD_OUT
     data = sweep.subset(_usable)
-
-    # Per split: which batch sizes are scored, the held-out observations, fitted policies.
-    not_held: list[NotHeldOut] = []
-    split_obs: dict[str, dict[int, list[_Obs]]] = {}
-    split_train: dict[str, dict[str, TrainingData]] = {}
-    split_bs: dict[str, list[int]] = {}
-    for split in splits:
-        obs = _observe(data, split.test.rows, config)
-        by_bs: dict[int, list[_Obs]] = defaultdict(list)
-        for o in obs:
-            by_bs[o.row.batch_size].append(o)
-        train_bs = set(split.train.batch_sizes())
-        scored = []
-        for bs in sorted(by_bs):
-            if not any(o.row.trainable for o in by_bs[bs]):
-                continue
-            if batch_sizes is not None and bs not in batch_sizes:
-                continue
-            if bs not in train_bs:
-                ran = sorted({o.row.trial or "" for o in by_bs[bs]} - {""})
-                not_held.append(
-                    NotHeldOut(
-                        split.name,
-                        bs,
-                        f"batch size {bs} has no successful rows outside {split.name}"
-                        + (f" (it was run only in trial {', '.join(ran)})" if ran and kind == "trial" else ""),
-                    )
-                )
-                continue
-            scored.append(bs)
-        split_obs[split.name] = by_bs
-        split_bs[split.name] = scored
-        if scored:
-            split_train[split.name] = {k: split.train.training_data(k, config) for k in features}
-    if not any(split_bs.values()):
+    plan = _plan_splits(data, splits, kind, features, config, batch_sizes)
+    if not any(plan.scored.values()):
         raise DataError(
             "no batch size can be held out: every batch size was run in only one "
             f"{kind} (use --holdout none for an in-sample evaluation)",
             path=sweep.path,
         )
-    never_scored = sorted({n.batch_size for n in not_held} - {bs for v in split_bs.values() for bs in v})
-
-    # Fit every algorithm once per split and distinct training states.
-    fits = 0
-    fit_s = 0.0
-    fitted: dict[tuple[str, str, str], Policy] = {}
-    identical: dict[str, str | None] = dict.fromkeys(features)
-    for split in splits:
-        if split.name not in split_train:
-            continue
-        tds = split_train[split.name]
-        for algo in algorithms:
-            for i, k in enumerate(features):
-                twin = next((f for f in features[:i] if _same_states(tds[f], tds[k])), None)
-                if twin is not None:
-                    fitted[(split.name, algo, k)] = fitted[(split.name, algo, twin)]
-                    continue
-                if progress:
-                    progress(f"fit {algo} ({k} features) on {split.name if kind != 'none' else 'all rows'}")
-                t0 = time.perf_counter()
-                fitted[(split.name, algo, k)] = factory(algo, seed).fit(tds[k])
-                fit_s += time.perf_counter() - t0
-                fits += 1
-
-    # Are the kinds' held-out states identical too?
-    for i, k in enumerate(features):
-        for f in features[:i]:
-            same_train = all(_same_states(split_train[s][f], split_train[s][k]) for s in split_train)
-            same_test = all(
-                np.array_equal(o.row.state(f), o.row.state(k))
-                for s in split_obs.values()
-                for obs in s.values()
-                for o in obs
-            )
-            if same_train and same_test:
-                identical[k] = f
-                break
-
-    from specband.policies.base import masked_argmax
-
-    results: dict[str, FeatureResult] = {}
-    for k in features:
-        contexts: dict[int, BatchSizeContext] = {}
-        picks: dict[str, dict[int, PickSummary]] = {a: {} for a in algorithms}
-        per_split_context: dict[int, list[tuple[str, int, list[_Obs], list[_Obs]]]] = defaultdict(list)
-        ope_rows: dict[str, dict[str, list[np.ndarray]]] = {a: defaultdict(list) for a in algorithms}
-        for split in splits:
-            if split.name not in split_train:
-                continue
-            td = split_train[split.name][k]
-            for bs in split_bs[split.name]:
-                obs = split_obs[split.name][bs]
-                by_action: dict[int, list[_Obs]] = defaultdict(list)
-                for o in obs:
-                    by_action[o.row.action_index].append(o)
-                means = {a: float(np.mean([o.reward for o in os_])) for a, os_ in by_action.items()}
-                best = max(means.values())
-                oracle = min(a for a, m in means.items() if m >= best - _TIE)
-                per_split_context[bs].append((split.name, oracle, by_action[oracle], by_action.get(REFERENCE_INDEX, [])))
-            # Off-policy rounds: every held-out row at a scored batch size.
-            rows = [o for bs in split_bs[split.name] for o in split_obs[split.name][bs]]
-            states = np.stack([o.row.state(k) for o in rows]).astype(np.float32)
-            bss = np.array([o.row.batch_size for o in rows], dtype=np.int64)
-            q_hat = mean_reward_model(td.batch_sizes, td.actions, td.rewards, bss)
-            for algo in algorithms:
-                policy = fitted[(split.name, algo, k)]
-                scores = np.asarray(policy.scores(states), dtype=np.float64).reshape(len(rows), NUM_ACTIONS)
-                row_picks = np.array(
-                    [masked_argmax(scores[i], td.allowed_for(int(bss[i]))) for i in range(len(rows))], dtype=np.int64
-                )
-                bucket = ope_rows[algo]
-                bucket["reward"].append(np.array([o.reward for o in rows]))
-                bucket["action"].append(np.array([o.row.action_index for o in rows], dtype=np.int64))
-                bucket["pscore"].append(_propensities([o.row for o in rows]))
-                bucket["pick"].append(row_picks)
-                bucket["q_hat"].append(q_hat)
-                bucket["batch_size"].append(bss)
-        for bs, ctx in sorted(per_split_context.items()):
-            oracle_counts = Counter(o for _, o, _, _ in ctx)
-            oracle_obs = [o for _, _, os_, _ in ctx for o in os_]
-            ref_obs = [o for _, _, _, rs in ctx for o in rs]
-            ref_regret = [
-                float(np.mean([o.reward for o in os_])) - float(np.mean([o.reward for o in rs]))
-                for _, _, os_, rs in ctx
-                if rs
-            ]
-            all_rows = [o.row for s, _, _, _ in ctx for o in split_obs[s][bs]]
-            contexts[bs] = BatchSizeContext(
-                batch_size=bs,
-                splits=tuple(s for s, _, _, _ in ctx),
-                oracle=_modal(oracle_counts),
-                oracles=dict(sorted(oracle_counts.items())),
-                oracle_reward=_interval([o.reward for o in oracle_obs], alpha, n_bootstrap, seed),  # type: ignore[arg-type]
-                oracle_utilization=_interval([o.utilization for o in oracle_obs], alpha, n_bootstrap, seed),
-                reference_reward=_interval([o.reward for o in ref_obs], alpha, n_bootstrap, seed),
-                reference_regret=_interval(ref_regret, alpha, n_bootstrap, seed),
-                reference_utilization=_interval([o.utilization for o in ref_obs], alpha, n_bootstrap, seed),
-                n_rows=len(all_rows),
-                label=provenance_label(all_rows),
-            )
-        for algo in algorithms:
-            for bs in sorted(per_split_context):
-                split_picks: list[SplitPick] = []
-                pick_obs: list[_Obs] = []
-                regrets: list[float] = []
-                estimates: list[float] = []
-                for split in splits:
-                    if split.name not in split_train or bs not in split_bs[split.name]:
-                        continue
-                    td = split_train[split.name][k]
-                    obs = split_obs[split.name][bs]
-                    state = np.mean(np.stack([o.row.state(k) for o in obs]), axis=0).astype(np.float32)
-                    policy = fitted[(split.name, algo, k)]
-                    score = np.asarray(policy.scores(state[None, :]), dtype=np.float64).reshape(-1)
-                    pick = masked_argmax(score, td.allowed_for(bs))
-                    mine = [o for o in obs if o.row.action_index == pick]
-                    oracle = next(o for s, o, _, _ in per_split_context[bs] if s == split.name)
-                    oracle_reward = float(np.mean([o.reward for o in obs if o.row.action_index == oracle]))
-                    if mine:
-                        reward = float(np.mean([o.reward for o in mine]))
-                        utils = [o.utilization for o in mine if o.utilization is not None]
-                        split_picks.append(
-                            SplitPick(
-                                split.name, bs, pick, reward, None, oracle, oracle_reward,
-                                oracle_reward - reward, float(np.mean(utils)) if utils else None,
-                            )  # fmt: skip
-                        )
-                        pick_obs.extend(mine)
-                        regrets.append(oracle_reward - reward)
-                    else:
-                        q_hat = mean_reward_model(td.batch_sizes, td.actions, td.rewards, np.full(len(obs), bs))
-                        estimate = DoublyRobust().estimate_policy_value(
-                            action_dist=one_hot(np.full(len(obs), pick)),
-                            reward=np.array([o.reward for o in obs]),
-                            action=np.array([o.row.action_index for o in obs], dtype=np.int64),
-                            pscore=_propensities([o.row for o in obs]),
-                            estimated_rewards=q_hat,
-                        )
-                        estimates.append(estimate)
-                        split_picks.append(
-                            SplitPick(split.name, bs, pick, None, estimate, oracle, oracle_reward, None, None)
-                        )
-                counts = Counter(p.pick for p in split_picks)
-                utils = [o.utilization for o in pick_obs if o.utilization is not None]
-                util_iv = _interval(utils, alpha, n_bootstrap, seed)
-                in_band = None
-                if util_iv is not None:
-                    in_band = config.band_low <= util_iv.estimate <= config.band_high
-                measured = [p for p in split_picks if p.pick_reward is not None]
-                picks[algo][bs] = PickSummary(
-                    batch_size=bs,
-                    pick=_modal(counts),
-                    picks=dict(sorted(counts.items())),
-                    reward=_interval([o.reward for o in pick_obs], alpha, n_bootstrap, seed),
-                    regret=_interval(regrets, alpha, n_bootstrap, seed),
-                    utilization=util_iv,
-                    in_band=in_band,
-                    in_band_fraction=(
-                        sum(config.band_low <= u <= config.band_high for u in utils) / len(utils) if utils else None
-                    ),
-                    reaches_oracle=bool(measured) and all(p.regret is not None and p.regret <= _TIE for p in measured),
-                    label=provenance_label([o.row for o in pick_obs]),
-                    splits=tuple(split_picks),
-                    not_measured=tuple(p.split for p in split_picks if p.pick_reward is None),
-                    estimate=float(np.mean(estimates)) if estimates else None,
-                )
-        ope: dict[str, dict[str, Interval | None]] = {}
-        ope_n = 0
-        for algo in algorithms:
-            bucket = ope_rows[algo]
-            if not bucket["reward"]:
-                continue
-            kw = {
-                "reward": np.concatenate(bucket["reward"]),
-                "action": np.concatenate(bucket["action"]),
-                "pscore": np.concatenate(bucket["pscore"]),
-                "action_dist": one_hot(np.concatenate(bucket["pick"])),
-                "estimated_rewards": np.concatenate(bucket["q_hat"]),
-            }
-            ope_n = int(kw["reward"].shape[0])
-            ope[algo] = {}
-            for name, est in ESTIMATORS.items():
-                try:
-                    ope[algo][name] = est.estimate_interval(
-                        **kw, alpha=alpha, n_bootstrap=n_bootstrap, random_state=seed
-                    )
-                except DataError:
-                    ope[algo][name] = None
-        results[k] = FeatureResult(
-            features=k,
-            contexts=contexts,
-            picks=picks,
-            ope=ope,
-            ope_n=ope_n,
-            identical_to=identical[k],
-            note=_feature_note(k, data),
-        )
-    provenance = Counter(_row_label(r) for r in data.rows if r.trainable)
+    fits = _fit_policies(plan, splits, kind, algorithms, features, policy_factory or _default_factory, seed, progress)
+    identical = _identical_kinds(plan, features)
+    results: dict[str, FeatureResult] = {
+        k: _evaluate_kind(k, data, splits, plan, fits, algorithms, config, alpha, n_bootstrap, seed, identical[k])
+        for k in features
+    }
+    scored_anywhere = {bs for scored in plan.scored.values() for bs in scored}
+    never_scored = sorted({n.batch_size for n in plan.not_held} - scored_anywhere)
     fallback = None
     if in_sample_fallback and kind != "none" and never_scored:
         fallback = evaluate(
@@ -744,26 +873,26 @@ def evaluate(
             batch_sizes=never_scored,
             in_sample_fallback=False,
         )
-        fits += fallback.fits
-        fit_s += fallback.fit_s
+        fits.count += fallback.fits
+        fits.seconds += fallback.fit_s
     return EvaluationResult(
         holdout=kind,
         holdout_reason=reason,
-        scored_on=scored_on,
+        scored_on=IN_SAMPLE if kind == "none" else HELD_OUT,
         splits=tuple(s.name for s in splits),
         algorithms=algorithms,
         features=results,
-        not_held_out=tuple(not_held),
+        not_held_out=tuple(plan.not_held),
         data_path=sweep.path,
         data_format=sweep.format,
         n_rows=len(data.rows),
-        provenance=dict(sorted(provenance.items())),
+        provenance=dict(sorted(Counter(_row_label(r) for r in data.rows if r.trainable).items())),
         reward_config=config,
         n_bootstrap=n_bootstrap,
         alpha=alpha,
         seed=seed,
-        fit_s=fit_s,
-        fits=fits,
+        fit_s=fits.seconds,
+        fits=fits.count,
         timings={"total_s": time.perf_counter() - started},
         in_sample=fallback,
         energy_measured=data.energy_measured,

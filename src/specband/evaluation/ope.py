@@ -41,6 +41,7 @@ import numpy as np
 
 from specband.actions import NUM_ACTIONS
 from specband.errors import ConfigError, DataError
+from specband.limits import is_int, is_number
 
 __all__ = [
     "DEFAULT_N_BOOTSTRAP",
@@ -60,7 +61,7 @@ __all__ = [
 
 #: Default number of bootstrap resamples.
 DEFAULT_N_BOOTSTRAP = 1000
-#: Largest (resamples x rounds) index block drawn at once, to bound memory.
+#: Largest (resamples x rounds) index block drawn at once (scipy's ``batch``), to bound memory.
 _BLOCK = 2_000_000
 #: Tolerance on ``action_dist`` rows summing to 1.
 _SUM_TOL = 1e-6
@@ -108,25 +109,10 @@ class Interval:
 
 
 def _check_bootstrap_args(alpha: float, n_bootstrap: int) -> None:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
+    if not is_number(alpha) or not 0.0 < alpha < 1.0:
         raise ConfigError(f"alpha must be in (0, 1), got {alpha!r}")
-    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 1:
+    if not (is_int(n_bootstrap) or isinstance(n_bootstrap, np.integer)) or n_bootstrap < 1:
         raise ConfigError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")
-
-
-def _resample_sums(
-    terms: np.ndarray, n_bootstrap: int, rng: np.random.Generator
-) -> np.ndarray:
-    """(n_bootstrap, k) sums of ``terms`` (n, k) over n rounds drawn with replacement."""
-    n = terms.shape[0]
-    out = np.empty((n_bootstrap, terms.shape[1]), dtype=np.float64)
-    per_block = max(1, _BLOCK // max(n, 1))
-    for start in range(0, n_bootstrap, per_block):
-        stop = min(n_bootstrap, start + per_block)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        for k in range(terms.shape[1]):
-            out[start:stop, k] = terms[idx, k].sum(axis=1)
-    return out
 
 
 def bootstrap_interval(
@@ -141,7 +127,9 @@ def bootstrap_interval(
 
     Without ``weights`` the statistic is ``mean(values)``; with ``weights`` it is
     ``sum(values) / sum(weights)`` (resampled jointly; resamples whose weight sum is 0 are
-    dropped).
+    dropped). The resampling and the percentiles are scipy's
+    (``scipy.stats.bootstrap(..., paired=True, vectorized=True, method="percentile")``,
+    in batches of at most ``_BLOCK`` drawn indices); the guards around it are specband's.
 
     Args:
         values: (n,) finite observations.
@@ -181,16 +169,56 @@ def bootstrap_interval(
     if n < 2:
         return Interval(estimate, estimate, estimate, level, n, 0)
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
-    sums = _resample_sums(terms, int(n_bootstrap), rng)
-    if weights is None:
-        stats = sums[:, 0] / n
-    else:
-        ok = sums[:, 1] != 0
-        stats = sums[ok, 0] / sums[ok, 1]
-    low, high = np.percentile(stats, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    low, high, size = _percentile_bootstrap(terms, alpha, int(n_bootstrap), rng)
     # Float summation order can put an all-equal sample's percentile one ulp off its mean.
-    low, high = min(float(low), estimate), max(float(high), estimate)
-    return Interval(estimate, low, high, level, n, int(stats.size))
+    low, high = min(low, estimate), max(high, estimate)
+    return Interval(estimate, low, high, level, n, size)
+
+
+def _percentile_bootstrap(
+    terms: np.ndarray, alpha: float, n_bootstrap: int, rng: np.random.Generator
+) -> tuple[float, float, int]:
+    """scipy's paired percentile bootstrap of ``sum(terms[:, 0]) / n`` (one column) or of
+    ``sum(terms[:, 0]) / sum(terms[:, 1])`` (two columns) over the n rows of ``terms``.
+
+    Returns:
+        ``(low, high, resamples used)``; ratio resamples whose denominator sums to 0 give
+        NaN and are left out of the percentiles.
+    """
+    import warnings
+
+    from scipy import stats
+
+    n = terms.shape[0]
+
+    def statistic(*columns: np.ndarray, axis: int = -1) -> np.ndarray:
+        top = columns[0].sum(axis=axis)
+        if len(columns) == 1:
+            return top / n
+        bottom = columns[1].sum(axis=axis)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(bottom != 0, top / np.where(bottom != 0, bottom, 1.0), np.nan)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)  # NaN ratios: handled below
+        result = stats.bootstrap(
+            tuple(terms.T),
+            statistic,
+            n_resamples=n_bootstrap,
+            batch=max(1, _BLOCK // max(n, 1)),
+            vectorized=True,
+            paired=True,
+            confidence_level=1.0 - alpha,
+            method="percentile",
+            rng=rng,
+        )
+    distribution = np.asarray(result.bootstrap_distribution)
+    kept = int(np.count_nonzero(~np.isnan(distribution)))
+    if kept == distribution.size:
+        low, high = result.confidence_interval
+    else:
+        low, high = stats.quantile(distribution, np.array([alpha / 2, 1 - alpha / 2]), nan_policy="omit")
+    return float(low), float(high), kept
 
 
 def check_logged_bandit(

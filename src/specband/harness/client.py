@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from specband.errors import HarnessError
+from specband.limits import is_number
 
 __all__ = [
     "BatchResult",
@@ -90,7 +91,7 @@ class ServerInfo:
 
 
 def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     value = float(value)
     return value if math.isfinite(value) else None

@@ -74,6 +74,7 @@ from specband.devices.emulated import (
     reasons_for,
 )
 from specband.errors import ConfigError, InvalidActionError
+from specband.schedule import AdaptiveController, chain_action
 
 __all__ = [
     "FAULT_KINDS",
@@ -165,6 +166,10 @@ class LaunchArgs:
         cuda_graph_max_bs, dtype, attention_backend, draft_model_path: as the flags.
         action: the resolved speculative triple (``(0,0,0)`` without
             ``--speculative-algorithm``).
+        adaptive: with ``--speculative-adaptive``, the schedule's tiers (tier key -> entry,
+            :func:`specband.schedule.check_sglang_adaptive_config`; sglang's default
+            without ``--speculative-adaptive-config``), else ``None``.
+        adaptive_config: the ``--speculative-adaptive-config`` path, or ``None``.
     """
 
     model_path: str
@@ -178,6 +183,8 @@ class LaunchArgs:
     draft_model_path: str | None
     action: Action
     context_length: int
+    adaptive: Mapping[int, Mapping[str, Any]] | None = None
+    adaptive_config: str | None = None
 
     def server_args(self) -> dict[str, Any]:
         """The ``ServerArgs``-style fields ``/get_server_info`` reports."""
@@ -198,6 +205,8 @@ class LaunchArgs:
             "speculative_num_steps": self.action.speculative_num_steps if spec else None,
             "speculative_eagle_topk": self.action.speculative_eagle_topk if spec else None,
             "speculative_num_draft_tokens": self.action.speculative_num_draft_tokens if spec else None,
+            "speculative_adaptive": self.adaptive is not None,
+            "speculative_adaptive_config": self.adaptive_config,
         }
 
 
@@ -301,6 +310,7 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
     max_running = ns.max_running_requests or cuda_graph_max_bs or 256
     if max_running <= 0:
         raise ConfigError(f"--max-running-requests must be > 0, got {max_running}")
+    adaptive = _adaptive_tiers(ns.speculative_adaptive, ns.speculative_adaptive_config, action)
     return LaunchArgs(
         model_path=ns.model_path,
         host=ns.host,
@@ -313,7 +323,39 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
         draft_model_path=ns.speculative_draft_model_path,
         action=action,
         context_length=ns.context_length,
+        adaptive=adaptive,
+        adaptive_config=ns.speculative_adaptive_config if adaptive is not None else None,
     )
+
+
+def _adaptive_tiers(enabled: bool, config_path: str | None, action: Action) -> dict[int, dict[str, Any]] | None:
+    """The schedule of ``--speculative-adaptive`` as sglang 0.5.23 resolves it
+    (``srt/arg_groups/speculative_hook.py``: ``_maybe_disable_adaptive``,
+    ``_init_adaptive_speculative_params``): off for the baseline or topk != 1 (sglang
+    falls back to static parameters with a warning; logged here), else the config's tiers
+    (sglang's default without a file), with ``--speculative-num-steps`` one of their
+    candidate steps.
+
+    Raises:
+        ConfigError: an unreadable or invalid config, or steps not among the candidates
+            (sglang's message).
+    """
+    from specband.schedule import read_sglang_adaptive_config
+
+    if not enabled:
+        return None
+    if action.is_baseline or action.speculative_eagle_topk != 1:
+        _log(f"speculative_adaptive disabled: speculative_eagle_topk={action.speculative_eagle_topk} "
+             "(only topk=1 is supported). Falling back to static speculative params.")  # fmt: skip
+        return None
+    tiers = read_sglang_adaptive_config(config_path)
+    candidates = sorted({int(s) for entry in tiers.values() for s in entry["candidate_steps"]})
+    if action.speculative_num_steps not in candidates:
+        raise ConfigError(
+            f"--speculative-num-steps={action.speculative_num_steps} is not in the adaptive config candidate_steps "
+            f"{candidates}. Pass one of those values."
+        )
+    return tiers
 
 
 @dataclass(frozen=True)
@@ -432,6 +474,8 @@ class Engine:
         self.last_gen_throughput = 0.0
         self.die_after_steps = die_after_steps
         self.stopped = False
+        self.adaptive = None if launch.adaptive is None else AdaptiveController(launch.adaptive, launch.action[0])
+        self.steps_by_batch_size: dict[int, set[int]] = {}
         self.mem_used_mb = float(model.predict(launch.max_running_requests, launch.action, model.ambient_temp_c,
                                                launch.mem_fraction_static).mem_used_mb)  # fmt: skip
         self.thread = threading.Thread(target=self._loop, name="specband-emulated-scheduler", daemon=True)
@@ -464,6 +508,8 @@ class Engine:
             }
             if not self.launch.action.is_baseline and self.cum_accept_count > 0:
                 state["avg_spec_accept_length"] = self.cum_accept_tokens / self.cum_accept_count
+            if self.adaptive is not None:  # emulator only: the step counts run at each batch size
+                state["adaptive_steps_by_batch_size"] = {str(k): sorted(v) for k, v in sorted(self.steps_by_batch_size.items())}
             if self.options.record_step_time and not self._fault("missing_step_times"):
                 state["step_time_dict"] = {str(k): list(v) for k, v in self.step_time_dict.items()}
         return state
@@ -496,7 +542,6 @@ class Engine:
         never runs more than ~1 ms (real) ahead of that schedule, and a request that
         arrives while it waits is admitted at the next step, so concurrent clients fill
         the batch as they would on sglang even when time is compressed."""
-        action = self.launch.action
         max_running = self.launch.max_running_requests
         chunk_s = max(0.25, 0.004 / self.scale)  # re-predict (temperature) this often, emulated s
         sigma = self.options.step_noise
@@ -533,6 +578,7 @@ class Engine:
             busy = True
             temp = self.gpu.read().temp_c
             n = len(running)
+            action = self._action_for(n)
             pred = self.model.predict(n, action, temp, self.launch.mem_fraction_static)
             self.gpu.update(
                 power_w=float(pred.avg_power_w),
@@ -556,8 +602,10 @@ class Engine:
                 dt = float(pred.step_time_s) * math.exp(sigma * self.rng.gauss(0.0, 1.0) - 0.5 * sigma * sigma)
                 emul += dt
                 self._count_decode(n, dt)
+                accepted: list[int] = []
                 for r in running:
                     got = base + (1 if self.rng.random() < frac else 0)
+                    accepted.append(got - 1)
                     r.generated += got
                     r.verify_ct += 1
                     self.cum_accept_tokens += got
@@ -569,7 +617,8 @@ class Engine:
                     self.steps_after_warmup += 1
                     if self.die_after_steps is not None and self.steps_after_warmup >= self.die_after_steps:
                         self._die()
-                if finished or emul - chunk_start >= chunk_s:
+                switched = self.adaptive is not None and self.adaptive.on_verify(accepted, n) is not None
+                if finished or switched or emul - chunk_start >= chunk_s:
                     break
                 ahead = anchor_real + emul * self.scale - time.monotonic()
                 if ahead > 0.001:
@@ -605,6 +654,17 @@ class Engine:
         value, self.emul_since_tic = self.emul_since_tic / DECODE_LOG_INTERVAL, 0.0
         with self.cond:
             self.step_time_dict.setdefault(running, []).append(value)
+
+    def _action_for(self, batch_size: int) -> Action:
+        """The action a decode step at ``batch_size`` runs: the launch's, or with
+        ``--speculative-adaptive`` the chain config of the step count the batch size's tier
+        is at (sglang 0.5.23 ``activate_step_by_batch``; no CUDA-graph padding)."""
+        if self.adaptive is None:
+            return self.launch.action
+        steps = self.adaptive.steps_for(batch_size)
+        with self.cond:  # internal_state() reads it from the HTTP threads
+            self.steps_by_batch_size.setdefault(batch_size, set()).add(steps)
+        return chain_action(steps)
 
     def _die(self) -> None:
         sys.stderr.write(

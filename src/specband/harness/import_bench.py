@@ -17,7 +17,6 @@ default grid includes) are skipped and counted.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from specband.dataset import SWEEP_COLUMNS, load_sweep
 from specband.errors import ConfigError, DataError, InvalidActionError
 from specband.fileio import write_jsonl_atomic
 from specband.harness.runner import EXTRA_COLUMNS
+from specband.limits import is_finite_number, is_int
 
 __all__ = ["ImportResult", "convert_bench_rows", "import_bench"]
 
@@ -51,7 +51,7 @@ class ImportResult:
 
 
 def _number(value: Any, name: str, path: Path, line: int) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise DataError(f"expected a finite number, got {value!r}", path=path, line=line, field=name)
     return float(value)
 
@@ -71,7 +71,7 @@ def convert_bench_rows(
             if name not in rec:
                 raise DataError("required field is missing", path=path, line=line, field=name)
         for name in ("batch_size", "steps", "topk", "num_draft_tokens"):
-            if isinstance(rec[name], bool) or not isinstance(rec[name], int):
+            if not is_int(rec[name]):
                 raise DataError(f"expected an integer, got {rec[name]!r}", path=path, line=line, field=name)
         if rec["batch_size"] <= 0:
             raise DataError(f"must be > 0, got {rec['batch_size']}", path=path, line=line, field="batch_size")

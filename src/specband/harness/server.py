@@ -281,7 +281,7 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple
 
 
 def build_launch_command(
-    config: ServerConfig, action: tuple[int, int, int], max_batch_size: int, mem_fraction_static: float
+    config: ServerConfig, action: tuple[int, int, int], max_batch_size: int | None, mem_fraction_static: float
 ) -> list[str]:
     """The server command line for one action.
 
@@ -289,7 +289,8 @@ def build_launch_command(
         config: model, draft, port and the other fixed flags.
         action: the speculative triple (validated and canonicalised).
         max_batch_size: ``--cuda-graph-max-bs-decode`` (``--cuda-graph-max-bs`` before
-            sglang 0.5.14) and ``--max-running-requests``.
+            sglang 0.5.14) and ``--max-running-requests``; ``None`` pins neither (a server
+            whose batch size moves, ``launch --schedule``).
         mem_fraction_static: ``--mem-fraction-static``.
 
     Raises:
@@ -297,7 +298,7 @@ def build_launch_command(
         ConfigError: a non-positive batch size or a mem fraction outside (0, 1).
     """
     act: Action = validate_action(action)
-    if max_batch_size <= 0:
+    if max_batch_size is not None and max_batch_size <= 0:
         raise ConfigError(f"batch size must be > 0, got {max_batch_size}")
     if not 0.0 < mem_fraction_static < 1.0:
         raise ConfigError(f"mem fraction must be in (0, 1), got {mem_fraction_static}")
@@ -316,9 +317,10 @@ def build_launch_command(
         "--port", str(config.port),
         "--mem-fraction-static", f"{mem_fraction_static:g}",
         "--dtype", config.dtype,
-        flag_for("cuda_graph_max_bs", parse_version(config.sglang_version)), str(max_batch_size),
-        "--max-running-requests", str(max_batch_size),
     ]  # fmt: skip
+    if max_batch_size is not None:
+        cuda_graph_max_bs = flag_for("cuda_graph_max_bs", parse_version(config.sglang_version))
+        command += [cuda_graph_max_bs, str(max_batch_size), "--max-running-requests", str(max_batch_size)]
     backend = config.attention_backend
     if backend == "auto":
         if act.speculative_eagle_topk > 1:

@@ -476,6 +476,7 @@ def run_sweep(
     one_launch_per_config: bool = False,
     clock: Clock | None = None,
     reporter: SweepReporter | None = None,
+    allow_rope_mismatch: bool = False,
 ) -> SweepSummary:
     """Run (or resume) a sweep and write its rows to ``out_path``.
 
@@ -502,6 +503,8 @@ def run_sweep(
         one_launch_per_config: one server per action for all batch sizes.
         clock: time base (``Clock(time_scale)`` for the emulator).
         reporter: progress callbacks.
+        allow_rope_mismatch: launch even when the draft's RoPE settings differ from the
+            target's (:func:`specband.doctor.check_pair_before_launch`).
 
     Returns:
         the :class:`SweepSummary`.
@@ -528,6 +531,11 @@ def run_sweep(
         raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
         raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
+    from specband.doctor import check_pair_before_launch
+
+    check_pair_before_launch(
+        settings.server.model_path, settings.server.draft_model_path, allow_rope_mismatch=allow_rope_mismatch
+    )
     with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
         # every check first, writing nothing: a refused sweep leaves the folder as it was
         existing, complete = _parse_rows(out_path)

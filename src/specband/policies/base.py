@@ -19,7 +19,6 @@ every model-card recipe ignores it and :meth:`Policy.load` works without it.
 
 from __future__ import annotations
 
-import math
 import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -32,6 +31,7 @@ import numpy as np
 from specband.actions import ACTIONS, NUM_ACTIONS
 from specband.dataset import BATCH_SIZE_SCALE, TrainingData
 from specband.errors import ArtifactError, ConfigError
+from specband.limits import MAX_SEED, is_finite_number, is_int
 from specband.policies.files import (
     SIDECAR_FILE,
     nearest_batch_size,
@@ -78,8 +78,8 @@ class PolicyConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if not is_int(self.seed) or not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"seed must be an integer in [0, {MAX_SEED}], got {self.seed!r}")
 
     @classmethod
     def build(cls: type[_C], seed: int = 0, **overrides: Any) -> _C:
@@ -114,7 +114,7 @@ def check_number(owner: str, name: str, value: Any, *, low: float | None = None,
     """
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise ConfigError(f"{owner} '{name}' must be a finite number, got {value!r}")
     if low is not None and (value <= low if low_open else value < low):
         raise ConfigError(f"{owner} '{name}' must be {'>' if low_open else '>='} {low}, got {value}")
@@ -128,7 +128,7 @@ def check_int(owner: str, name: str, value: Any, *, low: int = 1) -> None:
     Raises:
         ConfigError: naming ``owner`` and ``name``.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if not is_int(value) or value < low:
         raise ConfigError(f"{owner} '{name}' must be an integer >= {low}, got {value!r}")
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from specband.actions import ACTIONS, NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError
+from specband.limits import is_number
 from specband.policies.base import as_states, check_actions_entry, check_number
 from specband.policies.nets import (
     BEHAVIOR_LAYERS,
@@ -195,7 +196,7 @@ class BCQ(QNetworkPolicy):
         stored = policy.fit_info.get("threshold")
         if policy.config.threshold is not None:
             policy.threshold = float(policy.config.threshold)
-        elif isinstance(stored, (int, float)) and not isinstance(stored, bool) and 0.0 <= stored <= 1.0:
+        elif is_number(stored) and 0.0 <= stored <= 1.0:
             policy.threshold = float(stored)
         else:
             policy.threshold = PUBLISHED_THRESHOLD

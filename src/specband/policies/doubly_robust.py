@@ -23,7 +23,6 @@ folder is self-contained; a folder without it loads with :meth:`DoublyRobust.loa
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,14 @@ import numpy as np
 from specband.actions import NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError
+from specband.limits import is_finite_number
 from specband.policies.base import Policy, PolicyConfig, as_states, batch_size_of, nearest_batch_size
 from specband.policies.gbt import (
     action_features,
     fit_reward_model,
     load_joblib,
     predict_per_action,
-    write_joblib_atomic,
+    write_model_files,
 )
 
 __all__ = ["DoublyRobust", "DoublyRobustConfig", "POLICY", "ips_correction"]
@@ -123,7 +123,7 @@ class DoublyRobust(Policy):
             ArtifactError: not fitted, or the file cannot be written.
         """
         self._require_fitted()
-        path = write_joblib_atomic(self.artifact_path(directory), self.model)
+        path = write_model_files(self.artifact_path(directory), self.model)
         self._write_sidecar(
             directory,
             {
@@ -135,16 +135,20 @@ class DoublyRobust(Policy):
         return path
 
     @classmethod
-    def load(cls, directory: str | Path, data: TrainingData | None = None) -> DoublyRobust:
+    def load(
+        cls, directory: str | Path, data: TrainingData | None = None, *, trust_pickle: bool = False
+    ) -> DoublyRobust:
         """Read ``doubly_robust/model.joblib``; the correction comes from ``data`` when
         given (recomputed from the raw sweep, the model card's recipe), else from the
-        sidecar, else there is none (direct model only).
+        sidecar, else there is none (direct model only). The model comes from
+        ``model.skops`` when present, else from ``model.joblib`` when specband wrote it or
+        ``trust_pickle`` is True.
 
         Raises:
             ArtifactError: see :func:`specband.policies.gbt.load_joblib`; a malformed
                 ``ips_correction`` in the sidecar.
         """
-        model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "LinearRegression")
+        model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "LinearRegression", trust_pickle=trust_pickle)
         policy, sidecar = cls._from_sidecar(directory)
         policy.model = model
         if data is not None:
@@ -167,7 +171,7 @@ def _parse_correction(value: Any, where: Path) -> dict[int, np.ndarray]:
         if (
             not isinstance(row, list)
             or len(row) != NUM_ACTIONS
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in row)
+            or not all(is_finite_number(v) for v in row)
         ):
             raise ArtifactError(f"{where}/specband.json: 'ips_correction' at batch size {key} must be {NUM_ACTIONS} finite numbers")
         out[int(key)] = np.array(row, dtype=np.float64)

@@ -7,7 +7,8 @@ Model card file ``gbt/model.joblib``: the fitted ``GradientBoostingRegressor(n_e
 max_depth=3)`` (``joblib.load(...)``; features ``[state, action_idx/19]``). ``random_state``
 is the seed, so the same seed gives the same trees.
 
-Loading a joblib file runs pickle: load only files you trust (the model card's recipe).
+Loading a joblib file runs pickle: specband reads the skops copy it writes beside it, and
+unpickles only files it wrote or the user trusts (:mod:`specband.safeload`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "load_joblib",
     "predict_per_action",
     "write_joblib_atomic",
+    "write_model_files",
 ]
 
 #: Divisor of the action index in the model features (model card: ``action_idx/19``).
@@ -98,25 +100,32 @@ def write_joblib_atomic(path: Path, model: Any) -> Path:
     return write_bytes_atomic(path, buf.getvalue())
 
 
-def load_joblib(path: Path, expected: str, n_features: int = 5) -> Any:
-    """``joblib.load`` of a scikit-learn regressor, checked.
+def write_model_files(path: Path, model: Any) -> Path:
+    """Write the model card's ``model.joblib`` at ``path`` and its pickle-free skops copy
+    beside it (``model.skops``, preferred when loading; see :mod:`specband.safeload`).
+
+    Raises:
+        ArtifactError: a file cannot be written.
+    """
+    from specband.safeload import SKOPS_SUFFIX, skops_bytes
+
+    write_bytes_atomic(path.with_suffix(SKOPS_SUFFIX), skops_bytes(model))
+    return write_joblib_atomic(path, model)
+
+
+def load_joblib(path: Path, expected: str, n_features: int = 5, *, trust_pickle: bool = False) -> Any:
+    """A scikit-learn regressor from ``path`` (``model.joblib``), checked: read from its
+    skops copy when present, else unpickled only when specband wrote it (sha256 in the
+    manifest) or ``trust_pickle`` (see :func:`specband.safeload.load_sklearn_model`).
 
     Raises:
         ArtifactError: missing or unreadable file, no ``predict``, a class other than
             ``expected``, or a feature count other than ``n_features``.
+        specband.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
     """
-    import warnings
+    from specband.safeload import load_sklearn_model
 
-    import joblib
-
-    if not path.is_file():
-        raise ArtifactError(f"{path}: no such file")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # sklearn version-mismatch warnings on foreign files
-            model = joblib.load(path)
-    except Exception as exc:
-        raise ArtifactError(f"{path}: not a readable joblib file ({type(exc).__name__}: {exc})") from None
+    model = load_sklearn_model(path, trust_pickle=trust_pickle)
     if type(model).__name__ != expected or not hasattr(model, "predict"):
         raise ArtifactError(f"{path}: expected a scikit-learn {expected}, got {type(model).__name__}")
     got = getattr(model, "n_features_in_", None)
@@ -195,18 +204,21 @@ class GBT(Policy):
             ArtifactError: not fitted, or the file cannot be written.
         """
         self._require_fitted()
-        path = write_joblib_atomic(self.artifact_path(directory), self.model)
+        path = write_model_files(self.artifact_path(directory), self.model)
         self._write_sidecar(directory)
         return path
 
     @classmethod
-    def load(cls, directory: str | Path) -> GBT:
-        """Read ``gbt/model.joblib``.
+    def load(cls, directory: str | Path, *, trust_pickle: bool = False) -> GBT:
+        """Read ``gbt/model.skops``, else ``gbt/model.joblib`` when specband wrote it or
+        ``trust_pickle`` is True (unpickling runs code from the file).
 
         Raises:
             ArtifactError: see :func:`load_joblib`.
         """
-        model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "GradientBoostingRegressor")
+        model = load_joblib(
+            Path(directory) / cls.name / cls.artifact_file, "GradientBoostingRegressor", trust_pickle=trust_pickle
+        )
         policy, _ = cls._from_sidecar(directory)
         policy.model = model
         policy._fitted = True

@@ -10,7 +10,6 @@ and the optional sidecar ``lookup_table/specband.json`` with ``action_mean_rewar
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from specband.actions import NUM_ACTIONS, action_index
 from specband.errors import ArtifactError, InvalidActionError
+from specband.limits import is_finite_number, is_int
 from specband.policies.files import SIDECAR_FILE, nearest_batch_size, read_json
 
 __all__ = ["LookupFiles", "lookup_pick", "parse_action_means", "parse_lookup_table", "read_lookup_folder"]
@@ -27,7 +27,7 @@ ARTIFACT_FILE = "model.json"
 
 
 def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    return is_finite_number(value)
 
 
 def parse_lookup_table(table: Any, path: str | Path) -> dict[int, tuple[int, float]]:
@@ -55,7 +55,7 @@ def parse_lookup_table(table: Any, path: str | Path) -> dict[int, tuple[int, flo
         if (
             not isinstance(config, list)
             or len(config) != 3
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in config)
+            or not all(is_int(v) for v in config)
         ):
             raise ArtifactError(f"{path}: entry {key!r}: 'config' must be [steps, topk, num_draft_tokens], got {config!r}")
         try:

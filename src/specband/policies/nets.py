@@ -57,6 +57,7 @@ from scipy import special
 
 from specband.dataset import TrainingData
 from specband.errors import ArtifactError, ConfigError
+from specband.limits import is_int
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 
 __all__ = [
@@ -69,6 +70,8 @@ __all__ = [
     "clear_training_cache",
     "gelu",
     "load_state_dict",
+    "SAFETENSORS_SUFFIX",
+    "safetensors_bytes",
     "save_torch",
     "save_torch_atomic",
     "state_dict_tensors",
@@ -459,7 +462,7 @@ def train_mlp(
     Raises:
         ConfigError: ``epochs < 1`` or no rows.
     """
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+    if not is_int(epochs) or epochs < 1:
         raise ConfigError(f"epochs must be an integer >= 1, got {epochs!r}")
     n = int(np.asarray(actions).shape[0])
     if n == 0:
@@ -499,8 +502,60 @@ def state_dict_tensors(net: MLP) -> dict[str, Any]:
     return OrderedDict((k, torch.from_numpy(v)) for k, v in net.state_dict_arrays().items())
 
 
+#: Suffix of the pickle-free copy written beside each ``.pth`` file.
+SAFETENSORS_SUFFIX = ".safetensors"
+_LISTS_KEY = "specband_lists"  # safetensors metadata: keys that were lists of ints
+
+
+def _flatten(obj: Any, prefix: str, out: dict[str, Any], lists: list[str]) -> None:
+    import torch
+
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _flatten(value, f"{prefix}{key}/", out, lists)
+    elif isinstance(obj, list):
+        out[prefix[:-1]] = torch.tensor(obj, dtype=torch.int64)
+        lists.append(prefix[:-1])
+    else:
+        out[prefix[:-1]] = obj.contiguous()
+
+
+def safetensors_bytes(obj: Any) -> bytes:
+    """``obj`` (a state_dict, or a dict of state_dicts and int lists, as the ``.pth`` files
+    hold) in the safetensors format: nested keys joined with ``/``, lists as int64 tensors
+    named in the metadata."""
+    from safetensors.torch import save
+
+    tensors: dict[str, Any] = {}
+    lists: list[str] = []
+    _flatten(obj, "", tensors, lists)
+    return save(tensors, metadata={_LISTS_KEY: ",".join(lists)})
+
+
+def _load_safetensors(path: Path) -> Any:
+    """The object :func:`safetensors_bytes` wrote (nested dicts rebuilt, lists restored)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as fh:
+            lists = set(filter(None, (fh.metadata() or {}).get(_LISTS_KEY, "").split(",")))
+            flat = {key: fh.get_tensor(key) for key in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own and OSError
+        raise ArtifactError(f"{path}: not a readable safetensors file ({exc})") from None
+    out: dict[str, Any] = OrderedDict()
+    for key, tensor in flat.items():
+        *parents, leaf = key.split("/")
+        node = out
+        for parent in parents:
+            node = node.setdefault(parent, OrderedDict())
+        node[leaf] = tensor.tolist() if key in lists else tensor
+    return out
+
+
 def load_state_dict(path: str | Path) -> Any:
-    """``torch.load(path, map_location="cpu", weights_only=True)``.
+    """The tensors of a ``.pth`` file: from the safetensors copy beside it when there is
+    one (no pickle at all), else ``torch.load(path, map_location="cpu", weights_only=True)``
+    (torch's restricted unpickler: tensors and plain containers only).
 
     Raises:
         ArtifactError: missing file or a file torch cannot read with ``weights_only=True``.
@@ -508,6 +563,8 @@ def load_state_dict(path: str | Path) -> Any:
     import torch
 
     p = Path(path)
+    if p.with_suffix(SAFETENSORS_SUFFIX).is_file():
+        return _load_safetensors(p.with_suffix(SAFETENSORS_SUFFIX))
     if not p.is_file():
         raise ArtifactError(f"{p}: no such file")
     try:
@@ -633,7 +690,8 @@ class QNetworkPolicy(Policy):
 
 
 def save_torch_atomic(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` to a temporary file in the same folder, then a rename.
+    """``torch.save`` to a temporary file in the same folder, then a rename; the
+    safetensors copy (:func:`safetensors_bytes`, preferred when loading) beside it.
 
     Raises:
         ArtifactError: the file cannot be written.
@@ -642,4 +700,5 @@ def save_torch_atomic(obj: Any, path: str | Path) -> Path:
 
     buf = io.BytesIO()
     save_torch(obj, buf)
+    write_bytes_atomic(Path(path).with_suffix(SAFETENSORS_SUFFIX), safetensors_bytes(obj))
     return write_bytes_atomic(path, buf.getvalue())

@@ -21,7 +21,6 @@ Model card file ``thompson_sampling/model.npz``: ``mean`` (19, 4), ``cov`` (19, 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import numpy as np
 from specband.actions import NUM_ACTIONS
 from specband.dataset import TrainingData
 from specband.errors import ConfigError
+from specband.limits import is_finite_number
 from specband.policies.base import (
     ACTIONS_ARRAY,
     Policy,
@@ -154,7 +154,7 @@ class ThompsonSampling(Policy):
         stored = policy.fit_info.get("noise_std")
         if policy.config.noise_std is not None:
             policy.noise_std = float(policy.config.noise_std)
-        elif isinstance(stored, (int, float)) and not isinstance(stored, bool) and math.isfinite(stored) and stored > 0:
+        elif is_finite_number(stored) and stored > 0:
             policy.noise_std = float(stored)
         else:
             policy.noise_std = 1.0  # the model card's convention: cov = inv(A), unit noise

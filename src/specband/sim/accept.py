@@ -31,12 +31,12 @@ The seven numbers are fitted to published accept lengths (:mod:`specband.sim.cal
 
 from __future__ import annotations
 
-import math
 from dataclasses import astuple, dataclass
 from functools import lru_cache
 
 from specband.actions import Action
 from specband.errors import ConfigError
+from specband.limits import is_finite_number
 
 __all__ = ["AcceptParams", "accept_length", "tree_node_values"]
 
@@ -79,7 +79,7 @@ class AcceptParams:
         }
         for name, (lo, hi) in bounds.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not is_finite_number(value):
                 raise ConfigError(f"acceptance '{name}' must be a finite number, got {value!r}")
             if not lo <= value <= hi:
                 raise ConfigError(f"acceptance '{name}' must be in [{lo:g}, {hi:g}], got {value!r}")

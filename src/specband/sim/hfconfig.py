@@ -34,7 +34,6 @@ head (for what-if runs; its acceptance is not calibrated).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError
+from specband.limits import is_finite_number, is_int
 
 __all__ = [
     "BUNDLED_DRAFT_CONFIG",
@@ -49,8 +49,11 @@ __all__ = [
     "ModelSpec",
     "bundled_model_config_path",
     "bundled_model_configs",
+    "config_dtype",
     "load_model_spec",
+    "read_model_config",
     "rope_mismatch",
+    "rope_settings",
 ]
 
 #: Names of the bundled configs under ``specband/data/models``.
@@ -115,7 +118,7 @@ class ModelSpec:
             "kv_bytes_per_token",
         ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not is_finite_number(value):
                 raise ConfigError(f"model spec '{self.name}': {name} must be a finite number, got {value!r}")
             if value < 0 or (value == 0 and name != "attn_flops_per_token_ctx"):
                 raise ConfigError(f"model spec '{self.name}': {name} must be > 0, got {value!r}")
@@ -145,7 +148,7 @@ class ModelSpec:
 
         def need_int(key: str, default: int | None = None) -> int:
             value = config.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if not is_int(value) or value <= 0:
                 raise ConfigError(f"{source}: field '{key}': expected a positive integer, got {value!r}")
             return value
 
@@ -161,18 +164,12 @@ class ModelSpec:
             head_dim = hidden // heads
         intermediate = need_int("intermediate_size")
         vocab = need_int("vocab_size")
-        dtype = config.get("torch_dtype", "bfloat16")
-        if dtype is None:
-            dtype = "bfloat16"
-        if not isinstance(dtype, str) or dtype.replace("torch.", "") not in _DTYPE_BYTES:
-            raise ConfigError(f"{source}: field 'torch_dtype': unknown dtype {dtype!r}")
-        nbytes = _DTYPE_BYTES[dtype.replace("torch.", "")]
+        nbytes = _DTYPE_BYTES[config_dtype(config, source) or "bfloat16"]
         archs = config.get("architectures") or []
         if not isinstance(archs, list):
             raise ConfigError(f"{source}: field 'architectures': expected a list of names")
         is_draft = any("eagle3" in str(a).lower() for a in archs) if draft is None else bool(draft)
-        rope_theta = config.get("rope_theta")
-        rope_scaling = config.get("rope_scaling")
+        rope_theta, rope_scaling = rope_settings(config, source)
 
         q_out = heads * head_dim
         kv_out = kv_heads * head_dim
@@ -182,7 +179,7 @@ class ModelSpec:
         layer_params = layers * (attn_params + mlp_params)
         if is_draft:
             draft_vocab = config.get("draft_vocab_size") or vocab
-            if isinstance(draft_vocab, bool) or not isinstance(draft_vocab, int) or draft_vocab <= 0:
+            if not is_int(draft_vocab) or draft_vocab <= 0:
                 raise ConfigError(f"{source}: field 'draft_vocab_size': expected a positive integer")
             target_hidden = config.get("target_hidden_size") or hidden
             fc_params = 3 * target_hidden * hidden
@@ -208,10 +205,69 @@ class ModelSpec:
             hidden_size=hidden,
             vocab_size=int(logits),
             num_layers=layers,
-            rope_theta=None if rope_theta is None else float(rope_theta),
-            rope_scaling=rope_scaling if isinstance(rope_scaling, Mapping) else None,
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
             is_eagle3_draft=is_draft,
         )
+
+
+def config_dtype(config: Mapping[str, Any], source: str = "<config>") -> str | None:
+    """The weights' dtype of a Hugging Face config (``torch_dtype``, or transformers 5's
+    ``dtype``) without a ``torch.`` prefix, or ``None`` when the config names none.
+
+    Raises:
+        ConfigError: ``"<source>: field 'torch_dtype': unknown dtype ..."``.
+    """
+    key = "torch_dtype" if config.get("torch_dtype") is not None else "dtype"
+    dtype = config.get(key)
+    if dtype is None:
+        return None
+    if not isinstance(dtype, str) or dtype.replace("torch.", "") not in _DTYPE_BYTES:
+        raise ConfigError(f"{source}: field '{key}': unknown dtype {dtype!r}")
+    return dtype.replace("torch.", "")
+
+
+def _rope_block(config: Mapping[str, Any], source: str) -> Mapping[str, Any] | None:
+    """The RoPE dict of a config: transformers 5's ``rope_parameters`` (the
+    ``full_attention`` entry when nested by layer type), else ``rope_scaling``."""
+    for key in ("rope_parameters", "rope_scaling"):
+        block = config.get(key)
+        if block is None:
+            continue
+        if not isinstance(block, Mapping):
+            raise ConfigError(f"{source}: field '{key}': expected an object or null, got {block!r}")
+        nested = [v for v in block.values() if isinstance(v, Mapping)]
+        if nested:
+            block = block.get("full_attention", nested[0])
+        return block
+    return None
+
+
+def rope_settings(config: Mapping[str, Any], source: str = "<config>") -> tuple[float | None, dict[str, Any] | None]:
+    """``(rope_theta, rope_scaling)`` of a Hugging Face config in either layout, normalised
+    so that the two compare equal for the same RoPE: the classic top-level ``rope_theta``
+    and ``rope_scaling``, or transformers 5's ``rope_parameters`` holding both (nested by
+    layer type for some models; ``type`` read as ``rope_type``). A scaling of type
+    ``default`` with nothing else is ``None``. Source: transformers 5
+    ``modeling_rope_utils.RotaryEmbeddingConfigMixin.standardize_rope_params``; sglang
+    0.5.23 ``srt/configs/model_config.py`` reads ``rope_parameters`` before ``rope_scaling``.
+
+    Raises:
+        ConfigError: ``"<source>: field 'rope_theta': ..."`` for a theta that is not a
+            positive number, or an object field of the wrong type.
+    """
+    block = _rope_block(config, source)
+    theta = config.get("rope_theta")
+    if block is not None and block.get("rope_theta") is not None:
+        theta = block["rope_theta"]
+    if theta is not None and not (is_finite_number(theta) and theta > 0):
+        raise ConfigError(f"{source}: field 'rope_theta': expected a positive number, got {theta!r}")
+    scaling = None
+    if block is not None:
+        scaling = {("rope_type" if k == "type" else k): v for k, v in block.items() if k != "rope_theta"}
+        if scaling in ({}, {"rope_type": "default"}):
+            scaling = None
+    return (None if theta is None else float(theta)), scaling
 
 
 def bundled_model_config_path(name: str) -> Path:
@@ -233,6 +289,36 @@ def bundled_model_configs() -> list[str]:
     """Names of the bundled ``config.json`` files (``specband/data/models``)."""
     folder = Path(str(resources.files("specband").joinpath("data/models")))
     return sorted(p.stem for p in folder.glob("*.json"))
+
+
+def read_model_config(config: str | Path) -> tuple[dict[str, Any], str]:
+    """The parsed ``config.json`` named by ``config`` (a file, a model folder, a bundled
+    config's name or a hub id) and the file it came from.
+
+    Raises:
+        ConfigError: one line naming the file (missing, unreadable, invalid JSON, not an
+            object) or the hub id (:class:`specband.hub.HubError`).
+    """
+    path = Path(config)
+    if not path.exists() and str(config) in bundled_model_configs():
+        path = bundled_model_config_path(str(config))
+    else:
+        from specband.hub import resolve_config_file
+
+        path = resolve_config_file(config)  # a folder's config.json, or a hub id's
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: no such model config file (bundled configs: {', '.join(bundled_model_configs())})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read model config ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a model config must be a JSON object")
+    return data, str(path)
 
 
 def load_model_spec(
@@ -259,20 +345,8 @@ def load_model_spec(
         config = bundled_model_config_path(default)
     if isinstance(config, Mapping):
         return ModelSpec.from_hf_config(config, draft=draft)
-    path = Path(config)
-    if not path.exists() and str(config) in bundled_model_configs():
-        path = bundled_model_config_path(str(config))
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path}: no such model config file (bundled configs: {', '.join(bundled_model_configs())})"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read model config ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    return ModelSpec.from_hf_config(data, draft=draft, source=str(path))
+    data, source = read_model_config(config)
+    return ModelSpec.from_hf_config(data, draft=draft, source=source)
 
 
 def rope_mismatch(target: ModelSpec, draft: ModelSpec) -> str | None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from specband.actions import Action, validate_action
 from specband.errors import ConfigError
+from specband.limits import is_int
 from specband.sim.accept import accept_length
 from specband.sim.base import RunPrediction
 from specband.sim.hfconfig import ModelSpec, rope_mismatch
@@ -166,6 +167,30 @@ class SpeculativeDecodingModel:
         t_cmp = flops / (p.peak_tflops * 1e12 * p.compute_efficiency)
         return t_mem, t_cmp
 
+    def _forward_work(
+        self, spec: ModelSpec, batch_size: int, tokens: int, ctx: float
+    ) -> tuple[float, float, float, float]:
+        """(bytes, FLOPs, memory time s, compute time s) of one forward of ``tokens`` tokens
+        over ``batch_size`` contexts of ``ctx`` tokens."""
+        nbytes = spec.read_bytes_per_forward + batch_size * ctx * spec.kv_bytes_per_token
+        flops = tokens * (spec.dense_flops_per_token + ctx * spec.attn_flops_per_token_ctx)
+        t_mem, t_cmp = self._times(nbytes, flops)
+        return nbytes, flops, t_mem, t_cmp
+
+    def forward_time_s(self, spec: ModelSpec, batch_size: int, tokens: int) -> float:
+        """GPU time of one forward pass at full clock, s: ``tokens`` query tokens (``bs`` for a
+        decode, ``bs x num_draft_tokens`` for a verify) over ``batch_size`` contexts of
+        :meth:`context_tokens` tokens, on the smoothed roofline (no host time).
+
+        Raises:
+            ConfigError: ``batch_size`` or ``tokens`` below 1.
+        """
+        for name, value in (("batch size", batch_size), ("tokens", tokens)):
+            if not is_int(value) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        _b, _f, t_mem, t_cmp = self._forward_work(spec, batch_size, tokens, self.context_tokens())
+        return self._kernel_time([("forward", tokens, t_mem, t_cmp)], 1.0)[0]
+
     def step_cost(self, batch_size: int, action: Action | tuple[int, int, int]) -> StepCost:
         """Bytes, FLOPs and times of one decode step at full clock.
 
@@ -177,7 +202,7 @@ class SpeculativeDecodingModel:
             ConfigError: batch size < 1.
             InvalidActionError: a bad action.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not is_int(batch_size) or batch_size < 1:
             raise ConfigError(f"batch size must be an integer >= 1, got {batch_size!r}")
         steps, topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
         p = self.profile
@@ -188,9 +213,7 @@ class SpeculativeDecodingModel:
 
         def forward(label: str, spec: ModelSpec, tokens: int) -> None:
             nonlocal total_bytes, total_flops
-            nbytes = spec.read_bytes_per_forward + batch_size * ctx * spec.kv_bytes_per_token
-            flops = tokens * (spec.dense_flops_per_token + ctx * spec.attn_flops_per_token_ctx)
-            t_mem, t_cmp = self._times(nbytes, flops)
+            nbytes, flops, t_mem, t_cmp = self._forward_work(spec, batch_size, tokens, ctx)
             forwards.append((label, tokens, t_mem, t_cmp))
             total_bytes += nbytes
             total_flops += flops

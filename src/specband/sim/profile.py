@@ -19,7 +19,9 @@ coefficients are fractions of ``activity_power_w`` (by default the headroom betw
 power and the power limit), so they carry over between chips of different size; the
 calibrated profile pins ``activity_power_w`` so that lowering only ``power_limit_w`` (as
 ``nvidia-smi -pl`` does) keeps the demand and makes the cap bite.
-``activity_power_w``, ``calibrated`` and ``source`` are not inherited.
+``activity_power_w``, ``calibrated``, ``source`` and ``power_measured`` are not inherited: a
+profile whose ``[power]`` does not say ``power_measured = true`` has a power model that rests on
+no measurement of its GPU, and its rows say so (:mod:`specband.sim.power`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError
+from specband.limits import is_finite_number, is_int
 from specband.sim.accept import AcceptParams
 
 __all__ = [
@@ -57,6 +60,10 @@ REQUIRED_HARDWARE_FIELDS: tuple[str, ...] = (
     "peak_tflops",
     "idle_power_w",
 )
+
+
+#: Fields that are true/false rather than numbers.
+_BOOL_FIELDS: tuple[str, ...] = ("calibrated", "power_measured")
 
 
 def _finite(value: float) -> bool:
@@ -131,6 +138,9 @@ class HardwareProfile:
     activity_power_w: float = _f(
         0.0, "power", 0.0, 1e5, "W per unit of the activity fractions below; 0: power_limit_w - idle_power_w"
     )
+    power_measured: bool = field(
+        default=False, metadata={"section": "power", "doc": "the power fractions were fitted to this GPU's NVML power"}
+    )
     cap_tracking: float = _f(0.1, "power", 0.0, 1.0, "share of the demand above the limit the cap lets through")
     clock_exponent: float = _f(2.0, "power", 1.0, 4.0, "core power ~ clock ** exponent (DVFS)")
     min_clock_fraction: float = _f(0.3, "power", 0.05, 1.0, "lowest clock the cap or throttle may set")
@@ -159,11 +169,13 @@ class HardwareProfile:
                 if not isinstance(value, str):
                     raise ConfigError(f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a string")
                 continue
-            if f.name == "calibrated":
+            if f.name in _BOOL_FIELDS:
                 if not isinstance(value, bool):
-                    raise ConfigError(f"profile '{self.name}': hardware.calibrated must be true or false")
+                    raise ConfigError(
+                        f"profile '{self.name}': {f.metadata['section']}.{f.name} must be true or false"
+                    )
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+            if not is_finite_number(value):
                 raise ConfigError(
                     f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a finite number, got {value!r}"
                 )
@@ -269,7 +281,7 @@ def _flatten(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
                 continue
             if key not in SECTIONS[section]:
                 raise ConfigError(f"{path}: field '{section}.{key}': unknown parameter")
-            if isinstance(value, int) and not isinstance(value, bool) and key not in ("calibrated",):
+            if is_int(value) and key not in _BOOL_FIELDS:
                 try:
                     value = float(value)
                 except OverflowError:
@@ -314,6 +326,7 @@ def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
         flat.setdefault("calibrated", False)
         flat.setdefault("source", "")
         flat.setdefault("activity_power_w", 0.0)
+        flat.setdefault("power_measured", False)
     try:
         return base.with_values(**flat)
     except ConfigError as exc:

@@ -29,7 +29,9 @@ from specband.actions import ACTIONS, Action, validate_action
 from specband.dataset import SWEEP_COLUMNS
 from specband.errors import ConfigError
 from specband.fileio import write_jsonl_atomic
+from specband.limits import MAX_BATCH_SIZE, is_int
 from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.power import power_range_w
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -65,7 +67,10 @@ def simulate_sweep(
     """Simulated sweep rows (the published sweep columns plus ``power_limit_watts``,
     ``provenance``, ``profile``, ``seed``, ``gpu_mem_used_mb_before``,
     ``gpu_util_pct_before``, ``target_model``, ``draft_model``), one dict per run, in run
-    order; ``index`` counts runs from 0 across passes.
+    order; ``index`` counts runs from 0 across passes. A profile without
+    ``power_measured = true`` adds ``power_measured: false`` to every row and
+    ``power_w_range: [low, high]`` (W, :func:`specband.sim.power.power_range_w`) to every
+    successful one.
 
     Args:
         model: the performance model; ``None`` builds one from ``profile`` and the configs
@@ -90,16 +95,16 @@ def simulate_sweep(
 
         model = build_model(profile if profile is not None else "rtx4060-laptop",
                             target_config=target_config, draft_config=draft_config)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+    if not is_int(repeats) or repeats < 1:
         raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
     sizes = list(batch_sizes)
     if not sizes:
         raise ConfigError("at least one batch size is needed")
     for bs in sizes:
-        if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
-            raise ConfigError(f"batch sizes must be integers >= 1, got {bs!r}")
+        if not is_int(bs) or not 1 <= bs <= MAX_BATCH_SIZE:
+            raise ConfigError(f"batch sizes must be integers in [1, {MAX_BATCH_SIZE}], got {bs!r}")
     if len(set(sizes)) != len(sizes):
         twice = sorted({bs for bs in sizes if sizes.count(bs) > 1})
         raise ConfigError(f"batch sizes must not repeat (each runs once per pass), got {twice} more than once")
@@ -188,6 +193,11 @@ def simulate_sweep(
                         gpu_throttling=bool(throttled),
                     )
                     temp = temp_after
+                    if not p.power_measured:
+                        low, high = power_range_w(p, pred)
+                        row.update(power_w_range=[_round(low, 1), _round(high, 1)])
+                if not p.power_measured:
+                    row.update(power_measured=False)
                 row.update(
                     power_limit_watts=p.power_limit_w,
                     provenance="simulated",

@@ -1,0 +1,199 @@
+"""One config for a batch-size mix: the pick with the best expected reward when the
+running batch size moves, and the regret of using it everywhere.
+
+The mix comes from ``recommend --batch-mix 1:0.2,4:0.5,16:0.3`` (weights normalised) or
+from sglang's Prometheus metrics text (``recommend --batch-mix-from FILE``): the samples of
+the gauge ``sglang:num_running_reqs`` (sglang 0.5.23,
+``srt/observability/metrics_collector.py``; one sample per scrape, so a file of
+concatenated scrapes is a sample of the running batch size), or a histogram family of that
+name. The text is parsed with ``prometheus_client``'s own parser.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specband.actions import NUM_ACTIONS
+from specband.errors import ConfigError
+
+__all__ = [
+    "RUNNING_REQS_METRIC",
+    "MixPick",
+    "MixRow",
+    "normalise_mix",
+    "parse_batch_mix",
+    "pick_for_mix",
+    "read_running_requests",
+]
+
+#: sglang's gauge of running requests (the decode batch size), sglang 0.5.23.
+RUNNING_REQS_METRIC = "sglang:num_running_reqs"
+
+
+def normalise_mix(counts: Mapping[int, float], where: str) -> dict[int, float]:
+    """Weights summing to 1, sorted by batch size; entries of weight 0 dropped.
+
+    Raises:
+        ConfigError: a negative or non-finite weight, or no positive weight (names ``where``).
+    """
+    if any(not math.isfinite(w) or w < 0 for w in counts.values()):
+        raise ConfigError(f"{where}: weights must be finite and >= 0, got {dict(counts)}")
+    total = sum(counts.values())
+    if total <= 0:
+        raise ConfigError(f"{where}: no batch size has a positive weight")
+    return {bs: w / total for bs, w in sorted(counts.items()) if w > 0}
+
+
+def parse_batch_mix(text: str) -> dict[int, float]:
+    """``"1:0.2,4:0.5,16:0.3"`` -> ``{1: 0.2, 4: 0.5, 16: 0.3}`` (normalised; a batch size
+    given twice adds up).
+
+    Raises:
+        ConfigError: a malformed item, a batch size <= 0, a bad weight (``--batch-mix``).
+    """
+    counts: dict[int, float] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        bs_text, sep, weight_text = item.partition(":")
+        try:
+            bs, weight = int(bs_text), float(weight_text)
+        except ValueError:
+            bs, weight = 0, math.nan
+        if not sep or bs <= 0 or not math.isfinite(weight):
+            raise ConfigError(f"--batch-mix: expected BATCH_SIZE:WEIGHT items (e.g. 1:0.2,4:0.5), got {item!r}")
+        counts[bs] = counts.get(bs, 0.0) + weight
+    return normalise_mix(counts, "--batch-mix")
+
+
+def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -> dict[int, float]:
+    """The running-batch-size mix in a Prometheus metrics text file.
+
+    Gauge samples of ``metric`` count one observation each at their value rounded to an
+    integer (per-priority breakdowns, ``priority`` label not empty, are skipped; 0 running
+    requests is an idle server, not a batch size). A histogram of that name gives each
+    bucket's count to its upper bound (the ``+Inf`` bucket's to the largest finite bound).
+
+    Raises:
+        ConfigError: unreadable file, text the parser rejects, no sample of ``metric`` or
+            no non-zero batch size (the message names the file).
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--batch-mix-from {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    counts: dict[int, float] = {}
+    seen = False
+    try:
+        for family in text_string_to_metric_families(text):
+            if family.name != metric:
+                continue
+            seen = True
+            if family.type == "histogram":
+                _add_histogram(counts, [(s.labels.get("le", ""), s.value) for s in family.samples if s.name.endswith("_bucket")])
+                continue
+            for sample in family.samples:
+                if sample.name == metric and not sample.labels.get("priority"):
+                    bs = round(sample.value)
+                    if bs > 0:
+                        counts[bs] = counts.get(bs, 0.0) + 1.0
+    except ValueError as exc:
+        raise ConfigError(f"--batch-mix-from {path}: not Prometheus text ({exc})") from None
+    if not seen:
+        raise ConfigError(f"--batch-mix-from {path}: no {metric} samples (scrape sglang's /metrics, started with --enable-metrics)")
+    if not counts:
+        raise ConfigError(f"--batch-mix-from {path}: {metric} never shows a running request")
+    return normalise_mix(counts, f"--batch-mix-from {path}")
+
+
+def _add_histogram(counts: dict[int, float], buckets: list[tuple[str, float]]) -> None:
+    """Add a cumulative histogram's bucket counts to ``counts`` at each upper bound."""
+    finite = sorted((float(le), v) for le, v in buckets if le not in ("+Inf", "inf", ""))
+    total = max((v for le, v in buckets if le in ("+Inf", "inf")), default=None)
+    previous = 0.0
+    for le, cumulative in finite:
+        bs = math.floor(le)
+        if bs > 0 and cumulative > previous:
+            counts[bs] = counts.get(bs, 0.0) + cumulative - previous
+        previous = max(previous, cumulative)
+    if finite and total is not None and total > previous and int(finite[-1][0]) > 0:
+        bs = int(finite[-1][0])
+        counts[bs] = counts.get(bs, 0.0) + total - previous
+
+
+@dataclass(frozen=True)
+class MixRow:
+    """One batch size of the mix.
+
+    Attributes:
+        batch_size: running batch size; measured_batch_size: the one its scores come from.
+        weight: its share of the mix (sums to 1 over the rows).
+        own_index: the batch size's own pick (the best-scored allowed action there).
+        own_reward, mix_reward: estimated reward of its own pick and of the mix pick there.
+    """
+
+    batch_size: int
+    measured_batch_size: int
+    weight: float
+    own_index: int
+    own_reward: float
+    mix_reward: float
+
+    @property
+    def regret(self) -> float:
+        """Reward lost here by running the mix pick instead of the own pick (>= 0)."""
+        return self.own_reward - self.mix_reward
+
+
+@dataclass(frozen=True)
+class MixPick:
+    """The single config for a mix.
+
+    Attributes:
+        index: action index with the best expected reward over the mix.
+        expected_reward: ``sum(weight * reward)`` of it.
+        rows: one :class:`MixRow` per batch size.
+    """
+
+    index: int
+    expected_reward: float
+    rows: tuple[MixRow, ...]
+
+    @property
+    def expected_regret(self) -> float:
+        """``sum(weight * regret)``: what one config for all costs against per-batch-size picks."""
+        return float(sum(r.weight * r.regret for r in self.rows))
+
+
+def pick_for_mix(scorer: object, mix: Mapping[int, float]) -> MixPick:
+    """The action with the best expected estimated reward over ``mix`` among those scored
+    at every batch size of it (ties: the lowest index), with each batch size's own pick.
+
+    Args:
+        scorer: a :class:`specband.schedule.PolicyScorer` (``scores_at(bs)``).
+        mix: batch size -> weight (normalised, see :func:`normalise_mix`).
+
+    Raises:
+        ConfigError: no action is scored at every batch size of the mix.
+    """
+    rows = [(bs, w, *scorer.scores_at(bs)) for bs, w in sorted(mix.items())]  # type: ignore[attr-defined]
+    matrix = np.vstack([scores for _, _, _, scores in rows])  # (n_bs, 19), NaN: not scored
+    weights = np.array([w for _, w, _, _ in rows])
+    common = [a for a in range(NUM_ACTIONS) if not np.isnan(matrix[:, a]).any()]
+    if not common:
+        raise ConfigError(
+            "no config is measured at every batch size of the mix; ask a model-based --algo, or a mix of "
+            "measured batch sizes"
+        )
+    expected = {a: float(weights @ matrix[:, a]) for a in common}
+    best = max(common, key=lambda a: (expected[a], -a))
+    out = []
+    for (bs, w, measured, scores), row in zip(rows, matrix):
+        own = max((a for a in range(NUM_ACTIONS) if not math.isnan(row[a])), key=lambda a: (row[a], -a))
+        out.append(MixRow(bs, measured, float(w), own, float(row[own]), float(row[best])))
+    return MixPick(best, expected[best], tuple(out))

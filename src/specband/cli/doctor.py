@@ -1,0 +1,30 @@
+"""``specband doctor``: one line per check of a target/draft pair and the machine."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``doctor`` to ``app``."""
+
+    @app.command("doctor")
+    def doctor_command(
+        target: str = typer.Option(
+            ..., "--target", help="Target model: folder, its config.json, or a hub id (org/name[@REV]).", metavar="ID|PATH"
+        ),
+        draft: str = typer.Option(
+            ..., "--draft", help="EAGLE3 draft head: folder, its config.json, or a hub id.", metavar="ID|PATH"
+        ),
+    ) -> None:
+        """Check a target/draft pair (RoPE in either config layout, dtype and the --dtype that
+        follows, vocabulary, hidden size, architectures, maximum positions) and the machine
+        (sglang and its version, flashinfer, NVML energy counter and power limit). One line
+        per check: ok, warn or error with its fix. Exit 0 when all are ok, 1 on warnings,
+        2 on errors."""
+        from specband.doctor import exit_status, run_doctor
+
+        checks = run_doctor(target, draft)
+        for check in checks:
+            typer.echo(check.line())
+        raise typer.Exit(exit_status(checks))

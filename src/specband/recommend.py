@@ -1,0 +1,180 @@
+"""What ``specband recommend`` (and ``launch``) decide: the pick of one algorithm for a
+batch size and GPU state, with its notes, returned as data. The CLI prints; it never decides.
+
+Only the standard library is imported at module level; the ``lookup_table`` path reads JSON
+only (no NumPy, torch or scikit-learn), so a cold ``specband recommend`` stays fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_MODELS_DIR", "Recommendation", "folder_algorithms", "recommend"]
+
+#: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
+DEFAULT_MODELS_DIR = "specband-models"
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """A pick and what the user should know about it.
+
+    Attributes:
+        pick: the JSON-ready pick (see :func:`recommend`).
+        notes: one-line notes (which folder was used, an unmeasured batch size, ...), in order.
+    """
+
+    pick: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+def folder_algorithms(folder: Path) -> tuple[str, ...]:
+    """Algorithms of an existing specband folder at ``folder`` (empty when there is none
+    or its manifest is unreadable)."""
+    from specband.artifacts import MANIFEST_FILE, load_manifest
+    from specband.errors import ArtifactError
+
+    if not (folder / MANIFEST_FILE).is_file():
+        return ()
+    try:
+        return load_manifest(folder).algorithms
+    except ArtifactError:
+        return ()
+
+
+def recommend(
+    batch_size: int,
+    algo: str = "lookup_table",
+    models: str | Path | None = None,
+    telemetry: tuple[float, float, float] | None = None,
+    draft_model: str | None = None,
+    data_path: str | Path | None = None,
+    *,
+    trust_pickle: bool = False,
+) -> Recommendation:
+    """The pick of one algorithm for a batch size (the ``pick`` dict is what
+    ``specband recommend --format json`` prints) and the notes that go with it, as data:
+    the caller decides whether and when to print them.
+
+    Args:
+        batch_size: concurrent requests; an unmeasured one uses the nearest measured one.
+        algo: model card algorithm name.
+        models: artifact folder, or ``None`` for the embedded default (bundled data).
+        telemetry: ``(temp_c, mem_used_mb, util_pct)`` of the GPU, or ``None`` for the
+            state the folder's picks were made from.
+        draft_model: EAGLE3 draft path for ``--speculative-draft-model-path`` (or ``None``).
+        data_path: sweep restricting a foreign folder's picks to measured configs.
+        trust_pickle: unpickle joblib files specband cannot vouch for (see
+            :mod:`specband.safeload`).
+
+    Returns:
+        a :class:`Recommendation`; its ``pick`` has ``action_index``, ``action`` (triple),
+        ``flags``, ``kwargs``, ``features``, ``state``, ``source``, ``measured_batch_size``
+        and ``mean_reward``.
+
+    Raises:
+        ConfigError: unknown algorithm, an empty ``draft_model``; ArtifactError: unreadable
+        folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
+    """
+    # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
+    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
+    from specband.errors import ConfigError
+    from specband.hub import resolve_data_file, resolve_folder
+
+    validate_algorithms([algo])
+    if draft_model is not None and not draft_model.strip():
+        raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
+    notes: list[str] = []
+    note = notes.append
+    if models is not None:
+        models = resolve_folder(models)
+    if data_path is not None:
+        data_path = resolve_data_file(data_path)
+    policy = None
+    lookup_means = None
+    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
+        if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
+            models = Path(DEFAULT_MODELS_DIR)
+            note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
+        else:
+            note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
+    if models is None:
+        if data_path is not None:
+            note("--data is used with --models only; ignored")
+        source = "embedded (bundled published measurements)"
+        if algo == "lookup_table":
+            manifest = embedded_manifest()
+            lookup_means = manifest.mean_rewards
+        else:
+            from specband.training import embedded_policy
+
+            note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
+            policy, manifest = embedded_policy(algo)
+    else:
+        manifest = load_manifest(models)
+        training = None
+        if data_path is not None:
+            if manifest.foreign:
+                import dataclasses
+
+                from specband.dataset import load_sweep
+                from specband.training import build_manifest
+
+                sweep = load_sweep(data_path)
+                training = sweep.training_data(manifest.features)  # type: ignore[arg-type]
+                manifest = dataclasses.replace(
+                    build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True
+                )
+            else:
+                note(f"{models} has a specband manifest; --data ignored")
+        if algo == "lookup_table":
+            from specband.policies.lookup_core import read_lookup_folder
+
+            lookup_means = read_lookup_folder(models).means
+        else:
+            from specband.artifacts import load_policy
+
+            policy = load_policy(models, algo, training, trust_pickle=trust_pickle)
+        source = str(models)
+        if manifest.foreign and training is None:
+            note(
+                f"{models} has no specband manifest: picking among all 19 actions from the default state "
+                "(pass --data SWEEP to restrict them to the configs measured there)"
+            )
+            if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
+                note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    if telemetry is not None and manifest.features == "contract":
+        note(
+            "these policies use the contract state, whose memory and utilisation were read after each "
+            "run; the readings given here are not what they were trained on (train with --features pre "
+            "for decisions from the idle GPU)"
+        )
+    measured = manifest.measured_batch_size(batch_size)
+    if measured is not None and measured != batch_size:
+        note(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
+    state = manifest.state_for(batch_size, telemetry)
+    if lookup_means is not None:
+        from specband.policies.lookup_core import lookup_pick
+
+        index = lookup_pick(lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size))
+    else:
+        assert policy is not None
+        index = policy.act(state, manifest.allowed_for(batch_size))
+    action = ACTIONS[index]
+    pick = {
+        "algorithm": algo,
+        "batch_size": batch_size,
+        "measured_batch_size": measured,
+        "features": manifest.features,
+        "state": [float(f"{float(v):.7g}") for v in state],  # float32 precision
+        "source": source,
+        "action_index": index,
+        "action": list(action),
+        "flags": sglang_cli_args(action, draft_model),
+        "kwargs": server_args_kwargs(action, draft_model),
+        "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
+    }
+    return Recommendation(pick, tuple(notes))

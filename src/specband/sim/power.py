@@ -1,0 +1,84 @@
+"""Power honesty: what a simulated row's power rests on.
+
+A profile's ``[power]`` fractions are fitted to NVML power only where it says
+``power_measured = true`` (the RTX 4060 Laptop, against the published live rows). Any other
+profile inherits them from that fit, so its single power figure is a guess dressed as a
+prediction. Its rows therefore carry ``power_measured: false`` and ``power_w_range``: the
+range the board power can take under the stated activity model
+
+    power = idle_power_w + a x busy x (power_limit_w - idle_power_w),  a in [ACTIVITY_LOW, ACTIVITY_HIGH]
+
+where ``busy`` is the simulated share of the step the GPU runs kernels (``gpu_util_pct / 100``)
+and ``a`` the unknown activity of a busy GPU: from a memory-bound decode at a fraction of the
+idle-to-limit headroom (:data:`ACTIVITY_LOW`) to the full limit (:data:`ACTIVITY_HIGH`). No
+measurement narrows ``a``; both ends are assumptions, stated so.
+
+:func:`unmeasured_power_note` is the label ``specband train`` and ``specband evaluate`` print
+beside their band figures when the rows they read carry ``power_measured: false``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from specband.sim.base import RunPrediction
+from specband.sim.profile import HardwareProfile
+
+__all__ = ["ACTIVITY_HIGH", "ACTIVITY_LOW", "power_range_w", "unmeasured_power_note"]
+
+#: Lowest activity of a busy GPU, fraction of the idle-to-limit headroom (an assumption).
+ACTIVITY_LOW = 0.3
+#: Highest activity of a busy GPU: the power limit.
+ACTIVITY_HIGH = 1.0
+
+
+def power_range_w(profile: HardwareProfile, prediction: RunPrediction) -> tuple[float, float]:
+    """The board power range of a run under the activity model of this module, W.
+
+    Args:
+        profile: the hardware profile (its idle power and power limit, datasheet numbers).
+        prediction: the run (its ``gpu_util_pct`` gives the busy share).
+
+    Returns:
+        ``(low, high)``, ``idle_power_w <= low <= high <= power_limit_w``.
+    """
+    busy = min(1.0, max(0.0, prediction.gpu_util_pct / 100.0))
+    headroom = profile.power_limit_w - profile.idle_power_w
+    low = profile.idle_power_w + ACTIVITY_LOW * busy * headroom
+    high = profile.idle_power_w + ACTIVITY_HIGH * busy * headroom
+    return low, min(high, profile.power_limit_w)
+
+
+def unmeasured_power_note(rows: Iterable[Any]) -> str | None:
+    """The label for band figures computed from rows whose power rests on no measurement.
+
+    Args:
+        rows: sweep rows (:class:`~specband.dataset.SweepRow`, read through their ``raw``
+            mapping) or row mappings.
+
+    Returns:
+        one line naming the hardware, the number of such rows and the utilisation range their
+        ``power_w_range`` spans, or ``None`` when every row's power was measured (rows without
+        a ``power_measured`` column count as measured).
+    """
+    hardware: set[str] = set()
+    count = 0
+    low, high = float("inf"), float("-inf")
+    for row in rows:
+        raw: Mapping[str, Any] = getattr(row, "raw", row)
+        if raw.get("power_measured") is not False:
+            continue
+        count += 1
+        hardware.add(str(raw.get("hardware", "?")))
+        span, limit = raw.get("power_w_range"), raw.get("power_limit_watts")
+        if span and limit:
+            low, high = min(low, span[0] / limit), max(high, span[1] / limit)
+    if not count:
+        return None
+    spread = f"; their power_w_range spans {low:.2f}-{high:.2f} of the limit" if low <= high else ""
+    return (
+        f"power UNMEASURED: {count} row(s) on {', '.join(sorted(hardware))} come from a profile whose power model "
+        f"rests on no measurement of that GPU{spread}; utilisation and band figures from them are guesses, "
+        "not predictions"
+    )

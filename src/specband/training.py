@@ -1,0 +1,160 @@
+"""Training orchestration: fit the policies on a sweep and describe the result in a
+manifest (:class:`specband.artifacts.Manifest`); the embedded default trained on the
+bundled published measurements.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specband.artifacts import Manifest, file_sha256, validate_algorithms
+from specband.errors import ConfigError
+from specband.policies import policy_class
+from specband.state import FEATURE_KINDS
+
+if TYPE_CHECKING:
+    from specband.dataset import Sweep, TrainingData
+    from specband.policies.base import Policy
+    from specband.reward import RewardConfig
+
+__all__ = [
+    "BUNDLED_DATA_LABEL",
+    "build_manifest",
+    "compute_embedded_manifest",
+    "embedded_policy",
+    "representative_states",
+    "train_policies",
+]
+
+
+def representative_states(data: TrainingData) -> dict[int, tuple[float, ...]]:
+    """The state picks are made from at each batch size: the element-wise median of the
+    training states there (upstream used one "representative" row's state, docs/FACTS.md §5).
+
+    Returns:
+        batch size -> 4 floats.
+    """
+    import numpy as np
+
+    out: dict[int, tuple[float, ...]] = {}
+    for bs in sorted(int(b) for b in np.unique(data.batch_sizes)):
+        median = np.median(np.asarray(data.states[data.batch_sizes == bs], dtype=np.float64), axis=0)
+        out[bs] = tuple(float(v) for v in median)
+    return out
+
+
+def build_manifest(
+    data: TrainingData,
+    algorithms: Sequence[str],
+    *,
+    seed: int | None,
+    sweep: Sweep | None = None,
+    reward_config: RewardConfig | None = None,
+) -> Manifest:
+    """The manifest of a folder trained on ``data`` (from ``sweep``, when known) with the
+    reward constants ``reward_config`` (default: :class:`specband.reward.RewardConfig`)."""
+    from dataclasses import asdict
+
+    import numpy as np
+
+    from specband import __version__
+    from specband.policies.base import mean_reward_by_cell
+    from specband.reward import RewardConfig
+
+    if reward_config is None:
+        reward_config = RewardConfig()
+
+    cells = mean_reward_by_cell(data)
+    info: dict[str, Any] = {"rows": len(sweep.rows) if sweep is not None else None, "training_rows": len(data)}
+    if sweep is not None:
+        info["path"] = sweep.path
+        info["format"] = sweep.format
+        info["sha256"] = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None
+        info["energy_measured"] = sweep.energy_measured
+    return Manifest(
+        features=data.features,
+        seed=seed,
+        algorithms=tuple(validate_algorithms(algorithms)),
+        data=info,
+        power_limit_w=None if sweep is None else sweep.power_limit_w,
+        reward_config=asdict(reward_config),
+        # a batch size where every config failed at least once has nothing to pick from
+        allowed={
+            bs: tuple(int(a) for a in np.flatnonzero(mask)) for bs, mask in sorted(data.allowed.items()) if np.any(mask)
+        },
+        states=representative_states(data),
+        mean_rewards={bs: {int(a): float(m[a]) for a in np.flatnonzero(c)} for bs, (m, c) in cells.items()},
+        row_counts={bs: {int(a): int(c[a]) for a in np.flatnonzero(c)} for bs, (_, c) in cells.items()},
+        specband_version=__version__,
+    )
+
+
+def train_policies(
+    data: TrainingData,
+    algorithms: Sequence[str] | None = None,
+    *,
+    seed: int = 0,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    on_done: Callable[[str, float], None] | None = None,
+) -> dict[str, Policy]:
+    """Fit each algorithm on ``data`` with ``seed`` (the same seed gives the same artifacts).
+
+    Args:
+        data: logged training data.
+        algorithms: names (default all eight).
+        seed: training seed.
+        overrides: per algorithm, config overrides (see each policy's config).
+        on_done: called with (name, seconds) after each fit.
+
+    Raises:
+        ConfigError: an unknown algorithm or setting.
+        DataError: no rows.
+    """
+    names = validate_algorithms(algorithms)
+    out: dict[str, Policy] = {}
+    for name in names:
+        start = time.perf_counter()
+        policy = policy_class(name).from_config(seed=seed, **dict((overrides or {}).get(name, {})))
+        out[name] = policy.fit(data)
+        if on_done is not None:
+            on_done(name, time.perf_counter() - start)
+    return out
+
+
+#: The ``data.path`` recorded for the bundled published measurements.
+BUNDLED_DATA_LABEL = "bundled:rtx4060_published_live.jsonl"
+
+
+def compute_embedded_manifest(features: str = "pre") -> dict[str, Any]:
+    """The manifest (as JSON) of a ``lookup_table`` trained on the bundled published
+    measurements: what :data:`specband.policies.embedded.EMBEDDED_MANIFEST` ships, so that
+    ``specband recommend`` works before any ``train`` without loading NumPy."""
+    from specband.dataset import load_sweep
+
+    sweep = load_sweep(None)
+    data = sweep.training_data(features)  # type: ignore[arg-type]
+    obj = build_manifest(data, ["lookup_table"], seed=0, sweep=sweep).to_json()
+    obj["data"]["path"] = BUNDLED_DATA_LABEL
+    obj["specband_version"] = None
+    return obj
+
+
+def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str = "pre") -> tuple[Policy, Manifest]:
+    """A policy trained on the bundled published measurements (the default before any
+    ``specband train``) and its manifest.
+
+    Raises:
+        ConfigError: an unknown algorithm or feature kind.
+    """
+    from specband.dataset import load_sweep
+
+    validate_algorithms([name])
+    if features not in FEATURE_KINDS:
+        raise ConfigError(f"features must be one of {FEATURE_KINDS}, got {features!r}")
+    sweep = load_sweep(None)
+    data = sweep.training_data(features)  # type: ignore[arg-type]
+    policy = policy_class(name).from_config(seed=seed).fit(data)
+    return policy, build_manifest(data, [name], seed=seed, sweep=sweep)

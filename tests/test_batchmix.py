@@ -1,0 +1,150 @@
+"""One pick for a batch-size mix (specband.batchmix, `recommend --batch-mix[-from]`)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from specband.batchmix import (
+    normalise_mix,
+    parse_batch_mix,
+    pick_for_mix,
+    read_running_requests,
+)
+from specband.errors import ConfigError
+from specband.schedule import load_scorer
+
+SCRAPE = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{{model_name="m",priority=""}} {a}
+sglang:num_running_reqs{{model_name="m",priority="1"}} 99
+# HELP sglang:gen_throughput The generation throughput (token/s).
+# TYPE sglang:gen_throughput gauge
+sglang:gen_throughput{{model_name="m"}} 120.5
+"""
+
+
+def test_parse_batch_mix_normalises():
+    assert parse_batch_mix("1:0.2,4:0.5,16:0.3") == pytest.approx({1: 0.2, 4: 0.5, 16: 0.3})
+    assert parse_batch_mix("4:2, 1:2,4:4") == pytest.approx({1: 0.25, 4: 0.75})
+    for bad in ("1", "x:1", "0:1", "1:nan", "1:"):
+        with pytest.raises(ConfigError, match="--batch-mix: expected BATCH_SIZE:WEIGHT"):
+            parse_batch_mix(bad)
+    with pytest.raises(ConfigError, match="no batch size has a positive weight"):
+        parse_batch_mix("1:0")
+    with pytest.raises(ConfigError, match=">= 0"):
+        normalise_mix({1: -1.0, 2: 2.0}, "x")
+
+
+def test_read_gauge_samples_from_concatenated_scrapes(tmp_path):
+    path = tmp_path / "metrics.txt"
+    path.write_text("".join(SCRAPE.format(a=a) for a in (3, 0, 8, 8.2, 3)))
+    # zeros are an idle server; the priority breakdown (99) is skipped
+    assert read_running_requests(path) == pytest.approx({3: 0.5, 8: 0.5})
+
+
+def test_read_histogram(tmp_path):
+    path = tmp_path / "metrics.txt"
+    path.write_text(
+        "# TYPE sglang:num_running_reqs histogram\n"
+        'sglang:num_running_reqs_bucket{le="1.0"} 2\n'
+        'sglang:num_running_reqs_bucket{le="4.0"} 5\n'
+        'sglang:num_running_reqs_bucket{le="16.0"} 9\n'
+        'sglang:num_running_reqs_bucket{le="+Inf"} 10\n'
+        "sglang:num_running_reqs_count 10\nsglang:num_running_reqs_sum 50\n"
+    )
+    assert read_running_requests(path) == pytest.approx({1: 0.2, 4: 0.3, 16: 0.5})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("sglang:num_running_reqs{ 3\n", "not Prometheus text"),
+        ("# TYPE other gauge\nother 3\n", "no sglang:num_running_reqs samples"),
+        (SCRAPE.format(a=0), "never shows a running request"),
+    ],
+)
+def test_read_errors_name_the_file(tmp_path, text, message):
+    path = tmp_path / "metrics.txt"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"--batch-mix-from {path}: .*{message}"):
+        read_running_requests(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_running_requests(tmp_path / "missing.txt")
+
+
+class _Table:
+    """A scorer from a table: bs -> (19,) scores."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def scores_at(self, bs):
+        return bs, np.asarray(self.table[bs], dtype=np.float64)
+
+
+def test_pick_for_mix_expected_reward_and_regret():
+    nan = np.nan
+    a = [nan] * 19
+    b = [nan] * 19
+    a[0], a[1], a[2] = 0.2, 0.9, 0.5
+    b[0], b[1], b[2], b[3] = 0.3, 0.1, 0.6, 0.99  # 3 is not scored at bs 1: never the mix pick
+    pick = pick_for_mix(_Table({1: a, 8: b}), {1: 0.5, 8: 0.5})
+    # expected: 0 -> 0.25, 1 -> 0.5, 2 -> 0.55
+    assert pick.index == 2 and pick.expected_reward == pytest.approx(0.55)
+    assert [(r.own_index, round(r.regret, 6)) for r in pick.rows] == [(1, 0.4), (3, 0.39)]
+    assert pick.expected_regret == pytest.approx(0.395)
+    with pytest.raises(ConfigError, match="no config is measured at every batch size"):
+        pick_for_mix(_Table({1: [nan] * 18 + [1.0], 8: [1.0] + [nan] * 18}), {1: 0.5, 8: 0.5})
+
+
+@pytest.mark.parametrize("algo", ["lookup_table", "gbt", "linucb"])
+def test_own_picks_are_recommends_picks(algo):
+    """The scorer the mix and the schedule use agrees with `specband recommend` at every
+    measured batch size (its argmax is recommend's pick)."""
+    from specband.cli.core import recommend_pick
+
+    scorer = load_scorer(algo, None)
+    for bs in scorer.batch_sizes:
+        pick = pick_for_mix(scorer, {bs: 1.0})
+        assert pick.rows[0].own_index == pick.index == recommend_pick(bs, algo, None, None, None, None)["action_index"]
+
+
+def test_recommend_batch_mix_cli(run_cli, tmp_path):
+    res = run_cli("recommend", "--batch-mix", "1:0.2,4:0.5,16:0.3")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[-1] == (
+        "--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 4 "
+        "--speculative-num-draft-tokens 8"
+    )
+    assert "expected regret 0.0369" in res.stdout  # bs 16: (3,2,4) 0.3890 vs (3,4,8) 0.2659, weight 0.3
+    res = run_cli("recommend", "--batch-mix", "1:0.2,4:0.5,16:0.3", "-f", "json")
+    obj = json.loads(res.stdout)
+    assert obj["action"] == [3, 4, 8]
+    assert [r["own_action"] for r in obj["per_batch_size"]] == [[3, 4, 8], [3, 4, 8], [3, 2, 4]]
+    assert obj["per_batch_size"][2]["regret"] == pytest.approx(0.3890 - 0.2659, abs=2e-4)
+
+
+def test_recommend_batch_mix_from_metrics(run_cli, tmp_path):
+    path = tmp_path / "metrics.txt"
+    path.write_text("".join(SCRAPE.format(a=a) for a in (16, 16, 16, 1)))
+    res = run_cli("recommend", "--batch-mix-from", path, "-f", "json")
+    assert res.exit_code == 0, res.stderr
+    obj = json.loads(res.stdout)
+    assert obj["batch_mix"] == {"1": 0.25, "16": 0.75}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--batch-mix", "1:1", "--batch-mix-from", "x"], "alternatives"),
+        (["--batch-mix", "1:1", "-b", "4"], "--batch-size is for one batch size"),
+        ([], "--batch-size is required"),
+    ],
+)
+def test_recommend_mix_option_errors(run_cli, args, message):
+    res = run_cli("recommend", *args)
+    assert res.exit_code == 2 and message in res.stderr and res.stderr.count("\n") == 1
