@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import typer
 
-from specband.cli.options import check_batch_size_list
+from specband.cli.options import check_batch_size_list, sglang_version_option
 
 _EMULATOR_HELP = "For the emulator only: "
 
@@ -310,11 +310,7 @@ def register(app: typer.Typer) -> None:
             metavar="MODEL",
         ),  # fmt: skip
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
-        sglang_version: Optional[str] = typer.Option(
-            None, "--sglang-version",
-            help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
-            metavar="X.Y.Z",
-        ),  # fmt: skip
+        sglang_version: Optional[str] = sglang_version_option(),
         request_timeout: float = typer.Option(
             1800.0, "--request-timeout", help="Seconds one request may take before the run is an error row.",
             metavar="S",

@@ -22,6 +22,7 @@ from typing import Optional
 
 import typer
 
+from specband.cli.options import sglang_version_option
 from specband.limits import MAX_BATCH_SIZE
 
 
@@ -90,11 +91,7 @@ def register(app: typer.Typer) -> None:
         launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"),
         log: Path = typer.Option(Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
-        sglang_version: Optional[str] = typer.Option(
-            None, "--sglang-version",
-            help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
-            metavar="X.Y.Z",
-        ),  # fmt: skip
+        sglang_version: Optional[str] = sglang_version_option(),
         trust_pickle: bool = typer.Option(
             False, "--trust-pickle", help="Unpickle a joblib file specband did not write (runs code from it)."
         ),

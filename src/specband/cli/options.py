@@ -27,3 +27,14 @@ def check_batch_size_list(value: str) -> str:
                 "(specband.limits.MAX_BATCH_SIZE)"
             )
     return value
+
+
+def sglang_version_option() -> typer.models.OptionInfo:
+    """``--sglang-version`` (``sweep``, ``launch``): the sglang release whose flag spellings
+    the launch lines use (default: the one in the server command's interpreter;
+    :func:`specband.harness.sglang_flags.resolve_sglang_version`)."""
+    return typer.Option(
+        None, "--sglang-version",
+        help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
+        metavar="X.Y.Z",
+    )  # fmt: skip
