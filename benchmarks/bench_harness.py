@@ -47,11 +47,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "sweep.jsonl"
         cmd = [
-            sys.executable, "-m", "specband", "sweep", "--target", "m", "--draft", "d", "--out", str(out),
-            "--repeats", str(args.repeats), "--server-command", "python -m specband emulate",
-            "--time-scale", str(args.time_scale), "--emulator-model", args.model, "--port", str(_free_port()),
+            sys.executable,
+            "-m",
+            "specband",
+            "sweep",
+            "--target",
+            "m",
+            "--draft",
+            "d",
+            "--out",
+            str(out),
+            "--repeats",
+            str(args.repeats),
+            "--server-command",
+            "python -m specband emulate",
+            "--time-scale",
+            str(args.time_scale),
+            "--emulator-model",
+            args.model,
+            "--port",
+            str(_free_port()),
             "--quiet",
-        ]  # fmt: skip
+        ]
         if args.one_launch_per_config:
             cmd.append("--one-launch-per-config")
         t0 = time.monotonic()

@@ -95,7 +95,9 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
                 continue
             seen = True
             if family.type == "histogram":
-                _add_histogram(counts, [(s.labels.get("le", ""), s.value) for s in family.samples if s.name.endswith("_bucket")])
+                _add_histogram(
+                    counts, [(s.labels.get("le", ""), s.value) for s in family.samples if s.name.endswith("_bucket")]
+                )
                 continue
             for sample in family.samples:
                 if sample.name == metric and not sample.labels.get("priority"):
@@ -105,7 +107,9 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
     except ValueError as exc:
         raise ConfigError(f"--batch-mix-from {path}: not Prometheus text ({exc})") from None
     if not seen:
-        raise ConfigError(f"--batch-mix-from {path}: no {metric} samples (scrape sglang's /metrics, started with --enable-metrics)")
+        raise ConfigError(
+            f"--batch-mix-from {path}: no {metric} samples (scrape sglang's /metrics, started with --enable-metrics)"
+        )
     if not counts:
         raise ConfigError(f"--batch-mix-from {path}: {metric} never shows a running request")
     return normalise_mix(counts, f"--batch-mix-from {path}")
@@ -193,7 +197,7 @@ def pick_for_mix(scorer: object, mix: Mapping[int, float]) -> MixPick:
     expected = {a: float(weights @ matrix[:, a]) for a in common}
     best = max(common, key=lambda a: (expected[a], -a))
     out = []
-    for (bs, w, measured, scores), row in zip(rows, matrix):
+    for (bs, w, measured, _scores), row in zip(rows, matrix, strict=True):
         own = max((a for a in range(NUM_ACTIONS) if not math.isnan(row[a])), key=lambda a: (row[a], -a))
         out.append(MixRow(bs, measured, float(w), own, float(row[own]), float(row[best])))
     return MixPick(best, expected[best], tuple(out))

@@ -32,6 +32,7 @@ Missing telemetry is filled as upstream did: 40 C, 0 MB, 0 %.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import defaultdict
@@ -57,13 +58,13 @@ from specband.reward import RewardConfig, RewardParts, compute_reward
 
 __all__ = [
     "AGENTIC_ERROR_PREFIX",
+    "DEFAULT_FEATURES",
     "DEFAULT_GPU_MEM_USED_MB",
     "DEFAULT_GPU_TEMP_C",
     "DEFAULT_GPU_UTIL_PCT",
-    "DEFAULT_FEATURES",
     "FEATURE_KINDS",
-    "FeatureKind",
     "SWEEP_COLUMNS",
+    "FeatureKind",
     "Sweep",
     "SweepRow",
     "TrainingData",
@@ -80,12 +81,33 @@ DEFAULT_FEATURES: str = "pre"
 
 #: Columns of the published sweep schema, in the published order (docs/FACTS.md §3).
 SWEEP_COLUMNS: tuple[str, ...] = (
-    "hardware", "index", "repeat", "batch_size", "steps", "topk", "num_draft_tokens",
-    "is_baseline", "error", "retry_mem_fraction", "accept_length", "speed_tok_s",
-    "speed_source", "step_time_s", "wall_clock_s", "wall_clock_tok_s", "total_output_tokens",
-    "energy_joules", "avg_power_watts", "joules_per_token", "gpu_temp_c_before", "gpu_temp_c",
-    "gpu_power_w", "gpu_util_pct", "gpu_mem_used_mb", "gpu_throttling",
-)  # fmt: skip
+    "hardware",
+    "index",
+    "repeat",
+    "batch_size",
+    "steps",
+    "topk",
+    "num_draft_tokens",
+    "is_baseline",
+    "error",
+    "retry_mem_fraction",
+    "accept_length",
+    "speed_tok_s",
+    "speed_source",
+    "step_time_s",
+    "wall_clock_s",
+    "wall_clock_tok_s",
+    "total_output_tokens",
+    "energy_joules",
+    "avg_power_watts",
+    "joules_per_token",
+    "gpu_temp_c_before",
+    "gpu_temp_c",
+    "gpu_power_w",
+    "gpu_util_pct",
+    "gpu_mem_used_mb",
+    "gpu_throttling",
+)
 
 #: Upstream's fill values for missing telemetry (docs/FACTS.md §1).
 DEFAULT_GPU_TEMP_C = 40.0
@@ -104,19 +126,44 @@ _ACCEPT_TOL = 1e-6
 
 _INT_FIELDS = ("index", "repeat", "batch_size", "steps", "topk", "num_draft_tokens", "total_output_tokens")
 _FLOAT_FIELDS = (
-    "retry_mem_fraction", "accept_length", "speed_tok_s", "step_time_s", "wall_clock_s",
-    "wall_clock_tok_s", "energy_joules", "avg_power_watts", "joules_per_token",
-    "gpu_temp_c_before", "gpu_temp_c", "gpu_power_w", "gpu_util_pct", "gpu_mem_used_mb",
-    "gpu_mem_used_mb_before", "gpu_util_pct_before", "power_limit_watts",
-    "energy_utilization", "reward_published", "propensity",
-)  # fmt: skip
+    "retry_mem_fraction",
+    "accept_length",
+    "speed_tok_s",
+    "step_time_s",
+    "wall_clock_s",
+    "wall_clock_tok_s",
+    "energy_joules",
+    "avg_power_watts",
+    "joules_per_token",
+    "gpu_temp_c_before",
+    "gpu_temp_c",
+    "gpu_power_w",
+    "gpu_util_pct",
+    "gpu_mem_used_mb",
+    "gpu_mem_used_mb_before",
+    "gpu_util_pct_before",
+    "power_limit_watts",
+    "energy_utilization",
+    "reward_published",
+    "propensity",
+)
 _STR_FIELDS = ("hardware", "error", "speed_source", "trial", "tag", "source", "provenance", "energy_utilization_origin")
 _BOOL_FIELDS = ("is_baseline", "gpu_throttling")
 _NONNEG_FIELDS = (
-    "step_time_s", "wall_clock_s", "wall_clock_tok_s", "energy_joules", "avg_power_watts",
-    "joules_per_token", "gpu_power_w", "gpu_util_pct", "gpu_mem_used_mb",
-    "gpu_mem_used_mb_before", "gpu_util_pct_before", "energy_utilization", "total_output_tokens",
-)  # fmt: skip
+    "step_time_s",
+    "wall_clock_s",
+    "wall_clock_tok_s",
+    "energy_joules",
+    "avg_power_watts",
+    "joules_per_token",
+    "gpu_power_w",
+    "gpu_util_pct",
+    "gpu_mem_used_mb",
+    "gpu_mem_used_mb_before",
+    "gpu_util_pct_before",
+    "energy_utilization",
+    "total_output_tokens",
+)
 _REQUIRED_SWEEP = ("index", "batch_size", "steps", "topk", "num_draft_tokens")
 _REQUIRED_BENCH = ("batch_size", "steps", "topk", "num_draft_tokens", "acc_length", "speed")
 _BENCH_RENAMES = {
@@ -237,7 +284,7 @@ class SweepRow:
             return self.avg_power_watts / limit
         return self.energy_utilization
 
-    def state(self, features: FeatureKind = "contract") -> np.ndarray:
+    def state(self, features: str = "contract") -> np.ndarray:
         """The row's 4-float state, shape (4,), float32 (see the module docstring)."""
         if features == "contract":
             return state_vector(self.batch_size, self.gpu_temp_c_before, self.gpu_mem_used_mb, self.gpu_util_pct)
@@ -417,7 +464,9 @@ class Sweep:
     def reward_parts(self, row: SweepRow, config: RewardConfig = RewardConfig()) -> RewardParts:
         """The reward of one row and its parts (see :mod:`specband.reward`)."""
         if not row.trainable:
-            return compute_reward(speed_tok_s=None, baseline_speed_tok_s=1.0, utilization=None, error=True, config=config)
+            return compute_reward(
+                speed_tok_s=None, baseline_speed_tok_s=1.0, utilization=None, error=True, config=config
+            )
         limit = self.power_limit_w or row.power_limit_watts or config.power_limit_w
         utilization = row.utilization(limit)
         return compute_reward(
@@ -433,9 +482,7 @@ class Sweep:
         """(len(rows),) float64 rewards, 0 for error rows."""
         return np.array([self.reward_parts(r, config).reward for r in self.rows], dtype=np.float64)
 
-    def training_data(
-        self, features: FeatureKind = "contract", config: RewardConfig = RewardConfig()
-    ) -> TrainingData:
+    def training_data(self, features: str = "contract", config: RewardConfig = RewardConfig()) -> TrainingData:
         """Logged bandit data of the successful rows (see :class:`TrainingData`).
 
         Raises:
@@ -468,9 +515,7 @@ class Sweep:
         )
 
 
-def load_sweep(
-    path: str | Path | None = None, *, fmt: str = "auto", power_limit_w: float | None = None
-) -> Sweep:
+def load_sweep(path: str | Path | None = None, *, fmt: str = "auto", power_limit_w: float | None = None) -> Sweep:
     """Read and validate a sweep JSONL file.
 
     Args:
@@ -527,6 +572,11 @@ def _detect_format(record: Mapping[str, Any]) -> str:
     return "sweep"
 
 
+def _as_field(err: Callable[[str, str], DataError], field: str, _name: str, message: str) -> DataError:
+    """``err`` naming ``field`` (the file's own name of a renamed field) instead of the new name."""
+    return err(field, message)
+
+
 def _check_value(name: str, value: Any, err: Callable[[str, str], DataError]) -> None:
     if value is None:
         return
@@ -539,9 +589,8 @@ def _check_value(name: str, value: Any, err: Callable[[str, str], DataError]) ->
     elif name in _STR_FIELDS:
         if not isinstance(value, str):
             raise err(name, f"expected a string or null, got {type(value).__name__} {value!r}")
-    elif name in _BOOL_FIELDS:
-        if not isinstance(value, bool):
-            raise err(name, f"expected true, false or null, got {type(value).__name__} {value!r}")
+    elif name in _BOOL_FIELDS and not isinstance(value, bool):
+        raise err(name, f"expected true, false or null, got {type(value).__name__} {value!r}")
 
 
 def _find_nonfinite(value: Any, name: str) -> str | None:
@@ -681,7 +730,7 @@ def _validate_row(record: Any, lineno: int, position: int, path: str | Path | No
                 raise err(name, "required field is missing")
         for src in ("acc_length", "speed", "step_time"):
             if src in rec:
-                _check_value(_BENCH_RENAMES[src], rec[src], lambda _n, m, s=src: err(s, m))
+                _check_value(_BENCH_RENAMES[src], rec[src], functools.partial(_as_field, err, src))
         for src, dst in _BENCH_RENAMES.items():
             if src in rec:
                 rec[dst] = rec.pop(src)

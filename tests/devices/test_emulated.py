@@ -114,8 +114,9 @@ def test_open_device_emulated_needs_its_settings(tmp_path):
 
     with pytest.raises(ConfigError):
         open_device("emulated")
-    dev = open_device("auto", emulated={"state_path": tmp_path / "g.json", "model": MODEL, "hardware": HARDWARE,
-                                        "time_scale": SCALE})  # fmt: skip
+    dev = open_device(
+        "auto", emulated={"state_path": tmp_path / "g.json", "model": MODEL, "hardware": HARDWARE, "time_scale": SCALE}
+    )
     assert isinstance(dev, EmulatedDevice)
 
 

@@ -43,8 +43,21 @@ def test_recommend_automatic_folder_refuses(run_cli, swapped_folder: Path, marke
 @pytest.mark.parametrize("auto", [False, True])
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_launch_refuses(run_cli, swapped_folder: Path, marker: Path, auto: bool, dry_run: bool) -> None:
-    args = ["launch", "--target", "t", "--draft", "d", "-b", "16", "--algo", "gbt", "--device", "none",
-            "--server-command", "false"]
+    args = [
+        "launch",
+        "--target",
+        "t",
+        "--draft",
+        "d",
+        "-b",
+        "16",
+        "--algo",
+        "gbt",
+        "--device",
+        "none",
+        "--server-command",
+        "false",
+    ]
     if auto:
         shutil.copytree(swapped_folder, Path("specband-models"))
     else:

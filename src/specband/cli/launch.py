@@ -18,7 +18,6 @@ NVML is an error; ``--device auto`` then goes on without telemetry, with a note.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -32,25 +31,41 @@ def register(app: typer.Typer) -> None:
     @app.command("launch")
     def launch_command(
         target: str = typer.Option(..., "--target", help="Target model path or id (--model-path).", metavar="MODEL"),
-        draft: Optional[str] = typer.Option(
-            None, "--draft", help="EAGLE3 draft model path or id (needed unless the pick is the baseline).", metavar="MODEL"
+        draft: str | None = typer.Option(
+            None,
+            "--draft",
+            help="EAGLE3 draft model path or id (needed unless the pick is the baseline).",
+            metavar="MODEL",
         ),
         batch_size: int | None = typer.Option(
-            None, "--batch-size", "-b", help="Concurrent requests (--max-running-requests and the CUDA-graph batch "
-            "size). Required unless --schedule is given.", show_default=False, max=MAX_BATCH_SIZE, metavar="N"
+            None,
+            "--batch-size",
+            "-b",
+            help="Concurrent requests (--max-running-requests and the CUDA-graph batch "
+            "size). Required unless --schedule is given.",
+            show_default=False,
+            max=MAX_BATCH_SIZE,
+            metavar="N",
         ),
         schedule: str | None = typer.Option(
-            None, "--schedule", help="Adaptive speculation with a per-batch-size schedule: an sglang "
+            None,
+            "--schedule",
+            help="Adaptive speculation with a per-batch-size schedule: an sglang "
             "--speculative-adaptive-config FILE, or 'auto' (build it from --algo/--models, as `specband schedule`). "
             "The batch size then moves: neither --max-running-requests nor the CUDA-graph batch size is pinned.",
-            show_default=False, metavar="FILE|auto",
+            show_default=False,
+            metavar="FILE|auto",
         ),
         max_running_requests: int | None = typer.Option(
-            None, "--max-running-requests", help="With --schedule: sglang's --max-running-requests.",
-            show_default=False, max=MAX_BATCH_SIZE, metavar="N",
+            None,
+            "--max-running-requests",
+            help="With --schedule: sglang's --max-running-requests.",
+            show_default=False,
+            max=MAX_BATCH_SIZE,
+            metavar="N",
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
-        models: Optional[Path] = typer.Option(
+        models: Path | None = typer.Option(
             None,
             "--models",
             "-m",
@@ -60,21 +75,22 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="DIR",
         ),
-        data: Optional[Path] = typer.Option(
+        data: Path | None = typer.Option(
             None, "--data", help="Sweep restricting a foreign folder's picks to measured configs.", metavar="SWEEP"
         ),
-        state: Optional[tuple[float, float, float]] = typer.Option(
+        state: tuple[float, float, float] | None = typer.Option(
             None,
             "--state",
             help="Idle GPU state TEMP_C MEM_MB UTIL_PCT instead of reading it from --device.",
             metavar="TEMP_C MEM_MB UTIL_PCT",
         ),
         device_kind: str = typer.Option(
-            "auto", "--device",
+            "auto",
+            "--device",
             help="Where to read the idle GPU state: auto (NVML, else none with a note), nvml (an error without "
             "NVML) or none.",
             metavar="KIND",
-        ),  # fmt: skip
+        ),
         gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
         server_command: str = typer.Option(
             "python -m sglang.launch_server", "--server-command", help="The launcher.", metavar="CMD"
@@ -87,11 +103,17 @@ def register(app: typer.Typer) -> None:
         ),
         dtype: str = typer.Option("float16", "--dtype", metavar="DTYPE"),
         attention_backend: str = typer.Option("flashinfer", "--attention-backend", metavar="NAME"),
-        server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flags, split like a shell line (repeatable).", metavar="ARG"),
-        launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"),
-        log: Path = typer.Option(Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"),
+        server_arg: list[str] = typer.Option(
+            [], "--server-arg", help="Extra server flags, split like a shell line (repeatable).", metavar="ARG"
+        ),
+        launch_timeout: float = typer.Option(
+            600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"
+        ),
+        log: Path = typer.Option(
+            Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"
+        ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
-        sglang_version: Optional[str] = sglang_version_option(),
+        sglang_version: str | None = sglang_version_option(),
         trust_pickle: bool = typer.Option(
             False, "--trust-pickle", help="Unpickle a joblib file specband did not write (runs code from it)."
         ),
@@ -111,8 +133,8 @@ def register(app: typer.Typer) -> None:
 
         from specband.artifacts import check_gpu_state, validate_algorithms
         from specband.cli.core import _note, recommend_pick
-        from specband.errors import ConfigError
         from specband.cli.harness import _plain_warnings, _sglang_version
+        from specband.errors import ConfigError
         from specband.harness.server import ServerConfig, build_launch_command, format_launch, split_server_args
 
         # 1. every option, before the GPU is read
@@ -123,7 +145,9 @@ def register(app: typer.Typer) -> None:
         if max_running_requests is not None and (schedule is None or batch_size is not None):
             raise ConfigError("--max-running-requests goes with --schedule and without --batch-size (which pins it)")
         if schedule is not None and draft is None:
-            raise ConfigError("--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)")
+            raise ConfigError(
+                "--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)"
+            )
         if max_running_requests is not None and max_running_requests <= 0:
             raise ConfigError(f"--max-running-requests must be > 0, got {max_running_requests}")
         if device_kind not in ("auto", "nvml", "none"):
@@ -164,7 +188,10 @@ def register(app: typer.Typer) -> None:
                     from specband.cli.schedule import schedule_for_launch
 
                     pick = schedule_for_launch(schedule, algo, models, data)
-                    extra = [*pick["extra_args"], *(["--max-running-requests", str(max_running_requests)] if max_running_requests else [])]
+                    extra = [
+                        *pick["extra_args"],
+                        *(["--max-running-requests", str(max_running_requests)] if max_running_requests else []),
+                    ]
                     config = dataclasses.replace(config, extra_args=(*extra, *config.extra_args))
                 else:
                     assert batch_size is not None  # checked above: --batch-size or --schedule
@@ -176,7 +203,7 @@ def register(app: typer.Typer) -> None:
                     f"{algo} picks {action} for batch size {batch_size}, a speculative action that needs --draft "
                     f"(the EAGLE3 draft model path)"
                 )
-            command = build_launch_command(config, action, batch_size, mem_fraction)  # type: ignore[arg-type]
+            command = build_launch_command(config, action, batch_size, mem_fraction)
         except BaseException:
             if log_created:
                 with contextlib.suppress(OSError):
@@ -219,7 +246,11 @@ def register(app: typer.Typer) -> None:
                 )
                 typer.echo(
                     f"sglang ready at {server.base_url} with "
-                    + (f"{tuple(action)} for batch size {batch_size}" if schedule is None else f"the schedule {pick['path']}")
+                    + (
+                        f"{tuple(action)} for batch size {batch_size}"
+                        if schedule is None
+                        else f"the schedule {pick['path']}"
+                    )
                     + f"{retried}; "
                     f"log: {log}; Ctrl-C stops it (exit status 0)",
                 )

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from specband.limits import MAX_BATCH_SIZE
@@ -29,12 +31,13 @@ def check_batch_size_list(value: str) -> str:
     return value
 
 
-def sglang_version_option() -> typer.models.OptionInfo:
+def sglang_version_option() -> Any:  # typer.Option's own return type: the parameter's default
     """``--sglang-version`` (``sweep``, ``launch``): the sglang release whose flag spellings
     the launch lines use (default: the one in the server command's interpreter;
     :func:`specband.harness.sglang_flags.resolve_sglang_version`)."""
     return typer.Option(
-        None, "--sglang-version",
+        None,
+        "--sglang-version",
         help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
         metavar="X.Y.Z",
-    )  # fmt: skip
+    )

@@ -38,7 +38,8 @@ separated by ``;``): ``launch_failure``, ``oom_at_capture``, ``die_mid_batch``
 (parameter ``delay_s``, emulated seconds of 503 before /health answers 200; default
 never), ``hung_requests`` (``/generate`` never answers), ``draft_rejected`` (every draft
 token rejected: accept length 1, as with a rope mismatch); ``oom_at_capture:hang=1``
-logs the out-of-memory and keeps running without ever becoming healthy, as sglang can. Keys ``bs`` (max running requests), ``steps``, ``topk``, ``draft`` and ``mem``
+logs the out-of-memory and keeps running without ever becoming healthy, as sglang can.
+Keys ``bs`` (max running requests), ``steps``, ``topk``, ``draft`` and ``mem``
 (mem fraction) restrict a fault to matching launches. A model that says the
 configuration does not fit in memory fails like ``oom_at_capture``.
 """
@@ -88,12 +89,21 @@ __all__ = [
 
 #: Faults ``--fault`` can inject.
 FAULT_KINDS: tuple[str, ...] = (
-    "launch_failure", "oom_at_capture", "die_mid_batch", "missing_step_times", "slow_health", "hung_requests",
+    "launch_failure",
+    "oom_at_capture",
+    "die_mid_batch",
+    "missing_step_times",
+    "slow_health",
+    "hung_requests",
     "draft_rejected",
-)  # fmt: skip
+)
 _MATCH_KEYS = {
-    "bs": "max_running_requests", "steps": "steps", "topk": "topk", "draft": "draft", "mem": "mem_fraction_static",
-}  # fmt: skip
+    "bs": "max_running_requests",
+    "steps": "steps",
+    "topk": "topk",
+    "draft": "draft",
+    "mem": "mem_fraction_static",
+}
 _PARAM_KEYS = {"after_steps", "delay_s", "hang"}
 _VERSION = "0.5.23"  # the sglang release whose flags and answers it emulates
 #: Decode iterations per ``step_time_dict`` value (sglang's ``--decode-log-interval``
@@ -217,8 +227,12 @@ SGLANG_PARSER_ENV = "SPECBAND_EMULATOR_SGLANG_PARSER"
 #: Defaults of the flags the emulator uses when a launch leaves them out (sglang's, or
 #: the emulator's where sglang derives them from the GPU).
 _DEFAULTS: dict[str, Any] = {
-    "host": "127.0.0.1", "port": 30000, "mem_fraction_static": 0.88, "dtype": "auto", "context_length": 131072,
-}  # fmt: skip
+    "host": "127.0.0.1",
+    "port": 30000,
+    "mem_fraction_static": 0.88,
+    "dtype": "auto",
+    "context_length": 131072,
+}
 #: The speculative triple's fields, in sglang's order.
 _TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
@@ -264,14 +278,17 @@ def _resolve_triple(ns: argparse.Namespace) -> tuple[int, int, int]:
     if ns.speculative_algorithm is None:
         return (0, 0, 0)
     if str(ns.speculative_algorithm).upper() not in ("EAGLE", "EAGLE3"):
-        raise ConfigError(f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}")
+        raise ConfigError(
+            f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}"
+        )
     values = [getattr(ns, name) for name in _TRIPLE]
     if all(v is None for v in values):
         return _model_default_triple(ns.model_path)
     if any(v is None for v in values):
-        missing = ", ".join("--" + n.replace("_", "-") for n, v in zip(_TRIPLE, values) if v is None)
-        raise ConfigError(f"sglang's resolution fails (AssertionError) when only some speculative flags are given: "
-                          f"missing {missing}")  # fmt: skip
+        missing = ", ".join("--" + n.replace("_", "-") for n, v in zip(_TRIPLE, values, strict=True) if v is None)
+        raise ConfigError(
+            f"sglang's resolution fails (AssertionError) when only some speculative flags are given: missing {missing}"
+        )
     steps, topk, draft = (int(v) for v in values)
     if topk == 1 and draft != steps + 1:
         _log("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
@@ -345,8 +362,10 @@ def _adaptive_tiers(enabled: bool, config_path: str | None, action: Action) -> d
     if not enabled:
         return None
     if action.is_baseline or action.speculative_eagle_topk != 1:
-        _log(f"speculative_adaptive disabled: speculative_eagle_topk={action.speculative_eagle_topk} "
-             "(only topk=1 is supported). Falling back to static speculative params.")  # fmt: skip
+        _log(
+            f"speculative_adaptive disabled: speculative_eagle_topk={action.speculative_eagle_topk} "
+            "(only topk=1 is supported). Falling back to static speculative params."
+        )
         return None
     tiers = read_sglang_adaptive_config(config_path)
     candidates = sorted({int(s) for entry in tiers.values() for s in entry["candidate_steps"]})
@@ -476,8 +495,11 @@ class Engine:
         self.stopped = False
         self.adaptive = None if launch.adaptive is None else AdaptiveController(launch.adaptive, launch.action[0])
         self.steps_by_batch_size: dict[int, set[int]] = {}
-        self.mem_used_mb = float(model.predict(launch.max_running_requests, launch.action, model.ambient_temp_c,
-                                               launch.mem_fraction_static).mem_used_mb)  # fmt: skip
+        self.mem_used_mb = float(
+            model.predict(
+                launch.max_running_requests, launch.action, model.ambient_temp_c, launch.mem_fraction_static
+            ).mem_used_mb
+        )
         self.thread = threading.Thread(target=self._loop, name="specband-emulated-scheduler", daemon=True)
 
     def start(self) -> None:
@@ -509,7 +531,9 @@ class Engine:
             if not self.launch.action.is_baseline and self.cum_accept_count > 0:
                 state["avg_spec_accept_length"] = self.cum_accept_tokens / self.cum_accept_count
             if self.adaptive is not None:  # emulator only: the step counts run at each batch size
-                state["adaptive_steps_by_batch_size"] = {str(k): sorted(v) for k, v in sorted(self.steps_by_batch_size.items())}
+                state["adaptive_steps_by_batch_size"] = {
+                    str(k): sorted(v) for k, v in sorted(self.steps_by_batch_size.items())
+                }
             if self.options.record_step_time and not self._fault("missing_step_times"):
                 state["step_time_dict"] = {str(k): list(v) for k, v in self.step_time_dict.items()}
         return state
@@ -589,7 +613,7 @@ class Engine:
             )
             rejected = action.is_baseline or self._fault("draft_rejected")
             accept = 1.0 if rejected else min(float(pred.accept_length), action.speculative_num_steps + 1.0)
-            base, frac = int(math.floor(accept)), accept - math.floor(accept)
+            base, frac = math.floor(accept), accept - math.floor(accept)
             chunk_start = emul
             emul += 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
             self.emul_since_tic += 0.02 * admitted
@@ -704,7 +728,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         return json.loads(raw or b"{}")
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server API)
+    def do_GET(self) -> None:
         em = self.emulator
         path = self.path.split("?", 1)[0]
         if path == "/health":
@@ -735,7 +759,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, _json_bytes({"detail": "Not Found"}))
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         em = self.emulator
         path = self.path.split("?", 1)[0]
         try:
@@ -855,17 +879,22 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
     model = load_performance_model(options.model_spec, options.hardware)
     signal.signal(signal.SIGTERM, _raise_exit)
     own_state = options.state_file is None
-    state_path = Path(options.state_file) if options.state_file else Path(
-        tempfile.mkdtemp(prefix="specband-emulator-")) / "gpu-state.json"  # fmt: skip
+    state_path = (
+        Path(options.state_file)
+        if options.state_file
+        else Path(tempfile.mkdtemp(prefix="specband-emulator-")) / "gpu-state.json"
+    )
     gpu = EmulatedGpu(state_path, model, options.hardware, options.time_scale)
     faults = [f for f in options.faults if f.applies_to(launch)]
     kinds = {f.kind for f in faults}
     httpd: ThreadingHTTPServer | None = None
     engine: Engine | None = None
     try:
-        _log(f"emulated sglang server: {options.hardware} ({type(model).__name__}), action {launch.action}, "
-             f"max running {launch.max_running_requests}, mem fraction {launch.mem_fraction_static:g}, "
-             f"time scale {options.time_scale:g}")  # fmt: skip
+        _log(
+            f"emulated sglang server: {options.hardware} ({type(model).__name__}), action {launch.action}, "
+            f"max running {launch.max_running_requests}, mem fraction {launch.mem_fraction_static:g}, "
+            f"time scale {options.time_scale:g}"
+        )
         pred = model.predict(launch.max_running_requests, launch.action, gpu.read().temp_c, launch.mem_fraction_static)
         gpu.update(mem_used_mb=float(pred.mem_used_mb) * 0.5, owner_pid=os.getpid())
         time.sleep(options.load_time_s * 0.6 * options.time_scale)  # loading weights
@@ -894,6 +923,7 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
                 health_delay = float(f.params.get("delay_s", math.inf))
         engine = Engine(model, gpu, launch, options, die_after)
         try:
+
             class Handler(_Handler):
                 pass
 

@@ -133,8 +133,9 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def import_bench(path: str | os.PathLike[str], out_path: str | os.PathLike[str], hardware: str = "unknown",
-                 overwrite: bool = False) -> ImportResult:  # fmt: skip
+def import_bench(
+    path: str | os.PathLike[str], out_path: str | os.PathLike[str], hardware: str = "unknown", overwrite: bool = False
+) -> ImportResult:
     """Read a bench_speculative.py JSONL and write it as a sweep file (atomically), then
     check that the result loads with :func:`specband.dataset.load_sweep`.
 

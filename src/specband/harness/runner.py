@@ -39,8 +39,8 @@ from specband.actions import Action, validate_action
 from specband.dataset import SWEEP_COLUMNS
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
 from specband.errors import ConfigError, HarnessError
-from specband.harness.draft_health import draft_flag
 from specband.harness.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
+from specband.harness.draft_health import draft_flag
 from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
 
 __all__ = [
@@ -60,12 +60,28 @@ __all__ = [
 #: ``draft_flag`` is ``"all_rejected"`` when a speculative row's accept length is at most
 #: :data:`~specband.harness.draft_health.DRAFT_REJECTED_ACCEPT_LENGTH` (else null).
 EXTRA_COLUMNS: tuple[str, ...] = (
-    "power_limit_watts", "energy_method", "gpu_mem_used_mb_before", "gpu_util_pct_before", "provenance",
-    "target_model", "draft_model", "mem_fraction_static", "accept_length_source", "energy_flag",
-    "step_time_count", "launch_wall_s", "started_at", "sglang_version", "dtype", "attention_backend",
-    "max_new_tokens", "num_prompts", "workload", "workload_sha256", "draft_flag",
-)  # fmt: skip
-
+    "power_limit_watts",
+    "energy_method",
+    "gpu_mem_used_mb_before",
+    "gpu_util_pct_before",
+    "provenance",
+    "target_model",
+    "draft_model",
+    "mem_fraction_static",
+    "accept_length_source",
+    "energy_flag",
+    "step_time_count",
+    "launch_wall_s",
+    "started_at",
+    "sglang_version",
+    "dtype",
+    "attention_backend",
+    "max_new_tokens",
+    "num_prompts",
+    "workload",
+    "workload_sha256",
+    "draft_flag",
+)
 
 
 @dataclass(frozen=True)
@@ -143,10 +159,14 @@ class MeasureSettings:
         """The row columns every run of one sweep shares (a resumed sweep must match)."""
         server = self.server
         return {
-            "sglang_version": server.sglang_version, "dtype": server.dtype,
-            "attention_backend": server.attention_backend, "max_new_tokens": self.max_new_tokens,
-            "num_prompts": self.num_prompts, "workload": self.workload, "workload_sha256": self.workload_sha256,
-        }  # fmt: skip
+            "sglang_version": server.sglang_version,
+            "dtype": server.dtype,
+            "attention_backend": server.attention_backend,
+            "max_new_tokens": self.max_new_tokens,
+            "num_prompts": self.num_prompts,
+            "workload": self.workload,
+            "workload_sha256": self.workload_sha256,
+        }
 
     def server_env(self) -> dict[str, str]:
         """The environment every server gets (docs/FACTS.md §1 variables included)."""
@@ -266,9 +286,13 @@ class Measurement:
 
 
 def measure_on_server(
-    settings: MeasureSettings, device: GpuDevice, clock: Clock, server: ServerProcess, batch_size: int,
+    settings: MeasureSettings,
+    device: GpuDevice,
+    clock: Clock,
+    server: ServerProcess,
+    batch_size: int,
     action: tuple[int, int, int],
-) -> Measurement:  # fmt: skip
+) -> Measurement:
     """Warm-up, timed batch inside the telemetry window, server info before and after.
 
     Raises:
@@ -363,7 +387,7 @@ def timed_batch_step_times(prior: list[float], recorded: list[float]) -> list[fl
     Args:
         prior: the values before the timed batch; recorded: after it.
     """
-    new = recorded[len(prior):] if recorded[: len(prior)] == prior else recorded
+    new = recorded[len(prior) :] if recorded[: len(prior)] == prior else recorded
     return new[1:]
 
 
@@ -374,9 +398,17 @@ def _clean(value: Any) -> Any:
 
 
 def _base_row(
-    *, hardware: str, index: int, repeat: int, batch_size: int, action: Action, device: GpuDevice,
-    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings,
-) -> dict[str, Any]:  # fmt: skip
+    *,
+    hardware: str,
+    index: int,
+    repeat: int,
+    batch_size: int,
+    action: Action,
+    device: GpuDevice,
+    pre: TelemetrySample,
+    temp_before: float | None,
+    settings: MeasureSettings,
+) -> dict[str, Any]:
     row: dict[str, Any] = {name: None for name in (*SWEEP_COLUMNS, *EXTRA_COLUMNS)}
     row.update(
         hardware=hardware,
@@ -401,30 +433,63 @@ def _base_row(
 
 
 def error_row(
-    *, hardware: str, index: int, repeat: int, batch_size: int, action: tuple[int, int, int], device: GpuDevice,
-    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings, error: str,
-    retry_mem_fraction: float | None, mem_fraction_static: float | None,
-) -> dict[str, Any]:  # fmt: skip
+    *,
+    hardware: str,
+    index: int,
+    repeat: int,
+    batch_size: int,
+    action: tuple[int, int, int],
+    device: GpuDevice,
+    pre: TelemetrySample,
+    temp_before: float | None,
+    settings: MeasureSettings,
+    error: str,
+    retry_mem_fraction: float | None,
+    mem_fraction_static: float | None,
+) -> dict[str, Any]:
     """A row for a run that failed: identity, pre-run state and ``error``; no measurements."""
     row = _base_row(
-        hardware=hardware, index=index, repeat=repeat, batch_size=batch_size, action=validate_action(action),
-        device=device, pre=pre, temp_before=temp_before, settings=settings,
-    )  # fmt: skip
+        hardware=hardware,
+        index=index,
+        repeat=repeat,
+        batch_size=batch_size,
+        action=validate_action(action),
+        device=device,
+        pre=pre,
+        temp_before=temp_before,
+        settings=settings,
+    )
     row.update(error=error[:500], retry_mem_fraction=retry_mem_fraction, mem_fraction_static=mem_fraction_static)
     return {k: _clean(v) for k, v in row.items()}
 
 
 def measured_row(
-    *, hardware: str, index: int, repeat: int, batch_size: int, action: tuple[int, int, int], device: GpuDevice,
-    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings, measurement: Measurement,
+    *,
+    hardware: str,
+    index: int,
+    repeat: int,
+    batch_size: int,
+    action: tuple[int, int, int],
+    device: GpuDevice,
+    pre: TelemetrySample,
+    temp_before: float | None,
+    settings: MeasureSettings,
+    measurement: Measurement,
     launch: LaunchOutcome,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """A successful row in the published schema plus :data:`EXTRA_COLUMNS`."""
     m = measurement
     row = _base_row(
-        hardware=hardware, index=index, repeat=repeat, batch_size=batch_size, action=validate_action(action),
-        device=device, pre=pre, temp_before=temp_before, settings=settings,
-    )  # fmt: skip
+        hardware=hardware,
+        index=index,
+        repeat=repeat,
+        batch_size=batch_size,
+        action=validate_action(action),
+        device=device,
+        pre=pre,
+        temp_before=temp_before,
+        settings=settings,
+    )
     row.update(
         error=None,
         retry_mem_fraction=launch.retry_mem_fraction,
@@ -452,4 +517,3 @@ def measured_row(
         draft_flag=draft_flag(action, m.accept_length),
     )
     return {k: _clean(v) for k, v in row.items()}
-

@@ -31,7 +31,8 @@ of a script that does not exist) and a command line sglang refuses
 (:class:`~specband.harness.server.ServerArgsError`: its parser's ``error:``, the same for
 every action) are configuration errors: the sweep stops at once, writing no row for it (rows already in the
 file stay; a file this sweep created and left empty is removed). Ctrl-C and SIGTERM stop
-the running server (without waiting for a request in flight) and leave the file with complete rows only; they are turned into
+the running server (without waiting for a request in flight) and leave the file with complete
+rows only; they are turned into
 ``KeyboardInterrupt`` at safe points only (:mod:`specband.harness.interrupts`: never
 inside an import, a server's start-up bookkeeping or a row's write).
 """
@@ -54,8 +55,8 @@ from specband.actions import ACTIONS, Action, validate_action
 from specband.devices.base import Clock, GpuDevice
 from specband.errors import ConfigError, DataError, HarnessError
 from specband.fileio import write_bytes_atomic
-from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.draft_health import draft_rejected_message
+from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.runner import (
     LaunchOutcome,
     MeasureSettings,
@@ -114,7 +115,7 @@ def grid(batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, actions: Sequence[Act
         raise ConfigError("--batch-sizes must name at least one batch size")
     if any(b <= 0 for b in batch_sizes) or len(set(batch_sizes)) != len(batch_sizes):
         raise ConfigError(f"--batch-sizes must be distinct and > 0, got {list(batch_sizes)}")
-    acts = [validate_action(tuple(a)) for a in actions]  # type: ignore[arg-type]
+    acts = [validate_action(tuple(a)) for a in actions]
     if not acts:
         raise ConfigError("--actions must name at least one action")
     for i, act in enumerate(acts):
@@ -384,7 +385,7 @@ class RowWriter:
             raise HarnessError(f"{path}: cannot write ({path.parent} is not a folder)")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "a", encoding="utf-8")
+            self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held open for every row; closed in close())
         except OSError as exc:
             raise HarnessError(f"{path}: cannot write ({exc.strerror or exc})") from None
         self.created = new
@@ -559,8 +560,9 @@ def run_sweep(
             gpu: GpuDevice = device() if opened else device  # type: ignore[operator,assignment]
             try:
                 writer = RowWriter(out_path)
-                _run_todo(settings, gpu, clock, writer, reporter, summary, todo, repeats, actions,
-                          one_launch_per_config)  # fmt: skip
+                _run_todo(
+                    settings, gpu, clock, writer, reporter, summary, todo, repeats, actions, one_launch_per_config
+                )
             finally:
                 if opened:
                     gpu.close()
@@ -569,8 +571,9 @@ def run_sweep(
     return summary
 
 
-def _check_resumable(existing: list[dict[str, Any]], settings: MeasureSettings, points: list[GridPoint],
-                     out_path: Path) -> None:  # fmt: skip
+def _check_resumable(
+    existing: list[dict[str, Any]], settings: MeasureSettings, points: list[GridPoint], out_path: Path
+) -> None:
     """Refuse rows written for another target, draft, grid, or with other run settings
     (dtype, attention backend, max new tokens, number of prompts, prompt set, mem
     fraction, sglang version). A column a row lacks (an older file) is not compared.
@@ -578,8 +581,11 @@ def _check_resumable(existing: list[dict[str, Any]], settings: MeasureSettings, 
     Raises:
         ConfigError: ``"<out>: cannot resume: ..."`` naming the first difference.
     """
-    mine_by_key = {"target_model": settings.server.model_path, "draft_model": settings.server.draft_model_path,
-                   **settings.run_settings()}  # fmt: skip
+    mine_by_key = {
+        "target_model": settings.server.model_path,
+        "draft_model": settings.server.draft_model_path,
+        **settings.run_settings(),
+    }
     for row in existing:
         for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:
@@ -606,8 +612,11 @@ def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path
         ConfigError: ``"<out>: cannot resume: its rows have mem_fraction_static=0.7 ..."``.
     """
     retried = row.get("retry_mem_fraction")
-    key, mine = ("retry_mem_fraction", settings.retry_mem_fraction) if retried is not None else (
-        "mem_fraction_static", settings.mem_fraction_static)  # fmt: skip
+    key, mine = (
+        ("retry_mem_fraction", settings.retry_mem_fraction)
+        if retried is not None
+        else ("mem_fraction_static", settings.mem_fraction_static)
+    )
     if key in row and row[key] is not None and mine is not None and abs(row[key] - mine) > 1e-9:
         option = "--retry-mem-fraction" if retried is not None else "--mem-fraction-static"
         raise ConfigError(
@@ -616,9 +625,13 @@ def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path
 
 
 def planned_launches(
-    settings: MeasureSettings, points: Sequence[GridPoint], repeats: int, actions: Sequence[Action],
-    one_launch_per_config: bool, done: Collection[tuple[Any, Any]] = (),
-) -> list[list[str]]:  # fmt: skip
+    settings: MeasureSettings,
+    points: Sequence[GridPoint],
+    repeats: int,
+    actions: Sequence[Action],
+    one_launch_per_config: bool,
+    done: Collection[tuple[Any, Any]] = (),
+) -> list[list[str]]:
     """Every server command line the sweep would launch, in launch order (first
     launches; a retry at ``retry_mem_fraction`` only follows a failed one).
 
@@ -635,15 +648,18 @@ def planned_launches(
 
 
 def _launch_groups(
-    points: Sequence[GridPoint], repeats: int, actions: Sequence[Action], one_launch_per_config: bool,
+    points: Sequence[GridPoint],
+    repeats: int,
+    actions: Sequence[Action],
+    one_launch_per_config: bool,
     done: Collection[tuple[Any, Any]],
-) -> list[tuple[int, list[GridPoint]]]:  # fmt: skip
+) -> list[tuple[int, list[GridPoint]]]:
     """``(repeat, points one server serves)`` in launch order."""
     groups = []
     for rep in range(repeats):
         pending = [p for p in points if (p.index, rep) not in done]
         if one_launch_per_config:
-            for action in [validate_action(tuple(a)) for a in actions]:  # type: ignore[arg-type]
+            for action in [validate_action(tuple(a)) for a in actions]:
                 group = sorted((p for p in pending if p.action == action), key=lambda p: p.batch_size)
                 if group:
                     groups.append((rep, group))
@@ -653,10 +669,17 @@ def _launch_groups(
 
 
 def _run_todo(
-    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
-    summary: SweepSummary, todo: list[tuple[int, GridPoint]], repeats: int, actions: Sequence[Action],
+    settings: MeasureSettings,
+    device: GpuDevice,
+    clock: Clock,
+    writer: RowWriter,
+    reporter: SweepReporter,
+    summary: SweepSummary,
+    todo: list[tuple[int, GridPoint]],
+    repeats: int,
+    actions: Sequence[Action],
     one_launch_per_config: bool,
-) -> None:  # fmt: skip
+) -> None:
     """Measure every ``(repeat, point)`` of ``todo`` in pass order, appending rows."""
     hardware = settings.hardware or device.name
     t0 = time.monotonic()
@@ -703,8 +726,9 @@ def _make_log_dir(path: Path) -> list[Path]:
     return created
 
 
-def _emit(writer: RowWriter, reporter: SweepReporter, summary: SweepSummary, point: GridPoint, rep: int,
-          row: dict[str, Any]) -> None:  # fmt: skip
+def _emit(
+    writer: RowWriter, reporter: SweepReporter, summary: SweepSummary, point: GridPoint, rep: int, row: dict[str, Any]
+) -> None:
     writer.append(row)
     summary.written += 1
     summary.runs += 1
@@ -719,22 +743,43 @@ def _emit(writer: RowWriter, reporter: SweepReporter, summary: SweepSummary, poi
 
 
 def _run_single(
-    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
-    summary: SweepSummary, hardware: str, rep: int, point: GridPoint,
-) -> None:  # fmt: skip
+    settings: MeasureSettings,
+    device: GpuDevice,
+    clock: Clock,
+    writer: RowWriter,
+    reporter: SweepReporter,
+    summary: SweepSummary,
+    hardware: str,
+    rep: int,
+    point: GridPoint,
+) -> None:
     """One launch, one measured row (or an error row), cool-down."""
     reporter.run_started(point, rep)
     pre = device.sample(clock)
-    ident = dict(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size, action=point.action,
-                 device=device, pre=pre, temp_before=pre.temp_c, settings=settings)  # fmt: skip
+    ident: dict[str, Any] = dict(
+        hardware=hardware,
+        index=point.index,
+        repeat=rep,
+        batch_size=point.batch_size,
+        action=point.action,
+        device=device,
+        pre=pre,
+        temp_before=pre.temp_c,
+        settings=settings,
+    )
     label = f"i{point.index:03d}_bs{point.batch_size}_{'-'.join(map(str, point.action))}"
     try:
-        launch = launch_with_retry(settings, clock, point.action, point.batch_size,
-                                   settings.log_dir / _log_name(rep, label))  # fmt: skip
+        launch = launch_with_retry(
+            settings, clock, point.action, point.batch_size, settings.log_dir / _log_name(rep, label)
+        )
     except RetriedLaunchError as exc:
         summary.launches += exc.launches
-        row = error_row(**ident, error=str(exc), retry_mem_fraction=exc.retry_mem_fraction,
-                        mem_fraction_static=exc.retry_mem_fraction or settings.mem_fraction_static)  # fmt: skip
+        row = error_row(
+            **ident,
+            error=str(exc),
+            retry_mem_fraction=exc.retry_mem_fraction,
+            mem_fraction_static=exc.retry_mem_fraction or settings.mem_fraction_static,
+        )
         clock.sleep(settings.cooldown_s)
         _emit(writer, reporter, summary, point, rep, row)
         return
@@ -745,8 +790,12 @@ def _run_single(
                 m = measure_on_server(settings, device, clock, launch.server, point.batch_size, point.action)
                 row = measured_row(**ident, measurement=m, launch=launch)
             except HarnessError as exc:
-                row = error_row(**ident, error=str(exc), retry_mem_fraction=launch.retry_mem_fraction,
-                                mem_fraction_static=launch.mem_fraction_static)  # fmt: skip
+                row = error_row(
+                    **ident,
+                    error=str(exc),
+                    retry_mem_fraction=launch.retry_mem_fraction,
+                    mem_fraction_static=launch.mem_fraction_static,
+                )
     finally:
         launch.server.stop(settings.stop_grace_s)
     clock.sleep(settings.cooldown_s)
@@ -754,9 +803,16 @@ def _run_single(
 
 
 def _run_shared(
-    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
-    summary: SweepSummary, hardware: str, rep: int, group: list[GridPoint],
-) -> None:  # fmt: skip
+    settings: MeasureSettings,
+    device: GpuDevice,
+    clock: Clock,
+    writer: RowWriter,
+    reporter: SweepReporter,
+    summary: SweepSummary,
+    hardware: str,
+    rep: int,
+    group: list[GridPoint],
+) -> None:
     """One server for every batch size of one action; falls back to one launch per run
     when the shared launch fails or the server dies."""
     action = group[0].action
@@ -765,18 +821,29 @@ def _run_shared(
     label = f"cfg_{'-'.join(map(str, action))}_maxbs{max_bs}"
     reporter.run_started(group[0], rep)
     try:
-        launch: LaunchOutcome = launch_with_retry(settings, clock, action, max_bs,
-                                                  settings.log_dir / _log_name(rep, label))  # fmt: skip
+        launch: LaunchOutcome = launch_with_retry(
+            settings, clock, action, max_bs, settings.log_dir / _log_name(rep, label)
+        )
     except RetriedLaunchError as exc:
         summary.launches += exc.launches
         clock.sleep(settings.cooldown_s)
         for point in group:
             if point.batch_size == max_bs:
                 # the shared launch was exactly this run's launch: its failure is this row
-                row = error_row(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size,
-                                action=point.action, device=device, pre=pre, temp_before=pre.temp_c,
-                                settings=settings, error=str(exc), retry_mem_fraction=exc.retry_mem_fraction,
-                                mem_fraction_static=exc.retry_mem_fraction or settings.mem_fraction_static)  # fmt: skip
+                row = error_row(
+                    hardware=hardware,
+                    index=point.index,
+                    repeat=rep,
+                    batch_size=point.batch_size,
+                    action=point.action,
+                    device=device,
+                    pre=pre,
+                    temp_before=pre.temp_c,
+                    settings=settings,
+                    error=str(exc),
+                    retry_mem_fraction=exc.retry_mem_fraction,
+                    mem_fraction_static=exc.retry_mem_fraction or settings.mem_fraction_static,
+                )
                 _emit(writer, reporter, summary, point, rep, row)
             else:
                 _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
@@ -790,17 +857,29 @@ def _run_shared(
                 if point is not group[0]:
                     reporter.run_started(point, rep)
                 temp_before = device.read_temp_c()
-                ident = dict(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size,
-                             action=point.action, device=device, pre=pre, temp_before=temp_before,
-                             settings=settings)  # fmt: skip
+                ident: dict[str, Any] = dict(
+                    hardware=hardware,
+                    index=point.index,
+                    repeat=rep,
+                    batch_size=point.batch_size,
+                    action=point.action,
+                    device=device,
+                    pre=pre,
+                    temp_before=temp_before,
+                    settings=settings,
+                )
                 try:
                     m = measure_on_server(settings, device, clock, launch.server, point.batch_size, point.action)
                     row = measured_row(**ident, measurement=m, launch=launch)
                 except HarnessError as exc:
                     if not launch.server.alive():
                         break  # the server died: the rest fall back to their own launches
-                    row = error_row(**ident, error=str(exc), retry_mem_fraction=launch.retry_mem_fraction,
-                                    mem_fraction_static=launch.mem_fraction_static)  # fmt: skip
+                    row = error_row(
+                        **ident,
+                        error=str(exc),
+                        retry_mem_fraction=launch.retry_mem_fraction,
+                        mem_fraction_static=launch.mem_fraction_static,
+                    )
                 remaining.pop(0)
                 _emit(writer, reporter, summary, point, rep, row)
     finally:
@@ -808,4 +887,3 @@ def _run_shared(
     clock.sleep(settings.cooldown_s)
     for point in remaining:
         _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
-

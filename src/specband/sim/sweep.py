@@ -35,8 +35,8 @@ from specband.sim.power import power_range_w
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
-    "RETRY_MEM_FRACTION",
     "MEM_FRACTION_STATIC",
+    "RETRY_MEM_FRACTION",
     "check_out_path",
     "simulate_sweep",
     "write_sweep",
@@ -93,8 +93,9 @@ def simulate_sweep(
     if model is None:
         from specband.sim import build_model
 
-        model = build_model(profile if profile is not None else "rtx4060-laptop",
-                            target_config=target_config, draft_config=draft_config)
+        model = build_model(
+            profile if profile is not None else "rtx4060-laptop", target_config=target_config, draft_config=draft_config
+        )
     if not is_int(repeats) or repeats < 1:
         raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
     if not is_int(seed) or seed < 0:
@@ -108,7 +109,7 @@ def simulate_sweep(
     if len(set(sizes)) != len(sizes):
         twice = sorted({bs for bs in sizes if sizes.count(bs) > 1})
         raise ConfigError(f"batch sizes must not repeat (each runs once per pass), got {twice} more than once")
-    acts = [validate_action(tuple(a)) for a in actions]  # type: ignore[arg-type]
+    acts = [validate_action(tuple(a)) for a in actions]
     if not acts:
         raise ConfigError("at least one action is needed")
     p = model.profile
@@ -168,8 +169,15 @@ def simulate_sweep(
                     step = pred.step_time_s * (1.0 + p.speed_rel_sd * rng.standard_normal())
                     speed = accept / step
                     power = pred.avg_power_w * (1.0 + p.power_rel_sd * rng.standard_normal())
-                    noisy = type(pred)(**{**pred.__dict__, "accept_length": accept, "step_time_s": step,
-                                          "speed_tok_s": speed, "avg_power_w": power})
+                    noisy = type(pred)(
+                        **{
+                            **pred.__dict__,
+                            "accept_length": accept,
+                            "step_time_s": step,
+                            "speed_tok_s": speed,
+                            "avg_power_w": power,
+                        }
+                    )
                     cost = model.run_cost(bs, action, noisy)
                     temp_after = model.advance_temperature(temp_before, power, cost.wall_clock_s)
                     throttled = pred.thermal_throttled or temp_after > p.throttle_temp_c
