@@ -142,10 +142,30 @@ def test_sglang_bench_format_has_no_energy(write_jsonl: WriteJsonl) -> None:
     sweep = load_sweep(write_jsonl(rows))
     assert sweep.format == "sglang_bench"
     assert not sweep.energy_measured
-    assert [r.index for r in sweep.rows] == [0, 1, 2]
+    assert [r.index for r in sweep.rows] == [0, 10, 5]  # grid index: bs position x 19 + action index
     parts = sweep.reward_parts(sweep.rows[1])
     assert parts.energy_measured is False
     assert parts.reward == pytest.approx((155.8 / 97.1 - 1) / 2)
+
+
+def test_a_bench_file_reads_as_import_bench_writes_it(write_jsonl: WriteJsonl, tmp_path) -> None:
+    """One reading of sglang's bench output: a repeated config is a repeat of the same grid
+    index, and a triple outside the 19 (the bench script's default grid has them) is
+    skipped and counted, in load_sweep exactly as in import-bench."""
+    from specband.harness.import_bench import import_bench
+
+    base = {"batch_size": 2, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1.0, "speed": 90.0}
+    spec = {"batch_size": 2, "steps": 3, "topk": 4, "num_draft_tokens": 8, "acc_length": 2.5, "speed": 150.0}
+    outside = {"batch_size": 2, "steps": 7, "topk": 8, "num_draft_tokens": 32, "acc_length": 3.0, "speed": 160.0}
+    path = write_jsonl([base, spec, outside, dict(spec, speed=151.0)], "bench.jsonl")
+    direct = load_sweep(path)
+    assert [(r.index, r.repeat, r.line) for r in direct.rows] == [(0, 0, 1), (10, 0, 2), (10, 1, 4)]
+    assert len(direct.skipped) == 1 and direct.skipped[0].startswith("line 3: (7, 8, 32): ")
+    assert "(1 lines skipped: not contract actions)" in str(direct.energy_note())
+    result = import_bench(path, tmp_path / "imported.jsonl")
+    imported = load_sweep(result.out_path)
+    assert result.skipped == list(direct.skipped)
+    assert [{**r.raw, "hardware": None} for r in imported.rows] == [dict(r.raw) for r in direct.rows]
 
 
 def test_agentic_trace_rows_are_kept_but_not_trained_or_failed(write_jsonl: WriteJsonl) -> None:

@@ -19,8 +19,9 @@ from tests.harness.conftest import TIME_SCALE, emulator_command, one_error_line,
 
 from specband.actions import ACTIONS
 from specband.dataset import SWEEP_COLUMNS, load_sweep
-from specband.harness.runner import EXTRA_COLUMNS
-from specband.harness.sweep import grid, read_rows_for_resume
+from specband.harness.pipeline import grid
+from specband.harness.sweep import read_rows_for_resume
+from specband.record import EXTRA_COLUMNS
 from specband.sim import build_model
 
 #: The emulator's default performance model (``--emulator-model calibrated``).
@@ -57,8 +58,18 @@ def test_full_sweep_is_a_valid_dataset_that_train_accepts(run_cli, sweep_args, t
         assert r["provenance"] == "emulated" and r["energy_method"] == "counter"
         # the profile's hardware name, as simulated and published rows (not the profile id)
         assert r["power_limit_watts"] == 80.0 and r["hardware"] == MODEL.profile.hardware == "RTX4060_Laptop"
-        assert r["speed_source"] == "step_time" and r["step_time_count"] > 0
-        assert r["speed_tok_s"] == pytest.approx(r["accept_length"] / r["step_time_s"])
+        # step times are sglang's: one value per 40 decode iterations, keyed by the batch
+        # running then. At bs 1 every iteration runs alone, so the timed batch always records
+        # them (a count fixed by the emulated decode, not by time). At bs 4 a request that
+        # reaches the server late (a loaded machine) decodes at a smaller batch, as on sglang,
+        # and too few values at bs 4 fall back to the wall clock: assert the rule, not the mode.
+        if r["batch_size"] == 1:
+            assert r["speed_source"] == "step_time"
+        if r["speed_source"] == "step_time":
+            assert r["step_time_count"] > 0
+            assert r["speed_tok_s"] == pytest.approx(r["accept_length"] / r["step_time_s"])
+        else:
+            assert r["speed_source"] == "wall_clock" and r["speed_tok_s"] == r["wall_clock_tok_s"]
         assert r["total_output_tokens"] == max(4, r["batch_size"]) * 512
         assert r["energy_joules"] > 0 and r["avg_power_watts"] > 0
         assert r["joules_per_token"] == pytest.approx(r["energy_joules"] / r["total_output_tokens"])
@@ -73,7 +84,8 @@ def test_full_sweep_is_a_valid_dataset_that_train_accepts(run_cli, sweep_args, t
         # (p20 of step times with 2 % noise: about 2 % faster than the mean step)
         pred = MODEL.predict(r["batch_size"], (r["steps"], r["topk"], r["num_draft_tokens"]), r["gpu_temp_c_before"])
         assert r["accept_length"] == pytest.approx(pred.accept_length, abs=0.1)
-        assert r["speed_tok_s"] == pytest.approx(pred.speed_tok_s, rel=0.05)
+        if r["speed_source"] == "step_time":
+            assert r["speed_tok_s"] == pytest.approx(pred.speed_tok_s, rel=0.05)
     sweep = load_sweep(out)
     data = sweep.training_data()
     assert len(data) == 8 and data.rewards.max() > 0

@@ -353,9 +353,10 @@ def register(app: typer.Typer) -> None:
         from specband.devices.base import Clock, check_power_limit_w
         from specband.devices.emulated import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
         from specband.errors import ConfigError
+        from specband.harness.pipeline import SweepPlan, grid
         from specband.harness.runner import MeasureSettings
         from specband.harness.server import ServerConfig, format_launch, split_server_args
-        from specband.harness.sweep import done_runs, grid, planned_launches, run_sweep
+        from specband.harness.sweep import done_runs, run_sweep
 
         with _plain_warnings():
             out = _file_option("--out", out_text)
@@ -435,7 +436,8 @@ def register(app: typer.Typer) -> None:
             if dry_run:
                 done = done_runs(out) if resume else set()
                 typer.echo(f"# sglang {version} ({version_source})")
-                for command in planned_launches(settings, grid(bs, acts), repeats, acts, one_launch_per_config, done):
+                plan = SweepPlan(tuple(grid(bs, acts)), repeats, tuple(acts), one_launch_per_config, done)
+                for command in plan.launch_commands(settings):
                     typer.echo(format_launch(command))
                 return
             reporter = _RichReporter(quiet)

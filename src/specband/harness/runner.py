@@ -26,6 +26,7 @@ null (``accept_length_source`` says which: ``meta_info``, ``server_info``, ``bas
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -36,52 +37,24 @@ from pathlib import Path
 from typing import Any
 
 from specband.actions import Action, validate_action
-from specband.dataset import SWEEP_COLUMNS
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
 from specband.errors import ConfigError, HarnessError
 from specband.harness.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
 from specband.harness.draft_health import draft_flag
 from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
+from specband.record import SweepRecord
 
 __all__ = [
-    "EXTRA_COLUMNS",
     "LaunchOutcome",
     "MeasureSettings",
     "Measurement",
     "RetriedLaunchError",
-    "error_row",
+    "base_record",
+    "error_record",
     "launch_with_retry",
     "measure_on_server",
-    "measured_row",
+    "measured_record",
 ]
-
-#: Columns written after the published ones. ``sglang_version`` .. ``workload_sha256``
-#: are the settings a resumed sweep must share (:func:`specband.harness.sweep.run_sweep`);
-#: ``draft_flag`` is ``"all_rejected"`` when a speculative row's accept length is at most
-#: :data:`~specband.harness.draft_health.DRAFT_REJECTED_ACCEPT_LENGTH` (else null).
-EXTRA_COLUMNS: tuple[str, ...] = (
-    "power_limit_watts",
-    "energy_method",
-    "gpu_mem_used_mb_before",
-    "gpu_util_pct_before",
-    "provenance",
-    "target_model",
-    "draft_model",
-    "mem_fraction_static",
-    "accept_length_source",
-    "energy_flag",
-    "step_time_count",
-    "launch_wall_s",
-    "started_at",
-    "sglang_version",
-    "dtype",
-    "attention_backend",
-    "max_new_tokens",
-    "num_prompts",
-    "workload",
-    "workload_sha256",
-    "draft_flag",
-)
 
 
 @dataclass(frozen=True)
@@ -391,34 +364,34 @@ def timed_batch_step_times(prior: list[float], recorded: list[float]) -> list[fl
     return new[1:]
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _base_row(
+def base_record(
+    settings: MeasureSettings,
+    device: GpuDevice,
     *,
     hardware: str,
     index: int,
     repeat: int,
     batch_size: int,
-    action: Action,
-    device: GpuDevice,
+    action: tuple[int, int, int],
     pre: TelemetrySample,
     temp_before: float | None,
-    settings: MeasureSettings,
-) -> dict[str, Any]:
-    row: dict[str, Any] = {name: None for name in (*SWEEP_COLUMNS, *EXTRA_COLUMNS)}
-    row.update(
+) -> SweepRecord:
+    """A run's identity, its pre-run state (the idle GPU before launch, ``temp_before``
+    right before the run) and the sweep's settings; no measurement yet.
+
+    Raises:
+        InvalidActionError: ``action`` breaks an sglang rule.
+    """
+    act = validate_action(action)
+    return SweepRecord(
         hardware=hardware,
         index=index,
         repeat=repeat,
         batch_size=batch_size,
-        steps=action.speculative_num_steps,
-        topk=action.speculative_eagle_topk,
-        num_draft_tokens=action.speculative_num_draft_tokens,
-        is_baseline=action.is_baseline,
+        steps=act.speculative_num_steps,
+        topk=act.speculative_eagle_topk,
+        num_draft_tokens=act.speculative_num_draft_tokens,
+        is_baseline=act.is_baseline,
         gpu_temp_c_before=temp_before,
         power_limit_watts=device.power_limit_w,
         gpu_mem_used_mb_before=pre.mem_used_mb,
@@ -429,68 +402,22 @@ def _base_row(
         started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **settings.run_settings(),
     )
-    return row
 
 
-def error_row(
-    *,
-    hardware: str,
-    index: int,
-    repeat: int,
-    batch_size: int,
-    action: tuple[int, int, int],
-    device: GpuDevice,
-    pre: TelemetrySample,
-    temp_before: float | None,
-    settings: MeasureSettings,
-    error: str,
-    retry_mem_fraction: float | None,
-    mem_fraction_static: float | None,
-) -> dict[str, Any]:
-    """A row for a run that failed: identity, pre-run state and ``error``; no measurements."""
-    row = _base_row(
-        hardware=hardware,
-        index=index,
-        repeat=repeat,
-        batch_size=batch_size,
-        action=validate_action(action),
-        device=device,
-        pre=pre,
-        temp_before=temp_before,
-        settings=settings,
+def error_record(
+    base: SweepRecord, error: str, retry_mem_fraction: float | None, mem_fraction_static: float | None
+) -> SweepRecord:
+    """``base`` as the row of a run that failed: ``error`` (first 500 characters), no measurements."""
+    return dataclasses.replace(
+        base, error=error[:500], retry_mem_fraction=retry_mem_fraction, mem_fraction_static=mem_fraction_static
     )
-    row.update(error=error[:500], retry_mem_fraction=retry_mem_fraction, mem_fraction_static=mem_fraction_static)
-    return {k: _clean(v) for k, v in row.items()}
 
 
-def measured_row(
-    *,
-    hardware: str,
-    index: int,
-    repeat: int,
-    batch_size: int,
-    action: tuple[int, int, int],
-    device: GpuDevice,
-    pre: TelemetrySample,
-    temp_before: float | None,
-    settings: MeasureSettings,
-    measurement: Measurement,
-    launch: LaunchOutcome,
-) -> dict[str, Any]:
-    """A successful row in the published schema plus :data:`EXTRA_COLUMNS`."""
+def measured_record(base: SweepRecord, measurement: Measurement, launch: LaunchOutcome) -> SweepRecord:
+    """``base`` with what one timed batch measured on ``launch``'s server."""
     m = measurement
-    row = _base_row(
-        hardware=hardware,
-        index=index,
-        repeat=repeat,
-        batch_size=batch_size,
-        action=validate_action(action),
-        device=device,
-        pre=pre,
-        temp_before=temp_before,
-        settings=settings,
-    )
-    row.update(
+    return dataclasses.replace(
+        base,
         error=None,
         retry_mem_fraction=launch.retry_mem_fraction,
         accept_length=m.accept_length,
@@ -514,6 +441,5 @@ def measured_row(
         energy_flag=m.energy_flag,
         step_time_count=m.step_time_count,
         launch_wall_s=launch.launch_wall_s,
-        draft_flag=draft_flag(action, m.accept_length),
+        draft_flag=draft_flag(base.triple, m.accept_length),
     )
-    return {k: _clean(v) for k, v in row.items()}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError, DataError
+from specband.jsonl import parse_jsonl
 
 __all__ = ["Workload", "load_prompts"]
 
@@ -89,13 +90,7 @@ def _sharegpt(path: Path, text: str) -> list[str]:
 def _jsonl(path: Path, text: str, target: str) -> list[str]:
     prompts: list[str] = []
     template = None
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc.msg})", path=path, line=lineno) from None
+    for lineno, row in parse_jsonl(text, path):
         if isinstance(row, dict) and isinstance(row.get("prompt"), str) and row["prompt"]:
             prompts.append(row["prompt"])
         elif isinstance(row, dict) and "messages" in row:
