@@ -41,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from specband.actions import ACTIONS
-    from specband.harness.models import load_performance_model
+    from specband.emulator.models import load_performance_model
 
     model = load_performance_model(args.model, "rtx4060-laptop")
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,7 +12,7 @@ import pytest
 
 from specband.devices import open_device
 from specband.devices.base import Clock, TelemetryWindow
-from specband.devices.emulated import EmulatedDevice, EmulatedGpu
+from specband.emulator.gpu import EmulatedDevice, EmulatedGpu
 from specband.errors import DeviceError
 from specband.sim import build_model
 
@@ -127,7 +127,7 @@ def test_open_device_emulated_needs_its_settings(tmp_path):
 def test_the_emulated_gpu_is_named_like_simulated_and_published_rows(tmp_path, published_records):
     from types import SimpleNamespace
 
-    from specband.devices.emulated import hardware_name
+    from specband.emulator.gpu import hardware_name
 
     dev = EmulatedDevice(tmp_path / "g.json", MODEL, HARDWARE, SCALE)
     assert dev.name == "RTX4060_Laptop" == MODEL.profile.hardware  # not the profile id "rtx4060-laptop"

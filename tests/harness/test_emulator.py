@@ -12,10 +12,10 @@ import pytest
 from tests.harness.conftest import TIME_SCALE, emulator_command, free_port, processes_with
 
 from specband.devices.base import Clock
-from specband.devices.emulated import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.gpu import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.server import parse_fault, parse_launch_args
 from specband.errors import ConfigError
 from specband.harness.client import fetch_server_info, run_batch
-from specband.harness.emulator import parse_fault, parse_launch_args
 from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
 from specband.sim import build_model
 
@@ -219,7 +219,7 @@ def test_port_taken_by_another_server_is_classified(tmp_path, port):
 
 
 def test_emulated_gpu_reflects_the_decoding(tmp_path, port):
-    from specband.devices.emulated import EmulatedDevice
+    from specband.emulator.gpu import EmulatedDevice
 
     with _start(tmp_path, port, (3, 4, 8), 4) as server:
         dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, "rtx4060-laptop", TIME_SCALE)

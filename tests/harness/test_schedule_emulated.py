@@ -16,9 +16,9 @@ import pytest
 from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
 
 from specband.devices.base import Clock
-from specband.devices.emulated import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.gpu import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.server import parse_launch_args
 from specband.errors import ConfigError
-from specband.harness.emulator import parse_launch_args
 from specband.harness.server import (
     SGLANG_ENV,
     ServerConfig,

@@ -265,7 +265,7 @@ def test_a_real_shaped_timed_batch_at_bs16_gives_the_models_speed_or_the_labelle
     run_cli, sweep_args, tmp_path
 ):
     """sglang records one step-time value per 40 decode iterations: at bs 16 a handful."""
-    from specband.harness.models import load_performance_model
+    from specband.emulator.models import load_performance_model
 
     model = load_performance_model("calibrated", "rtx4060-laptop")
     out = tmp_path / "s.jsonl"

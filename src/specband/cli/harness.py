@@ -351,7 +351,7 @@ def register(app: typer.Typer) -> None:
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
         from specband.devices import DEVICE_KINDS, open_device
         from specband.devices.base import Clock, check_power_limit_w
-        from specband.devices.emulated import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+        from specband.emulator.gpu import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
         from specband.errors import ConfigError
         from specband.harness.pipeline import SweepPlan, grid
         from specband.harness.runner import MeasureSettings
@@ -384,7 +384,7 @@ def register(app: typer.Typer) -> None:
             server_env = _parse_env(env)
             emulated = None
             if kind == "emulated":
-                from specband.harness.models import load_performance_model
+                from specband.emulator.models import load_performance_model
 
                 state = emulator_state or out.with_name(out.name + ".gpu-state.json")
                 model = load_performance_model(emulator_model, emulator_hardware)
@@ -507,7 +507,7 @@ def register(app: typer.Typer) -> None:
         """An sglang-compatible server driven by a performance model. Takes sglang's
         launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
         from specband.devices.base import Clock
-        from specband.harness.emulator import EmulatorOptions, parse_fault, serve
+        from specband.emulator.server import EmulatorOptions, parse_fault, serve
 
         with _plain_warnings():
             if time_scale is not None:

@@ -59,10 +59,10 @@ TIME_SCALE_ENV = "SPECBAND_TIME_SCALE"
 #: Environment variable with the hardware profile of the emulated GPU.
 HARDWARE_ENV = "SPECBAND_EMULATOR_HARDWARE"
 #: Environment variable with injected emulator faults, ``;``-separated (see
-#: :mod:`specband.harness.emulator`).
+#: :mod:`specband.emulator.server`).
 FAULTS_ENV = "SPECBAND_EMULATOR_FAULTS"
 #: Environment variable choosing the performance model (``calibrated`` or
-#: ``module:function``; see :mod:`specband.harness.models`).
+#: ``module:function``; see :mod:`specband.emulator.models`).
 MODEL_ENV = "SPECBAND_EMULATOR_MODEL"
 
 _GPU_IDLE = 0x1
@@ -168,11 +168,11 @@ class EmulatedGpu:
         with self._locked():
             state = self._load()
             if state is None:
-                now = self._now()
+                created_unix = self._now()
                 state = GpuState(
                     hardware=hardware,
                     time_scale=self.time_scale,
-                    updated_unix=now,
+                    updated_unix=created_unix,
                     temp_c=float(model.ambient_temp_c),
                     power_w=float(model.idle_power_w),
                     energy_mj=0.0,

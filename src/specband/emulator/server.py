@@ -25,7 +25,7 @@ current batch size and temperature (with 2 % log-normal noise) and gives each re
 ``floor(a)`` or ``ceil(a)`` tokens so that the mean is the model's accept length ``a``.
 Step times are recorded as sglang's scheduler records them (above). Power,
 utilisation, memory and heat go to the emulated GPU's state file
-(:mod:`specband.devices.emulated`), which persists across launches.
+(:mod:`specband.emulator.gpu`), which persists across launches.
 
 Time runs ``1 / time_scale`` times faster than real time (``--time-scale``, or
 ``SPECBAND_TIME_SCALE``); every figure it reports (step times, latencies) is in emulated
@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.actions import Action, validate_action
-from specband.devices.emulated import (
+from specband.emulator.gpu import (
     FAULTS_ENV,
     HARDWARE_ENV,
     MODEL_ENV,
@@ -385,7 +385,7 @@ class EmulatorOptions:
         hardware: performance-model profile.
         model_spec: ``calibrated`` (the calibrated :func:`specband.sim.build_model`) or
             ``module:function`` (a user-supplied PerformanceModel factory); see
-            :mod:`specband.harness.models`.
+            :mod:`specband.emulator.models`.
         state_file: the emulated GPU's state file (``None``: a private temporary one).
         time_scale: real seconds per emulated second.
         load_time_s: emulated seconds from start to a bound, healthy server.
@@ -873,7 +873,7 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
     Raises:
         ConfigError: bad flags or options.
     """
-    from specband.harness.models import load_performance_model
+    from specband.emulator.models import load_performance_model
 
     launch = parse_launch_args(argv)
     model = load_performance_model(options.model_spec, options.hardware)
