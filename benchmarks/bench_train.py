@@ -52,10 +52,11 @@ def replicated_bundled(rows: int, out: Path) -> Path:
 def time_training(path: Path, seed: int) -> dict[str, float]:
     """Fit all eight in this process (fresh training cache), then save them; wall seconds
     (and "fit all eight (CPU)": CPU seconds of this process, less sensitive to other load)."""
-    from specband.artifacts import build_manifest, save_artifacts, train_policies
+    from specband.artifacts import save_artifacts
     from specband.dataset import load_sweep
     from specband.policies import ALGORITHMS
     from specband.policies.nets import clear_training_cache
+    from specband.training import build_manifest, train_policies
 
     clear_training_cache()
     times: dict[str, float] = {}
@@ -79,7 +80,7 @@ def time_training(path: Path, seed: int) -> dict[str, float]:
 def time_fresh_process(path: Path, seed: int) -> float:
     """Wall time of a fresh interpreter that imports specband and fits all eight."""
     code = (
-        "import sys; from specband.dataset import load_sweep; from specband.artifacts import train_policies; "
+        "import sys; from specband.dataset import load_sweep; from specband.training import train_policies; "
         f"train_policies(load_sweep(sys.argv[1]).training_data('contract'), seed={seed})"
     )
     start = time.perf_counter()

@@ -20,22 +20,20 @@ from specband.artifacts import (
     MANIFEST_FILE,
     Manifest,
     available_algorithms,
-    build_manifest,
-    compute_embedded_manifest,
     embedded_manifest,
     load_manifest,
     load_policies,
     load_policy,
-    pick_table,
     save_artifacts,
-    state_tuple,
-    train_policies,
     validate_algorithms,
 )
 from specband.dataset import load_sweep, state_vector
 from specband.errors import ArtifactError, ConfigError
+from specband.picks import pick_table
 from specband.policies import ALGORITHMS, create_policy, policy_class
 from specband.policies.embedded import EMBEDDED_MANIFEST
+from specband.state import state_tuple
+from specband.training import build_manifest, compute_embedded_manifest, train_policies
 
 
 @pytest.fixture(scope="module")

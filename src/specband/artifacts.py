@@ -74,36 +74,6 @@ __all__ = [
     "validate_algorithms",
 ]
 
-#: Names that moved out of this module (training, the report table, the decision state),
-#: still importable from here: name -> module.
-_MOVED = {
-    **dict.fromkeys(
-        (
-            "BUNDLED_DATA_LABEL",
-            "build_manifest",
-            "compute_embedded_manifest",
-            "embedded_policy",
-            "representative_states",
-            "train_policies",
-        ),
-        "specband.training",
-    ),
-    **dict.fromkeys(("PickRow", "pick_table"), "specband.picks"),
-    **dict.fromkeys(("check_gpu_state", "GPU_TEMP_RANGE_C", "GPU_MEM_MAX_MB", "GPU_UTIL_RANGE_PCT"), "specband.state"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The moved names (see ``_MOVED``), imported on first use (no import cycle, and
-    ``specband recommend`` does not pay for training code)."""
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
-
 #: specband's manifest file at the top of an artifact folder.
 MANIFEST_FILE = "specband.json"
 #: The model card (hub README with YAML front matter) that ``specband train`` writes.

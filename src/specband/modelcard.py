@@ -117,7 +117,7 @@ def render_model_card(
     Args:
         manifest: the folder's manifest (features, seed, data, power limit, files).
         sweep: the sweep the policies were trained on (hardware, models, utilisation, provenance).
-        picks: every algorithm's pick per measured batch size (:func:`specband.artifacts.pick_table`).
+        picks: every algorithm's pick per measured batch size (:func:`specband.picks.pick_table`).
         dataset_id: the hub dataset the sweep came from (``org/name``), for ``datasets``.
     """
     from specband import __version__

@@ -189,15 +189,10 @@ def load_scorer(
     Raises:
         ConfigError: unknown algorithm; ArtifactError: unreadable folder; DataError: bad sweep.
     """
-    from specband.artifacts import (
-        embedded_manifest,
-        embedded_policy,
-        load_manifest,
-        load_policy,
-        validate_algorithms,
-    )
+    from specband.artifacts import embedded_manifest, load_manifest, load_policy, validate_algorithms
     from specband.recommend import DEFAULT_MODELS_DIR
     from specband.recommend import folder_algorithms as _previous_algorithms
+    from specband.training import embedded_policy
 
     validate_algorithms([algo])
     if models is not None:  # a hub id too (specband.hub)
@@ -217,8 +212,8 @@ def load_scorer(
     if data_path is not None and manifest.foreign:
         import dataclasses
 
-        from specband.artifacts import build_manifest
         from specband.dataset import load_sweep
+        from specband.training import build_manifest
 
         sweep = load_sweep(data_path)
         training = sweep.training_data(manifest.features)

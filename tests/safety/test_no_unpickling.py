@@ -186,8 +186,8 @@ def test_torch_policies_load_from_safetensors(name: str, tmp_path: Path) -> None
     """The safetensors copy is what loads (the .pth is not read), and it gives the same net."""
     import numpy as np
 
-    from specband.artifacts import train_policies
     from specband.dataset import load_sweep
+    from specband.training import train_policies
 
     data = load_sweep(None).training_data("contract")
     policy = train_policies(data, [name], seed=0)[name]

@@ -278,26 +278,6 @@ def register(app: typer.Typer) -> None:
             )
 
 
-def recommend_pick(
-    batch_size: int,
-    algo: str,
-    models: Path | None,
-    telemetry: tuple[float, float, float] | None,
-    draft_model: str | None,
-    data_path: Path | None,
-    *,
-    trust_pickle: bool = False,
-) -> dict[str, Any]:
-    """:func:`specband.recommend.recommend`'s pick, its notes printed on stderr (what
-    ``specband launch`` calls; it holds the notes back by capturing stderr)."""
-    from specband.recommend import recommend
-
-    result = recommend(batch_size, algo, models, telemetry, draft_model, data_path, trust_pickle=trust_pickle)
-    for note in result.notes:
-        _note(note)
-    return result.pick
-
-
 def _print_power_label(rows: Any) -> None:
     """Label the printed band figures when the rows' power rests on no measurement
     (:func:`specband.sim.power.unmeasured_power_note`)."""

@@ -128,14 +128,13 @@ def register(app: typer.Typer) -> None:
         bad input is one error line (exit 2)."""
         import contextlib
         import dataclasses
-        import io
-        import sys
 
-        from specband.artifacts import check_gpu_state, validate_algorithms
-        from specband.cli.core import _note, recommend_pick
+        from specband.artifacts import validate_algorithms
+        from specband.cli.core import _note
         from specband.cli.harness import _plain_warnings, _sglang_version
         from specband.errors import ConfigError
         from specband.harness.server import ServerConfig, build_launch_command, format_launch, split_server_args
+        from specband.state import check_gpu_state
 
         # 1. every option, before the GPU is read
         if batch_size is None and schedule is None:
@@ -181,22 +180,25 @@ def register(app: typer.Typer) -> None:
         log_created = False if dry_run else _open_log(log)
         # 2. read the GPU and pick; the notes wait until the pick is known to be launchable,
         #    so that bad input (e.g. a speculative pick without --draft) is one error line
-        notes = io.StringIO()
+        notes: list[str] = []
         try:
-            with contextlib.redirect_stderr(notes):
-                if schedule is not None:
-                    from specband.cli.schedule import schedule_for_launch
+            if schedule is not None:
+                from specband.cli.schedule import schedule_for_launch
 
-                    pick = schedule_for_launch(schedule, algo, models, data)
-                    extra = [
-                        *pick["extra_args"],
-                        *(["--max-running-requests", str(max_running_requests)] if max_running_requests else []),
-                    ]
-                    config = dataclasses.replace(config, extra_args=(*extra, *config.extra_args))
-                else:
-                    assert batch_size is not None  # checked above: --batch-size or --schedule
-                    telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
-                    pick = recommend_pick(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
+                pick = schedule_for_launch(schedule, algo, models, data, notes=notes)
+                extra = [
+                    *pick["extra_args"],
+                    *(["--max-running-requests", str(max_running_requests)] if max_running_requests else []),
+                ]
+                config = dataclasses.replace(config, extra_args=(*extra, *config.extra_args))
+            else:
+                from specband.recommend import recommend
+
+                assert batch_size is not None  # checked above: --batch-size or --schedule
+                telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index, notes)
+                result = recommend(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
+                notes += result.notes
+                pick = result.pick
             action = tuple(pick["action"])
             if draft is None and any(action):
                 raise ConfigError(
@@ -210,7 +212,8 @@ def register(app: typer.Typer) -> None:
                     if log.stat().st_size == 0:
                         log.unlink()
             raise
-        sys.stderr.write(notes.getvalue())
+        for note in notes:
+            _note(note)
         if schedule is not None:
             _note(f"adaptive speculation with {pick['path']}: tiers {sorted(pick['entries'])}, starting at {action}")
         else:
@@ -286,22 +289,21 @@ def _open_log(path: Path) -> bool:
     return not existed
 
 
-def _read_idle_state(kind: str, index: int) -> tuple[float, float, float] | None:
+def _read_idle_state(kind: str, index: int, notes: list[str]) -> tuple[float, float, float] | None:
     """``(temp_c, mem_used_mb, util_pct)`` of the idle GPU, or ``None`` when no telemetry
-    (missing readings get the contract's fills downstream)."""
+    (missing readings get the contract's fills downstream); what the device says on the
+    way (e.g. no NVML, so no telemetry) is appended to ``notes``."""
     if kind == "none":
         return None
     import warnings
 
-    from specband.cli.core import _note
     from specband.dataset import DEFAULT_GPU_MEM_USED_MB, DEFAULT_GPU_TEMP_C, DEFAULT_GPU_UTIL_PCT
     from specband.devices import open_device
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         device = open_device(kind, index=index)
-    for warning in caught:
-        _note(str(warning.message))
+    notes += [str(warning.message) for warning in caught]
     with device:
         temp, mem, util = device.read_temp_c(), device.read_mem_used_mb(), device.read_util_pct()
     if temp is None and mem is None and util is None:

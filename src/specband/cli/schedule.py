@@ -270,8 +270,11 @@ def _print_mix_table(pick: Any, algorithm: str) -> None:
 AUTO_SCHEDULE_FILE = Path("specband-schedule.json")
 
 
-def schedule_for_launch(schedule: str, algo: str, models: Path | None, data: Path | None) -> dict[str, Any]:
-    """The adaptive-speculation part of ``specband launch --schedule FILE|auto``.
+def schedule_for_launch(
+    schedule: str, algo: str, models: Path | None, data: Path | None, *, notes: list[str]
+) -> dict[str, Any]:
+    """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
+    has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
 
     ``FILE`` is read and checked with sglang's rules; ``auto`` builds the schedule of
     ``specband schedule --engine sglang`` for ``--algo``/``--models`` and writes it to
@@ -295,7 +298,9 @@ def schedule_for_launch(schedule: str, algo: str, models: Path | None, data: Pat
         path = AUTO_SCHEDULE_FILE
         sch.sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
         write_text_atomic(path, json.dumps(obj, indent=2) + "\n", error=ConfigError)
-        _note(f"--schedule auto: wrote {algo}'s schedule to {path} (tiers {', '.join(map(str, sorted(entries)))})")
+        notes.append(
+            f"--schedule auto: wrote {algo}'s schedule to {path} (tiers {', '.join(map(str, sorted(entries)))})"
+        )
     else:
         path = Path(schedule)
         entries = sch.read_sglang_adaptive_config(path)
