@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError, SpecbandError
+from specband.exitcodes import ExitCode
 from specband.limits import is_int
 
 __all__ = [
@@ -62,9 +63,11 @@ class Check:
 
 
 def exit_status(checks: list[Check]) -> int:
-    """0 when every check is ok, 1 with a warning, 2 with an error."""
+    """0 when every check is ok, 1 with a warning, 2 with an error (:class:`~specband.exitcodes.ExitCode`)."""
     levels = {c.level for c in checks}
-    return 2 if "error" in levels else 1 if "warn" in levels else 0
+    if "error" in levels:
+        return ExitCode.BAD_INPUT
+    return ExitCode.WARNINGS if "warn" in levels else ExitCode.OK
 
 
 def read_model_config(model: str | Path) -> tuple[dict[str, Any], str]:

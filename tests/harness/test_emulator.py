@@ -12,7 +12,7 @@ import pytest
 from tests.harness.conftest import TIME_SCALE, emulator_command, free_port, processes_with
 
 from specband.devices.base import Clock
-from specband.emulator.gpu import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
 from specband.emulator.server import parse_fault, parse_launch_args
 from specband.errors import ConfigError
 from specband.harness.client import fetch_server_info, run_batch

@@ -103,8 +103,8 @@ def test_dry_run_bs4_picks_the_reference_and_state_is_used(run_cli) -> None:  # 
 
 def test_launch_bad_input_is_one_line_exit_2(run_cli) -> None:  # type: ignore[no-untyped-def]
     for args, message in [
-        (["-b", "0"], "--batch-size must be > 0"),
-        (["-b", "4", "--device", "gpu7"], "--device must be auto, nvml or none"),
+        (["-b", "0"], "Invalid value for '--batch-size' / '-b': Input should be greater than or equal to 1"),
+        (["-b", "4", "--device", "gpu7"], "'gpu7' is not one of 'auto', 'nvml', 'none'"),
         (["-b", "4", "--state", "nan", "0", "0"], "--state: TEMP_C must be a number"),
         (["-b", "4", "--state", "50", "0", "500"], "--state: UTIL_PCT must be a number in [0, 100]"),
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
@@ -318,7 +318,7 @@ def test_every_option_is_checked_before_nvml_and_the_error_is_the_only_line(run_
         (["--mem-fraction-static", "nan"], "--mem-fraction-static must be in (0, 1), got nan"),
         (["--mem-fraction-static", "0"], "--mem-fraction-static must be in (0, 1), got 0.0"),
         (["--retry-mem-fraction", "1.2"], "--retry-mem-fraction must be in (0, 1), got 1.2"),
-        (["--gpu-index", "-1"], "--gpu-index must be >= 0, got -1"),
+        (["--gpu-index", "-1"], "Invalid value for '--gpu-index': Input should be greater than or equal to 0"),
         (["--launch-timeout", "0"], "--launch-timeout must be > 0 s, got 0.0"),
         (["--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["--server-command", ""], "--server-command must not be empty"),

@@ -16,7 +16,7 @@ import pytest
 from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
 
 from specband.devices.base import Clock
-from specband.emulator.gpu import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
 from specband.emulator.server import parse_launch_args
 from specband.errors import ConfigError
 from specband.harness.server import (
@@ -136,7 +136,10 @@ def test_launch_schedule_dry_run_and_errors(run_cli, tmp_path):
     }
     for args, message in [
         ([], "--batch-size is required (or --schedule FILE|auto"),
-        (["--schedule", cfg, "--max-running-requests", "0"], "--max-running-requests must be > 0"),
+        (
+            ["--schedule", cfg, "--max-running-requests", "0"],
+            "Invalid value for '--max-running-requests': Input should be greater than or equal to 1",
+        ),
         (["-b", "4", "--max-running-requests", "8"], "--max-running-requests goes with --schedule"),
         (["--schedule", tmp_path / "missing.json"], "cannot read"),
     ]:

@@ -667,6 +667,10 @@ def test_bad_output_paths_are_one_error_line_and_create_nothing(run_cli, tmp_pat
     assert list((tmp_path / "adir").iterdir()) == [] and (tmp_path / "afile").read_text() == "x"
 
 
+#: typer's message for an integer option's ``min`` (the sweep's bounds are typer's own).
+_AT_LEAST = "Input should be greater than or equal to {} (see 'specband sweep --help')"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -677,8 +681,8 @@ def test_bad_output_paths_are_one_error_line_and_create_nothing(run_cli, tmp_pat
         (["--cooldown", "nan"], "error: --cooldown must be a finite number of seconds >= 0, got nan"),
         (["--retry-mem-fraction", "-5"], "error: --retry-mem-fraction must be 0 (no retry) or in (0, 1), got -5.0"),
         (["--retry-mem-fraction", "nan"], "error: --retry-mem-fraction must be 0 (no retry) or in (0, 1), got nan"),
-        (["--repeats", "0"], "error: --repeats must be > 0, got 0"),
-        (["--gpu-index", "-1"], "error: --gpu-index must be >= 0, got -1"),
+        (["--repeats", "0"], "error: Invalid value for '--repeats': " + _AT_LEAST.format(1)),
+        (["--gpu-index", "-1"], "error: Invalid value for '--gpu-index': " + _AT_LEAST.format(0)),
     ],
 )
 def test_bad_numbers_are_refused_before_anything_runs(run_cli, sweep_args, tmp_path, options, message):

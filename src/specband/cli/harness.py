@@ -17,7 +17,8 @@ from typing import Any
 
 import typer
 
-from specband.cli.options import check_batch_size_list, sglang_version_option
+from specband.cli.options import DeviceKind, check_batch_size_list, gpu_index_option, sglang_version_option
+from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV  # constants only
 
 _EMULATOR_HELP = "For the emulator only: "
 
@@ -247,7 +248,7 @@ def register(app: typer.Typer) -> None:
             help="'all', or action indices / triples separated by spaces or ';' (e.g. '0 10 3,2,4').",
             metavar="LIST",
         ),
-        repeats: int = typer.Option(3, "--repeats", help="Full passes over the grid.", metavar="N"),
+        repeats: int = typer.Option(3, "--repeats", min=1, help="Full passes over the grid.", metavar="N"),
         out_text: str = typer.Option("sweep.jsonl", "--out", help="Output JSONL (one row per run).", metavar="FILE"),
         resume: bool = typer.Option(False, "--resume", help="Skip (index, repeat) rows already in --out."),
         one_launch_per_config: bool = typer.Option(
@@ -287,14 +288,14 @@ def register(app: typer.Typer) -> None:
         ),
         server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flag (repeatable).", metavar="ARG"),
         env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the server (repeatable).", metavar="KEY=VALUE"),
-        device_kind: str = typer.Option(
-            "auto",
+        device_kind: DeviceKind = typer.Option(
+            DeviceKind.auto,
             "--device",
             help="auto (the emulator's GPU with `specband emulate`, else NVML, else no telemetry with a warning), "
             "nvml (an error without NVML), zeus, emulated or none.",
             metavar="KIND",
         ),
-        gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
+        gpu_index: int = gpu_index_option(),
         power_limit: float | None = typer.Option(
             None, "--power-limit", help="Power limit in W (finite, > 0) when NVML gives none.", metavar="W"
         ),
@@ -349,9 +350,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
-        from specband.devices import DEVICE_KINDS, open_device
+        from specband.devices import open_device
         from specband.devices.base import Clock, check_power_limit_w
-        from specband.emulator.gpu import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
         from specband.errors import ConfigError
         from specband.harness.pipeline import SweepPlan, grid
         from specband.harness.runner import MeasureSettings
@@ -366,19 +366,13 @@ def register(app: typer.Typer) -> None:
             grid(bs, acts)  # distinct, positive batch sizes and distinct actions
             # every option is checked before any device, model or server is touched
             check_power_limit_w(power_limit)
-            if repeats <= 0:
-                raise ConfigError(f"--repeats must be > 0, got {repeats}")
-            if gpu_index < 0:
-                raise ConfigError(f"--gpu-index must be >= 0, got {gpu_index}")
             if not request_timeout > 0:
                 raise ConfigError(f"--request-timeout must be > 0 s, got {request_timeout}")
             if not (retry_mem_fraction == 0 or 0 < retry_mem_fraction < 1):
                 raise ConfigError(f"--retry-mem-fraction must be 0 (no retry) or in (0, 1), got {retry_mem_fraction}")
             extra_args = split_server_args(server_arg)
             clock = Clock(time_scale)
-            if device_kind not in DEVICE_KINDS:
-                raise ConfigError(f"--device must be one of {', '.join(DEVICE_KINDS)}, got {device_kind!r}")
-            kind = device_kind
+            kind = device_kind.value
             if kind == "auto" and _runs_emulator(server_command):
                 kind = "emulated"
             server_env = _parse_env(env)
@@ -477,20 +471,22 @@ def register(app: typer.Typer) -> None:
         hardware: str | None = typer.Option(
             None,
             "--hardware",
-            help="Performance-model profile (default rtx4060-laptop, $SPECBAND_EMULATOR_HARDWARE).",
+            help="Performance-model profile (default rtx4060-laptop).",
             metavar="PROFILE",
+            envvar=HARDWARE_ENV,
         ),
         perf_model: str | None = typer.Option(
             None,
             "--perf-model",
-            help="calibrated (default) or module:function ($SPECBAND_EMULATOR_MODEL).",
+            help="calibrated (default) or module:function.",
             metavar="MODEL",
+            envvar=MODEL_ENV,
         ),
         state_file: Path | None = typer.Option(
-            None, "--state-file", help="Emulated GPU state file ($SPECBAND_EMULATOR_STATE).", metavar="FILE"
+            None, "--state-file", help="Emulated GPU state file.", metavar="FILE", envvar=STATE_ENV
         ),
         time_scale: float | None = typer.Option(
-            None, "--time-scale", help="Real seconds per emulated second ($SPECBAND_TIME_SCALE).", metavar="X"
+            None, "--time-scale", help="Real seconds per emulated second.", metavar="X", envvar=TIME_SCALE_ENV
         ),
         load_time: float | None = typer.Option(
             None, "--load-time", help="Emulated seconds to load (default 30).", metavar="S"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import typer
 
-from specband.cli.options import sglang_version_option
+from specband.cli.options import IdleStateDevice, gpu_index_option, sglang_version_option
 from specband.limits import MAX_BATCH_SIZE
 
 
@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
             help="Concurrent requests (--max-running-requests and the CUDA-graph batch "
             "size). Required unless --schedule is given.",
             show_default=False,
+            min=1,
             max=MAX_BATCH_SIZE,
             metavar="N",
         ),
@@ -61,6 +62,7 @@ def register(app: typer.Typer) -> None:
             "--max-running-requests",
             help="With --schedule: sglang's --max-running-requests.",
             show_default=False,
+            min=1,
             max=MAX_BATCH_SIZE,
             metavar="N",
         ),
@@ -84,14 +86,14 @@ def register(app: typer.Typer) -> None:
             help="Idle GPU state TEMP_C MEM_MB UTIL_PCT instead of reading it from --device.",
             metavar="TEMP_C MEM_MB UTIL_PCT",
         ),
-        device_kind: str = typer.Option(
-            "auto",
+        device_kind: IdleStateDevice = typer.Option(
+            IdleStateDevice.auto,
             "--device",
             help="Where to read the idle GPU state: auto (NVML, else none with a note), nvml (an error without "
             "NVML) or none.",
             metavar="KIND",
         ),
-        gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
+        gpu_index: int = gpu_index_option(),
         server_command: str = typer.Option(
             "python -m sglang.launch_server", "--server-command", help="The launcher.", metavar="CMD"
         ),
@@ -139,20 +141,12 @@ def register(app: typer.Typer) -> None:
         # 1. every option, before the GPU is read
         if batch_size is None and schedule is None:
             raise ConfigError("--batch-size is required (or --schedule FILE|auto for a server whose batch size moves)")
-        if batch_size is not None and batch_size <= 0:
-            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         if max_running_requests is not None and (schedule is None or batch_size is not None):
             raise ConfigError("--max-running-requests goes with --schedule and without --batch-size (which pins it)")
         if schedule is not None and draft is None:
             raise ConfigError(
                 "--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)"
             )
-        if max_running_requests is not None and max_running_requests <= 0:
-            raise ConfigError(f"--max-running-requests must be > 0, got {max_running_requests}")
-        if device_kind not in ("auto", "nvml", "none"):
-            raise ConfigError(f"--device must be auto, nvml or none, got {device_kind!r}")
-        if gpu_index < 0:
-            raise ConfigError(f"--gpu-index must be >= 0, got {gpu_index}")
         for option, value in (("--mem-fraction-static", mem_fraction), ("--retry-mem-fraction", retry_mem_fraction)):
             if not 0.0 < value < 1.0:
                 raise ConfigError(f"{option} must be in (0, 1), got {value}")
@@ -195,7 +189,7 @@ def register(app: typer.Typer) -> None:
                 from specband.recommend import recommend
 
                 assert batch_size is not None  # checked above: --batch-size or --schedule
-                telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index, notes)
+                telemetry = state if state is not None else _read_idle_state(device_kind.value, gpu_index, notes)
                 result = recommend(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
                 notes += result.notes
                 pick = result.pick

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import typer
@@ -41,3 +42,26 @@ def sglang_version_option() -> Any:  # typer.Option's own return type: the param
         help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
         metavar="X.Y.Z",
     )
+
+
+class DeviceKind(str, enum.Enum):
+    """``--device`` of ``sweep``: :data:`specband.devices.DEVICE_KINDS` (a test holds the two equal)."""
+
+    auto = "auto"
+    nvml = "nvml"
+    zeus = "zeus"
+    emulated = "emulated"
+    none = "none"
+
+
+class IdleStateDevice(str, enum.Enum):
+    """``--device`` of ``launch``: where the idle GPU state is read (no emulator, no Zeus)."""
+
+    auto = "auto"
+    nvml = "nvml"
+    none = "none"
+
+
+def gpu_index_option() -> Any:  # typer.Option's own return type: the parameter's default
+    """``--gpu-index`` (``sweep``, ``launch``): the NVML index of the GPU, >= 0."""
+    return typer.Option(0, "--gpu-index", min=0, help="NVML index of the GPU.", metavar="N")

@@ -39,11 +39,6 @@ from specband.errors import DeviceError
 from specband.fileio import write_text_atomic
 
 __all__ = [
-    "FAULTS_ENV",
-    "HARDWARE_ENV",
-    "MODEL_ENV",
-    "STATE_ENV",
-    "TIME_SCALE_ENV",
     "EmulatedDevice",
     "EmulatedGpu",
     "GpuState",
@@ -51,19 +46,6 @@ __all__ = [
     "pid_alive",
     "reasons_for",
 ]
-
-#: Environment variable naming the emulated GPU's state file.
-STATE_ENV = "SPECBAND_EMULATOR_STATE"
-#: Environment variable with the time scale (real seconds per emulated second).
-TIME_SCALE_ENV = "SPECBAND_TIME_SCALE"
-#: Environment variable with the hardware profile of the emulated GPU.
-HARDWARE_ENV = "SPECBAND_EMULATOR_HARDWARE"
-#: Environment variable with injected emulator faults, ``;``-separated (see
-#: :mod:`specband.emulator.server`).
-FAULTS_ENV = "SPECBAND_EMULATOR_FAULTS"
-#: Environment variable choosing the performance model (``calibrated`` or
-#: ``module:function``; see :mod:`specband.emulator.models`).
-MODEL_ENV = "SPECBAND_EMULATOR_MODEL"
 
 _GPU_IDLE = 0x1
 _SW_POWER_CAP = 0x4

@@ -65,15 +65,8 @@ from pathlib import Path
 from typing import Any
 
 from specband.actions import Action, validate_action
-from specband.emulator.gpu import (
-    FAULTS_ENV,
-    HARDWARE_ENV,
-    MODEL_ENV,
-    STATE_ENV,
-    TIME_SCALE_ENV,
-    EmulatedGpu,
-    reasons_for,
-)
+from specband.emulator.env import FAULTS_ENV
+from specband.emulator.gpu import EmulatedGpu, reasons_for
 from specband.errors import ConfigError, InvalidActionError
 from specband.schedule import AdaptiveController, chain_action
 
@@ -412,25 +405,16 @@ class EmulatorOptions:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EmulatorOptions:
-        """Defaults from ``SPECBAND_*`` environment variables, then ``overrides`` (``None``
-        values are ignored).
+        """``overrides`` (``None`` values are ignored: the defaults stay), plus the faults of
+        :data:`~specband.emulator.env.FAULTS_ENV` (``;``-separated) and sglang's own
+        ``SGLANG_RECORD_STEP_TIME``. (``specband emulate`` reads the other ``SPECBAND_*``
+        variables as its options' defaults: typer's ``envvar``.)
 
         Raises:
-            ConfigError: a malformed environment value.
+            ConfigError: a malformed fault.
         """
         env = os.environ
         values: dict[str, Any] = {}
-        if env.get(HARDWARE_ENV):
-            values["hardware"] = env[HARDWARE_ENV]
-        if env.get(MODEL_ENV):
-            values["model_spec"] = env[MODEL_ENV]
-        if env.get(STATE_ENV):
-            values["state_file"] = env[STATE_ENV]
-        if env.get(TIME_SCALE_ENV):
-            try:
-                values["time_scale"] = float(env[TIME_SCALE_ENV])
-            except ValueError:
-                raise ConfigError(f"{TIME_SCALE_ENV} must be a number, got {env[TIME_SCALE_ENV]!r}") from None
         faults = [parse_fault(f) for f in env.get(FAULTS_ENV, "").split(";") if f.strip()]
         flag = env.get("SGLANG_RECORD_STEP_TIME", "")
         values["record_step_time"] = flag.lower() in ("1", "true", "yes")
