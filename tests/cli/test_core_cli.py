@@ -115,7 +115,7 @@ def test_train_is_reproducible(run_cli, tmp_path: Path) -> None:
     "args, message",
     [
         (["--algo", "dqn"], "unknown algorithm 'dqn'"),
-        (["--features", "post"], "--features must be one of"),
+        (["--features", "post"], "'post' is not one of 'contract', 'pre'"),
         (["--power-limit", "0"], "--power-limit must be a finite number of watts > 0"),
     ],
 )

@@ -6,6 +6,7 @@ default ``lookup_table`` imports neither torch nor scikit-learn.
 
 from __future__ import annotations
 
+import enum
 import json
 import shlex
 import sys
@@ -26,6 +27,15 @@ def _note(message: str) -> None:
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
+
+
+class FeatureChoice(str, enum.Enum):
+    """``--features`` of ``train``: :data:`specband.dataset.FEATURE_KINDS` (a test holds the
+    two equal; declared here, not in ``cli/options.py``, so that a cold ``recommend`` loads
+    no other CLI module)."""
+
+    contract = "contract"
+    pre = "pre"
 
 
 def register(app: typer.Typer) -> None:
@@ -94,8 +104,8 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(
             0, "--seed", help="Training seed (same seed, same artifacts).", min=0, max=MAX_SEED, metavar="N"
         ),
-        features: str = typer.Option(
-            "pre",
+        features: FeatureChoice = typer.Option(
+            FeatureChoice.pre,
             "--features",
             help="Decision state: 'pre' (only what is known before launch: batch size, temperature, "
             "memory used and utilisation of the idle GPU) or 'contract' (the published 4-float state, "
@@ -112,16 +122,12 @@ def register(app: typer.Typer) -> None:
         import time
 
         from specband.artifacts import save_artifacts, validate_algorithms
-        from specband.dataset import FEATURE_KINDS, load_sweep
-        from specband.errors import ConfigError
+        from specband.dataset import load_sweep
+        from specband.devices.base import check_power_limit_w
+        from specband.hub import parse_hub_ref, resolve_data_file
         from specband.picks import pick_table
         from specband.recommend import folder_algorithms
         from specband.training import build_manifest, train_policies
-
-        if features not in FEATURE_KINDS:
-            raise ConfigError(f"--features must be one of {', '.join(FEATURE_KINDS)}, got {features!r}")
-        from specband.devices.base import check_power_limit_w
-        from specband.hub import parse_hub_ref, resolve_data_file
 
         names = validate_algorithms(algo)
         limit_w = check_power_limit_w(power_limit)
@@ -132,7 +138,7 @@ def register(app: typer.Typer) -> None:
         energy_note = sweep.energy_note()
         if energy_note is not None:
             _note(energy_note)
-        training = sweep.training_data(features)
+        training = sweep.training_data(features.value)
         start = time.perf_counter()
         policies = train_policies(training, names, seed=seed)
         elapsed = time.perf_counter() - start
@@ -157,7 +163,7 @@ def register(app: typer.Typer) -> None:
         source = "bundled published measurements" if data is None else str(data)
         typer.echo(
             f"trained {len(names)} algorithm(s) on {source} ({len(training)} training rows, "
-            f"features={features}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
+            f"features={features.value}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
         )
         _print_picks(rows)
         _print_power_label(sweep.rows)
@@ -257,8 +263,6 @@ def register(app: typer.Typer) -> None:
             return
         if batch_size is None:
             raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
-        if batch_size <= 0:
-            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         from specband.recommend import recommend
 
         decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
