@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -174,7 +175,15 @@ class MixPick:
         return float(sum(r.weight * r.regret for r in self.rows))
 
 
-def pick_for_mix(scorer: object, mix: Mapping[int, float]) -> MixPick:
+class Scorer(Protocol):
+    """What :func:`pick_for_mix` asks (:class:`specband.schedule.PolicyScorer`)."""
+
+    def scores_at(self, batch_size: int) -> tuple[int, np.ndarray]:
+        """``(measured batch size used, (19,) estimated reward, NaN: not scored)``."""
+        ...
+
+
+def pick_for_mix(scorer: Scorer, mix: Mapping[int, float]) -> MixPick:
     """The action with the best expected estimated reward over ``mix`` among those scored
     at every batch size of it (ties: the lowest index), with each batch size's own pick.
 
@@ -185,7 +194,7 @@ def pick_for_mix(scorer: object, mix: Mapping[int, float]) -> MixPick:
     Raises:
         ConfigError: no action is scored at every batch size of the mix.
     """
-    rows = [(bs, w, *scorer.scores_at(bs)) for bs, w in sorted(mix.items())]  # type: ignore[attr-defined]
+    rows = [(bs, w, *scorer.scores_at(bs)) for bs, w in sorted(mix.items())]
     matrix = np.vstack([scores for _, _, _, scores in rows])  # (n_bs, 19), NaN: not scored
     weights = np.array([w for _, w, _, _ in rows])
     common = [a for a in range(NUM_ACTIONS) if not np.isnan(matrix[:, a]).any()]

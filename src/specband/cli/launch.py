@@ -234,7 +234,7 @@ def register(app: typer.Typer) -> None:
         server = None
         with interrupts_as_keyboard_interrupt():  # SIGTERM too; never inside an import or the server's start
             try:
-                outcome = launch_with_retry(settings, Clock(), action, batch_size, log)  # type: ignore[arg-type]
+                outcome = launch_with_retry(settings, Clock(), action, batch_size, log)
                 server = outcome.server
                 retried = (
                     f" (retried at --mem-fraction-static {outcome.retry_mem_fraction:g})"

@@ -213,7 +213,11 @@ def recommend_batch_mix(
         raise ConfigError("--batch-mix and --batch-mix-from are alternatives; give one")
     if batch_size is not None:
         raise ConfigError("--batch-size is for one batch size; a mix takes --batch-mix or --batch-mix-from alone")
-    mix = parse_batch_mix(batch_mix) if batch_mix is not None else read_running_requests(batch_mix_from)  # type: ignore[arg-type]
+    if batch_mix is not None:
+        mix = parse_batch_mix(batch_mix)
+    else:
+        assert batch_mix_from is not None  # recommend calls this with one of the two
+        mix = read_running_requests(batch_mix_from)
     scorer = dataclasses.replace(load_scorer(algo, models, data), telemetry=state)
     pick = pick_for_mix(scorer, mix)
     action = ACTIONS[pick.index]

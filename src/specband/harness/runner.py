@@ -183,7 +183,7 @@ class RetriedLaunchError(LaunchError):
 
 
 def _start(
-    settings: MeasureSettings, clock: Clock, action: Action, max_bs: int, mem: float, log_path: Path
+    settings: MeasureSettings, clock: Clock, action: Action, max_bs: int | None, mem: float, log_path: Path
 ) -> tuple[ServerProcess, float]:
     command = build_launch_command(settings.server, action, max_bs, mem)
     server = ServerProcess(
@@ -206,9 +206,12 @@ def _start(
 
 
 def launch_with_retry(
-    settings: MeasureSettings, clock: Clock, action: tuple[int, int, int], max_bs: int, log_path: Path
+    settings: MeasureSettings, clock: Clock, action: tuple[int, int, int], max_bs: int | None, log_path: Path
 ) -> LaunchOutcome:
     """Launch a healthy server; after a failed launch, retry once at ``retry_mem_fraction``.
+
+    ``max_bs`` pins ``--cuda-graph-max-bs`` and ``--max-running-requests``; ``None`` leaves
+    them to sglang (a server whose batch size moves, ``launch --schedule``).
 
     Raises:
         RetriedLaunchError: both launches failed (or the only one, without a retry).

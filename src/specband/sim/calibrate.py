@@ -489,8 +489,9 @@ def calibration_report(
     ranking: dict[int, tuple[tuple[Action, ...], tuple[Action, ...]]] = {}
     for bs in sorted({c.batch_size for c in comparisons if c.fitted}):
         rows = [c for c in comparisons if c.fitted and c.batch_size == bs and c.reward_measured is not None]
-        measured = tuple(c.action for c in sorted(rows, key=lambda c: -c.reward_measured))  # type: ignore[operator]
-        predicted = tuple(c.action for c in sorted(rows, key=lambda c: -c.reward_predicted))  # type: ignore[operator]
+        # rows with a measured reward have a predicted one (both are None on baseline rows only)
+        measured = tuple(c.action for c in sorted(rows, key=lambda c: c.reward_measured or 0.0, reverse=True))
+        predicted = tuple(c.action for c in sorted(rows, key=lambda c: c.reward_predicted or 0.0, reverse=True))
         ranking[bs] = (measured, predicted)
     speed_ranking: dict[int, tuple[tuple[Action, ...], tuple[Action, ...]]] = {}
     for bs in sorted({c.batch_size for c in comparisons if c.fitted}):
