@@ -77,13 +77,16 @@ def _run(args: list[str]) -> Any:
     command = args[0] if args else None
     app = build_app(command)
     if command in FAST_COMMANDS:
+        from typer.core import TyperGroup
         from typer.main import get_command
 
         from specband.cli.plain_options import parse_plain
 
-        click_command = get_command(app).commands[command]  # type: ignore[attr-defined]
+        group = get_command(app)
+        assert isinstance(group, TyperGroup)  # an app of several commands
+        click_command = group.commands[command]
         values = parse_plain(click_command, args[1:])
-        if values is not None:
+        if values is not None and click_command.callback is not None:
             return click_command.callback(**values)
     return app(args=args, prog_name="specband", standalone_mode=False)
 
