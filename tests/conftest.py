@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,6 +22,28 @@ os.environ.setdefault("SPECBAND_EMULATOR_SGLANG_PARSER", "0")
 from specband.dataset import bundled_data_path
 
 PUBLISHED_DATA = bundled_data_path()
+
+
+#: Set by ``.ci/run``, which installs sglang (and transformers/tokenizers with it): a test
+#: needing one of them then fails instead of skipping when it is missing.
+REQUIRE_SGLANG_ENV = "SPECBAND_REQUIRE_SGLANG"
+
+
+def import_or_skip(name: str, hint: str = "see README 'Test'") -> ModuleType:
+    """``name`` imported; without it the test skips, or fails under
+    ``SPECBAND_REQUIRE_SGLANG=1`` (CI installs sglang, transformers and tokenizers)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if os.environ.get(REQUIRE_SGLANG_ENV) == "1":
+            pytest.fail(f"{REQUIRE_SGLANG_ENV}=1 but {name} is not installed (see README 'Test')")
+        pytest.skip(f"{name} is not installed ({hint})")
+
+
+@pytest.fixture(scope="session")
+def require_module() -> Callable[..., ModuleType]:
+    """:func:`import_or_skip`, for test modules (which cannot import this conftest)."""
+    return import_or_skip
 
 
 @pytest.fixture(autouse=True)

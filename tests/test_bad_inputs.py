@@ -185,7 +185,9 @@ def test_a_file_over_the_size_bound_is_refused_before_reading(tmp_path: Path) ->
     huge = tmp_path / "huge.jsonl"
     with huge.open("wb") as fh:
         fh.truncate((1 << 30) + 1)  # sparse: no disk used
-    with pytest.raises(DataError, match=r"huge.jsonl: 1073741825 bytes: larger than the 1024 MiB a sweep file may"):
+    with pytest.raises(
+        DataError, match=r"huge.jsonl: too large \(1073741825 bytes; a JSONL file may have at most 1024 MiB\)"
+    ):
         load_sweep(huge)
 
 

@@ -21,6 +21,8 @@ import numpy as np
 
 from specband.actions import NUM_ACTIONS
 from specband.errors import ConfigError
+from specband.fileio import read_text_bounded
+from specband.limits import MAX_CONFIG_FILE_BYTES
 
 __all__ = [
     "RUNNING_REQS_METRIC",
@@ -85,7 +87,7 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text_bounded(path, limit=MAX_CONFIG_FILE_BYTES, kind="Prometheus metrics file", error=ConfigError)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--batch-mix-from {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     counts: dict[int, float] = {}

@@ -197,16 +197,46 @@ def config_checks(
 
 
 def _sglang_check() -> Check:
+    """The installed sglang's version and the flag spellings specband emits for it
+    (:func:`specband.harness.sglang_flags.flag_for`): ``warn`` for a version outside
+    ``OLDEST_VERSION``..``NEWEST_VERSION``, ``error`` when sglang is not installed."""
     from importlib import metadata
-
-    from specband.actions import ACTIONS, REFERENCE_INDEX, sglang_cli_args
 
     try:
         version = metadata.version("sglang")
     except metadata.PackageNotFoundError:
         return Check("sglang", "error", "sglang is not installed", "pip install sglang (on the GPU machine)")
+    return sglang_version_check(version)
+
+
+def sglang_version_check(version: str) -> Check:
+    """The ``sglang`` check for sglang ``version`` (see :func:`_sglang_check`)."""
+    from specband.actions import ACTIONS, REFERENCE_INDEX, sglang_cli_args
+    from specband.harness.sglang_flags import (
+        FLAG_SPELLINGS,
+        NEWEST_VERSION,
+        OLDEST_VERSION,
+        flag_for,
+        parse_version,
+    )
+
+    supported = f"supported: {OLDEST_VERSION} .. {NEWEST_VERSION}"
+    try:
+        parsed = parse_version(version, option="sglang")
+    except ConfigError as exc:
+        return Check("sglang", "warn", str(exc), f"install an sglang release in {OLDEST_VERSION} .. {NEWEST_VERSION}")
     flags = " ".join(sglang_cli_args(ACTIONS[REFERENCE_INDEX]))
-    return Check("sglang", "ok", f"sglang {version}; specband emits: {flags}")
+    spelled = ", ".join(flag_for(field, parsed) for field in FLAG_SPELLINGS)
+    message = f"sglang {version}; specband emits: {flags}; version-dependent spellings: {spelled}"
+    newest = parse_version(NEWEST_VERSION)
+    if parsed > newest:
+        return Check(
+            "sglang",
+            "warn",
+            f"{message}; newer than {NEWEST_VERSION} ({supported}): the {NEWEST_VERSION} spellings are assumed",
+            f"check the launch lines, or install sglang {NEWEST_VERSION}",
+        )
+    return Check("sglang", "ok", message)
 
 
 def _flashinfer_check() -> Check:

@@ -1,4 +1,16 @@
-"""All-or-nothing file writes, shared by every part of specband that writes a file whole.
+"""All-or-nothing file writes, and the one bounded reader of a file a user names.
+
+Reads: :func:`read_bytes_bounded` / :func:`read_text_bounded` read every file a user names
+(sweep and bench files, prompts, configs, profiles, schedules, metrics, a model folder's
+JSON). The path is ``stat``-ed before it is opened, so a FIFO never blocks and a device
+(``/dev/zero``) is never read: anything but a regular file is refused, and so is a file
+over the caller's bound (one per kind of file, each with its basis, in
+:mod:`specband.limits`). The file is then opened non-blocking and checked again with
+``fstat`` (a file swapped in between is refused too), and at most ``limit + 1`` bytes
+are read (a file that grew is refused). A folder or a missing file raises the ``OSError``
+the caller already handles (``IsADirectoryError``, ``FileNotFoundError``).
+
+Writes:
 
 A reader of the target path sees either the old file or the complete new one, never half
 a file: the content goes to a temporary file ``.<name>.<random>.tmp`` in the target's
@@ -24,13 +36,20 @@ import contextlib
 import errno
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from specband.errors import SpecbandError
+from specband.errors import DataError, SpecbandError
 
-__all__ = ["write_bytes_atomic", "write_jsonl_atomic", "write_text_atomic"]
+__all__ = [
+    "read_bytes_bounded",
+    "read_text_bounded",
+    "write_bytes_atomic",
+    "write_jsonl_atomic",
+    "write_text_atomic",
+]
 
 #: Attempts at an unused temporary name before giving up (each name has 48 random bits).
 _NAME_ATTEMPTS = 100
@@ -178,3 +197,66 @@ def write_jsonl_atomic(
             fh.write(line.encode("utf-8") + b"\n")
 
     return _write_atomic(out, fill, error=error, fsync=fsync, make_parents=make_parents, check=check)
+
+
+def _refuse(path: str, info: os.stat_result, limit: int, kind: str, error: type[SpecbandError]) -> None:
+    """Raise unless ``info`` is a regular file of at most ``limit`` bytes (a folder raises
+    ``IsADirectoryError``, which every caller reports as it did before)."""
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat.S_ISREG(info.st_mode):
+        raise _read_error(error, path, f"not a regular file (a device, FIFO or socket); give a {kind}")
+    if info.st_size > limit:
+        raise _read_error(error, path, f"too large ({info.st_size} bytes; a {kind} may have at most {_size(limit)})")
+
+
+def _read_error(error: type[SpecbandError], path: str, reason: str) -> SpecbandError:
+    """``error`` with the message ``"<path>: <reason>"`` (a :class:`DataError` is given
+    the path as its own field, which prints the same)."""
+    return error(reason, path=path) if issubclass(error, DataError) else error(f"{path}: {reason}")
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes} bytes"
+
+
+def read_bytes_bounded(
+    path: str | os.PathLike[str], *, limit: int, kind: str, error: type[SpecbandError] = SpecbandError
+) -> bytes:
+    """The bytes of the regular file ``path``, read only when it holds at most ``limit``
+    bytes (see the module docstring).
+
+    Args:
+        path: the file a user named.
+        limit: the largest size accepted, bytes (a bound of :mod:`specband.limits`).
+        kind: what the file is, for the message (``"JSON config file"``).
+        error: the :class:`SpecbandError` subclass raised.
+
+    Raises:
+        error: ``"<path>: not a regular file (a device, FIFO or socket); give a <kind>"``
+            or ``"<path>: too large (<n> bytes; a <kind> may have at most <limit>)"``.
+        OSError: missing (``FileNotFoundError``), a folder (``IsADirectoryError``),
+            unreadable: the caller reports it as before.
+    """
+    name = os.fspath(path)
+    _refuse(name, os.stat(name), limit, kind, error)
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        _refuse(name, os.fstat(fd), limit, kind, error)
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise _read_error(error, name, f"too large (over {_size(limit)}, the most a {kind} may have)")
+    return data
+
+
+def read_text_bounded(
+    path: str | os.PathLike[str],
+    *,
+    limit: int,
+    kind: str,
+    error: type[SpecbandError] = SpecbandError,
+    encoding: str = "utf-8",
+) -> str:
+    """:func:`read_bytes_bounded` decoded with ``encoding``; raises as it does, and
+    ``UnicodeDecodeError`` for bytes that are not ``encoding``."""
+    return read_bytes_bounded(path, limit=limit, kind=kind, error=error).decode(encoding)

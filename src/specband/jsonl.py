@@ -7,11 +7,11 @@ Only the standard library is imported (cold commands stay fast).
 from __future__ import annotations
 
 import json
-import stat
 from pathlib import Path
 from typing import Any
 
 from specband.errors import DataError
+from specband.fileio import read_text_bounded
 from specband.limits import MAX_DATA_FILE_BYTES
 
 __all__ = ["parse_jsonl", "read_jsonl"]
@@ -55,11 +55,8 @@ def read_jsonl(path: str | Path, *, objects: bool = False) -> list[tuple[int, An
             a line as :func:`parse_jsonl`.
     """
     p = Path(path)
-    problem = _not_a_data_file(p)
-    if problem is not None:
-        raise DataError(problem, path=p)
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = read_text_bounded(p, limit=MAX_DATA_FILE_BYTES, kind="JSONL file", error=DataError, encoding="utf-8-sig")
     except FileNotFoundError:
         raise DataError("no such file", path=p) from None
     except IsADirectoryError:
@@ -72,18 +69,3 @@ def read_jsonl(path: str | Path, *, objects: bool = False) -> list[tuple[int, An
     if not numbered:
         raise DataError("file is empty: no JSON rows", path=p)
     return numbered
-
-
-def _not_a_data_file(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a data file (a device, FIFO or socket, or a file over
-    :data:`~specband.limits.MAX_DATA_FILE_BYTES`), or ``None`` (missing files and folders
-    are reported by the read that follows)."""
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    if stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_size <= MAX_DATA_FILE_BYTES):
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file (a device, FIFO or socket); give a JSONL file"
-    return f"{info.st_size} bytes: larger than the {MAX_DATA_FILE_BYTES >> 20} MiB a sweep file may have"

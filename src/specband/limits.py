@@ -59,6 +59,15 @@ STATE_FIELD_RANGES: dict[str, tuple[float, float, str]] = {
 #: read whole into memory, so a larger one (or ``/dev/zero``) is refused before reading.
 MAX_DATA_FILE_BYTES = 1 << 30
 
+#: Largest config-like file read (a model folder's ``config.json``, a hardware profile, an
+#: adaptive schedule, a Prometheus ``/metrics`` scrape, an artifact's JSON, an AIC
+#: reference): 64 MiB. Basis: these files are KB (a ``config.json`` 1-10 KB, an sglang
+#: ``/metrics`` scrape tens of KB, a ``tokenizer_config.json`` with its chat template a few
+#: hundred KB); 64 MiB leaves two orders of magnitude of margin, and the file is parsed
+#: whole in memory. Data files (sweep rows, bench output, prompts) have
+#: :data:`MAX_DATA_FILE_BYTES`.
+MAX_CONFIG_FILE_BYTES = 64 << 20
+
 
 def out_of_range(value: float, low: float, high: float) -> str | None:
     """Why ``value`` is not a finite number in ``[low, high]``, or ``None`` when it is.

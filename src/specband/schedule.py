@@ -50,7 +50,8 @@ import numpy as np
 
 from specband.actions import ACTIONS, NUM_ACTIONS, Action
 from specband.errors import ConfigError
-from specband.limits import is_int
+from specband.fileio import read_text_bounded
+from specband.limits import MAX_CONFIG_FILE_BYTES, is_int
 
 __all__ = [
     "CHAIN_INDICES",
@@ -413,7 +414,7 @@ def read_sglang_adaptive_config(path: str | Path | None) -> dict[int, dict[str, 
     if path is None:
         return check_sglang_adaptive_config(SGLANG_DEFAULT_ADAPTIVE_CONFIG, "sglang default adaptive config")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text_bounded(path, limit=MAX_CONFIG_FILE_BYTES, kind="JSON schedule file", error=ConfigError)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     try:

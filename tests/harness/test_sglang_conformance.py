@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,15 +108,10 @@ class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 @pytest.fixture(scope="module")
-def sglang() -> Iterator[Any]:
-    """``sglang.srt.server_args`` (imported once), or a skip / failure without sglang; the
-    torchvision placeholder is removed again after this module's tests."""
-    try:
-        import sglang as sglang_pkg
-    except ImportError:
-        if os.environ.get("SPECBAND_REQUIRE_SGLANG") == "1":
-            pytest.fail("SPECBAND_REQUIRE_SGLANG=1 but sglang is not installed (see README 'Test')")
-        pytest.skip("sglang is not installed (pip install --no-deps sglang==0.5.23; see README 'Test')")
+def sglang(require_module: Callable[..., Any]) -> Iterator[Any]:
+    """``sglang.srt.server_args`` (imported once), or a skip / failure without sglang
+    (``require_module``); the torchvision placeholder is removed again after this module's tests."""
+    sglang_pkg = require_module("sglang", "pip install --no-deps sglang==0.5.23; see README 'Test'")
     os.environ.setdefault("SGLANG_LOG_LEVEL", "error")
     stub = None
     if importlib.util.find_spec("torchvision") is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,11 @@ TEMPLATE = (
 
 
 @pytest.fixture
-def chat_target(tmp_path: Path) -> Path:
-    """A target folder holding a tiny tokenizer with a chat template (built offline)."""
+def chat_target(tmp_path: Path, require_module: Any) -> Path:
+    """A target folder holding a tiny tokenizer with a chat template (built offline); needs
+    transformers and tokenizers (installed with sglang: a skip without them, a failure in CI)."""
+    require_module("tokenizers")
+    require_module("transformers")
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast

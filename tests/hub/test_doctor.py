@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from specband.doctor import Check, check_pair_before_launch, config_checks, environment_checks, exit_status
+from specband.doctor import (
+    Check,
+    check_pair_before_launch,
+    config_checks,
+    environment_checks,
+    exit_status,
+    sglang_version_check,
+)
 from specband.errors import ConfigError, DeviceError
 from specband.sim.hfconfig import bundled_model_config_path, load_model_spec, rope_settings
 
@@ -159,8 +166,15 @@ def test_environment_checks() -> None:
     from importlib import metadata
 
     checks = by_name(environment_checks(lambda: _FakeDevice("counter", 80.0)))
-    assert checks["sglang"].level == "ok" and f"sglang {metadata.version('sglang')}" in checks["sglang"].message
-    assert "--speculative-num-draft-tokens 8" in checks["sglang"].message
+    try:
+        version = metadata.version("sglang")
+    except metadata.PackageNotFoundError:  # the README's set-up installs no sglang
+        assert checks["sglang"].level == "error" and checks["sglang"].message == "sglang is not installed"
+        assert checks["sglang"].fix == "pip install sglang (on the GPU machine)"
+    else:
+        assert checks["sglang"] == sglang_version_check(version)
+        assert f"sglang {version}" in checks["sglang"].message
+        assert "--speculative-num-draft-tokens 8" in checks["sglang"].message
     assert checks["nvml"].message == "NVML sees Fake GPU"
     assert checks["energy"].level == "ok" and checks["power-limit"].message == "80 W (enforced)"
     checks = by_name(environment_checks(lambda: _FakeDevice("power_integration", None)))
@@ -286,3 +300,28 @@ def test_simulate_reads_the_rope_parameters_layout(target, draft) -> None:
     from specband.sim.hfconfig import rope_mismatch
 
     assert rope_mismatch(new_t, new_d) is not None and rope_mismatch(new_t, classic_d) is None
+
+
+@pytest.mark.parametrize(
+    ("version", "level", "spelling"),
+    [
+        ("0.5.23", "ok", "--cuda-graph-max-bs-decode"),
+        ("0.5.14", "ok", "--cuda-graph-max-bs-decode"),
+        ("0.5.13", "ok", "--cuda-graph-max-bs"),
+        ("0.5.4", "ok", "--cuda-graph-max-bs"),
+        ("0.6.0", "warn", "--cuda-graph-max-bs-decode"),
+    ],
+)
+def test_the_sglang_check_prints_the_spellings_of_its_version(version: str, level: str, spelling: str) -> None:
+    check = sglang_version_check(version)
+    assert check.level == level
+    assert check.message.startswith(f"sglang {version}; specband emits: --speculative-algorithm EAGLE3")
+    assert check.message.split("; ")[2] == f"version-dependent spellings: {spelling}"
+    if level == "warn":
+        assert "newer than 0.5.23 (supported: 0.5.4 .. 0.5.23)" in check.message
+
+
+def test_the_sglang_check_warns_for_a_release_older_than_supported() -> None:
+    check = sglang_version_check("0.4.9")
+    assert check.level == "warn"
+    assert check.message == "sglang 0.4.9: sglang releases before 0.5.4 are not supported (supported: 0.5.4 .. 0.5.23)"

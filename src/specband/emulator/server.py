@@ -68,6 +68,8 @@ from specband.actions import Action, validate_action
 from specband.emulator.env import FAULTS_ENV
 from specband.emulator.gpu import EmulatedGpu, reasons_for
 from specband.errors import ConfigError, InvalidActionError
+from specband.fileio import read_text_bounded
+from specband.limits import MAX_CONFIG_FILE_BYTES
 from specband.schedule import AdaptiveController, chain_action
 
 __all__ = [
@@ -253,7 +255,9 @@ def _model_default_triple(model_path: str) -> tuple[int, int, int]:
     ``arg_groups/speculative_hook.py`` ``_auto_choose_speculative_params``). A target
     folder without a readable ``config.json`` counts as not Llama."""
     try:
-        config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
+        config = json.loads(
+            read_text_bounded(Path(model_path) / "config.json", limit=MAX_CONFIG_FILE_BYTES, kind="model config file")
+        )
         arch = (config.get("architectures") or [None])[0]
     except (OSError, ValueError, AttributeError, IndexError):
         arch = None

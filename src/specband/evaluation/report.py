@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from specband.actions import ACTIONS, REFERENCE_INDEX
-from specband.errors import ConfigError
+from specband.errors import ConfigError, SpecbandError
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult, PickSummary
 from specband.evaluation.ope import ESTIMATORS, Interval
+from specband.fileio import read_text_bounded
+from specband.limits import MAX_CONFIG_FILE_BYTES
 
 __all__ = [
     "FIGURES",
@@ -742,9 +744,10 @@ def is_report_dir(path: str | Path) -> bool:
     ``evaluation.json`` whose ``schema`` is a ``specband.evaluate/<version>`` layout
     (:data:`JSON_SCHEMA`). Never raises; an unreadable folder or file gives ``False``."""
     try:
-        with open(Path(path) / "evaluation.json", encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError):
+        doc = json.loads(
+            read_text_bounded(Path(path) / "evaluation.json", limit=MAX_CONFIG_FILE_BYTES, kind="JSON file")
+        )
+    except (OSError, ValueError, SpecbandError):
         return False
     schema = doc.get("schema") if isinstance(doc, dict) else None
     return isinstance(schema, str) and schema.partition("/")[0] == JSON_SCHEMA.partition("/")[0]

@@ -52,7 +52,7 @@ from typing import Any
 from specband.actions import ACTIONS, Action
 from specband.devices.base import Clock, GpuDevice
 from specband.errors import ConfigError, DataError, HarnessError
-from specband.fileio import write_bytes_atomic
+from specband.fileio import read_bytes_bounded, write_bytes_atomic
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.pipeline import (
     DEFAULT_BATCH_SIZES,
@@ -68,6 +68,7 @@ from specband.harness.pipeline import (
 from specband.harness.runner import MeasureSettings
 from specband.harness.server import wait_port_free
 from specband.jsonl import parse_jsonl
+from specband.limits import MAX_DATA_FILE_BYTES
 
 __all__ = [
     "RowWriter",
@@ -109,7 +110,7 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], bytes | None]:
         DataError, HarnessError: as :func:`read_rows_for_resume` (cannot read).
     """
     try:
-        data = path.read_bytes()
+        data = read_bytes_bounded(path, limit=MAX_DATA_FILE_BYTES, kind="sweep file", error=HarnessError)
     except FileNotFoundError:
         return [], None
     except OSError as exc:  # a folder, no permission, ...

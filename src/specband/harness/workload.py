@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError, DataError
+from specband.fileio import read_text_bounded
 from specband.jsonl import parse_jsonl
+from specband.limits import MAX_DATA_FILE_BYTES
 
 __all__ = ["Workload", "load_prompts"]
 
@@ -59,7 +61,7 @@ def load_prompts(path: Path, target: str) -> Workload:
             and field), or no prompt at all.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text_bounded(path, limit=MAX_DATA_FILE_BYTES, kind="prompts file", error=ConfigError)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--prompts {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     stripped = text.lstrip()

@@ -14,6 +14,8 @@ from typing import Any
 
 from specband import fileio
 from specband.errors import ArtifactError
+from specband.fileio import read_text_bounded
+from specband.limits import MAX_CONFIG_FILE_BYTES
 
 __all__ = [
     "SIDECAR_FILE",
@@ -73,7 +75,7 @@ def read_json(path: str | Path) -> Any:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text_bounded(p, limit=MAX_CONFIG_FILE_BYTES, kind="JSON file", error=ArtifactError)
     except FileNotFoundError:
         raise ArtifactError(f"{p}: no such file") from None
     except IsADirectoryError:

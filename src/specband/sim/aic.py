@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 
 from specband.errors import ConfigError
+from specband.fileio import read_text_bounded
+from specband.limits import MAX_CONFIG_FILE_BYTES
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import HardwareProfile, load_profile
 
@@ -175,7 +177,7 @@ def load_aic_reference(path: str | Path | None = None) -> AicReferenceData:
     """
     file = _reference_path() if path is None else Path(path)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(file, limit=MAX_CONFIG_FILE_BYTES, kind="JSON file", error=ConfigError))
     except FileNotFoundError:
         raise ConfigError(f"{file}: no such AIC reference file") from None
     except (OSError, ValueError) as exc:

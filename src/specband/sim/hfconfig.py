@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError
-from specband.limits import is_finite_number, is_int
+from specband.fileio import read_text_bounded
+from specband.limits import MAX_CONFIG_FILE_BYTES, is_finite_number, is_int
 
 __all__ = [
     "BUNDLED_DRAFT_CONFIG",
@@ -306,7 +307,9 @@ def read_model_config(config: str | Path) -> tuple[dict[str, Any], str]:
 
         path = resolve_config_file(config)  # a folder's config.json, or a hub id's
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(
+            read_text_bounded(path, limit=MAX_CONFIG_FILE_BYTES, kind="model config file", error=ConfigError)
+        )
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: no such model config file (bundled configs: {', '.join(bundled_model_configs())})"

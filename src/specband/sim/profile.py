@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError
-from specband.limits import is_finite_number, is_int
+from specband.fileio import read_bytes_bounded
+from specband.limits import MAX_CONFIG_FILE_BYTES, is_finite_number, is_int
 from specband.sim.accept import AcceptParams
 
 __all__ = [
@@ -239,7 +240,7 @@ def builtin_profiles() -> list[str]:
 
 def _read_mapping(path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes()
+        raw = read_bytes_bounded(path, limit=MAX_CONFIG_FILE_BYTES, kind="profile file", error=ConfigError)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such profile file") from None
     except OSError as exc:
