@@ -44,14 +44,18 @@ def test_the_reader_refuses_a_device_a_fifo_and_a_file_over_the_bound(tmp_path: 
         read_bytes_bounded(tmp_path, limit=10, kind="X")
 
 
+NO_SGLANG = ("--server-command", "/bin/sh -c true")
+
+
 def _cases(bad: str) -> list[tuple[str, ...]]:
     return [
         ("recommend", "--batch-mix-from", bad),
         ("simulate", "--target-config", bad, "--out", "{out}"),
         ("simulate", "--profile", bad, "--out", "{out}"),
         ("import-bench", bad, "--out", "{out}"),
-        ("sweep", "--target", "m", "--draft", "d", "--prompts", bad, "--out", "{out}", "--dry-run"),
-        ("launch", "--target", "m", "--draft", "d", "--schedule", bad, "--dry-run", "--device", "none"),
+        # sglang not found in /bin/sh: its warning must not come before the error
+        ("sweep", "--target", "m", "--draft", "d", "--prompts", bad, "--out", "{out}", "--dry-run", *NO_SGLANG),
+        ("launch", "--target", "m", "--draft", "d", "--schedule", bad, "--dry-run", "--device", "none", *NO_SGLANG),
     ]
 
 

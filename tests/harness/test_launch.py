@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import selectors
@@ -245,11 +246,14 @@ def test_an_unwritable_log_is_one_error_line_before_anything_runs(run_cli, tmp_p
     (tmp_path / "afile").write_text("")
     (tmp_path / "adir").mkdir()
     server_command = emulator_command("--time-scale", str(TIME_SCALE))
-    for log, reason in [
-        (tmp_path / "adir", "Is a directory"),
-        (tmp_path / "afile" / "s.log", "Not a directory"),
-        (Path("/proc/specband.log"), ""),
-    ]:
+    for (log, reason), dry_run in itertools.product(
+        [
+            (tmp_path / "adir", "Is a directory"),
+            (tmp_path / "afile" / "s.log", "Not a directory"),
+            (Path("/proc/specband.log"), ""),
+        ],
+        ([], ["--dry-run"]),  # a dry run checks --log too, and creates nothing
+    ):
         res = run_cli(
             "launch",
             "--target",
@@ -266,6 +270,7 @@ def test_an_unwritable_log_is_one_error_line_before_anything_runs(run_cli, tmp_p
             server_command,
             "--log",
             log,
+            *dry_run,
         )
         assert res.exit_code == 2
         assert one_error_line(res.stderr).startswith(f"error: --log {log}: cannot write ({reason}"), res.stderr
@@ -294,10 +299,10 @@ def test_a_server_command_that_cannot_run_is_one_error_line(run_cli, tmp_path, p
     )
     assert res.exit_code == 2
     assert one_error_line(res.stderr) == (
-        "error: --server-command cannot be run: cannot execute '/nonexistent/sglang': No such file or directory "
-        "(exit 127)"
+        "error: --server-command cannot be run: cannot execute '/nonexistent/sglang': not an executable file "
+        "(nor one on PATH)"
     )
-    assert log.read_text().count("=== specband launch") == 1  # not retried
+    assert not log.exists()  # refused with the other options: nothing launched, nothing written
 
 
 def _nvml_must_not_be_probed(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -338,7 +343,13 @@ def test_a_speculative_pick_without_draft_is_the_only_line(run_cli, tmp_path, mo
 
     monkeypatch.setattr(pynvml, "nvmlInit", no_nvml)
     log = tmp_path / "server.log"
-    for extra in (["--device", "auto"], ["--device", "auto", "--dry-run"], ["--state", "55", "900", "3"]):
+    no_sglang = ["--server-command", "/bin/sh -c true"]  # sglang not found: the warning waits too
+    for extra in (
+        ["--device", "auto"],
+        ["--device", "auto", "--dry-run"],
+        ["--state", "55", "900", "3"],
+        ["--device", "auto", "--dry-run", *no_sglang],
+    ):
         res = run_cli("launch", "--target", "m", "-b", "4", "--log", log, *extra)
         assert res.exit_code == 2
         # the NVML note and the pick note are not printed: the error is the only line
@@ -384,3 +395,16 @@ def test_help_gives_the_default_models_folder_as_recommend_uses_it(run_cli) -> N
         "trained on the bundled published measurements" in text
     ), text
     assert "default: the embedded policy" not in text
+
+
+def test_without_sglang_a_good_dry_run_warns_after_the_checks(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = run_cli(
+        "launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--dry-run",
+        "--server-command", "/bin/sh -c true", "--log", tmp_path / "s.log",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.splitlines()[0] == (
+        "warning: cannot find sglang in --server-command's interpreter; spelling flags for sglang "
+        f"{NEWEST_VERSION} (pass --sglang-version)"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -126,14 +126,19 @@ def test_launch_schedule_dry_run_and_errors(run_cli, tmp_path):
         "launch", "--target", "m", "--draft", "d", "--schedule", cfg, "--max-running-requests", "48", "--dry-run"
     )
     assert res.exit_code == 0 and "--max-running-requests 48" in res.stdout and "--cuda-graph-max-bs" not in res.stdout
+    Path("specband-schedule.json").write_text("a user's file")
     res = run_cli("launch", "--target", "m", "--draft", "d", "--schedule", "auto", "--dry-run")
     assert res.exit_code == 0, res.stderr
-    assert json.loads(Path("specband-schedule.json").read_text()) == {
+    (note,) = [line for line in res.stderr.splitlines() if line.startswith("note: --schedule auto")]
+    assert json.loads(note.split("schedule ", 2)[2].partition(" (tiers")[0]) == {
         "1": {"candidate_steps": [0]},
         "3": {"candidate_steps": [3]},
         "6": {"candidate_steps": [1]},
         "12": {"candidate_steps": [0]},
     }
+    assert "--speculative-adaptive-config specband-server.log.schedule-XXXXXXXX.json" in res.stdout
+    assert sorted(p.name for p in Path().iterdir()) == ["specband-schedule.json"]  # a dry run writes nothing
+    assert Path("specband-schedule.json").read_text() == "a user's file"
     for args, message in [
         ([], "--batch-size is required (or --schedule FILE|auto"),
         (

@@ -705,7 +705,7 @@ def test_bad_numbers_are_refused_before_anything_runs(run_cli, sweep_args, tmp_p
         (
             "/nonexistent/sglang",
             "error: --server-command cannot be run: cannot execute '/nonexistent/sglang': "
-            "No such file or directory (exit 127)",
+            "not an executable file (nor one on PATH)",
         ),
         ("sh -c specband_no_such_command", "error: --server-command cannot be run: "),
         ("python -m specband_no_such_module", "error: --server-command cannot be run: "),

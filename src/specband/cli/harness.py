@@ -138,22 +138,32 @@ def _parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def _sglang_version(given: str | None, server_command: str, server_env: dict[str, str]) -> tuple[str, str]:
-    """``(version, source)`` of the sglang the flags are spelt for, with a warning when
-    it had to be assumed (sglang not found in --server-command's interpreter)."""
+def _sglang_version(given: str | None, server_command: str, server_env: dict[str, str]) -> tuple[str, str, str | None]:
+    """``(version, source, warning)`` of the sglang the flags are spelt for; ``warning`` is
+    the line to print when the version had to be assumed (sglang not found in
+    --server-command's interpreter), else ``None``. The caller prints it once every input
+    is checked, so that bad input stays one ``error:`` line."""
     import os
 
     from specband.harness.sglang_flags import resolve_sglang_version
 
     version, source = resolve_sglang_version(given, server_command, {**os.environ, **server_env})
+    warning = None
     if source == "assumed" and not _runs_emulator(server_command):
-        warnings.warn(
+        warning = (
             f"cannot find sglang in --server-command's interpreter; spelling flags for sglang {version} "
-            f"(pass --sglang-version)",
-            stacklevel=2,
+            f"(pass --sglang-version)"
         )
     labels = {"detected": "found in the --server-command interpreter", "assumed": "assumed: sglang not found"}
-    return version, labels.get(source, source)
+    return version, labels.get(source, source), warning
+
+
+def _warn(message: str | None) -> None:
+    """Print ``warning: <message>`` on stderr (nothing for ``None``)."""
+    if message is not None:
+        from specband.errors import one_line
+
+        print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
 def _load_workload(path: Path | None, target: str) -> dict[str, Any]:
@@ -409,9 +419,10 @@ def register(app: typer.Typer) -> None:
                 extra_args=extra_args,
                 env=server_env,
             )
-            version, version_source = _sglang_version(sglang_version, server_command, server_env)
-            server = dataclasses.replace(server, sglang_version=version)
             workload = _load_workload(prompts_file, target)
+            # printed once every check passed: by the device opener, which the sweep calls last
+            version, version_source, version_warning = _sglang_version(sglang_version, server_command, server_env)
+            server = dataclasses.replace(server, sglang_version=version)
             settings = MeasureSettings(
                 server=server,
                 mem_fraction_static=mem_fraction,
@@ -429,18 +440,24 @@ def register(app: typer.Typer) -> None:
             )
             if dry_run:
                 done = done_runs(out) if resume else set()
+                _warn(version_warning)
                 typer.echo(f"# sglang {version} ({version_source})")
                 plan = SweepPlan(tuple(grid(bs, acts)), repeats, tuple(acts), one_launch_per_config, done)
                 for command in plan.launch_commands(settings):
                     typer.echo(format_launch(command))
                 return
+
+            def open_telemetry() -> Any:
+                _warn(version_warning)  # every check passed: warnings now, never before an error
+                return open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated)
+
             reporter = _RichReporter(quiet)
             try:
                 # the device is opened by the sweep once it holds the lock on --out and every
                 # check passed (a refused sweep creates no emulated GPU state)
                 summary = run_sweep(
                     settings,
-                    lambda: open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated),
+                    open_telemetry,
                     out,
                     batch_sizes=bs,
                     actions=acts,

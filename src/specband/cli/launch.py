@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
 
         from specband.artifacts import validate_algorithms
         from specband.cli.core import _note
-        from specband.cli.harness import _plain_warnings, _sglang_version
+        from specband.cli.harness import _sglang_version, _warn
         from specband.errors import ConfigError
         from specband.harness.server import ServerConfig, build_launch_command, format_launch, split_server_args
         from specband.state import check_gpu_state
@@ -164,22 +164,25 @@ def register(app: typer.Typer) -> None:
             attention_backend=attention_backend,
             extra_args=split_server_args(server_arg, command="launch"),
         )
-        with _plain_warnings():
-            version, version_source = _sglang_version(sglang_version, server_command, {})
-        config = dataclasses.replace(config, sglang_version=version)
         validate_algorithms([algo])
         from specband.doctor import check_pair_before_launch
 
         check_pair_before_launch(target, draft, allow_rope_mismatch=allow_rope_mismatch)
-        log_created = False if dry_run else _open_log(log)
-        # 2. read the GPU and pick; the notes wait until the pick is known to be launchable,
-        #    so that bad input (e.g. a speculative pick without --draft) is one error line
+        log_created = _open_log(log, dry_run=dry_run)
+        # 2. the sglang version, the GPU and the pick; the warning and notes wait until the pick
+        #    is known to be launchable, so that bad input (e.g. a speculative pick without
+        #    --draft) is one error line
+        version, version_source, version_warning = _sglang_version(sglang_version, server_command, {})
+        config = dataclasses.replace(config, sglang_version=version)
         notes: list[str] = []
+        auto_file: Path | None = None
         try:
             if schedule is not None:
-                from specband.cli.schedule import schedule_for_launch
+                from specband.cli.schedule import new_auto_schedule_file, schedule_for_launch
 
-                pick = schedule_for_launch(schedule, algo, models, data, notes=notes)
+                if schedule == "auto" and not dry_run:
+                    auto_file = new_auto_schedule_file(log)
+                pick = schedule_for_launch(schedule, algo, models, data, notes=notes, auto_file=auto_file, log=log)
                 extra = [
                     *pick["extra_args"],
                     *(["--max-running-requests", str(max_running_requests)] if max_running_requests else []),
@@ -205,7 +208,9 @@ def register(app: typer.Typer) -> None:
                 with contextlib.suppress(OSError):
                     if log.stat().st_size == 0:
                         log.unlink()
+            _remove(auto_file)
             raise
+        _warn(version_warning)
         for note in notes:
             _note(note)
         if schedule is not None:
@@ -259,16 +264,19 @@ def register(app: typer.Typer) -> None:
             finally:
                 if server is not None:
                     server.stop()
+                _remove(auto_file)  # the launch's own schedule file: sglang read it at start-up
 
 
-def _open_log(path: Path) -> bool:
+def _open_log(path: Path, *, dry_run: bool = False) -> bool:
     """Check that the server log can be appended to, creating it if missing; True when
-    it was created.
+    it was created. A dry run checks the same and leaves nothing: an existing log is
+    opened for appending without a write, a missing one is created and removed at once.
 
     Raises:
         ConfigError: ``"--log <path>: cannot write (<reason>)"`` (a folder, a missing
             folder, no permission).
     """
+    import errno
     import os
 
     from specband.errors import ConfigError
@@ -276,11 +284,23 @@ def _open_log(path: Path) -> bool:
     existed = path.exists()
     try:
         if path.is_dir():
-            raise IsADirectoryError(21, "Is a directory")
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
     except OSError as exc:
         raise ConfigError(f"--log {path}: cannot write ({exc.strerror or exc})") from None
+    if dry_run and not existed:
+        _remove(path)
+        return False
     return not existed
+
+
+def _remove(path: Path | None) -> None:
+    """Remove ``path`` (nothing for ``None`` or a file already gone)."""
+    if path is not None:
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _read_idle_state(kind: str, index: int, notes: list[str]) -> tuple[float, float, float] | None:

@@ -26,6 +26,7 @@ import atexit
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -158,6 +159,11 @@ class ServerConfig:
             raise ConfigError(f"--server-command cannot be parsed: {exc}") from None
         if not parts:
             raise ConfigError("--server-command must not be empty")
+        executable = sys.executable if parts[0] in ("python", "python3") else parts[0]
+        if shutil.which(executable, path=self.env.get("PATH")) is None:
+            raise LauncherError(
+                f"--server-command cannot be run: cannot execute {parts[0]!r}: not an executable file (nor one on PATH)"
+            )
         parse_version(self.sglang_version)
         check_server_env(self.env)
 
