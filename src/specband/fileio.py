@@ -41,9 +41,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from specband.errors import DataError, SpecbandError
+from specband.errors import ConfigError, DataError, SpecbandError
 
 __all__ = [
+    "check_out_path",
+    "given_path",
     "read_bytes_bounded",
     "read_text_bounded",
     "write_bytes_atomic",
@@ -260,3 +262,44 @@ def read_text_bounded(
     """:func:`read_bytes_bounded` decoded with ``encoding``; raises as it does, and
     ``UnicodeDecodeError`` for bytes that are not ``encoding``."""
     return read_bytes_bounded(path, limit=limit, kind=kind, error=error).decode(encoding)
+
+
+def given_path(option: str, text: str | os.PathLike[str]) -> Path:
+    """``text`` (an option's raw value) as a :class:`~pathlib.Path`: the one check of an
+    empty ``--out`` (``Path("")`` would silently be ``.``, the working folder).
+
+    Raises:
+        ConfigError: ``"<option>: empty"`` for an empty or blank value.
+    """
+    if not str(text).strip():
+        raise ConfigError(f"{option}: empty")
+    return Path(text)
+
+
+def check_out_path(path: str | os.PathLike[str], *, overwrite: bool = False, option: str = "--out") -> Path:
+    """Check that ``path`` can take a new file before any work is done (``simulate``,
+    ``schedule``, ``calibrate --write-profile``).
+
+    Args:
+        path: the file to write.
+        overwrite: replace an existing file (``--force``); otherwise one is refused.
+        option: the CLI option named in the messages.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ConfigError: ``path`` is empty (:func:`given_path`) or a folder, its folder is
+            missing or is not a folder, or it exists and ``overwrite`` is false.
+    """
+    out = given_path(option, path)
+    if out.is_dir():
+        raise ConfigError(f"{option} {out}: is a folder; give a file name")
+    folder = out.parent
+    if not folder.exists():
+        raise ConfigError(f"{out}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise ConfigError(f"{out}: {folder} is not a folder")
+    if out.exists() and not overwrite:
+        raise ConfigError(f"{out}: output file exists (pass --force to replace it)")
+    return out

@@ -9,7 +9,15 @@ The module imports nothing but the standard library, so that CLI option declarat
 * GPU state readings (:data:`GPU_TEMP_RANGE_C`, :data:`GPU_MEM_MAX_MB`,
   :data:`GPU_UTIL_RANGE_PCT`): a decision state given with ``--state`` and the state
   columns of a loaded sweep row.
-* Seeds (:data:`MAX_SEED`): ``train --seed`` and ``simulate --seed``.
+* Seeds (:data:`MAX_SEED`): ``train --seed``, ``simulate --seed``, ``evaluate --seed``
+  and ``emulate --seed``.
+* Counts and durations of the CLI (:data:`MAX_REPEATS`, :data:`MAX_BOOTSTRAP_RESAMPLES`,
+  :data:`PORT_RANGE`, :data:`MAX_TIMEOUT_S`, :data:`MAX_NUM_PROMPTS`,
+  :data:`MAX_NEW_TOKENS`), declared on the options with typer's own ``min``/``max``.
+* Power limits (:data:`POWER_LIMIT_RANGE_W`): ``--power-limit`` of every command
+  (:func:`specband.devices.base.check_power_limit_w`).
+* File sizes (:data:`MAX_DATA_FILE_BYTES`, :data:`MAX_CONFIG_FILE_BYTES`): every file a
+  user names (:func:`specband.fileio.read_bytes_bounded`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,42 @@ MAX_BATCH_SIZE = 1 << 20
 #: ``numpy.random.RandomState``, which takes seeds in [0, 2**32 - 1]; torch and NumPy's
 #: ``SeedSequence`` (the other algorithms) take at least that range.
 MAX_SEED = 2**32 - 1
+
+#: Largest ``--repeats`` (``sweep``, ``simulate``): 1000 full passes over the grid. Basis:
+#: the README's sweeps use 3; a pass of the default grid (4 batch sizes x 19 actions) is
+#: 76 server launches, so 1000 passes are months of GPU time, and ``simulate`` holds
+#: repeats x grid rows in memory (1000 x 76 rows of ~1 KB is 76 MB).
+MAX_REPEATS = 1000
+
+#: Largest ``evaluate --bootstrap``: 100000 resamples. Basis: Efron & Tibshirani, "An
+#: Introduction to the Bootstrap" (1993) §13.3 advise 1000-2000 resamples for percentile
+#: intervals; the resamples are held in memory (a float per row and resample), so
+#: 100000 (50x the advice) keeps a 1000-row sweep under 1 GB.
+MAX_BOOTSTRAP_RESAMPLES = 100_000
+
+#: TCP port range of ``--port`` (``sweep``, ``launch``): 1..65535, the 16-bit port field
+#: (RFC 793) without port 0 (which asks the OS for any port: the polled port would be unknown).
+PORT_RANGE = (1, 65535)
+
+#: Longest time an option may give in seconds (``--launch-timeout``, ``--request-timeout``,
+#: ``--cooldown``, ``emulate --load-time``): one day, 86400 s. Basis: loading the largest
+#: model sglang serves takes tens of minutes and one 512-token request seconds; a larger
+#: value is a typo (and ``time.sleep`` overflows on a 1e300 one).
+MAX_TIMEOUT_S = 86_400
+
+#: Largest ``sweep --num-prompts``: :data:`MAX_BATCH_SIZE`. Basis: a run sends
+#: ``max(num_prompts, batch size)`` requests, and a batch size is at most that.
+MAX_NUM_PROMPTS = MAX_BATCH_SIZE
+
+#: Largest ``sweep --max-new-tokens``: 2**20 tokens. Basis: the longest context windows of
+#: current models are ~1 M tokens (Llama 3.1 has 128 K); a request cannot decode more.
+MAX_NEW_TOKENS = 1 << 20
+
+#: Power limit, W, given with ``--power-limit``: [1, 2000]. Basis: NVML's enforced limits
+#: of data-centre GPUs are 300-1200 W (H200 SXM 700 W, B200 1000 W, GB200 1200 W per GPU),
+#: laptop GPUs 35-175 W; under 1 W or over 2000 W is no GPU's limit, and energy utilisation
+#: divides by it (1e-300 W would make every reward 0).
+POWER_LIMIT_RANGE_W = (1.0, 2000.0)
 
 #: GPU temperature, C, a reading may have. Basis: NVML reports the die temperature as an
 #: unsigned int in C, and GPUs shut down near 100 C (NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,

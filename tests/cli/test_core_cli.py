@@ -116,7 +116,7 @@ def test_train_is_reproducible(run_cli, tmp_path: Path) -> None:
     [
         (["--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["--features", "post"], "'post' is not one of 'contract', 'pre'"),
-        (["--power-limit", "0"], "--power-limit must be a finite number of watts > 0"),
+        (["--power-limit", "0"], "--power-limit must be a power limit in W in [1, 2000]"),
     ],
 )
 def test_train_bad_options(run_cli, tmp_path: Path, args: list[str], message: str) -> None:
@@ -377,5 +377,5 @@ def test_contract_models_asked_with_a_state_say_it_is_not_what_they_saw(run_cli,
 def test_train_power_limit_is_an_option_error_not_a_data_error(run_cli, tmp_path: Path, value: str) -> None:
     res = run_cli("train", "--power-limit", value, "--out", tmp_path / "m")
     assert res.exit_code == 2
-    assert res.stderr.startswith("error: --power-limit must be a finite number of watts > 0, got ")
+    assert res.stderr.startswith("error: --power-limit must be a power limit in W in [1, 2000], got ")
     assert len(res.stderr.splitlines()) == 1 and not (tmp_path / "m").exists()

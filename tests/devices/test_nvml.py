@@ -239,7 +239,7 @@ def test_close_shuts_nvml_down_once(fake_gpu):
 def test_a_power_limit_given_by_hand_must_be_finite_and_positive(fake_gpu, bad):
     from specband.errors import ConfigError
 
-    message = r"--power-limit must be a finite number of watts > 0, got "
+    message = r"--power-limit must be a power limit in W in \[1, 2000\], got "
     for make in (
         lambda: NvmlDevice(0, power_limit_w=bad),
         lambda: NullDevice(power_limit_w=bad),

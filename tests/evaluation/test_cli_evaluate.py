@@ -140,7 +140,7 @@ def test_out_empty_name_is_refused(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--bootstrap", "5", "--out", value))
-    assert line == "error: --out: empty folder name; name a folder for the report, e.g. --out report"
+    assert line == "error: --out: empty"
     assert list(tmp_path.iterdir()) == []
 
 
@@ -175,14 +175,22 @@ def test_power_limit_option(run_cli: Callable[..., Any], table_policies: None, r
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
 def test_power_limit_must_be_finite_and_positive(run_cli: Callable[..., Any], table_policies: None, value: str) -> None:
     line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--power-limit", value))
-    assert line.startswith("error: --power-limit must be a finite number of watts > 0, got ")
+    assert line.startswith("error: --power-limit must be a power limit in W in [1, 2000], got ")
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--bootstrap", "0"], "error: --bootstrap must be a whole number of resamples >= 1, got 0"),
-        (["--bootstrap", "-3"], "error: --bootstrap must be a whole number of resamples >= 1, got -3"),
+        (
+            ["--bootstrap", "0"],
+            "error: Invalid value for '--bootstrap': Input should be greater than or equal to 1 "
+            "(see 'specband evaluate --help')",
+        ),
+        (
+            ["--bootstrap", "-3"],
+            "error: Invalid value for '--bootstrap': Input should be greater than or equal to 1 "
+            "(see 'specband evaluate --help')",
+        ),
         (["--seed", "-1"], "error: --seed must be a whole number >= 0, got -1"),
     ],
 )

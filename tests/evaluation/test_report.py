@@ -237,7 +237,7 @@ def test_write_report_refuses_foreign_folders(held_out: EvaluationResult, tmp_pa
     assert not is_report_dir(foreign)
     with pytest.raises(ConfigError, match="not a specband report folder"):
         write_report(held_out, foreign)
-    with pytest.raises(ConfigError, match="empty folder name"):
+    with pytest.raises(ConfigError, match="--out: empty"):
         write_report(held_out, "")
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -178,7 +178,7 @@ def test_an_unwritable_output_is_one_error_line(run_cli, tmp_path):
     for args, message in [
         (["--out", out, "--force"], f"error: --out {out}: is a folder; name a file"),
         (["--out", out], f"error: --out {out}: is a folder; name a file"),
-        (["--out", ""], "error: --out '': must name a file"),
+        (["--out", ""], "error: --out: empty"),
         (["--out", "/proc/specband.jsonl", "--force"], "error: /proc/specband.jsonl: cannot write ("),
         (["--out", tmp_path / "file" / "o.jsonl"], f"error: {tmp_path}/file/o.jsonl: cannot write (File exists)"),
     ]:

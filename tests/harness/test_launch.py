@@ -318,8 +318,8 @@ def test_every_option_is_checked_before_nvml_and_the_error_is_the_only_line(run_
     _nvml_must_not_be_probed(monkeypatch)
     log = tmp_path / "server.log"
     for args, message in [
-        (["--port", "0"], "--port must be in 1..65535, got 0"),
-        (["--port", "70000"], "--port must be in 1..65535, got 70000"),
+        (["--port", "0"], "Invalid value for '--port': Input should be greater than or equal to 1"),
+        (["--port", "70000"], "Invalid value for '--port': Input should be less than or equal to 65535"),
         (["--mem-fraction-static", "nan"], "--mem-fraction-static must be in (0, 1), got nan"),
         (["--mem-fraction-static", "0"], "--mem-fraction-static must be in (0, 1), got 0.0"),
         (["--retry-mem-fraction", "1.2"], "--retry-mem-fraction must be in (0, 1), got 1.2"),

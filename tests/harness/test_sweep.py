@@ -626,7 +626,7 @@ def test_a_resume_rewrite_that_fails_is_a_harness_error_and_keeps_the_file(tmp_p
     ("options", "message"),
     [
         (lambda d: ["--out", d / "adir"], "error: --out {d}/adir: is a folder; name a file"),
-        (lambda d: ["--out", ""], "error: --out '': must name a file"),
+        (lambda d: ["--out", ""], "error: --out: empty"),
         (
             lambda d: ["--out", d / "afile" / "s.jsonl"],
             "error: {d}/afile/s.jsonl: cannot write ({d}/afile is not a folder)",
@@ -674,10 +674,22 @@ _AT_LEAST = "Input should be greater than or equal to {} (see 'specband sweep --
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--power-limit", "0"], "error: --power-limit must be a finite number of watts > 0, got 0.0"),
-        (["--power-limit", "-5"], "error: --power-limit must be a finite number of watts > 0, got -5.0"),
-        (["--power-limit", "nan"], "error: --power-limit must be a finite number of watts > 0, got nan"),
-        (["--power-limit", "inf"], "error: --power-limit must be a finite number of watts > 0, got inf"),
+        (
+            ["--power-limit", "0"],
+            "error: --power-limit must be a power limit in W in [1, 2000], got 0.0",
+        ),
+        (
+            ["--power-limit", "-5"],
+            "error: --power-limit must be a power limit in W in [1, 2000], got -5.0",
+        ),
+        (
+            ["--power-limit", "nan"],
+            "error: --power-limit must be a power limit in W in [1, 2000], got nan",
+        ),
+        (
+            ["--power-limit", "inf"],
+            "error: --power-limit must be a power limit in W in [1, 2000], got inf",
+        ),
         (["--cooldown", "nan"], "error: --cooldown must be a finite number of seconds >= 0, got nan"),
         (["--retry-mem-fraction", "-5"], "error: --retry-mem-fraction must be 0 (no retry) or in (0, 1), got -5.0"),
         (["--retry-mem-fraction", "nan"], "error: --retry-mem-fraction must be 0 (no retry) or in (0, 1), got nan"),

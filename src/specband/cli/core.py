@@ -25,6 +25,14 @@ def _note(message: str) -> None:
     print(f"note: {one_line(message)}", file=sys.stderr)
 
 
+def _out_path(text: str) -> Path:
+    """:func:`specband.cli.options.out_path`, imported when ``train`` parses (a cold
+    ``recommend`` loads no other command's module)."""
+    from specband.cli.options import out_path
+
+    return out_path(text)
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
@@ -84,7 +92,7 @@ def register(app: typer.Typer) -> None:
             metavar="DATA",
         ),
         out: Path = typer.Option(
-            Path(DEFAULT_MODELS_DIR), "--out", "-o", help="Artifact folder to write.", metavar="DIR"
+            Path(DEFAULT_MODELS_DIR), "--out", "-o", help="Artifact folder to write.", metavar="DIR", parser=_out_path
         ),
         algo: list[str] | None = typer.Option(
             None,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from specband.limits import MAX_SEED
+from specband.limits import MAX_BOOTSTRAP_RESAMPLES, MAX_SEED
 
 
 def register(app: typer.Typer) -> None:
@@ -54,7 +54,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
         seed: int = typer.Option(0, "--seed", help="Training and bootstrap seed (>= 0).", max=MAX_SEED, metavar="N"),
         n_bootstrap: int = typer.Option(
-            1000, "--bootstrap", help="Bootstrap resamples per interval (>= 1).", metavar="N"
+            1000,
+            "--bootstrap",
+            help="Bootstrap resamples per interval.",
+            min=1,
+            max=MAX_BOOTSTRAP_RESAMPLES,
+            metavar="N",
         ),
         power_limit: float | None = typer.Option(
             None,
@@ -90,8 +95,6 @@ def register(app: typer.Typer) -> None:
         from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
 
         check_power_limit_w(power_limit)
-        if n_bootstrap < 1:
-            raise ConfigError(f"--bootstrap must be a whole number of resamples >= 1, got {n_bootstrap}")
         if seed < 0:
             raise ConfigError(f"--seed must be a whole number >= 0, got {seed}")
         out_dir = check_report_dir(out) if out is not None else None

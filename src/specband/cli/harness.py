@@ -17,8 +17,16 @@ from typing import Any
 
 import typer
 
-from specband.cli.options import DeviceKind, check_batch_size_list, gpu_index_option, sglang_version_option
+from specband.cli.options import (
+    DeviceKind,
+    check_batch_size_list,
+    gpu_index_option,
+    launch_timeout_option,
+    port_option,
+    sglang_version_option,
+)
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV  # constants only
+from specband.limits import MAX_NEW_TOKENS, MAX_NUM_PROMPTS, MAX_REPEATS, MAX_SEED, MAX_TIMEOUT_S
 
 _EMULATOR_HELP = "For the emulator only: "
 
@@ -48,9 +56,10 @@ def _file_option(option: str, text: str) -> Path:
             ``"<option> <path>: is a folder; name a file ..."``.
     """
     from specband.errors import ConfigError
+    from specband.fileio import given_path
 
-    path = Path(text)
-    if not text.strip() or path.name in ("", ".", ".."):
+    path = given_path(option, text)
+    if path.name in ("", ".", ".."):
         raise ConfigError(f"{option} {text!r}: must name a file")
     if path.is_dir():
         raise ConfigError(f"{option} {text}: is a folder; name a file (e.g. {path / 'sweep.jsonl'})")
@@ -65,10 +74,9 @@ def _folder_option(option: str, text: str) -> Path:
             ``"<option> <path>: is a file, not a folder"``.
     """
     from specband.errors import ConfigError
+    from specband.fileio import given_path
 
-    path = Path(text)
-    if not text.strip():
-        raise ConfigError(f"{option} {text!r}: must name a folder")
+    path = given_path(option, text)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {text}: is a file, not a folder")
     return path
@@ -258,7 +266,9 @@ def register(app: typer.Typer) -> None:
             help="'all', or action indices / triples separated by spaces or ';' (e.g. '0 10 3,2,4').",
             metavar="LIST",
         ),
-        repeats: int = typer.Option(3, "--repeats", min=1, help="Full passes over the grid.", metavar="N"),
+        repeats: int = typer.Option(
+            3, "--repeats", min=1, max=MAX_REPEATS, help="Full passes over the grid.", metavar="N"
+        ),
         out_text: str = typer.Option("sweep.jsonl", "--out", help="Output JSONL (one row per run).", metavar="FILE"),
         resume: bool = typer.Option(False, "--resume", help="Skip (index, repeat) rows already in --out."),
         one_launch_per_config: bool = typer.Option(
@@ -271,7 +281,7 @@ def register(app: typer.Typer) -> None:
             metavar="CMD",
         ),
         host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR"),
-        port: int = typer.Option(30000, "--port", metavar="N"),
+        port: int = port_option(),
         mem_fraction: float = typer.Option(
             0.65, "--mem-fraction-static", help="sglang's --mem-fraction-static of the first launch.", metavar="F"
         ),
@@ -288,13 +298,18 @@ def register(app: typer.Typer) -> None:
             help="Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream).",
             metavar="NAME",
         ),
-        num_prompts: int = typer.Option(16, "--num-prompts", help="Timed requests: max(num_prompts, bs).", metavar="N"),
-        max_new_tokens: int = typer.Option(512, "--max-new-tokens", metavar="N"),
-        launch_timeout: float = typer.Option(
-            600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"
+        num_prompts: int = typer.Option(
+            16,
+            "--num-prompts",
+            help="Timed requests: max(num_prompts, bs).",
+            min=1,
+            max=MAX_NUM_PROMPTS,
+            metavar="N",
         ),
+        max_new_tokens: int = typer.Option(512, "--max-new-tokens", min=1, max=MAX_NEW_TOKENS, metavar="N"),
+        launch_timeout: float = launch_timeout_option(),
         cooldown: float = typer.Option(
-            5.0, "--cooldown", help="Seconds to sleep after each server stops.", metavar="S"
+            5.0, "--cooldown", help="Seconds to sleep after each server stops.", min=0.0, max=MAX_TIMEOUT_S, metavar="S"
         ),
         server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flag (repeatable).", metavar="ARG"),
         env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the server (repeatable).", metavar="KEY=VALUE"),
@@ -342,6 +357,7 @@ def register(app: typer.Typer) -> None:
             1800.0,
             "--request-timeout",
             help="Seconds one request may take before the run is an error row.",
+            max=MAX_TIMEOUT_S,
             metavar="S",
         ),
         prompts_file: Path | None = typer.Option(
@@ -506,9 +522,9 @@ def register(app: typer.Typer) -> None:
             None, "--time-scale", help="Real seconds per emulated second.", metavar="X", envvar=TIME_SCALE_ENV
         ),
         load_time: float | None = typer.Option(
-            None, "--load-time", help="Emulated seconds to load (default 30).", metavar="S"
+            None, "--load-time", help="Emulated seconds to load (default 30).", min=0.0, max=MAX_TIMEOUT_S, metavar="S"
         ),
-        seed: int | None = typer.Option(None, "--seed", metavar="N"),
+        seed: int | None = typer.Option(None, "--seed", min=0, max=MAX_SEED, metavar="N"),
         fault: list[str] = typer.Option(
             [],
             "--fault",

@@ -21,7 +21,13 @@ from pathlib import Path
 
 import typer
 
-from specband.cli.options import IdleStateDevice, gpu_index_option, sglang_version_option
+from specband.cli.options import (
+    IdleStateDevice,
+    gpu_index_option,
+    launch_timeout_option,
+    port_option,
+    sglang_version_option,
+)
 from specband.limits import MAX_BATCH_SIZE
 
 
@@ -98,7 +104,7 @@ def register(app: typer.Typer) -> None:
             "python -m sglang.launch_server", "--server-command", help="The launcher.", metavar="CMD"
         ),
         host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR"),
-        port: int = typer.Option(30000, "--port", metavar="N"),
+        port: int = port_option(),
         mem_fraction: float = typer.Option(0.65, "--mem-fraction-static", metavar="F"),
         retry_mem_fraction: float = typer.Option(
             0.55, "--retry-mem-fraction", help="One retry after a failed launch (docs/FACTS.md §1).", metavar="F"
@@ -108,9 +114,7 @@ def register(app: typer.Typer) -> None:
         server_arg: list[str] = typer.Option(
             [], "--server-arg", help="Extra server flags, split like a shell line (repeatable).", metavar="ARG"
         ),
-        launch_timeout: float = typer.Option(
-            600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"
-        ),
+        launch_timeout: float = launch_timeout_option(),
         log: Path = typer.Option(
             Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"
         ),
@@ -135,6 +139,7 @@ def register(app: typer.Typer) -> None:
         from specband.cli.core import _note
         from specband.cli.harness import _sglang_version, _warn
         from specband.errors import ConfigError
+        from specband.harness.runner import check_mem_fractions
         from specband.harness.server import ServerConfig, build_launch_command, format_launch, split_server_args
         from specband.state import check_gpu_state
 
@@ -147,9 +152,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(
                 "--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)"
             )
-        for option, value in (("--mem-fraction-static", mem_fraction), ("--retry-mem-fraction", retry_mem_fraction)):
-            if not 0.0 < value < 1.0:
-                raise ConfigError(f"{option} must be in (0, 1), got {value}")
+        check_mem_fractions(mem_fraction, retry_mem_fraction)
         if not launch_timeout > 0:
             raise ConfigError(f"--launch-timeout must be > 0 s, got {launch_timeout}")
         if state is not None:
@@ -232,7 +235,7 @@ def register(app: typer.Typer) -> None:
         settings = MeasureSettings(
             server=config,
             mem_fraction_static=mem_fraction,
-            retry_mem_fraction=retry_mem_fraction if retry_mem_fraction < mem_fraction else None,
+            retry_mem_fraction=retry_mem_fraction,
             launch_timeout_s=launch_timeout,
         )
 

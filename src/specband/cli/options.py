@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 from typing import Any
 
 import typer
 
-from specband.limits import MAX_BATCH_SIZE
+from specband.limits import MAX_BATCH_SIZE, MAX_TIMEOUT_S, PORT_RANGE
 
 
 def check_batch_size_list(value: str) -> str:
@@ -65,3 +66,28 @@ class IdleStateDevice(str, enum.Enum):
 def gpu_index_option() -> Any:  # typer.Option's own return type: the parameter's default
     """``--gpu-index`` (``sweep``, ``launch``): the NVML index of the GPU, >= 0."""
     return typer.Option(0, "--gpu-index", min=0, help="NVML index of the GPU.", metavar="N")
+
+
+def port_option() -> Any:  # typer.Option's own return type: the parameter's default
+    """``--port`` (``sweep``, ``launch``): the server's TCP port, in
+    :data:`~specband.limits.PORT_RANGE`."""
+    return typer.Option(30000, "--port", min=PORT_RANGE[0], max=PORT_RANGE[1], metavar="N")
+
+
+def launch_timeout_option() -> Any:  # typer.Option's own return type: the parameter's default
+    """``--launch-timeout`` (``sweep``, ``launch``): seconds to wait for ``/health``, at
+    most :data:`~specband.limits.MAX_TIMEOUT_S` (> 0 is checked by the command)."""
+    return typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", max=MAX_TIMEOUT_S, metavar="S")
+
+
+def out_path(text: str) -> Path:
+    """typer ``parser`` of a ``Path``-typed ``--out`` (``train``, ``schedule``): the raw
+    text through :func:`specband.fileio.given_path`, so that an empty ``--out`` is
+    ``--out: empty`` rather than the working folder ``.``."""
+    from specband.errors import ConfigError, SpecbandError
+    from specband.fileio import given_path
+
+    try:
+        return given_path("--out", text)
+    except ConfigError as exc:  # a ValueError, which typer would wrap as "Invalid value ... Value error"
+        raise SpecbandError(str(exc)) from None

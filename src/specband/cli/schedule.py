@@ -15,6 +15,8 @@ from typing import Any
 
 import typer
 
+from specband.cli.options import out_path
+
 ENGINES = ("sglang", "vllm")
 
 
@@ -70,7 +72,10 @@ def register(app: typer.Typer) -> None:
             "candidate_steps, so sglang's acceptance controller can move inside the set.",
             metavar="R",
         ),
-        out: Path = typer.Option(Path("specband-schedule.json"), "--out", "-o", help="File to write.", metavar="FILE"),
+        out: Path = typer.Option(
+            Path("specband-schedule.json"), "--out", "-o", help="File to write.", metavar="FILE", parser=out_path
+        ),
+        force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
         draft_model: str | None = typer.Option(
             None,
             "--draft-model",
@@ -101,7 +106,7 @@ def register(app: typer.Typer) -> None:
         batch-size tier) in the engine's own format, and print how far each tier's chain
         config falls behind the best tree config (topk > 1)."""
         from specband.errors import ConfigError
-        from specband.fileio import write_text_atomic
+        from specband.fileio import check_out_path, write_text_atomic
         from specband.schedule import (
             load_scorer,
             merge_tiers,
@@ -114,6 +119,7 @@ def register(app: typer.Typer) -> None:
 
         if engine not in ENGINES:
             raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        check_out_path(out, overwrite=force)
         sizes = parse_batch_sizes(batch_sizes)
         scorer = load_scorer(algo, models, data, measured_only=not include_unmeasured)
         picks = pick_chain_tiers(scorer, sizes, margin)

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from specband.cli.options import check_batch_size_list
-from specband.limits import MAX_SEED
+from specband.limits import MAX_REPEATS, MAX_SEED
 
 
 def _parse_batch_sizes(text: str) -> list[int]:
@@ -106,7 +106,9 @@ def register(app: typer.Typer) -> None:
             help="batch sizes of a pass, each once, e.g. '1,4,8,16'",
             callback=check_batch_size_list,
         ),
-        repeats: int = typer.Option(3, "--repeats", metavar="N", help="full passes over batch sizes x actions"),
+        repeats: int = typer.Option(
+            3, "--repeats", min=1, max=MAX_REPEATS, metavar="N", help="full passes over batch sizes x actions"
+        ),
         seed: int = typer.Option(
             0, "--seed", metavar="N", help="noise seed: the same seed gives the same file", max=MAX_SEED
         ),
@@ -178,8 +180,6 @@ def register(app: typer.Typer) -> None:
         else:
             out_path = check_out_path(out, overwrite=force)
             sizes = _parse_batch_sizes(batch_sizes)
-            if repeats < 1:
-                raise ConfigError(f"--repeats must be >= 1, got {repeats}")
             if seed < 0:
                 raise ConfigError(f"--seed must be >= 0, got {seed}")
         profile = profile or "rtx4060-laptop"

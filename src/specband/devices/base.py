@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from specband.errors import ConfigError
-from specband.limits import is_finite_number
+from specband.limits import POWER_LIMIT_RANGE_W, is_finite_number
 
 __all__ = [
     "ENERGY_METHODS",
@@ -91,14 +91,16 @@ def check_power_limit_w(value: float | None) -> float | None:
         ``value`` as a float, or ``None``.
 
     Raises:
-        ConfigError: not a finite number > 0 (0, negative, NaN, infinity, a non-number):
-            a row's ``power_limit_watts`` must be a real limit, since energy utilisation
-            divides by it (``"--power-limit must be a finite number of watts > 0, got X"``).
+        ConfigError: not a finite number in :data:`~specband.limits.POWER_LIMIT_RANGE_W`
+            (0, negative, NaN, infinity, 1e-300, a non-number): a row's
+            ``power_limit_watts`` must be a real limit, since energy utilisation divides by
+            it (``"--power-limit must be a power limit in W in [1, 2000], got X"``).
     """
     if value is None:
         return None
-    if not is_finite_number(value) or value <= 0:
-        raise ConfigError(f"--power-limit must be a finite number of watts > 0, got {value!r}")
+    low, high = POWER_LIMIT_RANGE_W
+    if not is_finite_number(value) or not low <= value <= high:
+        raise ConfigError(f"--power-limit must be a power limit in W in [{low:g}, {high:g}], got {value!r}")
     return float(value)
 
 

@@ -22,7 +22,7 @@ from specband.actions import ACTIONS, REFERENCE_INDEX
 from specband.errors import ConfigError, SpecbandError
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult, PickSummary
 from specband.evaluation.ope import ESTIMATORS, Interval
-from specband.fileio import read_text_bounded
+from specband.fileio import given_path, read_text_bounded
 from specband.limits import MAX_CONFIG_FILE_BYTES
 
 __all__ = [
@@ -767,8 +767,7 @@ def check_report_dir(out_dir: str | Path) -> Path:
             not a folder, cannot be read, or is a non-empty folder that is not a specband
             report (so a user's files are never overwritten).
     """
-    if not str(out_dir).strip():
-        raise ConfigError("--out: empty folder name; name a folder for the report, e.g. --out report")
+    given_path("--out", out_dir)  # an empty --out would mean the current folder
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a folder")

@@ -57,6 +57,23 @@ __all__ = [
 ]
 
 
+def check_mem_fractions(mem_fraction_static: float, retry_mem_fraction: float | None) -> None:
+    """Check ``--mem-fraction-static`` and ``--retry-mem-fraction`` (``None``: no retry).
+
+    Raises:
+        ConfigError: a fraction outside (0, 1), or a retry fraction not below the first
+            (the retry after a failed launch asks sglang for less memory, docs/FACTS.md §1).
+    """
+    for option, value in (("--mem-fraction-static", mem_fraction_static), ("--retry-mem-fraction", retry_mem_fraction)):
+        if value is not None and not 0.0 < value < 1.0:
+            raise ConfigError(f"{option} must be in (0, 1), got {value}")
+    if retry_mem_fraction is not None and retry_mem_fraction >= mem_fraction_static:
+        raise ConfigError(
+            f"--retry-mem-fraction {retry_mem_fraction:g} must be below --mem-fraction-static "
+            f"{mem_fraction_static:g}: the retry after a failed launch asks for less memory"
+        )
+
+
 @dataclass(frozen=True)
 class MeasureSettings:
     """How runs are launched and measured.
@@ -104,10 +121,7 @@ class MeasureSettings:
     env: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.mem_fraction_static < 1.0:
-            raise ConfigError(f"--mem-fraction-static must be in (0, 1), got {self.mem_fraction_static}")
-        if self.retry_mem_fraction is not None and not 0.0 < self.retry_mem_fraction < 1.0:
-            raise ConfigError(f"--retry-mem-fraction must be in (0, 1), got {self.retry_mem_fraction}")
+        check_mem_fractions(self.mem_fraction_static, self.retry_mem_fraction)
         for name in ("num_prompts", "max_new_tokens"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")

@@ -28,7 +28,7 @@ import numpy as np
 
 from specband.actions import ACTIONS, Action, validate_action
 from specband.errors import ConfigError
-from specband.fileio import write_jsonl_atomic
+from specband.fileio import check_out_path, write_jsonl_atomic
 from specband.limits import MAX_BATCH_SIZE, is_int
 from specband.record import SWEEP_COLUMNS, SweepRecord
 from specband.sim.model import SpeculativeDecodingModel
@@ -236,37 +236,6 @@ def simulate_sweep(
                 temp = model.advance_temperature(temp, p.idle_power_w, p.cooldown_s)
                 index += 1
     return rows
-
-
-def check_out_path(path: str | Path, *, overwrite: bool = False, option: str = "--out") -> Path:
-    """Check that ``path`` can take a new file before any work is done.
-
-    Args:
-        path: the file to write.
-        overwrite: replace an existing file (``--force``); otherwise one is refused.
-        option: the CLI option named in the messages.
-
-    Returns:
-        ``path`` as a :class:`~pathlib.Path`.
-
-    Raises:
-        ConfigError: ``path`` is empty or a folder, its folder is missing or is not a
-            folder, or it exists and ``overwrite`` is false.
-    """
-    text = str(path)
-    if not text.strip():
-        raise ConfigError(f"{option}: empty path; give a file name")
-    out = Path(text)
-    if out.is_dir():
-        raise ConfigError(f"{option} {out}: is a folder; give a file name")
-    folder = out.parent
-    if not folder.exists():
-        raise ConfigError(f"{out}: folder {folder} does not exist")
-    if not folder.is_dir():
-        raise ConfigError(f"{out}: {folder} is not a folder")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"{out}: output file exists (pass --force to replace it)")
-    return out
 
 
 def write_sweep(rows: Iterable[dict[str, Any]], path: str | Path, *, overwrite: bool = False) -> Path:
