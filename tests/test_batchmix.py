@@ -28,10 +28,17 @@ sglang:gen_throughput{{model_name="m"}} 120.5
 
 def test_parse_batch_mix_normalises():
     assert parse_batch_mix("1:0.2,4:0.5,16:0.3") == pytest.approx({1: 0.2, 4: 0.5, 16: 0.3})
-    assert parse_batch_mix("4:2, 1:2,4:4") == pytest.approx({1: 0.25, 4: 0.75})
-    for bad in ("1", "x:1", "0:1", "1:nan", "1:"):
+    assert parse_batch_mix("4:6, 1:2") == pytest.approx({1: 0.25, 4: 0.75})
+    with pytest.raises(ConfigError, match=r"^--batch-mix: batch size 4 is given twice in '1:1,4:1,4:3'$"):
+        parse_batch_mix("1:1,4:1,4:3")  # never summed silently
+    for empty in ("", " "):
+        with pytest.raises(ConfigError, match=r"^--batch-mix: empty$"):
+            parse_batch_mix(empty)
+    for bad in ("1", "x:1", "1:nan", "1:"):
         with pytest.raises(ConfigError, match="--batch-mix: expected BATCH_SIZE:WEIGHT"):
             parse_batch_mix(bad)
+    with pytest.raises(ConfigError, match=r"--batch-mix: batch sizes must be in \[1, 1048576\], got 0"):
+        parse_batch_mix("0:1")
     with pytest.raises(ConfigError, match="no batch size has a positive weight"):
         parse_batch_mix("1:0")
     with pytest.raises(ConfigError, match=">= 0"):

@@ -298,8 +298,8 @@ def test_schedule_cli_vllm(run_cli, tmp_path):
     ("args", "message"),
     [
         (["--engine", "trt"], "--engine must be one of sglang, vllm"),
-        (["--engine", "sglang", "--batch-sizes", "1,x"], "--batch-sizes: expected comma-separated"),
-        (["--engine", "sglang", "--batch-sizes", "0"], "--batch-sizes: batch sizes must be > 0"),
+        (["--engine", "sglang", "--batch-sizes", "1,x"], "--batch-sizes: 'x' is not a whole number"),
+        (["--engine", "sglang", "--batch-sizes", "0"], "--batch-sizes: batch sizes must be in [1, 1048576], got 0"),
         (["--engine", "sglang", "--margin", "-0.1"], "--margin must be >= 0"),
     ],
 )

@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from specband.actions import NUM_ACTIONS
+from specband.batchlist import parse_weighted_batch_sizes
 from specband.errors import ConfigError
 from specband.fileio import read_text_bounded
 from specband.limits import MAX_CONFIG_FILE_BYTES
@@ -53,23 +54,15 @@ def normalise_mix(counts: Mapping[int, float], where: str) -> dict[int, float]:
 
 
 def parse_batch_mix(text: str) -> dict[int, float]:
-    """``"1:0.2,4:0.5,16:0.3"`` -> ``{1: 0.2, 4: 0.5, 16: 0.3}`` (normalised; a batch size
-    given twice adds up).
+    """``"1:0.2,4:0.5,16:0.3"`` -> ``{1: 0.2, 4: 0.5, 16: 0.3}``, normalised
+    (:func:`specband.batchlist.parse_weighted_batch_sizes`: a batch size given twice is
+    refused, naming it).
 
     Raises:
-        ConfigError: a malformed item, a batch size <= 0, a bad weight (``--batch-mix``).
+        ConfigError: an empty list, a malformed item, a batch size out of range or given
+            twice, a bad weight, or no positive weight (``--batch-mix``).
     """
-    counts: dict[int, float] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        bs_text, sep, weight_text = item.partition(":")
-        try:
-            bs, weight = int(bs_text), float(weight_text)
-        except ValueError:
-            bs, weight = 0, math.nan
-        if not sep or bs <= 0 or not math.isfinite(weight):
-            raise ConfigError(f"--batch-mix: expected BATCH_SIZE:WEIGHT items (e.g. 1:0.2,4:0.5), got {item!r}")
-        counts[bs] = counts.get(bs, 0.0) + weight
-    return normalise_mix(counts, "--batch-mix")
+    return normalise_mix(parse_weighted_batch_sizes(text, "--batch-mix"), "--batch-mix")
 
 
 def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -> dict[int, float]:

@@ -122,19 +122,16 @@ def test_simulate_out_folder_or_empty_path_is_one_error_line(run_cli, tmp_path) 
     assert (tmp_path / "afile").read_text() == "keep\n"
 
 
-_ONCE = "each runs once per pass (use --repeats for more runs)"
-
-
 @pytest.mark.parametrize(
     "value,message",
     [
-        ("4,4", f"--batch-sizes: batch size 4 is given twice in '4,4'; {_ONCE}"),
-        ("1,8,1", f"--batch-sizes: batch size 1 is given twice in '1,8,1'; {_ONCE}"),
-        ("0", "--batch-sizes: batch sizes must be >= 1, got 0"),
-        ("4,-2", "--batch-sizes: batch sizes must be >= 1, got -2"),
+        ("4,4", "--batch-sizes: batch size 4 is given twice in '4,4'"),
+        ("1,8,1", "--batch-sizes: batch size 1 is given twice in '1,8,1'"),
+        ("0", "--batch-sizes: batch sizes must be in [1, 1048576], got 0"),
+        ("4,-2", "--batch-sizes: batch sizes must be in [1, 1048576], got -2"),
         ("1.5", "--batch-sizes: '1.5' is not a whole number, e.g. '1,4,8,16'"),
         ("1,,4", "--batch-sizes: empty entry in '1,,4', e.g. '1,4,8,16'"),
-        (" ", "--batch-sizes: give at least one batch size, e.g. '1,4,8,16'"),
+        (" ", "--batch-sizes: empty"),
     ],
 )
 def test_simulate_rejects_bad_batch_sizes(run_cli, tmp_path, value: str, message: str) -> None:

@@ -82,30 +82,6 @@ def _folder_option(option: str, text: str) -> Path:
     return path
 
 
-def _parse_batch_sizes(text: str) -> tuple[int, ...]:
-    """``--batch-sizes``: positive integers separated by commas or spaces, each once.
-
-    Raises:
-        ConfigError: not integers, none, one <= 0, or one given twice (naming it).
-    """
-    from specband.errors import ConfigError
-
-    parts = [p for p in text.replace(",", " ").split() if p]
-    try:
-        values = tuple(int(p) for p in parts)
-    except ValueError:
-        raise ConfigError(f"--batch-sizes must be integers like '1,4,8,16', got {text!r}") from None
-    if not values:
-        raise ConfigError("--batch-sizes must name at least one batch size")
-    for value in values:
-        if value <= 0:
-            raise ConfigError(f"--batch-sizes: every batch size must be > 0, got {value}")
-    for i, value in enumerate(values):
-        if value in values[:i]:
-            raise ConfigError(f"--batch-sizes: {value} is given twice")
-    return values
-
-
 def _parse_actions(text: str) -> tuple[Any, ...]:
     """``--actions``: ``all``, or action indices / triples separated by spaces or ``;``,
     each action once (an index and its triple are the same action).
@@ -376,6 +352,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
+        from specband.batchlist import parse_batch_sizes
         from specband.devices import open_device
         from specband.devices.base import Clock, check_power_limit_w
         from specband.errors import ConfigError
@@ -387,7 +364,7 @@ def register(app: typer.Typer) -> None:
         with _plain_warnings():
             out = _file_option("--out", out_text)
             log_dir = None if log_dir_text is None else _folder_option("--log-dir", log_dir_text)
-            bs = _parse_batch_sizes(batch_sizes)
+            bs = tuple(parse_batch_sizes(batch_sizes))
             acts = _parse_actions(actions)
             grid(bs, acts)  # distinct, positive batch sizes and distinct actions
             # every option is checked before any device, model or server is touched

@@ -20,28 +20,6 @@ from specband.cli.options import out_path
 ENGINES = ("sglang", "vllm")
 
 
-def parse_batch_sizes(text: str | None, option: str = "--batch-sizes") -> list[int] | None:
-    """``"1,4,16"`` -> ``[1, 4, 16]`` (``None`` stays ``None``).
-
-    Raises:
-        ConfigError: a non-integer or non-positive entry, naming ``option``.
-    """
-    from specband.errors import ConfigError
-
-    if text is None:
-        return None
-    sizes = []
-    for item in text.split(","):
-        try:
-            value = int(item.strip())
-        except ValueError:
-            raise ConfigError(f"{option}: expected comma-separated positive integers, got {item.strip()!r}") from None
-        if value <= 0:
-            raise ConfigError(f"{option}: batch sizes must be > 0, got {value}")
-        sizes.append(value)
-    return sizes
-
-
 def register(app: typer.Typer) -> None:
     """Add ``schedule`` to ``app``."""
 
@@ -120,7 +98,9 @@ def register(app: typer.Typer) -> None:
         if engine not in ENGINES:
             raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         check_out_path(out, overwrite=force)
-        sizes = parse_batch_sizes(batch_sizes)
+        from specband.batchlist import parse_batch_sizes
+
+        sizes = None if batch_sizes is None else parse_batch_sizes(batch_sizes)
         scorer = load_scorer(algo, models, data, measured_only=not include_unmeasured)
         picks = pick_chain_tiers(scorer, sizes, margin)
         tiers = merge_tiers(picks)

@@ -11,38 +11,6 @@ from specband.cli.options import check_batch_size_list
 from specband.limits import MAX_REPEATS, MAX_SEED
 
 
-def _parse_batch_sizes(text: str) -> list[int]:
-    """``'1,4,8,16'`` (commas and/or spaces) -> ``[1, 4, 8, 16]``, in the given order.
-
-    Raises:
-        ConfigError: an empty list or entry, an entry that is not a whole number, a batch
-            size below 1, or one given twice; the message names ``--batch-sizes``.
-    """
-    import re
-
-    from specband.errors import ConfigError
-
-    example = "e.g. '1,4,8,16'"
-    if not text.strip():
-        raise ConfigError(f"--batch-sizes: give at least one batch size, {example}")
-    sizes: list[int] = []
-    for part in re.split(r"\s*,\s*|\s+", text.strip()):
-        if not part:
-            raise ConfigError(f"--batch-sizes: empty entry in {text!r}, {example}")
-        if not re.fullmatch(r"[+-]?[0-9]+", part):
-            raise ConfigError(f"--batch-sizes: {part!r} is not a whole number, {example}")
-        value = int(part)
-        if value < 1:
-            raise ConfigError(f"--batch-sizes: batch sizes must be >= 1, got {value}")
-        if value in sizes:
-            raise ConfigError(
-                f"--batch-sizes: batch size {value} is given twice in {text!r}; each runs once per pass "
-                "(use --repeats for more runs)"
-            )
-        sizes.append(value)
-    return sizes
-
-
 def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, force: bool) -> None:
     """``--calibration-report --against aic [--refit [--write-profile FILE]]``: compare (and
     refit) one profile, or every profile of the bundled AIC reference."""
@@ -179,7 +147,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
         else:
             out_path = check_out_path(out, overwrite=force)
-            sizes = _parse_batch_sizes(batch_sizes)
+            from specband.batchlist import parse_batch_sizes
+
+            sizes = parse_batch_sizes(batch_sizes)
             if seed < 0:
                 raise ConfigError(f"--seed must be >= 0, got {seed}")
         profile = profile or "rtx4060-laptop"
