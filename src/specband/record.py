@@ -76,7 +76,7 @@ class SweepRecord:
     gpu_util_pct: float | None = _col(float, nonnegative=True)
     gpu_mem_used_mb: float | None = _col(float, nonnegative=True)
     gpu_throttling: bool | None = _col(bool)
-    # specband's sweep columns (EXTRA_COLUMNS); sglang_version .. workload_sha256 are the
+    # specband's sweep columns (EXTRA_COLUMNS); sglang_version .. time_scale are the
     # settings a resumed sweep must share; draft_flag is "all_rejected" for a draft whose
     # every token was rejected (specband.harness.draft_health)
     power_limit_watts: float | None = _col(float)
@@ -99,6 +99,7 @@ class SweepRecord:
     num_prompts: int | None = _col(int)
     workload: str | None = _col(str)
     workload_sha256: str | None = _col(str)
+    time_scale: float | None = _col(float)  # real s per emulated s of the run (1: real time)
     draft_flag: str | None = _col(str)
     # the published live file's columns (docs/FACTS.md §3)
     trial: str | None = _col(str)

@@ -163,9 +163,11 @@ def test_sweep_rows_record_the_settings_a_resume_must_share(run_cli, sweep_args,
         "num_prompts",
         "workload",
         "workload_sha256",
+        "time_scale",
         "draft_flag",
     ):
         assert column in EXTRA_COLUMNS and column in row
+    assert row["time_scale"] == float(sweep_args[sweep_args.index("--time-scale") + 1])
     assert row["sglang_version"] == NEWEST_VERSION or row["sglang_version"].startswith("0.5.")
     assert (row["dtype"], row["attention_backend"], row["max_new_tokens"], row["num_prompts"]) == (
         "float16",
@@ -185,6 +187,7 @@ def test_sweep_rows_record_the_settings_a_resume_must_share(run_cli, sweep_args,
         (["--num-prompts", "8"], "num_prompts"),
         (["--mem-fraction-static", "0.7"], "mem_fraction_static"),
         (["--sglang-version", "0.5.20"], "sglang_version"),
+        (["--time-scale", "0.01"], "time_scale"),  # rows measured in real time (1.0), not emulated faster
     ],
 )
 def test_resume_refuses_other_settings_naming_the_difference(run_cli, tmp_path, extra, column):
@@ -206,6 +209,7 @@ def test_resume_refuses_other_settings_naming_the_difference(run_cli, tmp_path, 
         "workload": "builtin",
         "mem_fraction_static": 0.65,
         "retry_mem_fraction": None,
+        "time_scale": 1.0,
     }
     from specband.harness.runner import MeasureSettings
 

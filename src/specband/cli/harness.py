@@ -429,6 +429,7 @@ def register(app: typer.Typer) -> None:
                 health_poll_s=1.0 if time_scale == 1.0 else 0.5,
                 sample_period_s=0.1 if time_scale == 1.0 else max(0.005, min(0.1, 0.5 * time_scale)),
                 request_timeout_s=request_timeout,
+                time_scale=time_scale,
                 **workload,
             )
             if dry_run:

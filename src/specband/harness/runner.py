@@ -99,6 +99,8 @@ class MeasureSettings:
         hardware: ``hardware`` column (``None``: the device's name).
         log_dir: where server logs go.
         env: the servers' environment (``None``: this process's plus :data:`SGLANG_ENV`).
+        time_scale: real seconds per emulated second of the runs (``--time-scale``; 1 for
+            real time): a row's ``time_scale``, which a resumed sweep must share.
     """
 
     server: ServerConfig
@@ -119,6 +121,7 @@ class MeasureSettings:
     hardware: str | None = None
     log_dir: Path = field(default_factory=lambda: Path("specband-server-logs"))
     env: Mapping[str, str] | None = None
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_mem_fractions(self.mem_fraction_static, self.retry_mem_fraction)
@@ -153,6 +156,7 @@ class MeasureSettings:
             "num_prompts": self.num_prompts,
             "workload": self.workload,
             "workload_sha256": self.workload_sha256,
+            "time_scale": self.time_scale,
         }
 
     def server_env(self) -> dict[str, str]:

@@ -482,7 +482,7 @@ def _check_resumable(
 ) -> None:
     """Refuse rows written for another target, draft, grid, or with other run settings
     (dtype, attention backend, max new tokens, number of prompts, prompt set, mem
-    fraction, sglang version). A column a row lacks (an older file) is not compared.
+    fraction, sglang version, the emulator's time scale). A column a row lacks (an older file) is not compared.
 
     Raises:
         ConfigError: ``"<out>: cannot resume: ..."`` naming the first difference.
