@@ -91,7 +91,7 @@ def test_writes_are_atomic_and_leave_no_temporary_files(tmp_path):
     for i in range(20):
         gpu.update(power_w=20.0 + i)
     assert json.loads(path.read_text())["power_w"] == 39.0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu.json", "gpu.json.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu.json"]  # the lock (on the folder) leaves no file
 
 
 def test_a_corrupt_state_file_is_an_error(tmp_path):
@@ -136,3 +136,25 @@ def test_the_emulated_gpu_is_named_like_simulated_and_published_rows(tmp_path, p
     # a user's factory: its own label, else the profile id it was asked for
     assert hardware_name(SimpleNamespace(hardware="MyGPU"), "my-profile") == "MyGPU"
     assert hardware_name(SimpleNamespace(), "my-profile") == "my-profile"
+
+
+def test_the_state_lock_excludes_another_process_and_leaves_no_file(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "gpu.json"
+    gpu = EmulatedGpu(path, MODEL, HARDWARE, SCALE)
+    probe = (
+        "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"
+        "except BlockingIOError:\n    print('held')\n"
+    )
+
+    def other_process_sees() -> str:
+        done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    with gpu._locked():
+        assert other_process_sees() == "held"  # a writer elsewhere waits for this one
+    assert other_process_sees() == "free"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu.json"]

@@ -155,6 +155,8 @@ def test_sweep_rows_record_the_settings_a_resume_must_share(run_cli, sweep_args,
     res = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out)
     assert res.exit_code == 0, res.stderr
     (row,) = _rows(out)
+    # the emulated GPU's state stays (it persists like a real GPU); its lock leaves no file
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("s.jsonl.gpu")) == ["s.jsonl.gpu-state.json"]
     for column in (
         "sglang_version",
         "dtype",

@@ -15,8 +15,9 @@ writing (SIGKILL) is detected by its dead ``owner_pid``; readers then treat the 
 released (idle power, idle memory) from the last update on.
 
 Writes are atomic (:func:`specband.fileio.write_text_atomic`: temporary file +
-``os.replace``, not fsynced) and serialised by ``flock`` on ``<state>.lock``; reads never
-lock.
+``os.replace``, not fsynced) and serialised by ``flock`` on the state file's folder
+(a lock that leaves no file behind, and that no rename can swap: the state file itself
+is replaced at every write); reads never lock.
 
 The time scale applies to everything: ``time_scale`` real seconds per emulated second.
 """
@@ -36,7 +37,8 @@ from typing import Any
 
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, is_throttling
 from specband.errors import DeviceError
-from specband.fileio import write_text_atomic
+from specband.fileio import read_text_bounded, write_text_atomic
+from specband.limits import MAX_CONFIG_FILE_BYTES
 
 __all__ = [
     "EmulatedDevice",
@@ -183,9 +185,9 @@ class EmulatedGpu:
     def _locked(self) -> Iterator[None]:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
-            raise DeviceError(f"{self.path}: cannot open the emulated GPU's lock file: {exc.strerror}") from None
+            raise DeviceError(f"{self.path}: cannot open the emulated GPU state's folder: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -195,7 +197,9 @@ class EmulatedGpu:
 
     def _load(self) -> GpuState | None:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_text_bounded(
+                self.path, limit=MAX_CONFIG_FILE_BYTES, kind="emulated GPU state file", error=DeviceError
+            )
         except FileNotFoundError:
             return None
         except OSError as exc:
