@@ -19,10 +19,18 @@ from specband.limits import MAX_BATCH_SIZE, MAX_SEED
 from specband.recommend import DEFAULT_MODELS_DIR
 
 
-def _note(message: str) -> None:
+def say(text: str, *, err: bool = False) -> None:
+    """Print ``text`` as one line (on stderr with ``err``), its unprintable characters
+    escaped (:func:`specband.errors.one_line`): the one way every success, note and
+    warning line that names a path or a value from the user is printed, so that a file
+    name holding a newline cannot split it or pose as a second line."""
     from specband.errors import one_line
 
-    print(f"note: {one_line(message)}", file=sys.stderr)
+    print(one_line(text), file=sys.stderr if err else sys.stdout)
+
+
+def _note(message: str) -> None:
+    say(f"note: {message}", err=True)
 
 
 def _out_path(text: str) -> Path:
@@ -169,7 +177,7 @@ def register(app: typer.Typer) -> None:
         if dropped:
             _note(f"{folder} was replaced; it no longer holds {', '.join(dropped)} (train them again with --algo)")
         source = "bundled published measurements" if data is None else str(data)
-        typer.echo(
+        say(
             f"trained {len(names)} algorithm(s) on {source} ({len(training)} training rows, "
             f"features={features.value}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
         )

@@ -148,5 +148,7 @@ def register(app: typer.Typer) -> None:
         from specband.cli.core import _print_power_label
 
         _print_power_label(sweep.rows)
+        from specband.cli.core import say
+
         for path in written:
-            typer.echo(f"wrote {path}")
+            say(f"wrote {path}")

@@ -17,6 +17,7 @@ from typing import Any
 
 import typer
 
+from specband.cli.core import say
 from specband.cli.options import (
     DeviceKind,
     check_batch_size_list,
@@ -36,7 +37,7 @@ def _plain_warnings() -> Iterator[None]:
     """Show warnings as ``warning: <message>`` lines on stderr."""
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-        print(f"warning: {message}", file=sys.stderr)
+        say(f"warning: {message}", err=True)
 
     with warnings.catch_warnings():
         warnings.simplefilter("default")
@@ -145,9 +146,7 @@ def _sglang_version(given: str | None, server_command: str, server_env: dict[str
 def _warn(message: str | None) -> None:
     """Print ``warning: <message>`` on stderr (nothing for ``None``)."""
     if message is not None:
-        from specband.errors import one_line
-
-        print(f"warning: {one_line(message)}", file=sys.stderr)
+        say(f"warning: {message}", err=True)
 
 
 def _load_workload(path: Path | None, target: str) -> dict[str, Any]:
@@ -464,9 +463,9 @@ def register(app: typer.Typer) -> None:
                 )
             except KeyboardInterrupt:
                 reporter.stop()
-                print(
+                say(
                     f"interrupted: the server was stopped; {out} holds complete rows only (continue with --resume)",
-                    file=sys.stderr,
+                    err=True,
                 )
                 raise
             finally:
@@ -561,8 +560,8 @@ def register(app: typer.Typer) -> None:
             file=sys.stderr,
         )
         for line in result.skipped:
-            print(f"skipped (not a contract action): {line}", file=sys.stderr)
-        typer.echo(f"wrote {len(result.rows)} rows to {result.out_path} ({len(result.skipped)} skipped)")
+            say(f"skipped (not a contract action): {line}", err=True)
+        say(f"wrote {len(result.rows)} rows to {result.out_path} ({len(result.skipped)} skipped)")
 
 
 def _report(summary: Any, out: Path) -> None:
@@ -570,7 +569,7 @@ def _report(summary: Any, out: Path) -> None:
     from specband.dataset import load_sweep
     from specband.errors import DataError
 
-    typer.echo(
+    say(
         f"wrote {summary.written} rows ({summary.errors} errors) to {out}; skipped {summary.skipped}; "
         f"{summary.launches} server launches in {summary.elapsed_s:.1f} s"
     )
@@ -584,4 +583,4 @@ def _report(summary: Any, out: Path) -> None:
     try:
         load_sweep(out)
     except DataError as exc:
-        print(f"warning: {out} does not load as a training sweep yet: {exc}", file=sys.stderr)
+        say(f"warning: {out} does not load as a training sweep yet: {exc}", err=True)

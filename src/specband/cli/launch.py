@@ -136,7 +136,7 @@ def register(app: typer.Typer) -> None:
         import dataclasses
 
         from specband.artifacts import validate_algorithms
-        from specband.cli.core import _note
+        from specband.cli.core import _note, say
         from specband.cli.harness import _sglang_version, _warn
         from specband.errors import ConfigError
         from specband.harness.runner import check_mem_fractions
@@ -249,7 +249,7 @@ def register(app: typer.Typer) -> None:
                     if outcome.retry_mem_fraction
                     else ""
                 )
-                typer.echo(
+                say(
                     f"sglang ready at {server.base_url} with "
                     + (
                         f"{tuple(action)} for batch size {batch_size}"

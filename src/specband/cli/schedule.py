@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from specband.cli.core import _note, say
 from specband.cli.options import out_path
 
 ENGINES = ("sglang", "vllm")
@@ -124,7 +125,7 @@ def register(app: typer.Typer) -> None:
             from specband.schedule import check_sglang_adaptive_config
 
             entries = check_sglang_adaptive_config(obj)
-            typer.echo(
+            say(
                 f"wrote {out} ({len(tiers)} tier(s)); "
                 + (
                     "sglang's _load_adaptive_config accepts it"
@@ -133,17 +134,11 @@ def register(app: typer.Typer) -> None:
                 )
             )
             try:
-                typer.echo("sglang flags: " + shlex.join(sglang_schedule_flags(out, entries, draft_model)))
+                say("sglang flags: " + shlex.join(sglang_schedule_flags(out, entries, draft_model)))
             except ConfigError as exc:
                 _note(str(exc))
         else:
-            typer.echo(
-                f"wrote {out} ({len(tiers)} range(s)); vLLM flag: --speculative-config {shlex.quote(json.dumps(obj))}"
-            )
-
-
-def _note(message: str) -> None:
-    print(f"note: {message}", file=sys.stderr)
+            say(f"wrote {out} ({len(tiers)} range(s)); vLLM flag: --speculative-config {shlex.quote(json.dumps(obj))}")
 
 
 def _print_table(picks: list[Any], algorithm: str) -> None:

@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from specband.cli.core import say
 from specband.cli.options import check_batch_size_list
 from specband.limits import MAX_REPEATS, MAX_SEED
 
@@ -38,7 +39,7 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
 
             header = f"refitted from profile {profile} to {data.label} by specband simulate --refit --against aic"
             write_fn(fits[0].profile, write_profile, header=header, overwrite=force)
-            print(f"wrote {write_profile}", file=sys.stderr)
+            say(f"wrote {write_profile}", err=True)
     typer.echo(format_aic_report(aic_report(chosen, data)))
 
 
@@ -171,7 +172,7 @@ def register(app: typer.Typer) -> None:
                 if write_profile is not None:
                     header = f"refitted from profile {profile} by specband simulate --refit"
                     write_fn(fitted, write_profile, header=header, overwrite=force)
-                    print(f"wrote {write_profile}", file=sys.stderr)
+                    say(f"wrote {write_profile}", err=True)
             typer.echo(format_report(report_fn(model)))
             return
         from specband.sim import simulate_sweep, write_sweep
@@ -182,7 +183,7 @@ def register(app: typer.Typer) -> None:
         mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
         if not model.profile.power_measured:
             mark += " [power UNMEASURED: rows carry power_w_range]"
-        typer.echo(
+        say(
             f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
             f"seed {seed} -> {out_path}"
         )
