@@ -51,6 +51,15 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def server_marker(port: int) -> str:
+    """What only a launched server's command line holds (``build_launch_command`` writes
+    ``--host H --port P``). ``--port P`` alone is not enough: the sweep's own command line
+    holds it too, and so does every child the sweep forks until that child execs (the
+    sglang version probe, the server itself), so a test waiting for "a process with
+    ``--port P``" could find such a child and act before the server exists."""
+    return f"--host 127.0.0.1 --port {port}"
+
+
 @pytest.fixture
 def port() -> Iterator[int]:
     """A free port; after the test, asserts that no process still serves with it (and

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import TIME_SCALE, emulator_command, one_error_line, processes_with
+from tests.harness.conftest import TIME_SCALE, emulator_command, one_error_line, processes_with, server_marker
 
 from specband.actions import ACTIONS
 from specband.dataset import SWEEP_COLUMNS, load_sweep
@@ -352,7 +352,7 @@ def test_interrupt_during_a_launch_leaves_no_server(sweep_args, tmp_path, port, 
         stderr=subprocess.PIPE,
         text=True,
     )
-    marker = f"--port {port}"
+    marker = server_marker(port)
     try:
         deadline = time.monotonic() + 30
         servers: list[int] = []
@@ -395,7 +395,7 @@ def test_a_second_sweep_on_the_same_output_is_refused_at_once(run_cli, sweep_arg
         stderr=subprocess.PIPE,
         text=True,
     )
-    marker = f"--port {port}"
+    marker = server_marker(port)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not [p for p in processes_with(marker) if p != first.pid]:
