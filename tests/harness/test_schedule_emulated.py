@@ -239,3 +239,20 @@ def test_launch_schedule_starts_the_emulator_with_it(tmp_path: Path, port: int) 
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_launch_schedule_auto_writes_a_new_file_of_its_own_beside_the_log(tmp_path):
+    from specband.cli.schedule import new_auto_schedule_file, schedule_for_launch
+
+    log = tmp_path / "server.log"
+    (tmp_path / "specband-schedule.json").write_text("a user's file")
+    first, second = new_auto_schedule_file(log), new_auto_schedule_file(log)
+    assert first != second and first.parent == tmp_path and first.name.startswith("server.log.schedule-")
+    notes: list[str] = []
+    pick = schedule_for_launch("auto", "lookup_table", None, None, notes=notes, auto_file=first, log=log)
+    assert pick["path"] == first and pick["extra_args"][-1] == str(first)
+    assert sorted(json.loads(first.read_text())) == ["1", "12", "3", "6"]
+    assert notes == [
+        f"--schedule auto: wrote lookup_table's schedule to {first} (tiers 1, 3, 6, 12; removed at the end)"
+    ]
+    assert (tmp_path / "specband-schedule.json").read_text() == "a user's file"
