@@ -12,7 +12,7 @@ The module imports nothing but the standard library, so that CLI option declarat
 * Seeds (:data:`MAX_SEED`): ``train --seed``, ``simulate --seed``, ``evaluate --seed``
   and ``emulate --seed``.
 * Counts and durations of the CLI (:data:`MAX_REPEATS`, :data:`MAX_BOOTSTRAP_RESAMPLES`,
-  :data:`PORT_RANGE`, :data:`MAX_TIMEOUT_S`, :data:`MAX_EMULATED_TIME_S`, :data:`MAX_NUM_PROMPTS`,
+  :data:`PORT_RANGE`, :data:`MAX_TIMEOUT_S`, :data:`MAX_NUM_PROMPTS`,
   :data:`MAX_NEW_TOKENS`), declared on the options with typer's own ``min``/``max``.
 * Power limits (:data:`POWER_LIMIT_RANGE_W`): ``--power-limit`` of every command
   (:func:`specband.devices.base.check_power_limit_w`).
@@ -54,17 +54,14 @@ MAX_BOOTSTRAP_RESAMPLES = 100_000
 #: (RFC 793) without port 0 (which asks the OS for any port: the polled port would be unknown).
 PORT_RANGE = (1, 65535)
 
-#: Longest time an option may give in seconds (``--launch-timeout``, ``--request-timeout``,
-#: ``--cooldown``): one day, 86400 s. Basis: loading the largest
-#: model sglang serves takes tens of minutes and one 512-token request seconds; a larger
-#: value is a typo (and ``time.sleep`` overflows on a 1e300 one).
-MAX_TIMEOUT_S = 86_400
-
-#: Longest emulated time ``emulate --load-time`` may give, emulated seconds: 10**7 (116
-#: days). Basis: emulated seconds pass ``--time-scale`` times faster, and a test holds a
-#: launch open with 10**5 emulated s (1000 s real at the time scale 0.01); 10**7 leaves
-#: two orders of magnitude while keeping a typo (1e300) out of ``time.sleep``.
-MAX_EMULATED_TIME_S = 10_000_000
+#: Longest duration an option may give, seconds: 10**7 (116 days) for ``--launch-timeout``,
+#: ``--request-timeout``, ``--cooldown`` and ``emulate --load-time``. Basis: under the
+#: emulator these are emulated seconds, which pass ``--time-scale`` times faster (a test
+#: holds a launch or a request open with 10**5 emulated s, 1000 s real at 0.01); in real
+#: time a launch of the largest model takes tens of minutes and one request seconds, so 10**7
+#: leaves orders of magnitude of margin while keeping a typo (1e300) out of ``time.sleep``,
+#: which overflows on it.
+MAX_TIMEOUT_S = 10_000_000
 
 #: Largest ``sweep --num-prompts``: :data:`MAX_BATCH_SIZE`. Basis: a run sends
 #: ``max(num_prompts, batch size)`` requests, and a batch size is at most that.

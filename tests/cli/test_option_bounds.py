@@ -11,7 +11,6 @@ import pytest
 
 from specband.limits import (
     MAX_BOOTSTRAP_RESAMPLES,
-    MAX_EMULATED_TIME_S,
     MAX_NEW_TOKENS,
     MAX_NUM_PROMPTS,
     MAX_REPEATS,
@@ -40,7 +39,7 @@ def _above(option: str, bound: float) -> str:
         ((*SWEEP, "--cooldown", "1e300"), _above("--cooldown", MAX_TIMEOUT_S)),
         ((*SWEEP, "--num-prompts", str(MAX_NUM_PROMPTS + 1)), _above("--num-prompts", MAX_NUM_PROMPTS)),
         ((*SWEEP, "--max-new-tokens", str(MAX_NEW_TOKENS + 1)), _above("--max-new-tokens", MAX_NEW_TOKENS)),
-        (("emulate", "--load-time", "1e300"), _above("--load-time", MAX_EMULATED_TIME_S)),
+        (("emulate", "--load-time", "1e300"), _above("--load-time", MAX_TIMEOUT_S)),
         (("emulate", "--seed", str(2**32)), _above("--seed", 2**32 - 1)),
     ],
 )

@@ -692,7 +692,7 @@ _AT_LEAST = "Input should be greater than or equal to {} (see 'specband sweep --
         ),
         (  # typer's own range check (specband.limits.MAX_TIMEOUT_S) takes NaN first
             ["--cooldown", "nan"],
-            "error: Invalid value for '--cooldown': Input should be less than or equal to 86400 "
+            "error: Invalid value for '--cooldown': Input should be less than or equal to 10000000 "
             "(see 'specband sweep --help')",
         ),
         (["--retry-mem-fraction", "-5"], "error: --retry-mem-fraction must be 0 (no retry) or in (0, 1), got -5.0"),

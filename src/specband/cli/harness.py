@@ -27,7 +27,7 @@ from specband.cli.options import (
     sglang_version_option,
 )
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV  # constants only
-from specband.limits import MAX_EMULATED_TIME_S, MAX_NEW_TOKENS, MAX_NUM_PROMPTS, MAX_REPEATS, MAX_SEED, MAX_TIMEOUT_S
+from specband.limits import MAX_NEW_TOKENS, MAX_NUM_PROMPTS, MAX_REPEATS, MAX_SEED, MAX_TIMEOUT_S
 
 _EMULATOR_HELP = "For the emulator only: "
 
@@ -503,7 +503,7 @@ def register(app: typer.Typer) -> None:
             "--load-time",
             help="Emulated seconds to load (default 30).",
             min=0.0,
-            max=MAX_EMULATED_TIME_S,
+            max=MAX_TIMEOUT_S,
             metavar="S",
         ),
         seed: int | None = typer.Option(None, "--seed", min=0, max=MAX_SEED, metavar="N"),
