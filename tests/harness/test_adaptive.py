@@ -76,8 +76,12 @@ def test_propensities_are_uniform_for_an_exhaustive_sweep_and_the_mixture_otherw
     props = logging_propensities(kept)
     n_bs1 = sum(1 for r in kept if r["batch_size"] == 1)
     for row, p in zip(kept, props, strict=True):
-        n = sum(1 for r in kept if r["batch_size"] == row["batch_size"] and
-                (r["steps"], r["topk"], r["num_draft_tokens"]) == (row["steps"], row["topk"], row["num_draft_tokens"]))
+        n = sum(
+            1
+            for r in kept
+            if r["batch_size"] == row["batch_size"]
+            and (r["steps"], r["topk"], r["num_draft_tokens"]) == (row["steps"], row["topk"], row["num_draft_tokens"])
+        )
         assert p == pytest.approx(n / (n_bs1 if row["batch_size"] == 1 else 19))
     for bs in (1, 4):  # a distribution over the actions logged at each batch size
         per_action = {(r["steps"], r["topk"], r["num_draft_tokens"]): p

@@ -22,7 +22,7 @@ GUARD_S = 120.0
 def test_parse_gpus():
     assert parse_gpus("0,1, 3") == [0, 1, 3]
     for bad in ("", "0,,1", "a", "-1", "0,0"):
-        with pytest.raises(ConfigError, match="^--gpus: "):
+        with pytest.raises(ConfigError, match=r"^--gpus: "):
             parse_gpus(bad)
 
 
@@ -92,7 +92,7 @@ def test_stopping_the_local_pool_cancels_running_executors_and_waits_for_them():
         return "stopped"
 
     pool = LocalGpuPool([0, 1])
-    with pytest.raises(KeyboardInterrupt), pool.run([0, 1, 2, 3], execute) as results:
+    with pytest.raises(KeyboardInterrupt), pool.run([0, 1, 2, 3], execute):
         assert started.wait(GUARD_S)
         raise KeyboardInterrupt  # Ctrl-C in the driver
     # both workers were held by slow units until the cancel: unit 3 never started, and
@@ -153,5 +153,5 @@ def test_ray_pool_cancels_running_tasks_on_ctrl_c(local_ray, tmp_path):
             if list(tmp_path.glob("started*")):
                 started.set()
         raise KeyboardInterrupt
-    running = sorted(p.name[len("started"):] for p in tmp_path.glob("started*"))
-    assert running and sorted(p.name[len("stopped"):] for p in tmp_path.glob("stopped*")) == running
+    running = sorted(p.name[len("started") :] for p in tmp_path.glob("started*"))
+    assert running and sorted(p.name[len("stopped") :] for p in tmp_path.glob("stopped*")) == running

@@ -13,8 +13,9 @@ def register(app: typer.Typer) -> None:
     @app.command("merge")
     def merge_command(
         out: Path = typer.Argument(..., help="The merged sweep file (JSONL).", metavar="OUT"),
-        shards: list[Path] = typer.Argument(..., help="The shard files, each written by sweep --shard K/N.",
-                                            metavar="SHARD..."),  # fmt: skip
+        shards: list[Path] = typer.Argument(
+            ..., help="The shard files, each written by sweep --shard K/N.", metavar="SHARD..."
+        ),
         force: bool = typer.Option(False, "--force", help="Replace an existing OUT."),
     ) -> None:
         """Join the files of a sharded sweep into one sweep file, refusing files of another

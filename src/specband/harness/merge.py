@@ -99,16 +99,25 @@ def _reference(rows: Sequence[dict[str, Any]]) -> MeasureSettings:
     return cast(MeasureSettings, settings)  # the comparison reads only what _RowSettings has
 
 
+def _identity(row: dict[str, Any], name: str, path: Path, line: int) -> int:
+    """``row[name]``, an integer >= 0.
+
+    Raises:
+        DataError: naming the file, line and field otherwise.
+    """
+    value: Any = row.get(name)
+    if not is_int(value) or value < 0:
+        raise DataError(f"expected an integer >= 0, got {value!r}", path=path, line=line, field=name)
+    return int(value)
+
+
 def _grid(numbered: Sequence[tuple[Path, int, dict[str, Any]]]) -> list[GridPoint]:
     """The grid point of each index, as its first row says (the comparison then holds every
     other row with that index to it). Indices no row has are never looked up."""
     points: dict[int, GridPoint] = {}
     for path, line, row in numbered:
-        index, repeat = row.get("index"), row.get("repeat")
-        if not is_int(index) or index < 0:
-            raise DataError(f"expected an integer >= 0, got {index!r}", path=path, line=line, field="index")
-        if not is_int(repeat) or repeat < 0:
-            raise DataError(f"expected an integer >= 0, got {repeat!r}", path=path, line=line, field="repeat")
+        index = _identity(row, "index", path, line)
+        _identity(row, "repeat", path, line)
         if index not in points:
             triple = (row.get("steps"), row.get("topk"), row.get("num_draft_tokens"))
             try:

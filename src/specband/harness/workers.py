@@ -189,7 +189,7 @@ class LocalGpuPool:
     def __init__(self, gpus: Sequence[int], base_port: int = 30000) -> None:
         if not gpus or len(set(gpus)) != len(gpus):
             raise ConfigError(f"--gpus: give distinct GPU indices, got {list(gpus)}")
-        if not (0 < base_port and base_port + len(gpus) - 1 < 65536):
+        if not (base_port > 0 and base_port + len(gpus) - 1 < 65536):
             raise ConfigError(f"--port: ports {base_port}..{base_port + len(gpus) - 1} are not all in 1..65535")
         self.gpus = list(gpus)
         self.base_port = base_port
