@@ -28,7 +28,7 @@ def test_a_config_needs_two_measurements_before_it_can_be_dropped():
 def test_pooled_t_interval_drops_the_clear_loser_and_keeps_the_close_rival():
     samples = {BASE: [0.0, 0.0], A: [0.50, 0.52], B: [0.49, 0.51], C: [0.20, 0.22]}
     d = decide(8, samples)
-    # s_p = 0.01 * sqrt(2) / sqrt(1)... : each config's two values differ by 0.02 -> ss 2e-4 each, df 3
+    # A, B, C: two values 0.02 apart -> squared deviations 2e-4 each, df 3 (the baseline left out)
     sd = math.sqrt(3 * 2e-4 / 3)
     half = 3.182446305284263 * sd / math.sqrt(2)  # t_{0.975, 3}
     by = {c.action: c for c in d.intervals}
