@@ -113,9 +113,18 @@ def _records_for(
             step_ms = float(r.raw["generation_latency"]) / steps * layers / (layers + nextn)
         else:
             step_ms = float(r.tpot)
-        rec = {"system": system, "profile": SYSTEMS[system], "target": pair[0], "draft": pair[1], "kind": kind,
-               "batch_size": bs, "tokens": tokens, "step_ms": round(step_ms, 5),
-               "backend_version": r.backend_version, **extra}
+        rec = {
+            "system": system,
+            "profile": SYSTEMS[system],
+            "target": pair[0],
+            "draft": pair[1],
+            "kind": kind,
+            "batch_size": bs,
+            "tokens": tokens,
+            "step_ms": round(step_ms, 5),
+            "backend_version": r.backend_version,
+            **extra,
+        }
         print(json.dumps(rec), flush=True)
         records.append(rec)
 
@@ -150,9 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             target_dir = _model_dir(tmp, pair[0], target)
             draft_dir = _model_dir(tmp, pair[1], _draft_as_llama(draft))
             for system in systems:
-                records += _records_for(
-                    system, target_dir, draft_dir, int(target["num_hidden_layers"]), pair, skipped
-                )
+                records += _records_for(system, target_dir, draft_dir, int(target["num_hidden_layers"]), pair, skipped)
     bad = [r for r in records if not (math.isfinite(r["step_ms"]) and r["step_ms"] > 0)]
     if bad:
         print(f"error: AIC returned no usable step time for {bad[0]}", file=sys.stderr)
@@ -162,15 +169,31 @@ def main(argv: list[str] | None = None) -> int:
         "aiconfigurator_version": importlib.metadata.version("aiconfigurator"),
         "aiconfigurator_core_version": importlib.metadata.version("aiconfigurator-core"),
         "date": datetime.date.today().isoformat(),
-        "query": {"mode": "static_gen", "backend": "sglang", "database_mode": "SILICON", "tp_size": 1,
-                  "dtype": "bfloat16", "isl": PROMPT_TOKENS, "osl": OUTPUT_TOKENS, "stride": 32,
-                  "verify": "MTP step with nextn = N - 1, nextn_accepted = 1, x L / (L + nextn)",
-                  "draft": "one-layer LlamaForCausalLM with the EAGLE3 head's sizes and draft vocabulary"},
-        "docs": [{"profile": "h100-sxm", "target": "llama-3.1-8b-instruct", "kind": "decode", "batch_size": 1,
-                  "tok_s": 158.34, "step_ms": round(1000.0 / 158.34, 5),
-                  "source": "sglang docs, Speculative Decoding, Performance Highlights: SGLang w/o speculative, "
-                            "1x H100, Llama-3.1-8B-Instruct, MT-bench (https://docs.sglang.io/advanced_features/"
-                            "speculative_decoding.html)"}],
+        "query": {
+            "mode": "static_gen",
+            "backend": "sglang",
+            "database_mode": "SILICON",
+            "tp_size": 1,
+            "dtype": "bfloat16",
+            "isl": PROMPT_TOKENS,
+            "osl": OUTPUT_TOKENS,
+            "stride": 32,
+            "verify": "MTP step with nextn = N - 1, nextn_accepted = 1, x L / (L + nextn)",
+            "draft": "one-layer LlamaForCausalLM with the EAGLE3 head's sizes and draft vocabulary",
+        },
+        "docs": [
+            {
+                "profile": "h100-sxm",
+                "target": "llama-3.1-8b-instruct",
+                "kind": "decode",
+                "batch_size": 1,
+                "tok_s": 158.34,
+                "step_ms": round(1000.0 / 158.34, 5),
+                "source": "sglang docs, Speculative Decoding, Performance Highlights: SGLang w/o speculative, "
+                "1x H100, Llama-3.1-8B-Instruct, MT-bench (https://docs.sglang.io/advanced_features/"
+                "speculative_decoding.html)",
+            }
+        ],
         "skipped": skipped,
         "records": records,
     }

@@ -41,17 +41,34 @@ def main() -> None:
     args = parser.parse_args()
 
     from specband.actions import ACTIONS
-    from specband.harness.models import load_performance_model
+    from specband.emulator.models import load_performance_model
 
     model = load_performance_model(args.model, "rtx4060-laptop")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "sweep.jsonl"
         cmd = [
-            sys.executable, "-m", "specband", "sweep", "--target", "m", "--draft", "d", "--out", str(out),
-            "--repeats", str(args.repeats), "--server-command", "python -m specband emulate",
-            "--time-scale", str(args.time_scale), "--emulator-model", args.model, "--port", str(_free_port()),
+            sys.executable,
+            "-m",
+            "specband",
+            "sweep",
+            "--target",
+            "m",
+            "--draft",
+            "d",
+            "--out",
+            str(out),
+            "--repeats",
+            str(args.repeats),
+            "--server-command",
+            "python -m specband emulate",
+            "--time-scale",
+            str(args.time_scale),
+            "--emulator-model",
+            args.model,
+            "--port",
+            str(_free_port()),
             "--quiet",
-        ]  # fmt: skip
+        ]
         if args.one_launch_per_config:
             cmd.append("--one-launch-per-config")
         t0 = time.monotonic()

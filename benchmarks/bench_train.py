@@ -52,10 +52,11 @@ def replicated_bundled(rows: int, out: Path) -> Path:
 def time_training(path: Path, seed: int) -> dict[str, float]:
     """Fit all eight in this process (fresh training cache), then save them; wall seconds
     (and "fit all eight (CPU)": CPU seconds of this process, less sensitive to other load)."""
-    from specband.artifacts import build_manifest, save_artifacts, train_policies
+    from specband.artifacts import save_artifacts
     from specband.dataset import load_sweep
     from specband.policies import ALGORITHMS
     from specband.policies.nets import clear_training_cache
+    from specband.training import build_manifest, train_policies
 
     clear_training_cache()
     times: dict[str, float] = {}
@@ -79,7 +80,7 @@ def time_training(path: Path, seed: int) -> dict[str, float]:
 def time_fresh_process(path: Path, seed: int) -> float:
     """Wall time of a fresh interpreter that imports specband and fits all eight."""
     code = (
-        "import sys; from specband.dataset import load_sweep; from specband.artifacts import train_policies; "
+        "import sys; from specband.dataset import load_sweep; from specband.training import train_policies; "
         f"train_policies(load_sweep(sys.argv[1]).training_data('contract'), seed={seed})"
     )
     start = time.perf_counter()
@@ -108,8 +109,10 @@ def main() -> None:
         print(f"import {specband.dataset.__name__}, {specband.artifacts.__name__}: {imported:.2f} s")
         runs = [time_training(path, args.seed) for _ in range(args.repeats)]
         keys = [k for k in runs[0] if k not in ("rows", "training rows")]
-        print(f"rows: {int(runs[0]['rows'])} ({int(runs[0]['training rows'])} trained on); "
-              f"{args.repeats} repetitions in one process (the first pays the scipy/sklearn imports)")
+        print(
+            f"rows: {int(runs[0]['rows'])} ({int(runs[0]['training rows'])} trained on); "
+            f"{args.repeats} repetitions in one process (the first pays the scipy/sklearn imports)"
+        )
         print(f"{'step':<22}{'min s':>8}{'median s':>10}")
         for k in keys:
             values = [r[k] for r in runs]
@@ -118,8 +121,10 @@ def main() -> None:
         print(f"fresh process, import + fit all eight: {fresh:.2f} s   (target < 5 s; published scripts ~47 s)")
 
         rec = time_recommend(args.recommend_runs, [])
-        print(f"cold `specband recommend --batch-size 16` (lookup_table, embedded): "
-              f"min {min(rec):.3f} s, median {statistics.median(rec):.3f} s over {len(rec)} runs   (target < 0.3 s)")
+        print(
+            f"cold `specband recommend --batch-size 16` (lookup_table, embedded): "
+            f"min {min(rec):.3f} s, median {statistics.median(rec):.3f} s over {len(rec)} runs   (target < 0.3 s)"
+        )
         models = Path(tmp) / "bench-models"
         subprocess.run(
             [sys.executable, "-m", "specband", "train", str(path), "--out", str(models), "--algo", "lookup_table"],
@@ -127,8 +132,10 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
         rec = time_recommend(args.recommend_runs, ["--models", str(models)])
-        print(f"cold `specband recommend --batch-size 16 --models DIR` (lookup_table): "
-              f"min {min(rec):.3f} s, median {statistics.median(rec):.3f} s")
+        print(
+            f"cold `specband recommend --batch-size 16 --models DIR` (lookup_table): "
+            f"min {min(rec):.3f} s, median {statistics.median(rec):.3f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # own by tests/harness/test_sglang_conformance.py) instead of importing sglang (seconds) per launch
 os.environ.setdefault("SPECBAND_EMULATOR_SGLANG_PARSER", "0")
 
-from specband.dataset import bundled_data_path  # noqa: E402
+from specband.dataset import bundled_data_path
 
 PUBLISHED_DATA = bundled_data_path()
 

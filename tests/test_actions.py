@@ -32,10 +32,26 @@ from specband.errors import InvalidActionError, SpecbandError
 
 # docs/FACTS.md §1, verbatim: index i in every published file means this tuple.
 PUBLISHED_ORDER = [
-    (0, 0, 0), (1, 1, 2), (1, 2, 2), (1, 4, 2), (1, 4, 4), (3, 1, 4), (3, 2, 2), (3, 2, 4),
-    (3, 4, 2), (3, 4, 4), (3, 4, 8), (5, 1, 6), (5, 2, 2), (5, 2, 4), (5, 2, 8), (5, 4, 2),
-    (5, 4, 4), (5, 4, 8), (5, 4, 16),
-]  # fmt: skip
+    (0, 0, 0),
+    (1, 1, 2),
+    (1, 2, 2),
+    (1, 4, 2),
+    (1, 4, 4),
+    (3, 1, 4),
+    (3, 2, 2),
+    (3, 2, 4),
+    (3, 4, 2),
+    (3, 4, 4),
+    (3, 4, 8),
+    (5, 1, 6),
+    (5, 2, 2),
+    (5, 2, 4),
+    (5, 2, 8),
+    (5, 4, 2),
+    (5, 4, 4),
+    (5, 4, 8),
+    (5, 4, 16),
+]
 
 RAW_GRID = list(itertools.product(GRID_STEPS, GRID_TOPK, GRID_DRAFT_TOKENS))
 
@@ -155,12 +171,17 @@ def test_sglang_cli_args() -> None:
     assert sglang_cli_args((0, 0, 0)) == []
     assert sglang_cli_args((0, 0, 0), "/d") == []
     assert sglang_cli_args((3, 2, 4), "/models/draft") == [
-        "--speculative-algorithm", "EAGLE3",
-        "--speculative-draft-model-path", "/models/draft",
-        "--speculative-num-steps", "3",
-        "--speculative-eagle-topk", "2",
-        "--speculative-num-draft-tokens", "4",
-    ]  # fmt: skip
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "/models/draft",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "2",
+        "--speculative-num-draft-tokens",
+        "4",
+    ]
     # topk=1 is canonicalised as sglang does
     assert sglang_cli_args((3, 1, 2))[-1] == "4"
     with pytest.raises(InvalidActionError, match="rule 1"):

@@ -20,22 +20,20 @@ from specband.artifacts import (
     MANIFEST_FILE,
     Manifest,
     available_algorithms,
-    build_manifest,
-    compute_embedded_manifest,
     embedded_manifest,
     load_manifest,
     load_policies,
     load_policy,
-    pick_table,
     save_artifacts,
-    state_tuple,
-    train_policies,
     validate_algorithms,
 )
 from specband.dataset import load_sweep, state_vector
 from specband.errors import ArtifactError, ConfigError
+from specband.picks import pick_table
 from specband.policies import ALGORITHMS, create_policy, policy_class
 from specband.policies.embedded import EMBEDDED_MANIFEST
+from specband.state import state_tuple
+from specband.training import build_manifest, compute_embedded_manifest, train_policies
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +70,12 @@ def test_layout_is_the_model_cards(folder: Path) -> None:
         ]
     )
     assert files == expected
-    assert ARTIFACT_FILES == {name: f"{name}/{policy_class(name).artifact_file}" for name in ALGORITHMS}
+    assert {name: f"{name}/{policy_class(name).artifact_file}" for name in ALGORITHMS} == ARTIFACT_FILES
     assert available_algorithms(folder) == list(ALGORITHMS)
     assert oct(os.stat(folder / ARTIFACT_FILES["linucb"]).st_mode & 0o044) == oct(0o044)  # readable by others
 
 
-RECIPE = r'''
+RECIPE = r"""
 import json, sys
 import joblib, numpy as np, torch
 import torch.nn as nn
@@ -129,7 +127,7 @@ out["gbt"] = gbt.predict(feats).tolist()
 
 assert "specband" not in sys.modules, "the recipe imported specband"
 print(json.dumps(out))
-'''
+"""
 
 
 def test_every_file_loads_with_the_model_card_recipe_without_specband(folder: Path, trained) -> None:
@@ -200,7 +198,9 @@ joblib.dump(LinearRegression().fit(X, y), f"{d}/doubly_robust/model.joblib")
 def foreign_folder(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("foreign") / "published"
     out.mkdir()
-    proc = subprocess.run([sys.executable, "-I", "-c", OTHER_TOOL, str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", OTHER_TOOL, str(out)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -235,9 +235,17 @@ def test_doubly_robust_correction_recomputed_from_the_raw_sweep(folder: Path, tr
 @pytest.mark.parametrize(
     "name, damage, message",
     [
-        ("linucb", lambda p: np.savez(p, theta=np.zeros((19, 3)), A=np.zeros((19, 4, 4)), actions=np.array(ACTIONS)), r"'theta' must have shape \(19, 4\)"),
+        (
+            "linucb",
+            lambda p: np.savez(p, theta=np.zeros((19, 3)), A=np.zeros((19, 4, 4)), actions=np.array(ACTIONS)),
+            r"'theta' must have shape \(19, 4\)",
+        ),
         ("linucb", lambda p: np.savez(p, theta=np.zeros((19, 4)), actions=np.array(ACTIONS)), "missing key"),
-        ("thompson_sampling", lambda p: np.savez(p, mean=np.zeros((19, 4)), cov=np.zeros((19, 4, 4)), actions=np.array(ACTIONS)[::-1]), "contract order"),
+        (
+            "thompson_sampling",
+            lambda p: np.savez(p, mean=np.zeros((19, 4)), cov=np.zeros((19, 4, 4)), actions=np.array(ACTIONS)[::-1]),
+            "contract order",
+        ),
         ("mlp_bandit", lambda p: p.write_bytes(b"not a torch file"), "weights_only=True"),
         ("gbt", lambda p: p.write_bytes(b"garbage"), "not a readable joblib file"),
     ],
@@ -349,7 +357,7 @@ def test_replaces_a_specband_folder_but_not_other_folders(tmp_path: Path, traine
     assert not (out / "linucb").exists() and (out / ARTIFACT_FILES["lookup_table"]).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     (out / "stale.txt").write_text("old")  # ... unless it holds files specband did not write
-    with pytest.raises(ArtifactError, match="also holds stale.txt"):
+    with pytest.raises(ArtifactError, match=r"also holds stale\.txt"):
         save_artifacts({"lookup_table": policies["lookup_table"]}, out, manifest)
     assert (out / "stale.txt").read_text() == "old"
     other = tmp_path / "mine"
@@ -387,7 +395,11 @@ def test_validate_algorithms() -> None:
 
 def test_missing_algorithm_in_folder(tmp_path: Path, trained, sweep) -> None:
     data, policies = trained
-    save_artifacts({"lookup_table": policies["lookup_table"]}, tmp_path / "m", build_manifest(data, ["lookup_table"], seed=0, sweep=sweep))
+    save_artifacts(
+        {"lookup_table": policies["lookup_table"]},
+        tmp_path / "m",
+        build_manifest(data, ["lookup_table"], seed=0, sweep=sweep),
+    )
     with pytest.raises(ArtifactError, match=r"no such file \(the folder has: lookup_table\)"):
         load_policy(tmp_path / "m", "gbt")
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_dataset import small_sweep
 
 from specband.dataset import load_sweep
 from specband.errors import DataError, one_line
@@ -20,6 +19,7 @@ from specband.limits import (
     is_int,
     is_number,
 )
+from test_dataset import small_sweep
 
 
 def _one_error_line(stderr: str) -> str:
@@ -73,8 +73,19 @@ def test_train_seed_above_what_scikit_learn_takes_is_a_usage_error(run_cli: Any,
 
 
 def test_train_at_the_largest_seed_trains_every_seeded_algorithm(run_cli: Any, tmp_path: Path) -> None:
-    res = run_cli("train", "--seed", str(MAX_SEED), "--out", tmp_path / "m",
-                  "--algo", "gbt", "--algo", "thompson_sampling", "--algo", "mlp_bandit")  # fmt: skip
+    res = run_cli(
+        "train",
+        "--seed",
+        str(MAX_SEED),
+        "--out",
+        tmp_path / "m",
+        "--algo",
+        "gbt",
+        "--algo",
+        "thompson_sampling",
+        "--algo",
+        "mlp_bandit",
+    )
     assert res.exit_code == 0, res.stderr
     assert json.loads((tmp_path / "m" / "specband.json").read_text())["seed"] == MAX_SEED
 
@@ -127,8 +138,10 @@ def test_rows_of_the_study_card_without_a_limit_say_the_limit_used(
     res = run_cli("train", path, "--out", tmp_path / "m", "--algo", "lookup_table")
     assert res.exit_code == 0, res.stderr
     assert "no energy was measured" not in res.stderr
-    assert f"note: {path}: rows give avg_power_watts but no power_limit_watts; energy utilisation uses the " \
-           "assumed 80 W limit of the study's RTX 4060 Laptop (--power-limit W gives another)" in res.stderr
+    assert (
+        f"note: {path}: rows give avg_power_watts but no power_limit_watts; energy utilisation uses the "
+        "assumed 80 W limit of the study's RTX 4060 Laptop (--power-limit W gives another)" in res.stderr
+    )
 
 
 def test_rows_without_energy_still_say_throughput_alone(write_jsonl: Any) -> None:

@@ -104,12 +104,12 @@ def test_pick_for_mix_expected_reward_and_regret():
 def test_own_picks_are_recommends_picks(algo):
     """The scorer the mix and the schedule use agrees with `specband recommend` at every
     measured batch size (its argmax is recommend's pick)."""
-    from specband.cli.core import recommend_pick
+    from specband.recommend import recommend
 
     scorer = load_scorer(algo, None)
     for bs in scorer.batch_sizes:
         pick = pick_for_mix(scorer, {bs: 1.0})
-        assert pick.rows[0].own_index == pick.index == recommend_pick(bs, algo, None, None, None, None)["action_index"]
+        assert pick.rows[0].own_index == pick.index == recommend(bs, algo).pick["action_index"]
 
 
 def test_recommend_batch_mix_cli(run_cli, tmp_path):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,11 +22,25 @@ def sweep_row(index: int, bs: int, triple: tuple[int, int, int], **extra: Any) -
     steps, topk, draft = triple
     row: dict[str, Any] = {column: None for column in SWEEP_COLUMNS}
     row.update(
-        hardware="RTX4060_Laptop", index=index, repeat=0, batch_size=bs, steps=steps, topk=topk,
-        num_draft_tokens=draft, is_baseline=triple == (0, 0, 0), error=None, accept_length=1.0 if steps == 0 else 2.0,
-        speed_tok_s=100.0 if steps == 0 else 130.0, speed_source="step_time", avg_power_watts=76.0,
-        gpu_temp_c_before=55.0, gpu_temp_c=62.0, gpu_util_pct=97.0, gpu_mem_used_mb=6100.0, gpu_throttling=False,
-    )  # fmt: skip
+        hardware="RTX4060_Laptop",
+        index=index,
+        repeat=0,
+        batch_size=bs,
+        steps=steps,
+        topk=topk,
+        num_draft_tokens=draft,
+        is_baseline=triple == (0, 0, 0),
+        error=None,
+        accept_length=1.0 if steps == 0 else 2.0,
+        speed_tok_s=100.0 if steps == 0 else 130.0,
+        speed_source="step_time",
+        avg_power_watts=76.0,
+        gpu_temp_c_before=55.0,
+        gpu_temp_c=62.0,
+        gpu_util_pct=97.0,
+        gpu_mem_used_mb=6100.0,
+        gpu_throttling=False,
+    )
     row.update(extra)
     return row
 
@@ -93,22 +108,71 @@ def test_power_limit_precedence(write_jsonl: WriteJsonl) -> None:
 
 def test_sglang_bench_format_has_no_energy(write_jsonl: WriteJsonl) -> None:
     rows = [
-        {"batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1.0, "step_time": 0.0103, "speed": 97.1, "completion_tokens": 8192},
-        {"batch_size": 1, "steps": 3, "topk": 4, "num_draft_tokens": 8, "acc_length": 2.4, "step_time": 0.0154, "speed": 155.8, "completion_tokens": 8192},
-        {"batch_size": 1, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_length": 2.0, "step_time": 0.0150, "speed": 133.3, "completion_tokens": 8192},
-    ]  # fmt: skip
+        {
+            "batch_size": 1,
+            "steps": 0,
+            "topk": 0,
+            "num_draft_tokens": 0,
+            "acc_length": 1.0,
+            "step_time": 0.0103,
+            "speed": 97.1,
+            "completion_tokens": 8192,
+        },
+        {
+            "batch_size": 1,
+            "steps": 3,
+            "topk": 4,
+            "num_draft_tokens": 8,
+            "acc_length": 2.4,
+            "step_time": 0.0154,
+            "speed": 155.8,
+            "completion_tokens": 8192,
+        },
+        {
+            "batch_size": 1,
+            "steps": 3,
+            "topk": 1,
+            "num_draft_tokens": 4,
+            "acc_length": 2.0,
+            "step_time": 0.0150,
+            "speed": 133.3,
+            "completion_tokens": 8192,
+        },
+    ]
     sweep = load_sweep(write_jsonl(rows))
     assert sweep.format == "sglang_bench"
     assert not sweep.energy_measured
-    assert [r.index for r in sweep.rows] == [0, 1, 2]
+    assert [r.index for r in sweep.rows] == [0, 10, 5]  # grid index: bs position x 19 + action index
     parts = sweep.reward_parts(sweep.rows[1])
     assert parts.energy_measured is False
     assert parts.reward == pytest.approx((155.8 / 97.1 - 1) / 2)
 
 
+def test_a_bench_file_reads_as_import_bench_writes_it(write_jsonl: WriteJsonl, tmp_path) -> None:
+    """One reading of sglang's bench output: a repeated config is a repeat of the same grid
+    index, and a triple outside the 19 (the bench script's default grid has them) is
+    skipped and counted, in load_sweep exactly as in import-bench."""
+    from specband.harness.import_bench import import_bench
+
+    base = {"batch_size": 2, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1.0, "speed": 90.0}
+    spec = {"batch_size": 2, "steps": 3, "topk": 4, "num_draft_tokens": 8, "acc_length": 2.5, "speed": 150.0}
+    outside = {"batch_size": 2, "steps": 7, "topk": 8, "num_draft_tokens": 32, "acc_length": 3.0, "speed": 160.0}
+    path = write_jsonl([base, spec, outside, dict(spec, speed=151.0)], "bench.jsonl")
+    direct = load_sweep(path)
+    assert [(r.index, r.repeat, r.line) for r in direct.rows] == [(0, 0, 1), (10, 0, 2), (10, 1, 4)]
+    assert len(direct.skipped) == 1 and direct.skipped[0].startswith("line 3: (7, 8, 32): ")
+    assert "(1 lines skipped: not contract actions)" in str(direct.energy_note())
+    result = import_bench(path, tmp_path / "imported.jsonl")
+    imported = load_sweep(result.out_path)
+    assert result.skipped == list(direct.skipped)
+    assert [{**r.raw, "hardware": None} for r in imported.rows] == [dict(r.raw) for r in direct.rows]
+
+
 def test_agentic_trace_rows_are_kept_but_not_trained_or_failed(write_jsonl: WriteJsonl) -> None:
     rows = small_sweep()[:3] + [
-        sweep_row(228, 4, (3, 4, 8), error="agentic_pilot_trace: swebench", speed_source="swebench_pilot", is_baseline=False)
+        sweep_row(
+            228, 4, (3, 4, 8), error="agentic_pilot_trace: swebench", speed_source="swebench_pilot", is_baseline=False
+        )
     ]
     sweep = load_sweep(write_jsonl(rows))
     trace = sweep.rows[3]
@@ -164,7 +228,7 @@ def test_training_data_shapes_and_propensities() -> None:
 
 def test_propensity_column_is_used(write_jsonl: WriteJsonl) -> None:
     rows = small_sweep()[:3]
-    for r, p in zip(rows, (0.5, 0.3, 0.2)):
+    for r, p in zip(rows, (0.5, 0.3, 0.2), strict=True):
         r["propensity"] = p
     data = load_sweep(write_jsonl(rows)).training_data()
     np.testing.assert_allclose(data.propensities, [0.5, 0.3, 0.2])
@@ -199,8 +263,20 @@ BAD_INPUTS: list[tuple[str, list[Any], int | None, str | None, str]] = [
     ("blank lines only", ["", "   "], None, None, "empty"),
     ("not JSON", small_sweep()[:2] + ["{this is not json"], 3, None, "not valid JSON"),
     ("not an object", small_sweep()[:1] + ["[1, 2, 3]"], 2, None, "JSON object"),
-    ("NaN", small_sweep()[:1] + [json.dumps(small_sweep()[1]).replace('"avg_power_watts": 77.0', '"avg_power_watts": NaN')], 2, "avg_power_watts", "NaN or Infinity"),
-    ("Infinity", small_sweep()[:1] + [json.dumps(small_sweep()[1]).replace('"speed_tok_s": 140.0', '"speed_tok_s": Infinity')], 2, "speed_tok_s", "NaN or Infinity"),
+    (
+        "NaN",
+        small_sweep()[:1] + [json.dumps(small_sweep()[1]).replace('"avg_power_watts": 77.0', '"avg_power_watts": NaN')],
+        2,
+        "avg_power_watts",
+        "NaN or Infinity",
+    ),
+    (
+        "Infinity",
+        small_sweep()[:1] + [json.dumps(small_sweep()[1]).replace('"speed_tok_s": 140.0', '"speed_tok_s": Infinity')],
+        2,
+        "speed_tok_s",
+        "NaN or Infinity",
+    ),
     ("missing field", _drop(1, "batch_size"), 2, "batch_size", "missing"),
     ("missing speed", _replace(1, speed_tok_s=None), 2, "speed_tok_s", "required"),
     ("wrong type str", _replace(2, batch_size="4"), 3, "batch_size", "integer"),
@@ -213,9 +289,27 @@ BAD_INPUTS: list[tuple[str, list[Any], int | None, str | None, str]] = [
     ("batch size above the limit", _replace(1, batch_size=2**40), 2, "batch_size", "<= 1048576"),
     ("repeat negative", _replace(1, repeat=-1), 2, "repeat", ">= 0"),
     ("index huge", small_sweep()[:1] + [{**small_sweep()[1], "index": 2**70}], 2, "index", "64-bit integer"),
-    ("triple not in contract", _replace(2, steps=2, topk=2, num_draft_tokens=2), 3, "steps/topk/num_draft_tokens", "not one of the 19"),
-    ("triple breaks rule 1", _replace(2, steps=3, topk=4, num_draft_tokens=16), 3, "steps/topk/num_draft_tokens", "rule 1"),
-    ("triple breaks rule 3", _replace(2, steps=3, topk=0, num_draft_tokens=4), 3, "steps/topk/num_draft_tokens", "rule 3"),
+    (
+        "triple not in contract",
+        _replace(2, steps=2, topk=2, num_draft_tokens=2),
+        3,
+        "steps/topk/num_draft_tokens",
+        "not one of the 19",
+    ),
+    (
+        "triple breaks rule 1",
+        _replace(2, steps=3, topk=4, num_draft_tokens=16),
+        3,
+        "steps/topk/num_draft_tokens",
+        "rule 1",
+    ),
+    (
+        "triple breaks rule 3",
+        _replace(2, steps=3, topk=0, num_draft_tokens=4),
+        3,
+        "steps/topk/num_draft_tokens",
+        "rule 3",
+    ),
     ("accept length above steps+1", _replace(2, accept_length=4.5), 3, "accept_length", "outside"),
     ("accept length below 1", _replace(1, accept_length=0.9), 2, "accept_length", "outside"),
     ("baseline accept length", _replace(0, accept_length=1.2), 1, "accept_length", "outside"),
@@ -227,7 +321,7 @@ BAD_INPUTS: list[tuple[str, list[Any], int | None, str | None, str]] = [
     ("is_baseline contradicts triple", _replace(1, is_baseline=True), 2, "is_baseline", "says otherwise"),
     ("propensity out of range", _replace(1, propensity=1.5), 2, "propensity", "(0, 1]"),
     ("power limit zero", _replace(1, power_limit_watts=0.0), 2, "power_limit_watts", "> 0"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("case", "rows", "line", "field", "message"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])

@@ -29,4 +29,6 @@ def test_an_empty_draft_model_is_one_error_line(run_cli) -> None:
         recommend(16, draft_model="  ")
     res = run_cli("recommend", "-b", "16", "--draft-model", "")
     assert res.exit_code == 2 and res.stdout == ""
-    assert res.stderr.strip().splitlines() == ["error: --draft-model: empty; give the EAGLE3 draft model's path or hub id"]
+    assert res.stderr.strip().splitlines() == [
+        "error: --draft-model: empty; give the EAGLE3 draft model's path or hub id"
+    ]

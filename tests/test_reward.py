@@ -23,9 +23,7 @@ from specband.reward import (
 def test_reproduces_every_published_reward(published_records: list[dict[str, Any]]) -> None:
     """Each row scored against the baseline row of its own trial and batch size (docs/FACTS.md §2)."""
     sweep = load_sweep()
-    baselines = {
-        (r["trial"], r["batch_size"]): r["speed_tok_s"] for r in published_records if r["tag"] == "baseline"
-    }
+    baselines = {(r["trial"], r["batch_size"]): r["speed_tok_s"] for r in published_records if r["tag"] == "baseline"}
     checked = 0
     for row in sweep.rows:
         published = row.raw["reward_published"]
@@ -51,7 +49,17 @@ def test_published_example_by_hand() -> None:
 
 @pytest.mark.parametrize(
     ("u", "expected"),
-    [(0.0, 0.0), (0.475, 0.5), (0.95, 1.0), (0.965, 1.0), (0.98, 1.0), (0.99, 0.9), (1.03, 0.5), (1.08, 0.0), (2.0, 0.0)],
+    [
+        (0.0, 0.0),
+        (0.475, 0.5),
+        (0.95, 1.0),
+        (0.965, 1.0),
+        (0.98, 1.0),
+        (0.99, 0.9),
+        (1.03, 0.5),
+        (1.08, 0.0),
+        (2.0, 0.0),
+    ],
 )
 def test_band_score(u: float, expected: float) -> None:
     assert band_score(u) == pytest.approx(expected)
@@ -68,9 +76,17 @@ def test_throughput_score_clips_and_baseline_scores_zero() -> None:
 
 @pytest.mark.parametrize(
     ("temp", "throttled", "expected"),
-    [(None, None, 1.0), (70.0, False, 1.0), (75.0, False, 1.0), (76.0, False, 0.8), (80.0, None, 0.8),
-     (81.0, False, 0.5), (81.0, True, 0.15), (None, True, 0.3)],
-)  # fmt: skip
+    [
+        (None, None, 1.0),
+        (70.0, False, 1.0),
+        (75.0, False, 1.0),
+        (76.0, False, 0.8),
+        (80.0, None, 0.8),
+        (81.0, False, 0.5),
+        (81.0, True, 0.15),
+        (None, True, 0.3),
+    ],
+)
 def test_thermal_multiplier(temp: float | None, throttled: bool | None, expected: float) -> None:
     assert thermal_multiplier(temp, throttled) == pytest.approx(expected)
 
@@ -93,9 +109,13 @@ def test_error_row_scores_zero_and_missing_energy_is_throughput_only() -> None:
 def test_reward_is_bounded_and_monotone_in_speed(
     speed: float, base: float, u: float, temp: float | None, throttled: bool | None
 ) -> None:
-    parts = compute_reward(speed_tok_s=speed, baseline_speed_tok_s=base, utilization=u, gpu_temp_c=temp, gpu_throttling=throttled)
+    parts = compute_reward(
+        speed_tok_s=speed, baseline_speed_tok_s=base, utilization=u, gpu_temp_c=temp, gpu_throttling=throttled
+    )
     assert 0.0 <= parts.reward <= 1.0
-    faster = compute_reward(speed_tok_s=speed * 1.1, baseline_speed_tok_s=base, utilization=u, gpu_temp_c=temp, gpu_throttling=throttled)
+    faster = compute_reward(
+        speed_tok_s=speed * 1.1, baseline_speed_tok_s=base, utilization=u, gpu_temp_c=temp, gpu_throttling=throttled
+    )
     assert faster.reward >= parts.reward
 
 
@@ -128,7 +148,11 @@ def test_reward_config_rejects(kwargs: dict[str, Any]) -> None:
 
 
 def test_energy_weight_changes_reward() -> None:
-    band_only = compute_reward(speed_tok_s=150.0, baseline_speed_tok_s=100.0, utilization=0.96, config=RewardConfig(energy_weight=1.0))
-    speed_only = compute_reward(speed_tok_s=150.0, baseline_speed_tok_s=100.0, utilization=0.50, config=RewardConfig(energy_weight=0.0))
+    band_only = compute_reward(
+        speed_tok_s=150.0, baseline_speed_tok_s=100.0, utilization=0.96, config=RewardConfig(energy_weight=1.0)
+    )
+    speed_only = compute_reward(
+        speed_tok_s=150.0, baseline_speed_tok_s=100.0, utilization=0.50, config=RewardConfig(energy_weight=0.0)
+    )
     assert band_only.reward == pytest.approx(1.0)
     assert speed_only.reward == pytest.approx(0.25)

@@ -73,8 +73,11 @@ TABLE = {
 def test_pick_chain_tiers_margin_and_chain_cost():
     picks = pick_chain_tiers(_FixedScorer(TABLE), margin=0.05)
     assert [(p.batch_size, p.steps, p.best_steps) for p in picks] == [
-        (1, (3, 5), 3), (2, (3,), 3), (8, (1,), 1), (32, (0,), 0),
-    ]  # fmt: skip
+        (1, (3, 5), 3),
+        (2, (3,), 3),
+        (8, (1,), 1),
+        (32, (0,), 0),
+    ]
     assert picks[0].chain_cost == pytest.approx(0.10)  # (3,4,8) 0.60 vs (3,1,4) 0.50
     assert picks[2].chain_cost == pytest.approx(-0.05)  # the chain config beats every tree config
     assert picks[3].tree_index == 10 and picks[3].chain_reward == pytest.approx(0.5)
@@ -89,15 +92,19 @@ def test_merge_tiers_uses_nearest_batch_size_boundaries():
     tiers = merge_tiers(picks)
     # 1 and 2 share (3,); 8 starts at ceil((2+8)/2)=5, 32 at ceil((8+32)/2)=20
     assert [(t.start, t.end, t.steps, t.batch_sizes) for t in tiers] == [
-        (1, 4, (3,), (1, 2)), (5, 19, (1,), (8,)), (20, None, (0,), (32,)),
-    ]  # fmt: skip
+        (1, 4, (3,), (1, 2)),
+        (5, 19, (1,), (8,)),
+        (20, None, (0,), (32,)),
+    ]
     sglang = sglang_adaptive_config(tiers)
     assert sglang == {"1": {"candidate_steps": [3]}, "5": {"candidate_steps": [1]}, "20": {"candidate_steps": [0]}}
     vllm = vllm_speculative_config(tiers, "draft")
     assert vllm == {
-        "method": "eagle3", "model": "draft", "num_speculative_tokens": 3,
+        "method": "eagle3",
+        "model": "draft",
+        "num_speculative_tokens": 3,
         "num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 19, 1], [20, 32, 0]],
-    }  # fmt: skip
+    }
     # every batch size routes (sglang: largest key <= bs) to the tier of its nearest scheduled one
     controller = AdaptiveController(check_sglang_adaptive_config(sglang), 3)
     for bs in range(1, 60):
@@ -213,10 +220,20 @@ def test_launch_flags_follow_sglangs_resolution():
     assert sglang_initial_steps(entries) == 3  # union [0,1,3,5] -> element 4 // 2
     flags = sglang_schedule_flags("s.json", entries, "d")
     assert flags == [
-        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-num-steps", "3",
-        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--speculative-adaptive",
-        "--speculative-adaptive-config", "s.json",
-    ]  # fmt: skip
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-draft-model-path",
+        "d",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--speculative-adaptive",
+        "--speculative-adaptive-config",
+        "s.json",
+    ]
     with pytest.raises(ConfigError, match="never speculates"):
         sglang_schedule_flags("s.json", check_sglang_adaptive_config({"1": {"candidate_steps": [0]}}), None)
 
@@ -249,8 +266,12 @@ def test_schedule_cli_sglang_writes_what_sglang_loads(run_cli, tmp_path):
     assert res.exit_code == 0, res.stderr
     obj = json.loads(out.read_text())
     # bundled data: only (3,1,4) at 4 and (1,1,2) at 8 are measured chain configs
-    assert obj == {"1": {"candidate_steps": [0]}, "3": {"candidate_steps": [3]}, "6": {"candidate_steps": [1]},
-                   "12": {"candidate_steps": [0]}}  # fmt: skip
+    assert obj == {
+        "1": {"candidate_steps": [0]},
+        "3": {"candidate_steps": [3]},
+        "6": {"candidate_steps": [1]},
+        "12": {"candidate_steps": [0]},
+    }
     assert "+0.0799" in res.stdout  # (3,4,8) 0.4975 vs (3,1,4) 0.4176 at batch size 4
     assert "--speculative-adaptive --speculative-adaptive-config" in res.stdout
     try:

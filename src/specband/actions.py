@@ -24,13 +24,13 @@ Validity rules (sglang 0.5.x, ``python/sglang/srt/server_args.py`` and the bench
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from specband.errors import InvalidActionError
 from specband.limits import is_int
 
 __all__ = [
-    "Action",
     "ACTIONS",
     "BASELINE_ACTION",
     "BASELINE_INDEX",
@@ -40,6 +40,7 @@ __all__ = [
     "NUM_ACTIONS",
     "REFERENCE_ACTION",
     "REFERENCE_INDEX",
+    "Action",
     "action_index",
     "canonicalize",
     "check_baseline_or_nonzero",
@@ -83,7 +84,7 @@ GRID_TOPK: tuple[int, ...] = (0, 1, 2, 4)
 GRID_DRAFT_TOKENS: tuple[int, ...] = (0, 2, 4, 8, 16)
 
 
-def _as_triple(triple: tuple[int, int, int] | Action) -> tuple[int, int, int]:
+def _as_triple(triple: Sequence[int]) -> tuple[int, int, int]:
     try:
         steps, topk, draft = triple
     except (TypeError, ValueError):
@@ -94,6 +95,7 @@ def _as_triple(triple: tuple[int, int, int] | Action) -> tuple[int, int, int]:
     for name, value in zip(
         ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"),
         (steps, topk, draft),
+        strict=True,
     ):
         if not is_int(value):
             raise InvalidActionError(f"{name} must be an integer, got {value!r}")
@@ -102,7 +104,7 @@ def _as_triple(triple: tuple[int, int, int] | Action) -> tuple[int, int, int]:
     return int(steps), int(topk), int(draft)
 
 
-def check_baseline_or_nonzero(triple: tuple[int, int, int]) -> None:
+def check_baseline_or_nonzero(triple: Sequence[int]) -> None:
     """Rule 3: ``(0, 0, 0)`` is the baseline; any other triple containing a zero is invalid.
 
     Raises:
@@ -112,12 +114,11 @@ def check_baseline_or_nonzero(triple: tuple[int, int, int]) -> None:
     zeros = (steps == 0) + (topk == 0) + (draft == 0)
     if 0 < zeros < 3:
         raise InvalidActionError(
-            f"{(steps, topk, draft)} breaks rule 3 (baseline or all non-zero): only (0,0,0) "
-            f"may contain a zero"
+            f"{(steps, topk, draft)} breaks rule 3 (baseline or all non-zero): only (0,0,0) may contain a zero"
         )
 
 
-def check_draft_budget(triple: tuple[int, int, int]) -> None:
+def check_draft_budget(triple: Sequence[int]) -> None:
     """Rule 1: ``steps * topk + 1 >= num_draft_tokens`` (sglang bench_speculative.py skips
     the rest: the draft tree cannot hold more tokens).
 
@@ -132,7 +133,7 @@ def check_draft_budget(triple: tuple[int, int, int]) -> None:
         )
 
 
-def canonicalize(triple: tuple[int, int, int]) -> Action:
+def canonicalize(triple: Sequence[int]) -> Action:
     """Rule 2: with ``topk == 1`` sglang rewrites ``num_draft_tokens = steps + 1``.
 
     Only rewrites; does not validate (see :func:`validate_action`).
@@ -146,7 +147,7 @@ def canonicalize(triple: tuple[int, int, int]) -> Action:
     return Action(steps, topk, draft)
 
 
-def validate_action(triple: tuple[int, int, int]) -> Action:
+def validate_action(triple: Sequence[int]) -> Action:
     """Check rules 3 and 1 on the raw triple, then canonicalise (rule 2).
 
     Does not require membership in the 19 contract actions (see :func:`action_index`).
@@ -192,7 +193,7 @@ _INDEX: dict[Action, int] = {a: i for i, a in enumerate(ACTIONS)}
 REFERENCE_INDEX: int = _INDEX[REFERENCE_ACTION]
 
 
-def action_index(triple: tuple[int, int, int]) -> int:
+def action_index(triple: Sequence[int]) -> int:
     """Index in :data:`ACTIONS` of a triple, after validation and canonicalisation.
 
     Raises:
@@ -228,12 +229,10 @@ def parse_action(text: str) -> Action:
         return ACTIONS[values[0]]
     if len(values) != 3:
         raise InvalidActionError(f"cannot parse action {text!r}: expected 'S,K,N' or an index")
-    return ACTIONS[action_index(tuple(values))]  # type: ignore[arg-type]
+    return ACTIONS[action_index(values)]
 
 
-def sglang_cli_args(
-    triple: tuple[int, int, int], draft_model_path: str | None = None
-) -> list[str]:
+def sglang_cli_args(triple: Sequence[int], draft_model_path: str | None = None) -> list[str]:
     """sglang ``launch_server`` flags for an action; the baseline gets none.
 
     Args:
@@ -265,9 +264,7 @@ def sglang_cli_args(
     return args
 
 
-def server_args_kwargs(
-    triple: tuple[int, int, int], draft_model_path: str | None = None
-) -> dict[str, object]:
+def server_args_kwargs(triple: Sequence[int], draft_model_path: str | None = None) -> dict[str, object]:
     """Keyword arguments for sglang's ``ServerArgs`` / ``sglang.Engine`` for an action.
 
     Field names follow ``python/sglang/srt/server_args.py``. The baseline gets ``{}``.

@@ -74,29 +74,6 @@ __all__ = [
     "validate_algorithms",
 ]
 
-#: Names that moved out of this module (training, the report table, the decision state),
-#: still importable from here: name -> module.
-_MOVED = {
-    **dict.fromkeys(
-        ("BUNDLED_DATA_LABEL", "build_manifest", "compute_embedded_manifest", "embedded_policy",
-         "representative_states", "train_policies"),
-        "specband.training",
-    ),
-    **dict.fromkeys(("PickRow", "pick_table"), "specband.picks"),
-    **dict.fromkeys(("check_gpu_state", "GPU_TEMP_RANGE_C", "GPU_MEM_MAX_MB", "GPU_UTIL_RANGE_PCT"), "specband.state"),
-}  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    """The moved names (see ``_MOVED``), imported on first use (no import cycle, and
-    ``specband recommend`` does not pay for training code)."""
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
 #: specband's manifest file at the top of an artifact folder.
 MANIFEST_FILE = "specband.json"
 #: The model card (hub README with YAML front matter) that ``specband train`` writes.
@@ -231,7 +208,8 @@ class Manifest:
         if telemetry is not None:
             return state_tuple(bs, *telemetry)
         if measured is not None and measured in self.states:
-            return tuple(float(v) for v in self.states[measured])  # type: ignore[return-value]
+            a, b, c, d = (float(v) for v in self.states[measured])
+            return a, b, c, d
         return state_tuple(bs)
 
     def mean_reward(self, batch_size: int, action: int) -> float | None:
@@ -273,6 +251,7 @@ class Manifest:
             ArtifactError: wrong types, an unknown feature kind or algorithm, an action
                 index outside 0..18, or a state that is not 4 finite numbers.
         """
+
         def bad(message: str) -> ArtifactError:
             return ArtifactError(f"{path}: {message}")
 
@@ -318,9 +297,7 @@ class Manifest:
             if not isinstance(entry, dict):
                 raise bad(f"'batch_sizes.{key}' must be an object")
             idx = entry.get("allowed", [])
-            if not isinstance(idx, list) or not all(
-                is_int(i) and 0 <= i < NUM_ACTIONS for i in idx
-            ):
+            if not isinstance(idx, list) or not all(is_int(i) and 0 <= i < NUM_ACTIONS for i in idx):
                 raise bad(f"'batch_sizes.{key}.allowed' must be action indices in 0..{NUM_ACTIONS - 1}")
             if idx:
                 allowed[bs] = tuple(sorted(set(idx)))
@@ -488,13 +465,14 @@ def load_policy(
     if not (d / ARTIFACT_FILES[name]).is_file():
         have = available_algorithms(d)
         raise ArtifactError(
-            f"{d / ARTIFACT_FILES[name]}: no such file (the folder has: {', '.join(have) if have else 'no policy files'})"
+            f"{d / ARTIFACT_FILES[name]}: no such file "
+            f"(the folder has: {', '.join(have) if have else 'no policy files'})"
         )
     cls = policy_class(name)
     kwargs: dict[str, Any] = {"trust_pickle": trust_pickle} if name in PICKLED_ALGORITHMS else {}
     if name == "doubly_robust" and data is not None:
         kwargs["data"] = data
-    return cls.load(d, **kwargs)  # type: ignore[call-arg]
+    return cls.load(d, **kwargs)
 
 
 def load_policies(

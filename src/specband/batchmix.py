@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -95,7 +96,9 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
                 continue
             seen = True
             if family.type == "histogram":
-                _add_histogram(counts, [(s.labels.get("le", ""), s.value) for s in family.samples if s.name.endswith("_bucket")])
+                _add_histogram(
+                    counts, [(s.labels.get("le", ""), s.value) for s in family.samples if s.name.endswith("_bucket")]
+                )
                 continue
             for sample in family.samples:
                 if sample.name == metric and not sample.labels.get("priority"):
@@ -105,7 +108,9 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
     except ValueError as exc:
         raise ConfigError(f"--batch-mix-from {path}: not Prometheus text ({exc})") from None
     if not seen:
-        raise ConfigError(f"--batch-mix-from {path}: no {metric} samples (scrape sglang's /metrics, started with --enable-metrics)")
+        raise ConfigError(
+            f"--batch-mix-from {path}: no {metric} samples (scrape sglang's /metrics, started with --enable-metrics)"
+        )
     if not counts:
         raise ConfigError(f"--batch-mix-from {path}: {metric} never shows a running request")
     return normalise_mix(counts, f"--batch-mix-from {path}")
@@ -170,7 +175,15 @@ class MixPick:
         return float(sum(r.weight * r.regret for r in self.rows))
 
 
-def pick_for_mix(scorer: object, mix: Mapping[int, float]) -> MixPick:
+class Scorer(Protocol):
+    """What :func:`pick_for_mix` asks (:class:`specband.schedule.PolicyScorer`)."""
+
+    def scores_at(self, batch_size: int) -> tuple[int, np.ndarray]:
+        """``(measured batch size used, (19,) estimated reward, NaN: not scored)``."""
+        ...
+
+
+def pick_for_mix(scorer: Scorer, mix: Mapping[int, float]) -> MixPick:
     """The action with the best expected estimated reward over ``mix`` among those scored
     at every batch size of it (ties: the lowest index), with each batch size's own pick.
 
@@ -181,7 +194,7 @@ def pick_for_mix(scorer: object, mix: Mapping[int, float]) -> MixPick:
     Raises:
         ConfigError: no action is scored at every batch size of the mix.
     """
-    rows = [(bs, w, *scorer.scores_at(bs)) for bs, w in sorted(mix.items())]  # type: ignore[attr-defined]
+    rows = [(bs, w, *scorer.scores_at(bs)) for bs, w in sorted(mix.items())]
     matrix = np.vstack([scores for _, _, _, scores in rows])  # (n_bs, 19), NaN: not scored
     weights = np.array([w for _, w, _, _ in rows])
     common = [a for a in range(NUM_ACTIONS) if not np.isnan(matrix[:, a]).any()]
@@ -193,7 +206,7 @@ def pick_for_mix(scorer: object, mix: Mapping[int, float]) -> MixPick:
     expected = {a: float(weights @ matrix[:, a]) for a in common}
     best = max(common, key=lambda a: (expected[a], -a))
     out = []
-    for (bs, w, measured, scores), row in zip(rows, matrix):
+    for (bs, w, measured, _scores), row in zip(rows, matrix, strict=True):
         own = max((a for a in range(NUM_ACTIONS) if not math.isnan(row[a])), key=lambda a: (row[a], -a))
         out.append(MixRow(bs, measured, float(w), own, float(row[own]), float(row[best])))
     return MixPick(best, expected[best], tuple(out))

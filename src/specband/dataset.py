@@ -32,7 +32,6 @@ Missing telemetry is filled as upstream did: 40 C, 0 MB, 0 %.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,26 +43,28 @@ from typing import Any, Literal
 import numpy as np
 
 from specband.actions import ACTIONS, NUM_ACTIONS, Action, action_index
+from specband.benchfile import BENCH_COLUMNS, is_bench_record, read_bench
 from specband.errors import DataError, InvalidActionError
+from specband.jsonl import read_jsonl
 from specband.limits import (
     MAX_BATCH_SIZE,
-    MAX_DATA_FILE_BYTES,
     STATE_FIELD_RANGES,
     is_int,
     is_number,
     out_of_range,
 )
+from specband.record import COLUMN_KINDS, NONNEGATIVE_COLUMNS, REQUIRED_COLUMNS, SWEEP_COLUMNS
 from specband.reward import RewardConfig, RewardParts, compute_reward
 
 __all__ = [
     "AGENTIC_ERROR_PREFIX",
+    "DEFAULT_FEATURES",
     "DEFAULT_GPU_MEM_USED_MB",
     "DEFAULT_GPU_TEMP_C",
     "DEFAULT_GPU_UTIL_PCT",
-    "DEFAULT_FEATURES",
     "FEATURE_KINDS",
-    "FeatureKind",
     "SWEEP_COLUMNS",
+    "FeatureKind",
     "Sweep",
     "SweepRow",
     "TrainingData",
@@ -77,15 +78,6 @@ FEATURE_KINDS: tuple[str, ...] = ("contract", "pre")
 #: What ``specband train`` uses unless told otherwise: decisions from information known
 #: before launch. Folders without a manifest (the published ones) are ``contract``.
 DEFAULT_FEATURES: str = "pre"
-
-#: Columns of the published sweep schema, in the published order (docs/FACTS.md §3).
-SWEEP_COLUMNS: tuple[str, ...] = (
-    "hardware", "index", "repeat", "batch_size", "steps", "topk", "num_draft_tokens",
-    "is_baseline", "error", "retry_mem_fraction", "accept_length", "speed_tok_s",
-    "speed_source", "step_time_s", "wall_clock_s", "wall_clock_tok_s", "total_output_tokens",
-    "energy_joules", "avg_power_watts", "joules_per_token", "gpu_temp_c_before", "gpu_temp_c",
-    "gpu_power_w", "gpu_util_pct", "gpu_mem_used_mb", "gpu_throttling",
-)  # fmt: skip
 
 #: Upstream's fill values for missing telemetry (docs/FACTS.md §1).
 DEFAULT_GPU_TEMP_C = 40.0
@@ -102,28 +94,10 @@ AGENTIC_ERROR_PREFIX = "agentic_pilot_trace"
 #: Tolerance on accept-length bounds (values are printed rounded to 3 decimals upstream).
 _ACCEPT_TOL = 1e-6
 
-_INT_FIELDS = ("index", "repeat", "batch_size", "steps", "topk", "num_draft_tokens", "total_output_tokens")
-_FLOAT_FIELDS = (
-    "retry_mem_fraction", "accept_length", "speed_tok_s", "step_time_s", "wall_clock_s",
-    "wall_clock_tok_s", "energy_joules", "avg_power_watts", "joules_per_token",
-    "gpu_temp_c_before", "gpu_temp_c", "gpu_power_w", "gpu_util_pct", "gpu_mem_used_mb",
-    "gpu_mem_used_mb_before", "gpu_util_pct_before", "power_limit_watts",
-    "energy_utilization", "reward_published", "propensity",
-)  # fmt: skip
-_STR_FIELDS = ("hardware", "error", "speed_source", "trial", "tag", "source", "provenance", "energy_utilization_origin")
-_BOOL_FIELDS = ("is_baseline", "gpu_throttling")
-_NONNEG_FIELDS = (
-    "step_time_s", "wall_clock_s", "wall_clock_tok_s", "energy_joules", "avg_power_watts",
-    "joules_per_token", "gpu_power_w", "gpu_util_pct", "gpu_mem_used_mb",
-    "gpu_mem_used_mb_before", "gpu_util_pct_before", "energy_utilization", "total_output_tokens",
-)  # fmt: skip
-_REQUIRED_SWEEP = ("index", "batch_size", "steps", "topk", "num_draft_tokens")
-_REQUIRED_BENCH = ("batch_size", "steps", "topk", "num_draft_tokens", "acc_length", "speed")
-_BENCH_RENAMES = {
-    "acc_length": "accept_length",
-    "speed": "speed_tok_s",
-    "step_time": "step_time_s",
-}
+_INT_FIELDS = tuple(name for name, kind in COLUMN_KINDS.items() if kind is int)
+_FLOAT_FIELDS = tuple(name for name, kind in COLUMN_KINDS.items() if kind is float)
+_STR_FIELDS = tuple(name for name, kind in COLUMN_KINDS.items() if kind is str)
+_BOOL_FIELDS = tuple(name for name, kind in COLUMN_KINDS.items() if kind is bool)
 
 
 def bundled_data_path() -> Path:
@@ -237,7 +211,7 @@ class SweepRow:
             return self.avg_power_watts / limit
         return self.energy_utilization
 
-    def state(self, features: FeatureKind = "contract") -> np.ndarray:
+    def state(self, features: str = "contract") -> np.ndarray:
         """The row's 4-float state, shape (4,), float32 (see the module docstring)."""
         if features == "contract":
             return state_vector(self.batch_size, self.gpu_temp_c_before, self.gpu_mem_used_mb, self.gpu_util_pct)
@@ -302,12 +276,15 @@ class Sweep:
         path: source file (``None`` for in-memory data).
         format: ``"sweep"``, ``"published_live"`` or ``"sglang_bench"``.
         power_limit_w: power limit (W) that overrides the rows' own, or ``None``.
+        skipped: lines of an sglang bench file whose triple is not a contract action
+            (:func:`specband.benchfile.read_bench`), ``"line <n>: <triple>: <why>"``.
     """
 
     rows: tuple[SweepRow, ...]
     path: str | None = None
     format: str = "sweep"
     power_limit_w: float | None = None
+    skipped: tuple[str, ...] = ()
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -353,7 +330,8 @@ class Sweep:
             config: reward constants, for the assumed limit (default: :class:`RewardConfig`'s 80 W).
         """
         if not self.energy_measured:
-            return f"{self.path or '<data>'}: no energy was measured; rewards come from throughput alone"
+            skipped = f" ({len(self.skipped)} lines skipped: not contract actions)" if self.skipped else ""
+            return f"{self.path or '<data>'}: no energy was measured; rewards come from throughput alone{skipped}"
         if self.power_limit_assumed:
             assumed_w = (config or RewardConfig()).power_limit_w
             return (
@@ -417,7 +395,9 @@ class Sweep:
     def reward_parts(self, row: SweepRow, config: RewardConfig = RewardConfig()) -> RewardParts:
         """The reward of one row and its parts (see :mod:`specband.reward`)."""
         if not row.trainable:
-            return compute_reward(speed_tok_s=None, baseline_speed_tok_s=1.0, utilization=None, error=True, config=config)
+            return compute_reward(
+                speed_tok_s=None, baseline_speed_tok_s=1.0, utilization=None, error=True, config=config
+            )
         limit = self.power_limit_w or row.power_limit_watts or config.power_limit_w
         utilization = row.utilization(limit)
         return compute_reward(
@@ -433,9 +413,7 @@ class Sweep:
         """(len(rows),) float64 rewards, 0 for error rows."""
         return np.array([self.reward_parts(r, config).reward for r in self.rows], dtype=np.float64)
 
-    def training_data(
-        self, features: FeatureKind = "contract", config: RewardConfig = RewardConfig()
-    ) -> TrainingData:
+    def training_data(self, features: str = "contract", config: RewardConfig = RewardConfig()) -> TrainingData:
         """Logged bandit data of the successful rows (see :class:`TrainingData`).
 
         Raises:
@@ -468,9 +446,7 @@ class Sweep:
         )
 
 
-def load_sweep(
-    path: str | Path | None = None, *, fmt: str = "auto", power_limit_w: float | None = None
-) -> Sweep:
+def load_sweep(path: str | Path | None = None, *, fmt: str = "auto", power_limit_w: float | None = None) -> Sweep:
     """Read and validate a sweep JSONL file.
 
     Args:
@@ -491,36 +467,13 @@ def load_sweep(
             successful baseline row, or the same (index, repeat) twice.
     """
     p = bundled_data_path() if path is None else Path(path)
-    problem = _not_a_data_file(p)
-    if problem is not None:
-        raise DataError(problem, path=p)
-    try:
-        text = p.read_text(encoding="utf-8-sig")  # a BOM (files saved by Windows editors) is not data
-    except FileNotFoundError:
-        raise DataError("no such file", path=p) from None
-    except IsADirectoryError:
-        raise DataError("is a directory, not a JSONL file", path=p) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text ({exc.reason})", path=p) from None
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror}", path=p) from None
-    numbered: list[tuple[int, Any]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=p, line=lineno) from None
-        numbered.append((lineno, record))
-    if not numbered:
-        raise DataError("file is empty: no JSON rows", path=p)
+    numbered = read_jsonl(p)
     return _validate(numbered, p, fmt, power_limit_w)
 
 
 # --------------------------------------------------------------------------- validation
 def _detect_format(record: Mapping[str, Any]) -> str:
-    if "acc_length" in record or ("speed" in record and "speed_tok_s" not in record):
+    if is_bench_record(record):
         return "sglang_bench"
     if "trial" in record or "reward_published" in record:
         return "published_live"
@@ -539,9 +492,8 @@ def _check_value(name: str, value: Any, err: Callable[[str, str], DataError]) ->
     elif name in _STR_FIELDS:
         if not isinstance(value, str):
             raise err(name, f"expected a string or null, got {type(value).__name__} {value!r}")
-    elif name in _BOOL_FIELDS:
-        if not isinstance(value, bool):
-            raise err(name, f"expected true, false or null, got {type(value).__name__} {value!r}")
+    elif name in _BOOL_FIELDS and not isinstance(value, bool):
+        raise err(name, f"expected true, false or null, got {type(value).__name__} {value!r}")
 
 
 def _find_nonfinite(value: Any, name: str) -> str | None:
@@ -572,10 +524,17 @@ def _validate(
         fmt = _detect_format(first) if isinstance(first, dict) else "sweep"
     if fmt not in ("sweep", "published_live", "sglang_bench"):
         raise DataError(f"unknown format {fmt!r}; expected sweep, published_live or sglang_bench", path=path)
+    skipped: tuple[str, ...] = ()
+    if fmt == "sglang_bench":
+        bench = read_bench(numbered, path)
+        if not bench.records:
+            raise DataError("no row is one of the 19 contract actions", path=path)
+        numbered = [(line, record.as_row(BENCH_COLUMNS)) for line, record in bench.records]
+        skipped = tuple(bench.skipped)
     rows: list[SweepRow] = []
     seen_ids: dict[tuple[int, int | None], int] = {}
-    for position, (lineno, record) in enumerate(numbered):
-        row = _validate_row(record, lineno, position, path, fmt)
+    for lineno, record in numbered:
+        row = _validate_row(record, lineno, path)
         key = (row.index, row.repeat)
         if key in seen_ids:
             raise DataError(
@@ -601,7 +560,7 @@ def _validate(
             )
     if power_limit_w is None:
         _check_assumed_power_limit(rows, path)
-    return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w)
+    return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped)
 
 
 #: ``hardware`` values of the study's card, whose 80 W limit rows without
@@ -648,24 +607,7 @@ def _check_assumed_power_limit(rows: Sequence[SweepRow], path: str | Path | None
         )
 
 
-def _not_a_data_file(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a sweep file (a device, FIFO or socket, or a file over
-    :data:`~specband.limits.MAX_DATA_FILE_BYTES`), or ``None`` (missing files and folders
-    are reported by the read that follows)."""
-    import stat
-
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    if stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_size <= MAX_DATA_FILE_BYTES):
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file (a device, FIFO or socket); give a JSONL file"
-    return f"{info.st_size} bytes: larger than the {MAX_DATA_FILE_BYTES >> 20} MiB a sweep file may have"
-
-
-def _validate_row(record: Any, lineno: int, position: int, path: str | Path | None, fmt: str) -> SweepRow:
+def _validate_row(record: Any, lineno: int, path: str | Path | None) -> SweepRow:
     def err(name: str | None, message: str) -> DataError:
         return DataError(message, path=path, line=lineno, field=name)
 
@@ -675,23 +617,9 @@ def _validate_row(record: Any, lineno: int, position: int, path: str | Path | No
     if bad:
         raise err(bad.lstrip("."), "NaN or Infinity is not a valid number")
     rec = dict(record)
-    if fmt == "sglang_bench":
-        for name in _REQUIRED_BENCH:
-            if name not in rec:
-                raise err(name, "required field is missing")
-        for src in ("acc_length", "speed", "step_time"):
-            if src in rec:
-                _check_value(_BENCH_RENAMES[src], rec[src], lambda _n, m, s=src: err(s, m))
-        for src, dst in _BENCH_RENAMES.items():
-            if src in rec:
-                rec[dst] = rec.pop(src)
-        rec.setdefault("index", position)
-        rec.setdefault("speed_source", "bench_speculative")
-        rec.setdefault("error", None)
-    else:
-        for name in _REQUIRED_SWEEP:
-            if name not in rec:
-                raise err(name, "required field is missing")
+    for name in REQUIRED_COLUMNS:
+        if name not in rec:
+            raise err(name, "required field is missing")
     for name, value in rec.items():
         _check_value(name, value, err)
     for name in ("index", "batch_size", "steps", "topk", "num_draft_tokens"):
@@ -706,7 +634,7 @@ def _validate_row(record: Any, lineno: int, position: int, path: str | Path | No
         raise err("index", f"must be >= 0, got {rec['index']}")
     if rec.get("repeat") is not None and rec["repeat"] < 0:
         raise err("repeat", f"must be >= 0, got {rec['repeat']}")
-    for name in _NONNEG_FIELDS:
+    for name in NONNEGATIVE_COLUMNS:
         if rec.get(name) is not None and rec[name] < 0:
             raise err(name, f"must be >= 0, got {rec[name]}")
     for name, (low, high, basis) in STATE_FIELD_RANGES.items():

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError, SpecbandError
+from specband.exitcodes import ExitCode
 from specband.limits import is_int
 
 __all__ = [
@@ -62,9 +63,11 @@ class Check:
 
 
 def exit_status(checks: list[Check]) -> int:
-    """0 when every check is ok, 1 with a warning, 2 with an error."""
+    """0 when every check is ok, 1 with a warning, 2 with an error (:class:`~specband.exitcodes.ExitCode`)."""
     levels = {c.level for c in checks}
-    return 2 if "error" in levels else 1 if "warn" in levels else 0
+    if "error" in levels:
+        return ExitCode.BAD_INPUT
+    return ExitCode.WARNINGS if "warn" in levels else ExitCode.OK
 
 
 def read_model_config(model: str | Path) -> tuple[dict[str, Any], str]:
@@ -147,7 +150,9 @@ def _architecture_check(draft: Mapping[str, Any], dsrc: str) -> Check:
             f"draft {names} is an EAGLE (not EAGLE3) head: it needs --speculative-algorithm EAGLE",
             "use an EAGLE3 head, or launch with --speculative-algorithm EAGLE (specband's actions assume EAGLE3)",
         )
-    return Check("architecture", "error", f"draft {names} is not an EAGLE/EAGLE3 head", "give the draft model's folder or id")
+    return Check(
+        "architecture", "error", f"draft {names} is not an EAGLE/EAGLE3 head", "give the draft model's folder or id"
+    )
 
 
 def _positions_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:
@@ -177,7 +182,10 @@ def config_checks(
         _rope_check(target, draft, tsrc, dsrc),
         _dtype_check(target, draft, tsrc, dsrc),
         _equal_check(
-            "vocab", "vocab_size", _int(target, "vocab_size", tsrc), _int(draft, "vocab_size", dsrc),
+            "vocab",
+            "vocab_size",
+            _int(target, "vocab_size", tsrc),
+            _int(draft, "vocab_size", dsrc),
             "use the draft head trained for this target (its tokenizer)",
         ),
         _equal_check(
@@ -207,7 +215,10 @@ def _flashinfer_check() -> Check:
     if find_spec("flashinfer") is not None:
         return Check("flashinfer", "ok", "flashinfer importable (--attention-backend flashinfer)")
     return Check(
-        "flashinfer", "warn", "flashinfer is not importable", "pip install flashinfer-python, or --attention-backend triton"
+        "flashinfer",
+        "warn",
+        "flashinfer is not importable",
+        "pip install flashinfer-python, or --attention-backend triton",
     )
 
 
@@ -269,7 +280,9 @@ def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[],
     return checks + environment_checks(open_nvml)
 
 
-def check_pair_before_launch(target: str | Path, draft: str | Path | None, *, allow_rope_mismatch: bool = False) -> None:
+def check_pair_before_launch(
+    target: str | Path, draft: str | Path | None, *, allow_rope_mismatch: bool = False
+) -> None:
     """What ``sweep`` and ``launch`` run before their first launch: the config checks of
     the pair, refusing a RoPE mismatch. A pair whose configs cannot be read here (a hub id
     not in the cache, a test's fake model) is not checked.

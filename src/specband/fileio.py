@@ -55,7 +55,7 @@ def _create_temp(path: Path) -> tuple[int, Path]:
 
 def _write_atomic(
     path: str | os.PathLike[str],
-    fill: Callable[[IO[bytes]], None],
+    fill: Callable[[IO[bytes]], object],
     *,
     error: type[SpecbandError],
     fsync: bool,

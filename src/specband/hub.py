@@ -84,9 +84,7 @@ def parse_hub_ref(text: str | Path) -> HubRef | None:
             conv = _CONVERT.match(f"refs/{path}")
             if conv is not None:
                 rev, path = conv["rev"], conv["path"]
-        return HubRef(
-            hf["repo"], "dataset" if hf["datasets"] else "model", unquote(rev) if rev else None, path or None
-        )
+        return HubRef(hf["repo"], "dataset" if hf["datasets"] else "model", unquote(rev) if rev else None, path or None)
     short = _SHORT.match(raw)
     if short is None:
         return None
@@ -130,7 +128,7 @@ def download_repo(ref: HubRef) -> Path:
     try:
         with _quiet_hub():
             return Path(snapshot_download(ref.repo_id, repo_type=ref.repo_type, revision=ref.revision))
-    except Exception as exc:  # noqa: BLE001 - huggingface_hub's errors have no common base besides OSError/ValueError
+    except Exception as exc:
         raise _hub_error(ref, exc) from None
 
 
@@ -145,7 +143,7 @@ def download_file(ref: HubRef, filename: str) -> Path:
     try:
         with _quiet_hub():
             return Path(hf_hub_download(ref.repo_id, filename, repo_type=ref.repo_type, revision=ref.revision))
-    except Exception as exc:  # noqa: BLE001 - see download_repo
+    except Exception as exc:
         raise _hub_error(HubRef(ref.repo_id, ref.repo_type, ref.revision, filename), exc) from None
 
 
@@ -232,7 +230,7 @@ def _parquet_to_jsonl(files: list[Path]) -> Path:
     for f in files:
         try:
             rows = pq.read_table(f).to_pylist()
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types on a malformed file
+        except Exception as exc:
             raise ConfigError(f"{f}: not a readable Parquet file ({exc})") from None
         lines.extend(json.dumps(row, default=str) for row in rows)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ The module imports nothing but the standard library, so that CLI option declarat
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 #: Largest batch size (concurrent requests, sglang ``--max-running-requests``) accepted
 #: anywhere: 2**20. Basis: each running request holds at least one token of KV cache, and
@@ -71,7 +72,7 @@ def out_of_range(value: float, low: float, high: float) -> str | None:
     return f"must be a number in [{low:.10g}, {high:.10g}], got {value}"
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """Whether ``value`` is an ``int`` and not a ``bool`` (JSON ``true`` is not a count).
 
     The one check behind every "must be an integer" message of specband.
@@ -79,15 +80,15 @@ def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[float]:
     """Whether ``value`` is an ``int`` or ``float`` and not a ``bool`` (NaN and infinities
     included: a JSON reader that rejects them does so first)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def is_finite_number(value: object) -> bool:
+def is_finite_number(value: object) -> TypeGuard[float]:
     """Whether ``value`` is a finite ``int`` or ``float`` and not a ``bool``.
 
     The one check behind every "must be a finite number" message of specband.
     """
-    return is_number(value) and math.isfinite(value)  # type: ignore[arg-type]
+    return is_number(value) and math.isfinite(value)

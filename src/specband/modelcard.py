@@ -117,7 +117,7 @@ def render_model_card(
     Args:
         manifest: the folder's manifest (features, seed, data, power limit, files).
         sweep: the sweep the policies were trained on (hardware, models, utilisation, provenance).
-        picks: every algorithm's pick per measured batch size (:func:`specband.artifacts.pick_table`).
+        picks: every algorithm's pick per measured batch size (:func:`specband.picks.pick_table`).
         dataset_id: the hub dataset the sweep came from (``org/name``), for ``datasets``.
     """
     from specband import __version__
@@ -125,15 +125,21 @@ def render_model_card(
 
     data = manifest.data
     limit = manifest.power_limit_w
-    limits = [f"{limit:g} W (given to `specband train`)"] if limit else [f"{v} W" for v in _values(sweep, "power_limit_watts")]
+    limits = (
+        [f"{limit:g} W (given to `specband train`)"]
+        if limit
+        else [f"{v} W" for v in _values(sweep, "power_limit_watts")]
+    )
     targets, drafts = _values(sweep, "target_model"), _values(sweep, "draft_model")
     body = [
         f"# specband policies: {', '.join(manifest.algorithms)}",
         "",
-        ("Policies that pick sglang's EAGLE3 speculative-decoding flags (speculative_num_steps, "
-        "speculative_eagle_topk, speculative_num_draft_tokens) so that GPU energy utilisation lands in a "
-        "95-98 % band while decoding fast. Written by `specband train` "
-        f"(specband {__version__}, seed {manifest.seed}, features `{manifest.features}`)."),
+        (
+            "Policies that pick sglang's EAGLE3 speculative-decoding flags (speculative_num_steps, "
+            "speculative_eagle_topk, speculative_num_draft_tokens) so that GPU energy utilisation lands in a "
+            "95-98 % band while decoding fast. Written by `specband train` "
+            f"(specband {__version__}, seed {manifest.seed}, features `{manifest.features}`)."
+        ),
         "",
         "## Hardware and models",
         "",
@@ -142,13 +148,17 @@ def render_model_card(
         f"- target: {', '.join(targets) or 'not recorded in the data'}",
         f"- draft: {', '.join(drafts) or 'not recorded in the data'}",
         "",
-        ("Picks are specific to this hardware and model pair: retrain on a sweep of yours before trusting "
-        "them elsewhere."),
+        (
+            "Picks are specific to this hardware and model pair: retrain on a sweep of yours before trusting "
+            "them elsewhere."
+        ),
         "",
         "## I/O contract",
         "",
-        (f"Input: a 4-float state {_STATE[manifest.features]}. Output: an index into the 19 actions "
-        "(steps, topk, draft tokens), in this order:"),
+        (
+            f"Input: a 4-float state {_STATE[manifest.features]}. Output: an index into the 19 actions "
+            "(steps, topk, draft tokens), in this order:"
+        ),
         "",
         " ".join(f"{i} {tuple(a)}" for i, a in enumerate(ACTIONS)),
         "",
@@ -164,13 +174,17 @@ def render_model_card(
         "|---|---|",
         *(f"| `{ARTIFACT_FILES[name]}` | {RECIPES[name]} |" for name in manifest.algorithms),
         "",
-        ("`specband.json` (the manifest, with the sha256 of every file) and each `<algorithm>/specband.json` "
-        "are specband's; `specband recommend --models DIR` reads them."),
+        (
+            "`specband.json` (the manifest, with the sha256 of every file) and each `<algorithm>/specband.json` "
+            "are specband's; `specband recommend --models DIR` reads them."
+        ),
         "",
         "## Data",
         "",
-        (f"- file: `{data.get('path')}` (sha256 `{data.get('sha256')}`), {data.get('rows')} rows, "
-        f"{data.get('training_rows')} used for training, format `{data.get('format')}`"),
+        (
+            f"- file: `{data.get('path')}` (sha256 `{data.get('sha256')}`), {data.get('rows')} rows, "
+            f"{data.get('training_rows')} used for training, format `{data.get('format')}`"
+        ),
         f"- provenance: {_provenance(sweep)}",
         f"- energy measured: {'yes' if data.get('energy_measured') else 'no (rewards from throughput alone)'}",
         "",

@@ -41,7 +41,7 @@ class PickRow:
     @property
     def triple(self) -> tuple[int, int, int]:
         """The picked (steps, topk, num_draft_tokens)."""
-        return tuple(ACTIONS[self.action])  # type: ignore[return-value]
+        return ACTIONS[self.action]
 
 
 def pick_table(policies: Mapping[str, Policy], manifest: Manifest) -> list[PickRow]:

@@ -124,10 +124,8 @@ def recommend(
                 from specband.training import build_manifest
 
                 sweep = load_sweep(data_path)
-                training = sweep.training_data(manifest.features)  # type: ignore[arg-type]
-                manifest = dataclasses.replace(
-                    build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True
-                )
+                training = sweep.training_data(manifest.features)
+                manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
             else:
                 note(f"{models} has a specband manifest; --data ignored")
         if algo == "lookup_table":
@@ -159,7 +157,9 @@ def recommend(
     if lookup_means is not None:
         from specband.policies.lookup_core import lookup_pick
 
-        index = lookup_pick(lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size))
+        index = lookup_pick(
+            lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size)
+        )
     else:
         assert policy is not None
         index = policy.act(state, manifest.allowed_for(batch_size))

@@ -75,9 +75,7 @@ class RewardConfig:
             if not is_finite_number(value):
                 raise ConfigError(f"reward config '{name}' must be a finite number, got {value!r}")
         if not 0.0 < self.band_low < self.band_high:
-            raise ConfigError(
-                f"reward config needs 0 < band_low < band_high, got {self.band_low}, {self.band_high}"
-            )
+            raise ConfigError(f"reward config needs 0 < band_low < band_high, got {self.band_low}, {self.band_high}")
         if self.overshoot_slope <= 0:
             raise ConfigError(f"reward config 'overshoot_slope' must be > 0, got {self.overshoot_slope}")
         if not 0.0 <= self.energy_weight <= 1.0:
@@ -143,9 +141,7 @@ def band_score(utilization: float, config: RewardConfig = RewardConfig()) -> flo
     return max(0.0, 1.0 - (utilization - config.band_high) * config.overshoot_slope)
 
 
-def throughput_score(
-    speed_tok_s: float, baseline_speed_tok_s: float, config: RewardConfig = RewardConfig()
-) -> float:
+def throughput_score(speed_tok_s: float, baseline_speed_tok_s: float, config: RewardConfig = RewardConfig()) -> float:
     """``clip((speed / baseline - 1) / speedup_scale, 0, 1)``; speeds in tokens/s.
 
     Raises:

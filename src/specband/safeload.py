@@ -185,7 +185,7 @@ def _load_skops(path: Path) -> Any:
             return skops.io.load(path, trusted=list(untrusted))
     except ArtifactError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a malformed file can fail in any way
+    except Exception as exc:
         raise ArtifactError(f"{path}: not a readable skops file ({type(exc).__name__}: {exc})") from None
 
 
@@ -195,7 +195,7 @@ def _load_joblib(path: Path, data: bytes) -> Any:
     with _version_notes(path):
         try:
             return joblib.load(io.BytesIO(data))
-        except Exception as exc:  # noqa: BLE001 - a malformed file can fail in any way
+        except Exception as exc:
             raise ArtifactError(f"{path}: not a readable joblib file ({type(exc).__name__}: {exc})") from None
 
 

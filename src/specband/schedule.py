@@ -83,13 +83,22 @@ TREE_INDICES: tuple[int, ...] = tuple(i for i in range(NUM_ACTIONS) if i not in 
 
 #: Controller knobs of an sglang tier entry (``AdaptiveStepSlot.__init__``, sglang 0.5.23).
 SGLANG_CONTROLLER_KEYS: tuple[str, ...] = (
-    "ema_alpha", "update_interval", "warmup_batches", "up_hysteresis", "down_hysteresis", "ceiling_coeff",
-)  # fmt: skip
+    "ema_alpha",
+    "update_interval",
+    "warmup_batches",
+    "up_hysteresis",
+    "down_hysteresis",
+    "ceiling_coeff",
+)
 #: Controller defaults when a key is absent (``AdaptiveStepSlot.__init__``, sglang 0.5.23).
 _SLOT_DEFAULTS: dict[str, float] = {
-    "ema_alpha": 0.2, "update_interval": 5, "warmup_batches": 10,
-    "down_hysteresis": -0.25, "up_hysteresis": 0.0, "ceiling_coeff": 0,
-}  # fmt: skip
+    "ema_alpha": 0.2,
+    "update_interval": 5,
+    "warmup_batches": 10,
+    "down_hysteresis": -0.25,
+    "up_hysteresis": 0.0,
+    "ceiling_coeff": 0,
+}
 
 #: sglang's built-in schedule, used without ``--speculative-adaptive-config``
 #: (``DEFAULT_ADAPTIVE_CONFIG`` in ``srt/speculative/adaptive_spec_params.py``, sglang 0.5.23;
@@ -180,15 +189,10 @@ def load_scorer(
     Raises:
         ConfigError: unknown algorithm; ArtifactError: unreadable folder; DataError: bad sweep.
     """
-    from specband.artifacts import (
-        embedded_manifest,
-        embedded_policy,
-        load_manifest,
-        load_policy,
-        validate_algorithms,
-    )
+    from specband.artifacts import embedded_manifest, load_manifest, load_policy, validate_algorithms
     from specband.recommend import DEFAULT_MODELS_DIR
     from specband.recommend import folder_algorithms as _previous_algorithms
+    from specband.training import embedded_policy
 
     validate_algorithms([algo])
     if models is not None:  # a hub id too (specband.hub)
@@ -208,11 +212,11 @@ def load_scorer(
     if data_path is not None and manifest.foreign:
         import dataclasses
 
-        from specband.artifacts import build_manifest
         from specband.dataset import load_sweep
+        from specband.training import build_manifest
 
         sweep = load_sweep(data_path)
-        training = sweep.training_data(manifest.features)  # type: ignore[arg-type]
+        training = sweep.training_data(manifest.features)
         manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
     if algo == "lookup_table":
         from specband.policies.lookup_core import read_lookup_folder
@@ -268,7 +272,9 @@ class TierPick:
         return None if self.tree_reward is None else self.tree_reward - self.chain_reward
 
 
-def pick_chain_tiers(scorer: PolicyScorer, batch_sizes: Sequence[int] | None = None, margin: float = 0.0) -> list[TierPick]:
+def pick_chain_tiers(
+    scorer: PolicyScorer, batch_sizes: Sequence[int] | None = None, margin: float = 0.0
+) -> list[TierPick]:
     """The best chain config per batch size (and those within ``margin`` of it).
 
     Args:
@@ -296,7 +302,9 @@ def pick_chain_tiers(scorer: PolicyScorer, batch_sizes: Sequence[int] | None = N
             raise ConfigError(
                 f"{scorer.algorithm} has no estimate for any chain config (topk 1) or the baseline at batch size {bs}"
             )
-        near = [i for i in CHAIN_INDICES if i != best and not math.isnan(scores[i]) and scores[i] >= scores[best] - margin]
+        near = [
+            i for i in CHAIN_INDICES if i != best and not math.isnan(scores[i]) and scores[i] >= scores[best] - margin
+        ]
         chain = (best, *sorted(near, key=lambda i: (-scores[i], i)))
         tree = _best(scores, TREE_INDICES)
         picks.append(
@@ -362,7 +370,9 @@ def sglang_adaptive_config(tiers: Sequence[Tier], knobs: Mapping[str, float] | N
     extra = dict(knobs or {})
     unknown = sorted(set(extra) - set(SGLANG_CONTROLLER_KEYS))
     if unknown:
-        raise ConfigError(f"unknown sglang adaptive knob(s) {', '.join(unknown)}; expected {', '.join(SGLANG_CONTROLLER_KEYS)}")
+        raise ConfigError(
+            f"unknown sglang adaptive knob(s) {', '.join(unknown)}; expected {', '.join(SGLANG_CONTROLLER_KEYS)}"
+        )
     obj = {str(t.start): {"candidate_steps": list(t.steps), **extra} for t in tiers}
     check_sglang_adaptive_config(obj)
     return obj
@@ -384,15 +394,13 @@ def check_sglang_adaptive_config(obj: Any, where: str = "adaptive config") -> di
         if not key.isdigit():
             continue
         steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
-        if not (
-            isinstance(steps, list)
-            and steps
-            and all(is_int(s) and s >= 0 for s in steps)
-        ):
-            raise ConfigError(f"{where}: tier {key!r}: candidate_steps must be a non-empty list of ints >= 0, got {steps!r}")
+        if not (isinstance(steps, list) and steps and all(is_int(s) and s >= 0 for s in steps)):
+            raise ConfigError(
+                f"{where}: tier {key!r}: candidate_steps must be a non-empty list of ints >= 0, got {steps!r}"
+            )
         entries[int(key)] = {**defaults, **entry}
     if not entries:
-        raise ConfigError(f"{where}: no batch-size tier (an integer-string key such as \"1\"); keys: {list(obj)}")
+        raise ConfigError(f'{where}: no batch-size tier (an integer-string key such as "1"); keys: {list(obj)}')
     return entries
 
 
@@ -443,7 +451,9 @@ def sglang_initial_steps(entries: Mapping[int, Mapping[str, Any]]) -> int:
     return union[len(union) // 2]
 
 
-def sglang_schedule_flags(config_path: str | Path, entries: Mapping[int, Mapping[str, Any]], draft_model: str | None) -> list[str]:
+def sglang_schedule_flags(
+    config_path: str | Path, entries: Mapping[int, Mapping[str, Any]], draft_model: str | None
+) -> list[str]:
     """sglang launch flags for adaptive speculation with a schedule file: EAGLE3, topk 1,
     ``--speculative-num-steps`` = :func:`sglang_initial_steps` and draft tokens = steps + 1
     (what sglang resolves itself, written out so the command line says it).
@@ -453,17 +463,23 @@ def sglang_schedule_flags(config_path: str | Path, entries: Mapping[int, Mapping
     """
     steps = sglang_initial_steps(entries)
     if all(int(s) == 0 for e in entries.values() for s in e["candidate_steps"]):
-        raise ConfigError(f"{config_path}: every tier's candidate_steps is [0]: the schedule never speculates; launch without it")
+        raise ConfigError(
+            f"{config_path}: every tier's candidate_steps is [0]: the schedule never speculates; launch without it"
+        )
     flags = ["--speculative-algorithm", "EAGLE3"]
     if draft_model is not None:
         flags += ["--speculative-draft-model-path", draft_model]
     return flags + [
-        "--speculative-num-steps", str(steps),
-        "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", str(steps + 1),
+        "--speculative-num-steps",
+        str(steps),
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        str(steps + 1),
         "--speculative-adaptive",
-        "--speculative-adaptive-config", str(config_path),
-    ]  # fmt: skip
+        "--speculative-adaptive-config",
+        str(config_path),
+    ]
 
 
 # --------------------------------------------------------------------------- sglang's controller
@@ -523,7 +539,9 @@ class AdaptiveSlot:
                 self.ema_accept_len = float(target - 1)
             return target
         start = i
-        while i > 0 and self.ema_accept_len <= (0.5 if steps[i - 1] == 0 else steps[i - 1] - 0.5) + self.down_hysteresis:
+        while (
+            i > 0 and self.ema_accept_len <= (0.5 if steps[i - 1] == 0 else steps[i - 1] - 0.5) + self.down_hysteresis
+        ):
             i -= 1
         if i == start:
             while i < len(steps) - 1 and self.ema_accept_len > steps[i] - 0.5 + self.up_hysteresis:
@@ -580,7 +598,9 @@ def vllm_speculative_config(tiers: Sequence[Tier], draft_model: str | None, meth
     ranges = [[t.start, t.end if t.end is not None else max(t.batch_sizes[-1], t.start), t.best_steps] for t in tiers]
     max_k = max(r[2] for r in ranges)
     if max_k <= 0:
-        raise ConfigError("the schedule never speculates (K = 0 at every batch size): run vLLM without --speculative-config")
+        raise ConfigError(
+            "the schedule never speculates (K = 0 at every batch size): run vLLM without --speculative-config"
+        )
     obj: dict[str, Any] = {"method": method}
     if draft_model is not None:
         obj["model"] = draft_model
@@ -605,9 +625,7 @@ def check_vllm_schedule(schedule: Any, num_speculative_tokens: Any) -> list[tupl
         raise ConfigError("num_speculative_tokens_per_batch_size must be a non-empty list of [start, end, K]")
     parsed = []
     for entry in schedule:
-        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not all(
-            is_int(v) for v in entry
-        ):
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not all(is_int(v) for v in entry):
             raise ConfigError(f"each entry must be [start, end, K] with ints, got {entry!r}")
         start, end, k = entry
         if start <= 0 or end <= 0:

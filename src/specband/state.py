@@ -20,6 +20,7 @@ __all__ = [
     "state_tuple",
 ]
 
+
 def check_gpu_state(temp_c: float, mem_used_mb: float, util_pct: float, *, option: str = "state") -> None:
     """Check a user-given GPU state before it becomes a decision state.
 
@@ -56,7 +57,10 @@ def _f32(value: float) -> float:
 
 
 def state_tuple(
-    batch_size: int, gpu_temp_c: float | None = None, gpu_mem_used_mb: float | None = None, gpu_util_pct: float | None = None
+    batch_size: int,
+    gpu_temp_c: float | None = None,
+    gpu_mem_used_mb: float | None = None,
+    gpu_util_pct: float | None = None,
 ) -> tuple[float, float, float, float]:
     """:func:`specband.dataset.state_vector` without NumPy: the contract state
     ``[bs/8, temp/100, mem/8192, util/100]`` rounded to float32, ``None`` filled as upstream."""
@@ -66,4 +70,5 @@ def state_tuple(
         _FILLS[1] if gpu_mem_used_mb is None else gpu_mem_used_mb,
         _FILLS[2] if gpu_util_pct is None else gpu_util_pct,
     )
-    return tuple(_f32(v / scale) for v, scale in zip(raw, _SCALES))  # type: ignore[return-value]
+    a, b, c, d = (_f32(v / scale) for v, scale in zip(raw, _SCALES, strict=True))
+    return a, b, c, d

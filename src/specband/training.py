@@ -135,7 +135,7 @@ def compute_embedded_manifest(features: str = "pre") -> dict[str, Any]:
     from specband.dataset import load_sweep
 
     sweep = load_sweep(None)
-    data = sweep.training_data(features)  # type: ignore[arg-type]
+    data = sweep.training_data(features)
     obj = build_manifest(data, ["lookup_table"], seed=0, sweep=sweep).to_json()
     obj["data"]["path"] = BUNDLED_DATA_LABEL
     obj["specband_version"] = None
@@ -155,6 +155,6 @@ def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str 
     if features not in FEATURE_KINDS:
         raise ConfigError(f"features must be one of {FEATURE_KINDS}, got {features!r}")
     sweep = load_sweep(None)
-    data = sweep.training_data(features)  # type: ignore[arg-type]
+    data = sweep.training_data(features)
     policy = policy_class(name).from_config(seed=seed).fit(data)
     return policy, build_manifest(data, [name], seed=seed, sweep=sweep)

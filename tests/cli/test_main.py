@@ -18,7 +18,9 @@ def _one_error_line(stderr: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "emulate"])  # emulate passes unknown flags on to sglang's parser
+@pytest.mark.parametrize(
+    "command", [c for c in COMMANDS if c != "emulate"]
+)  # emulate passes unknown flags on to sglang's parser
 def test_unknown_option_is_one_line(run_cli, command: str) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(command, "--no-such-option")
     assert res.exit_code == 2
@@ -69,7 +71,9 @@ def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPat
 
 
 def test_python_dash_m_is_the_same_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    res = subprocess.run([sys.executable, "-m", "specband", "recommend", "-b", "0"], capture_output=True, text=True, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "specband", "recommend", "-b", "0"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert res.returncode == 2
     assert _one_error_line(res.stderr) == (
         "error: Invalid value for '--batch-size' / '-b': Input should be greater than or equal to 1 "

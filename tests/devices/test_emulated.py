@@ -12,7 +12,7 @@ import pytest
 
 from specband.devices import open_device
 from specband.devices.base import Clock, TelemetryWindow
-from specband.devices.emulated import EmulatedDevice, EmulatedGpu
+from specband.emulator.gpu import EmulatedDevice, EmulatedGpu
 from specband.errors import DeviceError
 from specband.sim import build_model
 
@@ -22,9 +22,10 @@ SCALE = 0.001  # 1 emulated second = 1 ms
 
 
 def test_new_state_starts_idle_at_ambient(tmp_path):
-    dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, HARDWARE, SCALE)
+    frozen = 1_700_000_000.0  # the state's wall clock, fixed: no load can move the temperature
+    dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, HARDWARE, SCALE, now=lambda: frozen)
     s = dev.sample(Clock(SCALE))
-    assert s.temp_c == pytest.approx(MODEL.ambient_temp_c, abs=0.5)
+    assert s.temp_c == MODEL.ambient_temp_c
     assert s.power_w == MODEL.idle_power_w
     assert s.util_pct == 0.0 and s.mem_used_mb == 0.0
     assert s.throttling is False
@@ -102,11 +103,14 @@ def test_a_corrupt_state_file_is_an_error(tmp_path):
 
 def test_another_time_scale_rebases_and_keeps_the_temperature(tmp_path):
     path = tmp_path / "gpu.json"
-    gpu = EmulatedGpu(path, MODEL, HARDWARE, SCALE)
+    wall = [1_700_000_000.0]  # the state's wall clock, moved by hand only
+    gpu = EmulatedGpu(path, MODEL, HARDWARE, SCALE, now=lambda: wall[0])
     gpu.update(temp_c=70.0, power_w=MODEL.idle_power_w)
-    dev = EmulatedDevice(path, MODEL, HARDWARE, 1.0)
+    dev = EmulatedDevice(path, MODEL, HARDWARE, 1.0, now=lambda: wall[0])
     assert json.loads(path.read_text())["time_scale"] == 1.0
-    assert dev.read_temp_c() == pytest.approx(70.0, abs=1.0)
+    assert dev.read_temp_c() == 70.0  # kept across the re-base
+    wall[0] += 2.0  # 2 real s are 2 emulated s at the new scale (2000 at the old one)
+    assert dev.read_temp_c() == pytest.approx(MODEL.advance_temperature(70.0, MODEL.idle_power_w, 2.0), rel=1e-12)
 
 
 def test_open_device_emulated_needs_its_settings(tmp_path):
@@ -114,15 +118,16 @@ def test_open_device_emulated_needs_its_settings(tmp_path):
 
     with pytest.raises(ConfigError):
         open_device("emulated")
-    dev = open_device("auto", emulated={"state_path": tmp_path / "g.json", "model": MODEL, "hardware": HARDWARE,
-                                        "time_scale": SCALE})  # fmt: skip
+    dev = open_device(
+        "auto", emulated={"state_path": tmp_path / "g.json", "model": MODEL, "hardware": HARDWARE, "time_scale": SCALE}
+    )
     assert isinstance(dev, EmulatedDevice)
 
 
 def test_the_emulated_gpu_is_named_like_simulated_and_published_rows(tmp_path, published_records):
     from types import SimpleNamespace
 
-    from specband.devices.emulated import hardware_name
+    from specband.emulator.gpu import hardware_name
 
     dev = EmulatedDevice(tmp_path / "g.json", MODEL, HARDWARE, SCALE)
     assert dev.name == "RTX4060_Laptop" == MODEL.profile.hardware  # not the profile id "rtx4060-laptop"

@@ -157,7 +157,7 @@ def test_idle_and_clock_setting_reasons_are_not_throttling(fake_gpu, name):
 
 
 def test_mask_is_exactly_the_five_throttle_bits():
-    assert THROTTLE_REASON_MASK == sum(_THROTTLING.values())
+    assert sum(_THROTTLING.values()) == THROTTLE_REASON_MASK
     assert is_throttling(sum(_NOT_THROTTLING.values())) is False
     assert is_throttling(None) is None
 
@@ -216,8 +216,11 @@ def test_nvml_asked_for_explicitly_is_an_error_without_nvml(fake_gpu, monkeypatc
     fake_gpu.init_error = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no silent (or warned) fallback
-        with pytest.raises(DeviceError, match=r"^--device nvml: NVML is not available: nvmlInit failed: .*"
-                                              r"\(--device auto goes on without telemetry\)$"):  # fmt: skip
+        with pytest.raises(
+            DeviceError,
+            match=r"^--device nvml: NVML is not available: nvmlInit failed: .*"
+            r"\(--device auto goes on without telemetry\)$",
+        ):
             open_device("nvml", power_limit_w=80.0)
         monkeypatch.setitem(sys.modules, "pynvml", None)
         with pytest.raises(DeviceError, match=r"^--device nvml: NVML is not available: cannot import pynvml"):
@@ -237,8 +240,12 @@ def test_a_power_limit_given_by_hand_must_be_finite_and_positive(fake_gpu, bad):
     from specband.errors import ConfigError
 
     message = r"--power-limit must be a finite number of watts > 0, got "
-    for make in (lambda: NvmlDevice(0, power_limit_w=bad), lambda: NullDevice(power_limit_w=bad),
-                 lambda: open_device("none", power_limit_w=bad), lambda: open_device("nvml", power_limit_w=bad)):  # fmt: skip
+    for make in (
+        lambda: NvmlDevice(0, power_limit_w=bad),
+        lambda: NullDevice(power_limit_w=bad),
+        lambda: open_device("none", power_limit_w=bad),
+        lambda: open_device("nvml", power_limit_w=bad),
+    ):
         with pytest.raises(ConfigError, match=message):
             make()
     assert "init" not in fake_gpu.calls  # refused before NVML is touched

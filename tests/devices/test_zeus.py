@@ -8,6 +8,7 @@ import sys
 import time
 import types
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
@@ -26,10 +27,16 @@ class Measurement:
 class FakeZeusMonitor:
     """Counts windows; energy = 70 W x window time; records the sync_execution flags."""
 
-    instances: list[FakeZeusMonitor] = []
+    instances: ClassVar[list[FakeZeusMonitor]] = []
 
-    def __init__(self, gpu_indices=None, cpu_indices=None, approx_instant_energy=False, log_file=None,
-                 sync_execution_with="torch"):  # fmt: skip
+    def __init__(
+        self,
+        gpu_indices=None,
+        cpu_indices=None,
+        approx_instant_energy=False,
+        log_file=None,
+        sync_execution_with="torch",
+    ):
         self.gpu_indices = gpu_indices
         self.cpu_indices = cpu_indices
         self.windows: dict[str, float] = {}

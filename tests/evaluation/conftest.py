@@ -49,7 +49,7 @@ class MeanTablePolicy(Policy):
         states = np.atleast_2d(np.asarray(states, dtype=np.float64))
         out = []
         for s in states:
-            bs = int(round(float(s[0]) * 8))
+            bs = round(float(s[0]) * 8)
             nearest = min(self.table, key=lambda b: abs(b - bs))
             out.append(self.table[nearest])
         return np.stack(out)

@@ -31,7 +31,9 @@ def test_json_on_bundled_data(run_cli: Callable[..., Any], table_policies: None)
 
 def test_tables_and_report_folder(run_cli: Callable[..., Any], table_policies: None, tmp_path: Path) -> None:
     out = tmp_path / "rep"
-    res = run_cli("evaluate", "--holdout", "none", "--algo", "cql", "--features", "pre", "--out", out, "--bootstrap", "20")
+    res = run_cli(
+        "evaluate", "--holdout", "none", "--algo", "cql", "--features", "pre", "--out", out, "--bootstrap", "20"
+    )
     assert res.exit_code == 0, res.stderr
     assert "pre features - IN-SAMPLE" in res.stdout and "contract features" not in res.stdout
     assert f"wrote {out / 'report.md'}" in res.stdout
@@ -69,10 +71,19 @@ def test_sglang_bench_file_without_energy(
 ) -> None:
     speeds = {(0, 0, 0): 100.0, (3, 4, 8): 150.0, (3, 2, 4): 160.0}
     rows = [
-        {"batch_size": bs, "steps": s, "topk": k, "num_draft_tokens": d, "acc_length": 1.0 if s == 0 else 2.0,
-         "step_time": 0.01, "speed": v / bs, "completion_tokens": 512}
-        for bs in (1, 4) for (s, k, d), v in speeds.items()
-    ]  # fmt: skip
+        {
+            "batch_size": bs,
+            "steps": s,
+            "topk": k,
+            "num_draft_tokens": d,
+            "acc_length": 1.0 if s == 0 else 2.0,
+            "step_time": 0.01,
+            "speed": v / bs,
+            "completion_tokens": 512,
+        }
+        for bs in (1, 4)
+        for (s, k, d), v in speeds.items()
+    ]
     path = write_jsonl(rows, "bench.jsonl")
     res = run_cli("evaluate", path, "--json", "--algo", "gbt", "--features", "contract", "--bootstrap", "20")
     assert res.exit_code == 0, res.stderr
@@ -136,22 +147,33 @@ def test_out_empty_name_is_refused(
 def test_power_limit_option(run_cli: Callable[..., Any], table_policies: None, repeat_sweep_path: Path) -> None:
     """``--power-limit W`` (the name train and sweep use) overrides the rows' limit: halving
     it doubles the utilisation of the reference config at every batch size."""
-    args = ("evaluate", repeat_sweep_path, "--json", "--holdout", "none", "--algo", "gbt", "--features", "contract",
-            "--bootstrap", "5")  # fmt: skip
+    args = (
+        "evaluate",
+        repeat_sweep_path,
+        "--json",
+        "--holdout",
+        "none",
+        "--algo",
+        "gbt",
+        "--features",
+        "contract",
+        "--bootstrap",
+        "5",
+    )
     base = json.loads(run_cli(*args).stdout)
     res = run_cli(*args, "--power-limit", "40")  # half the rows' 80 W
     assert res.exit_code == 0, res.stderr
     half = json.loads(res.stdout)
-    pairs = list(zip(base["features"]["contract"]["batch_sizes"], half["features"]["contract"]["batch_sizes"]))
+    pairs = list(
+        zip(base["features"]["contract"]["batch_sizes"], half["features"]["contract"]["batch_sizes"], strict=True)
+    )
     assert len(pairs) == 4
     for a, b in pairs:
         assert b["reference_utilization"]["estimate"] == pytest.approx(2 * a["reference_utilization"]["estimate"])
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
-def test_power_limit_must_be_finite_and_positive(
-    run_cli: Callable[..., Any], table_policies: None, value: str
-) -> None:
+def test_power_limit_must_be_finite_and_positive(run_cli: Callable[..., Any], table_policies: None, value: str) -> None:
     line = _one_error_line(run_cli("evaluate", "--algo", "gbt", "--power-limit", value))
     assert line.startswith("error: --power-limit must be a finite number of watts > 0, got ")
 
@@ -183,6 +205,13 @@ def test_help_shows_metavars(run_cli: Callable[..., Any], monkeypatch: pytest.Mo
     assert "Usage: specband evaluate [OPTIONS] [DATA]" in res.stdout
     for python_type in ("<str>", "<list[str]>", "<int", "<float>", "[data]"):
         assert python_type not in res.stdout, python_type
-    for option in ("--holdout KIND", "--algo NAME", "--features KIND", "--out DIR", "--seed N", "--bootstrap N",
-                   "--power-limit W"):  # fmt: skip
+    for option in (
+        "--holdout KIND",
+        "--algo NAME",
+        "--features KIND",
+        "--out DIR",
+        "--seed N",
+        "--bootstrap N",
+        "--power-limit W",
+    ):
         assert f"  {option}  " in res.stdout, option

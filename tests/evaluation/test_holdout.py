@@ -65,8 +65,10 @@ def test_bundled_trial_holdout(bundled: Sweep, table_factory: Callable[..., Any]
     assert result.holdout == "trial" and result.scored_on == "held-out"
     # bs 1/4/8 were run only in the validate trial: said so, and scored in-sample instead.
     assert [(n.split, n.batch_size) for n in result.not_held_out] == [
-        ("trial=validate", 1), ("trial=validate", 4), ("trial=validate", 8),
-    ]  # fmt: skip
+        ("trial=validate", 1),
+        ("trial=validate", 4),
+        ("trial=validate", 8),
+    ]
     assert "run only in trial validate" in result.not_held_out[0].reason
     fr = result.features["contract"]
     assert sorted(fr.contexts) == [16]
@@ -121,7 +123,9 @@ def test_pick_not_run_in_held_out_split(bundled: Sweep) -> None:
         assert by_split[name].pick == IDX_528
         assert by_split[name].pick_reward is None and by_split[name].regret is None
         # DR with no logged support reduces to the training mean of (5,2,8) at bs 16.
-        assert by_split[name].pick_estimate == pytest.approx(bundled.reward_parts(_bs16_rows(bundled, IDX_528)[0]).reward)
+        assert by_split[name].pick_estimate == pytest.approx(
+            bundled.reward_parts(_bs16_rows(bundled, IDX_528)[0]).reward
+        )
     assert p.not_measured == ("trial=seed0", "trial=seed1", "trial=seed2", "trial=seed3")
     assert p.reward is not None and p.reward.n == 1 and p.regret.n == 1
     assert p.estimate == pytest.approx(by_split["trial=seed0"].pick_estimate)
@@ -138,7 +142,7 @@ def test_repeat_holdout_on_a_sweep_with_repeats(
         fr = result.features[kind]
         assert sorted(fr.contexts) == [1, 4, 8, 16]
         assert fr.identical_to is None  # pre-launch telemetry differs from the post-run readings
-        for bs, p in fr.picks["lookup_table"].items():
+        for p in fr.picks["lookup_table"].values():
             assert p.reward.n == 3 and p.reward.informative
             assert p.reaches_oracle == (p.regret.estimate == 0.0)
         assert fr.picks["lookup_table"][16].pick == IDX_324
@@ -157,8 +161,9 @@ def test_failed_held_out_run_scores_zero_and_failed_training_run_is_never_picked
         if r["repeat"] == 2 and r["batch_size"] == 16 and (r["steps"], r["topk"], r["num_draft_tokens"]) == (3, 2, 4):
             r.update(error="CUDA out of memory", speed_tok_s=None, accept_length=None, avg_power_watts=None)
     sweep = Sweep.from_records(records)
-    result = evaluate(sweep, algorithms=["lookup_table"], features=["contract"], policy_factory=table_factory,
-                      n_bootstrap=100)  # fmt: skip
+    result = evaluate(
+        sweep, algorithms=["lookup_table"], features=["contract"], policy_factory=table_factory, n_bootstrap=100
+    )
     p = result.features["contract"].picks["lookup_table"][16]
     by_split = {s.split: s for s in p.splits}
     # Held out repeat 2: training (repeats 0, 1) says (3,2,4); it failed in repeat 2 -> reward 0.
@@ -171,8 +176,9 @@ def test_failed_held_out_run_scores_zero_and_failed_training_run_is_never_picked
 
 
 def test_in_sample_is_labelled(bundled: Sweep, table_factory: Callable[..., Any]) -> None:
-    result = evaluate(bundled, holdout="none", algorithms=["lookup_table"], policy_factory=table_factory,
-                      n_bootstrap=50)  # fmt: skip
+    result = evaluate(
+        bundled, holdout="none", algorithms=["lookup_table"], policy_factory=table_factory, n_bootstrap=50
+    )
     assert result.scored_on == "in-sample" and result.splits == ("in-sample",) and result.in_sample is None
     fr = result.features["contract"]
     assert sorted(fr.contexts) == [1, 4, 8, 16]

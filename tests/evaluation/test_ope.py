@@ -69,9 +69,11 @@ def test_coverage_rate_over_replications() -> None:
                 covered[name] += est.estimate_interval(**inputs, n_bootstrap=300, random_state=rep).covers(truth)
             if policy == "pi_det":
                 wrong = dict(inputs, pscore=np.full(len(log["reward"]), 1.0 / bandit.q.shape[1]))
-                wrong_ips += InverseProbabilityScoring().estimate_interval(
-                    **wrong, n_bootstrap=300, random_state=rep
-                ).covers(truth)
+                wrong_ips += (
+                    InverseProbabilityScoring()
+                    .estimate_interval(**wrong, n_bootstrap=300, random_state=rep)
+                    .covers(truth)
+                )
                 biased = _inputs(bandit, pi, log, q=bandit.q + 0.15)
                 biased_dm += DirectMethod().estimate_interval(**biased, n_bootstrap=300, random_state=rep).covers(truth)
                 biased_dr += DoublyRobust().estimate_interval(**biased, n_bootstrap=300, random_state=rep).covers(truth)
@@ -220,7 +222,12 @@ def test_empty_and_missing_inputs() -> None:
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"alpha": 0.0}, "alpha"), ({"alpha": 1.0}, "alpha"), ({"n_bootstrap": 0}, "n_bootstrap"), ({"n_bootstrap": 2.5}, "n_bootstrap")],
+    [
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": 1.0}, "alpha"),
+        ({"n_bootstrap": 0}, "n_bootstrap"),
+        ({"n_bootstrap": 2.5}, "n_bootstrap"),
+    ],
 )
 def test_invalid_bootstrap_config(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
-import json
 from pathlib import Path
 
 import numpy as np
@@ -42,18 +42,29 @@ def in_sample() -> EvaluationResult:
     from .conftest import MeanTablePolicy
 
     return evaluate(
-        load_sweep(None), holdout="none", algorithms=["lookup_table"], policy_factory=lambda n, s: MeanTablePolicy(s),
+        load_sweep(None),
+        holdout="none",
+        algorithms=["lookup_table"],
+        policy_factory=lambda n, s: MeanTablePolicy(s),
         n_bootstrap=100,
-    )  # fmt: skip
+    )
 
 
 def test_json_document(held_out: EvaluationResult) -> None:
     doc = json.loads(json.dumps(result_to_json(held_out)))  # plain JSON types only
     assert doc["schema"] == JSON_SCHEMA
     assert list(doc) == [
-        "schema", "data", "holdout", "reward_config", "band", "intervals", "algorithms", "features",
-        "in_sample_fallback", "timing",
-    ]  # fmt: skip
+        "schema",
+        "data",
+        "holdout",
+        "reward_config",
+        "band",
+        "intervals",
+        "algorithms",
+        "features",
+        "in_sample_fallback",
+        "timing",
+    ]
     assert doc["band"] == [0.95, 0.98]
     assert doc["holdout"]["kind"] == "trial" and doc["holdout"]["scored_on"] == "held-out"
     assert [n["batch_size"] for n in doc["holdout"]["not_held_out"]] == [1, 4, 8]
@@ -135,10 +146,14 @@ def test_utilisation_figure_shows_the_band(held_out: EvaluationResult, tmp_path:
     write_report(held_out, tmp_path / "r")
     img = mpimg.imread(tmp_path / "r" / "utilization.png")[..., :3]
     # axhspan(color="green", alpha=0.18) over white: about (0.82, 0.91, 0.82).
-    tint = (np.abs(img[..., 0] - 0.82) < 0.03) & (np.abs(img[..., 1] - 0.91) < 0.03) & (np.abs(img[..., 2] - 0.82) < 0.03)
+    tint = (
+        (np.abs(img[..., 0] - 0.82) < 0.03) & (np.abs(img[..., 1] - 0.91) < 0.03) & (np.abs(img[..., 2] - 0.82) < 0.03)
+    )
     assert tint.mean() > 0.02
     img = mpimg.imread(tmp_path / "r" / "reward.png")[..., :3]
-    tint = (np.abs(img[..., 0] - 0.82) < 0.03) & (np.abs(img[..., 1] - 0.91) < 0.03) & (np.abs(img[..., 2] - 0.82) < 0.03)
+    tint = (
+        (np.abs(img[..., 0] - 0.82) < 0.03) & (np.abs(img[..., 1] - 0.91) < 0.03) & (np.abs(img[..., 2] - 0.82) < 0.03)
+    )
     assert tint.mean() < 0.001
 
 

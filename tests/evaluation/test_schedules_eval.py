@@ -55,7 +55,10 @@ def test_variants_per_split(sweep):
         assert rows[(split, "best fixed")].value >= rows[(split, "batch-mix")].value - 1e-12
     summary = {(s.algorithm, s.variant): s for s in res.summaries}
     assert summary[("lookup_table", "schedule")].n_measured == 3
-    assert summary[("lookup_table", "per-batch-size")].value.estimate > summary[("lookup_table", "schedule")].value.estimate
+    assert (
+        summary[("lookup_table", "per-batch-size")].value.estimate
+        > summary[("lookup_table", "schedule")].value.estimate
+    )
 
 
 def test_a_mix_weights_the_batch_sizes(sweep):
@@ -72,8 +75,19 @@ def test_a_mix_weights_the_batch_sizes(sweep):
 
 def test_evaluate_cli_schedules_writes_json_and_figure(run_cli, tmp_path, repeat_sweep_path):
     out = tmp_path / "report"
-    res = run_cli("evaluate", repeat_sweep_path, "--schedules", "--algo", "lookup_table", "--features", "pre",
-                  "--bootstrap", "50", "--out", out)  # fmt: skip
+    res = run_cli(
+        "evaluate",
+        repeat_sweep_path,
+        "--schedules",
+        "--algo",
+        "lookup_table",
+        "--features",
+        "pre",
+        "--bootstrap",
+        "50",
+        "--out",
+        out,
+    )
     assert res.exit_code == 0, res.stderr
     assert "serving a batch-size mix" in res.stdout
     doc = json.loads((out / "schedules.json").read_text())
@@ -82,15 +96,31 @@ def test_evaluate_cli_schedules_writes_json_and_figure(run_cli, tmp_path, repeat
     assert variants == {"per-batch-size", "schedule", "batch-mix", "best fixed"}
     assert (out / "schedules.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "evaluation.json").is_file()  # still a report folder: a rerun may replace it
-    res = run_cli("evaluate", repeat_sweep_path, "--schedules", "--algo", "lookup_table", "--features", "pre",
-                  "--bootstrap", "50", "--out", out, "--batch-mix", "4:1")  # fmt: skip
+    res = run_cli(
+        "evaluate",
+        repeat_sweep_path,
+        "--schedules",
+        "--algo",
+        "lookup_table",
+        "--features",
+        "pre",
+        "--bootstrap",
+        "50",
+        "--out",
+        out,
+        "--batch-mix",
+        "4:1",
+    )
     assert res.exit_code == 0, res.stderr
     assert json.loads((out / "schedules.json").read_text())["mix"] == {"4": 1.0}
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--batch-mix", "4:1"], "--batch-mix goes with --schedules"), (["--schedules", "--batch-mix", "4"], "--batch-mix: expected")],
+    [
+        (["--batch-mix", "4:1"], "--batch-mix goes with --schedules"),
+        (["--schedules", "--batch-mix", "4"], "--batch-mix: expected"),
+    ],
 )
 def test_evaluate_cli_mix_errors(run_cli, args, message):
     res = run_cli("evaluate", "--algo", "lookup_table", *args)

@@ -75,10 +75,21 @@ def port() -> Iterator[int]:
 def sweep_args(tmp_path: Path, port: int) -> list[str]:
     """Common ``specband sweep`` arguments against the emulator (small workload)."""
     return [
-        "sweep", "--target", "m", "--draft", "d", "--port", str(port),
-        "--server-command", emulator_command(), "--time-scale", str(TIME_SCALE),
-        "--num-prompts", "4", "--quiet",
-    ]  # fmt: skip
+        "sweep",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "--port",
+        str(port),
+        "--server-command",
+        emulator_command(),
+        "--time-scale",
+        str(TIME_SCALE),
+        "--num-prompts",
+        "4",
+        "--quiet",
+    ]
 
 
 @pytest.fixture

@@ -9,27 +9,48 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.harness.conftest import TIME_SCALE, emulator_command, free_port, processes_with
 
 from specband.devices.base import Clock
-from specband.devices.emulated import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.server import parse_fault, parse_launch_args
 from specband.errors import ConfigError
 from specband.harness.client import fetch_server_info, run_batch
-from specband.harness.emulator import parse_fault, parse_launch_args
 from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
 from specband.sim import build_model
-from tests.harness.conftest import TIME_SCALE, emulator_command, free_port, processes_with
 
 #: The performance model behind the emulator in these tests (``SPECBAND_EMULATOR_MODEL=calibrated``).
 MODEL = build_model("rtx4060-laptop")
 
 
-def _start(tmp_path: Path, port: int, action, bs: int, *, options: str = "", env_extra: dict | None = None,
-           mem: float = 0.65, timeout_s: float = 60.0) -> ServerProcess:  # fmt: skip
+def _start(
+    tmp_path: Path,
+    port: int,
+    action,
+    bs: int,
+    *,
+    options: str = "",
+    env_extra: dict | None = None,
+    mem: float = 0.65,
+    timeout_s: float = 60.0,
+) -> ServerProcess:
     cfg = ServerConfig(model_path="m", draft_model_path="d", port=port, server_command=emulator_command(options))
-    env = {**os.environ, **SGLANG_ENV, STATE_ENV: str(tmp_path / "gpu.json"), TIME_SCALE_ENV: str(TIME_SCALE),
-           MODEL_ENV: "calibrated", **(env_extra or {})}  # fmt: skip
-    server = ServerProcess(build_launch_command(cfg, action, bs, mem), host="127.0.0.1", port=port,
-                           log_path=tmp_path / "server.log", env=env, clock=Clock(TIME_SCALE))  # fmt: skip
+    env = {
+        **os.environ,
+        **SGLANG_ENV,
+        STATE_ENV: str(tmp_path / "gpu.json"),
+        TIME_SCALE_ENV: str(TIME_SCALE),
+        MODEL_ENV: "calibrated",
+        **(env_extra or {}),
+    }
+    server = ServerProcess(
+        build_launch_command(cfg, action, bs, mem),
+        host="127.0.0.1",
+        port=port,
+        log_path=tmp_path / "server.log",
+        env=env,
+        clock=Clock(TIME_SCALE),
+    )
     server.start()
     try:
         server.wait_healthy(timeout_s, 0.5)
@@ -76,7 +97,7 @@ def test_generate_single_batch_and_stream(spec_server):
         stream = c.post(url, json={"text": "x", "sampling_params": params, "stream": True})
         chunks = [ln for ln in stream.text.split("\n\n") if ln]
         assert chunks[-1] == "data: [DONE]"
-        assert json.loads(chunks[0][len("data: "):])["meta_info"]["completion_tokens"] == 40
+        assert json.loads(chunks[0][len("data: ") :])["meta_info"]["completion_tokens"] == 40
         assert c.post(url, json={"sampling_params": params}).status_code == 400
         assert c.post(url, content=b"{bad").status_code == 400
 
@@ -87,7 +108,11 @@ def test_server_info_like_sglang(spec_server):
         raw = c.get(spec_server.base_url + "/get_server_info").json()
         assert c.get(spec_server.base_url + "/server_info").status_code == 200
     assert raw["speculative_algorithm"] == "EAGLE3"
-    assert (raw["speculative_num_steps"], raw["speculative_eagle_topk"], raw["speculative_num_draft_tokens"]) == (3, 4, 8)
+    assert (raw["speculative_num_steps"], raw["speculative_eagle_topk"], raw["speculative_num_draft_tokens"]) == (
+        3,
+        4,
+        8,
+    )
     assert raw["max_running_requests"] == 4 and raw["mem_fraction_static"] == 0.65
     state = raw["internal_states"][0]
     # the mean of floor/ceil draws around the model's accept length (hundreds of verify steps)
@@ -162,8 +187,14 @@ def test_death_mid_batch(tmp_path, port):
     with _start(tmp_path, port, (1, 1, 2), 2, options="--fault die_mid_batch:after_steps=5") as server:
         run_batch(server.base_url, num_requests=2, concurrency=2, max_new_tokens=30, timeout_s=30)  # warm-up
         with pytest.raises(RequestError, match="server_died_mid_batch"):
-            run_batch(server.base_url, num_requests=4, concurrency=2, max_new_tokens=200, timeout_s=30,
-                      server_alive=server.alive)  # fmt: skip
+            run_batch(
+                server.base_url,
+                num_requests=4,
+                concurrency=2,
+                max_new_tokens=200,
+                timeout_s=30,
+                server_alive=server.alive,
+            )
     assert "illegal memory access" in (tmp_path / "server.log").read_text()
 
 
@@ -173,9 +204,14 @@ def test_port_taken_by_another_server_is_classified(tmp_path, port):
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # bound, not listening: the emulator's bind fails
         cfg = ServerConfig(model_path="m", port=port, server_command=emulator_command())
-        server = ServerProcess(build_launch_command(cfg, (0, 0, 0), 1, 0.65), host="127.0.0.1", port=port,
-                               log_path=tmp_path / "s.log", clock=Clock(TIME_SCALE),
-                               env={**os.environ, TIME_SCALE_ENV: str(TIME_SCALE), MODEL_ENV: "calibrated"})  # fmt: skip
+        server = ServerProcess(
+            build_launch_command(cfg, (0, 0, 0), 1, 0.65),
+            host="127.0.0.1",
+            port=port,
+            log_path=tmp_path / "s.log",
+            clock=Clock(TIME_SCALE),
+            env={**os.environ, TIME_SCALE_ENV: str(TIME_SCALE), MODEL_ENV: "calibrated"},
+        )
         server.start()
         with server, pytest.raises(LaunchError) as info:
             server.wait_healthy(60, 0.5)
@@ -183,7 +219,7 @@ def test_port_taken_by_another_server_is_classified(tmp_path, port):
 
 
 def test_emulated_gpu_reflects_the_decoding(tmp_path, port):
-    from specband.devices.emulated import EmulatedDevice
+    from specband.emulator.gpu import EmulatedDevice
 
     with _start(tmp_path, port, (3, 4, 8), 4) as server:
         dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, "rtx4060-laptop", TIME_SCALE)
@@ -203,17 +239,36 @@ def test_parse_fault_and_launch_args_errors():
         with pytest.raises(ConfigError):
             parse_fault(bad)
     with pytest.raises(ConfigError, match="rule 1"):
-        parse_launch_args(shlex.split("--model-path m --speculative-algorithm EAGLE3 --speculative-num-steps 1 "
-                                      "--speculative-eagle-topk 2 --speculative-num-draft-tokens 8"))  # fmt: skip
+        parse_launch_args(
+            shlex.split(
+                "--model-path m --speculative-algorithm EAGLE3 --speculative-num-steps 1 "
+                "--speculative-eagle-topk 2 --speculative-num-draft-tokens 8"
+            )
+        )
     with pytest.raises(ConfigError, match="model-path"):
         parse_launch_args([])
-    args = parse_launch_args(["--model-path", "m", "--tp-size", "2", "--speculative-algorithm", "EAGLE3",
-                              "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-                              "--speculative-num-draft-tokens", "8"])  # fmt: skip
+    args = parse_launch_args(
+        [
+            "--model-path",
+            "m",
+            "--tp-size",
+            "2",
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-num-steps",
+            "3",
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "8",
+        ]
+    )
     assert tuple(args.action) == (3, 1, 4)  # topk 1: sglang rewrites draft tokens to steps + 1 (so (3,1,8) runs)
 
 
 def test_emulate_cli_rejects_bad_flags(run_cli):
-    result = run_cli("emulate", "--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3")
+    result = run_cli(
+        "emulate", "--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"
+    )
     assert result.exit_code == 2
     assert "error:" in result.stderr and "--speculative-eagle-topk" in result.stderr

@@ -15,19 +15,67 @@ from .conftest import one_error_line
 
 # What sglang's scripts/playground/bench_speculative.py writes (one line per config).
 BENCH = [
-    {"batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1.0, "step_time": 0.01028,
-     "speed": 97.254, "completion_tokens": 512.0},
-    {"batch_size": 1, "steps": 3, "topk": 4, "num_draft_tokens": 8, "acc_length": 2.397, "step_time": 0.01535,
-     "speed": 156.197, "completion_tokens": 512.0},
-    {"batch_size": 1, "steps": 7, "topk": 8, "num_draft_tokens": 32, "acc_length": 3.1, "step_time": 0.03,
-     "speed": 103.3, "completion_tokens": 512.0},
-    {"batch_size": 4, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1.0, "step_time": 0.0105,
-     "speed": 95.042, "completion_tokens": 512.0},
-    {"batch_size": 4, "steps": 3, "topk": 1, "num_draft_tokens": 2, "acc_length": 2.039, "step_time": 0.01574,
-     "speed": 129.574, "completion_tokens": 512.0},
-    {"batch_size": 4, "steps": 3, "topk": 1, "num_draft_tokens": 4, "acc_length": 2.041, "step_time": 0.01570,
-     "speed": 130.0, "completion_tokens": 512.0},
-]  # fmt: skip
+    {
+        "batch_size": 1,
+        "steps": 0,
+        "topk": 0,
+        "num_draft_tokens": 0,
+        "acc_length": 1.0,
+        "step_time": 0.01028,
+        "speed": 97.254,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 1,
+        "steps": 3,
+        "topk": 4,
+        "num_draft_tokens": 8,
+        "acc_length": 2.397,
+        "step_time": 0.01535,
+        "speed": 156.197,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 1,
+        "steps": 7,
+        "topk": 8,
+        "num_draft_tokens": 32,
+        "acc_length": 3.1,
+        "step_time": 0.03,
+        "speed": 103.3,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 4,
+        "steps": 0,
+        "topk": 0,
+        "num_draft_tokens": 0,
+        "acc_length": 1.0,
+        "step_time": 0.0105,
+        "speed": 95.042,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 4,
+        "steps": 3,
+        "topk": 1,
+        "num_draft_tokens": 2,
+        "acc_length": 2.039,
+        "step_time": 0.01574,
+        "speed": 129.574,
+        "completion_tokens": 512.0,
+    },
+    {
+        "batch_size": 4,
+        "steps": 3,
+        "topk": 1,
+        "num_draft_tokens": 4,
+        "acc_length": 2.041,
+        "step_time": 0.01570,
+        "speed": 130.0,
+        "completion_tokens": 512.0,
+    },
+]
 
 
 def _write(tmp_path, rows):
@@ -81,10 +129,13 @@ def test_a_batch_size_without_a_baseline_is_an_error(tmp_path):
     ("line", "field"),
     [
         ({"batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0, "speed": 1.0}, "acc_length"),
-        ({"batch_size": "1", "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1, "speed": 1.0}, "batch_size"),
+        (
+            {"batch_size": "1", "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1, "speed": 1.0},
+            "batch_size",
+        ),
         ({"batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0, "acc_length": 1, "speed": "fast"}, "speed"),
     ],
-)  # fmt: skip
+)
 def test_bad_rows_name_file_line_and_field(tmp_path, line, field):
     src = _write(tmp_path, [BENCH[0], line])
     with pytest.raises(DataError) as info:
@@ -155,8 +206,8 @@ def test_out_that_is_the_input_is_refused_even_with_force(run_cli, tmp_path, mon
             result = run_cli("import-bench", src, "--out", out, *force)
             assert result.exit_code == 2
             assert one_error_line(result.stderr) == (
-                f"error: --out {Path(out)}: is the input file {src}; converting would replace the bench output it reads "
-                f"(choose another --out)"
+                f"error: --out {Path(out)}: is the input file {src}; "
+                "converting would replace the bench output it reads (choose another --out)"
             )
             assert result.stdout == ""
             assert src.read_text() == raw  # the raw bench output is kept

@@ -21,10 +21,22 @@ from .conftest import TIME_SCALE, emulator_command, one_error_line, processes_wi
 
 def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(
-        "launch", "--target", "unsloth/Llama-3.2-1B-Instruct", "--draft", "drafts/eagle3", "-b", "16",
-        "--device", "none", "--port", "31234", "--server-arg", "--log-level warning", "--server-arg=--trust-remote-code",
+        "launch",
+        "--target",
+        "unsloth/Llama-3.2-1B-Instruct",
+        "--draft",
+        "drafts/eagle3",
+        "-b",
+        "16",
+        "--device",
+        "none",
+        "--port",
+        "31234",
+        "--server-arg",
+        "--log-level warning",
+        "--server-arg=--trust-remote-code",
         "--dry-run",
-    )  # fmt: skip
+    )
     assert res.exit_code == 0, res.stderr
     version, line = res.stdout.strip().splitlines()
     assert version.startswith(f"# sglang {NEWEST_VERSION} (")  # the installed release, or the newest when none is
@@ -32,8 +44,14 @@ def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-un
     assert "-m sglang.launch_server --model-path unsloth/Llama-3.2-1B-Instruct" in line
     # the bundled data's recipe at bs 16 and the docs/FACTS.md §1 extras
     assert "--speculative-num-steps 3 --speculative-eagle-topk 2 --speculative-num-draft-tokens 4" in line
-    for flag in ("--mem-fraction-static 0.65", "--dtype float16", "--cuda-graph-max-bs-decode 16",
-                 "--max-running-requests 16", "--port 31234", "--speculative-draft-model-path drafts/eagle3"):  # fmt: skip
+    for flag in (
+        "--mem-fraction-static 0.65",
+        "--dtype float16",
+        "--cuda-graph-max-bs-decode 16",
+        "--max-running-requests 16",
+        "--port 31234",
+        "--speculative-draft-model-path drafts/eagle3",
+    ):
         assert flag in line
     assert line.endswith("--log-level warning --trust-remote-code")
     assert "lookup_table picks [3, 2, 4] for batch size 16" in res.stderr
@@ -41,12 +59,29 @@ def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-un
 
 @pytest.mark.parametrize(
     ("version", "flag"),
-    [("0.5.4", "--cuda-graph-max-bs 4"), ("0.5.13", "--cuda-graph-max-bs 4"), ("0.5.14", "--cuda-graph-max-bs-decode 4"),
-     ("0.5.20", "--cuda-graph-max-bs-decode 4"), ("0.5.23", "--cuda-graph-max-bs-decode 4")],
-)  # fmt: skip
+    [
+        ("0.5.4", "--cuda-graph-max-bs 4"),
+        ("0.5.13", "--cuda-graph-max-bs 4"),
+        ("0.5.14", "--cuda-graph-max-bs-decode 4"),
+        ("0.5.20", "--cuda-graph-max-bs-decode 4"),
+        ("0.5.23", "--cuda-graph-max-bs-decode 4"),
+    ],
+)
 def test_dry_run_spells_the_flags_for_the_sglang_version(run_cli, version, flag) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--dry-run",
-                  "--sglang-version", version)  # fmt: skip
+    res = run_cli(
+        "launch",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "-b",
+        "4",
+        "--device",
+        "none",
+        "--dry-run",
+        "--sglang-version",
+        version,
+    )
     assert res.exit_code == 0, res.stderr
     comment, line = res.stdout.strip().splitlines()
     assert comment == f"# sglang {version} (--sglang-version)"
@@ -68,8 +103,8 @@ def test_dry_run_bs4_picks_the_reference_and_state_is_used(run_cli) -> None:  # 
 
 def test_launch_bad_input_is_one_line_exit_2(run_cli) -> None:  # type: ignore[no-untyped-def]
     for args, message in [
-        (["-b", "0"], "--batch-size must be > 0"),
-        (["-b", "4", "--device", "gpu7"], "--device must be auto, nvml or none"),
+        (["-b", "0"], "Invalid value for '--batch-size' / '-b': Input should be greater than or equal to 1"),
+        (["-b", "4", "--device", "gpu7"], "'gpu7' is not one of 'auto', 'nvml', 'none'"),
         (["-b", "4", "--state", "nan", "0", "0"], "--state: TEMP_C must be a number"),
         (["-b", "4", "--state", "50", "0", "500"], "--state: UTIL_PCT must be a number in [0, 100]"),
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
@@ -86,9 +121,21 @@ def test_launch_bad_input_is_one_line_exit_2(run_cli) -> None:  # type: ignore[n
 
 def test_an_unbalanced_server_arg_is_one_error_line(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(
-        "launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--server-arg", "--log-level warning",
-        "--server-arg", '"oops', "--dry-run",
-    )  # fmt: skip
+        "launch",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "-b",
+        "4",
+        "--device",
+        "none",
+        "--server-arg",
+        "--log-level warning",
+        "--server-arg",
+        '"oops',
+        "--dry-run",
+    )
     assert res.exit_code == 2
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
     assert errors == ["error: --server-arg '\"oops' cannot be parsed: No closing quotation"], res.stderr
@@ -98,14 +145,32 @@ def test_an_unbalanced_server_arg_is_one_error_line(run_cli) -> None:  # type: i
 def test_a_server_arg_that_moves_the_port_or_the_pick_is_refused(run_cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(tmp_path)
     for value, message in [
-        ("--port 31561", "error: --server-arg '--port 31561': --port is set by specband launch; use its --port instead"),
-        ("--speculative-num-draft-tokens=16", "error: --server-arg '--speculative-num-draft-tokens=16': "
-         "--speculative-num-draft-tokens is set by specband launch; use its --algo and --models (the policy picks "
-         "the speculative flags) instead"),
-    ]:  # fmt: skip
+        (
+            "--port 31561",
+            "error: --server-arg '--port 31561': --port is set by specband launch; use its --port instead",
+        ),
+        (
+            "--speculative-num-draft-tokens=16",
+            "error: --server-arg '--speculative-num-draft-tokens=16': "
+            "--speculative-num-draft-tokens is set by specband launch; use its --algo and --models (the policy picks "
+            "the speculative flags) instead",
+        ),
+    ]:
         for dry_run in (["--dry-run"], []):
-            res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none",
-                          "--server-arg", value, *dry_run)  # fmt: skip
+            res = run_cli(
+                "launch",
+                "--target",
+                "m",
+                "--draft",
+                "d",
+                "-b",
+                "4",
+                "--device",
+                "none",
+                "--server-arg",
+                value,
+                *dry_run,
+            )
             assert res.exit_code == 2
             assert one_error_line(res.stderr) == message
             assert res.stdout == ""
@@ -117,10 +182,30 @@ def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port:
     log = tmp_path / "server.log"
     server_command = emulator_command("--time-scale", str(TIME_SCALE), "--state-file", str(state))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specband", "launch", "--target", "m", "--draft", "d", "-b", "16",
-         "--device", "none", "--port", str(port), "--server-command", server_command, "--log", str(log)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "specband",
+            "launch",
+            "--target",
+            "m",
+            "--draft",
+            "d",
+            "-b",
+            "16",
+            "--device",
+            "none",
+            "--port",
+            str(port),
+            "--server-command",
+            server_command,
+            "--log",
+            str(log),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         selector = selectors.DefaultSelector()
@@ -135,7 +220,11 @@ def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port:
             proc.stderr.read() if proc.poll() is not None else "",
         )
         info = httpx.get(f"http://127.0.0.1:{port}/get_server_info", timeout=10).json()
-        assert (info["speculative_num_steps"], info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (3, 2, 4)
+        assert (
+            info["speculative_num_steps"],
+            info["speculative_eagle_topk"],
+            info["speculative_num_draft_tokens"],
+        ) == (3, 2, 4)
         assert info["max_running_requests"] == 16
         assert processes_with(f"--port {port}")
         proc.send_signal(signal.SIGINT)
@@ -156,10 +245,28 @@ def test_an_unwritable_log_is_one_error_line_before_anything_runs(run_cli, tmp_p
     (tmp_path / "afile").write_text("")
     (tmp_path / "adir").mkdir()
     server_command = emulator_command("--time-scale", str(TIME_SCALE))
-    for log, reason in [(tmp_path / "adir", "Is a directory"), (tmp_path / "afile" / "s.log", "Not a directory"),
-                        (Path("/proc/specband.log"), "")]:  # fmt: skip
-        res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--port", port,
-                      "--server-command", server_command, "--log", log)  # fmt: skip
+    for log, reason in [
+        (tmp_path / "adir", "Is a directory"),
+        (tmp_path / "afile" / "s.log", "Not a directory"),
+        (Path("/proc/specband.log"), ""),
+    ]:
+        res = run_cli(
+            "launch",
+            "--target",
+            "m",
+            "--draft",
+            "d",
+            "-b",
+            "4",
+            "--device",
+            "none",
+            "--port",
+            port,
+            "--server-command",
+            server_command,
+            "--log",
+            log,
+        )
         assert res.exit_code == 2
         assert one_error_line(res.stderr).startswith(f"error: --log {log}: cannot write ({reason}"), res.stderr
         assert res.stdout == "" and not processes_with(f"--port {port}")
@@ -168,8 +275,23 @@ def test_an_unwritable_log_is_one_error_line_before_anything_runs(run_cli, tmp_p
 
 def test_a_server_command_that_cannot_run_is_one_error_line(run_cli, tmp_path, port) -> None:  # type: ignore[no-untyped-def]
     log = tmp_path / "server.log"
-    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--port", port,
-                  "--server-command", "/nonexistent/sglang", "--log", log)  # fmt: skip
+    res = run_cli(
+        "launch",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "-b",
+        "4",
+        "--device",
+        "none",
+        "--port",
+        port,
+        "--server-command",
+        "/nonexistent/sglang",
+        "--log",
+        log,
+    )
     assert res.exit_code == 2
     assert one_error_line(res.stderr) == (
         "error: --server-command cannot be run: cannot execute '/nonexistent/sglang': No such file or directory "
@@ -196,7 +318,7 @@ def test_every_option_is_checked_before_nvml_and_the_error_is_the_only_line(run_
         (["--mem-fraction-static", "nan"], "--mem-fraction-static must be in (0, 1), got nan"),
         (["--mem-fraction-static", "0"], "--mem-fraction-static must be in (0, 1), got 0.0"),
         (["--retry-mem-fraction", "1.2"], "--retry-mem-fraction must be in (0, 1), got 1.2"),
-        (["--gpu-index", "-1"], "--gpu-index must be >= 0, got -1"),
+        (["--gpu-index", "-1"], "Invalid value for '--gpu-index': Input should be greater than or equal to 0"),
         (["--launch-timeout", "0"], "--launch-timeout must be > 0 s, got 0.0"),
         (["--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["--server-command", ""], "--server-command must not be empty"),

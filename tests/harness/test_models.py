@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from specband.emulator.models import DEFAULT_MODEL, MODEL_CHOICES, load_performance_model
 from specband.errors import ConfigError
-from specband.harness.models import DEFAULT_MODEL, MODEL_CHOICES, load_performance_model
 from specband.sim import build_model
 from specband.sim.base import PerformanceModel
 
@@ -43,7 +43,7 @@ def test_unknown_specs_name_the_valid_choices(spec):
 def test_bad_factories_are_config_errors():
     with pytest.raises(ConfigError, match="cannot load performance model 'no_such_module:f'"):
         load_performance_model("no_such_module:f")
-    with pytest.raises(ConfigError, match="cannot load performance model 'specband.sim:nope'"):
+    with pytest.raises(ConfigError, match=r"cannot load performance model 'specband\.sim:nope'"):
         load_performance_model("specband.sim:nope")
     with pytest.raises(ConfigError, match="failed for 'no-such-gpu'"):
         load_performance_model("specband.sim:build_model", "no-such-gpu")
@@ -57,7 +57,22 @@ def test_the_toy_model_is_gone(run_cli, tmp_path):
     emulate = run_cli("emulate", "--perf-model", "toy", "--model-path", "m", "--load-time", "0")
     assert emulate.exit_code == 2
     assert "error: unknown performance model 'toy'; expected one of: calibrated, module:function" in emulate.stderr
-    sweep = run_cli("sweep", "--target", "m", "--draft", "d", "--out", tmp_path / "s.jsonl", "--device", "emulated",
-                    "--emulator-model", "toy", "--batch-sizes", "1", "--actions", "0")  # fmt: skip
+    sweep = run_cli(
+        "sweep",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "--out",
+        tmp_path / "s.jsonl",
+        "--device",
+        "emulated",
+        "--emulator-model",
+        "toy",
+        "--batch-sizes",
+        "1",
+        "--actions",
+        "0",
+    )
     assert sweep.exit_code == 2 and "unknown performance model 'toy'" in sweep.stderr
     assert not (tmp_path / "s.jsonl").exists()

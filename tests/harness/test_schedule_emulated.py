@@ -13,18 +13,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
 
 from specband.devices.base import Clock
-from specband.devices.emulated import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.server import parse_launch_args
 from specband.errors import ConfigError
-from specband.harness.emulator import parse_launch_args
 from specband.harness.server import (
     SGLANG_ENV,
     ServerConfig,
     ServerProcess,
     build_launch_command,
 )
-from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
 
 SPEC = ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1"]
 
@@ -35,7 +35,9 @@ def _steps(n: int) -> list[str]:
 
 def test_parse_adaptive_flags_as_sglang_resolves_them(tmp_path):
     cfg = tmp_path / "s.json"
-    cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "4": {"candidate_steps": [1]}, "8": {"candidate_steps": [0]}}))
+    cfg.write_text(
+        json.dumps({"1": {"candidate_steps": [3]}, "4": {"candidate_steps": [1]}, "8": {"candidate_steps": [0]}})
+    )
     launch = parse_launch_args([*SPEC, *_steps(3), "--speculative-adaptive", "--speculative-adaptive-config", str(cfg)])
     assert sorted(launch.adaptive) == [1, 4, 8]  # (the emulator ignores no flag: sglang refuses unknown ones)
     assert launch.server_args()["speculative_adaptive"] is True
@@ -43,11 +45,24 @@ def test_parse_adaptive_flags_as_sglang_resolves_them(tmp_path):
     # sglang's default schedule without a file
     assert sorted(parse_launch_args([*SPEC, *_steps(3), "--speculative-adaptive"]).adaptive) == [1, 8, 32, 64]
     # sglang: steps must be a candidate
-    with pytest.raises(ConfigError, match=r"--speculative-num-steps=5 is not in the adaptive config candidate_steps \[0, 1, 3\]"):
+    with pytest.raises(
+        ConfigError, match=r"--speculative-num-steps=5 is not in the adaptive config candidate_steps \[0, 1, 3\]"
+    ):
         parse_launch_args([*SPEC, *_steps(5), "--speculative-adaptive", "--speculative-adaptive-config", str(cfg)])
     # sglang falls back to static parameters for topk != 1
-    tree = ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
-            "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8", "--speculative-adaptive"]  # fmt: skip
+    tree = [
+        "--model-path",
+        "m",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "4",
+        "--speculative-num-draft-tokens",
+        "8",
+        "--speculative-adaptive",
+    ]
     assert parse_launch_args(tree).adaptive is None
     cfg.write_text('{"1": {"candidate_steps": []}}')
     with pytest.raises(ConfigError, match="candidate_steps must be a non-empty list"):
@@ -56,17 +71,28 @@ def test_parse_adaptive_flags_as_sglang_resolves_them(tmp_path):
 
 def test_emulator_switches_step_counts_by_running_batch_size(tmp_path, port):
     cfg = tmp_path / "s.json"
-    cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "4": {"candidate_steps": [1]}, "8": {"candidate_steps": [0]}}))
+    cfg.write_text(
+        json.dumps({"1": {"candidate_steps": [3]}, "4": {"candidate_steps": [1]}, "8": {"candidate_steps": [0]}})
+    )
     config = ServerConfig(
-        model_path="m", draft_model_path="d", port=port, server_command=emulator_command("--hardware", "h200"),
+        model_path="m",
+        draft_model_path="d",
+        port=port,
+        server_command=emulator_command("--hardware", "h200"),
         extra_args=("--speculative-adaptive", "--speculative-adaptive-config", str(cfg)),
-    )  # fmt: skip
+    )
     command = build_launch_command(config, (3, 1, 4), None, 0.65)
     assert "--max-running-requests" not in command and "--cuda-graph-max-bs" not in command
-    env = {**os.environ, **SGLANG_ENV, STATE_ENV: str(tmp_path / "gpu.json"), TIME_SCALE_ENV: str(TIME_SCALE),
-           MODEL_ENV: "calibrated"}  # fmt: skip
-    server = ServerProcess(command, host="127.0.0.1", port=port, log_path=tmp_path / "server.log", env=env,
-                           clock=Clock(TIME_SCALE))  # fmt: skip
+    env = {
+        **os.environ,
+        **SGLANG_ENV,
+        STATE_ENV: str(tmp_path / "gpu.json"),
+        TIME_SCALE_ENV: str(TIME_SCALE),
+        MODEL_ENV: "calibrated",
+    }
+    server = ServerProcess(
+        command, host="127.0.0.1", port=port, log_path=tmp_path / "server.log", env=env, clock=Clock(TIME_SCALE)
+    )
     server.start()
     try:
         server.wait_healthy(60, 0.5)
@@ -96,17 +122,24 @@ def test_launch_schedule_dry_run_and_errors(run_cli, tmp_path):
         "--speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2 "
         f"--speculative-adaptive --speculative-adaptive-config {cfg}"
     )  # sglang: union [0,1,3] -> middle element 1
-    res = run_cli("launch", "--target", "m", "--draft", "d", "--schedule", cfg, "--max-running-requests", "48", "--dry-run")
+    res = run_cli(
+        "launch", "--target", "m", "--draft", "d", "--schedule", cfg, "--max-running-requests", "48", "--dry-run"
+    )
     assert res.exit_code == 0 and "--max-running-requests 48" in res.stdout and "--cuda-graph-max-bs" not in res.stdout
     res = run_cli("launch", "--target", "m", "--draft", "d", "--schedule", "auto", "--dry-run")
     assert res.exit_code == 0, res.stderr
     assert json.loads(Path("specband-schedule.json").read_text()) == {
-        "1": {"candidate_steps": [0]}, "3": {"candidate_steps": [3]}, "6": {"candidate_steps": [1]},
+        "1": {"candidate_steps": [0]},
+        "3": {"candidate_steps": [3]},
+        "6": {"candidate_steps": [1]},
         "12": {"candidate_steps": [0]},
-    }  # fmt: skip
+    }
     for args, message in [
         ([], "--batch-size is required (or --schedule FILE|auto"),
-        (["--schedule", cfg, "--max-running-requests", "0"], "--max-running-requests must be > 0"),
+        (
+            ["--schedule", cfg, "--max-running-requests", "0"],
+            "Invalid value for '--max-running-requests': Input should be greater than or equal to 1",
+        ),
         (["-b", "4", "--max-running-requests", "8"], "--max-running-requests goes with --schedule"),
         (["--schedule", tmp_path / "missing.json"], "cannot read"),
     ]:
@@ -125,12 +158,24 @@ def test_sglangs_own_parser_takes_the_schedule_command_line(run_cli, tmp_path):
     server_args = pytest.importorskip("sglang.srt.server_args")
     cfg = tmp_path / "s.json"
     cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 3]}, "8": {"candidate_steps": [0, 1]}}))
-    res = run_cli("launch", "--target", "m", "--draft", "d", "--schedule", cfg, "--max-running-requests", "48",
-                  "--device", "none", "--dry-run")  # fmt: skip
+    res = run_cli(
+        "launch",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "--schedule",
+        cfg,
+        "--max-running-requests",
+        "48",
+        "--device",
+        "none",
+        "--dry-run",
+    )
     argv = shlex.split(res.stdout, comments=True)  # the first line is a "# sglang X.Y.Z" comment
     parser = argparse.ArgumentParser()
     server_args.ServerArgs.add_cli_args(parser)
-    ns = parser.parse_args(argv[argv.index("--model-path"):])
+    ns = parser.parse_args(argv[argv.index("--model-path") :])
     assert (ns.speculative_adaptive, ns.speculative_adaptive_config, ns.max_running_requests) == (True, str(cfg), 48)
     assert (ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens) == (1, 1, 2)
 
@@ -141,11 +186,32 @@ def test_launch_schedule_starts_the_emulator_with_it(tmp_path: Path, port: int) 
     state = tmp_path / "gpu.json"
     server_command = emulator_command("--hardware", "h200", "--time-scale", str(TIME_SCALE), "--state-file", str(state))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specband", "launch", "--target", "m", "--draft", "d", "--schedule", str(cfg),
-         "--device", "none", "--port", str(port), "--server-command", server_command, "--log", str(tmp_path / "log"),
-         "--launch-timeout", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "specband",
+            "launch",
+            "--target",
+            "m",
+            "--draft",
+            "d",
+            "--schedule",
+            str(cfg),
+            "--device",
+            "none",
+            "--port",
+            str(port),
+            "--server-command",
+            server_command,
+            "--log",
+            str(tmp_path / "log"),
+            "--launch-timeout",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         assert proc.stdout is not None

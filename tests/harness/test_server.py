@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.harness.conftest import processes_with
 
 from specband.devices.base import Clock
 from specband.errors import ConfigError
@@ -26,7 +27,6 @@ from specband.harness.server import (
     group_members,
     split_server_args,
 )
-from tests.harness.conftest import processes_with
 
 
 def _flag(cmd: list[str], name: str) -> str | None:
@@ -45,8 +45,11 @@ def test_launch_command_has_the_facts_flags():
     assert _flag(cmd, "--attention-backend") == "flashinfer"
     assert _flag(cmd, "--speculative-algorithm") == "EAGLE3"
     assert _flag(cmd, "--speculative-draft-model-path") == "draft"
-    assert (_flag(cmd, "--speculative-num-steps"), _flag(cmd, "--speculative-eagle-topk"),
-            _flag(cmd, "--speculative-num-draft-tokens")) == ("3", "4", "8")  # fmt: skip
+    assert (
+        _flag(cmd, "--speculative-num-steps"),
+        _flag(cmd, "--speculative-eagle-topk"),
+        _flag(cmd, "--speculative-num-draft-tokens"),
+    ) == ("3", "4", "8")
     assert SGLANG_ENV == {"SGLANG_RECORD_STEP_TIME": "1", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
 
 
@@ -79,17 +82,22 @@ def test_topk_one_is_canonicalised_and_bad_input_rejected():
 @pytest.mark.parametrize(
     ("log", "reason"),
     [
-        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n"
-         "Exception: Capture cuda graph failed: CUDA out of memory.", "out_of_memory_cuda_graph_capture"),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n"
+            "Exception: Capture cuda graph failed: CUDA out of memory.",
+            "out_of_memory_cuda_graph_capture",
+        ),
         ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "out_of_memory"),
         ("Exception: Capture cuda graph failed: Ninja build failed.", "cuda_graph_capture_failed"),
-        ("ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use",
-         "port_in_use"),
+        (
+            "ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use",
+            "port_in_use",
+        ),
         ("launch_server.py: error: unrecognized arguments: --bogus", "bad_arguments"),
         ("Traceback (most recent call last):\nValueError: something else", "exited"),
         ("", "exited"),
     ],
-)  # fmt: skip
+)
 def test_failure_classification(log, reason):
     got, detail = classify_failure(log)
     assert got == reason
@@ -104,12 +112,15 @@ def _script(tmp_path: Path, body: str) -> list[str]:
 
 
 def test_exit_during_launch_returns_at_once_with_the_reason(tmp_path, port):
-    cmd = _script(tmp_path, """
+    cmd = _script(
+        tmp_path,
+        """
         import sys, time
         time.sleep(0.2)
         print("Exception: Capture cuda graph failed: CUDA out of memory.", file=sys.stderr)
         sys.exit(1)
-    """)
+    """,
+    )
     server = ServerProcess([*cmd, "--port", str(port)], host="127.0.0.1", port=port, log_path=tmp_path / "s.log")
     server.start()
     t0 = time.monotonic()
@@ -135,8 +146,9 @@ def test_a_port_that_already_answers_is_refused(tmp_path, port):
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", port))
         listener.listen()
-        server = ServerProcess([sys.executable, "-c", "pass"], host="127.0.0.1", port=port,
-                               log_path=tmp_path / "s.log", port_wait_s=0.2)  # fmt: skip
+        server = ServerProcess(
+            [sys.executable, "-c", "pass"], host="127.0.0.1", port=port, log_path=tmp_path / "s.log", port_wait_s=0.2
+        )
         with pytest.raises(PortInUseError, match=f"port {port}"):
             server.start()
         assert server.proc is None
@@ -144,12 +156,15 @@ def test_a_port_that_already_answers_is_refused(tmp_path, port):
 
 def test_stop_kills_the_whole_group_even_a_child_that_ignores_sigterm(tmp_path, port):
     marker = f"--port {port}"
-    cmd = _script(tmp_path, f"""
+    cmd = _script(
+        tmp_path,
+        f"""
         import signal, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c",
             "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)", "{marker}"])
         time.sleep(600)
-    """)
+    """,
+    )
     server = ServerProcess([*cmd, marker], host="127.0.0.1", port=port, log_path=tmp_path / "s.log")
     server.start()
     deadline = time.monotonic() + 10
@@ -179,15 +194,18 @@ def test_server_log_gets_the_command_and_output(tmp_path, port):
 def test_the_server_dies_with_a_killed_sweep(tmp_path, port):
     """A sweep killed with SIGKILL cannot clean up: the parent-death signal stops its server."""
     marker = f"--port {port}"
-    driver = _script(tmp_path, f"""
+    driver = _script(
+        tmp_path,
+        f"""
         import sys, time
         from specband.harness.server import ServerProcess
         s = ServerProcess([sys.executable, "-c", "import time; time.sleep(600)", "{marker}"],
-                          host="127.0.0.1", port={port}, log_path="{tmp_path / 'd.log'}")
+                          host="127.0.0.1", port={port}, log_path="{tmp_path / "d.log"}")
         s.start()
         print(s.pgid, flush=True)
         time.sleep(600)
-    """)
+    """,
+    )
     proc = subprocess.Popen(driver, stdout=subprocess.PIPE, text=True)
     try:
         server_pid = int(proc.stdout.readline())
@@ -208,8 +226,9 @@ def test_the_server_dies_with_a_killed_sweep(tmp_path, port):
 
 def test_clock_scales_health_polling(tmp_path, port):
     cmd = _script(tmp_path, "import time\ntime.sleep(60)\n")
-    server = ServerProcess([*cmd, "--port", str(port)], host="127.0.0.1", port=port, log_path=tmp_path / "s.log",
-                           clock=Clock(0.001))  # fmt: skip
+    server = ServerProcess(
+        [*cmd, "--port", str(port)], host="127.0.0.1", port=port, log_path=tmp_path / "s.log", clock=Clock(0.001)
+    )
     server.start()
     t0 = time.monotonic()
     with server, pytest.raises(LaunchError, match="launch_timeout"):
@@ -221,8 +240,12 @@ def test_split_server_args_splits_like_a_shell_and_names_a_bad_value():
     assert split_server_args([]) == ()
     values = ["--log-level warning", "--trust-remote-code", "--json-model-override-args '{\"a\": 1}'"]
     assert split_server_args(values) == (
-        "--log-level", "warning", "--trust-remote-code", "--json-model-override-args", '{"a": 1}',
-    )  # fmt: skip
+        "--log-level",
+        "warning",
+        "--trust-remote-code",
+        "--json-model-override-args",
+        '{"a": 1}',
+    )
     with pytest.raises(ConfigError, match=r"^--server-arg '\"oops' cannot be parsed: No closing quotation$"):
         split_server_args(["--ok", '"oops'])
     with pytest.raises(ConfigError, match=r"--server-arg 'x\\\\' cannot be parsed: No escaped character"):
@@ -251,7 +274,7 @@ def test_split_server_args_splits_like_a_shell_and_names_a_bad_value():
         ("--log-level warning --speculative-num-steps=5", "--speculative-num-steps", "--actions"),
         ("--mem-fraction 0.9", "--mem-fraction (short for --mem-fraction-static)", "--mem-fraction-static"),
     ],
-)  # fmt: skip
+)
 def test_split_server_args_refuses_every_flag_specband_sets(value, flag, option):
     # appended after specband's own flags, each would win in sglang's argparse (last value)
     message = f"--server-arg {value!r}: {flag} is set by specband sweep; use its {option} instead"
@@ -269,13 +292,23 @@ def test_split_server_args_names_launch_options():
         "--server-arg '--cuda-graph-max-bs=8': --cuda-graph-max-bs is set by specband launch; use its --batch-size "
         "instead"
     )
-    with pytest.raises(ConfigError, match=r"--speculative-eagle-topk is set by specband launch; use its --algo and "
-                                          r"--models \(the policy picks"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"--speculative-eagle-topk is set by specband launch; use its --algo and "
+        r"--models \(the policy picks",
+    ):
         split_server_args(["--speculative-eagle-topk 1"], command="launch")
     # flags specband does not set pass through, also ones that share a prefix with a set flag
     assert split_server_args(["--model-impl sglang --port-offset 1 --device cuda --hostname x"]) == (
-        "--model-impl", "sglang", "--port-offset", "1", "--device", "cuda", "--hostname", "x",
-    )  # fmt: skip
+        "--model-impl",
+        "sglang",
+        "--port-offset",
+        "1",
+        "--device",
+        "cuda",
+        "--hostname",
+        "x",
+    )
 
 
 def test_an_unwritable_server_log_is_a_harness_error_and_starts_nothing(tmp_path):
@@ -298,8 +331,10 @@ def test_launcher_failure_tells_a_command_that_cannot_run_from_a_failed_launch()
         "cannot execute '/x': No such file or directory"
     )
     assert launcher_failure(["sh", "-c", "y"], 126, header) == "exit status 126"
-    missing = f"{sys.executable}: Error while finding module specification for 'sglang.launch_server' " \
-              "(ModuleNotFoundError: No module named 'sglang')"  # fmt: skip
+    missing = (
+        f"{sys.executable}: Error while finding module specification for 'sglang.launch_server' "
+        "(ModuleNotFoundError: No module named 'sglang')"
+    )
     assert launcher_failure(sglang, 1, header + missing + "\n") == missing
     assert launcher_failure(sglang, 1, header + f"{sys.executable}: No module named sglang.launch_server\n")
     # sglang ran and failed: one action's failure (an error row), not a configuration error

@@ -40,7 +40,10 @@ def test_a_missing_or_bad_accept_length_stays_null_not_one(value):
 
 def test_pd_disaggregation_reads_the_decode_server():
     info = parse_server_info(
-        {"prefill": [{}], "decode": [{"internal_states": [{"avg_spec_accept_length": 3.1, "step_time_dict": {"8": [0.1]}}]}]}
+        {
+            "prefill": [{}],
+            "decode": [{"internal_states": [{"avg_spec_accept_length": 3.1, "step_time_dict": {"8": [0.1]}}]}],
+        }
     )
     assert info.accept_length == 3.1 and info.step_times == {8: [0.1]}
 

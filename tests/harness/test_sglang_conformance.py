@@ -38,18 +38,35 @@ from specband.harness.sglang_flags import (
 )
 
 _TARGET_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
-    "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "vocab_size": 128256,
-    "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
-    "hidden_act": "silu", "tie_word_embeddings": True,
-    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-}  # fmt: skip
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 16,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "torch_dtype": "bfloat16",
+    "hidden_act": "silu",
+    "tie_word_embeddings": True,
+    "rope_scaling": {
+        "factor": 32.0,
+        "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+}
 _DRAFT_CONFIG = {
     **{k: v for k, v in _TARGET_CONFIG.items() if k not in ("rope_scaling", "tie_word_embeddings")},
-    "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1, "draft_vocab_size": 32000,
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "num_hidden_layers": 1,
+    "draft_vocab_size": 32000,
     "torch_dtype": "float16",
-}  # fmt: skip
+}
 
 
 class _ModuleStub(types.ModuleType):
@@ -160,13 +177,14 @@ def test_every_launch_line_parses_resolves_and_keeps_its_values_in_sglang(sglang
     checked = 0
     try:
         for backend in ("flashinfer", "auto"):
-            config = ServerConfig(model_path=target, draft_model_path=draft, attention_backend=backend,
-                                  sglang_version=NEWEST_VERSION)  # fmt: skip
+            config = ServerConfig(
+                model_path=target, draft_model_path=draft, attention_backend=backend, sglang_version=NEWEST_VERSION
+            )
             for bs in (1, 4, 8, 16):
                 for mem in (0.65, 0.55):
                     for action in ACTIONS:
                         line = build_launch_command(config, action, bs, mem)
-                        argv = line[line.index("--model-path"):] + ["--device", "cuda"]
+                        argv = line[line.index("--model-path") :] + ["--device", "cuda"]
                         try:
                             args = sglang.prepare_server_args(argv)
                         except SystemExit as exc:
@@ -205,9 +223,15 @@ def test_the_strict_flag_table_is_sglangs_parser(sglang):
 
 @pytest.mark.parametrize(
     "argv",
-    [["--cuda-graph-max-bs", "16"], ["--bogus-flag", "1"], ["--port", "x"], ["--dtype", "float99"],
-     ["--cuda-graph-max-bs-d", "4"], ["--speculative-num-steps"]],
-)  # fmt: skip
+    [
+        ["--cuda-graph-max-bs", "16"],
+        ["--bogus-flag", "1"],
+        ["--port", "x"],
+        ["--dtype", "float99"],
+        ["--cuda-graph-max-bs-d", "4"],
+        ["--speculative-num-steps"],
+    ],
+)
 def test_the_strict_parser_refuses_what_sglang_refuses_with_its_message(sglang, models, capsys, argv):
     target, _ = models
     full = ["--model-path", target, *argv]
@@ -223,16 +247,29 @@ def test_the_strict_parser_refuses_what_sglang_refuses_with_its_message(sglang, 
 
 
 def test_the_emulator_uses_sglangs_parser_and_resolves_as_sglang(sglang, models, monkeypatch, capsys):
+    from specband.emulator.server import SGLANG_PARSER_ENV, parse_launch_args
     from specband.errors import ConfigError
-    from specband.harness.emulator import SGLANG_PARSER_ENV, parse_launch_args
 
     target, draft = models
     monkeypatch.setenv(SGLANG_PARSER_ENV, "1")
     spec = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft]
     assert tuple(parse_launch_args(["--model-path", target, *spec]).action) == (5, 4, 8)  # Llama: sglang's default
-    args = parse_launch_args(["--model-path", target, *spec, "--speculative-num-steps", "3",
-                              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "8",
-                              "--cuda-graph-max-bs-decode", "4", "--enable-metrics"])  # fmt: skip
+    args = parse_launch_args(
+        [
+            "--model-path",
+            target,
+            *spec,
+            "--speculative-num-steps",
+            "3",
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "8",
+            "--cuda-graph-max-bs-decode",
+            "4",
+            "--enable-metrics",
+        ]
+    )
     assert tuple(args.action) == (3, 1, 4) and args.cuda_graph_max_bs == 4 and args.max_running_requests == 4
     with pytest.raises(ConfigError, match="only some speculative flags"):
         parse_launch_args(["--model-path", target, *spec, "--speculative-num-steps", "3"])
@@ -259,7 +296,13 @@ def test_without_sglang_ci_fails_and_a_local_run_skips(tmp_path, require, outcom
     import subprocess
 
     env = {**os.environ, "SPECBAND_REQUIRE_SGLANG": require}
-    done = subprocess.run([sys.executable, "-c", _WITHOUT_SGLANG, __file__], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_SGLANG, __file__],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert outcome in done.stdout, done.stdout + done.stderr
     assert ("SPECBAND_REQUIRE_SGLANG=1 but sglang is not installed" in done.stdout) == (require == "1")

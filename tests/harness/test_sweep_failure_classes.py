@@ -26,8 +26,9 @@ def _with_command(sweep_args: list[str], command: str) -> list[str]:
 
 def test_an_argument_sglang_refuses_stops_the_sweep_at_once(run_cli, sweep_args, tmp_path):
     out = tmp_path / "s.jsonl"
-    res = run_cli(*sweep_args, "--batch-sizes", "1,4", "--actions", "0 10", "--out", out,
-                  "--server-arg", "--bogus-flag 1")  # fmt: skip
+    res = run_cli(
+        *sweep_args, "--batch-sizes", "1,4", "--actions", "0 10", "--out", out, "--server-arg", "--bogus-flag 1"
+    )
     assert res.exit_code == 2
     line = one_error_line(res.stderr)
     assert "sglang refused the command line" in line and "unrecognized arguments: --bogus-flag 1" in line
@@ -47,8 +48,17 @@ def test_a_flag_spelt_for_another_sglang_version_stops_the_sweep(run_cli, sweep_
 
 def test_a_missing_script_as_server_command_stops_the_sweep(run_cli, sweep_args, tmp_path):
     out = tmp_path / "s.jsonl"
-    res = run_cli(*_with_command(sweep_args, "python /missing-specband-server.py"), "--batch-sizes", "1,4",
-                  "--actions", "0", "--out", out, "--device", "emulated")  # fmt: skip
+    res = run_cli(
+        *_with_command(sweep_args, "python /missing-specband-server.py"),
+        "--batch-sizes",
+        "1,4",
+        "--actions",
+        "0",
+        "--out",
+        out,
+        "--device",
+        "emulated",
+    )
     assert res.exit_code == 2
     line = one_error_line(res.stderr)
     assert "--server-command cannot be run" in line and "missing-specband-server.py" in line
@@ -60,10 +70,28 @@ def test_an_oom_during_capture_of_a_server_that_keeps_running_is_an_error_row_no
 ):
     out = tmp_path / "s.jsonl"
     # at time scale 1 the launch timeout is 600 real seconds: the row comes from the log
-    args = [a for a in _with_command(sweep_args, emulator_command("--fault", "oom_at_capture:hang=1"))
-            if a not in ("--time-scale", str(TIME_SCALE))]  # fmt: skip
-    res = run_cli(*args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out, "--cooldown", "0",
-                  "--device", "none", "--power-limit", "80")  # fmt: skip
+    args = [
+        a
+        for a in _with_command(sweep_args, emulator_command("--fault", "oom_at_capture:hang=1"))
+        if a not in ("--time-scale", str(TIME_SCALE))
+    ]
+    res = run_cli(
+        *args,
+        "--batch-sizes",
+        "1",
+        "--actions",
+        "0",
+        "--repeats",
+        "1",
+        "--out",
+        out,
+        "--cooldown",
+        "0",
+        "--device",
+        "none",
+        "--power-limit",
+        "80",
+    )
     assert res.exit_code == 0, res.stderr
     (row,) = _rows(out)
     assert row["error"].startswith("launch_failed: out_of_memory_cuda_graph_capture")
@@ -72,8 +100,17 @@ def test_an_oom_during_capture_of_a_server_that_keeps_running_is_an_error_row_no
 
 def test_a_rejected_draft_is_flagged_and_warned_once(run_cli, sweep_args, tmp_path):
     out = tmp_path / "s.jsonl"
-    res = run_cli(*_with_command(sweep_args, emulator_command("--fault", "draft_rejected")), "--batch-sizes", "1,4",
-                  "--actions", "0 3,1,4", "--repeats", "1", "--out", out)  # fmt: skip
+    res = run_cli(
+        *_with_command(sweep_args, emulator_command("--fault", "draft_rejected")),
+        "--batch-sizes",
+        "1,4",
+        "--actions",
+        "0 3,1,4",
+        "--repeats",
+        "1",
+        "--out",
+        out,
+    )
     assert res.exit_code == 0, res.stderr
     flags = {(r["batch_size"], r["steps"]): r["draft_flag"] for r in _rows(out)}
     assert flags == {(1, 0): None, (1, 3): "all_rejected", (4, 0): None, (4, 3): "all_rejected"}
@@ -84,9 +121,25 @@ def test_a_rejected_draft_is_flagged_and_warned_once(run_cli, sweep_args, tmp_pa
 def test_one_sigterm_ends_a_sweep_with_a_request_in_flight_to_a_hung_server(sweep_args, tmp_path, port):
     out = tmp_path / "s.jsonl"
     args = _with_command(sweep_args, emulator_command("--fault", "hung_requests"))
-    proc = subprocess.Popen([sys.executable, "-m", "specband", *args, "--batch-sizes", "1", "--actions", "0",
-                             "--out", str(out), "--request-timeout", "100000"],  # 1000 s real per request
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specband",
+            *args,
+            "--batch-sizes",
+            "1",
+            "--actions",
+            "0",
+            "--out",
+            str(out),
+            "--request-timeout",
+            "100000",
+        ],  # 1000 s real per request
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     log_dir = tmp_path / "s.jsonl.logs"
     try:
         deadline = time.monotonic() + 60
@@ -119,8 +172,10 @@ def test_train_and_evaluate_warn_on_data_with_rejected_drafts(run_cli, tmp_path)
     rows[spec]["accept_length"] = 1.0  # a draft whose every proposal was rejected
     data = tmp_path / "sweep.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    for args in (["train", str(data), "--out", str(tmp_path / "models"), "--algo", "lookup_table"],
-                 ["evaluate", str(data), "--algo", "lookup_table"]):  # fmt: skip
+    for args in (
+        ["train", str(data), "--out", str(tmp_path / "models"), "--algo", "lookup_table"],
+        ["evaluate", str(data), "--algo", "lookup_table"],
+    ):
         res = run_cli(*args)
         assert res.exit_code == 0, res.stderr
         warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:") and "rejected" in ln]

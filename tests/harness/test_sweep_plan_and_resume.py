@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from specband.actions import ACTIONS
-from specband.harness.runner import EXTRA_COLUMNS
-from specband.harness.sglang_flags import NEWEST_VERSION, detect_sglang_version, parse_version, strict_parser
-from specband.harness.server import ServerConfig, build_launch_command, check_server_env, split_server_args
 from specband.errors import ConfigError
+from specband.harness.server import ServerConfig, build_launch_command, check_server_env, split_server_args
+from specband.harness.sglang_flags import NEWEST_VERSION, detect_sglang_version, parse_version, strict_parser
+from specband.record import EXTRA_COLUMNS
 
 from .conftest import emulator_command, one_error_line
 
@@ -24,8 +24,24 @@ def _rows(path: Path) -> list[dict]:
 
 def test_dry_run_prints_every_launch_in_order_and_touches_nothing(run_cli, tmp_path):
     before = sorted(tmp_path.iterdir())
-    res = run_cli("sweep", "--target", "m", "--draft", "d", "--batch-sizes", "1,16", "--actions", "0 3,1,4",
-                  "--repeats", "2", "--out", tmp_path / "s.jsonl", "--dry-run", "--sglang-version", "0.5.13")  # fmt: skip
+    res = run_cli(
+        "sweep",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "--batch-sizes",
+        "1,16",
+        "--actions",
+        "0 3,1,4",
+        "--repeats",
+        "2",
+        "--out",
+        tmp_path / "s.jsonl",
+        "--dry-run",
+        "--sglang-version",
+        "0.5.13",
+    )
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.strip().splitlines()
     assert lines[0] == "# sglang 0.5.13 (--sglang-version)"
@@ -41,14 +57,44 @@ def test_dry_run_prints_every_launch_in_order_and_touches_nothing(run_cli, tmp_p
 
 def test_dry_run_one_launch_per_config_and_resume_skip_what_is_done(run_cli, tmp_path):
     out = tmp_path / "s.jsonl"
-    res = run_cli("sweep", "--target", "m", "--draft", "d", "--batch-sizes", "1,4,16", "--actions", "0 10",
-                  "--repeats", "1", "--out", out, "--dry-run", "--one-launch-per-config")  # fmt: skip
+    res = run_cli(
+        "sweep",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "--batch-sizes",
+        "1,4,16",
+        "--actions",
+        "0 10",
+        "--repeats",
+        "1",
+        "--out",
+        out,
+        "--dry-run",
+        "--one-launch-per-config",
+    )
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.strip().splitlines()[1:]
     assert len(lines) == 2 and all("--cuda-graph-max-bs-decode 16 --max-running-requests 16" in ln for ln in lines)
     out.write_text(json.dumps({"index": 0, "repeat": 0}) + "\n")
-    res = run_cli("sweep", "--target", "m", "--batch-sizes", "1", "--actions", "0 10", "--repeats", "1",
-                  "--out", out, "--dry-run", "--resume", "--draft", "d")  # fmt: skip
+    res = run_cli(
+        "sweep",
+        "--target",
+        "m",
+        "--batch-sizes",
+        "1",
+        "--actions",
+        "0 10",
+        "--repeats",
+        "1",
+        "--out",
+        out,
+        "--dry-run",
+        "--resume",
+        "--draft",
+        "d",
+    )
     assert res.exit_code == 0, res.stderr
     assert len(res.stdout.strip().splitlines()) == 2  # the comment and the one launch left
     assert out.read_text() == json.dumps({"index": 0, "repeat": 0}) + "\n"
@@ -68,11 +114,11 @@ def test_newest_lines_pass_the_strict_parser_and_the_old_flag_does_not():
     config = ServerConfig(model_path="m", draft_model_path="d")
     for action in ACTIONS:
         cmd = build_launch_command(config, action, 16, 0.55)
-        ns = strict_parser().parse_args(cmd[cmd.index("--model-path"):])
+        ns = strict_parser().parse_args(cmd[cmd.index("--model-path") :])
         assert ns.cuda_graph_max_bs_decode == 16 and ns.max_running_requests == 16
     old = build_launch_command(ServerConfig(model_path="m", sglang_version="0.5.13"), (0, 0, 0), 16, 0.65)
     with pytest.raises(SystemExit):
-        strict_parser().parse_args(old[old.index("--model-path"):])
+        strict_parser().parse_args(old[old.index("--model-path") :])
 
 
 def test_version_detection_asks_the_server_commands_interpreter(python):
@@ -109,34 +155,81 @@ def test_sweep_rows_record_the_settings_a_resume_must_share(run_cli, sweep_args,
     res = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out)
     assert res.exit_code == 0, res.stderr
     (row,) = _rows(out)
-    for column in ("sglang_version", "dtype", "attention_backend", "max_new_tokens", "num_prompts", "workload",
-                   "workload_sha256", "draft_flag"):  # fmt: skip
+    for column in (
+        "sglang_version",
+        "dtype",
+        "attention_backend",
+        "max_new_tokens",
+        "num_prompts",
+        "workload",
+        "workload_sha256",
+        "draft_flag",
+    ):
         assert column in EXTRA_COLUMNS and column in row
     assert row["sglang_version"] == NEWEST_VERSION or row["sglang_version"].startswith("0.5.")
     assert (row["dtype"], row["attention_backend"], row["max_new_tokens"], row["num_prompts"]) == (
-        "float16", "flashinfer", 512, 4)
+        "float16",
+        "flashinfer",
+        512,
+        4,
+    )
     assert row["workload"] == "builtin" and len(row["workload_sha256"]) == 64 and row["draft_flag"] is None
 
 
 @pytest.mark.parametrize(
     ("extra", "column"),
-    [(["--dtype", "bfloat16"], "dtype"), (["--attention-backend", "auto"], "attention_backend"),
-     (["--max-new-tokens", "256"], "max_new_tokens"), (["--num-prompts", "8"], "num_prompts"),
-     (["--mem-fraction-static", "0.7"], "mem_fraction_static"), (["--sglang-version", "0.5.20"], "sglang_version")],
-)  # fmt: skip
+    [
+        (["--dtype", "bfloat16"], "dtype"),
+        (["--attention-backend", "auto"], "attention_backend"),
+        (["--max-new-tokens", "256"], "max_new_tokens"),
+        (["--num-prompts", "8"], "num_prompts"),
+        (["--mem-fraction-static", "0.7"], "mem_fraction_static"),
+        (["--sglang-version", "0.5.20"], "sglang_version"),
+    ],
+)
 def test_resume_refuses_other_settings_naming_the_difference(run_cli, tmp_path, extra, column):
     out = tmp_path / "s.jsonl"
-    row = {"index": 0, "repeat": 0, "batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0,
-           "target_model": "m", "draft_model": "d", "sglang_version": NEWEST_VERSION, "dtype": "float16",
-           "attention_backend": "flashinfer", "max_new_tokens": 512, "num_prompts": 16, "workload": "builtin",
-           "mem_fraction_static": 0.65, "retry_mem_fraction": None}  # fmt: skip
+    row = {
+        "index": 0,
+        "repeat": 0,
+        "batch_size": 1,
+        "steps": 0,
+        "topk": 0,
+        "num_draft_tokens": 0,
+        "target_model": "m",
+        "draft_model": "d",
+        "sglang_version": NEWEST_VERSION,
+        "dtype": "float16",
+        "attention_backend": "flashinfer",
+        "max_new_tokens": 512,
+        "num_prompts": 16,
+        "workload": "builtin",
+        "mem_fraction_static": 0.65,
+        "retry_mem_fraction": None,
+    }
     from specband.harness.runner import MeasureSettings
 
     row["workload_sha256"] = MeasureSettings(server=ServerConfig(model_path="m")).workload_sha256
     out.write_text(json.dumps(row) + "\n")
-    res = run_cli("sweep", "--target", "m", "--draft", "d", "--batch-sizes", "1", "--actions", "0,0,0 3,1,4",
-                  "--out", out, "--resume", "--sglang-version", NEWEST_VERSION,
-                  "--server-command", emulator_command(), *extra)  # fmt: skip
+    res = run_cli(
+        "sweep",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "--batch-sizes",
+        "1",
+        "--actions",
+        "0,0,0 3,1,4",
+        "--out",
+        out,
+        "--resume",
+        "--sglang-version",
+        NEWEST_VERSION,
+        "--server-command",
+        emulator_command(),
+        *extra,
+    )
     assert res.exit_code == 2, res.stderr
     line = one_error_line(res.stderr)
     assert f"{out}: cannot resume: its rows have {column}=" in line
@@ -144,8 +237,15 @@ def test_resume_refuses_other_settings_naming_the_difference(run_cli, tmp_path, 
 
 
 def test_server_args_refuse_every_cuda_graph_flag_and_step_time_off():
-    for value in ("--cuda-graph-max-bs 8", "--cuda-graph-max-bs-decode=8", "--cuda-graph-max-bs-prefill 4",
-                  "--cuda-graph-bs 1 2", "--cuda-graph-bs-decode 1", "--cuda-graph-config x", "--cuda-graph-max 8"):  # fmt: skip
+    for value in (
+        "--cuda-graph-max-bs 8",
+        "--cuda-graph-max-bs-decode=8",
+        "--cuda-graph-max-bs-prefill 4",
+        "--cuda-graph-bs 1 2",
+        "--cuda-graph-bs-decode 1",
+        "--cuda-graph-config x",
+        "--cuda-graph-max 8",
+    ):
         with pytest.raises(ConfigError, match="is set by specband sweep; use its --batch-sizes instead"):
             split_server_args([value])
     assert split_server_args(["--disable-cuda-graph-padding"]) == ("--disable-cuda-graph-padding",)
@@ -165,7 +265,7 @@ def test_a_real_shaped_timed_batch_at_bs16_gives_the_models_speed_or_the_labelle
     run_cli, sweep_args, tmp_path
 ):
     """sglang records one step-time value per 40 decode iterations: at bs 16 a handful."""
-    from specband.harness.models import load_performance_model
+    from specband.emulator.models import load_performance_model
 
     model = load_performance_model("calibrated", "rtx4060-laptop")
     out = tmp_path / "s.jsonl"
@@ -176,8 +276,19 @@ def test_a_real_shaped_timed_batch_at_bs16_gives_the_models_speed_or_the_labelle
     pred = model.predict(16, (3, 4, 8), row["gpu_temp_c_before"])
     assert row["speed_tok_s"] == pytest.approx(pred.speed_tok_s, rel=0.1)
     short = tmp_path / "short.jsonl"  # 64 new tokens: too few iterations for a value inside the batch
-    res = run_cli(*sweep_args, "--batch-sizes", "16", "--actions", "3,4,8", "--repeats", "1", "--out", short,
-                  "--max-new-tokens", "64")  # fmt: skip
+    res = run_cli(
+        *sweep_args,
+        "--batch-sizes",
+        "16",
+        "--actions",
+        "3,4,8",
+        "--repeats",
+        "1",
+        "--out",
+        short,
+        "--max-new-tokens",
+        "64",
+    )
     assert res.exit_code == 0, res.stderr
     (row,) = _rows(short)
     assert row["speed_source"] == "wall_clock" and row["step_time_s"] is None and row["step_time_count"] == 0

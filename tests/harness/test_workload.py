@@ -15,7 +15,10 @@ from specband.harness.workload import load_prompts
 
 from .conftest import one_error_line
 
-TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
 @pytest.fixture
@@ -25,8 +28,9 @@ def chat_target(tmp_path: Path) -> Path:
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
-    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel({"<unk>": 0}, unk_token="<unk>")),
-                                  unk_token="<unk>")  # fmt: skip
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(WordLevel({"<unk>": 0}, unk_token="<unk>")), unk_token="<unk>"
+    )
     tok.chat_template = TEMPLATE
     folder = tmp_path / "target"
     tok.save_pretrained(folder)
@@ -38,19 +42,24 @@ def test_jsonl_prompts_and_sharegpt(tmp_path):
     jsonl.write_text('{"prompt": "Summarise this."}\n\n{"prompt": "Write a poem."}\n')
     assert load_prompts(jsonl, "m").prompts == ("Summarise this.", "Write a poem.")
     share = tmp_path / "sg.json"
-    share.write_text(json.dumps([
-        {"conversations": [{"from": "human", "value": "Hi there"}, {"from": "gpt", "value": "Hello"}]},
-        {"conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "Why?"}]},
-        {"conversations": [{"from": "gpt", "value": "no human turn"}]},
-    ]))  # fmt: skip
+    share.write_text(
+        json.dumps(
+            [
+                {"conversations": [{"from": "human", "value": "Hi there"}, {"from": "gpt", "value": "Hello"}]},
+                {"conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "Why?"}]},
+                {"conversations": [{"from": "gpt", "value": "no human turn"}]},
+            ]
+        )
+    )
     workload = load_prompts(share, "m")
     assert workload.prompts == ("Hi there", "Why?") and workload.name == "sg.json"
 
 
 def test_messages_go_through_the_targets_chat_template(tmp_path, chat_target):
     jsonl = tmp_path / "chat.jsonl"
-    jsonl.write_text(json.dumps({"messages": [{"role": "system", "content": "Be brief."},
-                                              {"role": "user", "content": "Hi"}]}) + "\n")  # fmt: skip
+    jsonl.write_text(
+        json.dumps({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}) + "\n"
+    )
     (prompt,) = load_prompts(jsonl, str(chat_target)).prompts
     assert prompt == "<|system|>Be brief.\n<|user|>Hi\n<|assistant|>"
 
@@ -84,15 +93,28 @@ def test_a_sweep_with_prompts_records_the_workload_and_resume_refuses_another(ru
     out = tmp_path / "s.jsonl"
     traffic = tmp_path / "traffic.jsonl"
     traffic.write_text('{"prompt": "Summarise this."}\n')
-    res = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0 3,1,4", "--repeats", "1", "--out", out,
-                  "--prompts", traffic)  # fmt: skip
+    res = run_cli(
+        *sweep_args, "--batch-sizes", "1", "--actions", "0 3,1,4", "--repeats", "1", "--out", out, "--prompts", traffic
+    )
     assert res.exit_code == 0, res.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["workload"] for r in rows} == {"traffic.jsonl"}
     spec = next(r for r in rows if r["steps"])
     assert spec["accept_length_source"] == "meta_info"  # the timed batch's own spec_verify_ct
     traffic.write_text('{"prompt": "Something else."}\n')
-    res = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0 3,1,4", "--repeats", "2", "--out", out,
-                  "--prompts", traffic, "--resume")  # fmt: skip
+    res = run_cli(
+        *sweep_args,
+        "--batch-sizes",
+        "1",
+        "--actions",
+        "0 3,1,4",
+        "--repeats",
+        "2",
+        "--out",
+        out,
+        "--prompts",
+        traffic,
+        "--resume",
+    )
     assert res.exit_code == 2
     assert "cannot resume: its rows have workload_sha256=" in one_error_line(res.stderr)

@@ -16,7 +16,12 @@ PUBLISHED_TARGET_RAW = "bundled target"
 
 
 def add_snapshot(
-    cache: Path, repo_id: str, files: Mapping[str, bytes], *, repo_type: str = "model", ref: str = "main",
+    cache: Path,
+    repo_id: str,
+    files: Mapping[str, bytes],
+    *,
+    repo_type: str = "model",
+    ref: str = "main",
     commit: str | None = None,
 ) -> Path:
     """Add one revision of a repo to the cache: blobs named by their sha256, snapshot files

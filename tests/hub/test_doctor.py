@@ -16,9 +16,12 @@ from specband.sim.hfconfig import bundled_model_config_path, load_model_spec, ro
 from .conftest import add_snapshot, config_bytes
 
 LLAMA3_SCALING = {
-    "factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-    "original_max_position_embeddings": 8192, "rope_type": "llama3",
-}  # fmt: skip
+    "factor": 32.0,
+    "high_freq_factor": 4.0,
+    "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+    "rope_type": "llama3",
+}
 
 
 def _bundled(name: str) -> dict[str, Any]:
@@ -45,7 +48,10 @@ def transformers5(config: dict[str, Any]) -> dict[str, Any]:
     """The same config in transformers 5's layout: ``rope_parameters`` holds theta and
     scaling, ``dtype`` replaces ``torch_dtype``."""
     out = {k: v for k, v in config.items() if k not in ("rope_theta", "rope_scaling", "torch_dtype")}
-    out["rope_parameters"] = {"rope_theta": config["rope_theta"], **(config["rope_scaling"] or {"rope_type": "default"})}
+    out["rope_parameters"] = {
+        "rope_theta": config["rope_theta"],
+        **(config["rope_scaling"] or {"rope_type": "default"}),
+    }
     out["dtype"] = config["torch_dtype"]
     return out
 
@@ -57,8 +63,13 @@ def by_name(checks: list[Check]) -> dict[str, Check]:
 def test_the_bundled_pair_passes_the_config_checks(target, draft) -> None:
     checks = by_name(config_checks(target, draft))
     assert {n: c.level for n, c in checks.items()} == {
-        "rope": "ok", "dtype": "warn", "vocab": "ok", "hidden": "ok", "architecture": "ok", "positions": "ok",
-    }  # fmt: skip
+        "rope": "ok",
+        "dtype": "warn",
+        "vocab": "ok",
+        "hidden": "ok",
+        "architecture": "ok",
+        "positions": "ok",
+    }
     assert "--dtype float16" in checks["dtype"].fix and "CUDA-graph capture" in checks["dtype"].message
     assert "EAGLE3" in checks["architecture"].message
 
@@ -80,8 +91,12 @@ def test_the_studys_rope_mismatch_is_caught_in_both_layouts(target, draft, layou
 def test_the_same_rope_in_two_layouts_matches(target, draft) -> None:
     assert rope_settings(target) == rope_settings(transformers5(target)) == (500000.0, LLAMA3_SCALING)
     assert by_name(config_checks(transformers5(target), draft))["rope"].level == "ok"
-    nested = {"rope_parameters": {"full_attention": {"rope_theta": 1e6, "type": "linear", "factor": 2.0},
-                                  "sliding_attention": {"rope_theta": 1e4}}}  # fmt: skip
+    nested = {
+        "rope_parameters": {
+            "full_attention": {"rope_theta": 1e6, "type": "linear", "factor": 2.0},
+            "sliding_attention": {"rope_theta": 1e4},
+        }
+    }
     assert rope_settings(nested) == (1e6, {"rope_type": "linear", "factor": 2.0})
     assert rope_settings({"rope_theta": 10000, "rope_parameters": {"rope_type": "default"}}) == (10000.0, None)
 
@@ -103,8 +118,16 @@ def test_each_config_check(target, draft, change, name: str, level: str, words: 
     assert (check.fix is None) == (level == "ok")
 
 
-@pytest.mark.parametrize("key, value", [("vocab_size", "abc"), ("rope_theta", "abc"), ("rope_theta", [1]),
-                                        ("rope_scaling", "llama3"), ("torch_dtype", "float99")])  # fmt: skip
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("vocab_size", "abc"),
+        ("rope_theta", "abc"),
+        ("rope_theta", [1]),
+        ("rope_scaling", "llama3"),
+        ("torch_dtype", "float99"),
+    ],
+)
 def test_a_wrong_type_is_one_error_naming_file_and_key(target, draft, key: str, value) -> None:
     with pytest.raises(ConfigError, match=rf"^d/config.json: field '{key}'"):
         config_checks(target, {**draft, key: value}, draft_source="d/config.json")
@@ -118,7 +141,12 @@ def test_exit_status() -> None:
 
 class _FakeDevice:
     def __init__(self, energy_method: str, power_limit_w: float | None) -> None:
-        self.name, self.energy_method, self.power_limit_w, self.power_limit_source = "Fake GPU", energy_method, power_limit_w, "enforced"
+        self.name, self.energy_method, self.power_limit_w, self.power_limit_source = (
+            "Fake GPU",
+            energy_method,
+            power_limit_w,
+            "enforced",
+        )
 
     def __enter__(self) -> _FakeDevice:
         return self
@@ -170,10 +198,18 @@ def test_doctor_cli_exit_statuses(run_cli, tmp_path: Path, target, draft, monkey
 def test_doctor_with_hub_ids(run_cli, hub_cache: Path, target, draft, monkeypatch) -> None:
     monkeypatch.setattr("specband.doctor.environment_checks", lambda open_nvml=None: [])
     add_snapshot(hub_cache, "unsloth/Llama-3.2-1B-Instruct", {"config.json": config_bytes(target)})
-    add_snapshot(hub_cache, "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
-                 {"config.json": config_bytes(published_head(draft))})  # fmt: skip
-    res = run_cli("doctor", "--target", "unsloth/Llama-3.2-1B-Instruct",
-                  "--draft", "hf://rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct")  # fmt: skip
+    add_snapshot(
+        hub_cache,
+        "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
+        {"config.json": config_bytes(published_head(draft))},
+    )
+    res = run_cli(
+        "doctor",
+        "--target",
+        "unsloth/Llama-3.2-1B-Instruct",
+        "--draft",
+        "hf://rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
+    )
     assert res.exit_code == 2 and res.stdout.startswith("error rope:")
     res = run_cli("doctor", "--target", "org/missing", "--draft", "org/missing-draft")
     lines = res.stdout.splitlines()
@@ -187,7 +223,9 @@ def test_launch_refuses_a_rope_mismatch_unless_allowed(run_cli, tmp_path: Path, 
     res = run_cli(*args)
     assert res.exit_code == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: rope: draft 10000/None") and "--allow-rope-mismatch" in lines[0]
+    assert (
+        len(lines) == 1 and lines[0].startswith("error: rope: draft 10000/None") and "--allow-rope-mismatch" in lines[0]
+    )
     res = run_cli(*args, "--allow-rope-mismatch")
     assert res.exit_code == 0 and f"--model-path {t}" in res.stdout
 
@@ -195,8 +233,20 @@ def test_launch_refuses_a_rope_mismatch_unless_allowed(run_cli, tmp_path: Path, 
 def test_sweep_refuses_a_rope_mismatch_before_touching_anything(run_cli, tmp_path: Path, target, draft) -> None:
     t, d = _write_pair(tmp_path, target, published_head(draft))
     out = tmp_path / "runs" / "sweep.jsonl"
-    res = run_cli("sweep", "--target", str(t), "--draft", str(d), "--out", str(out), "--device", "none",
-                  "--server-command", "false", "--quiet")  # fmt: skip
+    res = run_cli(
+        "sweep",
+        "--target",
+        str(t),
+        "--draft",
+        str(d),
+        "--out",
+        str(out),
+        "--device",
+        "none",
+        "--server-command",
+        "false",
+        "--quiet",
+    )
     assert res.exit_code == 2 and "error: rope:" in res.stderr and "--allow-rope-mismatch" in res.stderr
     assert not (tmp_path / "runs").exists()
 
@@ -208,10 +258,14 @@ def test_check_pair_before_launch_skips_what_it_cannot_read(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     "change, key",
-    [({"rope_theta": "abc"}, "rope_theta"), ({"rope_theta": [500000]}, "rope_theta"),
-     ({"rope_parameters": 3}, "rope_parameters"), ({"torch_dtype": 16}, "torch_dtype"),
-     ({"hidden_size": "2048"}, "hidden_size")],
-)  # fmt: skip
+    [
+        ({"rope_theta": "abc"}, "rope_theta"),
+        ({"rope_theta": [500000]}, "rope_theta"),
+        ({"rope_parameters": 3}, "rope_parameters"),
+        ({"torch_dtype": 16}, "torch_dtype"),
+        ({"hidden_size": "2048"}, "hidden_size"),
+    ],
+)
 def test_simulate_config_with_a_wrong_type_is_one_error_line(run_cli, tmp_path: Path, target, change, key) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**target, **change}))

@@ -121,9 +121,12 @@ def test_the_hubs_parquet_conversion(run_cli, hub_cache: Path, form: str) -> Non
     jsonl = _published_jsonl()
     add_snapshot(hub_cache, DATASET_REPO, {"rtx4060_published_live.jsonl": jsonl}, repo_type="dataset")
     add_snapshot(
-        hub_cache, DATASET_REPO, {"default/train/0000.parquet": _as_parquet(jsonl)},
-        repo_type="dataset", ref="refs/convert/parquet",
-    )  # fmt: skip
+        hub_cache,
+        DATASET_REPO,
+        {"default/train/0000.parquet": _as_parquet(jsonl)},
+        repo_type="dataset",
+        ref="refs/convert/parquet",
+    )
     from_parquet = load_sweep(resolve_data_file(form))
     from_jsonl = load_sweep(resolve_data_file(f"datasets/{DATASET_REPO}"))
     assert len(from_parquet.rows) == len(from_jsonl.rows) == 29
@@ -149,8 +152,17 @@ def test_simulate_and_load_model_spec_from_a_model_repo(run_cli, hub_cache: Path
     spec = load_model_spec("unsloth/Llama-3.2-1B-Instruct", draft=False)
     assert spec.hidden_size == 2048 and spec.num_layers == 16
     res = run_cli(
-        "simulate", "--target-config", "unsloth/Llama-3.2-1B-Instruct", "--draft-config", "hf://org/eagle3-head",
-        "--batch-sizes", "4", "--repeats", "1", "--out", "s.jsonl",
-    )  # fmt: skip
+        "simulate",
+        "--target-config",
+        "unsloth/Llama-3.2-1B-Instruct",
+        "--draft-config",
+        "hf://org/eagle3-head",
+        "--batch-sizes",
+        "4",
+        "--repeats",
+        "1",
+        "--out",
+        "s.jsonl",
+    )
     assert res.exit_code == 0, res.stderr
     assert Path("s.jsonl").read_text().count("\n") == 19

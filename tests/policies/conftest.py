@@ -12,6 +12,7 @@ from specband.dataset import TrainingData, load_sweep
 from specband.policies import ALGORITHMS, create_policy
 from specband.policies.base import Policy
 
+
 @pytest.fixture(scope="session")
 def bundled_data() -> TrainingData:
     """Training data of the 29 bundled rows, contract features."""

@@ -19,7 +19,12 @@ def test_model_json_is_the_model_card_format(fitted: dict[str, Policy], tmp_path
     fitted["lookup_table"].save(tmp_path)
     table = json.loads((tmp_path / "lookup_table" / "model.json").read_text())
     assert list(table) == ["1", "4", "8", "16"]
-    assert {k: v["config"] for k, v in table.items()} == {"1": [3, 4, 8], "4": [3, 4, 8], "8": [3, 4, 8], "16": [3, 2, 4]}
+    assert {k: v["config"] for k, v in table.items()} == {
+        "1": [3, 4, 8],
+        "4": [3, 4, 8],
+        "8": [3, 4, 8],
+        "16": [3, 2, 4],
+    }
     assert table["1"]["mean_reward"] == pytest.approx(0.5323, abs=2e-4)
     assert set(table["16"]) == {"config", "mean_reward"}
 

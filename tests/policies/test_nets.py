@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from specband.policies import create_policy
-from specband.policies import nets
+from specband.policies import create_policy, nets
 from specband.policies.nets import BEHAVIOR_LAYERS, MLP, QNETWORK_LAYERS, TrainSettings, clear_training_cache, train_mlp
 
 
@@ -85,7 +84,7 @@ def test_forward_matches_torch_gelu_network(log) -> None:
 
 def test_init_is_torch_linear_style() -> None:
     net = MLP.init(QNETWORK_LAYERS, np.random.default_rng(0))
-    for (fan_in, _), w, b in zip(QNETWORK_LAYERS, net.weights, net.biases):
+    for (fan_in, _), w, b in zip(QNETWORK_LAYERS, net.weights, net.biases, strict=True):
         bound = 1 / np.sqrt(fan_in)
         assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
         assert np.abs(w).max() > 0.9 * bound

@@ -17,7 +17,9 @@ BEST_MEASURED = {1: 10, 4: 10, 8: 10, 16: 7}
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)
-def test_each_algorithm_picks_the_best_measured_config(name: str, fitted: dict[str, Policy], bundled_data, state_at) -> None:
+def test_each_algorithm_picks_the_best_measured_config(
+    name: str, fitted: dict[str, Policy], bundled_data, state_at
+) -> None:
     picks = {bs: ACTIONS[fitted[name].act(state_at(bs), mask)] for bs, mask in bundled_data.allowed.items()}
     assert picks == {1: (3, 4, 8), 4: (3, 4, 8), 8: (3, 4, 8), 16: (3, 2, 4)}
     assert {bs: action_index(a) for bs, a in picks.items()} == BEST_MEASURED
@@ -127,13 +129,15 @@ def test_linucb_bonus_favours_rarely_logged_actions(bundled_data, state_at) -> N
     assert bonus[action_index((5, 4, 4))] > bonus[REFERENCE_INDEX]
 
 
-def test_doubly_robust_matches_cell_means_on_balanced_batch_sizes(fitted: dict[str, Policy], bundled_data, state_at) -> None:
+def test_doubly_robust_matches_cell_means_on_balanced_batch_sizes(
+    fitted: dict[str, Policy], bundled_data, state_at
+) -> None:
     """With one row per config and uniform propensities the DR value is the observed reward."""
     dr = fitted["doubly_robust"]
     for bs in (1, 4, 8):
         rows = bundled_data.batch_sizes == bs
         scores = dr.scores(state_at(bs))
-        for a, r in zip(bundled_data.actions[rows], bundled_data.rewards[rows]):
+        for a, r in zip(bundled_data.actions[rows], bundled_data.rewards[rows], strict=True):
             assert scores[a] == pytest.approx(r, abs=1e-9)
 
 

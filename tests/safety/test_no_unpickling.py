@@ -43,8 +43,21 @@ def test_recommend_automatic_folder_refuses(run_cli, swapped_folder: Path, marke
 @pytest.mark.parametrize("auto", [False, True])
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_launch_refuses(run_cli, swapped_folder: Path, marker: Path, auto: bool, dry_run: bool) -> None:
-    args = ["launch", "--target", "t", "--draft", "d", "-b", "16", "--algo", "gbt", "--device", "none",
-            "--server-command", "false"]
+    args = [
+        "launch",
+        "--target",
+        "t",
+        "--draft",
+        "d",
+        "-b",
+        "16",
+        "--algo",
+        "gbt",
+        "--device",
+        "none",
+        "--server-command",
+        "false",
+    ]
     if auto:
         shutil.copytree(swapped_folder, Path("specband-models"))
     else:
@@ -173,8 +186,8 @@ def test_torch_policies_load_from_safetensors(name: str, tmp_path: Path) -> None
     """The safetensors copy is what loads (the .pth is not read), and it gives the same net."""
     import numpy as np
 
-    from specband.artifacts import train_policies
     from specband.dataset import load_sweep
+    from specband.training import train_policies
 
     data = load_sweep(None).training_data("contract")
     policy = train_policies(data, [name], seed=0)[name]

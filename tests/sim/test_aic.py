@@ -41,7 +41,10 @@ def test_committed_reference_records_where_it_comes_from(reference) -> None:
     assert meta["aiconfigurator_version"] == "0.12.0" and meta["date"]
     query = meta["query"]
     assert (query["mode"], query["backend"], query["tp_size"], query["database_mode"]) == (
-        "static_gen", "sglang", 1, "SILICON"
+        "static_gen",
+        "sglang",
+        1,
+        "SILICON",
     )
     # the reference's mean context (ISL + OSL / 2) is the simulator's context_tokens()
     model = build_model("h100-sxm", target_config="llama-3.1-8b-instruct")
@@ -110,8 +113,9 @@ def test_cli_report_against_aic_is_offline_and_prints_errors(run_cli) -> None:
 
 def test_cli_refit_against_aic_writes_a_loadable_profile(run_cli, tmp_path) -> None:
     out = tmp_path / "h200-refit.toml"
-    res = run_cli("simulate", "--calibration-report", "--against", "aic", "--refit", "--profile", "h200",
-                  "--write-profile", out)
+    res = run_cli(
+        "simulate", "--calibration-report", "--against", "aic", "--refit", "--profile", "h200", "--write-profile", out
+    )
     assert res.exit_code == 0, res.stderr
     assert "refit of profile h200" in res.stdout and "bandwidth_efficiency" in res.stdout
     refit = load_profile(out)
@@ -124,10 +128,14 @@ def test_cli_refit_against_aic_writes_a_loadable_profile(run_cli, tmp_path) -> N
         (("--calibration-report", "--against", "nope"), "--against must be 'published' or 'aic'"),
         (("--against", "aic"), "--against goes with --calibration-report"),
         (("--calibration-report", "--against", "aic", *PAIR_8B), "do not go with --against aic"),
-        (("--calibration-report", "--against", "aic", "--profile", "rtx4060-laptop"),
-         "no AIC reference for profile 'rtx4060-laptop'"),
-        (("--calibration-report", "--against", "aic", "--refit", "--write-profile", "x.toml"),
-         "--write-profile with --against aic needs --profile"),
+        (
+            ("--calibration-report", "--against", "aic", "--profile", "rtx4060-laptop"),
+            "no AIC reference for profile 'rtx4060-laptop'",
+        ),
+        (
+            ("--calibration-report", "--against", "aic", "--refit", "--write-profile", "x.toml"),
+            "--write-profile with --against aic needs --profile",
+        ),
     ],
 )
 def test_cli_against_errors_are_one_line(run_cli, tmp_path, monkeypatch, args, message) -> None:
@@ -142,10 +150,14 @@ def test_cli_against_errors_are_one_line(run_cli, tmp_path, monkeypatch, args, m
     [
         ("not json", "not a readable AIC reference file"),
         ('{"records": [{"profile": "h200"}]}', "records[0]: field 'target' is missing"),
-        ('{"records": [{"profile": "h200", "target": "t", "kind": "decode", "batch_size": 1, "step_ms": -1}]}',
-         "records[0]: field 'step_ms'"),
-        ('{"records": [{"profile": "h200", "target": "t", "kind": "prefill", "batch_size": 1, "step_ms": 1}]}',
-         "records[0]: field 'kind'"),
+        (
+            '{"records": [{"profile": "h200", "target": "t", "kind": "decode", "batch_size": 1, "step_ms": -1}]}',
+            "records[0]: field 'step_ms'",
+        ),
+        (
+            '{"records": [{"profile": "h200", "target": "t", "kind": "prefill", "batch_size": 1, "step_ms": 1}]}',
+            "records[0]: field 'kind'",
+        ),
     ],
 )
 def test_bad_reference_file_names_file_and_record(tmp_path, text, message) -> None:
@@ -177,22 +189,25 @@ def test_measured_profile_rows_have_no_power_columns(rtx_sweep_rows) -> None:
 
 
 def test_power_measured_is_not_inherited_and_must_be_a_bool(tmp_path) -> None:
-    base = '[hardware]\nhardware = "X"\npower_limit_w = 300\nvram_mb = 4e4\nmem_bandwidth_gbs = 900\n' \
-           'peak_tflops = 100\nidle_power_w = 30\n'
+    base = (
+        '[hardware]\nhardware = "X"\npower_limit_w = 300\nvram_mb = 4e4\nmem_bandwidth_gbs = 900\n'
+        "peak_tflops = 100\nidle_power_w = 30\n"
+    )
     path = tmp_path / "x.toml"
     path.write_text(base)
     assert not load_profile(path).power_measured
     path.write_text(base + "[power]\npower_measured = true\n")
     assert load_profile(path).power_measured
     path.write_text(base + "[power]\npower_measured = 1\n")
-    with pytest.raises(ConfigError, match="power.power_measured must be true or false"):
+    with pytest.raises(ConfigError, match=r"power\.power_measured must be true or false"):
         load_profile(path)
 
 
 def test_train_and_evaluate_label_band_figures_of_unmeasured_rows(run_cli, tmp_path) -> None:
     data = tmp_path / "h100.jsonl"
-    res = run_cli("simulate", "--profile", "h100-sxm", *PAIR_8B, "--batch-sizes", "1,16", "--repeats", "2",
-                  "--out", data)
+    res = run_cli(
+        "simulate", "--profile", "h100-sxm", *PAIR_8B, "--batch-sizes", "1,16", "--repeats", "2", "--out", data
+    )
     assert res.exit_code == 0 and "power UNMEASURED" in res.stdout
     res = run_cli("train", data, "--out", tmp_path / "models", "--algo", "lookup_table")
     assert res.exit_code == 0, res.stderr
@@ -212,7 +227,7 @@ def test_readme_what_if_states_the_errors_of_the_committed_report(reference) -> 
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### What-if: another GPU"):readme.index("## Measuring a sweep")]
+    section = readme[readme.index("### What-if: another GPU") : readme.index("## Measuring a sweep")]
     for profile in ("h100-sxm", "h200", "a100-sxm4-80gb"):
         decode = _decode(compare_profile(profile, reference))
         errors = "/".join(f"{100 * decode[bs].error:+.1f}" for bs in CRITERIA_BATCH_SIZES)

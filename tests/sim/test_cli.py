@@ -161,8 +161,10 @@ def test_refit_prints_what_it_refitted(run_cli, tmp_path) -> None:
     assert res.exit_code == 0, res.stderr
     head, _, report = res.stdout.partition("\n\ncalibration report:")
     lines = head.splitlines()
-    assert lines[0] == "refit of profile rtx4060-laptop to trial validate (17 published rows), " \
+    assert (
+        lines[0] == "refit of profile rtx4060-laptop to trial validate (17 published rows), "
         "scipy.optimize.least_squares:"
+    )
     assert lines[1].startswith("  stage 1, acceptance (7 parameters): cost ")
     assert lines[2].startswith(f"  stage 2, step time/power/wall clock ({len(FIT_PARAMETERS)} parameters): cost ")
     assert " -> " in lines[1] and " -> " in lines[2]
@@ -180,8 +182,17 @@ def test_simulate_help_has_metavars_not_python_types(run_cli) -> None:
     res = run_cli("simulate", "--help")
     assert res.exit_code == 0
     text = " ".join(res.stdout.split())
-    for option in ("--profile PROFILE", "--target-config CONFIG", "--draft-config CONFIG", "--batch-sizes LIST",
-                   "--repeats N", "--seed N", "--out FILE", "--write-profile FILE", "--force"):
+    for option in (
+        "--profile PROFILE",
+        "--target-config CONFIG",
+        "--draft-config CONFIG",
+        "--batch-sizes LIST",
+        "--repeats N",
+        "--seed N",
+        "--out FILE",
+        "--write-profile FILE",
+        "--force",
+    ):
         assert option in text, option
     without_ranges = res.stdout.replace("x<=4294967295", "")  # typer's range of --seed (specband.limits.MAX_SEED)
     assert "<" not in without_ranges and "FACTS" not in res.stdout.replace("docs/FACTS.md", "")

@@ -65,8 +65,14 @@ def _hardware_toml(**override: str) -> str:
 
 def test_json_profile_and_round_trip(tmp_path) -> None:
     path = tmp_path / "gpu.json"
-    hw = {"hardware": "GPU300", "power_limit_w": 300.0, "idle_power_w": 30.0, "vram_mb": 24576,
-          "mem_bandwidth_gbs": 900, "peak_tflops": 120}
+    hw = {
+        "hardware": "GPU300",
+        "power_limit_w": 300.0,
+        "idle_power_w": 30.0,
+        "vram_mb": 24576,
+        "mem_bandwidth_gbs": 900,
+        "peak_tflops": 120,
+    }
     path.write_text(json.dumps({"hardware": hw}))
     prof = load_profile(path)
     assert prof.power_limit_w == 300.0 and prof.hardware == "GPU300" and prof.name == "gpu"
@@ -110,11 +116,17 @@ _NO_TABLE = f"no [hardware] table; a profile file needs [hardware] with {_NEED}"
         ("empty.toml", "", _NO_TABLE),
         ("thermal.toml", "[thermal]\nambient_temp_c = 30\n", _NO_TABLE),
         ("nolabel.toml", _hardware_toml(hardware=""), f"missing hardware.hardware; [hardware] needs {_NEED}"),
-        ("novram.toml", _hardware_toml(vram_mb="", peak_tflops=""),
-         f"missing hardware.vram_mb, hardware.peak_tflops; [hardware] needs {_NEED}"),
-        ("p300.json", json.dumps({"hardware": {"power_limit_w": 300, "idle_power_w": 30}}),
-         "missing hardware.hardware, hardware.vram_mb, hardware.mem_bandwidth_gbs, hardware.peak_tflops; "
-         f"[hardware] needs {_NEED}"),
+        (
+            "novram.toml",
+            _hardware_toml(vram_mb="", peak_tflops=""),
+            f"missing hardware.vram_mb, hardware.peak_tflops; [hardware] needs {_NEED}",
+        ),
+        (
+            "p300.json",
+            json.dumps({"hardware": {"power_limit_w": 300, "idle_power_w": 30}}),
+            "missing hardware.hardware, hardware.vram_mb, hardware.mem_bandwidth_gbs, hardware.peak_tflops; "
+            f"[hardware] needs {_NEED}",
+        ),
         ("blank.toml", _hardware_toml(hardware='"  "'), "field 'hardware.hardware': give the GPU's name"),
     ],
 )
@@ -136,8 +148,11 @@ def test_user_profile_rows_carry_its_own_hardware_label(tmp_path) -> None:
 
 
 def test_simulate_profile_errors_are_one_line(run_cli, tmp_path) -> None:
-    for name, text in (("empty.toml", ""), ("bad.toml", "[hardware\npower_limit_w = 5\n"),
-                       ("bad.json", '{"hardware": {"power_limit_w": 300,}}')):
+    for name, text in (
+        ("empty.toml", ""),
+        ("bad.toml", "[hardware\npower_limit_w = 5\n"),
+        ("bad.json", '{"hardware": {"power_limit_w": 300,}}'),
+    ):
         path = tmp_path / name
         path.write_text(text)
         res = run_cli("simulate", "--profile", path, "--out", tmp_path / "o.jsonl")

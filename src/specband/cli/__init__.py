@@ -22,6 +22,7 @@ from typing import Any
 import typer
 
 from specband.errors import SpecbandError, one_line
+from specband.exitcodes import ExitCode
 
 #: Every command: name -> the module of :mod:`specband.cli` whose ``register(app)`` adds it.
 #: Adding a command is one line here (plus its module's ``register``). A run registers
@@ -77,13 +78,16 @@ def _run(args: list[str]) -> Any:
     command = args[0] if args else None
     app = build_app(command)
     if command in FAST_COMMANDS:
+        from typer.core import TyperGroup
         from typer.main import get_command
 
         from specband.cli.plain_options import parse_plain
 
-        click_command = get_command(app).commands[command]  # type: ignore[attr-defined]
+        group = get_command(app)
+        assert isinstance(group, TyperGroup)  # an app of several commands
+        click_command = group.commands[command]
         values = parse_plain(click_command, args[1:])
-        if values is not None:
+        if values is not None and click_command.callback is not None:
             return click_command.callback(**values)
     return app(args=args, prog_name="specband", standalone_mode=False)
 
@@ -121,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         result = _run(list(argv) if argv is not None else sys.argv[1:])
     except SpecbandError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.BAD_INPUT) from None
     except KeyboardInterrupt:
         from specband.harness.interrupts import received_signal
 
@@ -135,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise
         if type(exc).__name__ == "Abort":
             print("error: interrupted", file=sys.stderr)
-            raise SystemExit(130) from None
+            raise SystemExit(ExitCode.INTERRUPTED) from None
         if type(exc).__name__ == "NoArgsIsHelpError":  # `specband` alone: the help text
             text = str(format_message())
             if text.strip():
@@ -150,18 +154,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         for signum, default in installed.items():
             signal.signal(signum, default)
-    if result == 130:
+    if result == ExitCode.INTERRUPTED:
         from specband.harness.interrupts import received_signal
 
         if (received or received_signal()) is not None:  # typer's silent 130 for a KeyboardInterrupt
             _stopped_by(received or received_signal())
-    raise SystemExit(result if isinstance(result, int) else 0)
+    raise SystemExit(result if isinstance(result, int) else ExitCode.OK)
 
 
 def _stopped_by(signum: int | None) -> None:
     """Say why the command stopped and exit: 143 for SIGTERM, 130 for Ctrl-C."""
     if signum == signal.SIGTERM:
         print("error: terminated", file=sys.stderr)
-        raise SystemExit(143) from None
+        raise SystemExit(ExitCode.TERMINATED) from None
     print("error: interrupted", file=sys.stderr)
-    raise SystemExit(130) from None
+    raise SystemExit(ExitCode.INTERRUPTED) from None

@@ -6,11 +6,12 @@ default ``lookup_table`` imports neither torch nor scikit-learn.
 
 from __future__ import annotations
 
+import enum
 import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -26,6 +27,15 @@ def _note(message: str) -> None:
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
+
+
+class FeatureChoice(str, enum.Enum):
+    """``--features`` of ``train``: :data:`specband.dataset.FEATURE_KINDS` (a test holds the
+    two equal; declared here, not in ``cli/options.py``, so that a cold ``recommend`` loads
+    no other CLI module)."""
+
+    contract = "contract"
+    pre = "pre"
 
 
 def register(app: typer.Typer) -> None:
@@ -65,7 +75,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("train")
     def train_command(
-        data: Optional[Path] = typer.Argument(
+        data: Path | None = typer.Argument(
             None,
             help="Sweep JSONL (published sweep schema, specband sweep/simulate output, or sglang "
             "bench_speculative.py output), a Parquet file, or a hub dataset id (datasets/org/name[@REV], "
@@ -76,7 +86,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(
             Path(DEFAULT_MODELS_DIR), "--out", "-o", help="Artifact folder to write.", metavar="DIR"
         ),
-        algo: Optional[list[str]] = typer.Option(
+        algo: list[str] | None = typer.Option(
             None,
             "--algo",
             "-a",
@@ -84,7 +94,7 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="NAME",
         ),
-        power_limit: Optional[float] = typer.Option(
+        power_limit: float | None = typer.Option(
             None,
             "--power-limit",
             help="GPU power limit in W, overriding the rows' own.",
@@ -94,8 +104,8 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(
             0, "--seed", help="Training seed (same seed, same artifacts).", min=0, max=MAX_SEED, metavar="N"
         ),
-        features: str = typer.Option(
-            "pre",
+        features: FeatureChoice = typer.Option(
+            FeatureChoice.pre,
             "--features",
             help="Decision state: 'pre' (only what is known before launch: batch size, temperature, "
             "memory used and utilisation of the idle GPU) or 'contract' (the published 4-float state, "
@@ -112,17 +122,12 @@ def register(app: typer.Typer) -> None:
         import time
 
         from specband.artifacts import save_artifacts, validate_algorithms
-        from specband.picks import pick_table
-        from specband.training import build_manifest, train_policies
-        from specband.recommend import folder_algorithms
-        from specband.dataset import FEATURE_KINDS, load_sweep
-        from specband.errors import ConfigError
-
-        if features not in FEATURE_KINDS:
-            raise ConfigError(f"--features must be one of {', '.join(FEATURE_KINDS)}, got {features!r}")
+        from specband.dataset import load_sweep
         from specband.devices.base import check_power_limit_w
-
         from specband.hub import parse_hub_ref, resolve_data_file
+        from specband.picks import pick_table
+        from specband.recommend import folder_algorithms
+        from specband.training import build_manifest, train_policies
 
         names = validate_algorithms(algo)
         limit_w = check_power_limit_w(power_limit)
@@ -133,7 +138,7 @@ def register(app: typer.Typer) -> None:
         energy_note = sweep.energy_note()
         if energy_note is not None:
             _note(energy_note)
-        training = sweep.training_data(features)  # type: ignore[arg-type]
+        training = sweep.training_data(features.value)
         start = time.perf_counter()
         policies = train_policies(training, names, seed=seed)
         elapsed = time.perf_counter() - start
@@ -147,16 +152,18 @@ def register(app: typer.Typer) -> None:
 
         dataset_id = hub_data.repo_id if hub_data is not None and hub_data.repo_type == "dataset" else None
         folder = save_artifacts(
-            policies, out, manifest,
+            policies,
+            out,
+            manifest,
             model_card=lambda final: render_model_card(final, sweep, rows, dataset_id=dataset_id),
-        )  # fmt: skip
+        )
         dropped = [name for name in previous if name not in names]
         if dropped:
             _note(f"{folder} was replaced; it no longer holds {', '.join(dropped)} (train them again with --algo)")
         source = "bundled published measurements" if data is None else str(data)
         typer.echo(
             f"trained {len(names)} algorithm(s) on {source} ({len(training)} training rows, "
-            f"features={features}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
+            f"features={features.value}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
         )
         _print_picks(rows)
         _print_power_label(sweep.rows)
@@ -167,14 +174,15 @@ def register(app: typer.Typer) -> None:
             None,
             "--batch-size",
             "-b",
-            help="Concurrent requests (--max-running-requests). Required unless --batch-mix or --batch-mix-from is given.",
+            help="Concurrent requests (--max-running-requests). "
+            "Required unless --batch-mix or --batch-mix-from is given.",
             show_default=False,
             min=1,
             max=MAX_BATCH_SIZE,
             metavar="N",
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
-        models: Optional[Path] = typer.Option(
+        models: Path | None = typer.Option(
             None,
             "--models",
             "-m",
@@ -185,7 +193,7 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="DIR",
         ),
-        state: Optional[tuple[float, float, float]] = typer.Option(
+        state: tuple[float, float, float] | None = typer.Option(
             None,
             "--state",
             help="GPU state TEMP_C MEM_MB UTIL_PCT (for 'pre' models: the idle GPU before launch). "
@@ -193,15 +201,17 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="TEMP_C MEM_MB UTIL_PCT",
         ),
-        output_format: str = typer.Option("flags", "--format", "-f", help="'flags' (one line) or 'json'.", metavar="KIND"),
-        draft_model: Optional[str] = typer.Option(
+        output_format: str = typer.Option(
+            "flags", "--format", "-f", help="'flags' (one line) or 'json'.", metavar="KIND"
+        ),
+        draft_model: str | None = typer.Option(
             None,
             "--draft-model",
             help="EAGLE3 draft model path or id, emitted as --speculative-draft-model-path.",
             show_default=False,
             metavar="PATH",
         ),
-        data: Optional[Path] = typer.Option(
+        data: Path | None = typer.Option(
             None,
             "--data",
             help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a "
@@ -216,12 +226,20 @@ def register(app: typer.Typer) -> None:
             "specband.json, or a downloaded folder). Unpickling runs code from the file.",
         ),
         batch_mix: str | None = typer.Option(
-            None, "--batch-mix", help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with "
-            "each batch size's own pick and the regret beside it.", show_default=False, metavar="MIX",
+            None,
+            "--batch-mix",
+            help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with "
+            "each batch size's own pick and the regret beside it.",
+            show_default=False,
+            metavar="MIX",
         ),
         batch_mix_from: Path | None = typer.Option(
-            None, "--batch-mix-from", help="As --batch-mix, the mix read from sglang's Prometheus metrics text "
-            "(samples or a histogram of sglang:num_running_reqs).", show_default=False, metavar="FILE",
+            None,
+            "--batch-mix-from",
+            help="As --batch-mix, the mix read from sglang's Prometheus metrics text "
+            "(samples or a histogram of sglang:num_running_reqs).",
+            show_default=False,
+            metavar="FILE",
         ),
     ) -> None:
         """Print the sglang flags for a batch size, ready to paste after
@@ -239,12 +257,12 @@ def register(app: typer.Typer) -> None:
         if batch_mix is not None or batch_mix_from is not None:
             from specband.cli.schedule import recommend_batch_mix
 
-            recommend_batch_mix(batch_mix, batch_mix_from, batch_size, algo, models, data, state, draft_model, output_format)
+            recommend_batch_mix(
+                batch_mix, batch_mix_from, batch_size, algo, models, data, state, draft_model, output_format
+            )
             return
         if batch_size is None:
             raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
-        if batch_size <= 0:
-            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         from specband.recommend import recommend
 
         decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
@@ -262,26 +280,6 @@ def register(app: typer.Typer) -> None:
                 "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
                 "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
             )
-
-
-def recommend_pick(
-    batch_size: int,
-    algo: str,
-    models: Path | None,
-    telemetry: tuple[float, float, float] | None,
-    draft_model: str | None,
-    data_path: Path | None,
-    *,
-    trust_pickle: bool = False,
-) -> dict[str, Any]:
-    """:func:`specband.recommend.recommend`'s pick, its notes printed on stderr (what
-    ``specband launch`` calls; it holds the notes back by capturing stderr)."""
-    from specband.recommend import recommend
-
-    result = recommend(batch_size, algo, models, telemetry, draft_model, data_path, trust_pickle=trust_pickle)
-    for note in result.notes:
-        _note(note)
-    return result.pick
 
 
 def _print_power_label(rows: Any) -> None:

@@ -11,7 +11,10 @@ def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor_command(
         target: str = typer.Option(
-            ..., "--target", help="Target model: folder, its config.json, or a hub id (org/name[@REV]).", metavar="ID|PATH"
+            ...,
+            "--target",
+            help="Target model: folder, its config.json, or a hub id (org/name[@REV]).",
+            metavar="ID|PATH",
         ),
         draft: str = typer.Option(
             ..., "--draft", help="EAGLE3 draft head: folder, its config.json, or a hub id.", metavar="ID|PATH"

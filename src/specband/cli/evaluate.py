@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("evaluate")
     def evaluate_command(
-        data: Optional[Path] = typer.Argument(  # noqa: UP007 - typer needs Optional
+        data: Path | None = typer.Argument(
             None,
             help="Sweep JSONL file (default: the bundled 29 published measurements).",
             show_default=False,
@@ -30,21 +29,21 @@ def register(app: typer.Typer) -> None:
             "else none.",
             metavar="KIND",
         ),
-        algo: Optional[list[str]] = typer.Option(  # noqa: UP007
+        algo: list[str] | None = typer.Option(
             None,
             "--algo",
             help="Algorithm to evaluate (repeatable; default: all eight).",
             show_default=False,
             metavar="NAME",
         ),
-        features: Optional[list[str]] = typer.Option(  # noqa: UP007
+        features: list[str] | None = typer.Option(
             None,
             "--features",
             help="State features: contract and/or pre (repeatable; default: both).",
             show_default=False,
             metavar="KIND",
         ),
-        out: Optional[str] = typer.Option(  # noqa: UP007
+        out: str | None = typer.Option(
             None,
             "--out",
             help="Write report.md, evaluation.json and PNG figures into this folder (new, empty, or a "
@@ -57,7 +56,7 @@ def register(app: typer.Typer) -> None:
         n_bootstrap: int = typer.Option(
             1000, "--bootstrap", help="Bootstrap resamples per interval (>= 1).", metavar="N"
         ),
-        power_limit: Optional[float] = typer.Option(  # noqa: UP007
+        power_limit: float | None = typer.Option(
             None,
             "--power-limit",
             help="GPU power limit in W, overriding the rows' own (power_limit_watts).",
@@ -65,13 +64,18 @@ def register(app: typer.Typer) -> None:
             metavar="W",
         ),
         schedules: bool = typer.Option(
-            False, "--schedules", help="Also score, per split, serving a batch-size mix with a per-batch-size "
+            False,
+            "--schedules",
+            help="Also score, per split, serving a batch-size mix with a per-batch-size "
             "schedule (chain configs, as `specband schedule`), the batch-mix pick and the per-batch-size picks "
             "against the best fixed config (schedules.json and schedules.png with --out).",
         ),
-        batch_mix: Optional[str] = typer.Option(  # noqa: UP007
-            None, "--batch-mix", help="With --schedules: the mix BS:WEIGHT,... (default: uniform over the held-out "
-            "batch sizes).", show_default=False, metavar="MIX",
+        batch_mix: str | None = typer.Option(
+            None,
+            "--batch-mix",
+            help="With --schedules: the mix BS:WEIGHT,... (default: uniform over the held-out batch sizes).",
+            show_default=False,
+            metavar="MIX",
         ),
     ) -> None:
         """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
@@ -80,11 +84,10 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from specband.dataset import FEATURE_KINDS, load_sweep
+        from specband.devices.base import check_power_limit_w
         from specband.errors import ConfigError
         from specband.evaluation.holdout import evaluate
         from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
-
-        from specband.devices.base import check_power_limit_w
 
         check_power_limit_w(power_limit)
         if n_bootstrap < 1:
@@ -126,7 +129,9 @@ def register(app: typer.Typer) -> None:
         if schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
             from specband.cli.schedule import evaluate_schedules_hook
 
-            written += evaluate_schedules_hook(sweep, holdout, algo, features, batch_mix, seed, n_bootstrap, out_dir, as_json)
+            written += evaluate_schedules_hook(
+                sweep, holdout, algo, features, batch_mix, seed, n_bootstrap, out_dir, as_json
+            )
         if as_json:
             from specband.sim.power import unmeasured_power_note
 

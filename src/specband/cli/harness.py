@@ -13,11 +13,12 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
-from specband.cli.options import check_batch_size_list, sglang_version_option
+from specband.cli.options import DeviceKind, check_batch_size_list, gpu_index_option, sglang_version_option
+from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV  # constants only
 
 _EMULATOR_HELP = "For the emulator only: "
 
@@ -137,7 +138,7 @@ def _parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def _sglang_version(given: Optional[str], server_command: str, server_env: dict[str, str]) -> tuple[str, str]:
+def _sglang_version(given: str | None, server_command: str, server_env: dict[str, str]) -> tuple[str, str]:
     """``(version, source)`` of the sglang the flags are spelt for, with a warning when
     it had to be assumed (sglang not found in --server-command's interpreter)."""
     import os
@@ -155,7 +156,7 @@ def _sglang_version(given: Optional[str], server_command: str, server_env: dict[
     return version, labels.get(source, source)
 
 
-def _load_workload(path: Optional[Path], target: str) -> dict[str, Any]:
+def _load_workload(path: Path | None, target: str) -> dict[str, Any]:
     """``MeasureSettings`` keywords for ``--prompts`` (none: the built-in prompts)."""
     if path is None:
         return {}
@@ -233,9 +234,13 @@ def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep_command(
         target: str = typer.Option(..., "--target", help="Target model path (--model-path).", metavar="MODEL"),
-        draft: Optional[str] = typer.Option(None, "--draft", help="EAGLE3 draft model path.", metavar="MODEL"),
+        draft: str | None = typer.Option(None, "--draft", help="EAGLE3 draft model path.", metavar="MODEL"),
         batch_sizes: str = typer.Option(
-            "1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'.", metavar="LIST", callback=check_batch_size_list
+            "1,4,8,16",
+            "--batch-sizes",
+            help="Batch sizes, e.g. '1,4,8,16'.",
+            metavar="LIST",
+            callback=check_batch_size_list,
         ),
         actions: str = typer.Option(
             "all",
@@ -243,30 +248,36 @@ def register(app: typer.Typer) -> None:
             help="'all', or action indices / triples separated by spaces or ';' (e.g. '0 10 3,2,4').",
             metavar="LIST",
         ),
-        repeats: int = typer.Option(3, "--repeats", help="Full passes over the grid.", metavar="N"),
+        repeats: int = typer.Option(3, "--repeats", min=1, help="Full passes over the grid.", metavar="N"),
         out_text: str = typer.Option("sweep.jsonl", "--out", help="Output JSONL (one row per run).", metavar="FILE"),
         resume: bool = typer.Option(False, "--resume", help="Skip (index, repeat) rows already in --out."),
         one_launch_per_config: bool = typer.Option(
             False, "--one-launch-per-config", help="One server per action serves every batch size."
         ),
         server_command: str = typer.Option(
-            "python -m sglang.launch_server", "--server-command", help="Server launcher; flags are appended.",
+            "python -m sglang.launch_server",
+            "--server-command",
+            help="Server launcher; flags are appended.",
             metavar="CMD",
-        ),  # fmt: skip
+        ),
         host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR"),
         port: int = typer.Option(30000, "--port", metavar="N"),
         mem_fraction: float = typer.Option(
             0.65, "--mem-fraction-static", help="sglang's --mem-fraction-static of the first launch.", metavar="F"
         ),
         retry_mem_fraction: float = typer.Option(
-            0.55, "--retry-mem-fraction", help="Retry a failed launch once at this fraction (0: no retry).",
+            0.55,
+            "--retry-mem-fraction",
+            help="Retry a failed launch once at this fraction (0: no retry).",
             metavar="F",
-        ),  # fmt: skip
+        ),
         dtype: str = typer.Option("float16", "--dtype", metavar="DTYPE"),
         attention_backend: str = typer.Option(
-            "flashinfer", "--attention-backend",
-            help="Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream).", metavar="NAME",
-        ),  # fmt: skip
+            "flashinfer",
+            "--attention-backend",
+            help="Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream).",
+            metavar="NAME",
+        ),
         num_prompts: int = typer.Option(16, "--num-prompts", help="Timed requests: max(num_prompts, bs).", metavar="N"),
         max_new_tokens: int = typer.Option(512, "--max-new-tokens", metavar="N"),
         launch_timeout: float = typer.Option(
@@ -277,50 +288,59 @@ def register(app: typer.Typer) -> None:
         ),
         server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flag (repeatable).", metavar="ARG"),
         env: list[str] = typer.Option([], "--env", help="KEY=VALUE for the server (repeatable).", metavar="KEY=VALUE"),
-        device_kind: str = typer.Option(
-            "auto", "--device",
+        device_kind: DeviceKind = typer.Option(
+            DeviceKind.auto,
+            "--device",
             help="auto (the emulator's GPU with `specband emulate`, else NVML, else no telemetry with a warning), "
             "nvml (an error without NVML), zeus, emulated or none.",
             metavar="KIND",
-        ),  # fmt: skip
-        gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
-        power_limit: Optional[float] = typer.Option(
+        ),
+        gpu_index: int = gpu_index_option(),
+        power_limit: float | None = typer.Option(
             None, "--power-limit", help="Power limit in W (finite, > 0) when NVML gives none.", metavar="W"
         ),
-        hardware: Optional[str] = typer.Option(
+        hardware: str | None = typer.Option(
             None, "--hardware", help="'hardware' column (default: the GPU's name).", metavar="NAME"
         ),
-        log_dir_text: Optional[str] = typer.Option(
+        log_dir_text: str | None = typer.Option(
             None, "--log-dir", help="Server logs (default: <out>.logs/).", metavar="DIR"
         ),
         time_scale: float = typer.Option(
             1.0, "--time-scale", help=_EMULATOR_HELP + "real seconds per emulated second.", metavar="X"
         ),
-        emulator_state: Optional[Path] = typer.Option(
-            None, "--emulator-state", help=_EMULATOR_HELP + "GPU state file (default: <out>.gpu-state.json).",
+        emulator_state: Path | None = typer.Option(
+            None,
+            "--emulator-state",
+            help=_EMULATOR_HELP + "GPU state file (default: <out>.gpu-state.json).",
             metavar="FILE",
-        ),  # fmt: skip
+        ),
         emulator_hardware: str = typer.Option(
-            "rtx4060-laptop", "--emulator-hardware", help=_EMULATOR_HELP + "performance-model profile.",
+            "rtx4060-laptop",
+            "--emulator-hardware",
+            help=_EMULATOR_HELP + "performance-model profile.",
             metavar="PROFILE",
-        ),  # fmt: skip
+        ),
         emulator_model: str = typer.Option(
-            "calibrated", "--emulator-model",
+            "calibrated",
+            "--emulator-model",
             help=_EMULATOR_HELP + "calibrated (specband.sim) or module:function (a PerformanceModel factory).",
             metavar="MODEL",
-        ),  # fmt: skip
+        ),
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
-        sglang_version: Optional[str] = sglang_version_option(),
+        sglang_version: str | None = sglang_version_option(),
         request_timeout: float = typer.Option(
-            1800.0, "--request-timeout", help="Seconds one request may take before the run is an error row.",
+            1800.0,
+            "--request-timeout",
+            help="Seconds one request may take before the run is an error row.",
             metavar="S",
-        ),  # fmt: skip
-        prompts_file: Optional[Path] = typer.Option(
-            None, "--prompts",
-            help="Workload: JSONL of {\"prompt\": ...} or {\"messages\": [...]} (through the target's chat "
+        ),
+        prompts_file: Path | None = typer.Option(
+            None,
+            "--prompts",
+            help='Workload: JSONL of {"prompt": ...} or {"messages": [...]} (through the target\'s chat '
             "template), or a ShareGPT JSON file. Default: the 4 built-in prompts.",
             metavar="FILE",
-        ),  # fmt: skip
+        ),
         dry_run: bool = typer.Option(
             False, "--dry-run", help="Print every server command line in launch order and exit; nothing runs."
         ),
@@ -330,13 +350,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
-        from specband.devices import DEVICE_KINDS, open_device
+        from specband.devices import open_device
         from specband.devices.base import Clock, check_power_limit_w
-        from specband.devices.emulated import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
         from specband.errors import ConfigError
+        from specband.harness.pipeline import SweepPlan, grid
         from specband.harness.runner import MeasureSettings
         from specband.harness.server import ServerConfig, format_launch, split_server_args
-        from specband.harness.sweep import done_runs, grid, planned_launches, run_sweep
+        from specband.harness.sweep import done_runs, run_sweep
 
         with _plain_warnings():
             out = _file_option("--out", out_text)
@@ -346,37 +366,36 @@ def register(app: typer.Typer) -> None:
             grid(bs, acts)  # distinct, positive batch sizes and distinct actions
             # every option is checked before any device, model or server is touched
             check_power_limit_w(power_limit)
-            if repeats <= 0:
-                raise ConfigError(f"--repeats must be > 0, got {repeats}")
-            if gpu_index < 0:
-                raise ConfigError(f"--gpu-index must be >= 0, got {gpu_index}")
             if not request_timeout > 0:
                 raise ConfigError(f"--request-timeout must be > 0 s, got {request_timeout}")
             if not (retry_mem_fraction == 0 or 0 < retry_mem_fraction < 1):
                 raise ConfigError(f"--retry-mem-fraction must be 0 (no retry) or in (0, 1), got {retry_mem_fraction}")
             extra_args = split_server_args(server_arg)
             clock = Clock(time_scale)
-            if device_kind not in DEVICE_KINDS:
-                raise ConfigError(f"--device must be one of {', '.join(DEVICE_KINDS)}, got {device_kind!r}")
-            kind = device_kind
+            kind = device_kind.value
             if kind == "auto" and _runs_emulator(server_command):
                 kind = "emulated"
             server_env = _parse_env(env)
             emulated = None
             if kind == "emulated":
-                from specband.harness.models import load_performance_model
+                from specband.emulator.models import load_performance_model
 
                 state = emulator_state or out.with_name(out.name + ".gpu-state.json")
                 model = load_performance_model(emulator_model, emulator_hardware)
                 emulated = {
-                    "state_path": state, "model": model, "hardware": emulator_hardware, "time_scale": time_scale,
-                }  # fmt: skip
-                server_env.update({
-                    STATE_ENV: str(state.resolve()),
-                    TIME_SCALE_ENV: repr(time_scale),
-                    HARDWARE_ENV: emulator_hardware,
-                    MODEL_ENV: emulator_model,
-                })  # fmt: skip
+                    "state_path": state,
+                    "model": model,
+                    "hardware": emulator_hardware,
+                    "time_scale": time_scale,
+                }
+                server_env.update(
+                    {
+                        STATE_ENV: str(state.resolve()),
+                        TIME_SCALE_ENV: repr(time_scale),
+                        HARDWARE_ENV: emulator_hardware,
+                        MODEL_ENV: emulator_model,
+                    }
+                )
             elif time_scale != 1.0:
                 raise ConfigError("--time-scale applies only to the emulator (--device emulated)")
             server = ServerConfig(
@@ -411,8 +430,8 @@ def register(app: typer.Typer) -> None:
             if dry_run:
                 done = done_runs(out) if resume else set()
                 typer.echo(f"# sglang {version} ({version_source})")
-                for command in planned_launches(settings, grid(bs, acts), repeats, acts, one_launch_per_config,
-                                                done):  # fmt: skip
+                plan = SweepPlan(tuple(grid(bs, acts)), repeats, tuple(acts), one_launch_per_config, done)
+                for command in plan.launch_commands(settings):
                     typer.echo(format_launch(command))
                 return
             reporter = _RichReporter(quiet)
@@ -422,14 +441,22 @@ def register(app: typer.Typer) -> None:
                 summary = run_sweep(
                     settings,
                     lambda: open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated),
-                    out, batch_sizes=bs, actions=acts, repeats=repeats, resume=resume,
-                    one_launch_per_config=one_launch_per_config, clock=clock, reporter=reporter,
+                    out,
+                    batch_sizes=bs,
+                    actions=acts,
+                    repeats=repeats,
+                    resume=resume,
+                    one_launch_per_config=one_launch_per_config,
+                    clock=clock,
+                    reporter=reporter,
                     allow_rope_mismatch=allow_rope_mismatch,
-                )  # fmt: skip
+                )
             except KeyboardInterrupt:
                 reporter.stop()
-                print(f"interrupted: the server was stopped; {out} holds complete rows only "
-                      f"(continue with --resume)", file=sys.stderr)  # fmt: skip
+                print(
+                    f"interrupted: the server was stopped; {out} holds complete rows only (continue with --resume)",
+                    file=sys.stderr,
+                )
                 raise
             finally:
                 reporter.stop()
@@ -441,35 +468,42 @@ def register(app: typer.Typer) -> None:
     )
     def emulate_command(
         ctx: typer.Context,
-        hardware: Optional[str] = typer.Option(
-            None, "--hardware", help="Performance-model profile (default rtx4060-laptop, $SPECBAND_EMULATOR_HARDWARE).",
+        hardware: str | None = typer.Option(
+            None,
+            "--hardware",
+            help="Performance-model profile (default rtx4060-laptop).",
             metavar="PROFILE",
-        ),  # fmt: skip
-        perf_model: Optional[str] = typer.Option(
-            None, "--perf-model", help="calibrated (default) or module:function ($SPECBAND_EMULATOR_MODEL).",
+            envvar=HARDWARE_ENV,
+        ),
+        perf_model: str | None = typer.Option(
+            None,
+            "--perf-model",
+            help="calibrated (default) or module:function.",
             metavar="MODEL",
-        ),  # fmt: skip
-        state_file: Optional[Path] = typer.Option(
-            None, "--state-file", help="Emulated GPU state file ($SPECBAND_EMULATOR_STATE).", metavar="FILE"
+            envvar=MODEL_ENV,
         ),
-        time_scale: Optional[float] = typer.Option(
-            None, "--time-scale", help="Real seconds per emulated second ($SPECBAND_TIME_SCALE).", metavar="X"
+        state_file: Path | None = typer.Option(
+            None, "--state-file", help="Emulated GPU state file.", metavar="FILE", envvar=STATE_ENV
         ),
-        load_time: Optional[float] = typer.Option(
+        time_scale: float | None = typer.Option(
+            None, "--time-scale", help="Real seconds per emulated second.", metavar="X", envvar=TIME_SCALE_ENV
+        ),
+        load_time: float | None = typer.Option(
             None, "--load-time", help="Emulated seconds to load (default 30).", metavar="S"
         ),
-        seed: Optional[int] = typer.Option(None, "--seed", metavar="N"),
+        seed: int | None = typer.Option(None, "--seed", metavar="N"),
         fault: list[str] = typer.Option(
-            [], "--fault",
+            [],
+            "--fault",
             help="KIND[:key=value,...] (repeatable); kinds: launch_failure, oom_at_capture, die_mid_batch, "
             "missing_step_times, slow_health.",
             metavar="FAULT",
-        ),  # fmt: skip
+        ),
     ) -> None:
         """An sglang-compatible server driven by a performance model. Takes sglang's
         launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
         from specband.devices.base import Clock
-        from specband.harness.emulator import EmulatorOptions, parse_fault, serve
+        from specband.emulator.server import EmulatorOptions, parse_fault, serve
 
         with _plain_warnings():
             if time_scale is not None:
@@ -492,7 +526,7 @@ def register(app: typer.Typer) -> None:
         file: Path = typer.Argument(
             ..., help="JSONL written by sglang's scripts/playground/bench_speculative.py.", metavar="FILE"
         ),
-        out_text: Optional[str] = typer.Option(
+        out_text: str | None = typer.Option(
             None, "--out", help="Sweep JSONL to write (default: <file>.sweep.jsonl).", metavar="FILE"
         ),
         hardware: str = typer.Option("unknown", "--hardware", help="'hardware' column.", metavar="NAME"),
@@ -535,4 +569,3 @@ def _report(summary: Any, out: Path) -> None:
         load_sweep(out)
     except DataError as exc:
         print(f"warning: {out} does not load as a training sweep yet: {exc}", file=sys.stderr)
-

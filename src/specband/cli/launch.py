@@ -18,11 +18,10 @@ NVML is an error; ``--device auto`` then goes on without telemetry, with a note.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from specband.cli.options import sglang_version_option
+from specband.cli.options import IdleStateDevice, gpu_index_option, sglang_version_option
 from specband.limits import MAX_BATCH_SIZE
 
 
@@ -32,25 +31,43 @@ def register(app: typer.Typer) -> None:
     @app.command("launch")
     def launch_command(
         target: str = typer.Option(..., "--target", help="Target model path or id (--model-path).", metavar="MODEL"),
-        draft: Optional[str] = typer.Option(
-            None, "--draft", help="EAGLE3 draft model path or id (needed unless the pick is the baseline).", metavar="MODEL"
+        draft: str | None = typer.Option(
+            None,
+            "--draft",
+            help="EAGLE3 draft model path or id (needed unless the pick is the baseline).",
+            metavar="MODEL",
         ),
         batch_size: int | None = typer.Option(
-            None, "--batch-size", "-b", help="Concurrent requests (--max-running-requests and the CUDA-graph batch "
-            "size). Required unless --schedule is given.", show_default=False, max=MAX_BATCH_SIZE, metavar="N"
+            None,
+            "--batch-size",
+            "-b",
+            help="Concurrent requests (--max-running-requests and the CUDA-graph batch "
+            "size). Required unless --schedule is given.",
+            show_default=False,
+            min=1,
+            max=MAX_BATCH_SIZE,
+            metavar="N",
         ),
         schedule: str | None = typer.Option(
-            None, "--schedule", help="Adaptive speculation with a per-batch-size schedule: an sglang "
+            None,
+            "--schedule",
+            help="Adaptive speculation with a per-batch-size schedule: an sglang "
             "--speculative-adaptive-config FILE, or 'auto' (build it from --algo/--models, as `specband schedule`). "
             "The batch size then moves: neither --max-running-requests nor the CUDA-graph batch size is pinned.",
-            show_default=False, metavar="FILE|auto",
+            show_default=False,
+            metavar="FILE|auto",
         ),
         max_running_requests: int | None = typer.Option(
-            None, "--max-running-requests", help="With --schedule: sglang's --max-running-requests.",
-            show_default=False, max=MAX_BATCH_SIZE, metavar="N",
+            None,
+            "--max-running-requests",
+            help="With --schedule: sglang's --max-running-requests.",
+            show_default=False,
+            min=1,
+            max=MAX_BATCH_SIZE,
+            metavar="N",
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
-        models: Optional[Path] = typer.Option(
+        models: Path | None = typer.Option(
             None,
             "--models",
             "-m",
@@ -60,22 +77,23 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="DIR",
         ),
-        data: Optional[Path] = typer.Option(
+        data: Path | None = typer.Option(
             None, "--data", help="Sweep restricting a foreign folder's picks to measured configs.", metavar="SWEEP"
         ),
-        state: Optional[tuple[float, float, float]] = typer.Option(
+        state: tuple[float, float, float] | None = typer.Option(
             None,
             "--state",
             help="Idle GPU state TEMP_C MEM_MB UTIL_PCT instead of reading it from --device.",
             metavar="TEMP_C MEM_MB UTIL_PCT",
         ),
-        device_kind: str = typer.Option(
-            "auto", "--device",
+        device_kind: IdleStateDevice = typer.Option(
+            IdleStateDevice.auto,
+            "--device",
             help="Where to read the idle GPU state: auto (NVML, else none with a note), nvml (an error without "
             "NVML) or none.",
             metavar="KIND",
-        ),  # fmt: skip
-        gpu_index: int = typer.Option(0, "--gpu-index", metavar="N"),
+        ),
+        gpu_index: int = gpu_index_option(),
         server_command: str = typer.Option(
             "python -m sglang.launch_server", "--server-command", help="The launcher.", metavar="CMD"
         ),
@@ -87,11 +105,17 @@ def register(app: typer.Typer) -> None:
         ),
         dtype: str = typer.Option("float16", "--dtype", metavar="DTYPE"),
         attention_backend: str = typer.Option("flashinfer", "--attention-backend", metavar="NAME"),
-        server_arg: list[str] = typer.Option([], "--server-arg", help="Extra server flags, split like a shell line (repeatable).", metavar="ARG"),
-        launch_timeout: float = typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"),
-        log: Path = typer.Option(Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"),
+        server_arg: list[str] = typer.Option(
+            [], "--server-arg", help="Extra server flags, split like a shell line (repeatable).", metavar="ARG"
+        ),
+        launch_timeout: float = typer.Option(
+            600.0, "--launch-timeout", help="Seconds to wait for /health.", metavar="S"
+        ),
+        log: Path = typer.Option(
+            Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"
+        ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
-        sglang_version: Optional[str] = sglang_version_option(),
+        sglang_version: str | None = sglang_version_option(),
         trust_pickle: bool = typer.Option(
             False, "--trust-pickle", help="Unpickle a joblib file specband did not write (runs code from it)."
         ),
@@ -106,30 +130,23 @@ def register(app: typer.Typer) -> None:
         bad input is one error line (exit 2)."""
         import contextlib
         import dataclasses
-        import io
-        import sys
 
-        from specband.artifacts import check_gpu_state, validate_algorithms
-        from specband.cli.core import _note, recommend_pick
-        from specband.errors import ConfigError
+        from specband.artifacts import validate_algorithms
+        from specband.cli.core import _note
         from specband.cli.harness import _plain_warnings, _sglang_version
+        from specband.errors import ConfigError
         from specband.harness.server import ServerConfig, build_launch_command, format_launch, split_server_args
+        from specband.state import check_gpu_state
 
         # 1. every option, before the GPU is read
         if batch_size is None and schedule is None:
             raise ConfigError("--batch-size is required (or --schedule FILE|auto for a server whose batch size moves)")
-        if batch_size is not None and batch_size <= 0:
-            raise ConfigError(f"--batch-size must be > 0, got {batch_size}")
         if max_running_requests is not None and (schedule is None or batch_size is not None):
             raise ConfigError("--max-running-requests goes with --schedule and without --batch-size (which pins it)")
         if schedule is not None and draft is None:
-            raise ConfigError("--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)")
-        if max_running_requests is not None and max_running_requests <= 0:
-            raise ConfigError(f"--max-running-requests must be > 0, got {max_running_requests}")
-        if device_kind not in ("auto", "nvml", "none"):
-            raise ConfigError(f"--device must be auto, nvml or none, got {device_kind!r}")
-        if gpu_index < 0:
-            raise ConfigError(f"--gpu-index must be >= 0, got {gpu_index}")
+            raise ConfigError(
+                "--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)"
+            )
         for option, value in (("--mem-fraction-static", mem_fraction), ("--retry-mem-fraction", retry_mem_fraction)):
             if not 0.0 < value < 1.0:
                 raise ConfigError(f"{option} must be in (0, 1), got {value}")
@@ -157,33 +174,40 @@ def register(app: typer.Typer) -> None:
         log_created = False if dry_run else _open_log(log)
         # 2. read the GPU and pick; the notes wait until the pick is known to be launchable,
         #    so that bad input (e.g. a speculative pick without --draft) is one error line
-        notes = io.StringIO()
+        notes: list[str] = []
         try:
-            with contextlib.redirect_stderr(notes):
-                if schedule is not None:
-                    from specband.cli.schedule import schedule_for_launch
+            if schedule is not None:
+                from specband.cli.schedule import schedule_for_launch
 
-                    pick = schedule_for_launch(schedule, algo, models, data)
-                    extra = [*pick["extra_args"], *(["--max-running-requests", str(max_running_requests)] if max_running_requests else [])]
-                    config = dataclasses.replace(config, extra_args=(*extra, *config.extra_args))
-                else:
-                    assert batch_size is not None  # checked above: --batch-size or --schedule
-                    telemetry = state if state is not None else _read_idle_state(device_kind, gpu_index)
-                    pick = recommend_pick(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
+                pick = schedule_for_launch(schedule, algo, models, data, notes=notes)
+                extra = [
+                    *pick["extra_args"],
+                    *(["--max-running-requests", str(max_running_requests)] if max_running_requests else []),
+                ]
+                config = dataclasses.replace(config, extra_args=(*extra, *config.extra_args))
+            else:
+                from specband.recommend import recommend
+
+                assert batch_size is not None  # checked above: --batch-size or --schedule
+                telemetry = state if state is not None else _read_idle_state(device_kind.value, gpu_index, notes)
+                result = recommend(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
+                notes += result.notes
+                pick = result.pick
             action = tuple(pick["action"])
             if draft is None and any(action):
                 raise ConfigError(
                     f"{algo} picks {action} for batch size {batch_size}, a speculative action that needs --draft "
                     f"(the EAGLE3 draft model path)"
                 )
-            command = build_launch_command(config, action, batch_size, mem_fraction)  # type: ignore[arg-type]
+            command = build_launch_command(config, action, batch_size, mem_fraction)
         except BaseException:
             if log_created:
                 with contextlib.suppress(OSError):
                     if log.stat().st_size == 0:
                         log.unlink()
             raise
-        sys.stderr.write(notes.getvalue())
+        for note in notes:
+            _note(note)
         if schedule is not None:
             _note(f"adaptive speculation with {pick['path']}: tiers {sorted(pick['entries'])}, starting at {action}")
         else:
@@ -210,7 +234,7 @@ def register(app: typer.Typer) -> None:
         server = None
         with interrupts_as_keyboard_interrupt():  # SIGTERM too; never inside an import or the server's start
             try:
-                outcome = launch_with_retry(settings, Clock(), action, batch_size, log)  # type: ignore[arg-type]
+                outcome = launch_with_retry(settings, Clock(), action, batch_size, log)
                 server = outcome.server
                 retried = (
                     f" (retried at --mem-fraction-static {outcome.retry_mem_fraction:g})"
@@ -219,7 +243,11 @@ def register(app: typer.Typer) -> None:
                 )
                 typer.echo(
                     f"sglang ready at {server.base_url} with "
-                    + (f"{tuple(action)} for batch size {batch_size}" if schedule is None else f"the schedule {pick['path']}")
+                    + (
+                        f"{tuple(action)} for batch size {batch_size}"
+                        if schedule is None
+                        else f"the schedule {pick['path']}"
+                    )
                     + f"{retried}; "
                     f"log: {log}; Ctrl-C stops it (exit status 0)",
                 )
@@ -255,22 +283,21 @@ def _open_log(path: Path) -> bool:
     return not existed
 
 
-def _read_idle_state(kind: str, index: int) -> tuple[float, float, float] | None:
+def _read_idle_state(kind: str, index: int, notes: list[str]) -> tuple[float, float, float] | None:
     """``(temp_c, mem_used_mb, util_pct)`` of the idle GPU, or ``None`` when no telemetry
-    (missing readings get the contract's fills downstream)."""
+    (missing readings get the contract's fills downstream); what the device says on the
+    way (e.g. no NVML, so no telemetry) is appended to ``notes``."""
     if kind == "none":
         return None
     import warnings
 
-    from specband.cli.core import _note
     from specband.dataset import DEFAULT_GPU_MEM_USED_MB, DEFAULT_GPU_TEMP_C, DEFAULT_GPU_UTIL_PCT
     from specband.devices import open_device
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         device = open_device(kind, index=index)
-    for warning in caught:
-        _note(str(warning.message))
+    notes += [str(warning.message) for warning in caught]
     with device:
         temp, mem, util = device.read_temp_c(), device.read_mem_used_mb(), device.read_util_pct()
     if temp is None and mem is None and util is None:

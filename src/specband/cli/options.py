@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import enum
+from typing import Any
+
 import typer
 
 from specband.limits import MAX_BATCH_SIZE
@@ -29,12 +32,36 @@ def check_batch_size_list(value: str) -> str:
     return value
 
 
-def sglang_version_option() -> typer.models.OptionInfo:
+def sglang_version_option() -> Any:  # typer.Option's own return type: the parameter's default
     """``--sglang-version`` (``sweep``, ``launch``): the sglang release whose flag spellings
     the launch lines use (default: the one in the server command's interpreter;
     :func:`specband.harness.sglang_flags.resolve_sglang_version`)."""
     return typer.Option(
-        None, "--sglang-version",
+        None,
+        "--sglang-version",
         help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
         metavar="X.Y.Z",
-    )  # fmt: skip
+    )
+
+
+class DeviceKind(str, enum.Enum):
+    """``--device`` of ``sweep``: :data:`specband.devices.DEVICE_KINDS` (a test holds the two equal)."""
+
+    auto = "auto"
+    nvml = "nvml"
+    zeus = "zeus"
+    emulated = "emulated"
+    none = "none"
+
+
+class IdleStateDevice(str, enum.Enum):
+    """``--device`` of ``launch``: where the idle GPU state is read (no emulator, no Zeus)."""
+
+    auto = "auto"
+    nvml = "nvml"
+    none = "none"
+
+
+def gpu_index_option() -> Any:  # typer.Option's own return type: the parameter's default
+    """``--gpu-index`` (``sweep``, ``launch``): the NVML index of the GPU, >= 0."""
+    return typer.Option(0, "--gpu-index", min=0, help="NVML index of the GPU.", metavar="N")

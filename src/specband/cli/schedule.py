@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,38 +47,53 @@ def register(app: typer.Typer) -> None:
     def schedule_command(
         engine: str = typer.Option(..., "--engine", "-e", help="Engine format: sglang or vllm.", metavar="NAME"),
         models: Path | None = typer.Option(
-            None, "--models", "-m",
+            None,
+            "--models",
+            "-m",
             help="Artifact folder (as `specband recommend`). Default: ./specband-models when it holds --algo, "
             "else the embedded policy trained on the bundled published measurements.",
-            show_default=False, metavar="DIR",
+            show_default=False,
+            metavar="DIR",
         ),
         algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
         batch_sizes: str | None = typer.Option(
-            None, "--batch-sizes", help="Comma-separated batch sizes to schedule. Default: the measured ones.",
-            show_default=False, metavar="N,N,...",
+            None,
+            "--batch-sizes",
+            help="Comma-separated batch sizes to schedule. Default: the measured ones.",
+            show_default=False,
+            metavar="N,N,...",
         ),
         margin: float = typer.Option(
-            0.0, "--margin",
+            0.0,
+            "--margin",
             help="sglang: chain configs scoring within this many reward units of the best join a tier's "
             "candidate_steps, so sglang's acceptance controller can move inside the set.",
             metavar="R",
         ),
         out: Path = typer.Option(Path("specband-schedule.json"), "--out", "-o", help="File to write.", metavar="FILE"),
         draft_model: str | None = typer.Option(
-            None, "--draft-model", help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
-            show_default=False, metavar="PATH",
+            None,
+            "--draft-model",
+            help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
+            show_default=False,
+            metavar="PATH",
         ),
         data: Path | None = typer.Option(
-            None, "--data", help="Sweep for a folder without a specband manifest (as recommend).",
-            show_default=False, metavar="SWEEP",
+            None,
+            "--data",
+            help="Sweep for a folder without a specband manifest (as recommend).",
+            show_default=False,
+            metavar="SWEEP",
         ),
         include_unmeasured: bool = typer.Option(
-            False, "--include-unmeasured",
+            False,
+            "--include-unmeasured",
             help="Let a model-based policy score configs never measured at a batch size (default: only measured "
             "configs, as recommend).",
         ),
         engine_check: bool = typer.Option(
-            True, "--engine-check/--no-engine-check",
+            True,
+            "--engine-check/--no-engine-check",
             help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
         ),
     ) -> None:
@@ -103,31 +119,41 @@ def register(app: typer.Typer) -> None:
         picks = pick_chain_tiers(scorer, sizes, margin)
         tiers = merge_tiers(picks)
         checked = []
+        check: Callable[[Path], None] | None = None
         if engine == "sglang":
             obj: dict[str, Any] = sglang_adaptive_config(tiers)
 
-            def check(tmp: Path) -> None:
+            def check_with_sglang(tmp: Path) -> None:
                 if engine_check and validate_with_sglang(tmp):
                     checked.append(True)
+
+            check = check_with_sglang
         else:
             if margin:
                 _note("--margin is for sglang's candidate sets; vLLM takes one K per range (the best)")
             obj = vllm_speculative_config(tiers, draft_model)
-            check = None  # type: ignore[assignment]
         write_text_atomic(out, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
         _print_table(picks, scorer.algorithm)
         if engine == "sglang":
             from specband.schedule import check_sglang_adaptive_config
 
             entries = check_sglang_adaptive_config(obj)
-            typer.echo(f"wrote {out} ({len(tiers)} tier(s)); "
-                       + ("sglang's _load_adaptive_config accepts it" if checked else "sglang not importable: checked with its rules"))  # fmt: skip
+            typer.echo(
+                f"wrote {out} ({len(tiers)} tier(s)); "
+                + (
+                    "sglang's _load_adaptive_config accepts it"
+                    if checked
+                    else "sglang not importable: checked with its rules"
+                )
+            )
             try:
                 typer.echo("sglang flags: " + shlex.join(sglang_schedule_flags(out, entries, draft_model)))
             except ConfigError as exc:
                 _note(str(exc))
         else:
-            typer.echo(f"wrote {out} ({len(tiers)} range(s)); vLLM flag: --speculative-config {shlex.quote(json.dumps(obj))}")
+            typer.echo(
+                f"wrote {out} ({len(tiers)} range(s)); vLLM flag: --speculative-config {shlex.quote(json.dumps(obj))}"
+            )
 
 
 def _note(message: str) -> None:
@@ -187,7 +213,11 @@ def recommend_batch_mix(
         raise ConfigError("--batch-mix and --batch-mix-from are alternatives; give one")
     if batch_size is not None:
         raise ConfigError("--batch-size is for one batch size; a mix takes --batch-mix or --batch-mix-from alone")
-    mix = parse_batch_mix(batch_mix) if batch_mix is not None else read_running_requests(batch_mix_from)  # type: ignore[arg-type]
+    if batch_mix is not None:
+        mix = parse_batch_mix(batch_mix)
+    else:
+        assert batch_mix_from is not None  # recommend calls this with one of the two
+        mix = read_running_requests(batch_mix_from)
     scorer = dataclasses.replace(load_scorer(algo, models, data), telemetry=state)
     pick = pick_for_mix(scorer, mix)
     action = ACTIONS[pick.index]
@@ -203,7 +233,8 @@ def recommend_batch_mix(
             "expected_reward": pick.expected_reward,
             "expected_regret": pick.expected_regret,
             "per_batch_size": [
-                {**dataclasses.asdict(r), "own_action": list(ACTIONS[r.own_index]), "regret": r.regret} for r in pick.rows
+                {**dataclasses.asdict(r), "own_action": list(ACTIONS[r.own_index]), "regret": r.regret}
+                for r in pick.rows
             ],
         }
         typer.echo(json.dumps(result, indent=2))
@@ -225,12 +256,17 @@ def _print_mix_table(pick: Any, algorithm: str) -> None:
         f"{pick.expected_reward:.4f}, expected regret {pick.expected_regret:.4f})"
     )
     for name in ("bs", "measured", "weight", "own pick", "own reward", "mix pick reward", "regret"):
-        table.add_column(name, justify="left" if "pick" == name.split()[-1] else "right")
+        table.add_column(name, justify="left" if name.split()[-1] == "pick" else "right")
     for r in pick.rows:
         table.add_row(
-            str(r.batch_size), str(r.measured_batch_size), f"{r.weight:.3f}", str(ACTIONS[r.own_index]),
-            f"{r.own_reward:.4f}", f"{r.mix_reward:.4f}", f"{r.regret:.4f}",
-        )  # fmt: skip
+            str(r.batch_size),
+            str(r.measured_batch_size),
+            f"{r.weight:.3f}",
+            str(ACTIONS[r.own_index]),
+            f"{r.own_reward:.4f}",
+            f"{r.mix_reward:.4f}",
+            f"{r.regret:.4f}",
+        )
     Console(width=None if sys.stdout.isatty() else 120, soft_wrap=False).print(table)
 
 
@@ -238,8 +274,11 @@ def _print_mix_table(pick: Any, algorithm: str) -> None:
 AUTO_SCHEDULE_FILE = Path("specband-schedule.json")
 
 
-def schedule_for_launch(schedule: str, algo: str, models: Path | None, data: Path | None) -> dict[str, Any]:
-    """The adaptive-speculation part of ``specband launch --schedule FILE|auto``.
+def schedule_for_launch(
+    schedule: str, algo: str, models: Path | None, data: Path | None, *, notes: list[str]
+) -> dict[str, Any]:
+    """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
+    has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
 
     ``FILE`` is read and checked with sglang's rules; ``auto`` builds the schedule of
     ``specband schedule --engine sglang`` for ``--algo``/``--models`` and writes it to
@@ -263,7 +302,9 @@ def schedule_for_launch(schedule: str, algo: str, models: Path | None, data: Pat
         path = AUTO_SCHEDULE_FILE
         sch.sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
         write_text_atomic(path, json.dumps(obj, indent=2) + "\n", error=ConfigError)
-        _note(f"--schedule auto: wrote {algo}'s schedule to {path} (tiers {', '.join(map(str, sorted(entries)))})")
+        notes.append(
+            f"--schedule auto: wrote {algo}'s schedule to {path} (tiers {', '.join(map(str, sorted(entries)))})"
+        )
     else:
         path = Path(schedule)
         entries = sch.read_sglang_adaptive_config(path)
@@ -272,7 +313,7 @@ def schedule_for_launch(schedule: str, algo: str, models: Path | None, data: Pat
         "path": path,
         "entries": entries,
         "action": sch.chain_action(sch.sglang_initial_steps(entries)),
-        "extra_args": flags[flags.index("--speculative-adaptive"):],
+        "extra_args": flags[flags.index("--speculative-adaptive") :],
     }
 
 

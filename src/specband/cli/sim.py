@@ -4,7 +4,6 @@ model's calibration report (registered by :func:`register`)."""
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
 import typer
 
@@ -80,7 +79,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("simulate")
     def simulate(
-        profile: Optional[str] = typer.Option(
+        profile: str | None = typer.Option(
             None,
             "--profile",
             metavar="PROFILE",
@@ -88,25 +87,30 @@ def register(app: typer.Typer) -> None:
             "[hardware] sets hardware (the GPU name), power_limit_w, vram_mb, mem_bandwidth_gbs, peak_tflops "
             "and idle_power_w (default: rtx4060-laptop; with --against aic: every profile the reference covers)",
         ),
-        target_config: Optional[str] = typer.Option(
+        target_config: str | None = typer.Option(
             None,
             "--target-config",
             metavar="CONFIG",
             help="target model's Hugging Face config.json, or a bundled name (default: llama-3.2-1b-instruct)",
         ),
-        draft_config: Optional[str] = typer.Option(
+        draft_config: str | None = typer.Option(
             None,
             "--draft-config",
             metavar="CONFIG",
             help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct)",
         ),
         batch_sizes: str = typer.Option(
-            "1,4,8,16", "--batch-sizes", metavar="LIST", help="batch sizes of a pass, each once, e.g. '1,4,8,16'",
+            "1,4,8,16",
+            "--batch-sizes",
+            metavar="LIST",
+            help="batch sizes of a pass, each once, e.g. '1,4,8,16'",
             callback=check_batch_size_list,
         ),
         repeats: int = typer.Option(3, "--repeats", metavar="N", help="full passes over batch sizes x actions"),
-        seed: int = typer.Option(0, "--seed", metavar="N", help="noise seed: the same seed gives the same file", max=MAX_SEED),
-        out: Optional[str] = typer.Option(
+        seed: int = typer.Option(
+            0, "--seed", metavar="N", help="noise seed: the same seed gives the same file", max=MAX_SEED
+        ),
+        out: str | None = typer.Option(
             None, "--out", metavar="FILE", help="JSONL file to write (sweep schema); an existing one needs --force"
         ),
         calibration_report: bool = typer.Option(
@@ -127,7 +131,7 @@ def register(app: typer.Typer) -> None:
             help="with --calibration-report: refit the profile to the published rows first; prints each "
             "refitted parameter (before -> after) and the fit costs",
         ),
-        write_profile: Optional[str] = typer.Option(
+        write_profile: str | None = typer.Option(
             None, "--write-profile", metavar="FILE", help="with --refit: write the refitted profile to this TOML file"
         ),
         list_profiles: bool = typer.Option(False, "--list-profiles", help="list the built-in profiles and exit"),
@@ -158,8 +162,9 @@ def register(app: typer.Typer) -> None:
             if not calibration_report:
                 raise ConfigError("--against goes with --calibration-report")
             if target_config is not None or draft_config is not None:
-                raise ConfigError("--target-config/--draft-config do not go with --against aic (the reference names "
-                                  "its model pairs)")
+                raise ConfigError(
+                    "--target-config/--draft-config do not go with --against aic (the reference names its model pairs)"
+                )
         if write_profile is not None and not refit:
             raise ConfigError("--write-profile needs --refit")
         if calibration_report:

@@ -4,7 +4,7 @@
   counter with a sampled-power fallback, power limit chain, clock-event reasons);
 * :class:`~specband.devices.zeus.ZeusDevice`: energy from Zeus ``ZeusMonitor`` windows
   (optional extra ``specband[zeus]``), other readings from NVML;
-* :class:`~specband.devices.emulated.EmulatedDevice`: the emulator's GPU (tests, CPU runs);
+* :class:`~specband.emulator.gpu.EmulatedDevice`: the emulator's GPU (tests, CPU runs);
 * :class:`~specband.devices.base.NullDevice`: no telemetry (NVML missing).
 
 :func:`open_device` picks one. A :class:`~specband.devices.base.TelemetryWindow` measures
@@ -42,7 +42,7 @@ def open_device(
         index: GPU index.
         power_limit_w: the limit to use when the backend gives none (``--power-limit``), W.
         emulated: keyword arguments of
-            :class:`~specband.devices.emulated.EmulatedDevice` (``state_path``, ``model``,
+            :class:`~specband.emulator.gpu.EmulatedDevice` (``state_path``, ``model``,
             ``hardware``, ``time_scale``).
 
     Returns:
@@ -66,7 +66,7 @@ def open_device(
     if kind == "emulated":
         if emulated is None:
             raise ConfigError("--device emulated needs the emulator's state file, model and time scale")
-        from specband.devices.emulated import EmulatedDevice
+        from specband.emulator.gpu import EmulatedDevice
 
         return EmulatedDevice(**emulated)
     if kind == "zeus":

@@ -17,12 +17,14 @@ emulated seconds (``emulated = real / time_scale``) so that rows report emulated
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import cast
 
 from specband.errors import ConfigError
 from specband.limits import is_finite_number
@@ -268,12 +270,12 @@ class GpuDevice(ABC):
         end = self.read_energy_mj()
         if token is None or end is None:
             return None, "counter_unreadable"
-        delta_mj = float(end) - float(token)  # type: ignore[arg-type]
+        delta_mj = float(end) - float(cast(float, token))  # the counter reading energy_window_begin returned
         if delta_mj < 0:
             return None, "counter_went_backwards"
         return delta_mj / 1000.0, None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a backend with nothing to release keeps this no-op)
         """Release the backend (e.g. ``nvmlShutdown``). Idempotent."""
 
     def __enter__(self) -> GpuDevice:
@@ -326,7 +328,7 @@ def _integrate_power_j(samples: list[TelemetrySample]) -> float | None:
     if len(points) < 2:
         return None
     total = 0.0
-    for (t0, p0), (t1, p1) in zip(points, points[1:]):
+    for (t0, p0), (t1, p1) in itertools.pairwise(points):
         total += 0.5 * (p0 + p1) * max(0.0, t1 - t0)
     return total
 

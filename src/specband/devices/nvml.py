@@ -21,8 +21,9 @@ Source: NVML API reference (``nvml.h``), nvidia-ml-py's ``pynvml.py``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from specband.devices.base import DeviceWarning, GpuDevice, check_power_limit_w
 from specband.errors import DeviceError

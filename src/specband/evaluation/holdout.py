@@ -160,10 +160,11 @@ def make_splits(sweep: Sweep, kind: str) -> list[Split]:
         raise ConfigError(f"unknown holdout kind {kind!r}; expected repeat, trial or none")
     key: Callable[[SweepRow], Any] = (lambda r: r.repeat) if kind == "repeat" else (lambda r: r.trial)
     groups = list(dict.fromkeys(key(r) for r in data.rows))
-    return [
-        Split(_group_name(kind, g), data.subset(lambda r, g=g: key(r) != g), data.subset(lambda r, g=g: key(r) == g))
-        for g in groups
-    ]
+
+    def split_for(g: Any) -> Split:
+        return Split(_group_name(kind, g), data.subset(lambda r: key(r) != g), data.subset(lambda r: key(r) == g))
+
+    return [split_for(g) for g in groups]
 
 
 # ----------------------------------------------------------------------------- labels
@@ -666,9 +667,16 @@ def _split_pick(
         reward = float(np.mean([o.reward for o in mine]))
         utils = [o.utilization for o in mine if o.utilization is not None]
         measured = SplitPick(
-            split, bs, pick, reward, None, oracle, oracle_reward,
-            oracle_reward - reward, float(np.mean(utils)) if utils else None,
-        )  # fmt: skip
+            split,
+            bs,
+            pick,
+            reward,
+            None,
+            oracle,
+            oracle_reward,
+            oracle_reward - reward,
+            float(np.mean(utils)) if utils else None,
+        )
         return measured, mine
     q_hat = mean_reward_model(training.batch_sizes, training.actions, training.rewards, np.full(len(obs), bs))
     estimate = DoublyRobust().estimate_policy_value(
@@ -682,9 +690,12 @@ def _split_pick(
 
 
 def _pick_summary(
-    bs: int, split_picks: Sequence[SplitPick], pick_obs: Sequence[_Obs], config: RewardConfig,
+    bs: int,
+    split_picks: Sequence[SplitPick],
+    pick_obs: Sequence[_Obs],
+    config: RewardConfig,
     interval: Callable[..., Interval | None],
-) -> PickSummary:  # fmt: skip
+) -> PickSummary:
     """One algorithm's picks at one batch size over the splits, with intervals."""
     counts = Counter(p.pick for p in split_picks)
     utils = [o.utilization for o in pick_obs if o.utilization is not None]
@@ -702,9 +713,7 @@ def _pick_summary(
         regret=interval([p.regret for p in measured]),
         utilization=util_iv,
         in_band=in_band,
-        in_band_fraction=(
-            sum(config.band_low <= u <= config.band_high for u in utils) / len(utils) if utils else None
-        ),
+        in_band_fraction=(sum(config.band_low <= u <= config.band_high for u in utils) / len(utils) if utils else None),
         reaches_oracle=bool(measured) and all(p.regret is not None and p.regret <= _TIE for p in measured),
         label=provenance_label([o.row for o in pick_obs]),
         splits=tuple(split_picks),
@@ -770,9 +779,14 @@ def _evaluate_kind(
                 if bs not in plan.scored[split.name]:
                     continue
                 split_pick, mine = _split_pick(
-                    split.name, bs, plan.obs[split.name][bs], k, plan.training[split.name][k],
-                    fits.policies[(split.name, algo, k)], oracles[split.name],
-                )  # fmt: skip
+                    split.name,
+                    bs,
+                    plan.obs[split.name][bs],
+                    k,
+                    plan.training[split.name][k],
+                    fits.policies[(split.name, algo, k)],
+                    oracles[split.name],
+                )
                 split_picks.append(split_pick)
                 pick_obs.extend(mine)
             picks[algo][bs] = _pick_summary(bs, split_picks, pick_obs, config, interval)
@@ -916,4 +930,3 @@ def _feature_note(kind: str, sweep: Sweep) -> str | None:
     if has_post:
         return "contract state: memory and utilisation read after the run (hindsight, as in the published data)"
     return "contract state: the data has no memory/utilisation readings; upstream's fills (0 MB, 0 %) are used"
-

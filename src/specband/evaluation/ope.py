@@ -45,11 +45,11 @@ from specband.limits import is_int, is_number
 
 __all__ = [
     "DEFAULT_N_BOOTSTRAP",
+    "ESTIMATORS",
     "DirectMethod",
     "DoublyRobust",
-    "ESTIMATORS",
-    "InverseProbabilityScoring",
     "Interval",
+    "InverseProbabilityScoring",
     "OffPolicyEstimator",
     "SelfNormalizedIPS",
     "bootstrap_interval",
@@ -444,7 +444,7 @@ class DirectMethod(OffPolicyEstimator):
     estimator_name: ClassVar[str] = "dm"
     needs: ClassVar[tuple[str, ...]] = ("estimated_rewards",)
 
-    def _terms(self, reward, action, pscore, action_dist, estimated_rewards):  # type: ignore[override]
+    def _terms(self, reward, action, pscore, action_dist, estimated_rewards):
         return (action_dist * estimated_rewards).sum(axis=1), None
 
 
@@ -461,7 +461,7 @@ class InverseProbabilityScoring(OffPolicyEstimator):
     estimator_name: ClassVar[str] = "ips"
     needs: ClassVar[tuple[str, ...]] = ("reward", "action", "pscore")
 
-    def _terms(self, reward, action, pscore, action_dist, estimated_rewards):  # type: ignore[override]
+    def _terms(self, reward, action, pscore, action_dist, estimated_rewards):
         return _importance_weights(action, pscore, action_dist) * reward, None
 
 
@@ -479,7 +479,7 @@ class SelfNormalizedIPS(OffPolicyEstimator):
     estimator_name: ClassVar[str] = "snips"
     needs: ClassVar[tuple[str, ...]] = ("reward", "action", "pscore")
 
-    def _terms(self, reward, action, pscore, action_dist, estimated_rewards):  # type: ignore[override]
+    def _terms(self, reward, action, pscore, action_dist, estimated_rewards):
         w = _importance_weights(action, pscore, action_dist)
         return w * reward, w
 
@@ -496,7 +496,7 @@ class DoublyRobust(OffPolicyEstimator):
     estimator_name: ClassVar[str] = "dr"
     needs: ClassVar[tuple[str, ...]] = ("reward", "action", "pscore", "estimated_rewards")
 
-    def _terms(self, reward, action, pscore, action_dist, estimated_rewards):  # type: ignore[override]
+    def _terms(self, reward, action, pscore, action_dist, estimated_rewards):
         rows = np.arange(action.shape[0])
         dm = (action_dist * estimated_rewards).sum(axis=1)
         w = _importance_weights(action, pscore, action_dist)
@@ -505,8 +505,7 @@ class DoublyRobust(OffPolicyEstimator):
 
 #: The estimators by ``estimator_name``, in the order reports list them.
 ESTIMATORS: Mapping[str, OffPolicyEstimator] = {
-    e.estimator_name: e
-    for e in (DirectMethod(), InverseProbabilityScoring(), SelfNormalizedIPS(), DoublyRobust())
+    e.estimator_name: e for e in (DirectMethod(), InverseProbabilityScoring(), SelfNormalizedIPS(), DoublyRobust())
 }
 
 

@@ -116,18 +116,20 @@ def summary_rows(result: EvaluationResult, features: str) -> list[dict[str, Any]
     for algo in result.algorithms:
         picks = fr.picks.get(algo, {})
         measured = [p for p in picks.values() if p.reward is not None]
-        rewards = [p.reward.estimate for p in measured]  # type: ignore[union-attr]
+        rewards = [p.reward.estimate for p in measured if p.reward is not None]
+        regrets = [p.regret.estimate for p in measured if p.regret is not None]  # None with the reward
         oracle = [fr.contexts[p.batch_size].oracle_reward.estimate for p in measured]
         refs = [fr.contexts[p.batch_size].reference_reward for p in measured]
+        known_refs = [r for r in refs if r is not None]
         rows.append(
             {
                 "algorithm": algo,
                 "mean_reward": float(np.mean(rewards)) if rewards else None,
                 "mean_oracle_reward": float(np.mean(oracle)) if oracle else None,
                 "mean_reference_reward": (
-                    float(np.mean([r.estimate for r in refs])) if refs and all(r is not None for r in refs) else None
+                    float(np.mean([r.estimate for r in known_refs])) if refs and len(known_refs) == len(refs) else None
                 ),
-                "mean_regret": float(np.mean([p.regret.estimate for p in measured])) if measured else None,  # type: ignore[union-attr]
+                "mean_regret": float(np.mean(regrets)) if regrets else None,
                 "batch_sizes_scored": len(picks),
                 "batch_sizes_not_measured": len(picks) - len(measured),
                 "batch_sizes_at_oracle": sum(p.reaches_oracle for p in picks.values()),
@@ -264,7 +266,11 @@ def result_to_json(result: EvaluationResult) -> dict[str, Any]:
                 "features": {k: _feature_json(result.in_sample, fr) for k, fr in result.in_sample.features.items()},
             }
         ),
-        "timing": {"fits": result.fits, "fit_s": round(result.fit_s, 3), **{k: round(v, 3) for k, v in result.timings.items()}},
+        "timing": {
+            "fits": result.fits,
+            "fit_s": round(result.fit_s, 3),
+            **{k: round(v, 3) for k, v in result.timings.items()},
+        },
     }
 
 
@@ -304,13 +310,26 @@ def _pick_cells(result: EvaluationResult, fr: FeatureResult, algo: str, p: PickS
 
 
 _PICK_HEADERS = (
-    "algorithm", "bs", "pick", "reward [95% CI]", "regret [95% CI]", "at oracle", "utilisation [95% CI]",
-    "band", "rows",
-)  # fmt: skip
+    "algorithm",
+    "bs",
+    "pick",
+    "reward [95% CI]",
+    "regret [95% CI]",
+    "at oracle",
+    "utilisation [95% CI]",
+    "band",
+    "rows",
+)
 _CONTEXT_HEADERS = (
-    "bs", "splits", "oracle", "oracle reward", "reference (3,4,8) reward", "reference regret",
-    "reference utilisation", "rows",
-)  # fmt: skip
+    "bs",
+    "splits",
+    "oracle",
+    "oracle reward",
+    "reference (3,4,8) reward",
+    "reference regret",
+    "reference utilisation",
+    "rows",
+)
 
 
 def _context_cells(result: EvaluationResult, fr: FeatureResult, bs: int) -> list[str]:
@@ -333,20 +352,29 @@ def _context_cells(result: EvaluationResult, fr: FeatureResult, bs: int) -> list
 def _summary_cells(result: EvaluationResult, fr: FeatureResult) -> list[list[str]]:
     return [
         [
-            r["algorithm"], _num(r["mean_reward"]), _num(r["mean_oracle_reward"]),
-            _num(r["mean_reference_reward"]), _num(r["mean_regret"]),
+            r["algorithm"],
+            _num(r["mean_reward"]),
+            _num(r["mean_oracle_reward"]),
+            _num(r["mean_reference_reward"]),
+            _num(r["mean_regret"]),
             f"{r['batch_sizes_at_oracle']}/{r['batch_sizes_scored']}",
             "-" if r["batch_sizes_in_band"] is None else f"{r['batch_sizes_in_band']}/{r['batch_sizes_scored']}",
             format_interval(fr.ope.get(r["algorithm"], {}).get("dr")),
-        ]  # fmt: skip
+        ]
         for r in summary_rows(result, fr.features)
     ]
 
 
 _SUMMARY_HEADERS = (
-    "algorithm", "mean reward", "mean oracle", "mean reference", "mean regret", "bs at oracle",
-    "bs in band", "OPE DR value [95% CI]",
-)  # fmt: skip
+    "algorithm",
+    "mean reward",
+    "mean oracle",
+    "mean reference",
+    "mean regret",
+    "bs at oracle",
+    "bs in band",
+    "OPE DR value [95% CI]",
+)
 
 
 def _notes(result: EvaluationResult) -> list[str]:
@@ -412,7 +440,9 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
 def _render_features(result: EvaluationResult, console: Any, table: Any) -> None:
     for k, fr in result.features.items():
         title = _title(result, k)
-        rows = [_pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())]
+        rows = [
+            _pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())
+        ]
         console.print(table(f"{title}: picks", _PICK_HEADERS, rows))
         ctx = [_context_cells(result, fr, bs) for bs in sorted(fr.contexts)]
         console.print(table(f"{title}: oracle and reference", _CONTEXT_HEADERS, ctx))
@@ -495,7 +525,9 @@ def _markdown_features(result: EvaluationResult, level: str) -> list[str]:
         out += ["", f"{level} {_title(result, k)}", ""]
         out += [n[0].upper() + n[1:] + "." for n in _feature_notes(fr)]
         out += ["", f"{level}# Picks", ""]
-        rows = [_pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())]
+        rows = [
+            _pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())
+        ]
         out.append(_md_table(_PICK_HEADERS, rows))
         out += ["", f"{level}# Oracle and reference", ""]
         out.append(_md_table(_CONTEXT_HEADERS, [_context_cells(result, fr, bs) for bs in sorted(fr.contexts)]))
@@ -503,7 +535,8 @@ def _markdown_features(result: EvaluationResult, level: str) -> list[str]:
         out.append(_md_table(_SUMMARY_HEADERS, _summary_cells(result, fr)))
         out += [
             "",
-            f"{level}# Off-policy estimates ({result.scored_on}, {fr.ope_n} rows, the policy acting on each row's own state)",
+            f"{level}# Off-policy estimates ({result.scored_on}, {fr.ope_n} rows, "
+            "the policy acting on each row's own state)",
             "",
             "Propensity: uniform over the configs run at each batch size (or the file's `propensity` column); "
             "reward model: per-(batch size, action) training means. DM: direct method; IPS: inverse propensity "
@@ -570,7 +603,7 @@ def _figures(result: EvaluationResult, directory: Path) -> None:
         fig, axes = plt.subplots(1, len(kinds), figsize=(7.5 * len(kinds), 5.6), squeeze=False, sharey=True)
         extra = "; batch sizes marked in-sample could not be held out" if mixed_scoring else ""
         fig.suptitle(f"{title} ({how}{extra}; {100 * (1 - result.alpha):.0f} % bootstrap intervals)", fontsize=11)
-        for ax, k in zip(axes[0], kinds):
+        for ax, k in zip(axes[0], kinds, strict=True):
             fr = result.features[k]
             ax.set_title(f"{k} features" + (f" (identical to {fr.identical_to})" if fr.identical_to else ""))
             ax.set_xlabel("batch size")
@@ -597,23 +630,31 @@ def _figures(result: EvaluationResult, directory: Path) -> None:
     def annotate(ax: Any, xs: list[float], ys: list[float], notes: list[str]) -> None:
         if uniform:
             return
-        for x, y, note in zip(xs, ys, notes):
+        for x, y, note in zip(xs, ys, notes, strict=True):
             if note and np.isfinite(y):
-                ax.annotate(note, (x, y), textcoords="offset points", xytext=(0, 3), ha="center",
-                            va="bottom", fontsize=6, rotation=90)  # fmt: skip
+                ax.annotate(
+                    note,
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                    rotation=90,
+                )
 
     def finish(fig: Any, axes: list[Any], name: str, provenance_note: bool = True) -> None:
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
         if provenance_note:
-                fig.text(0.995, 0.005, provenance, ha="right", va="bottom", fontsize=8, color="dimgray")
+            fig.text(0.995, 0.005, provenance, ha="right", va="bottom", fontsize=8, color="dimgray")
         fig.tight_layout(rect=(0, 0.1, 1, 1))
         fig.savefig(directory / name, dpi=110)
         plt.close(fig)
 
     # Reward of each pick with reference and oracle.
     fig, axes = setup("reward of the pick", "Reward of each algorithm's pick")
-    for ax, k in zip(axes, kinds):
+    for ax, k in zip(axes, kinds, strict=True):
         cols = _columns(result, k)
         for j, algo in enumerate(algos):
             xs, ys, lo, hi, notes = series(cols, algo, "reward", j)
@@ -621,21 +662,39 @@ def _figures(result: EvaluationResult, directory: Path) -> None:
             annotate(ax, xs, ys, notes)
         for i, (bs, _, fr) in enumerate(cols):
             ctx = fr.contexts[bs]
-            ax.hlines(ctx.oracle_reward.estimate, i - 0.45, i + 0.45, colors="black", linewidth=2,
-                      label="oracle (best held-out config)" if i == 0 else None)  # fmt: skip
+            ax.hlines(
+                ctx.oracle_reward.estimate,
+                i - 0.45,
+                i + 0.45,
+                colors="black",
+                linewidth=2,
+                label="oracle (best held-out config)" if i == 0 else None,
+            )
             if ctx.reference_reward is not None:
-                ax.hlines(ctx.reference_reward.estimate, i - 0.45, i + 0.45, colors="red", linestyles="--",
-                          linewidth=2, label="reference (3,4,8)" if i == 0 else None)  # fmt: skip
+                ax.hlines(
+                    ctx.reference_reward.estimate,
+                    i - 0.45,
+                    i + 0.45,
+                    colors="red",
+                    linestyles="--",
+                    linewidth=2,
+                    label="reference (3,4,8)" if i == 0 else None,
+                )
         ticks(ax, cols)
         ax.set_ylim(0, max(0.05, ax.get_ylim()[1] * 1.08))
     finish(fig, axes, "reward.png")
 
     # Utilisation of each pick against the band.
     fig, axes = setup("energy utilisation (avg power / power limit)", "Utilisation of each pick against the band")
-    for ax, k in zip(axes, kinds):
+    for ax, k in zip(axes, kinds, strict=True):
         cols = _columns(result, k)
-        ax.axhspan(cfg.band_low, cfg.band_high, color="green", alpha=0.18,
-                   label=f"target band {cfg.band_low:.2f}-{cfg.band_high:.2f}")  # fmt: skip
+        ax.axhspan(
+            cfg.band_low,
+            cfg.band_high,
+            color="green",
+            alpha=0.18,
+            label=f"target band {cfg.band_low:.2f}-{cfg.band_high:.2f}",
+        )
         for j, algo in enumerate(algos):
             xs, ys, lo, hi, notes = series(cols, algo, "utilization", j)
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=colors(j % 10), label=algo)
@@ -643,25 +702,38 @@ def _figures(result: EvaluationResult, directory: Path) -> None:
         for i, (bs, _, fr) in enumerate(cols):
             ref = fr.contexts[bs].reference_utilization
             if ref is not None:
-                ax.hlines(ref.estimate, i - 0.45, i + 0.45, colors="red", linestyles="--",
-                          label="reference (3,4,8)" if i == 0 else None)  # fmt: skip
+                ax.hlines(
+                    ref.estimate,
+                    i - 0.45,
+                    i + 0.45,
+                    colors="red",
+                    linestyles="--",
+                    label="reference (3,4,8)" if i == 0 else None,
+                )
         ticks(ax, cols)
     finish(fig, axes, "utilization.png")
 
     # Regret with intervals.
     fig, axes = setup("regret (oracle reward - pick reward)", "Regret of each pick")
-    for ax, k in zip(axes, kinds):
+    for ax, k in zip(axes, kinds, strict=True):
         cols = _columns(result, k)
         for j, algo in enumerate(algos):
             xs, ys, lo, hi, notes = series(cols, algo, "regret", j)
             ax.bar(xs, ys, width * 0.9, yerr=[lo, hi], capsize=2, color=colors(j % 10), label=algo)
-            zero = [x for x, y in zip(xs, ys) if y == 0]
+            zero = [x for x, y in zip(xs, ys, strict=True) if y == 0]
             ax.plot(zero, [0] * len(zero), linestyle="none", marker="^", color=colors(j % 10), markersize=5)
         ax.axhline(0, color="black", linewidth=0.8)
         ticks(ax, cols)
         ax.set_ylim(bottom=min(-0.01, ax.get_ylim()[0]), top=max(0.05, ax.get_ylim()[1]))
-    axes[0].text(0.01, 0.98, "triangle on the axis: regret 0 (the pick is the oracle)", transform=axes[0].transAxes,
-                 fontsize=7, va="top", color="dimgray")  # fmt: skip
+    axes[0].text(
+        0.01,
+        0.98,
+        "triangle on the axis: regret 0 (the pick is the oracle)",
+        transform=axes[0].transAxes,
+        fontsize=7,
+        va="top",
+        color="dimgray",
+    )
     finish(fig, axes, "regret.png", provenance_note=False)
 
 

@@ -133,7 +133,9 @@ def _split_weights(mix: Mapping[int, float] | None, sizes: Sequence[int]) -> dic
     return {bs: w / total for bs, w in kept.items()} if total > 0 else {}
 
 
-def _value(configs: Mapping[int, int], weights: Mapping[int, float], means: Mapping[int, Mapping[int, float]]) -> tuple[float | None, tuple[int, ...]]:
+def _value(
+    configs: Mapping[int, int], weights: Mapping[int, float], means: Mapping[int, Mapping[int, float]]
+) -> tuple[float | None, tuple[int, ...]]:
     missing = tuple(bs for bs, a in configs.items() if a not in means[bs])
     if missing:
         return None, missing
@@ -201,10 +203,12 @@ def evaluate_schedules(
         common = set.intersection(*(set(m) for m in means.values()))
         best_fixed = _argmax({a: sum(w * means[bs][a] for bs, w in weights.items()) for a in common})
         for k in features:
-            td = split.train.training_data(k, config)  # type: ignore[arg-type]
+            td = split.train.training_data(k, config)
             if best_fixed is not None and k == features[0]:
                 fixed = dict.fromkeys(weights, best_fixed)
-                rows.append(ScheduleSplit(split.name, "all", _ORACLE, "best fixed", fixed, *_value(fixed, weights, means)))
+                rows.append(
+                    ScheduleSplit(split.name, "all", _ORACLE, "best fixed", fixed, *_value(fixed, weights, means))
+                )
             for algo in algorithms:
                 if progress:
                     progress(f"schedules: fit {algo} ({k} features) on {split.name}")
@@ -253,8 +257,9 @@ def _variant_configs(scores: Mapping[int, np.ndarray], weights: Mapping[int, flo
     per_bs = {bs: _argmax(dict(enumerate(s))) for bs, s in scores.items()}
     chain = {bs: _argmax({i: s[i] for i in CHAIN_INDICES}) for bs, s in scores.items()}
     for name, configs in (("per-batch-size", per_bs), ("schedule", chain)):
-        if all(a is not None for a in configs.values()):
-            out[name] = {bs: int(a) for bs, a in configs.items()}  # type: ignore[arg-type]
+        known = {bs: a for bs, a in configs.items() if a is not None}
+        if len(known) == len(configs):
+            out[name] = known
     total = {a: sum(w * scores[bs][a] for bs, w in weights.items()) for a in range(NUM_ACTIONS)}
     mix_pick = _argmax(total)
     if mix_pick is not None:
@@ -281,13 +286,27 @@ def schedules_to_json(result: ScheduleEvaluation) -> dict[str, Any]:
         "scored_on": result.scored_on,
         "mix": None if result.mix is None else {str(k): v for k, v in result.mix.items()},
         "summaries": [
-            {"features": s.features, "algorithm": s.algorithm, "variant": s.variant, "value": _iv_json(s.value),
-             "n_splits": s.n_splits, "n_measured": s.n_measured, "configs": configs(s.configs)}
+            {
+                "features": s.features,
+                "algorithm": s.algorithm,
+                "variant": s.variant,
+                "value": _iv_json(s.value),
+                "n_splits": s.n_splits,
+                "n_measured": s.n_measured,
+                "configs": configs(s.configs),
+            }
             for s in result.summaries
         ],
         "splits": [
-            {"split": r.split, "features": r.features, "algorithm": r.algorithm, "variant": r.variant,
-             "configs": configs(r.configs), "value": r.value, "not_measured": list(r.not_measured)}
+            {
+                "split": r.split,
+                "features": r.features,
+                "algorithm": r.algorithm,
+                "variant": r.variant,
+                "configs": configs(r.configs),
+                "value": r.value,
+                "not_measured": list(r.not_measured),
+            }
             for r in result.splits
         ],
     }
@@ -306,7 +325,11 @@ def render_schedule_table(result: ScheduleEvaluation, console: Any | None = None
     from rich.table import Table
 
     console = console or Console()
-    mix = "uniform over held-out batch sizes" if result.mix is None else ", ".join(f"{b}:{w:g}" for b, w in result.mix.items())
+    mix = (
+        "uniform over held-out batch sizes"
+        if result.mix is None
+        else ", ".join(f"{b}:{w:g}" for b, w in result.mix.items())
+    )
     table = Table(title=f"serving a batch-size mix ({mix}): {result.scored_on} reward, 95 % interval over splits")
     for name in ("features", "algorithm", *VARIANTS):
         table.add_column(name)
@@ -334,7 +357,7 @@ def _figure(result: ScheduleEvaluation) -> bytes:
     algos = sorted({s.algorithm for s in rows})
     fig, axes = plt.subplots(len(kinds), 1, figsize=(max(6.0, 1.4 * len(algos) + 2), 3.2 * len(kinds)), squeeze=False)
     oracle = next((s for s in result.summaries if s.variant == "best fixed"), None)
-    for ax, k in zip(axes[:, 0], kinds):
+    for ax, k in zip(axes[:, 0], kinds, strict=True):
         for j, variant in enumerate(VARIANTS[:3]):
             xs, ys, lo, hi = [], [], [], []
             for i, algo in enumerate(algos):

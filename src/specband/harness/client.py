@@ -31,8 +31,8 @@ from specband.errors import HarnessError
 from specband.limits import is_number
 
 __all__ = [
-    "BatchResult",
     "PROMPTS",
+    "BatchResult",
     "RequestError",
     "ServerInfo",
     "fetch_server_info",
@@ -288,12 +288,11 @@ def run_batch(
             on_last_done()
 
     own = client is None
-    if own:
-        client = new_client(concurrency, timeout_s)
+    http = new_client(concurrency, timeout_s) if client is None else client
     try:
         pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specband-req")
         try:
-            futures = [pool.submit(one, i, client) for i in range(num_requests)]
+            futures = [pool.submit(one, i, http) for i in range(num_requests)]
             wait(futures, return_when=FIRST_EXCEPTION)
             failed = [f for f in futures if f.done() and f.exception() is not None]
             if failed:
@@ -308,7 +307,8 @@ def run_batch(
                         time.sleep(0.02)
                     if not server_alive():
                         raise RequestError(f"server_died_mid_batch: {exc}") from None
-                raise exc  # type: ignore[misc]
+                assert exc is not None  # a failed future holds its exception
+                raise exc
         except KeyboardInterrupt:
             # Ctrl-C / SIGTERM: do not wait for requests in flight (a hung server answers
             # none); their threads end once the caller stops the server
@@ -323,7 +323,7 @@ def run_batch(
             pool.shutdown(wait=True, cancel_futures=True)
     finally:
         if own:
-            client.close()
+            http.close()
     return BatchResult(
         completed=int(totals["completed"]),
         total_output_tokens=int(totals["tokens"]),

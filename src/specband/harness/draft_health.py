@@ -16,9 +16,13 @@ from typing import Any
 from specband.actions import validate_action
 
 __all__ = [
-    "DRAFT_REJECTED_ACCEPT_LENGTH", "DRAFT_REJECTED_FLAG", "draft_flag", "draft_rejected_message",
-    "draft_rejected_warning", "warn_if_draft_rejected",
-]  # fmt: skip
+    "DRAFT_REJECTED_ACCEPT_LENGTH",
+    "DRAFT_REJECTED_FLAG",
+    "draft_flag",
+    "draft_rejected_message",
+    "draft_rejected_warning",
+    "warn_if_draft_rejected",
+]
 
 #: At or below this accept length a speculative row's drafts were (nearly) all rejected.
 DRAFT_REJECTED_ACCEPT_LENGTH = 1.05
@@ -58,8 +62,12 @@ def draft_rejected_warning(rows: Iterable[Mapping[str, Any]], source: str) -> st
         flagged = row.get("draft_flag") == DRAFT_REJECTED_FLAG
         accept = row.get("accept_length")
         speculative = bool(row.get("steps"))
-        low = speculative and not row.get("error") and isinstance(accept, (int, float)) and (
-            accept <= DRAFT_REJECTED_ACCEPT_LENGTH)  # fmt: skip
+        low = (
+            speculative
+            and not row.get("error")
+            and isinstance(accept, (int, float))
+            and (accept <= DRAFT_REJECTED_ACCEPT_LENGTH)
+        )
         count += bool(flagged or low)
     return None if count == 0 else draft_rejected_message(f"{source}: {count} rows")
 

@@ -1,38 +1,23 @@
-"""Convert sglang ``scripts/playground/bench_speculative.py`` output into sweep rows.
+"""Convert sglang ``scripts/playground/bench_speculative.py`` output into a sweep file.
 
-sglang's bench script writes one JSON line per configuration: ``batch_size, steps, topk,
-num_draft_tokens, acc_length, step_time, speed, completion_tokens`` (``completion_tokens``
-is the *average* output tokens per request; ``speed = acc_length / p20(step_time)``).
-It measures **no energy**: the imported rows have null energy columns and
-``energy_method = "none"``, and their reward is computed from throughput (and the
-thermal multiplier) only.
-
-Rows: ``index`` is the bs-major grid position over the file's batch sizes (sorted) and
-the 19 contract actions, as ``specband sweep`` numbers them; a configuration that occurs
-again gets the next ``repeat``. Triples that are not contract actions after sglang's
-canonicalisation (e.g. steps 7, topk 8 or 32 draft tokens, which the bench script's
-default grid includes) are skipped and counted.
+The reading (grid index and repeats, skipped triples, no energy) is
+:mod:`specband.benchfile`'s, the one :func:`specband.dataset.load_sweep` uses too.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.actions import ACTIONS, NUM_ACTIONS, action_index
-from specband.dataset import SWEEP_COLUMNS, load_sweep
-from specband.errors import ConfigError, DataError, InvalidActionError
+from specband.benchfile import BENCH_COLUMNS, read_bench
+from specband.dataset import load_sweep
+from specband.errors import ConfigError, DataError
 from specband.fileio import write_jsonl_atomic
-from specband.harness.runner import EXTRA_COLUMNS
-from specband.limits import is_finite_number, is_int
+from specband.jsonl import read_jsonl
 
-__all__ = ["ImportResult", "convert_bench_rows", "import_bench"]
-
-_REQUIRED = ("batch_size", "steps", "topk", "num_draft_tokens", "acc_length", "speed")
+__all__ = ["ImportResult", "import_bench"]
 
 
 @dataclass(frozen=True)
@@ -50,76 +35,6 @@ class ImportResult:
     out_path: Path
 
 
-def _number(value: Any, name: str, path: Path, line: int) -> float:
-    if not is_finite_number(value):
-        raise DataError(f"expected a finite number, got {value!r}", path=path, line=line, field=name)
-    return float(value)
-
-
-def convert_bench_rows(
-    records: list[tuple[int, dict[str, Any]]], path: Path, hardware: str
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Turn numbered bench records into sweep rows (see the module docstring).
-
-    Raises:
-        DataError: a missing field or a bad value (naming file, line and field).
-    """
-    parsed = []
-    skipped = []
-    for line, rec in records:
-        for name in _REQUIRED:
-            if name not in rec:
-                raise DataError("required field is missing", path=path, line=line, field=name)
-        for name in ("batch_size", "steps", "topk", "num_draft_tokens"):
-            if not is_int(rec[name]):
-                raise DataError(f"expected an integer, got {rec[name]!r}", path=path, line=line, field=name)
-        if rec["batch_size"] <= 0:
-            raise DataError(f"must be > 0, got {rec['batch_size']}", path=path, line=line, field="batch_size")
-        triple = (rec["steps"], rec["topk"], rec["num_draft_tokens"])
-        try:
-            idx = action_index(triple)
-        except InvalidActionError as exc:
-            skipped.append(f"line {line}: {triple}: {exc}")
-            continue
-        parsed.append((line, rec, idx))
-    batch_sizes = sorted({rec["batch_size"] for _, rec, _ in parsed})
-    bs_pos = {bs: i for i, bs in enumerate(batch_sizes)}
-    repeats: dict[int, int] = defaultdict(int)
-    rows = []
-    for line, rec, idx in parsed:
-        action = ACTIONS[idx]
-        accept = _number(rec["acc_length"], "acc_length", path, line)
-        speed = _number(rec["speed"], "speed", path, line)
-        step = rec.get("step_time")
-        step_time = None if step is None else _number(step, "step_time", path, line)
-        avg_tokens = rec.get("completion_tokens")
-        avg_tokens = None if avg_tokens is None else _number(avg_tokens, "completion_tokens", path, line)
-        index = bs_pos[rec["batch_size"]] * NUM_ACTIONS + idx
-        row: dict[str, Any] = {name: None for name in (*SWEEP_COLUMNS, *EXTRA_COLUMNS)}
-        row.update(
-            hardware=hardware,
-            index=index,
-            repeat=repeats[index],
-            batch_size=rec["batch_size"],
-            steps=action.speculative_num_steps,
-            topk=action.speculative_eagle_topk,
-            num_draft_tokens=action.speculative_num_draft_tokens,
-            is_baseline=action.is_baseline,
-            accept_length=1.0 if action.is_baseline else accept,
-            speed_tok_s=speed,
-            speed_source="bench_speculative",
-            step_time_s=step_time,
-            energy_method="none",
-            provenance="measured",
-            accept_length_source="bench_speculative",
-        )
-        row["avg_output_tokens"] = avg_tokens
-        row["source_line"] = line
-        repeats[index] += 1
-        rows.append(row)
-    return rows, skipped
-
-
 def _same_file(a: Path, b: Path) -> bool:
     """True when ``a`` and ``b`` name the same file (:func:`os.path.samefile`: the same
     device and inode, so links too), or resolve to the same path."""
@@ -133,8 +48,9 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def import_bench(path: str | os.PathLike[str], out_path: str | os.PathLike[str], hardware: str = "unknown",
-                 overwrite: bool = False) -> ImportResult:  # fmt: skip
+def import_bench(
+    path: str | os.PathLike[str], out_path: str | os.PathLike[str], hardware: str = "unknown", overwrite: bool = False
+) -> ImportResult:
     """Read a bench_speculative.py JSONL and write it as a sweep file (atomically), then
     check that the result loads with :func:`specband.dataset.load_sweep`.
 
@@ -160,26 +76,9 @@ def import_bench(path: str | os.PathLike[str], out_path: str | os.PathLike[str],
         )
     if out.exists() and not overwrite:
         raise DataError("output file exists (pass --force to replace it)", path=out)
-    try:
-        text = src.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError("no such file", path=src) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read: {exc}", path=src) from None
-    records = []
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc.msg})", path=src, line=line) from None
-        if not isinstance(rec, dict):
-            raise DataError("expected a JSON object", path=src, line=line)
-        records.append((line, rec))
-    if not records:
-        raise DataError("file is empty: no JSON rows", path=src)
-    rows, skipped = convert_bench_rows(records, src, hardware)
+    bench = read_bench(read_jsonl(src), src, hardware)
+    rows = [record.as_row(BENCH_COLUMNS) for _, record in bench.records]
+    skipped = bench.skipped
     if not rows:
         raise DataError("no row is one of the 19 contract actions", path=src)
     baseline_bs = {r["batch_size"] for r in rows if r["is_baseline"]}

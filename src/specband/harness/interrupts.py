@@ -106,7 +106,7 @@ def interrupts_as_keyboard_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     try:
         for sig in SIGNALS:
             previous[sig] = signal.signal(sig, _handler)

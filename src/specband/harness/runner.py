@@ -26,6 +26,7 @@ null (``accept_length_source`` says which: ``meta_info``, ``server_info``, ``bas
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -36,36 +37,24 @@ from pathlib import Path
 from typing import Any
 
 from specband.actions import Action, validate_action
-from specband.dataset import SWEEP_COLUMNS
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
 from specband.errors import ConfigError, HarnessError
-from specband.harness.draft_health import draft_flag
 from specband.harness.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
+from specband.harness.draft_health import draft_flag
 from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
+from specband.record import SweepRecord
 
 __all__ = [
-    "EXTRA_COLUMNS",
     "LaunchOutcome",
     "MeasureSettings",
     "Measurement",
     "RetriedLaunchError",
-    "error_row",
+    "base_record",
+    "error_record",
     "launch_with_retry",
     "measure_on_server",
-    "measured_row",
+    "measured_record",
 ]
-
-#: Columns written after the published ones. ``sglang_version`` .. ``workload_sha256``
-#: are the settings a resumed sweep must share (:func:`specband.harness.sweep.run_sweep`);
-#: ``draft_flag`` is ``"all_rejected"`` when a speculative row's accept length is at most
-#: :data:`~specband.harness.draft_health.DRAFT_REJECTED_ACCEPT_LENGTH` (else null).
-EXTRA_COLUMNS: tuple[str, ...] = (
-    "power_limit_watts", "energy_method", "gpu_mem_used_mb_before", "gpu_util_pct_before", "provenance",
-    "target_model", "draft_model", "mem_fraction_static", "accept_length_source", "energy_flag",
-    "step_time_count", "launch_wall_s", "started_at", "sglang_version", "dtype", "attention_backend",
-    "max_new_tokens", "num_prompts", "workload", "workload_sha256", "draft_flag",
-)  # fmt: skip
-
 
 
 @dataclass(frozen=True)
@@ -143,10 +132,14 @@ class MeasureSettings:
         """The row columns every run of one sweep shares (a resumed sweep must match)."""
         server = self.server
         return {
-            "sglang_version": server.sglang_version, "dtype": server.dtype,
-            "attention_backend": server.attention_backend, "max_new_tokens": self.max_new_tokens,
-            "num_prompts": self.num_prompts, "workload": self.workload, "workload_sha256": self.workload_sha256,
-        }  # fmt: skip
+            "sglang_version": server.sglang_version,
+            "dtype": server.dtype,
+            "attention_backend": server.attention_backend,
+            "max_new_tokens": self.max_new_tokens,
+            "num_prompts": self.num_prompts,
+            "workload": self.workload,
+            "workload_sha256": self.workload_sha256,
+        }
 
     def server_env(self) -> dict[str, str]:
         """The environment every server gets (docs/FACTS.md §1 variables included)."""
@@ -190,7 +183,7 @@ class RetriedLaunchError(LaunchError):
 
 
 def _start(
-    settings: MeasureSettings, clock: Clock, action: Action, max_bs: int, mem: float, log_path: Path
+    settings: MeasureSettings, clock: Clock, action: Action, max_bs: int | None, mem: float, log_path: Path
 ) -> tuple[ServerProcess, float]:
     command = build_launch_command(settings.server, action, max_bs, mem)
     server = ServerProcess(
@@ -213,9 +206,12 @@ def _start(
 
 
 def launch_with_retry(
-    settings: MeasureSettings, clock: Clock, action: tuple[int, int, int], max_bs: int, log_path: Path
+    settings: MeasureSettings, clock: Clock, action: tuple[int, int, int], max_bs: int | None, log_path: Path
 ) -> LaunchOutcome:
     """Launch a healthy server; after a failed launch, retry once at ``retry_mem_fraction``.
+
+    ``max_bs`` pins ``--cuda-graph-max-bs`` and ``--max-running-requests``; ``None`` leaves
+    them to sglang (a server whose batch size moves, ``launch --schedule``).
 
     Raises:
         RetriedLaunchError: both launches failed (or the only one, without a retry).
@@ -266,9 +262,13 @@ class Measurement:
 
 
 def measure_on_server(
-    settings: MeasureSettings, device: GpuDevice, clock: Clock, server: ServerProcess, batch_size: int,
+    settings: MeasureSettings,
+    device: GpuDevice,
+    clock: Clock,
+    server: ServerProcess,
+    batch_size: int,
     action: tuple[int, int, int],
-) -> Measurement:  # fmt: skip
+) -> Measurement:
     """Warm-up, timed batch inside the telemetry window, server info before and after.
 
     Raises:
@@ -363,30 +363,38 @@ def timed_batch_step_times(prior: list[float], recorded: list[float]) -> list[fl
     Args:
         prior: the values before the timed batch; recorded: after it.
     """
-    new = recorded[len(prior):] if recorded[: len(prior)] == prior else recorded
+    new = recorded[len(prior) :] if recorded[: len(prior)] == prior else recorded
     return new[1:]
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def base_record(
+    settings: MeasureSettings,
+    device: GpuDevice,
+    *,
+    hardware: str,
+    index: int,
+    repeat: int,
+    batch_size: int,
+    action: tuple[int, int, int],
+    pre: TelemetrySample,
+    temp_before: float | None,
+) -> SweepRecord:
+    """A run's identity, its pre-run state (the idle GPU before launch, ``temp_before``
+    right before the run) and the sweep's settings; no measurement yet.
 
-
-def _base_row(
-    *, hardware: str, index: int, repeat: int, batch_size: int, action: Action, device: GpuDevice,
-    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings,
-) -> dict[str, Any]:  # fmt: skip
-    row: dict[str, Any] = {name: None for name in (*SWEEP_COLUMNS, *EXTRA_COLUMNS)}
-    row.update(
+    Raises:
+        InvalidActionError: ``action`` breaks an sglang rule.
+    """
+    act = validate_action(action)
+    return SweepRecord(
         hardware=hardware,
         index=index,
         repeat=repeat,
         batch_size=batch_size,
-        steps=action.speculative_num_steps,
-        topk=action.speculative_eagle_topk,
-        num_draft_tokens=action.speculative_num_draft_tokens,
-        is_baseline=action.is_baseline,
+        steps=act.speculative_num_steps,
+        topk=act.speculative_eagle_topk,
+        num_draft_tokens=act.speculative_num_draft_tokens,
+        is_baseline=act.is_baseline,
         gpu_temp_c_before=temp_before,
         power_limit_watts=device.power_limit_w,
         gpu_mem_used_mb_before=pre.mem_used_mb,
@@ -397,35 +405,22 @@ def _base_row(
         started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **settings.run_settings(),
     )
-    return row
 
 
-def error_row(
-    *, hardware: str, index: int, repeat: int, batch_size: int, action: tuple[int, int, int], device: GpuDevice,
-    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings, error: str,
-    retry_mem_fraction: float | None, mem_fraction_static: float | None,
-) -> dict[str, Any]:  # fmt: skip
-    """A row for a run that failed: identity, pre-run state and ``error``; no measurements."""
-    row = _base_row(
-        hardware=hardware, index=index, repeat=repeat, batch_size=batch_size, action=validate_action(action),
-        device=device, pre=pre, temp_before=temp_before, settings=settings,
-    )  # fmt: skip
-    row.update(error=error[:500], retry_mem_fraction=retry_mem_fraction, mem_fraction_static=mem_fraction_static)
-    return {k: _clean(v) for k, v in row.items()}
+def error_record(
+    base: SweepRecord, error: str, retry_mem_fraction: float | None, mem_fraction_static: float | None
+) -> SweepRecord:
+    """``base`` as the row of a run that failed: ``error`` (first 500 characters), no measurements."""
+    return dataclasses.replace(
+        base, error=error[:500], retry_mem_fraction=retry_mem_fraction, mem_fraction_static=mem_fraction_static
+    )
 
 
-def measured_row(
-    *, hardware: str, index: int, repeat: int, batch_size: int, action: tuple[int, int, int], device: GpuDevice,
-    pre: TelemetrySample, temp_before: float | None, settings: MeasureSettings, measurement: Measurement,
-    launch: LaunchOutcome,
-) -> dict[str, Any]:  # fmt: skip
-    """A successful row in the published schema plus :data:`EXTRA_COLUMNS`."""
+def measured_record(base: SweepRecord, measurement: Measurement, launch: LaunchOutcome) -> SweepRecord:
+    """``base`` with what one timed batch measured on ``launch``'s server."""
     m = measurement
-    row = _base_row(
-        hardware=hardware, index=index, repeat=repeat, batch_size=batch_size, action=validate_action(action),
-        device=device, pre=pre, temp_before=temp_before, settings=settings,
-    )  # fmt: skip
-    row.update(
+    return dataclasses.replace(
+        base,
         error=None,
         retry_mem_fraction=launch.retry_mem_fraction,
         accept_length=m.accept_length,
@@ -449,7 +444,5 @@ def measured_row(
         energy_flag=m.energy_flag,
         step_time_count=m.step_time_count,
         launch_wall_s=launch.launch_wall_s,
-        draft_flag=draft_flag(action, m.accept_length),
+        draft_flag=draft_flag(base.triple, m.accept_length),
     )
-    return {k: _clean(v) for k, v in row.items()}
-

@@ -48,9 +48,9 @@ __all__ = [
     "LaunchError",
     "LauncherError",
     "PortInUseError",
+    "ServerArgsError",
     "ServerConfig",
     "ServerProcess",
-    "ServerArgsError",
     "build_launch_command",
     "check_server_env",
     "classify_failure",
@@ -175,24 +175,45 @@ class ServerConfig:
 #: ``--cuda-graph-bs*``, ``--cuda-graph-config``: they would change the batch sizes the
 #: graphs are captured for, which ``--cuda-graph-max-bs-decode`` sets).
 _COMMON_OWNED: dict[str, str] = {
-    "--model-path": "--target", "--model": "--target", "--host": "--host", "--port": "--port",
-    "--mem-fraction-static": "--mem-fraction-static", "--dtype": "--dtype",
-    "--attention-backend": "--attention-backend", "--speculative-draft-model-path": "--draft",
-}  # fmt: skip
+    "--model-path": "--target",
+    "--model": "--target",
+    "--host": "--host",
+    "--port": "--port",
+    "--mem-fraction-static": "--mem-fraction-static",
+    "--dtype": "--dtype",
+    "--attention-backend": "--attention-backend",
+    "--speculative-draft-model-path": "--draft",
+}
 _OWNED_FLAGS: dict[str, dict[str, str]] = {
-    "sweep": {**_COMMON_OWNED, **dict.fromkeys(
-        ("--max-running-requests", "--cuda-graph-max-bs*", "--cuda-graph-bs*", "--cuda-graph-config*"), "--batch-sizes"),
-        "--speculative-*": "--actions"},
-    "launch": {**_COMMON_OWNED, **dict.fromkeys(
-        ("--max-running-requests", "--cuda-graph-max-bs*", "--cuda-graph-bs*", "--cuda-graph-config*"), "--batch-size"),
-        "--speculative-*": "--algo and --models (the policy picks the speculative flags)"},
-}  # fmt: skip
+    "sweep": {
+        **_COMMON_OWNED,
+        **dict.fromkeys(
+            ("--max-running-requests", "--cuda-graph-max-bs*", "--cuda-graph-bs*", "--cuda-graph-config*"),
+            "--batch-sizes",
+        ),
+        "--speculative-*": "--actions",
+    },
+    "launch": {
+        **_COMMON_OWNED,
+        **dict.fromkeys(
+            ("--max-running-requests", "--cuda-graph-max-bs*", "--cuda-graph-bs*", "--cuda-graph-config*"),
+            "--batch-size",
+        ),
+        "--speculative-*": "--algo and --models (the policy picks the speculative flags)",
+    },
+}
 #: Full names of flags that a ``*`` entry covers, for abbreviations of them.
 _PREFIXED_FLAGS = (
-    "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
-    "--speculative-num-draft-tokens", "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill",
-    "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill", "--cuda-graph-config",
-)  # fmt: skip
+    "--speculative-algorithm",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--cuda-graph-max-bs-decode",
+    "--cuda-graph-max-bs-prefill",
+    "--cuda-graph-bs-decode",
+    "--cuda-graph-bs-prefill",
+    "--cuda-graph-config",
+)
 
 
 def _owner(flag: str, owned: Mapping[str, str]) -> str | None:
@@ -312,12 +333,17 @@ def build_launch_command(
     # out (mem fraction 0.95, dtype auto, no CUDA-graph bound, a memory-derived
     # max-running-requests, sglang's own attention backend), so each is needed.
     command += [
-        "--model-path", config.model_path,
-        "--host", config.host,
-        "--port", str(config.port),
-        "--mem-fraction-static", f"{mem_fraction_static:g}",
-        "--dtype", config.dtype,
-    ]  # fmt: skip
+        "--model-path",
+        config.model_path,
+        "--host",
+        config.host,
+        "--port",
+        str(config.port),
+        "--mem-fraction-static",
+        f"{mem_fraction_static:g}",
+        "--dtype",
+        config.dtype,
+    ]
     if max_batch_size is not None:
         cuda_graph_max_bs = flag_for("cuda_graph_max_bs", parse_version(config.sglang_version))
         command += [cuda_graph_max_bs, str(max_batch_size), "--max-running-requests", str(max_batch_size)]
@@ -370,7 +396,7 @@ def wait_port_free(host: str, port: int, wait_s: float = 10.0) -> None:
 
 def group_members(pgid: int) -> list[int]:
     """Pids of the live (non-zombie) processes in process group ``pgid``, from /proc."""
-    members = []
+    members: list[int] = []
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -569,7 +595,7 @@ class ServerProcess:
             argv = [sys.executable, "-I", str(_SHIM), str(os.getpid()), "--", *self.command]
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            log = open(self.log_path, "ab")
+            log = open(self.log_path, "ab")  # noqa: SIM115 (the with below holds it, after the error check)
         except OSError as exc:
             raise HarnessError(f"{self.log_path}: cannot write the server log ({exc.strerror or exc})") from None
         # Ctrl-C / SIGTERM wait until the process is started and registered (else it would

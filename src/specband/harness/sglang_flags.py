@@ -140,9 +140,13 @@ def detect_sglang_version(command: Sequence[str], env: Mapping[str, str] | None 
         return None
     try:
         done = subprocess.run(
-            [interpreter, "-c", _VERSION_PROBE], capture_output=True, text=True, timeout=30,
-            env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            [interpreter, "-c", _VERSION_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     text = done.stdout.strip()
@@ -231,10 +235,15 @@ def flag_table_from_sglang() -> list[dict[str, Any]]:
         kind = _kind(action)
         flags = [f for f in action.option_strings if kind != "bool" or not f.startswith("--no-")]
         type_name = getattr(action.type, "__name__", None)
-        rows.append({
-            "flags": flags, "dest": action.dest, "kind": kind,
-            "type": type_name if type_name in ("int", "float") else None, "choices": _choices(action),
-        })  # fmt: skip
+        rows.append(
+            {
+                "flags": flags,
+                "dest": action.dest,
+                "kind": kind,
+                "type": type_name if type_name in ("int", "float") else None,
+                "choices": _choices(action),
+            }
+        )
     return rows
 
 

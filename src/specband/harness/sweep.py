@@ -31,7 +31,8 @@ of a script that does not exist) and a command line sglang refuses
 (:class:`~specband.harness.server.ServerArgsError`: its parser's ``error:``, the same for
 every action) are configuration errors: the sweep stops at once, writing no row for it (rows already in the
 file stay; a file this sweep created and left empty is removed). Ctrl-C and SIGTERM stop
-the running server (without waiting for a request in flight) and leave the file with complete rows only; they are turned into
+the running server (without waiting for a request in flight) and leave the file with complete
+rows only; they are turned into
 ``KeyboardInterrupt`` at safe points only (:mod:`specband.harness.interrupts`: never
 inside an import, a server's start-up bookkeeping or a row's write).
 """
@@ -44,107 +45,39 @@ import json
 import os
 import tempfile
 import time
-import warnings
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from specband.actions import ACTIONS, Action, validate_action
+from specband.actions import ACTIONS, Action
 from specband.devices.base import Clock, GpuDevice
 from specband.errors import ConfigError, DataError, HarnessError
 from specband.fileio import write_bytes_atomic
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
-from specband.harness.draft_health import draft_rejected_message
-from specband.harness.runner import (
-    LaunchOutcome,
-    MeasureSettings,
-    RetriedLaunchError,
-    error_row,
-    launch_with_retry,
-    measure_on_server,
-    measured_row,
+from specband.harness.pipeline import (
+    DEFAULT_BATCH_SIZES,
+    GridPoint,
+    LaunchExecutor,
+    NoReporter,
+    RowSink,
+    SweepPlan,
+    SweepReporter,
+    SweepSummary,
+    grid,
 )
-from specband.harness.server import build_launch_command, wait_port_free
+from specband.harness.runner import MeasureSettings
+from specband.harness.server import wait_port_free
+from specband.jsonl import parse_jsonl
 
 __all__ = [
-    "DEFAULT_BATCH_SIZES",
-    "GridPoint",
     "RowWriter",
     "SweepBusyError",
     "SweepLock",
-    "SweepReporter",
-    "SweepSummary",
     "done_runs",
-    "grid",
-    "planned_launches",
+    "execute_plan",
     "read_rows_for_resume",
     "run_sweep",
 ]
-
-#: Batch sizes of the published sweep.
-DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 4, 8, 16)
-
-
-@dataclass(frozen=True)
-class GridPoint:
-    """One configuration of the grid.
-
-    Attributes:
-        index: position in the bs-major grid.
-        batch_size: concurrent requests.
-        action: the canonical triple.
-    """
-
-    index: int
-    batch_size: int
-    action: Action
-
-
-def grid(batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, actions: Sequence[Action] = ACTIONS) -> list[GridPoint]:
-    """The bs-major grid: ``for bs in batch_sizes: for action in actions``.
-
-    Raises:
-        ConfigError: empty, duplicate or non-positive batch sizes; empty or duplicate
-            actions (naming the action given twice, also when two triples canonicalise
-            to the same action).
-        InvalidActionError: an invalid action.
-    """
-    if not batch_sizes:
-        raise ConfigError("--batch-sizes must name at least one batch size")
-    if any(b <= 0 for b in batch_sizes) or len(set(batch_sizes)) != len(batch_sizes):
-        raise ConfigError(f"--batch-sizes must be distinct and > 0, got {list(batch_sizes)}")
-    acts = [validate_action(tuple(a)) for a in actions]  # type: ignore[arg-type]
-    if not acts:
-        raise ConfigError("--actions must name at least one action")
-    for i, act in enumerate(acts):
-        if act in acts[:i]:
-            raise ConfigError(f"--actions: {act} is given twice")
-    return [GridPoint(i * len(acts) + j, bs, a) for i, bs in enumerate(batch_sizes) for j, a in enumerate(acts)]
-
-
-class SweepReporter(Protocol):
-    """Progress callbacks (the CLI draws a rich progress bar)."""
-
-    def start(self, total: int, skipped: int) -> None:
-        """``total`` runs to do, ``skipped`` already in the file."""
-
-    def run_started(self, point: GridPoint, repeat: int) -> None:
-        """A run begins."""
-
-    def run_finished(self, point: GridPoint, repeat: int, row: dict[str, Any]) -> None:
-        """A row was written."""
-
-
-class _NoReporter:
-    def start(self, total: int, skipped: int) -> None:
-        pass
-
-    def run_started(self, point: GridPoint, repeat: int) -> None:
-        pass
-
-    def run_finished(self, point: GridPoint, repeat: int, row: dict[str, Any]) -> None:
-        pass
 
 
 def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
@@ -185,15 +118,7 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], bytes | None]:
     rewrite = (complete + b"\n" if complete else b"") if partial.strip() else None
     rows: list[dict[str, Any]] = []
     seen: dict[tuple[Any, Any], int] = {}
-    for lineno, line in enumerate(complete.decode("utf-8", "replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc.msg}); cannot resume", path=path, line=lineno) from None
-        if not isinstance(row, dict):
-            raise DataError("expected a JSON object; cannot resume", path=path, line=lineno)
+    for lineno, row in parse_jsonl(complete.decode("utf-8", "replace"), path, objects=True, why="; cannot resume"):
         key = (row.get("index"), row.get("repeat"))
         if key in seen:
             raise DataError(
@@ -384,7 +309,7 @@ class RowWriter:
             raise HarnessError(f"{path}: cannot write ({path.parent} is not a folder)")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "a", encoding="utf-8")
+            self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held open for every row; closed in close())
         except OSError as exc:
             raise HarnessError(f"{path}: cannot write ({exc.strerror or exc})") from None
         self.created = new
@@ -415,6 +340,17 @@ class RowWriter:
         """Close the file."""
         self._fh.close()
 
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        """Close; after an error (not an interrupt) before the first row, remove the file
+        this writer created (:meth:`discard_if_unused`)."""
+        if exc_type is not None and issubclass(exc_type, Exception):
+            self.discard_if_unused()
+        else:
+            self.close()
+
     def discard_if_unused(self) -> None:
         """Close, and remove the file if this writer created it and wrote no row (a sweep
         that fails before its first row leaves no empty file behind)."""
@@ -423,45 +359,6 @@ class RowWriter:
             with contextlib.suppress(OSError):
                 if self.path.stat().st_size == 0:
                     self.path.unlink()
-
-
-@dataclass
-class SweepSummary:
-    """What a sweep did.
-
-    Attributes:
-        path: the output file.
-        written: rows written by this invocation.
-        errors: of which error rows.
-        skipped: runs skipped because their row was already in the file.
-        launches: server processes started.
-        runs: runs measured or failed (= written).
-        elapsed_s: real seconds.
-        one_launch_per_config: the mode.
-        draft_rejected: speculative rows flagged ``draft_flag`` (accept length at most
-            :data:`~specband.harness.draft_health.DRAFT_REJECTED_ACCEPT_LENGTH`).
-    """
-
-    path: Path
-    written: int = 0
-    errors: int = 0
-    skipped: int = 0
-    launches: int = 0
-    runs: int = 0
-    elapsed_s: float = 0.0
-    one_launch_per_config: bool = False
-    error_messages: list[str] = field(default_factory=list)
-    draft_rejected: int = 0
-
-    @property
-    def launches_saved(self) -> int:
-        """Launches one-launch-per-run would have made (one per run, plus the retries
-        this sweep made) minus the launches made."""
-        return self.runs - self.launches if self.one_launch_per_config else 0
-
-
-def _log_name(repeat: int, label: str) -> str:
-    return f"r{repeat}_{label}.log"
 
 
 def run_sweep(
@@ -523,7 +420,7 @@ def run_sweep(
         KeyboardInterrupt: Ctrl-C or SIGTERM (after the server was stopped).
     """
     clock = clock or Clock()
-    reporter = reporter or _NoReporter()
+    reporter = reporter or NoReporter()
     if repeats <= 0:
         raise ConfigError(f"--repeats must be > 0, got {repeats}")
     points = grid(batch_sizes, actions)
@@ -544,8 +441,9 @@ def run_sweep(
                 f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
             )
         _check_resumable(existing, settings, points, out_path)
-        done = {(r.get("index"), r.get("repeat")) for r in existing}
-        todo = [(rep, p) for rep in range(repeats) for p in points if (p.index, rep) not in done]
+        done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
+        plan = SweepPlan(tuple(points), repeats, tuple(actions), one_launch_per_config, done)
+        todo = plan.runs()
         if todo:
             wait_port_free(settings.server.host, settings.server.port, settings.port_wait_s)
         summary = SweepSummary(
@@ -555,22 +453,32 @@ def run_sweep(
         try:
             if complete is not None:  # drop the partial last line of a killed sweep
                 write_bytes_atomic(out_path, complete, error=HarnessError)
-            opened = not isinstance(device, GpuDevice) and callable(device)
-            gpu: GpuDevice = device() if opened else device  # type: ignore[operator,assignment]
-            try:
-                writer = RowWriter(out_path)
-                _run_todo(settings, gpu, clock, writer, reporter, summary, todo, repeats, actions,
-                          one_launch_per_config)  # fmt: skip
-            finally:
-                if opened:
-                    gpu.close()
+            with _opened(device) as gpu, RowWriter(out_path) as writer:
+                executor = LaunchExecutor(
+                    settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
+                )
+                execute_plan(plan, executor, RowSink(writer, reporter, summary))
         finally:
             _remove_empty_dirs(created_logs)  # the log folder this sweep created and left empty
     return summary
 
 
-def _check_resumable(existing: list[dict[str, Any]], settings: MeasureSettings, points: list[GridPoint],
-                     out_path: Path) -> None:  # fmt: skip
+@contextlib.contextmanager
+def _opened(device: GpuDevice | Callable[[], GpuDevice]) -> Iterator[GpuDevice]:
+    """``device``, or the device that calling it opens (closed again at the end)."""
+    if isinstance(device, GpuDevice):
+        yield device
+        return
+    gpu = device()
+    try:
+        yield gpu
+    finally:
+        gpu.close()
+
+
+def _check_resumable(
+    existing: list[dict[str, Any]], settings: MeasureSettings, points: list[GridPoint], out_path: Path
+) -> None:
     """Refuse rows written for another target, draft, grid, or with other run settings
     (dtype, attention backend, max new tokens, number of prompts, prompt set, mem
     fraction, sglang version). A column a row lacks (an older file) is not compared.
@@ -578,8 +486,11 @@ def _check_resumable(existing: list[dict[str, Any]], settings: MeasureSettings, 
     Raises:
         ConfigError: ``"<out>: cannot resume: ..."`` naming the first difference.
     """
-    mine_by_key = {"target_model": settings.server.model_path, "draft_model": settings.server.draft_model_path,
-                   **settings.run_settings()}  # fmt: skip
+    mine_by_key = {
+        "target_model": settings.server.model_path,
+        "draft_model": settings.server.draft_model_path,
+        **settings.run_settings(),
+    }
     for row in existing:
         for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:
@@ -606,75 +517,16 @@ def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path
         ConfigError: ``"<out>: cannot resume: its rows have mem_fraction_static=0.7 ..."``.
     """
     retried = row.get("retry_mem_fraction")
-    key, mine = ("retry_mem_fraction", settings.retry_mem_fraction) if retried is not None else (
-        "mem_fraction_static", settings.mem_fraction_static)  # fmt: skip
+    key, mine = (
+        ("retry_mem_fraction", settings.retry_mem_fraction)
+        if retried is not None
+        else ("mem_fraction_static", settings.mem_fraction_static)
+    )
     if key in row and row[key] is not None and mine is not None and abs(row[key] - mine) > 1e-9:
         option = "--retry-mem-fraction" if retried is not None else "--mem-fraction-static"
         raise ConfigError(
             f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {option} {mine:g}"
         )
-
-
-def planned_launches(
-    settings: MeasureSettings, points: Sequence[GridPoint], repeats: int, actions: Sequence[Action],
-    one_launch_per_config: bool, done: Collection[tuple[Any, Any]] = (),
-) -> list[list[str]]:  # fmt: skip
-    """Every server command line the sweep would launch, in launch order (first
-    launches; a retry at ``retry_mem_fraction`` only follows a failed one).
-
-    Args:
-        settings, repeats, actions, one_launch_per_config: as :func:`run_sweep`.
-        points: the grid (:func:`grid`).
-        done: ``(index, repeat)`` pairs already in the file (skipped).
-    """
-    commands = []
-    for _, group in _launch_groups(points, repeats, actions, one_launch_per_config, done):
-        max_bs = max(p.batch_size for p in group)
-        commands.append(build_launch_command(settings.server, group[0].action, max_bs, settings.mem_fraction_static))
-    return commands
-
-
-def _launch_groups(
-    points: Sequence[GridPoint], repeats: int, actions: Sequence[Action], one_launch_per_config: bool,
-    done: Collection[tuple[Any, Any]],
-) -> list[tuple[int, list[GridPoint]]]:  # fmt: skip
-    """``(repeat, points one server serves)`` in launch order."""
-    groups = []
-    for rep in range(repeats):
-        pending = [p for p in points if (p.index, rep) not in done]
-        if one_launch_per_config:
-            for action in [validate_action(tuple(a)) for a in actions]:  # type: ignore[arg-type]
-                group = sorted((p for p in pending if p.action == action), key=lambda p: p.batch_size)
-                if group:
-                    groups.append((rep, group))
-        else:
-            groups += [(rep, [p]) for p in pending]
-    return groups
-
-
-def _run_todo(
-    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
-    summary: SweepSummary, todo: list[tuple[int, GridPoint]], repeats: int, actions: Sequence[Action],
-    one_launch_per_config: bool,
-) -> None:  # fmt: skip
-    """Measure every ``(repeat, point)`` of ``todo`` in pass order, appending rows."""
-    hardware = settings.hardware or device.name
-    t0 = time.monotonic()
-    reporter.start(len(todo), summary.skipped)
-    points = sorted({p for _, p in todo}, key=lambda p: p.index)
-    done = {(p.index, rep) for rep in range(repeats) for p in points} - {(p.index, r) for r, p in todo}
-    try:
-        for rep, group in _launch_groups(points, repeats, actions, one_launch_per_config, done):
-            if one_launch_per_config:
-                _run_shared(settings, device, clock, writer, reporter, summary, hardware, rep, group)
-            else:
-                _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, group[0])
-    except Exception:
-        writer.discard_if_unused()  # an error before the first row leaves no empty file
-        raise
-    finally:
-        writer.close()
-        summary.elapsed_s = time.monotonic() - t0
 
 
 def _make_log_dir(path: Path) -> list[Path]:
@@ -703,109 +555,21 @@ def _make_log_dir(path: Path) -> list[Path]:
     return created
 
 
-def _emit(writer: RowWriter, reporter: SweepReporter, summary: SweepSummary, point: GridPoint, rep: int,
-          row: dict[str, Any]) -> None:  # fmt: skip
-    writer.append(row)
-    summary.written += 1
-    summary.runs += 1
-    if row.get("draft_flag") and not summary.draft_rejected:
-        warnings.warn(draft_rejected_message(f"bs={point.batch_size} {point.action} r{rep}"), stacklevel=2)
-    if row.get("draft_flag"):
-        summary.draft_rejected += 1
-    if row.get("error"):
-        summary.errors += 1
-        summary.error_messages.append(f"bs={point.batch_size} {point.action} r{rep}: {row['error']}")
-    reporter.run_finished(point, rep, row)
+def execute_plan(plan: SweepPlan, executor: LaunchExecutor, sink: RowSink) -> None:
+    """Run every unit of ``plan`` on ``executor`` and hand each result to ``sink`` as it
+    comes (a row is on disk before the next run starts); ``sink.summary.elapsed_s`` gets
+    the real seconds taken.
 
-
-def _run_single(
-    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
-    summary: SweepSummary, hardware: str, rep: int, point: GridPoint,
-) -> None:  # fmt: skip
-    """One launch, one measured row (or an error row), cool-down."""
-    reporter.run_started(point, rep)
-    pre = device.sample(clock)
-    ident = dict(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size, action=point.action,
-                 device=device, pre=pre, temp_before=pre.temp_c, settings=settings)  # fmt: skip
-    label = f"i{point.index:03d}_bs{point.batch_size}_{'-'.join(map(str, point.action))}"
+    Raises:
+        as :meth:`LaunchExecutor.execute <specband.harness.pipeline.LaunchExecutor.execute>`
+        and :meth:`RowSink.consume <specband.harness.pipeline.RowSink.consume>`.
+    """
+    t0 = time.monotonic()
+    sink.reporter.start(len(plan.runs()), sink.summary.skipped)
     try:
-        launch = launch_with_retry(settings, clock, point.action, point.batch_size,
-                                   settings.log_dir / _log_name(rep, label))  # fmt: skip
-    except RetriedLaunchError as exc:
-        summary.launches += exc.launches
-        row = error_row(**ident, error=str(exc), retry_mem_fraction=exc.retry_mem_fraction,
-                        mem_fraction_static=exc.retry_mem_fraction or settings.mem_fraction_static)  # fmt: skip
-        clock.sleep(settings.cooldown_s)
-        _emit(writer, reporter, summary, point, rep, row)
-        return
-    summary.launches += launch.launches
-    try:
-        with launch.server:
-            try:
-                m = measure_on_server(settings, device, clock, launch.server, point.batch_size, point.action)
-                row = measured_row(**ident, measurement=m, launch=launch)
-            except HarnessError as exc:
-                row = error_row(**ident, error=str(exc), retry_mem_fraction=launch.retry_mem_fraction,
-                                mem_fraction_static=launch.mem_fraction_static)  # fmt: skip
+        for unit in plan.units():
+            with contextlib.closing(executor.execute(unit)) as results:  # closing stops a shared server
+                for result in results:
+                    sink.consume(result)
     finally:
-        launch.server.stop(settings.stop_grace_s)
-    clock.sleep(settings.cooldown_s)
-    _emit(writer, reporter, summary, point, rep, row)
-
-
-def _run_shared(
-    settings: MeasureSettings, device: GpuDevice, clock: Clock, writer: RowWriter, reporter: SweepReporter,
-    summary: SweepSummary, hardware: str, rep: int, group: list[GridPoint],
-) -> None:  # fmt: skip
-    """One server for every batch size of one action; falls back to one launch per run
-    when the shared launch fails or the server dies."""
-    action = group[0].action
-    max_bs = max(p.batch_size for p in group)
-    pre = device.sample(clock)
-    label = f"cfg_{'-'.join(map(str, action))}_maxbs{max_bs}"
-    reporter.run_started(group[0], rep)
-    try:
-        launch: LaunchOutcome = launch_with_retry(settings, clock, action, max_bs,
-                                                  settings.log_dir / _log_name(rep, label))  # fmt: skip
-    except RetriedLaunchError as exc:
-        summary.launches += exc.launches
-        clock.sleep(settings.cooldown_s)
-        for point in group:
-            if point.batch_size == max_bs:
-                # the shared launch was exactly this run's launch: its failure is this row
-                row = error_row(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size,
-                                action=point.action, device=device, pre=pre, temp_before=pre.temp_c,
-                                settings=settings, error=str(exc), retry_mem_fraction=exc.retry_mem_fraction,
-                                mem_fraction_static=exc.retry_mem_fraction or settings.mem_fraction_static)  # fmt: skip
-                _emit(writer, reporter, summary, point, rep, row)
-            else:
-                _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
-        return
-    summary.launches += launch.launches
-    remaining = list(group)
-    try:
-        with launch.server:
-            while remaining and launch.server.alive():
-                point = remaining[0]
-                if point is not group[0]:
-                    reporter.run_started(point, rep)
-                temp_before = device.read_temp_c()
-                ident = dict(hardware=hardware, index=point.index, repeat=rep, batch_size=point.batch_size,
-                             action=point.action, device=device, pre=pre, temp_before=temp_before,
-                             settings=settings)  # fmt: skip
-                try:
-                    m = measure_on_server(settings, device, clock, launch.server, point.batch_size, point.action)
-                    row = measured_row(**ident, measurement=m, launch=launch)
-                except HarnessError as exc:
-                    if not launch.server.alive():
-                        break  # the server died: the rest fall back to their own launches
-                    row = error_row(**ident, error=str(exc), retry_mem_fraction=launch.retry_mem_fraction,
-                                    mem_fraction_static=launch.mem_fraction_static)  # fmt: skip
-                remaining.pop(0)
-                _emit(writer, reporter, summary, point, rep, row)
-    finally:
-        launch.server.stop(settings.stop_grace_s)
-    clock.sleep(settings.cooldown_s)
-    for point in remaining:
-        _run_single(settings, device, clock, writer, reporter, summary, hardware, rep, point)
-
+        sink.summary.elapsed_s = time.monotonic() - t0

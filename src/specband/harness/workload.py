@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.errors import ConfigError, DataError
+from specband.jsonl import parse_jsonl
 
 __all__ = ["Workload", "load_prompts"]
 
@@ -62,10 +63,7 @@ def load_prompts(path: Path, target: str) -> Workload:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--prompts {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     stripped = text.lstrip()
-    if stripped.startswith("["):
-        prompts = _sharegpt(path, text)
-    else:
-        prompts = _jsonl(path, text, target)
+    prompts = _sharegpt(path, text) if stripped.startswith("[") else _jsonl(path, text, target)
     if not prompts:
         raise DataError("no prompt in the file", path=path)
     return Workload(Path(path).name, tuple(prompts))
@@ -80,8 +78,9 @@ def _sharegpt(path: Path, text: str) -> list[str]:
     for i, item in enumerate(items):
         turns = item.get("conversations") if isinstance(item, dict) else None
         if not isinstance(turns, list):
-            raise DataError(f"item {i}: expected an object with a 'conversations' list", path=path,
-                            field="conversations")  # fmt: skip
+            raise DataError(
+                f"item {i}: expected an object with a 'conversations' list", path=path, field="conversations"
+            )
         first = next((t.get("value") for t in turns if isinstance(t, dict) and t.get("from") in _HUMAN), None)
         if isinstance(first, str) and first:
             prompts.append(first)
@@ -91,13 +90,7 @@ def _sharegpt(path: Path, text: str) -> list[str]:
 def _jsonl(path: Path, text: str, target: str) -> list[str]:
     prompts: list[str] = []
     template = None
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc.msg})", path=path, line=lineno) from None
+    for lineno, row in parse_jsonl(text, path):
         if isinstance(row, dict) and isinstance(row.get("prompt"), str) and row["prompt"]:
             prompts.append(row["prompt"])
         elif isinstance(row, dict) and "messages" in row:
@@ -105,19 +98,25 @@ def _jsonl(path: Path, text: str, target: str) -> list[str]:
             template = template or _chat_template(target, path, lineno)
             prompts.append(template(row["messages"]))
         else:
-            raise DataError('expected {"prompt": "<text>"} or {"messages": [...]}', path=path, line=lineno,
-                            field="prompt")  # fmt: skip
+            raise DataError(
+                'expected {"prompt": "<text>"} or {"messages": [...]}', path=path, line=lineno, field="prompt"
+            )
     return prompts
 
 
 def _check_messages(messages: Any, path: Path, lineno: int) -> None:
-    ok = isinstance(messages, list) and messages and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in messages
-    )  # fmt: skip
+    ok = (
+        isinstance(messages, list)
+        and messages
+        and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        )
+    )
     if not ok:
-        raise DataError('expected a non-empty list of {"role": ..., "content": ...}', path=path, line=lineno,
-                        field="messages")  # fmt: skip
+        raise DataError(
+            'expected a non-empty list of {"role": ..., "content": ...}', path=path, line=lineno, field="messages"
+        )
 
 
 def _chat_template(target: str, path: Path, lineno: int) -> Any:
@@ -134,7 +133,7 @@ def _chat_template(target: str, path: Path, lineno: int) -> Any:
         raise ConfigError(f"{where}, which needs transformers (pip install transformers)") from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True, trust_remote_code=False)
-    except Exception as exc:  # noqa: BLE001 (transformers raises many kinds)
+    except Exception as exc:
         raise ConfigError(f"{where}: cannot load the tokenizer of --target {target} ({type(exc).__name__})") from None
     if not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"{where}: --target {target} has no chat template")

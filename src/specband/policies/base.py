@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from specband.actions import ACTIONS, NUM_ACTIONS
 from specband.dataset import BATCH_SIZE_SCALE, TrainingData
@@ -42,14 +43,14 @@ from specband.policies.files import (
 
 __all__ = [
     "ACTIONS_ARRAY",
+    "SIDECAR_FILE",
+    "Policy",
+    "PolicyConfig",
+    "as_states",
+    "batch_size_of",
     "check_actions_entry",
     "check_int",
     "check_number",
-    "Policy",
-    "PolicyConfig",
-    "SIDECAR_FILE",
-    "as_states",
-    "batch_size_of",
     "masked_argmax",
     "mean_reward_by_cell",
     "nearest_batch_size",
@@ -92,8 +93,7 @@ class PolicyConfig:
         unknown = sorted(set(overrides) - names)
         if unknown:
             raise ConfigError(
-                f"{cls.__name__}: unknown setting(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(names - {'seed'}))}"
+                f"{cls.__name__}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names - {'seed'}))}"
             )
         try:
             return cls(seed=seed, **overrides)
@@ -105,8 +105,16 @@ class PolicyConfig:
         return asdict(self)
 
 
-def check_number(owner: str, name: str, value: Any, *, low: float | None = None, low_open: bool = False,
-                  high: float | None = None, allow_none: bool = False) -> None:
+def check_number(
+    owner: str,
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    low_open: bool = False,
+    high: float | None = None,
+    allow_none: bool = False,
+) -> None:
     """Check one config value: a finite number in range (``None`` too if ``allow_none``).
 
     Raises:
@@ -132,7 +140,7 @@ def check_int(owner: str, name: str, value: Any, *, low: int = 1) -> None:
         raise ConfigError(f"{owner} '{name}' must be an integer >= {low}, got {value!r}")
 
 
-def as_states(states: np.ndarray) -> tuple[np.ndarray, bool]:
+def as_states(states: npt.ArrayLike) -> tuple[np.ndarray, bool]:
     """``states`` as a (n, 4) float64 array, and whether a single (4,) state was given.
 
     Raises:
@@ -186,7 +194,9 @@ def check_actions_entry(value: Any, what: str) -> None:
     if arr.shape != (NUM_ACTIONS, 3):
         raise ArtifactError(f"{what}: 'actions' must have shape ({NUM_ACTIONS}, 3), got {arr.shape}")
     if not np.array_equal(arr.astype(np.int64), ACTIONS_ARRAY):
-        raise ArtifactError(f"{what}: 'actions' is not the 19-action contract in contract order (see `specband actions`)")
+        raise ArtifactError(
+            f"{what}: 'actions' is not the 19-action contract in contract order (see `specband actions`)"
+        )
 
 
 def mean_reward_by_cell(data: TrainingData) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -309,11 +319,11 @@ class Policy(ABC):
             the policy has no estimate for or will not pick.
         """
 
-    def act(self, state: np.ndarray, allowed: np.ndarray | None = None) -> int:
+    def act(self, state: npt.ArrayLike, allowed: np.ndarray | None = None) -> int:
         """The index of the best-scored allowed action for one state (ties: lowest index).
 
         Args:
-            state: (4,) state.
+            state: (4,) state (an array or a sequence of 4 floats).
             allowed: (19,) bool mask of actions with data at this batch size.
         """
         arr, _ = as_states(state)

@@ -55,7 +55,7 @@ from specband.policies.nets import (
     train_mlp,
 )
 
-__all__ = ["BCQ", "BCQConfig", "POLICY", "PUBLISHED_THRESHOLD", "UNSUPPORTED_OFFSET", "min_logging_ratio"]
+__all__ = ["BCQ", "POLICY", "PUBLISHED_THRESHOLD", "UNSUPPORTED_OFFSET", "BCQConfig", "min_logging_ratio"]
 
 #: The published study's absolute support threshold (model card).
 PUBLISHED_THRESHOLD = 0.3
@@ -185,13 +185,17 @@ class BCQ(QNetworkPolicy):
         path = Path(directory) / cls.name / cls.artifact_file
         obj: Any = load_state_dict(path)
         if not isinstance(obj, dict):
-            raise ArtifactError(f"{path}: expected a dict with behavior_state_dict, q_state_dict, actions; got {type(obj).__name__}")
+            raise ArtifactError(
+                f"{path}: expected a dict with behavior_state_dict, q_state_dict, actions; got {type(obj).__name__}"
+            )
         missing = [k for k in ("behavior_state_dict", "q_state_dict", "actions") if k not in obj]
         if missing:
             raise ArtifactError(f"{path}: missing key(s) {missing}; has {sorted(obj)}")
         check_actions_entry(obj["actions"], str(path))
         policy, _ = cls._from_sidecar(directory)
-        policy.behavior = MLP.from_state_dict(obj["behavior_state_dict"], BEHAVIOR_LAYERS, f"{path} behavior_state_dict")
+        policy.behavior = MLP.from_state_dict(
+            obj["behavior_state_dict"], BEHAVIOR_LAYERS, f"{path} behavior_state_dict"
+        )
         policy.net = MLP.from_state_dict(obj["q_state_dict"], QNETWORK_LAYERS, f"{path} q_state_dict")
         stored = policy.fit_info.get("threshold")
         if policy.config.threshold is not None:

@@ -29,7 +29,7 @@ from specband.dataset import TrainingData
 from specband.policies.base import check_number
 from specband.policies.nets import NetConfig, QNetworkPolicy, TrainSettings
 
-__all__ = ["CQL", "CQLConfig", "POLICY", "resolve_alpha"]
+__all__ = ["CQL", "POLICY", "CQLConfig", "resolve_alpha"]
 
 
 @dataclass(frozen=True)

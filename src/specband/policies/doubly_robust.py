@@ -42,7 +42,7 @@ from specband.policies.gbt import (
     write_model_files,
 )
 
-__all__ = ["DoublyRobust", "DoublyRobustConfig", "POLICY", "ips_correction"]
+__all__ = ["POLICY", "DoublyRobust", "DoublyRobustConfig", "ips_correction"]
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,9 @@ class DoublyRobust(Policy):
             ArtifactError: see :func:`specband.policies.gbt.load_joblib`; a malformed
                 ``ips_correction`` in the sidecar.
         """
-        model = load_joblib(Path(directory) / cls.name / cls.artifact_file, "LinearRegression", trust_pickle=trust_pickle)
+        model = load_joblib(
+            Path(directory) / cls.name / cls.artifact_file, "LinearRegression", trust_pickle=trust_pickle
+        )
         policy, sidecar = cls._from_sidecar(directory)
         policy.model = model
         if data is not None:
@@ -168,12 +170,10 @@ def _parse_correction(value: Any, where: Path) -> dict[int, np.ndarray]:
     for key, row in value.items():
         if not str(key).isdigit() or int(key) <= 0:
             raise ArtifactError(f"{where}/specband.json: 'ips_correction' key {key!r} is not a batch size")
-        if (
-            not isinstance(row, list)
-            or len(row) != NUM_ACTIONS
-            or not all(is_finite_number(v) for v in row)
-        ):
-            raise ArtifactError(f"{where}/specband.json: 'ips_correction' at batch size {key} must be {NUM_ACTIONS} finite numbers")
+        if not isinstance(row, list) or len(row) != NUM_ACTIONS or not all(is_finite_number(v) for v in row):
+            raise ArtifactError(
+                f"{where}/specband.json: 'ips_correction' at batch size {key} must be {NUM_ACTIONS} finite numbers"
+            )
         out[int(key)] = np.array(row, dtype=np.float64)
     return out
 

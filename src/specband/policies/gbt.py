@@ -27,8 +27,8 @@ from specband.policies.base import Policy, PolicyConfig, as_states, check_int, c
 
 __all__ = [
     "GBT",
-    "GBTConfig",
     "POLICY",
+    "GBTConfig",
     "action_features",
     "fit_reward_model",
     "load_joblib",
@@ -130,7 +130,9 @@ def load_joblib(path: Path, expected: str, n_features: int = 5, *, trust_pickle:
         raise ArtifactError(f"{path}: expected a scikit-learn {expected}, got {type(model).__name__}")
     got = getattr(model, "n_features_in_", None)
     if got != n_features:
-        raise ArtifactError(f"{path}: the model takes {got} features, the model card's is {n_features} ([state(4), action_idx/19])")
+        raise ArtifactError(
+            f"{path}: the model takes {got} features, the model card's is {n_features} ([state(4), action_idx/19])"
+        )
     return model
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
 import numpy as np
 
 from specband.actions import NUM_ACTIONS
@@ -38,7 +39,7 @@ from specband.policies.base import (
     write_npz_atomic,
 )
 
-__all__ = ["LinUCB", "LinUCBConfig", "POLICY", "load_npz", "load_ridge_npz", "ridge_per_action"]
+__all__ = ["POLICY", "LinUCB", "LinUCBConfig", "load_npz", "load_ridge_npz", "ridge_per_action"]
 
 STATE_DIM = 4
 

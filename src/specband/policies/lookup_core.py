@@ -43,7 +43,9 @@ def parse_lookup_table(table: Any, path: str | Path) -> dict[int, tuple[int, flo
             ``mean_reward`` that is not a finite number.
     """
     if not isinstance(table, dict) or not table:
-        raise ArtifactError(f'{path}: expected a non-empty JSON object {{"<bs>": {{"config": [...], "mean_reward": ...}}}}')
+        raise ArtifactError(
+            f'{path}: expected a non-empty JSON object {{"<bs>": {{"config": [...], "mean_reward": ...}}}}'
+        )
     picks: dict[int, tuple[int, float]] = {}
     for key, entry in table.items():
         text = str(key).strip()
@@ -52,12 +54,10 @@ def parse_lookup_table(table: Any, path: str | Path) -> dict[int, tuple[int, flo
         if not isinstance(entry, dict) or "config" not in entry or "mean_reward" not in entry:
             raise ArtifactError(f"{path}: entry {key!r} must be an object with 'config' and 'mean_reward'")
         config = entry["config"]
-        if (
-            not isinstance(config, list)
-            or len(config) != 3
-            or not all(is_int(v) for v in config)
-        ):
-            raise ArtifactError(f"{path}: entry {key!r}: 'config' must be [steps, topk, num_draft_tokens], got {config!r}")
+        if not isinstance(config, list) or len(config) != 3 or not all(is_int(v) for v in config):
+            raise ArtifactError(
+                f"{path}: entry {key!r}: 'config' must be [steps, topk, num_draft_tokens], got {config!r}"
+            )
         try:
             idx = action_index((config[0], config[1], config[2]))
         except InvalidActionError as exc:
@@ -84,7 +84,10 @@ def parse_action_means(value: Any, where: str | Path) -> dict[int, dict[int, flo
         means: dict[int, float] = {}
         for a, m in row.items():
             if not (str(a).isdigit() and int(a) < NUM_ACTIONS) or not _is_number(m):
-                raise ArtifactError(f"{where}: 'action_mean_rewards.{key}' entry {a!r}: {m!r} is not an action index with a finite number")
+                raise ArtifactError(
+                    f"{where}: 'action_mean_rewards.{key}' entry {a!r}: {m!r} "
+                    "is not an action index with a finite number"
+                )
             means[int(a)] = float(m)
         out[int(key)] = means
     return out
@@ -118,7 +121,11 @@ def read_lookup_folder(directory: str | Path) -> LookupFiles:
     sidecar = read_json(sidecar_path) if sidecar_path.is_file() else None
     if sidecar is not None and not isinstance(sidecar, dict):
         raise ArtifactError(f"{sidecar_path}: expected a JSON object")
-    stored = parse_action_means(sidecar["action_mean_rewards"], sidecar_path) if sidecar and "action_mean_rewards" in sidecar else {}
+    stored = (
+        parse_action_means(sidecar["action_mean_rewards"], sidecar_path)
+        if sidecar and "action_mean_rewards" in sidecar
+        else {}
+    )
     means: dict[int, dict[int, float]] = {}
     for bs, (idx, mean) in picks.items():
         row = dict(stored.get(bs, {}))
@@ -127,9 +134,7 @@ def read_lookup_folder(directory: str | Path) -> LookupFiles:
     return LookupFiles(picks, means, sidecar)
 
 
-def lookup_pick(
-    means: Mapping[int, Mapping[int, float]], batch_size: int, allowed: Iterable[int] | None = None
-) -> int:
+def lookup_pick(means: Mapping[int, Mapping[int, float]], batch_size: int, allowed: Iterable[int] | None = None) -> int:
     """The lookup table's pick: at the measured batch size nearest to ``batch_size``, the
     allowed action with the highest observed mean reward (ties: the lowest index); when no
     allowed action has a mean there, the lowest allowed index.

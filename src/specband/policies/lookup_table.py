@@ -38,7 +38,7 @@ from specband.policies.base import (
 )
 from specband.policies.lookup_core import read_lookup_folder
 
-__all__ = ["LookupTable", "LookupTableConfig", "POLICY"]
+__all__ = ["POLICY", "LookupTable", "LookupTableConfig"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,9 @@ class LookupTable(Policy):
                 that is not a finite number (see :func:`~specband.policies.lookup_core.parse_lookup_table`).
         """
         files = read_lookup_folder(directory)
-        policy = cls(cls._config_from_sidecar(files.sidecar))
+        config = cls._config_from_sidecar(files.sidecar)
+        assert isinstance(config, LookupTableConfig)
+        policy = cls(config)
         policy.picks = dict(files.picks)
         policy.means = {}
         for bs, row in files.means.items():
@@ -139,7 +141,7 @@ class LookupTable(Policy):
     def table(self) -> dict[int, tuple[tuple[int, int, int], float]]:
         """Batch size -> (picked triple, its mean reward), as in ``model.json``."""
         self._require_fitted()
-        return {bs: (tuple(ACTIONS[idx]), mean) for bs, (idx, mean) in self.picks.items()}  # type: ignore[misc]
+        return {bs: (ACTIONS[idx], mean) for bs, (idx, mean) in self.picks.items()}
 
 
 POLICY = LookupTable

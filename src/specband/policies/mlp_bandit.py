@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from specband.policies.nets import NetConfig, QNetworkPolicy
 
-__all__ = ["MLPBandit", "MLPBanditConfig", "POLICY"]
+__all__ = ["POLICY", "MLPBandit", "MLPBanditConfig"]
 
 
 @dataclass(frozen=True)

@@ -63,14 +63,14 @@ from specband.policies.base import Policy, PolicyConfig, as_states, check_int, c
 __all__ = [
     "BEHAVIOR_LAYERS",
     "MLP",
-    "NetConfig",
     "QNETWORK_LAYERS",
+    "SAFETENSORS_SUFFIX",
+    "NetConfig",
     "QNetworkPolicy",
     "TrainSettings",
     "clear_training_cache",
     "gelu",
     "load_state_dict",
-    "SAFETENSORS_SUFFIX",
     "safetensors_bytes",
     "save_torch",
     "save_torch_atomic",
@@ -131,7 +131,7 @@ class MLP:
         ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``."""
         layers = tuple(layers)
         net = cls(layers, np.zeros(cls.size(layers), dtype=np.float32))
-        for (fan_in, _), w, b in zip(layers, net.weights, net.biases):
+        for (fan_in, _), w, b in zip(layers, net.weights, net.biases, strict=True):
             bound = 1.0 / math.sqrt(fan_in)
             w[...] = rng.uniform(-bound, bound, size=w.shape)
             b[...] = rng.uniform(-bound, bound, size=b.shape)
@@ -146,7 +146,7 @@ class MLP:
         of the last layer) float64."""
         h = np.asarray(x, dtype=np.float32)
         last = len(self.layers) - 1
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             h = h @ w + b
             if i < last:
                 h = gelu(h)
@@ -157,15 +157,13 @@ class MLP:
         """``{"net.0.weight": (out, in), "net.0.bias": (out,), "net.2.weight": ...}`` as
         float32 arrays, torch's layout (Linear layers at even indices of ``net``)."""
         out: dict[str, np.ndarray] = {}
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             out[f"net.{2 * i}.weight"] = np.ascontiguousarray(w.T)
             out[f"net.{2 * i}.bias"] = b.copy()
         return out
 
     @classmethod
-    def from_state_dict(
-        cls, state: Mapping[str, Any], layers: Sequence[tuple[int, int]], what: str
-    ) -> MLP:
+    def from_state_dict(cls, state: Mapping[str, Any], layers: Sequence[tuple[int, int]], what: str) -> MLP:
         """Rebuild from a torch ``state_dict`` (tensors or arrays).
 
         Raises:
@@ -179,9 +177,11 @@ class MLP:
         if keys != expected:
             missing = sorted(expected - keys)
             extra = sorted(keys - expected)
-            raise ArtifactError(f"{what}: state_dict keys differ from the model card's: missing {missing}, unexpected {extra}")
+            raise ArtifactError(
+                f"{what}: state_dict keys differ from the model card's: missing {missing}, unexpected {extra}"
+            )
         net = cls(layers, np.zeros(cls.size(layers), dtype=np.float32))
-        for i, ((fan_in, fan_out), w, b) in enumerate(zip(layers, net.weights, net.biases)):
+        for i, ((fan_in, fan_out), w, b) in enumerate(zip(layers, net.weights, net.biases, strict=True)):
             weight = _to_numpy(state[f"net.{2 * i}.weight"])
             bias = _to_numpy(state[f"net.{2 * i}.bias"])
             if weight.shape != (fan_out, fan_in) or bias.shape != (fan_out,):
@@ -244,7 +244,7 @@ class TrainSettings:
 
     def window(self, epochs: int) -> int:
         """Number of final epochs averaged for a run of ``epochs`` epochs (0 = none)."""
-        return min(epochs, int(round(self.average_last * epochs)))
+        return min(epochs, round(self.average_last * epochs))
 
     def __post_init__(self) -> None:
         if self.loss not in ("mse", "cql", "ce"):
@@ -467,8 +467,16 @@ def train_mlp(
     n = int(np.asarray(actions).shape[0])
     if n == 0:
         raise ConfigError("no rows to train on")
-    r = np.zeros(n, dtype=np.float32) if rewards is None or settings.loss == "ce" else np.asarray(rewards, dtype=np.float32)
-    key = (_fingerprint(np.asarray(states, dtype=np.float32), np.asarray(actions, dtype=np.int64), r), int(seed), settings)
+    r = (
+        np.zeros(n, dtype=np.float32)
+        if rewards is None or settings.loss == "ce"
+        else np.asarray(rewards, dtype=np.float32)
+    )
+    key = (
+        _fingerprint(np.asarray(states, dtype=np.float32), np.asarray(actions, dtype=np.int64), r),
+        int(seed),
+        settings,
+    )
     traj = _CACHE.get(key)
     if traj is not None and not traj.has(epochs) and traj.epoch > min(traj.needed(epochs)):
         traj = None  # went past what it needs without keeping it: start again
@@ -540,7 +548,7 @@ def _load_safetensors(path: Path) -> Any:
         with safe_open(str(path), framework="pt", device="cpu") as fh:
             lists = set(filter(None, (fh.metadata() or {}).get(_LISTS_KEY, "").split(",")))
             flat = {key: fh.get_tensor(key) for key in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
-    except Exception as exc:  # noqa: BLE001 - safetensors raises its own and OSError
+    except Exception as exc:
         raise ArtifactError(f"{path}: not a readable safetensors file ({exc})") from None
     out: dict[str, Any] = OrderedDict()
     for key, tensor in flat.items():

@@ -246,9 +246,7 @@ def compare_profile(profile: str | Path | HardwareProfile, data: AicReferenceDat
     prof = load_profile(profile)
     steps = data.for_profile(prof.name)
     if not steps:
-        raise ConfigError(
-            f"no AIC reference for profile '{prof.name}'; the reference has {', '.join(data.profiles)}"
-        )
+        raise ConfigError(f"no AIC reference for profile '{prof.name}'; the reference has {', '.join(data.profiles)}")
     models = _models(prof, steps)
     out = []
     for s in steps:
@@ -278,8 +276,10 @@ def _criteria(comparisons: dict[str, list[StepComparison]]) -> dict[str, tuple[f
     targets: dict[str, tuple[float, float, bool]] = {}
     for name in CRITERIA_PROFILES:
         rows = [
-            c for c in comparisons.get(name, [])
-            if c.reference.kind == "decode" and c.reference.target == CRITERIA_TARGET
+            c
+            for c in comparisons.get(name, [])
+            if c.reference.kind == "decode"
+            and c.reference.target == CRITERIA_TARGET
             and c.reference.batch_size in CRITERIA_BATCH_SIZES
         ]
         for source in ("aic", "docs"):
@@ -290,7 +290,9 @@ def _criteria(comparisons: dict[str, list[StepComparison]]) -> dict[str, tuple[f
             sizes = ",".join(str(bs) for bs in sorted({c.reference.batch_size for c in chosen}))
             what = "AIConfigurator's sglang estimate" if source == "aic" else "sglang's docs"
             targets[f"{name} {CRITERIA_TARGET} decode bs {sizes} within 10 % of {what}"] = (
-                worst, STEP_TOLERANCE, worst <= STEP_TOLERANCE
+                worst,
+                STEP_TOLERANCE,
+                worst <= STEP_TOLERANCE,
             )
     return targets
 
@@ -330,8 +332,10 @@ def format_aic_report(report: AicReport) -> str:
     size, tokens, reference and simulated ms, error), then per profile and kind the median
     and worst |error|, then the criteria."""
     lines = [f"calibration report vs {report.label}: simulated vs reference step times (ms)", ""]
-    header = f"{'profile':16} {'source':6} {'target':24} {'kind':6} {'bs':>3} {'tokens':>6} " \
-             f"{'reference':>10} {'simulated':>10} {'error':>8}"
+    header = (
+        f"{'profile':16} {'source':6} {'target':24} {'kind':6} {'bs':>3} {'tokens':>6} "
+        f"{'reference':>10} {'simulated':>10} {'error':>8}"
+    )
     for name, rows in report.comparisons.items():
         lines.append(header)
         for c in rows:
@@ -344,14 +348,18 @@ def format_aic_report(report: AicReport) -> str:
             lines.append(_summary_line(f"{name} {kind}", [c for c in rows if c.reference.kind == kind]))
         lines.append(_summary_line(f"{name} all", rows))
         if not report.power_measured.get(name, True):
-            lines.append(f"  {name} power: UNMEASURED (no measured power was fitted; simulated rows carry "
-                         "power_measured: false and power_w_range, see specband.sim.power)")
+            lines.append(
+                f"  {name} power: UNMEASURED (no measured power was fitted; simulated rows carry "
+                "power_measured: false and power_w_range, see specband.sim.power)"
+            )
         lines.append("")
     if report.targets:
         lines.append("targets (issue 13):")
         for label, (value, threshold, met) in report.targets.items():
-            lines.append(f"  [{'met' if met else 'MISSED'}] {label}: worst |error| {100 * value:.1f} % "
-                         f"(threshold {100 * threshold:.0f} %)")
+            lines.append(
+                f"  [{'met' if met else 'MISSED'}] {label}: worst |error| {100 * value:.1f} % "
+                f"(threshold {100 * threshold:.0f} %)"
+            )
     return "\n".join(lines)
 
 
@@ -413,11 +421,11 @@ def fit_profile_to_aic(profile: str | Path | HardwareProfile, data: AicReference
     x0 = np.clip(np.array([before[n] for n in names]), lo, hi)
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return _log_errors(prof.with_values(**dict(zip(names, map(float, x)))), steps, models)
+        return _log_errors(prof.with_values(**dict(zip(names, map(float, x), strict=True))), steps, models)
 
     start = residuals(x0)
     result = least_squares(residuals, x0, bounds=(lo, hi), x_scale=np.maximum(hi - lo, 1e-9) / 10, method="trf")
-    after = {n: float(v) for n, v in zip(names, result.x)}
+    after = {n: float(v) for n, v in zip(names, result.x, strict=True)}
     fitted = prof.with_values(**after)
     return AicFit(fitted, before, after, 0.5 * float(start @ start), float(result.cost))
 

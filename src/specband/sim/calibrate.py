@@ -110,13 +110,17 @@ def _usable(sweep: Sweep) -> list[SweepRow]:
     return [r for r in sweep.rows if r.trainable and r.speed_tok_s is not None]
 
 
+def _speed(r: SweepRow) -> float:
+    """The measured decode speed (tok/s) of a row :func:`_usable` kept."""
+    assert r.speed_tok_s is not None
+    return r.speed_tok_s
+
+
 def _model_with(model: SpeculativeDecodingModel, values: dict[str, float]) -> SpeculativeDecodingModel:
     return SpeculativeDecodingModel(model.profile.with_values(**values), model.target, model.draft)
 
 
-def _fit_accept(
-    model: SpeculativeDecodingModel, rows: Sequence[SweepRow]
-) -> tuple[dict[str, float], float, float]:
+def _fit_accept(model: SpeculativeDecodingModel, rows: Sequence[SweepRow]) -> tuple[dict[str, float], float, float]:
     """Stage 1: the acceptance parameters; returns (values, cost at the start, cost after)."""
     from scipy.optimize import least_squares
 
@@ -142,7 +146,7 @@ def _fit_accept(
         if best is None or res.cost < best.cost:
             best = res
     assert best is not None
-    return {n: float(v) for n, v in zip(names, best.x)}, start_cost, float(best.cost)
+    return {n: float(v) for n, v in zip(names, best.x, strict=True)}, start_cost, float(best.cost)
 
 
 def _cost(residuals: Sequence[float] | np.ndarray) -> float:
@@ -221,14 +225,14 @@ def refit_profile(
 
     def residuals(x: np.ndarray) -> np.ndarray:
         try:
-            m = _model_with(model, {n: float(v) for n, v in zip(names, x)})
+            m = _model_with(model, {n: float(v) for n, v in zip(names, x, strict=True)})
         except Exception:  # out-of-range combination (e.g. idle power above limit)
             return np.full(3 * len(rows), 1e3)
         out = []
         for r in rows:
             pred = m.predict(r.batch_size, r.action, temp)
             speed = r.accept_length / pred.step_time_s if r.accept_length else pred.speed_tok_s
-            out.append((speed / r.speed_tok_s - 1.0) / _SPEED_SCALE)
+            out.append((speed / _speed(r) - 1.0) / _SPEED_SCALE)
             util = r.utilization(limit)
             out.append(0.0 if util is None else (pred.avg_power_w / limit - util) / _UTIL_SCALE)
             jpt = r.raw.get("joules_per_token")
@@ -244,7 +248,7 @@ def refit_profile(
     res = least_squares(
         residuals, x0, bounds=(lo, hi), x_scale=np.maximum(hi - lo, 1e-9) * 0.1, diff_step=1e-4, max_nfev=max_nfev
     )
-    fitted = {n: float(v) for n, v in zip(names, res.x)}
+    fitted = {n: float(v) for n, v in zip(names, res.x, strict=True)}
     profile = model.profile.with_values(**fitted, calibrated=True)
     profile = profile.with_values(activity_power_w=profile.power_limit_w - profile.idle_power_w)
     if noise:
@@ -260,9 +264,7 @@ def refit_profile(
     )
 
 
-def fit_profile(
-    model: SpeculativeDecodingModel, sweep: Sweep | None = None, *, max_nfev: int = 400
-) -> HardwareProfile:
+def fit_profile(model: SpeculativeDecodingModel, sweep: Sweep | None = None, *, max_nfev: int = 400) -> HardwareProfile:
     """Fit the acceptance and step/power/wall-clock parameters to the calibration trials
     (:func:`refit_profile` without the costs).
 
@@ -325,9 +327,9 @@ def noise_from_trials(sweep: Sweep | None = None) -> dict[str, float]:
         if not rows[0].is_baseline:
             a = [r.accept_length for r in rows if r.accept_length is not None]
             acc.append((len(a) - 1, statistics.variance(a)))
-        s = [r.speed_tok_s for r in rows]
+        s = [_speed(r) for r in rows]
         spd.append((len(s) - 1, statistics.variance(s) / statistics.mean(s) ** 2))
-        u = [r.utilization(80.0) for r in rows if r.utilization(80.0) is not None]
+        u = [x for x in (r.utilization(80.0) for r in rows) if x is not None]
         if len(u) >= 3:
             pwr.append((len(u) - 1, statistics.variance(u) / statistics.mean(u) ** 2))
 
@@ -458,9 +460,8 @@ def calibration_report(
             reward_m = reward_p = None
         else:
             reward_m = sweep.reward_parts(r, config).reward
-            if base_pred is None:
-                base_pred = (model.predict(r.batch_size, (0, 0, 0), temp), None)
-            base_speed = base_pred[0].speed_tok_s
+            base = model.predict(r.batch_size, (0, 0, 0), temp) if base_pred is None else base_pred[0]
+            base_speed = base.speed_tok_s
             reward_p = compute_reward(
                 speed_tok_s=pred.speed_tok_s,
                 baseline_speed_tok_s=base_speed,
@@ -475,7 +476,7 @@ def calibration_report(
                 fitted=_is_fitted(r),
                 accept_measured=float(r.accept_length if r.accept_length is not None else 1.0),
                 accept_predicted=pred.accept_length,
-                speed_measured=float(r.speed_tok_s),
+                speed_measured=_speed(r),
                 speed_predicted=pred.speed_tok_s,
                 jpt_measured=r.raw.get("joules_per_token"),
                 jpt_predicted=cost.joules_per_token,
@@ -488,8 +489,9 @@ def calibration_report(
     ranking: dict[int, tuple[tuple[Action, ...], tuple[Action, ...]]] = {}
     for bs in sorted({c.batch_size for c in comparisons if c.fitted}):
         rows = [c for c in comparisons if c.fitted and c.batch_size == bs and c.reward_measured is not None]
-        measured = tuple(c.action for c in sorted(rows, key=lambda c: -c.reward_measured))  # type: ignore[operator]
-        predicted = tuple(c.action for c in sorted(rows, key=lambda c: -c.reward_predicted))  # type: ignore[operator]
+        # rows with a measured reward have a predicted one (both are None on baseline rows only)
+        measured = tuple(c.action for c in sorted(rows, key=lambda c: c.reward_measured or 0.0, reverse=True))
+        predicted = tuple(c.action for c in sorted(rows, key=lambda c: c.reward_predicted or 0.0, reverse=True))
         ranking[bs] = (measured, predicted)
     speed_ranking: dict[int, tuple[tuple[Action, ...], tuple[Action, ...]]] = {}
     for bs in sorted({c.batch_size for c in comparisons if c.fitted}):
@@ -559,7 +561,7 @@ def format_report(report: CalibrationReport) -> str:
         um = "-" if r.util_measured is None else f"{r.util_measured:.3f}"
         ue = "" if r.util_error is None else f"{r.util_error:+.3f}"
         lines.append(
-            f"{r.trial:9} {'fit' if r.fitted else 'held':4} {r.batch_size:>3} {str(r.action):9} "
+            f"{r.trial:9} {'fit' if r.fitted else 'held':4} {r.batch_size:>3} {r.action!s:9} "
             f"{r.accept_measured:6.3f}/{r.accept_predicted:6.3f} "
             f"{r.speed_measured:8.2f}/{r.speed_predicted:8.2f} ({100 * r.speed_error:+5.1f}%) "
             f"{jm:>8}/{r.jpt_predicted:.5f} ({je:>6}) "
@@ -606,9 +608,7 @@ def _order(actions: tuple[Action, ...]) -> str:
 def _reward_gaps(
     report: CalibrationReport, bs: int, measured: tuple[Action, ...], predicted: tuple[Action, ...]
 ) -> str:
-    reward = {
-        c.action: c.reward_measured for c in report.rows if c.fitted and c.batch_size == bs and c.reward_measured
-    }
+    reward = {c.action: c.reward_measured for c in report.rows if c.fitted and c.batch_size == bs and c.reward_measured}
     parts = []
     for i, a in enumerate(measured):
         for b in measured[i + 1 :]:

@@ -279,8 +279,7 @@ def bundled_model_config_path(name: str) -> Path:
     path = Path(str(resources.files("specband").joinpath(f"data/models/{name}.json")))
     if not path.is_file():
         raise ConfigError(
-            f"no model config file or bundled config named '{name}' "
-            f"(bundled: {', '.join(bundled_model_configs())})"
+            f"no model config file or bundled config named '{name}' (bundled: {', '.join(bundled_model_configs())})"
         )
     return path
 

@@ -155,7 +155,7 @@ class SpeculativeDecodingModel:
         Raises:
             InvalidActionError: the triple breaks an sglang rule.
         """
-        return accept_length(validate_action(tuple(action)), self._accept)  # type: ignore[arg-type]
+        return accept_length(validate_action(tuple(action)), self._accept)
 
     def context_tokens(self) -> float:
         """Mean context length during decode: prompt + half the generated tokens."""
@@ -204,7 +204,7 @@ class SpeculativeDecodingModel:
         """
         if not is_int(batch_size) or batch_size < 1:
             raise ConfigError(f"batch size must be an integer >= 1, got {batch_size!r}")
-        steps, topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
+        steps, topk, draft_tokens = validate_action(tuple(action))
         p = self.profile
         ctx = self.context_tokens()
         forwards: list[tuple[str, int, float, float]] = []
@@ -272,7 +272,7 @@ class SpeculativeDecodingModel:
     def memory_needed_mb(self, batch_size: int, action: Action | tuple[int, int, int]) -> float:
         """Static-pool memory a launch needs: weights + KV cache of ``bs`` full contexts +
         speculative buffers (``bs x N`` verified tokens) + runtime reservations, MiB."""
-        steps, _topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
+        steps, _topk, draft_tokens = validate_action(tuple(action))
         p = self.profile
         weights = self.target.weight_bytes + (self.draft.weight_bytes if steps else 0.0)
         verify = batch_size * (draft_tokens if steps else 1)
@@ -288,7 +288,7 @@ class SpeculativeDecodingModel:
     def mem_used_mb(self, batch_size: int, action: Action | tuple[int, int, int], mem_fraction_static: float) -> float:
         """GPU memory in use (NVML) while the server is up: context + the static pool +
         CUDA-graph memory, MiB, at most the VRAM."""
-        steps, _topk, draft_tokens = validate_action(tuple(action))  # type: ignore[arg-type]
+        steps, _topk, draft_tokens = validate_action(tuple(action))
         p = self.profile
         verify = batch_size * (draft_tokens if steps else 1)
         used = p.cuda_context_mb + p.vram_mb * mem_fraction_static + verify * p.graph_mb_per_token
@@ -322,7 +322,7 @@ class SpeculativeDecodingModel:
             raise ConfigError(f"gpu_temp_c must be a finite number, got {gpu_temp_c!r}")
         if not (isinstance(mem_fraction_static, (int, float)) and 0.0 < mem_fraction_static <= 1.0):
             raise ConfigError(f"mem_fraction_static must be in (0, 1], got {mem_fraction_static!r}")
-        action = validate_action(tuple(action))  # type: ignore[arg-type]
+        action = validate_action(tuple(action))
         cost = self.step_cost(batch_size, action)
         p = self.profile
         clock_max, thermal = self._clock_limit(float(gpu_temp_c))
@@ -372,7 +372,7 @@ class SpeculativeDecodingModel:
         ragged as requests finish and prefills interleave; ``fixed`` is prefill and request
         handling. Energy = average power x wall clock.
         """
-        steps = validate_action(tuple(action))[0]  # type: ignore[arg-type]
+        steps = validate_action(tuple(action))[0]
         p = self.profile
         total = max(NUM_PROMPTS, batch_size) * MAX_NEW_TOKENS
         decode = total / (batch_size * prediction.speed_tok_s)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
@@ -40,9 +41,9 @@ from specband.sim.accept import AcceptParams
 
 __all__ = [
     "DEFAULT_PROFILE",
-    "HardwareProfile",
     "REQUIRED_HARDWARE_FIELDS",
     "SECTIONS",
+    "HardwareProfile",
     "builtin_profiles",
     "load_profile",
     "profile_to_toml",
@@ -171,9 +172,7 @@ class HardwareProfile:
                 continue
             if f.name in _BOOL_FIELDS:
                 if not isinstance(value, bool):
-                    raise ConfigError(
-                        f"profile '{self.name}': {f.metadata['section']}.{f.name} must be true or false"
-                    )
+                    raise ConfigError(f"profile '{self.name}': {f.metadata['section']}.{f.name} must be true or false")
                 continue
             if not is_finite_number(value):
                 raise ConfigError(
@@ -253,11 +252,11 @@ def _read_mapping(path: Path) -> dict[str, Any]:
             where = f"{path}:{line}" if line else str(path)
             raise ConfigError(f"{where}: not a valid JSON profile ({_one_line(exc)})") from None
     else:
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
+        else:  # Python 3.10
             try:
-                import tomli as tomllib  # type: ignore[no-redef]
+                import tomli as tomllib
             except ModuleNotFoundError:
                 raise ConfigError(f"{path}: TOML profiles need Python 3.11+ or the tomli package") from None
         try:

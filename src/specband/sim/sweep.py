@@ -18,6 +18,7 @@ run-to-run spread of the five published bs 16 trials. Same seed, same rows.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,17 +27,17 @@ from typing import Any
 import numpy as np
 
 from specband.actions import ACTIONS, Action, validate_action
-from specband.dataset import SWEEP_COLUMNS
 from specband.errors import ConfigError
 from specband.fileio import write_jsonl_atomic
 from specband.limits import MAX_BATCH_SIZE, is_int
+from specband.record import SWEEP_COLUMNS, SweepRecord
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.power import power_range_w
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
-    "RETRY_MEM_FRACTION",
     "MEM_FRACTION_STATIC",
+    "RETRY_MEM_FRACTION",
     "check_out_path",
     "simulate_sweep",
     "write_sweep",
@@ -46,6 +47,23 @@ DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 4, 8, 16)
 #: sglang --mem-fraction-static of a launch, and of its retry after a failed launch (docs/FACTS.md §1).
 MEM_FRACTION_STATIC = 0.65
 RETRY_MEM_FRACTION = 0.55
+
+
+#: Columns of a simulated row, in order; ``power_w_range`` (successful rows) and
+#: ``power_measured`` (false) only where the profile's power is not measured.
+SIMULATED_COLUMNS: tuple[str, ...] = (
+    *SWEEP_COLUMNS,
+    "power_w_range",
+    "power_measured",
+    "power_limit_watts",
+    "provenance",
+    "profile",
+    "seed",
+    "gpu_mem_used_mb_before",
+    "gpu_util_pct_before",
+    "target_model",
+    "draft_model",
+)
 
 
 def _round(value: float | None, digits: int) -> float | None:
@@ -93,8 +111,9 @@ def simulate_sweep(
     if model is None:
         from specband.sim import build_model
 
-        model = build_model(profile if profile is not None else "rtx4060-laptop",
-                            target_config=target_config, draft_config=draft_config)
+        model = build_model(
+            profile if profile is not None else "rtx4060-laptop", target_config=target_config, draft_config=draft_config
+        )
     if not is_int(repeats) or repeats < 1:
         raise ConfigError(f"repeats must be an integer >= 1, got {repeats!r}")
     if not is_int(seed) or seed < 0:
@@ -108,7 +127,7 @@ def simulate_sweep(
     if len(set(sizes)) != len(sizes):
         twice = sorted({bs for bs in sizes if sizes.count(bs) > 1})
         raise ConfigError(f"batch sizes must not repeat (each runs once per pass), got {twice} more than once")
-    acts = [validate_action(tuple(a)) for a in actions]  # type: ignore[arg-type]
+    acts = [validate_action(tuple(a)) for a in actions]
     if not acts:
         raise ConfigError("at least one action is needed")
     p = model.profile
@@ -140,8 +159,7 @@ def simulate_sweep(
                             f"({p.vram_mb:.0f} x {MEM_FRACTION_STATIC} = {p.vram_mb * MEM_FRACTION_STATIC:.0f}, "
                             f"x {RETRY_MEM_FRACTION} = {p.vram_mb * RETRY_MEM_FRACTION:.0f} MiB)"
                         )
-                row: dict[str, Any] = {name: None for name in SWEEP_COLUMNS}
-                row.update(
+                row = SweepRecord(
                     hardware=p.hardware,
                     index=index,
                     repeat=repeat,
@@ -152,6 +170,15 @@ def simulate_sweep(
                     is_baseline=action.is_baseline,
                     error=error,
                     retry_mem_fraction=retry,
+                    power_limit_watts=p.power_limit_w,
+                    provenance="simulated",
+                    profile=p.name,
+                    seed=seed,
+                    gpu_mem_used_mb_before=_round(max(0.0, mem_before), 0),
+                    gpu_util_pct_before=_round(util_before, 1),
+                    target_model=model.target.name,
+                    draft_model=model.draft.name,
+                    power_measured=None if p.power_measured else False,
                 )
                 if error is None:
                     temp = model.advance_temperature(temp, launch_power, p.launch_s)
@@ -168,13 +195,21 @@ def simulate_sweep(
                     step = pred.step_time_s * (1.0 + p.speed_rel_sd * rng.standard_normal())
                     speed = accept / step
                     power = pred.avg_power_w * (1.0 + p.power_rel_sd * rng.standard_normal())
-                    noisy = type(pred)(**{**pred.__dict__, "accept_length": accept, "step_time_s": step,
-                                          "speed_tok_s": speed, "avg_power_w": power})
+                    noisy = type(pred)(
+                        **{
+                            **pred.__dict__,
+                            "accept_length": accept,
+                            "step_time_s": step,
+                            "speed_tok_s": speed,
+                            "avg_power_w": power,
+                        }
+                    )
                     cost = model.run_cost(bs, action, noisy)
                     temp_after = model.advance_temperature(temp_before, power, cost.wall_clock_s)
                     throttled = pred.thermal_throttled or temp_after > p.throttle_temp_c
                     util = min(100.0, max(0.0, pred.gpu_util_pct + 0.5 * rng.standard_normal()))
-                    row.update(
+                    row = dataclasses.replace(
+                        row,
                         accept_length=_round(accept, 3),
                         speed_tok_s=_round(speed, 3),
                         speed_source="step_time",
@@ -195,20 +230,8 @@ def simulate_sweep(
                     temp = temp_after
                     if not p.power_measured:
                         low, high = power_range_w(p, pred)
-                        row.update(power_w_range=[_round(low, 1), _round(high, 1)])
-                if not p.power_measured:
-                    row.update(power_measured=False)
-                row.update(
-                    power_limit_watts=p.power_limit_w,
-                    provenance="simulated",
-                    profile=p.name,
-                    seed=seed,
-                    gpu_mem_used_mb_before=_round(max(0.0, mem_before), 0),
-                    gpu_util_pct_before=_round(util_before, 1),
-                    target_model=model.target.name,
-                    draft_model=model.draft.name,
-                )
-                rows.append(row)
+                        row.power_w_range = [round(low, 1), round(high, 1)]
+                rows.append(row.as_row(SIMULATED_COLUMNS, omit_null=("power_w_range", "power_measured")))
                 # teardown and the 5 s sleep between launches
                 temp = model.advance_temperature(temp, p.idle_power_w, p.cooldown_s)
                 index += 1

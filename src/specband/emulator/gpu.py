@@ -28,7 +28,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -39,11 +39,6 @@ from specband.errors import DeviceError
 from specband.fileio import write_text_atomic
 
 __all__ = [
-    "FAULTS_ENV",
-    "HARDWARE_ENV",
-    "MODEL_ENV",
-    "STATE_ENV",
-    "TIME_SCALE_ENV",
     "EmulatedDevice",
     "EmulatedGpu",
     "GpuState",
@@ -51,19 +46,6 @@ __all__ = [
     "pid_alive",
     "reasons_for",
 ]
-
-#: Environment variable naming the emulated GPU's state file.
-STATE_ENV = "SPECBAND_EMULATOR_STATE"
-#: Environment variable with the time scale (real seconds per emulated second).
-TIME_SCALE_ENV = "SPECBAND_TIME_SCALE"
-#: Environment variable with the hardware profile of the emulated GPU.
-HARDWARE_ENV = "SPECBAND_EMULATOR_HARDWARE"
-#: Environment variable with injected emulator faults, ``;``-separated (see
-#: :mod:`specband.harness.emulator`).
-FAULTS_ENV = "SPECBAND_EMULATOR_FAULTS"
-#: Environment variable choosing the performance model (``calibrated`` or
-#: ``module:function``; see :mod:`specband.harness.models`).
-MODEL_ENV = "SPECBAND_EMULATOR_MODEL"
 
 _GPU_IDLE = 0x1
 _SW_POWER_CAP = 0x4
@@ -143,6 +125,8 @@ class EmulatedGpu:
         time_scale: real seconds per emulated second; an existing file with another
             scale or hardware is re-based (its current values kept) to these.
         idle_mem_used_mb: memory used with no server loaded, MB.
+        now: the wall clock, Unix seconds (:func:`time.time`; the state file is shared
+            between processes, so it is the time base; a test passes a fixed one).
 
     Raises:
         DeviceError: the file exists but is not a valid state, or cannot be written.
@@ -155,8 +139,10 @@ class EmulatedGpu:
         hardware: str,
         time_scale: float = 1.0,
         idle_mem_used_mb: float = 0.0,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
+        self._now = now
         self.model = model
         self.hardware = hardware
         self.time_scale = Clock(time_scale).time_scale
@@ -164,11 +150,11 @@ class EmulatedGpu:
         with self._locked():
             state = self._load()
             if state is None:
-                now = time.time()
+                created_unix = self._now()
                 state = GpuState(
                     hardware=hardware,
                     time_scale=self.time_scale,
-                    updated_unix=now,
+                    updated_unix=created_unix,
                     temp_c=float(model.ambient_temp_c),
                     power_w=float(model.idle_power_w),
                     energy_mj=0.0,
@@ -181,7 +167,7 @@ class EmulatedGpu:
                 )
                 self._write(state)
             elif state.time_scale != self.time_scale or state.hardware != hardware:
-                current = self.extrapolate(state, time.time())
+                current = self.extrapolate(state, self._now())
                 self._write(
                     replace(
                         current,
@@ -256,7 +242,7 @@ class EmulatedGpu:
         state = self._load()
         if state is None:
             raise DeviceError(f"{self.path}: the emulated GPU state file is missing")
-        return self.extrapolate(state, time.time() if now_unix is None else now_unix)
+        return self.extrapolate(state, self._now() if now_unix is None else now_unix)
 
     def update(self, **changes: Any) -> GpuState:
         """Extrapolate to now, apply ``changes`` (``GpuState`` fields) and write atomically.
@@ -271,7 +257,7 @@ class EmulatedGpu:
             state = self._load()
             if state is None:
                 raise DeviceError(f"{self.path}: the emulated GPU state file is missing")
-            new = replace(self.extrapolate(state, time.time()), **changes)
+            new = replace(self.extrapolate(state, self._now()), **changes)
             self._write(new)
             return new
 
@@ -281,7 +267,7 @@ class EmulatedGpu:
             state = self._load()
             if state is None:
                 raise DeviceError(f"{self.path}: the emulated GPU state file is missing")
-            new = self.extrapolate(state, time.time()).released()
+            new = self.extrapolate(state, self._now()).released()
             self._write(new)
             return new
 
@@ -316,6 +302,7 @@ class EmulatedDevice(GpuDevice):
         model: the performance model (the same profile the emulator uses).
         hardware: the performance-model profile id (e.g. ``rtx4060-laptop``).
         time_scale: real seconds per emulated second.
+        now: the wall clock (as :class:`EmulatedGpu`).
 
     Attributes:
         name: the hardware name rows carry (:func:`hardware_name`: the profile's
@@ -325,8 +312,15 @@ class EmulatedDevice(GpuDevice):
         DeviceError: the state file is invalid or cannot be created.
     """
 
-    def __init__(self, state_path: str | os.PathLike[str], model: Any, hardware: str, time_scale: float = 1.0) -> None:
-        self.gpu = EmulatedGpu(state_path, model, hardware, time_scale)
+    def __init__(
+        self,
+        state_path: str | os.PathLike[str],
+        model: Any,
+        hardware: str,
+        time_scale: float = 1.0,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.gpu = EmulatedGpu(state_path, model, hardware, time_scale, now=now)
         self.name = hardware_name(model, hardware)
         self.energy_method = "counter"
         self.power_limit_w = float(model.power_limit_w)

@@ -25,8 +25,14 @@ DEFAULT_MODEL = "calibrated"
 #: Valid ``spec`` forms, for help texts and error messages.
 MODEL_CHOICES = ("calibrated", "module:function")
 _REQUIRED = (
-    "predict", "advance_temperature", "power_limit_w", "vram_mb", "idle_power_w", "ambient_temp_c", "throttle_temp_c",
-)  # fmt: skip
+    "predict",
+    "advance_temperature",
+    "power_limit_w",
+    "vram_mb",
+    "idle_power_w",
+    "ambient_temp_c",
+    "throttle_temp_c",
+)
 
 
 def load_performance_model(spec: str = DEFAULT_MODEL, hardware: str = DEFAULT_HARDWARE) -> Any:

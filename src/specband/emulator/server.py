@@ -25,7 +25,7 @@ current batch size and temperature (with 2 % log-normal noise) and gives each re
 ``floor(a)`` or ``ceil(a)`` tokens so that the mean is the model's accept length ``a``.
 Step times are recorded as sglang's scheduler records them (above). Power,
 utilisation, memory and heat go to the emulated GPU's state file
-(:mod:`specband.devices.emulated`), which persists across launches.
+(:mod:`specband.emulator.gpu`), which persists across launches.
 
 Time runs ``1 / time_scale`` times faster than real time (``--time-scale``, or
 ``SPECBAND_TIME_SCALE``); every figure it reports (step times, latencies) is in emulated
@@ -38,7 +38,8 @@ separated by ``;``): ``launch_failure``, ``oom_at_capture``, ``die_mid_batch``
 (parameter ``delay_s``, emulated seconds of 503 before /health answers 200; default
 never), ``hung_requests`` (``/generate`` never answers), ``draft_rejected`` (every draft
 token rejected: accept length 1, as with a rope mismatch); ``oom_at_capture:hang=1``
-logs the out-of-memory and keeps running without ever becoming healthy, as sglang can. Keys ``bs`` (max running requests), ``steps``, ``topk``, ``draft`` and ``mem``
+logs the out-of-memory and keeps running without ever becoming healthy, as sglang can.
+Keys ``bs`` (max running requests), ``steps``, ``topk``, ``draft`` and ``mem``
 (mem fraction) restrict a fault to matching launches. A model that says the
 configuration does not fit in memory fails like ``oom_at_capture``.
 """
@@ -64,15 +65,8 @@ from pathlib import Path
 from typing import Any
 
 from specband.actions import Action, validate_action
-from specband.devices.emulated import (
-    FAULTS_ENV,
-    HARDWARE_ENV,
-    MODEL_ENV,
-    STATE_ENV,
-    TIME_SCALE_ENV,
-    EmulatedGpu,
-    reasons_for,
-)
+from specband.emulator.env import FAULTS_ENV
+from specband.emulator.gpu import EmulatedGpu, reasons_for
 from specband.errors import ConfigError, InvalidActionError
 from specband.schedule import AdaptiveController, chain_action
 
@@ -88,12 +82,21 @@ __all__ = [
 
 #: Faults ``--fault`` can inject.
 FAULT_KINDS: tuple[str, ...] = (
-    "launch_failure", "oom_at_capture", "die_mid_batch", "missing_step_times", "slow_health", "hung_requests",
+    "launch_failure",
+    "oom_at_capture",
+    "die_mid_batch",
+    "missing_step_times",
+    "slow_health",
+    "hung_requests",
     "draft_rejected",
-)  # fmt: skip
+)
 _MATCH_KEYS = {
-    "bs": "max_running_requests", "steps": "steps", "topk": "topk", "draft": "draft", "mem": "mem_fraction_static",
-}  # fmt: skip
+    "bs": "max_running_requests",
+    "steps": "steps",
+    "topk": "topk",
+    "draft": "draft",
+    "mem": "mem_fraction_static",
+}
 _PARAM_KEYS = {"after_steps", "delay_s", "hang"}
 _VERSION = "0.5.23"  # the sglang release whose flags and answers it emulates
 #: Decode iterations per ``step_time_dict`` value (sglang's ``--decode-log-interval``
@@ -217,8 +220,12 @@ SGLANG_PARSER_ENV = "SPECBAND_EMULATOR_SGLANG_PARSER"
 #: Defaults of the flags the emulator uses when a launch leaves them out (sglang's, or
 #: the emulator's where sglang derives them from the GPU).
 _DEFAULTS: dict[str, Any] = {
-    "host": "127.0.0.1", "port": 30000, "mem_fraction_static": 0.88, "dtype": "auto", "context_length": 131072,
-}  # fmt: skip
+    "host": "127.0.0.1",
+    "port": 30000,
+    "mem_fraction_static": 0.88,
+    "dtype": "auto",
+    "context_length": 131072,
+}
 #: The speculative triple's fields, in sglang's order.
 _TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
@@ -264,14 +271,17 @@ def _resolve_triple(ns: argparse.Namespace) -> tuple[int, int, int]:
     if ns.speculative_algorithm is None:
         return (0, 0, 0)
     if str(ns.speculative_algorithm).upper() not in ("EAGLE", "EAGLE3"):
-        raise ConfigError(f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}")
+        raise ConfigError(
+            f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}"
+        )
     values = [getattr(ns, name) for name in _TRIPLE]
     if all(v is None for v in values):
         return _model_default_triple(ns.model_path)
     if any(v is None for v in values):
-        missing = ", ".join("--" + n.replace("_", "-") for n, v in zip(_TRIPLE, values) if v is None)
-        raise ConfigError(f"sglang's resolution fails (AssertionError) when only some speculative flags are given: "
-                          f"missing {missing}")  # fmt: skip
+        missing = ", ".join("--" + n.replace("_", "-") for n, v in zip(_TRIPLE, values, strict=True) if v is None)
+        raise ConfigError(
+            f"sglang's resolution fails (AssertionError) when only some speculative flags are given: missing {missing}"
+        )
     steps, topk, draft = (int(v) for v in values)
     if topk == 1 and draft != steps + 1:
         _log("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
@@ -345,8 +355,10 @@ def _adaptive_tiers(enabled: bool, config_path: str | None, action: Action) -> d
     if not enabled:
         return None
     if action.is_baseline or action.speculative_eagle_topk != 1:
-        _log(f"speculative_adaptive disabled: speculative_eagle_topk={action.speculative_eagle_topk} "
-             "(only topk=1 is supported). Falling back to static speculative params.")  # fmt: skip
+        _log(
+            f"speculative_adaptive disabled: speculative_eagle_topk={action.speculative_eagle_topk} "
+            "(only topk=1 is supported). Falling back to static speculative params."
+        )
         return None
     tiers = read_sglang_adaptive_config(config_path)
     candidates = sorted({int(s) for entry in tiers.values() for s in entry["candidate_steps"]})
@@ -366,7 +378,7 @@ class EmulatorOptions:
         hardware: performance-model profile.
         model_spec: ``calibrated`` (the calibrated :func:`specband.sim.build_model`) or
             ``module:function`` (a user-supplied PerformanceModel factory); see
-            :mod:`specband.harness.models`.
+            :mod:`specband.emulator.models`.
         state_file: the emulated GPU's state file (``None``: a private temporary one).
         time_scale: real seconds per emulated second.
         load_time_s: emulated seconds from start to a bound, healthy server.
@@ -393,25 +405,16 @@ class EmulatorOptions:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EmulatorOptions:
-        """Defaults from ``SPECBAND_*`` environment variables, then ``overrides`` (``None``
-        values are ignored).
+        """``overrides`` (``None`` values are ignored: the defaults stay), plus the faults of
+        :data:`~specband.emulator.env.FAULTS_ENV` (``;``-separated) and sglang's own
+        ``SGLANG_RECORD_STEP_TIME``. (``specband emulate`` reads the other ``SPECBAND_*``
+        variables as its options' defaults: typer's ``envvar``.)
 
         Raises:
-            ConfigError: a malformed environment value.
+            ConfigError: a malformed fault.
         """
         env = os.environ
         values: dict[str, Any] = {}
-        if env.get(HARDWARE_ENV):
-            values["hardware"] = env[HARDWARE_ENV]
-        if env.get(MODEL_ENV):
-            values["model_spec"] = env[MODEL_ENV]
-        if env.get(STATE_ENV):
-            values["state_file"] = env[STATE_ENV]
-        if env.get(TIME_SCALE_ENV):
-            try:
-                values["time_scale"] = float(env[TIME_SCALE_ENV])
-            except ValueError:
-                raise ConfigError(f"{TIME_SCALE_ENV} must be a number, got {env[TIME_SCALE_ENV]!r}") from None
         faults = [parse_fault(f) for f in env.get(FAULTS_ENV, "").split(";") if f.strip()]
         flag = env.get("SGLANG_RECORD_STEP_TIME", "")
         values["record_step_time"] = flag.lower() in ("1", "true", "yes")
@@ -476,8 +479,11 @@ class Engine:
         self.stopped = False
         self.adaptive = None if launch.adaptive is None else AdaptiveController(launch.adaptive, launch.action[0])
         self.steps_by_batch_size: dict[int, set[int]] = {}
-        self.mem_used_mb = float(model.predict(launch.max_running_requests, launch.action, model.ambient_temp_c,
-                                               launch.mem_fraction_static).mem_used_mb)  # fmt: skip
+        self.mem_used_mb = float(
+            model.predict(
+                launch.max_running_requests, launch.action, model.ambient_temp_c, launch.mem_fraction_static
+            ).mem_used_mb
+        )
         self.thread = threading.Thread(target=self._loop, name="specband-emulated-scheduler", daemon=True)
 
     def start(self) -> None:
@@ -509,7 +515,9 @@ class Engine:
             if not self.launch.action.is_baseline and self.cum_accept_count > 0:
                 state["avg_spec_accept_length"] = self.cum_accept_tokens / self.cum_accept_count
             if self.adaptive is not None:  # emulator only: the step counts run at each batch size
-                state["adaptive_steps_by_batch_size"] = {str(k): sorted(v) for k, v in sorted(self.steps_by_batch_size.items())}
+                state["adaptive_steps_by_batch_size"] = {
+                    str(k): sorted(v) for k, v in sorted(self.steps_by_batch_size.items())
+                }
             if self.options.record_step_time and not self._fault("missing_step_times"):
                 state["step_time_dict"] = {str(k): list(v) for k, v in self.step_time_dict.items()}
         return state
@@ -589,7 +597,7 @@ class Engine:
             )
             rejected = action.is_baseline or self._fault("draft_rejected")
             accept = 1.0 if rejected else min(float(pred.accept_length), action.speculative_num_steps + 1.0)
-            base, frac = int(math.floor(accept)), accept - math.floor(accept)
+            base, frac = math.floor(accept), accept - math.floor(accept)
             chunk_start = emul
             emul += 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
             self.emul_since_tic += 0.02 * admitted
@@ -704,7 +712,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         return json.loads(raw or b"{}")
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server API)
+    def do_GET(self) -> None:
         em = self.emulator
         path = self.path.split("?", 1)[0]
         if path == "/health":
@@ -735,7 +743,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, _json_bytes({"detail": "Not Found"}))
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         em = self.emulator
         path = self.path.split("?", 1)[0]
         try:
@@ -849,23 +857,28 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
     Raises:
         ConfigError: bad flags or options.
     """
-    from specband.harness.models import load_performance_model
+    from specband.emulator.models import load_performance_model
 
     launch = parse_launch_args(argv)
     model = load_performance_model(options.model_spec, options.hardware)
     signal.signal(signal.SIGTERM, _raise_exit)
     own_state = options.state_file is None
-    state_path = Path(options.state_file) if options.state_file else Path(
-        tempfile.mkdtemp(prefix="specband-emulator-")) / "gpu-state.json"  # fmt: skip
+    state_path = (
+        Path(options.state_file)
+        if options.state_file
+        else Path(tempfile.mkdtemp(prefix="specband-emulator-")) / "gpu-state.json"
+    )
     gpu = EmulatedGpu(state_path, model, options.hardware, options.time_scale)
     faults = [f for f in options.faults if f.applies_to(launch)]
     kinds = {f.kind for f in faults}
     httpd: ThreadingHTTPServer | None = None
     engine: Engine | None = None
     try:
-        _log(f"emulated sglang server: {options.hardware} ({type(model).__name__}), action {launch.action}, "
-             f"max running {launch.max_running_requests}, mem fraction {launch.mem_fraction_static:g}, "
-             f"time scale {options.time_scale:g}")  # fmt: skip
+        _log(
+            f"emulated sglang server: {options.hardware} ({type(model).__name__}), action {launch.action}, "
+            f"max running {launch.max_running_requests}, mem fraction {launch.mem_fraction_static:g}, "
+            f"time scale {options.time_scale:g}"
+        )
         pred = model.predict(launch.max_running_requests, launch.action, gpu.read().temp_c, launch.mem_fraction_static)
         gpu.update(mem_used_mb=float(pred.mem_used_mb) * 0.5, owner_pid=os.getpid())
         time.sleep(options.load_time_s * 0.6 * options.time_scale)  # loading weights
@@ -894,6 +907,7 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
                 health_delay = float(f.params.get("delay_s", math.inf))
         engine = Engine(model, gpu, launch, options, die_after)
         try:
+
             class Handler(_Handler):
                 pass
 
