@@ -13,7 +13,7 @@ from specband.dataset import Sweep
 from specband.errors import ConfigError
 from specband.evaluation.ope import uniform_propensities
 from specband.harness.adaptive import adaptive_savings, decide, logging_propensities, plan_pass, row_gpu_seconds
-from specband.harness.sweep import grid
+from specband.harness.pipeline import grid
 from specband.sim.sweep import simulate_sweep
 
 BASE, A, B, C = ACTIONS[0], ACTIONS[1], ACTIONS[2], ACTIONS[3]

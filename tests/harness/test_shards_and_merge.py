@@ -15,8 +15,8 @@ from specband.actions import ACTIONS
 from specband.dataset import load_sweep
 from specband.errors import ConfigError, DataError
 from specband.harness.merge import merge_shards
-from specband.harness.shards import ShardSpec, launch_units, parse_shard, shard_runs, shard_units, unit_cost
-from specband.harness.sweep import grid
+from specband.harness.pipeline import SweepPlan, grid
+from specband.harness.shards import ShardSpec, parse_shard, shard_runs, shard_units, unit_cost
 from specband.sim.sweep import simulate_sweep
 
 BATCH_SIZES = (1, 4, 8)
@@ -39,10 +39,10 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def _shard_files(tmp_path: Path, rows: list[dict[str, Any]], count: int, one_launch: bool) -> list[Path]:
-    points = grid(BATCH_SIZES, ACTS)
+    plan = SweepPlan(tuple(grid(BATCH_SIZES, ACTS)), 2, ACTS, one_launch)
     files = []
     for k in range(1, count + 1):
-        mine = shard_runs(points, 2, ACTS, one_launch, ShardSpec(k, count))
+        mine = shard_runs(plan, ShardSpec(k, count))
         files.append(_write(tmp_path / f"s{k}.jsonl", [r for r in rows if (r["index"], r["repeat"]) in mine]))
     return files
 
@@ -65,24 +65,23 @@ def test_parse_shard_refuses_with_one_line_naming_the_option(text):
        one_launch=st.booleans())  # fmt: skip
 def test_every_run_is_in_exactly_one_shard_and_shards_are_balanced(n_bs, n_act, repeats, count, one_launch):
     points = grid((1, 4, 8, 16)[:n_bs], ACTIONS[:n_act])
-    units = launch_units(points, repeats, ACTIONS[:n_act], one_launch)
+    units = SweepPlan(tuple(points), repeats, ACTIONS[:n_act], one_launch).units()
     shares = [shard_units(units, ShardSpec(k, count)) for k in range(1, count + 1)]
-    positions = sorted(u.position for share in shares for u in share)
+    positions = sorted(units.index(u) for share in shares for u in share)
     assert positions == list(range(len(units)))  # a partition of whole launch units
-    runs = [run for share in shares for unit in share for run in unit.runs]
+    runs = [run.key for share in shares for unit in share for run in unit.runs]
     assert sorted(runs) == sorted((p.index, r) for r in range(repeats) for p in points)
     loads = [sum(unit_cost(u) for u in share) for share in shares]
     assert max(loads) - min(loads) <= max(unit_cost(u) for u in units)  # greedy: within one unit
     for share in shares:  # launch order kept
-        assert [u.position for u in share] == sorted(u.position for u in share)
+        assert [units.index(u) for u in share] == sorted(units.index(u) for u in share)
 
 
 def test_one_launch_per_config_keeps_an_action_s_batch_sizes_in_one_shard():
-    points = grid(BATCH_SIZES, ACTS)
-    units = launch_units(points, 2, ACTS, True)
-    assert len(units) == 2 * len(ACTS) and all(len(u.points) == len(BATCH_SIZES) for u in units)
+    units = SweepPlan(tuple(grid(BATCH_SIZES, ACTS)), 2, ACTS, True).units()
+    assert len(units) == 2 * len(ACTS) and all(len(u.runs) == len(BATCH_SIZES) for u in units)
     share = shard_units(units, ShardSpec(2, 3))
-    assert len(share) == 4 and {p.action for u in share for p in u.points} == {u.action for u in share}
+    assert len(share) == 4 and {r.action for u in share for r in u.runs} == {u.action for u in share}
     assert shard_units(units, ShardSpec(2, 3)) == share  # deterministic
 
 

@@ -59,7 +59,7 @@ from typing import Any
 from specband.actions import ACTIONS, Action
 from specband.dataset import Sweep
 from specband.errors import ConfigError
-from specband.harness.sweep import GridPoint
+from specband.harness.pipeline import GridPoint
 from specband.reward import RewardConfig
 
 __all__ = [

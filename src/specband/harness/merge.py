@@ -1,10 +1,10 @@
 """``specband merge OUT SHARD...``: join the files of a sharded sweep into one sweep file.
 
 Each shard file is read with the reader ``sweep --resume`` uses
-(:func:`specband.harness.sweep._parse_rows`, read-only: a merge never rewrites its inputs;
+(:func:`specband.harness.sweep.parse_rows`, read-only: a merge never rewrites its inputs;
 a shard that ends in a partial line, its sweep killed mid-write, is refused). Every row is
 held to the settings of the rows before it with the comparison ``--resume`` makes
-(:func:`specband.harness.sweep._check_resumable`): the same target and draft model, sglang
+(:func:`specband.harness.sweep.check_resumable`): the same target and draft model, sglang
 version, dtype, attention backend, max new tokens, number of prompts, workload and its
 SHA-256, first and retry mem fraction, and the same grid (an ``index`` means the same
 batch size and action in every file). For each setting, the reference is the first row
@@ -25,9 +25,10 @@ from typing import Any, cast
 from specband.actions import validate_action
 from specband.errors import ConfigError, DataError, InvalidActionError
 from specband.fileio import write_jsonl_atomic
+from specband.harness.pipeline import GridPoint
 from specband.harness.runner import MeasureSettings
 from specband.harness.server import ServerConfig
-from specband.harness.sweep import GridPoint, _check_resumable, _parse_rows
+from specband.harness.sweep import check_resumable, parse_rows
 from specband.limits import is_int
 from specband.sim.sweep import check_out_path
 
@@ -138,17 +139,15 @@ def _read_shard(path: Path) -> list[tuple[Path, int, dict[str, Any]]]:
     """
     if not path.exists():
         raise DataError("no such file", path=path)
-    rows, complete = _parse_rows(path)
-    text = path.read_bytes().decode("utf-8", "replace")
-    lines = [n for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    numbered, complete = parse_rows(path, verb="merge")
     if complete is not None:
         raise DataError(
             "ends in a partial line (its sweep was stopped mid-write): run that shard again with --resume, "
             "which drops it",
             path=path,
-            line=lines[-1],
+            line=complete.count(b"\n") + 1,
         )
-    return [(path, line, row) for line, row in zip(lines, rows, strict=True)]
+    return [(path, line, row) for line, row in numbered]
 
 
 def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> MergeSummary:
@@ -183,10 +182,9 @@ def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> M
     seen: dict[tuple[int, int], tuple[Path, int]] = {}
     for path, line, row in numbered:
         try:
-            _check_resumable([row], reference, points, Path(f"{path}:{line}"))
+            check_resumable([row], reference, points, f"{path}:{line}", verb="merge")
         except ConfigError as exc:
-            message = str(exc).replace(": cannot resume: ", ": cannot merge: ", 1)
-            raise ConfigError(f"{message} (the merge's first rows, from {first_file} on)") from None
+            raise ConfigError(f"{exc} (the merge's first rows, from {first_file} on)") from None
         key = (row["index"], row["repeat"])
         if key in seen:
             where = seen[key]

@@ -5,7 +5,8 @@ launch order (:func:`launch_units`): one run each by default, or every batch siz
 action in one repeat with ``--one-launch-per-config``. Units are never split, so a shard
 launches exactly the servers the unsharded sweep would have launched for those runs.
 
-Partition (:func:`shard_units`): longest-processing-time-first greedy (Graham 1969):
+Units are :meth:`specband.harness.pipeline.SweepPlan.units` (the sweep's own launch
+units). Partition (:func:`shard_units`): longest-processing-time-first greedy (Graham 1969):
 units in decreasing expected cost (ties: launch order) each go to the shard with the least
 cost so far (ties: the lowest shard number). Its largest shard costs at most 4/3 of the
 best possible split's (plus one unit); it depends only on the run list, so every machine
@@ -25,15 +26,15 @@ Reference: R. L. Graham, Bounds on multiprocessing timing anomalies, SIAM J. App
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specband.actions import Action
 from specband.errors import ConfigError
-from specband.harness.sweep import GridPoint, _launch_groups
+from specband.harness.pipeline import LaunchUnit, SweepPlan
 
-__all__ = ["LaunchUnit", "ShardSpec", "launch_units", "parse_shard", "shard_runs", "shard_units", "unit_cost"]
+__all__ = ["ShardSpec", "parse_shard", "shard_runs", "shard_units", "unit_cost"]
 
 
 @dataclass(frozen=True)
@@ -70,51 +71,9 @@ def parse_shard(text: str) -> ShardSpec:
     return ShardSpec(int(match.group(1)), int(match.group(2)))
 
 
-@dataclass(frozen=True)
-class LaunchUnit:
-    """The runs one server launch serves.
-
-    Attributes:
-        position: the unit's place in the unsharded sweep's launch order (0-based).
-        repeat: the pass.
-        points: the grid points it measures, in measuring order (one, or every batch
-            size of one action in increasing order with ``--one-launch-per-config``).
-    """
-
-    position: int
-    repeat: int
-    points: tuple[GridPoint, ...]
-
-    @property
-    def action(self) -> Action:
-        """The action every run of the unit launches with."""
-        return self.points[0].action
-
-    @property
-    def runs(self) -> tuple[tuple[int, int], ...]:
-        """``(index, repeat)`` of each run, the row identity."""
-        return tuple((p.index, self.repeat) for p in self.points)
-
-
-def launch_units(
-    points: Sequence[GridPoint], repeats: int, actions: Sequence[Action], one_launch_per_config: bool
-) -> list[LaunchUnit]:
-    """Every launch unit of the whole sweep, in launch order (the grouping
-    :func:`specband.harness.sweep.planned_launches` launches).
-
-    Args:
-        points: the grid (:func:`specband.harness.sweep.grid`).
-        repeats: passes over the grid.
-        actions: the grid's actions, in the order ``--one-launch-per-config`` launches them.
-        one_launch_per_config: one launch per action and repeat, serving every batch size.
-    """
-    groups = _launch_groups(points, repeats, actions, one_launch_per_config, ())
-    return [LaunchUnit(i, rep, tuple(group)) for i, (rep, group) in enumerate(groups)]
-
-
 def unit_cost(unit: LaunchUnit) -> float:
     """Expected GPU time of a unit in run-lengths: 1 for the launch plus 1 per run."""
-    return 1.0 + len(unit.points)
+    return 1.0 + len(unit.runs)
 
 
 def shard_units(
@@ -123,7 +82,8 @@ def shard_units(
     """The units of ``shard``, in launch order (see the module docstring for the rule).
 
     Args:
-        units: every unit of the sweep (:func:`launch_units`, nothing skipped).
+        units: every unit of the sweep in launch order (``SweepPlan.units()`` of the plan
+            with nothing done).
         shard: which share.
         cost: expected cost of a unit (> 0), e.g. seconds.
 
@@ -131,23 +91,20 @@ def shard_units(
         the share; the shares of ``1/N .. N/N`` are disjoint and together hold every unit.
     """
     loads = [0.0] * shard.count
-    mine: list[LaunchUnit] = []
-    for unit in sorted(units, key=lambda u: (-cost(u), u.position)):
+    mine: list[int] = []
+    for position in sorted(range(len(units)), key=lambda i: (-cost(units[i]), i)):
         target = min(range(shard.count), key=lambda k: (loads[k], k))
-        loads[target] += cost(unit)
+        loads[target] += cost(units[position])
         if target == shard.number - 1:
-            mine.append(unit)
-    return sorted(mine, key=lambda u: u.position)
+            mine.append(position)
+    return [units[i] for i in sorted(mine)]
 
 
-def shard_runs(
-    points: Sequence[GridPoint], repeats: int, actions: Sequence[Action], one_launch_per_config: bool,
-    shard: ShardSpec,
-) -> set[tuple[int, int]]:  # fmt: skip
-    """``(index, repeat)`` of the runs shard ``shard`` measures (all of them for ``1/1``).
+def shard_runs(plan: SweepPlan, shard: ShardSpec) -> set[tuple[int, int]]:
+    """``(index, repeat)`` of the runs shard ``shard`` of ``plan``'s whole sweep measures
+    (its done runs are ignored: the partition never depends on what a file holds).
 
-    The sweep measures a shard by skipping every other run, as if it were already done:
-    pass ``all runs - shard_runs(...)`` with the file's done runs to the plan.
+    The sweep measures a shard by skipping every other run, as if it were already done.
     """
-    units = shard_units(launch_units(points, repeats, actions, one_launch_per_config), shard)
-    return {run for unit in units for run in unit.runs}
+    units = dataclasses.replace(plan, done=frozenset()).units()
+    return {run.key for unit in shard_units(units, shard) for run in unit.runs}

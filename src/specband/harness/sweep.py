@@ -73,8 +73,10 @@ __all__ = [
     "RowWriter",
     "SweepBusyError",
     "SweepLock",
+    "check_resumable",
     "done_runs",
     "execute_plan",
+    "parse_rows",
     "read_rows_for_resume",
     "run_sweep",
 ]
@@ -91,19 +93,22 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
             a folder) or rewritten (``"<path>: cannot write (<reason>)"``; it is left as it
             was).
     """
-    rows, complete = _parse_rows(path)
+    numbered, complete = parse_rows(path)
     if complete is not None:
         write_bytes_atomic(path, complete, error=HarnessError)
-    return rows
+    return [row for _, row in numbered]
 
 
-def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], bytes | None]:
-    """Rows already in ``path`` (none when it does not exist), without writing anything.
+def parse_rows(path: Path, *, verb: str = "resume") -> tuple[list[tuple[int, dict[str, Any]]], bytes | None]:
+    """``(line number, row)`` of the rows already in ``path`` (none when it does not
+    exist), read with :func:`specband.jsonl.parse_jsonl` and without writing anything
+    (``sweep --resume`` and ``merge`` read sweep files here; ``verb`` ends a bad line's
+    message: ``"; cannot resume"``).
 
     Returns:
-        ``(rows, complete)``: ``complete`` is the file's content without a trailing partial
-        line when it ends in one (the file must then be rewritten before appending), else
-        ``None``.
+        ``(numbered, complete)``: ``complete`` is the file's content without a trailing
+        partial line when it ends in one (the file must then be rewritten before
+        appending), else ``None``.
 
     Raises:
         DataError, HarnessError: as :func:`read_rows_for_resume` (cannot read).
@@ -116,17 +121,16 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], bytes | None]:
         raise HarnessError(f"{path}: cannot read ({exc.strerror or exc})") from None
     complete, _, partial = data.rpartition(b"\n")
     rewrite = (complete + b"\n" if complete else b"") if partial.strip() else None
-    rows: list[dict[str, Any]] = []
+    numbered = parse_jsonl(complete.decode("utf-8", "replace"), path, objects=True, why=f"; cannot {verb}")
     seen: dict[tuple[Any, Any], int] = {}
-    for lineno, row in parse_jsonl(complete.decode("utf-8", "replace"), path, objects=True, why="; cannot resume"):
+    for lineno, row in numbered:
         key = (row.get("index"), row.get("repeat"))
         if key in seen:
             raise DataError(
                 f"(index, repeat) = {key} already on line {seen[key]}", path=path, line=lineno, field="index"
             )
         seen[key] = lineno
-        rows.append(row)
-    return rows, rewrite
+    return numbered, rewrite
 
 
 def done_runs(path: Path) -> set[tuple[Any, Any]]:
@@ -136,8 +140,8 @@ def done_runs(path: Path) -> set[tuple[Any, Any]]:
     Raises:
         DataError, HarnessError: as :func:`read_rows_for_resume` (cannot read).
     """
-    rows, _ = _parse_rows(path)
-    return {(r.get("index"), r.get("repeat")) for r in rows}
+    numbered, _ = parse_rows(path)
+    return {(r.get("index"), r.get("repeat")) for _, r in numbered}
 
 
 class SweepBusyError(ConfigError):
@@ -435,12 +439,13 @@ def run_sweep(
     )
     with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
         # every check first, writing nothing: a refused sweep leaves the folder as it was
-        existing, complete = _parse_rows(out_path)
+        numbered, complete = parse_rows(out_path)
+        existing = [row for _, row in numbered]
         if existing and not resume:
             raise ConfigError(
                 f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
             )
-        _check_resumable(existing, settings, points, out_path)
+        check_resumable(existing, settings, points, out_path)
         done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
         plan = SweepPlan(tuple(points), repeats, tuple(actions), one_launch_per_config, done)
         todo = plan.runs()
@@ -476,15 +481,27 @@ def _opened(device: GpuDevice | Callable[[], GpuDevice]) -> Iterator[GpuDevice]:
         gpu.close()
 
 
-def _check_resumable(
-    existing: list[dict[str, Any]], settings: MeasureSettings, points: list[GridPoint], out_path: Path
+def check_resumable(
+    existing: Sequence[dict[str, Any]],
+    settings: MeasureSettings,
+    points: Sequence[GridPoint],
+    out_path: Path | str,
+    *,
+    verb: str = "resume",
 ) -> None:
     """Refuse rows written for another target, draft, grid, or with other run settings
     (dtype, attention backend, max new tokens, number of prompts, prompt set, mem
     fraction, sglang version). A column a row lacks (an older file) is not compared.
 
+    Args:
+        existing: the rows.
+        settings: this sweep's settings (``merge`` passes the first rows' settings).
+        points: this sweep's grid.
+        out_path: named in the message (a file, or ``"<file>:<line>"``).
+        verb: what is refused (``"resume"``, ``"merge"``).
+
     Raises:
-        ConfigError: ``"<out>: cannot resume: ..."`` naming the first difference.
+        ConfigError: ``"<out>: cannot <verb>: ..."`` naming the first difference.
     """
     mine_by_key = {
         "target_model": settings.server.model_path,
@@ -495,26 +512,26 @@ def _check_resumable(
         for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:
                 raise ConfigError(
-                    f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {mine!r}"
+                    f"{out_path}: cannot {verb}: its rows have {key}={row[key]!r}, this sweep has {mine!r}"
                 )
-        _check_mem_fraction(row, settings, out_path)
+        _check_mem_fraction(row, settings, out_path, verb)
     for row in existing:
         index = row.get("index")
         point = points[index] if isinstance(index, int) and 0 <= index < len(points) else None
         ident = (row.get("batch_size"), row.get("steps"), row.get("topk"), row.get("num_draft_tokens"))
         if point is None or ident != (point.batch_size, *point.action):
             raise ConfigError(
-                f"{out_path}: cannot resume: its row index={index} is bs={ident[0]} {tuple(ident[1:])}, but in this "
+                f"{out_path}: cannot {verb}: its row index={index} is bs={ident[0]} {tuple(ident[1:])}, but in this "
                 f"sweep's grid it is {'nothing' if point is None else f'bs={point.batch_size} {point.action}'} "
                 f"(use the same --batch-sizes and --actions)"
             )
 
 
-def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path: Path) -> None:
+def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path: Path | str, verb: str) -> None:
     """Refuse a row launched at another first (or retry) mem fraction.
 
     Raises:
-        ConfigError: ``"<out>: cannot resume: its rows have mem_fraction_static=0.7 ..."``.
+        ConfigError: ``"<out>: cannot <verb>: its rows have mem_fraction_static=0.7 ..."``.
     """
     retried = row.get("retry_mem_fraction")
     key, mine = (
@@ -525,7 +542,7 @@ def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path
     if key in row and row[key] is not None and mine is not None and abs(row[key] - mine) > 1e-9:
         option = "--retry-mem-fraction" if retried is not None else "--mem-fraction-static"
         raise ConfigError(
-            f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {option} {mine:g}"
+            f"{out_path}: cannot {verb}: its rows have {key}={row[key]!r}, this sweep has {option} {mine:g}"
         )
 
 
