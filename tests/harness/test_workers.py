@@ -5,7 +5,6 @@ executors. Ray runs locally with two fake GPUs."""
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -99,22 +98,6 @@ def test_stopping_the_local_pool_cancels_running_executors_and_waits_for_them():
     # every slow unit that started was stopped through its registered callback
     assert 3 not in stopped and 1 <= len(stopped) <= 2 and set(stopped) <= {1, 2}
     assert not [t for t in threading.enumerate() if t.name.startswith("specband-gpu")]
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    hidden = os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Ray refuses fake GPUs that env hides
-    try:
-        ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    finally:
-        if hidden is not None:
-            os.environ["CUDA_VISIBLE_DEVICES"] = hidden
-    # this test module is not importable in Ray's workers: send its executors by value
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    yield ray
-    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-    ray.shutdown()
 
 
 def _gpu_of(unit: int, ctx: WorkerContext) -> tuple[int, str, int, int, str | None]:

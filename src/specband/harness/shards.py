@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from specband.errors import ConfigError
 from specband.harness.pipeline import LaunchUnit, SweepPlan
 
-__all__ = ["ShardSpec", "parse_shard", "shard_runs", "shard_units", "unit_cost"]
+__all__ = ["ShardSpec", "parse_shard", "shard_plan", "shard_runs", "shard_units", "unit_cost"]
 
 
 @dataclass(frozen=True)
@@ -108,3 +108,13 @@ def shard_runs(plan: SweepPlan, shard: ShardSpec) -> set[tuple[int, int]]:
     """
     units = dataclasses.replace(plan, done=frozenset()).units()
     return {run.key for unit in shard_units(units, shard) for run in unit.runs}
+
+
+def shard_plan(plan: SweepPlan, shard: ShardSpec | None) -> tuple[SweepPlan, int]:
+    """``plan`` restricted to ``shard`` (the other shards' runs marked done), and how many
+    runs the shard holds in all (``plan`` unchanged and every run for ``None``)."""
+    every = {(p.index, r) for p in plan.points for r in range(plan.repeats)}
+    if shard is None:
+        return plan, len(every)
+    share = shard_runs(plan, shard)
+    return dataclasses.replace(plan, done=frozenset(plan.done) | (every - share)), len(share)

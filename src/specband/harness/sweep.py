@@ -53,6 +53,7 @@ from specband.actions import ACTIONS, Action
 from specband.devices.base import Clock, GpuDevice
 from specband.errors import ConfigError, DataError, HarnessError
 from specband.fileio import write_bytes_atomic
+from specband.harness.fleet import WorkerSetup, execute_on_pool
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.pipeline import (
     DEFAULT_BATCH_SIZES,
@@ -67,6 +68,8 @@ from specband.harness.pipeline import (
 )
 from specband.harness.runner import MeasureSettings
 from specband.harness.server import wait_port_free
+from specband.harness.shards import ShardSpec, shard_plan
+from specband.harness.workers import LocalGpuPool, WorkerPool
 from specband.jsonl import parse_jsonl
 
 __all__ = [
@@ -378,6 +381,9 @@ def run_sweep(
     clock: Clock | None = None,
     reporter: SweepReporter | None = None,
     allow_rope_mismatch: bool = False,
+    shard: ShardSpec | None = None,
+    pool: WorkerPool | None = None,
+    setup: WorkerSetup | None = None,
 ) -> SweepSummary:
     """Run (or resume) a sweep and write its rows to ``out_path``.
 
@@ -406,6 +412,12 @@ def run_sweep(
         reporter: progress callbacks.
         allow_rope_mismatch: launch even when the draft's RoPE settings differ from the
             target's (:func:`specband.doctor.check_pair_before_launch`).
+        shard: measure only this shard's runs (:mod:`specband.harness.shards`, computed
+            over the whole sweep); the others count neither as done nor as skipped.
+        pool, setup: run the units on ``pool``'s workers, each with the executor
+            ``setup`` builds (:mod:`specband.harness.fleet`); ``device`` is then not
+            opened, and the ports checked free are ``settings``'s and the next
+            ``len(pool.gpus) - 1`` for a local pool.
 
     Returns:
         the :class:`SweepSummary`.
@@ -448,16 +460,20 @@ def run_sweep(
         check_resumable(existing, settings, points, out_path)
         done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
         plan = SweepPlan(tuple(points), repeats, tuple(actions), one_launch_per_config, done)
+        plan, mine = shard_plan(plan, shard)  # the other shards' runs are skipped as if done
         todo = plan.runs()
         if todo:
-            wait_port_free(settings.server.host, settings.server.port, settings.port_wait_s)
-        summary = SweepSummary(
-            out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config
-        )
+            for port in _local_ports(settings, pool):
+                wait_port_free(settings.server.host, port, settings.port_wait_s)
+        summary = SweepSummary(out_path, skipped=mine - len(todo), one_launch_per_config=one_launch_per_config)
         created_logs = _make_log_dir(settings.log_dir)
         try:
             if complete is not None:  # drop the partial last line of a killed sweep
                 write_bytes_atomic(out_path, complete, error=HarnessError)
+            if pool is not None and setup is not None:
+                with RowWriter(out_path) as writer:
+                    execute_on_pool(plan, pool, setup, clock, RowSink(writer, reporter, summary))
+                return summary
             with _opened(device) as gpu, RowWriter(out_path) as writer:
                 executor = LaunchExecutor(
                     settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
@@ -466,6 +482,16 @@ def run_sweep(
         finally:
             _remove_empty_dirs(created_logs)  # the log folder this sweep created and left empty
     return summary
+
+
+def _local_ports(settings: MeasureSettings, pool: WorkerPool | None) -> list[int]:
+    """The server ports of this machine the sweep will use (none for a Ray pool: its tasks
+    check their own node's port when they launch)."""
+    if pool is None:
+        return [settings.server.port]
+    if isinstance(pool, LocalGpuPool):
+        return [pool.base_port + i for i in range(len(pool.gpus))]
+    return []
 
 
 @contextlib.contextmanager
