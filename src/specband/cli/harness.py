@@ -366,6 +366,12 @@ def register(app: typer.Typer) -> None:
             help="With --ray: a running cluster (default: RAY_ADDRESS, else a local Ray).",
             metavar="ADDRESS",
         ),
+        adaptive: bool = typer.Option(
+            False,
+            "--adaptive",
+            help="Pass 0 measures every config; later passes (up to --repeats) only those that may still be "
+            "the pick, and the baseline. Rows get a 'propensity' column.",
+        ),
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
@@ -382,6 +388,7 @@ def register(app: typer.Typer) -> None:
             out = _file_option("--out", out_text)
             shard_spec = None if shard is None else parse_shard(shard)
             pool = _worker_pool(gpus, ray, ray_address, port)
+            _check_adaptive(adaptive, shard_spec, repeats)
             log_dir = None if log_dir_text is None else _folder_option("--log-dir", log_dir_text)
             bs = _parse_batch_sizes(batch_sizes)
             acts = _parse_actions(actions)
@@ -454,6 +461,9 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"# sglang {version} ({version_source})")
                 plan = SweepPlan(tuple(grid(bs, acts)), repeats, tuple(acts), one_launch_per_config, done)
                 plan, _ = shard_plan(plan, shard_spec)
+                if adaptive:  # later passes are decided from pass 0's rewards
+                    typer.echo("# --adaptive: pass 0 below; later passes re-measure only the contenders")
+                    plan = dataclasses.replace(plan, repeats=1)
                 for command in plan.launch_commands(settings):
                     typer.echo(format_launch(command))
                 return
@@ -476,6 +486,7 @@ def register(app: typer.Typer) -> None:
                     shard=shard_spec,
                     pool=pool,
                     setup=_worker_setup(pool, settings, kind, power_limit, emulated, emulator_model),
+                    adaptive=adaptive,
                 )
             except KeyboardInterrupt:
                 reporter.stop()
@@ -487,6 +498,8 @@ def register(app: typer.Typer) -> None:
             finally:
                 reporter.stop()
             _report(summary, out)
+            if adaptive:
+                _report_adaptive(out, grid(bs, acts), repeats)
 
     @app.command(
         "emulate",
@@ -592,6 +605,33 @@ def _worker_pool(gpus: str | None, ray: bool, ray_address: str | None, port: int
     if ray:
         return RayPool(ray_address, base_port=port)
     return None if gpus is None else LocalGpuPool(parse_gpus(gpus), base_port=port)
+
+
+def _check_adaptive(adaptive: bool, shard: Any, repeats: int) -> None:
+    """Refuse ``--adaptive`` where it makes no sense.
+
+    Raises:
+        ConfigError: with ``--shard`` (a pass is planned from every config's rewards, which
+            no shard has) or with ``--repeats 1`` (no pass to save).
+    """
+    from specband.errors import ConfigError
+
+    if adaptive and shard is not None:
+        raise ConfigError("--adaptive and --shard exclude each other: each pass is planned from every shard's rows")
+    if adaptive and repeats < 2:
+        raise ConfigError("--adaptive needs --repeats >= 2: pass 0 measures everything, later passes save runs")
+
+
+def _report_adaptive(out: Path, points: Any, repeats: int) -> None:
+    """Print the runs and GPU-seconds the adaptive sweep saved."""
+    from specband.harness.adaptive import adaptive_savings
+    from specband.harness.sweep import read_rows_for_resume
+
+    saved = adaptive_savings(read_rows_for_resume(out), points, repeats)
+    typer.echo(
+        f"--adaptive: {saved.runs} of {saved.runs_exhaustive} runs ({saved.runs_saved} saved), "
+        f"{saved.gpu_s:.0f} GPU-s of an estimated {saved.gpu_s_exhaustive:.0f} ({saved.gpu_s_saved:.0f} saved)"
+    )
 
 
 def _worker_setup(

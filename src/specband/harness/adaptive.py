@@ -28,6 +28,18 @@ passes ``0 .. r-1`` decide, per batch size, which configs pass ``r`` measures
 * a batch size is *settled* when no config but the best is kept: nothing more runs there.
   The sweep ends when every batch size is settled or ``repeats`` passes ran.
 
+The sweep (:func:`run_adaptive`): pass ``r`` is a :class:`~specband.harness.pipeline.SweepPlan`
+of :func:`plan_pass`'s points; its rows go through an :class:`AdaptiveSink`, which writes
+each row's ``propensity`` column *at write time*: the probability with which that pass's
+logging policy (uniform over the configs the pass measures at that batch size) chose the
+row's config, ``1 / k_r(bs)`` (``1 / configs`` in pass 0). Every row of an adaptive file
+so carries its own logger's propensity, also in a file whose sweep was interrupted, so
+that no reader ever takes it for a uniform sweep; IPS with each row's own logger
+propensity is unbiased for a mixture of loggers (Agarwal et al. 2017, "naive" IPS). A
+file's rows are all adaptive (a ``propensity`` on every row) or all uniform (none):
+``--resume`` refuses to mix them. :func:`logging_propensities` gives the lower-variance
+balance-heuristic propensities of a finished file for offline analyses.
+
 Logging propensities (:func:`logging_propensities`): the data of an adaptive sweep is
 logged by a mixture of per-pass policies, each uniform over the configs its pass ran at a
 batch size. The propensity of a successful row is the mixture's probability of its
@@ -50,20 +62,24 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from specband.actions import ACTIONS, Action
 from specband.dataset import Sweep
 from specband.errors import ConfigError
-from specband.harness.pipeline import GridPoint
+from specband.harness.pipeline import GridPoint, RowSink, RunResult, SweepPlan
+from specband.record import RUN_COLUMNS
 from specband.reward import RewardConfig
 
 __all__ = [
+    "ADAPTIVE_COLUMNS",
     "AdaptiveSavings",
+    "AdaptiveSink",
     "BatchSizeDecision",
     "ConfigInterval",
     "adaptive_savings",
@@ -71,7 +87,11 @@ __all__ = [
     "logging_propensities",
     "plan_pass",
     "row_gpu_seconds",
+    "run_adaptive",
 ]
+
+#: The columns of an adaptive sweep's rows: a measured row's and ``propensity``.
+ADAPTIVE_COLUMNS: tuple[str, ...] = (*RUN_COLUMNS, "propensity")
 
 #: The baseline every reward is scored against.
 BASELINE: Action = ACTIONS[0]
@@ -289,3 +309,73 @@ def adaptive_savings(rows: Sequence[Mapping[str, Any]], points: Sequence[GridPoi
     unmeasured = sum((repeats - len(by_index[p.index])) * sum(by_index[p.index]) / len(by_index[p.index])
                      for p in points)  # fmt: skip
     return AdaptiveSavings(len(rows), repeats * len(points), gpu_s, gpu_s + unmeasured)
+
+
+@dataclass
+class AdaptiveSink(RowSink):
+    """A :class:`~specband.harness.pipeline.RowSink` for one adaptive pass: each row gets
+    its pass's logging propensity at its batch size (see the module docstring) and is
+    kept in :attr:`rows` (the next pass is planned from them).
+
+    Attributes:
+        propensity: batch size -> ``1 / configs the pass measures there``.
+        rows: the rows so far (the file's, then each written one).
+    """
+
+    columns: tuple[str, ...] | None = ADAPTIVE_COLUMNS
+    propensity: Mapping[int, float] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def consume(self, result: RunResult) -> None:
+        """Write ``result``'s row with its ``propensity``.
+
+        Raises:
+            HarnessError: as :meth:`RowSink.consume`.
+        """
+        record = dataclasses.replace(result.record, propensity=self.propensity[result.run.batch_size])
+        super().consume(dataclasses.replace(result, record=record))
+        self.rows.append(record.as_row(self.columns))
+
+
+def run_adaptive(
+    plan: SweepPlan,
+    rows: Sequence[dict[str, Any]],
+    sink: RowSink,
+    execute: Callable[[SweepPlan, RowSink], None],
+    *,
+    level: float = 0.95,
+    min_measurements: int = 2,
+) -> dict[int, BatchSizeDecision]:
+    """Run an adaptive sweep: pass ``r`` (``r < plan.repeats``) measures
+    :func:`plan_pass`'s points (the runs of ``plan.done`` skipped) until every batch size
+    is settled.
+
+    Args:
+        plan: the whole sweep (its points, repeats, launch mode and done runs).
+        rows: the rows already in the file (a resumed sweep plans the same passes).
+        sink: where rows go (its writer, reporter and summary are shared by the passes).
+        execute: runs one pass's plan into a sink (one GPU or a worker pool).
+        level, min_measurements: as :func:`decide`.
+
+    Returns:
+        the decisions before the last pass planned (empty when only pass 0 ran).
+
+    Raises:
+        as ``execute`` and :func:`plan_pass`.
+    """
+    kept = list(rows)
+    decisions: dict[int, BatchSizeDecision] = {}
+    for rep in range(plan.repeats):
+        chosen, decisions = plan_pass(kept, plan.points, rep, level=level, min_measurements=min_measurements)
+        if not chosen:
+            break
+        per_bs = Counter(p.batch_size for p in chosen)
+        earlier = {(p.index, r) for p in chosen for r in range(rep)}
+        pass_plan = dataclasses.replace(
+            plan, points=tuple(chosen), repeats=rep + 1, done=frozenset(plan.done) | earlier
+        )
+        pass_sink = AdaptiveSink(
+            sink.writer, sink.reporter, sink.summary, propensity={bs: 1.0 / n for bs, n in per_bs.items()}, rows=kept
+        )
+        execute(pass_plan, pass_sink)
+    return decisions

@@ -384,6 +384,7 @@ def run_sweep(
     shard: ShardSpec | None = None,
     pool: WorkerPool | None = None,
     setup: WorkerSetup | None = None,
+    adaptive: bool = False,
 ) -> SweepSummary:
     """Run (or resume) a sweep and write its rows to ``out_path``.
 
@@ -418,6 +419,10 @@ def run_sweep(
             ``setup`` builds (:mod:`specband.harness.fleet`); ``device`` is then not
             opened, and the ports checked free are ``settings``'s and the next
             ``len(pool.gpus) - 1`` for a local pool.
+        adaptive: adaptive repeats (:func:`specband.harness.adaptive.run_adaptive`):
+            pass 0 measures every run, later passes only the configs that may still be
+            the pick; rows get a ``propensity`` column. A file's rows are all adaptive or
+            all uniform (``resume`` refuses to mix them).
 
     Returns:
         the :class:`SweepSummary`.
@@ -458,6 +463,7 @@ def run_sweep(
                 f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
             )
         check_resumable(existing, settings, points, out_path)
+        _check_same_logging(existing, adaptive, out_path)
         done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
         plan = SweepPlan(tuple(points), repeats, tuple(actions), one_launch_per_config, done)
         plan, mine = shard_plan(plan, shard)  # the other shards' runs are skipped as if done
@@ -470,18 +476,59 @@ def run_sweep(
         try:
             if complete is not None:  # drop the partial last line of a killed sweep
                 write_bytes_atomic(out_path, complete, error=HarnessError)
-            if pool is not None and setup is not None:
-                with RowWriter(out_path) as writer:
-                    execute_on_pool(plan, pool, setup, clock, RowSink(writer, reporter, summary))
-                return summary
-            with _opened(device) as gpu, RowWriter(out_path) as writer:
-                executor = LaunchExecutor(
-                    settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
-                )
-                execute_plan(plan, executor, RowSink(writer, reporter, summary))
+            with contextlib.ExitStack() as stack:
+                execute: Callable[[SweepPlan, RowSink], None]
+                if pool is not None and setup is not None:
+
+                    def execute(p: SweepPlan, sink: RowSink) -> None:
+                        execute_on_pool(p, pool, setup, clock, sink)
+
+                else:
+                    gpu = stack.enter_context(_opened(device))
+                    executor = LaunchExecutor(
+                        settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
+                    )
+
+                    def execute(p: SweepPlan, sink: RowSink) -> None:
+                        execute_plan(p, executor, sink)
+
+                sink = RowSink(stack.enter_context(RowWriter(out_path)), reporter, summary)
+                if adaptive:
+                    _run_adaptive(plan, existing, sink, execute)
+                else:
+                    execute(plan, sink)
         finally:
             _remove_empty_dirs(created_logs)  # the log folder this sweep created and left empty
     return summary
+
+
+def _run_adaptive(
+    plan: SweepPlan, rows: list[dict[str, Any]], sink: RowSink, execute: Callable[[SweepPlan, RowSink], None]
+) -> None:
+    """:func:`specband.harness.adaptive.run_adaptive`, timed over every pass."""
+    from specband.harness.adaptive import run_adaptive
+
+    t0 = time.monotonic()
+    try:
+        run_adaptive(plan, rows, sink, execute)
+    finally:
+        sink.summary.elapsed_s = time.monotonic() - t0
+
+
+def _check_same_logging(rows: Sequence[dict[str, Any]], adaptive: bool, out_path: Path) -> None:
+    """Refuse to resume a uniform sweep's file with ``--adaptive`` or the other way round
+    (an adaptive row carries a ``propensity``; a uniform one has none).
+
+    Raises:
+        ConfigError: ``"<out>: cannot resume: its rows were written with --adaptive ..."``.
+    """
+    for row in rows:
+        if (row.get("propensity") is not None) != adaptive:
+            was = "with" if not adaptive else "without"
+            raise ConfigError(
+                f"{out_path}: cannot resume: its rows were written {was} --adaptive; "
+                f"resume {was} it (a file mixes no logging policies)"
+            )
 
 
 def _local_ports(settings: MeasureSettings, pool: WorkerPool | None) -> list[int]:
