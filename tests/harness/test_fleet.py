@@ -3,6 +3,7 @@ plain sweep, resumable, and no server left after Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -178,3 +179,34 @@ def test_ray_with_two_fake_gpus_interrupted_and_resumed_duplicates_nothing(local
     assert _keys(out) == [(i, r) for i in range(4) for r in range(2)]  # no run lost or twice
     assert all(r["error"] is None for r in read_rows_for_resume(out))
     assert load_sweep(out).training_data().rewards.shape == (8,)
+
+
+def test_adaptive_measures_fewer_runs_writes_each_row_s_propensity_and_evaluate_reads_it(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "a.jsonl"
+    grid_options = ["--batch-sizes", "1", "--actions", "0 1 10 5", "--repeats", "3"]
+    result = run_cli(*sweep_args, *grid_options, *LAUNCH_TIMEOUT, "--adaptive", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    rows = read_rows_for_resume(out)
+    assert {(r["index"], r["repeat"]) for r in rows} >= {(i, 0) for i in range(4)}  # pass 0: everything
+    assert len(rows) < 12 and f"{len(rows)} of 12 runs ({12 - len(rows)} saved)" in result.stdout
+    for rep in {r["repeat"] for r in rows}:  # each row: 1 / configs its pass measured
+        in_pass = [r for r in rows if r["repeat"] == rep]
+        assert all(r["propensity"] == pytest.approx(1 / len(in_pass)) for r in in_pass)
+    evaluated = run_cli("evaluate", out, "--bootstrap", "20", "--algo", "lookup_table", "--json")
+    assert evaluated.exit_code == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["data"]["rows"] == len(rows)
+    again = run_cli(*sweep_args, *grid_options, "--out", out, "--resume")  # without --adaptive
+    assert again.exit_code == 2
+    assert "its rows were written with --adaptive; resume with it" in one_error_line(again.stderr)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--adaptive", "--shard", "1/2"], "--adaptive and --shard exclude each other"),
+        (["--adaptive", "--repeats", "1"], "--adaptive needs --repeats >= 2"),
+    ],
+)
+def test_adaptive_combinations_that_make_no_sense(run_cli, sweep_args, tmp_path, options, message):
+    result = run_cli(*sweep_args, *options, "--out", tmp_path / "s.jsonl")
+    assert result.exit_code == 2 and message in one_error_line(result.stderr)
