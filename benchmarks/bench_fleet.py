@@ -35,8 +35,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -53,25 +51,10 @@ def _grid_rows(model: Any, batch_sizes: tuple[int, ...], repeats: int, seed: int
     return [{**r, "index": r["index"] % n} for r in rows]
 
 
-def _means(rows: list[dict[str, Any]]) -> dict[int, dict[int, float]]:
-    """batch size -> action index -> mean reward of the allowed configs' successful rows."""
-    from specband.dataset import Sweep
+def _picks(means: dict[int, dict[Any, float]]) -> dict[int, Any]:
+    from specband.actions import ACTIONS
 
-    sweep = Sweep.from_records(rows)
-    rewards = sweep.rewards()
-    out: dict[int, dict[int, float]] = {}
-    for bs in sweep.batch_sizes():
-        mask = sweep.allowed_mask(bs)
-        acc: dict[int, list[float]] = {}
-        for row, reward in zip(sweep.rows, rewards, strict=True):
-            if row.batch_size == bs and row.trainable and mask[row.action_index]:
-                acc.setdefault(row.action_index, []).append(float(reward))
-        out[bs] = {a: float(np.mean(v)) for a, v in acc.items()}
-    return out
-
-
-def _picks(rows: list[dict[str, Any]]) -> dict[int, int]:
-    return {bs: max(m, key=lambda a: (m[a], -a)) for bs, m in _means(rows).items()}
+    return {bs: max(m, key=lambda a: (m[a], -ACTIONS.index(a))) for bs, m in means.items()}
 
 
 def _adaptive_rows(full: list[dict[str, Any]], points: list[Any], repeats: int) -> list[dict[str, Any]]:
@@ -97,6 +80,7 @@ def _cost(rows: list[dict[str, Any]], launch_s: float, one_launch: bool) -> tupl
 
 def simulated(profile: str, pair: str, repeats: int, oracle_repeats: int) -> None:
     from specband.actions import ACTIONS
+    from specband.harness.adaptive import mean_rewards
     from specband.harness.pipeline import DEFAULT_BATCH_SIZES, grid
     from specband.sim import build_model
     from specband.sim.profile import load_profile
@@ -108,7 +92,7 @@ def simulated(profile: str, pair: str, repeats: int, oracle_repeats: int) -> Non
     launch_s = load_profile(profile).launch_s
     points = grid(DEFAULT_BATCH_SIZES, ACTIONS)
     full = _grid_rows(model, DEFAULT_BATCH_SIZES, repeats, seed=11)
-    oracle = _means(_grid_rows(model, DEFAULT_BATCH_SIZES, oracle_repeats, seed=99))
+    oracle = mean_rewards(_grid_rows(model, DEFAULT_BATCH_SIZES, oracle_repeats, seed=99))
     adaptive = _adaptive_rows(full, points, repeats)
     base_gpu_s, _ = _cost(full, launch_s, False)
     print(f"\n{profile} ({pair} pair), {repeats} repeats, launch {launch_s:.0f} s; oracle: {oracle_repeats} passes")
@@ -116,7 +100,7 @@ def simulated(profile: str, pair: str, repeats: int, oracle_repeats: int) -> Non
         f"{'mode':<26}{'runs':>6}{'launches':>10}{'GPU-s':>9}{'% exh.':>8}{'worst regret':>14}"
         f"{'(% oracle)':>12}{'same pick':>11}"
     )
-    exhaustive_pick = _picks(full)
+    exhaustive_pick = _picks(mean_rewards(full))
     for name, rows, one_launch in [
         ("exhaustive", full, False),
         ("--one-launch-per-config", full, True),
@@ -124,7 +108,7 @@ def simulated(profile: str, pair: str, repeats: int, oracle_repeats: int) -> Non
         ("--adaptive + one-launch", adaptive, True),
     ]:
         gpu_s, launches = _cost(rows, launch_s, one_launch)
-        picks = _picks(rows)
+        picks = _picks(mean_rewards(rows))
         regrets = []  # (absolute regret, oracle best) per batch size
         for bs, pick in picks.items():
             best = max(oracle[bs].values())

@@ -12,7 +12,14 @@ from specband.actions import ACTIONS
 from specband.dataset import Sweep
 from specband.errors import ConfigError
 from specband.evaluation.ope import uniform_propensities
-from specband.harness.adaptive import adaptive_savings, decide, logging_propensities, plan_pass, row_gpu_seconds
+from specband.harness.adaptive import (
+    adaptive_savings,
+    decide,
+    logging_propensities,
+    mean_rewards,
+    plan_pass,
+    row_gpu_seconds,
+)
 from specband.harness.pipeline import grid
 from specband.sim.sweep import simulate_sweep
 
@@ -110,18 +117,9 @@ def _grid_rows(profile: str, batch_sizes: tuple[int, ...], repeats: int, seed: i
     return [{**r, "index": r["index"] % n} for r in rows]
 
 
-def _picks(rows: list[dict]) -> tuple[dict[int, int], dict[int, dict[int, float]]]:
-    sweep = Sweep.from_records(rows)
-    rewards = sweep.rewards()
-    means: dict[int, dict[int, float]] = {}
-    for bs in sweep.batch_sizes():
-        mask = sweep.allowed_mask(bs)
-        acc: dict[int, list[float]] = {}
-        for row, reward in zip(sweep.rows, rewards, strict=True):
-            if row.batch_size == bs and row.trainable and mask[row.action_index]:
-                acc.setdefault(row.action_index, []).append(float(reward))
-        means[bs] = {a: float(np.mean(v)) for a, v in acc.items()}
-    return {bs: max(m, key=lambda a: (m[a], -a)) for bs, m in means.items()}, means
+def _picks(rows: list[dict]) -> tuple[dict[int, tuple], dict[int, dict[tuple, float]]]:
+    means = mean_rewards(rows)
+    return {bs: max(m, key=lambda a: (m[a], -ACTIONS.index(a))) for bs, m in means.items()}, means
 
 
 @pytest.mark.parametrize("repeats, max_share", [(10, 0.40), (5, 0.50), (3, 0.75)])

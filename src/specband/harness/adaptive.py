@@ -85,6 +85,7 @@ __all__ = [
     "adaptive_savings",
     "decide",
     "logging_propensities",
+    "mean_rewards",
     "plan_pass",
     "row_gpu_seconds",
     "run_adaptive",
@@ -151,6 +152,19 @@ def _rewards_by_config(sweep: Sweep, config: RewardConfig) -> dict[int, dict[Act
         if row.trainable and allowed[row.batch_size][row.action_index]:
             out[row.batch_size][row.action].append(sweep.reward_parts(row, config).reward)
     return out
+
+
+def mean_rewards(
+    rows: Sequence[Mapping[str, Any]], config: RewardConfig = RewardConfig()
+) -> dict[int, dict[Action, float]]:
+    """batch size -> action -> mean reward of its successful rows, for the configs allowed
+    there (the pick is the best mean; the oracle's means are those of many passes).
+
+    Raises:
+        DataError: an invalid row (:meth:`specband.dataset.Sweep.from_records`).
+    """
+    by_config = _rewards_by_config(Sweep.from_records(rows), config)
+    return {bs: {a: sum(v) / len(v) for a, v in per.items()} for bs, per in by_config.items()}
 
 
 def _pooled_sd(samples: Mapping[Action, list[float]]) -> tuple[float, int]:
