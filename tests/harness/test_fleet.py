@@ -76,6 +76,17 @@ def test_options_that_make_no_sense_together_are_one_error_line(run_cli, sweep_a
     assert not (tmp_path / "s.jsonl").exists()
 
 
+def test_ray_on_a_cluster_without_gpus_is_one_error_line(run_cli, sweep_args, tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():  # the module's Ray with fake GPUs is up (tests run out of order)
+        pytest.skip("a Ray instance with GPUs is already running in this process")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a local Ray on a machine without GPUs
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    result = run_cli(*sweep_args, *GRID, "--ray", "--out", tmp_path / "s.jsonl")
+    assert result.exit_code == 2 and "--ray: the Ray cluster has no GPU" in one_error_line(result.stderr)
+    assert not (tmp_path / "s.jsonl").exists() and not ray.is_initialized()
+
+
 def test_ctrl_c_with_two_gpus_leaves_no_server_on_any_worker(sweep_args, tmp_path, port):
     out = tmp_path / "s.jsonl"
     args = [*sweep_args]

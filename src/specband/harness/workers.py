@@ -261,7 +261,8 @@ class RayPool:
         init_kwargs: more ``ray.init`` arguments (e.g. ``num_gpus`` for a test).
 
     Raises:
-        ConfigError: Ray is not installed (``pip install 'specband[ray]'``).
+        ConfigError: Ray is not installed (``pip install 'specband[ray]'``); :meth:`run`:
+            the cluster has no GPU.
     """
 
     def __init__(self, address: str | None = None, *, base_port: int = 30000, cancel_wait_s: float = 120.0,
@@ -282,6 +283,10 @@ class RayPool:
         started = not ray.is_initialized()
         if started:
             ray.init(address=self.address, include_dashboard=False, **self.init_kwargs)
+        if ray.cluster_resources().get("GPU", 0) < 1:  # its tasks would wait for ever
+            if started:
+                ray.shutdown()
+            raise ConfigError("--ray: the Ray cluster has no GPU (start it with GPUs, or give --ray-address)")
         task = ray.remote(num_gpus=1, max_retries=0)(_ray_task)
         pending = {task.remote(execute, unit, self.base_port): unit for unit in units}
 
