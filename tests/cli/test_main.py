@@ -58,14 +58,26 @@ def test_help_and_no_arguments(run_cli) -> None:  # type: ignore[no-untyped-def]
 def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     import os
     import signal
+    import time
 
     import specband.dataset
 
     def interrupted(*args: object, **kwargs: object) -> None:
         os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to the running command
+        # Python runs the handler at the next bytecode, or (when the handler in place
+        # retries a signal that arrived at an unsafe point) a moment later: wait for it
+        # instead of assuming which, so that the command never continues past this call
+        time.sleep(60)
+        raise AssertionError("the Ctrl-C never reached the command")
 
     monkeypatch.setattr(specband.dataset, "load_sweep", interrupted)
-    res = run_cli("train", "--out", "unused-by-this-test")
+    # a job a non-interactive shell starts in the background inherits SIGINT ignored (and
+    # the CLI rightly keeps it so): give the command the disposition of a terminal's job
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        res = run_cli("train", "--out", "unused-by-this-test")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert res.exit_code == 130
     assert _one_error_line(res.stderr) == "error: interrupted"
 

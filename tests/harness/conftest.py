@@ -114,3 +114,20 @@ def one_error_line(stderr: str) -> str:
     assert len(errors) == 1, stderr
     assert "Traceback" not in stderr, stderr
     return errors[0]
+
+
+@pytest.fixture(scope="module")
+def local_ray(request: pytest.FixtureRequest) -> Iterator[object]:
+    """One local Ray instance per test module, advertising two fake GPUs (skipped without
+    Ray); the module's own functions go to Ray's workers by value."""
+    ray = pytest.importorskip("ray")
+    hidden = os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Ray refuses fake GPUs that env hides
+    try:
+        ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    finally:
+        if hidden is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = hidden
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    yield ray
+    ray.cloudpickle.unregister_pickle_by_value(request.module)
+    ray.shutdown()

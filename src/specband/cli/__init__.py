@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "launch": "launch",
     "schedule": "schedule",
     "doctor": "doctor",
+    "merge": "merge",
 }
 
 #: Commands whose plain options are parsed without typer's (pydantic) coercion when the

@@ -168,11 +168,14 @@ def _runs_emulator(command: str) -> bool:
 
 
 class _RichReporter:
-    """A rich progress bar with ETA on stderr, plus one line per finished run."""
+    """A rich progress bar with ETA on stderr, plus one line per finished run; ``warning``
+    (e.g. sglang not found) is printed once, when the sweep starts running: after every
+    check passed, so that bad input stays one ``error:`` line."""
 
-    def __init__(self, quiet: bool) -> None:
+    def __init__(self, quiet: bool, warning: str | None = None) -> None:
         from rich.console import Console
 
+        self.warning = warning
         self.quiet = quiet
         self.console = Console(stderr=True)
         self.progress: Any = None
@@ -188,6 +191,8 @@ class _RichReporter:
             TimeRemainingColumn,
         )
 
+        _warn(self.warning)
+        self.warning = None
         if skipped:
             self.console.print(f"resuming: {skipped} runs already in the file")
         if self.quiet:
@@ -348,6 +353,31 @@ def register(app: typer.Typer) -> None:
         allow_rope_mismatch: bool = typer.Option(
             False, "--allow-rope-mismatch", help="Sweep even when the draft's RoPE settings differ from the target's."
         ),
+        shard: str | None = typer.Option(
+            None,
+            "--shard",
+            help="Measure only shard K of N (e.g. 1/4); join the files with `specband merge`.",
+            metavar="K/N",
+        ),
+        gpus: str | None = typer.Option(
+            None,
+            "--gpus",
+            help="One worker per GPU (NVML indices, e.g. 0,1); worker i serves on --port + i.",
+            metavar="LIST",
+        ),
+        ray: bool = typer.Option(False, "--ray", help="Each launch as a Ray task needing one GPU (specband[ray])."),
+        ray_address: str | None = typer.Option(
+            None,
+            "--ray-address",
+            help="With --ray: a running cluster (default: RAY_ADDRESS, else a local Ray).",
+            metavar="ADDRESS",
+        ),
+        adaptive: bool = typer.Option(
+            False,
+            "--adaptive",
+            help="Pass 0 measures every config; later passes (up to --repeats) only those that may still be "
+            "the pick, and the baseline. Rows get a 'propensity' column.",
+        ),
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
@@ -358,10 +388,14 @@ def register(app: typer.Typer) -> None:
         from specband.harness.pipeline import SweepPlan, grid
         from specband.harness.runner import MeasureSettings
         from specband.harness.server import ServerConfig, format_launch, split_server_args
+        from specband.harness.shards import parse_shard, shard_plan
         from specband.harness.sweep import done_runs, run_sweep
 
         with _plain_warnings():
             out = _file_option("--out", out_text)
+            shard_spec = None if shard is None else parse_shard(shard)
+            pool = _worker_pool(gpus, ray, ray_address, port)
+            _check_adaptive(adaptive, shard_spec, repeats)
             log_dir = None if log_dir_text is None else _folder_option("--log-dir", log_dir_text)
             bs = tuple(parse_batch_sizes(batch_sizes))
             acts = _parse_actions(actions)
@@ -412,7 +446,7 @@ def register(app: typer.Typer) -> None:
                 env=server_env,
             )
             workload = _load_workload(prompts_file, target)
-            # printed once every check passed: by the device opener, which the sweep calls last
+            # its warning is printed once every check passed: when the sweep starts running
             version, version_source, version_warning = _sglang_version(sglang_version, server_command, server_env)
             server = dataclasses.replace(server, sglang_version=version)
             settings = MeasureSettings(
@@ -436,21 +470,21 @@ def register(app: typer.Typer) -> None:
                 _warn(version_warning)
                 typer.echo(f"# sglang {version} ({version_source})")
                 plan = SweepPlan(tuple(grid(bs, acts)), repeats, tuple(acts), one_launch_per_config, done)
+                plan, _ = shard_plan(plan, shard_spec)
+                if adaptive:  # later passes are decided from pass 0's rewards
+                    typer.echo("# --adaptive: pass 0 below; later passes re-measure only the contenders")
+                    plan = dataclasses.replace(plan, repeats=1)
                 for command in plan.launch_commands(settings):
                     typer.echo(format_launch(command))
                 return
 
-            def open_telemetry() -> Any:
-                _warn(version_warning)  # every check passed: warnings now, never before an error
-                return open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated)
-
-            reporter = _RichReporter(quiet)
+            reporter = _RichReporter(quiet, version_warning)
             try:
                 # the device is opened by the sweep once it holds the lock on --out and every
                 # check passed (a refused sweep creates no emulated GPU state)
                 summary = run_sweep(
                     settings,
-                    open_telemetry,
+                    lambda: open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated),
                     out,
                     batch_sizes=bs,
                     actions=acts,
@@ -460,6 +494,10 @@ def register(app: typer.Typer) -> None:
                     clock=clock,
                     reporter=reporter,
                     allow_rope_mismatch=allow_rope_mismatch,
+                    shard=shard_spec,
+                    pool=pool,
+                    setup=_worker_setup(pool, settings, kind, power_limit, emulated, emulator_model),
+                    adaptive=adaptive,
                 )
             except KeyboardInterrupt:
                 reporter.stop()
@@ -471,6 +509,8 @@ def register(app: typer.Typer) -> None:
             finally:
                 reporter.stop()
             _report(summary, out)
+            if adaptive:
+                _report_adaptive(out, grid(bs, acts), repeats)
 
     @app.command(
         "emulate",
@@ -562,6 +602,64 @@ def register(app: typer.Typer) -> None:
         for line in result.skipped:
             say(f"skipped (not a contract action): {line}", err=True)
         say(f"wrote {len(result.rows)} rows to {result.out_path} ({len(result.skipped)} skipped)")
+
+
+def _worker_pool(gpus: str | None, ray: bool, ray_address: str | None, port: int) -> Any:
+    """The worker pool of ``--gpus`` or ``--ray`` (``None``: one GPU, in this process).
+
+    Raises:
+        ConfigError: ``--ray`` with ``--gpus``, ``--ray-address`` without ``--ray``, a bad
+            ``--gpus`` list, or Ray not installed (one line each).
+    """
+    from specband.errors import ConfigError
+    from specband.harness.workers import LocalGpuPool, RayPool, parse_gpus
+
+    if ray and gpus is not None:
+        raise ConfigError("--ray and --gpus exclude each other: Ray places each launch on a GPU of its cluster")
+    if ray_address is not None and not ray:
+        raise ConfigError("--ray-address needs --ray")
+    if ray:
+        return RayPool(ray_address, base_port=port)
+    return None if gpus is None else LocalGpuPool(parse_gpus(gpus), base_port=port)
+
+
+def _check_adaptive(adaptive: bool, shard: Any, repeats: int) -> None:
+    """Refuse ``--adaptive`` where it makes no sense.
+
+    Raises:
+        ConfigError: with ``--shard`` (a pass is planned from every config's rewards, which
+            no shard has) or with ``--repeats 1`` (no pass to save).
+    """
+    from specband.errors import ConfigError
+
+    if adaptive and shard is not None:
+        raise ConfigError("--adaptive and --shard exclude each other: each pass is planned from every shard's rows")
+    if adaptive and repeats < 2:
+        raise ConfigError("--adaptive needs --repeats >= 2: pass 0 measures everything, later passes save runs")
+
+
+def _report_adaptive(out: Path, points: Any, repeats: int) -> None:
+    """Print the runs and GPU-seconds the adaptive sweep saved."""
+    from specband.harness.adaptive import adaptive_savings
+    from specband.harness.sweep import read_rows_for_resume
+
+    saved = adaptive_savings(read_rows_for_resume(out), points, repeats)
+    typer.echo(
+        f"--adaptive: {saved.runs} of {saved.runs_exhaustive} runs ({saved.runs_saved} saved), "
+        f"{saved.gpu_s:.0f} GPU-s of an estimated {saved.gpu_s_exhaustive:.0f} ({saved.gpu_s_saved:.0f} saved)"
+    )
+
+
+def _worker_setup(
+    pool: Any, settings: Any, kind: str, power_limit: float | None, emulated: dict[str, Any] | None, model: str
+) -> Any:
+    """The :class:`~specband.harness.fleet.GpuWorkerSetup` of a pool (``None`` without one)."""
+    if pool is None:
+        return None
+    from specband.harness.fleet import GpuWorkerSetup
+
+    emulator = None if emulated is None else {**emulated, "model": model}
+    return GpuWorkerSetup(settings, kind, power_limit, emulator)
 
 
 def _report(summary: Any, out: Path) -> None:

@@ -464,11 +464,14 @@ class RowSink:
         writer: where rows go.
         reporter: progress.
         summary: the counts.
+        columns: the columns written (``None``: :data:`~specband.record.RUN_COLUMNS`;
+            ``sweep --adaptive`` adds ``propensity``).
     """
 
     writer: RowAppender
     reporter: SweepReporter
     summary: SweepSummary
+    columns: tuple[str, ...] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def consume(self, result: RunResult) -> None:
@@ -478,7 +481,7 @@ class RowSink:
         Raises:
             HarnessError: the row cannot be written.
         """
-        row = result.record.as_row()
+        row = result.record.as_row(self.columns)
         with self._lock:
             self.writer.append(row)
             if result.record.draft_flag and not self.summary.draft_rejected:

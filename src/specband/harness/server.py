@@ -530,14 +530,17 @@ _LIVE: dict[int, ServerProcess] = {}
 _LIVE_LOCK = threading.Lock()
 
 
-def _stop_all_live() -> None:
+def stop_live_servers(port: int | None = None, grace_s: float = 5.0) -> None:
+    """Stop every server process group this process started and has not stopped yet (on
+    ``port`` only, when given): at exit, and when a multi-GPU sweep is cancelled (the
+    worker serving on ``port`` then sees its server die and unwinds)."""
     with _LIVE_LOCK:
-        servers = list(_LIVE.values())
+        servers = [s for s in _LIVE.values() if port is None or s.port == port]
     for server in servers:
-        server.stop(grace_s=5.0)
+        server.stop(grace_s=grace_s)
 
 
-atexit.register(_stop_all_live)
+atexit.register(stop_live_servers)
 
 
 class ServerProcess:

@@ -53,6 +53,7 @@ from specband.actions import ACTIONS, Action
 from specband.devices.base import Clock, GpuDevice
 from specband.errors import ConfigError, DataError, HarnessError
 from specband.fileio import read_bytes_bounded, write_bytes_atomic
+from specband.harness.fleet import WorkerSetup, execute_on_pool
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.pipeline import (
     DEFAULT_BATCH_SIZES,
@@ -67,6 +68,8 @@ from specband.harness.pipeline import (
 )
 from specband.harness.runner import MeasureSettings
 from specband.harness.server import wait_port_free
+from specband.harness.shards import ShardSpec, shard_plan
+from specband.harness.workers import LocalGpuPool, WorkerPool
 from specband.jsonl import parse_jsonl
 from specband.limits import MAX_DATA_FILE_BYTES
 
@@ -74,8 +77,10 @@ __all__ = [
     "RowWriter",
     "SweepBusyError",
     "SweepLock",
+    "check_resumable",
     "done_runs",
     "execute_plan",
+    "parse_rows",
     "read_rows_for_resume",
     "run_sweep",
 ]
@@ -92,19 +97,22 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
             a folder) or rewritten (``"<path>: cannot write (<reason>)"``; it is left as it
             was).
     """
-    rows, complete = _parse_rows(path)
+    numbered, complete = parse_rows(path)
     if complete is not None:
         write_bytes_atomic(path, complete, error=HarnessError)
-    return rows
+    return [row for _, row in numbered]
 
 
-def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], bytes | None]:
-    """Rows already in ``path`` (none when it does not exist), without writing anything.
+def parse_rows(path: Path, *, verb: str = "resume") -> tuple[list[tuple[int, dict[str, Any]]], bytes | None]:
+    """``(line number, row)`` of the rows already in ``path`` (none when it does not
+    exist), read with :func:`specband.jsonl.parse_jsonl` and without writing anything
+    (``sweep --resume`` and ``merge`` read sweep files here; ``verb`` ends a bad line's
+    message: ``"; cannot resume"``).
 
     Returns:
-        ``(rows, complete)``: ``complete`` is the file's content without a trailing partial
-        line when it ends in one (the file must then be rewritten before appending), else
-        ``None``.
+        ``(numbered, complete)``: ``complete`` is the file's content without a trailing
+        partial line when it ends in one (the file must then be rewritten before
+        appending), else ``None``.
 
     Raises:
         DataError, HarnessError: as :func:`read_rows_for_resume` (cannot read).
@@ -117,17 +125,16 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], bytes | None]:
         raise HarnessError(f"{path}: cannot read ({exc.strerror or exc})") from None
     complete, _, partial = data.rpartition(b"\n")
     rewrite = (complete + b"\n" if complete else b"") if partial.strip() else None
-    rows: list[dict[str, Any]] = []
+    numbered = parse_jsonl(complete.decode("utf-8", "replace"), path, objects=True, why=f"; cannot {verb}")
     seen: dict[tuple[Any, Any], int] = {}
-    for lineno, row in parse_jsonl(complete.decode("utf-8", "replace"), path, objects=True, why="; cannot resume"):
+    for lineno, row in numbered:
         key = (row.get("index"), row.get("repeat"))
         if key in seen:
             raise DataError(
                 f"(index, repeat) = {key} already on line {seen[key]}", path=path, line=lineno, field="index"
             )
         seen[key] = lineno
-        rows.append(row)
-    return rows, rewrite
+    return numbered, rewrite
 
 
 def done_runs(path: Path) -> set[tuple[Any, Any]]:
@@ -137,8 +144,8 @@ def done_runs(path: Path) -> set[tuple[Any, Any]]:
     Raises:
         DataError, HarnessError: as :func:`read_rows_for_resume` (cannot read).
     """
-    rows, _ = _parse_rows(path)
-    return {(r.get("index"), r.get("repeat")) for r in rows}
+    numbered, _ = parse_rows(path)
+    return {(r.get("index"), r.get("repeat")) for _, r in numbered}
 
 
 class SweepBusyError(ConfigError):
@@ -375,6 +382,10 @@ def run_sweep(
     clock: Clock | None = None,
     reporter: SweepReporter | None = None,
     allow_rope_mismatch: bool = False,
+    shard: ShardSpec | None = None,
+    pool: WorkerPool | None = None,
+    setup: WorkerSetup | None = None,
+    adaptive: bool = False,
 ) -> SweepSummary:
     """Run (or resume) a sweep and write its rows to ``out_path``.
 
@@ -403,6 +414,16 @@ def run_sweep(
         reporter: progress callbacks.
         allow_rope_mismatch: launch even when the draft's RoPE settings differ from the
             target's (:func:`specband.doctor.check_pair_before_launch`).
+        shard: measure only this shard's runs (:mod:`specband.harness.shards`, computed
+            over the whole sweep); the others count neither as done nor as skipped.
+        pool, setup: run the units on ``pool``'s workers, each with the executor
+            ``setup`` builds (:mod:`specband.harness.fleet`); ``device`` is then not
+            opened, and the ports checked free are ``settings``'s and the next
+            ``len(pool.gpus) - 1`` for a local pool.
+        adaptive: adaptive repeats (:func:`specband.harness.adaptive.run_adaptive`):
+            pass 0 measures every run, later passes only the configs that may still be
+            the pick; rows get a ``propensity`` column. A file's rows are all adaptive or
+            all uniform (``resume`` refuses to mix them).
 
     Returns:
         the :class:`SweepSummary`.
@@ -436,32 +457,89 @@ def run_sweep(
     )
     with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
         # every check first, writing nothing: a refused sweep leaves the folder as it was
-        existing, complete = _parse_rows(out_path)
+        numbered, complete = parse_rows(out_path)
+        existing = [row for _, row in numbered]
         if existing and not resume:
             raise ConfigError(
                 f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
             )
-        _check_resumable(existing, settings, points, out_path)
+        check_resumable(existing, settings, points, out_path)
+        _check_same_logging(existing, adaptive, out_path)
         done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
         plan = SweepPlan(tuple(points), repeats, tuple(actions), one_launch_per_config, done)
+        plan, mine = shard_plan(plan, shard)  # the other shards' runs are skipped as if done
         todo = plan.runs()
         if todo:
-            wait_port_free(settings.server.host, settings.server.port, settings.port_wait_s)
-        summary = SweepSummary(
-            out_path, skipped=repeats * len(points) - len(todo), one_launch_per_config=one_launch_per_config
-        )
+            for port in _local_ports(settings, pool):
+                wait_port_free(settings.server.host, port, settings.port_wait_s)
+        summary = SweepSummary(out_path, skipped=mine - len(todo), one_launch_per_config=one_launch_per_config)
         created_logs = _make_log_dir(settings.log_dir)
         try:
             if complete is not None:  # drop the partial last line of a killed sweep
                 write_bytes_atomic(out_path, complete, error=HarnessError)
-            with _opened(device) as gpu, RowWriter(out_path) as writer:
-                executor = LaunchExecutor(
-                    settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
-                )
-                execute_plan(plan, executor, RowSink(writer, reporter, summary))
+            with contextlib.ExitStack() as stack:
+                execute: Callable[[SweepPlan, RowSink], None]
+                if pool is not None and setup is not None:
+
+                    def execute(p: SweepPlan, sink: RowSink) -> None:
+                        execute_on_pool(p, pool, setup, clock, sink)
+
+                else:
+                    gpu = stack.enter_context(_opened(device))
+                    executor = LaunchExecutor(
+                        settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
+                    )
+
+                    def execute(p: SweepPlan, sink: RowSink) -> None:
+                        execute_plan(p, executor, sink)
+
+                sink = RowSink(stack.enter_context(RowWriter(out_path)), reporter, summary)
+                if adaptive:
+                    _run_adaptive(plan, existing, sink, execute)
+                else:
+                    execute(plan, sink)
         finally:
             _remove_empty_dirs(created_logs)  # the log folder this sweep created and left empty
     return summary
+
+
+def _run_adaptive(
+    plan: SweepPlan, rows: list[dict[str, Any]], sink: RowSink, execute: Callable[[SweepPlan, RowSink], None]
+) -> None:
+    """:func:`specband.harness.adaptive.run_adaptive`, timed over every pass."""
+    from specband.harness.adaptive import run_adaptive
+
+    t0 = time.monotonic()
+    try:
+        run_adaptive(plan, rows, sink, execute)
+    finally:
+        sink.summary.elapsed_s = time.monotonic() - t0
+
+
+def _check_same_logging(rows: Sequence[dict[str, Any]], adaptive: bool, out_path: Path) -> None:
+    """Refuse to resume a uniform sweep's file with ``--adaptive`` or the other way round
+    (an adaptive row carries a ``propensity``; a uniform one has none).
+
+    Raises:
+        ConfigError: ``"<out>: cannot resume: its rows were written with --adaptive ..."``.
+    """
+    for row in rows:
+        if (row.get("propensity") is not None) != adaptive:
+            was = "with" if not adaptive else "without"
+            raise ConfigError(
+                f"{out_path}: cannot resume: its rows were written {was} --adaptive; "
+                f"resume {was} it (a file mixes no logging policies)"
+            )
+
+
+def _local_ports(settings: MeasureSettings, pool: WorkerPool | None) -> list[int]:
+    """The server ports of this machine the sweep will use (none for a Ray pool: its tasks
+    check their own node's port when they launch)."""
+    if pool is None:
+        return [settings.server.port]
+    if isinstance(pool, LocalGpuPool):
+        return [pool.base_port + i for i in range(len(pool.gpus))]
+    return []
 
 
 @contextlib.contextmanager
@@ -477,15 +555,27 @@ def _opened(device: GpuDevice | Callable[[], GpuDevice]) -> Iterator[GpuDevice]:
         gpu.close()
 
 
-def _check_resumable(
-    existing: list[dict[str, Any]], settings: MeasureSettings, points: list[GridPoint], out_path: Path
+def check_resumable(
+    existing: Sequence[dict[str, Any]],
+    settings: MeasureSettings,
+    points: Sequence[GridPoint],
+    out_path: Path | str,
+    *,
+    verb: str = "resume",
 ) -> None:
     """Refuse rows written for another target, draft, grid, or with other run settings
     (dtype, attention backend, max new tokens, number of prompts, prompt set, mem
     fraction, sglang version, the emulator's time scale). A column a row lacks (an older file) is not compared.
 
+    Args:
+        existing: the rows.
+        settings: this sweep's settings (``merge`` passes the first rows' settings).
+        points: this sweep's grid.
+        out_path: named in the message (a file, or ``"<file>:<line>"``).
+        verb: what is refused (``"resume"``, ``"merge"``).
+
     Raises:
-        ConfigError: ``"<out>: cannot resume: ..."`` naming the first difference.
+        ConfigError: ``"<out>: cannot <verb>: ..."`` naming the first difference.
     """
     mine_by_key = {
         "target_model": settings.server.model_path,
@@ -496,26 +586,26 @@ def _check_resumable(
         for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:
                 raise ConfigError(
-                    f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {mine!r}"
+                    f"{out_path}: cannot {verb}: its rows have {key}={row[key]!r}, this sweep has {mine!r}"
                 )
-        _check_mem_fraction(row, settings, out_path)
+        _check_mem_fraction(row, settings, out_path, verb)
     for row in existing:
         index = row.get("index")
         point = points[index] if isinstance(index, int) and 0 <= index < len(points) else None
         ident = (row.get("batch_size"), row.get("steps"), row.get("topk"), row.get("num_draft_tokens"))
         if point is None or ident != (point.batch_size, *point.action):
             raise ConfigError(
-                f"{out_path}: cannot resume: its row index={index} is bs={ident[0]} {tuple(ident[1:])}, but in this "
+                f"{out_path}: cannot {verb}: its row index={index} is bs={ident[0]} {tuple(ident[1:])}, but in this "
                 f"sweep's grid it is {'nothing' if point is None else f'bs={point.batch_size} {point.action}'} "
                 f"(use the same --batch-sizes and --actions)"
             )
 
 
-def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path: Path) -> None:
+def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path: Path | str, verb: str) -> None:
     """Refuse a row launched at another first (or retry) mem fraction.
 
     Raises:
-        ConfigError: ``"<out>: cannot resume: its rows have mem_fraction_static=0.7 ..."``.
+        ConfigError: ``"<out>: cannot <verb>: its rows have mem_fraction_static=0.7 ..."``.
     """
     retried = row.get("retry_mem_fraction")
     key, mine = (
@@ -526,7 +616,7 @@ def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path
     if key in row and row[key] is not None and mine is not None and abs(row[key] - mine) > 1e-9:
         option = "--retry-mem-fraction" if retried is not None else "--mem-fraction-static"
         raise ConfigError(
-            f"{out_path}: cannot resume: its rows have {key}={row[key]!r}, this sweep has {option} {mine:g}"
+            f"{out_path}: cannot {verb}: its rows have {key}={row[key]!r}, this sweep has {option} {mine:g}"
         )
 
 

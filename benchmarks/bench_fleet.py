@@ -1,0 +1,207 @@
+"""Fleet-scale sweeps: GPU-seconds, launches and regret of the final pick for exhaustive,
+``--one-launch-per-config``, ``--adaptive`` and both; and the wall-time speed-up of two
+workers (``--gpus 0,1``, Ray with two fake GPUs) over one on the emulator. Prints figures;
+asserts nothing.
+
+Part 1 (simulated, :func:`specband.sim.sweep.simulate_sweep`): an exhaustive sweep of
+``--repeats`` passes is simulated; the adaptive modes replay
+:func:`specband.harness.adaptive.plan_pass` on it (each pass takes the simulated rows of
+the configs it measures, as ``sweep --adaptive`` would measure them). GPU-seconds: the
+timed batches (``wall_clock_s``) plus ``launch_s`` of the profile per server launch (one
+per run, or one per action and pass with ``--one-launch-per-config``). Oracle: each
+config's mean reward over ``--oracle-repeats`` passes of another seed; regret of a pick
+at a batch size = oracle(best) - oracle(pick), reported as % of oracle(best) (worst
+batch size). Targets (issue 11): the adaptive pick's regret <= 1 % of the oracle, with
+<= 40 % of the exhaustive GPU-seconds.
+
+Part 2 (emulator, real processes): the same small sweep with one GPU, ``--gpus 0,1`` and
+Ray with two fake GPUs (``ray.init(num_gpus=2)``); runs per real second and the speed-up
+(target: two workers >= 1.7x one). On a machine with fewer than 4 free cores the
+emulators compete for CPU and the figure says so.
+
+Run: ``python benchmarks/bench_fleet.py [--repeats 3] [--skip-emulator] [--runs-per-worker 4]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _grid_rows(model: Any, batch_sizes: tuple[int, ...], repeats: int, seed: int) -> list[dict[str, Any]]:
+    from specband.actions import ACTIONS
+    from specband.sim.sweep import simulate_sweep
+
+    rows = simulate_sweep(model, batch_sizes=batch_sizes, repeats=repeats, seed=seed)
+    n = len(batch_sizes) * len(ACTIONS)
+    return [{**r, "index": r["index"] % n} for r in rows]
+
+
+def _picks(means: dict[int, dict[Any, float]]) -> dict[int, Any]:
+    from specband.actions import ACTIONS
+
+    return {bs: max(m, key=lambda a: (m[a], -ACTIONS.index(a))) for bs, m in means.items()}
+
+
+def _adaptive_rows(full: list[dict[str, Any]], points: list[Any], repeats: int) -> list[dict[str, Any]]:
+    from specband.harness.adaptive import plan_pass
+
+    by_run = {(r["index"], r["repeat"]): r for r in full}
+    rows: list[dict[str, Any]] = []
+    for rep in range(repeats):
+        todo, _ = plan_pass(rows, points, rep)
+        if not todo:
+            break
+        rows += [by_run[(p.index, rep)] for p in todo]
+    return rows
+
+
+def _cost(rows: list[dict[str, Any]], launch_s: float, one_launch: bool) -> tuple[float, int]:
+    """(GPU-seconds, launches) of measuring ``rows``."""
+    launches = (
+        len({(r["repeat"], r["steps"], r["topk"], r["num_draft_tokens"]) for r in rows}) if one_launch else len(rows)
+    )
+    return sum(float(r.get("wall_clock_s") or 0.0) for r in rows) + launches * launch_s, launches
+
+
+def simulated(profile: str, pair: str, repeats: int, oracle_repeats: int) -> None:
+    from specband.actions import ACTIONS
+    from specband.harness.adaptive import mean_rewards
+    from specband.harness.pipeline import DEFAULT_BATCH_SIZES, grid
+    from specband.sim import build_model
+    from specband.sim.profile import load_profile
+
+    kwargs = {}
+    if pair == "8b":
+        kwargs = {"target_config": "llama-3.1-8b-instruct", "draft_config": "eagle3-llama-3.1-8b-instruct"}
+    model = build_model(profile, **kwargs)
+    launch_s = load_profile(profile).launch_s
+    points = grid(DEFAULT_BATCH_SIZES, ACTIONS)
+    full = _grid_rows(model, DEFAULT_BATCH_SIZES, repeats, seed=11)
+    oracle = mean_rewards(_grid_rows(model, DEFAULT_BATCH_SIZES, oracle_repeats, seed=99))
+    adaptive = _adaptive_rows(full, points, repeats)
+    base_gpu_s, _ = _cost(full, launch_s, False)
+    print(f"\n{profile} ({pair} pair), {repeats} repeats, launch {launch_s:.0f} s; oracle: {oracle_repeats} passes")
+    print(
+        f"{'mode':<26}{'runs':>6}{'launches':>10}{'GPU-s':>9}{'% exh.':>8}{'worst regret':>14}"
+        f"{'(% oracle)':>12}{'same pick':>11}"
+    )
+    exhaustive_pick = _picks(mean_rewards(full))
+    for name, rows, one_launch in [
+        ("exhaustive", full, False),
+        ("--one-launch-per-config", full, True),
+        ("--adaptive", adaptive, False),
+        ("--adaptive + one-launch", adaptive, True),
+    ]:
+        gpu_s, launches = _cost(rows, launch_s, one_launch)
+        picks = _picks(mean_rewards(rows))
+        regrets = []  # (absolute regret, oracle best) per batch size
+        for bs, pick in picks.items():
+            best = max(oracle[bs].values())
+            regrets.append((best - oracle[bs].get(pick, 0.0), best))
+        worst, best = max(regrets)
+        share = f"{100.0 * worst / best:.2f}%" if best > 0 else "-"
+        same = sum(picks[bs] == exhaustive_pick[bs] for bs in picks)
+        print(
+            f"{name:<26}{len(rows):>6}{launches:>10}{gpu_s:>9.0f}{100 * gpu_s / base_gpu_s:>7.0f}%"
+            f"{worst:>14.4f}{share:>12}{same:>6}/{len(picks)}"
+        )
+    per_pass = Counter(r["repeat"] for r in adaptive)
+    best = {bs: round(max(m.values()), 4) for bs, m in oracle.items()}
+    print(f"  adaptive runs per pass: {dict(sorted(per_pass.items()))}; oracle best reward per bs: {best}")
+
+
+def _sweep_args(out: Path, port: int, runs: int) -> list[str]:
+    from specband.actions import ACTIONS
+
+    actions = " ".join(str(i) for i in range(max(1, runs // 2)))
+    assert len(ACTIONS) >= runs // 2
+    return [
+        "sweep", "--target", "m", "--draft", "d", "--port", str(port),
+        "--server-command", "python -m specband emulate --load-time 2",
+        "--time-scale", "0.01", "--num-prompts", "4", "--quiet", "--launch-timeout", "6000",
+        "--batch-sizes", "1,4", "--actions", actions, "--repeats", "1", "--out", str(out),
+    ]  # fmt: skip
+
+
+def _timed_cli(args: list[str]) -> tuple[float, int]:
+    from specband.cli import main
+    from specband.harness.sweep import read_rows_for_resume
+
+    t0 = time.perf_counter()
+    try:
+        main(args)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise
+    elapsed = time.perf_counter() - t0
+    out = Path(args[args.index("--out") + 1])
+    rows = read_rows_for_resume(out)
+    return elapsed, sum(r["error"] is None for r in rows)
+
+
+def emulated(runs_per_worker: int) -> None:
+    runs = 2 * runs_per_worker
+    folder = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    try:
+        figures = {}
+        base = _sweep_args(folder / "one.jsonl", _free_port(), runs)
+        figures["1 GPU"] = _timed_cli(base)
+        figures["--gpus 0,1"] = _timed_cli([*_sweep_args(folder / "two.jsonl", _free_port(), runs), "--gpus", "0,1"])
+        try:
+            import ray
+        except ImportError:
+            ray = None
+        if ray is not None:
+            hidden = os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            if hidden is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = hidden
+            t0 = time.perf_counter()
+            ray.get(ray.remote(lambda: 0).remote())  # start-up, not counted
+            startup = time.perf_counter() - t0
+            port = _free_port()
+            figures["--ray (2 fake GPUs)"] = _timed_cli([*_sweep_args(folder / "ray.jsonl", port, runs), "--ray"])
+            ray.shutdown()
+            print(f"  (Ray's first task took {startup:.1f} s to start; not counted)")
+        one_s, one_rows = figures["1 GPU"]
+        print(f"\nemulator, {runs} runs (bs 1,4 x {runs // 2} actions), {os.cpu_count()} CPU cores")
+        print(f"{'mode':<24}{'rows':>6}{'wall s':>9}{'runs/s':>9}{'speed-up':>10}")
+        for name, (seconds, ok) in figures.items():
+            print(f"{name:<24}{ok:>6}{seconds:>9.1f}{ok / seconds:>9.3f}{(ok / seconds) / (one_rows / one_s):>9.2f}x")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="passes of the exhaustive sweep (3)")
+    parser.add_argument("--oracle-repeats", type=int, default=20, help="passes of the oracle's sweep (20)")
+    parser.add_argument("--skip-emulator", action="store_true", help="only the simulated part")
+    parser.add_argument("--skip-simulated", action="store_true", help="only the emulator part")
+    parser.add_argument("--runs-per-worker", type=int, default=4, help="emulator runs per worker (4)")
+    args = parser.parse_args()
+    if not args.skip_simulated:
+        for profile, pair in [("rtx4060-laptop", "1b"), ("h100-sxm", "1b"), ("h100-sxm", "8b")]:
+            simulated(profile, pair, args.repeats, args.oracle_repeats)
+    if not args.skip_emulator:
+        emulated(args.runs_per_worker)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

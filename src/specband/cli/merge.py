@@ -1,0 +1,32 @@
+"""``specband merge OUT SHARD...``: one sweep file from the files of ``sweep --shard K/N``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``merge`` to ``app``."""
+
+    @app.command("merge")
+    def merge_command(
+        out: Path = typer.Argument(..., help="The merged sweep file (JSONL).", metavar="OUT"),
+        shards: list[Path] = typer.Argument(
+            ..., help="The shard files, each written by sweep --shard K/N.", metavar="SHARD..."
+        ),
+        force: bool = typer.Option(False, "--force", help="Replace an existing OUT."),
+    ) -> None:
+        """Join the files of a sharded sweep into one sweep file, refusing files of another
+        target, draft, grid, workload or measurement settings and any (index, repeat) given
+        twice. OUT is written all or nothing; the shards are only read."""
+        from specband.harness.merge import merge_shards
+
+        summary = merge_shards(out, shards, force=force)
+        typer.echo(f"{summary.path}: {summary.rows} rows from {len(summary.rows_per_file)} files "
+                   f"({', '.join(map(str, summary.rows_per_file))})")  # fmt: skip
+        if summary.missing:
+            first = ", ".join(f"({i}, {r})" for i, r in summary.missing[:5])
+            typer.echo(f"note: {len(summary.missing)} runs (index, repeat) of the grid are in no shard, "
+                       f"e.g. {first}: a shard not given or not finished", err=True)  # fmt: skip

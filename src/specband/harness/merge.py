@@ -1,0 +1,202 @@
+"""``specband merge OUT SHARD...``: join the files of a sharded sweep into one sweep file.
+
+Each shard file is read with the reader ``sweep --resume`` uses
+(:func:`specband.harness.sweep.parse_rows`, read-only: a merge never rewrites its inputs;
+a shard that ends in a partial line, its sweep killed mid-write, is refused). Every row is
+held to the settings of the rows before it with the comparison ``--resume`` makes
+(:func:`specband.harness.sweep.check_resumable`): the same target and draft model, sglang
+version, dtype, attention backend, max new tokens, number of prompts, workload and its
+SHA-256, first and retry mem fraction, and the same grid (an ``index`` means the same
+batch size and action in every file). For each setting, the reference is the first row
+(in the order the files are given) that has that column; a column a row lacks (an older
+file) is not compared. An ``(index, repeat)`` found twice, in one file or in two, is
+refused. Every check runs before anything is written; the merged rows, in ``(repeat,
+index)`` order, then replace ``OUT`` all or nothing (:func:`specband.fileio.write_jsonl_atomic`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, cast
+
+from specband.actions import validate_action
+from specband.errors import ConfigError, DataError, InvalidActionError
+from specband.fileio import write_jsonl_atomic
+from specband.harness.pipeline import GridPoint
+from specband.harness.runner import MeasureSettings
+from specband.harness.server import ServerConfig
+from specband.harness.sweep import check_resumable, parse_rows
+from specband.limits import is_int
+from specband.sim.sweep import check_out_path
+
+__all__ = ["MergeSummary", "merge_shards"]
+
+
+@dataclass(frozen=True)
+class MergeSummary:
+    """What a merge wrote.
+
+    Attributes:
+        path: the merged file.
+        rows: rows written.
+        rows_per_file: rows taken from each shard, in the order given.
+        missing: ``(index, repeat)`` of the grid the rows span (every index up to the
+            largest, every repeat up to the largest) that no shard holds: a shard not
+            given or not finished.
+    """
+
+    path: Path
+    rows: int
+    rows_per_file: tuple[int, ...]
+    missing: tuple[tuple[int, int], ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class _Server:
+    model_path: Any
+    draft_model_path: Any
+
+
+@dataclass(frozen=True)
+class _RowSettings:
+    """The settings the first rows of a merge carry, shaped like the parts of
+    :class:`~specband.harness.runner.MeasureSettings` the ``--resume`` comparison reads."""
+
+    server: _Server
+    settings: dict[str, Any]
+    mem_fraction_static: float | None
+    retry_mem_fraction: float | None
+
+    def run_settings(self) -> dict[str, Any]:
+        return dict(self.settings)
+
+
+@cache
+def _run_setting_keys() -> tuple[str, ...]:
+    """The columns :meth:`MeasureSettings.run_settings` writes into every row."""
+    return tuple(MeasureSettings(server=ServerConfig(model_path="-")).run_settings())
+
+
+def _first(rows: Sequence[dict[str, Any]], key: str, *, when: str | None = None, retried: bool = False) -> Any:
+    """``row[key]`` of the first row that has it (and, with ``when``, whose ``when``
+    column is set iff ``retried``); ``None`` when none has."""
+    for row in rows:
+        if key in row and (when is None or (row.get(when) is not None) == retried):
+            return row[key]
+    return None
+
+
+def _reference(rows: Sequence[dict[str, Any]]) -> MeasureSettings:
+    first_mem = _first(rows, "mem_fraction_static", when="retry_mem_fraction", retried=False)
+    settings = _RowSettings(
+        server=_Server(_first(rows, "target_model"), _first(rows, "draft_model")),
+        settings={key: _first(rows, key) for key in _run_setting_keys() if any(key in r for r in rows)},
+        mem_fraction_static=first_mem,
+        retry_mem_fraction=_first(rows, "retry_mem_fraction", when="retry_mem_fraction", retried=True),
+    )
+    return cast(MeasureSettings, settings)  # the comparison reads only what _RowSettings has
+
+
+def _identity(row: dict[str, Any], name: str, path: Path, line: int) -> int:
+    """``row[name]``, an integer >= 0.
+
+    Raises:
+        DataError: naming the file, line and field otherwise.
+    """
+    value: Any = row.get(name)
+    if not is_int(value) or value < 0:
+        raise DataError(f"expected an integer >= 0, got {value!r}", path=path, line=line, field=name)
+    return int(value)
+
+
+def _grid(numbered: Sequence[tuple[Path, int, dict[str, Any]]]) -> list[GridPoint]:
+    """The grid point of each index, as its first row says (the comparison then holds every
+    other row with that index to it). Indices no row has are never looked up."""
+    points: dict[int, GridPoint] = {}
+    for path, line, row in numbered:
+        index = _identity(row, "index", path, line)
+        _identity(row, "repeat", path, line)
+        if index not in points:
+            triple = (row.get("steps"), row.get("topk"), row.get("num_draft_tokens"))
+            try:
+                action = validate_action(triple)  # type: ignore[arg-type]
+            except (InvalidActionError, TypeError) as exc:
+                raise DataError(str(exc), path=path, line=line, field="steps/topk/num_draft_tokens") from None
+            points[index] = GridPoint(index, row.get("batch_size"), action)  # type: ignore[arg-type]
+    return cast(list[GridPoint], [points.get(i) for i in range(max(points, default=-1) + 1)])
+
+
+def _read_shard(path: Path) -> list[tuple[Path, int, dict[str, Any]]]:
+    """``(path, line, row)`` of every row of one shard file.
+
+    Raises:
+        DataError: no such file, a line that is not a JSON object, an ``(index, repeat)``
+            twice, or a partial last line.
+        HarnessError: the file cannot be read.
+    """
+    if not path.exists():
+        raise DataError("no such file", path=path)
+    numbered, complete = parse_rows(path, verb="merge")
+    if complete is not None:
+        raise DataError(
+            "ends in a partial line (its sweep was stopped mid-write): run that shard again with --resume, "
+            "which drops it",
+            path=path,
+            line=complete.count(b"\n") + 1,
+        )
+    return [(path, line, row) for line, row in numbered]
+
+
+def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> MergeSummary:
+    """Merge shard files of one sweep into ``out`` (see the module docstring).
+
+    Args:
+        out: the merged file; an existing one is replaced only with ``force``.
+        shards: the shard files (at least one), in the order their settings are
+            referenced by.
+        force: replace an existing ``out``.
+
+    Returns:
+        the :class:`MergeSummary`.
+
+    Raises:
+        ConfigError: ``out`` exists without ``force``, is a folder or its folder is
+            missing; no shard given; a row with another setting or another grid
+            (``"<shard>:<line>: cannot merge: its rows have dtype='bfloat16', this sweep
+            has 'float16' (...)"``), naming the shard, line and column.
+        DataError: a shard cannot be read as rows, ends in a partial line, or repeats an
+            ``(index, repeat)`` (``"<shard>:<line>: field 'index': ..."``).
+        HarnessError: a shard cannot be read.
+    """
+    out = check_out_path(out, overwrite=force, option="OUT")
+    if not shards:
+        raise ConfigError("merge: give at least one SHARD file")
+    per_file = [_read_shard(Path(path)) for path in shards]
+    numbered = [entry for entries in per_file for entry in entries]
+    rows = [row for _, _, row in numbered]
+    reference, points = _reference(rows), _grid(numbered)
+    first_file = Path(shards[0])
+    seen: dict[tuple[int, int], tuple[Path, int]] = {}
+    for path, line, row in numbered:
+        try:
+            check_resumable([row], reference, points, f"{path}:{line}", verb="merge")
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (the merge's first rows, from {first_file} on)") from None
+        key = (row["index"], row["repeat"])
+        if key in seen:
+            where = seen[key]
+            raise DataError(
+                f"(index, repeat) = {key} is also on {where[0]}:{where[1]}: merge each shard once",
+                path=path,
+                line=line,
+                field="index",
+            )
+        seen[key] = (path, line)
+    merged = sorted(rows, key=lambda r: (r["repeat"], r["index"]))
+    write_jsonl_atomic(out, merged, error=ConfigError)
+    span = [(i, r) for r in range(1 + max((k[1] for k in seen), default=-1)) for i in range(len(points))]
+    counts = tuple(len(entries) for entries in per_file)
+    return MergeSummary(out, len(merged), counts, tuple(k for k in span if k not in seen))

@@ -1,0 +1,311 @@
+"""Run launch units on several GPUs: one worker thread per GPU of this machine
+(:class:`LocalGpuPool`, ``sweep --gpus 0,1``) or one Ray task per unit needing one GPU
+(:class:`RayPool`, ``sweep --ray [ADDRESS]``), behind one interface (:class:`WorkerPool`).
+
+A *launch unit* is whatever the sweep launches one server for (one run, or every batch
+size of one action with ``--one-launch-per-config``); the *executor* is a callable
+``execute(unit, context) -> result`` that launches that server on the context's GPU and
+port, measures, stops the server and returns the rows. The pool runs units in the order
+given as workers free up and streams ``(unit, result)`` back to the driver in the order
+they complete; the driver alone writes rows.
+
+Stopping: leaving the ``with`` block of :meth:`WorkerPool.run`, or Ctrl-C while waiting
+for a result, or an executor's exception, cancels the units not yet started and the
+running ones, and waits until every running executor has returned, so that no server is
+left on any GPU. A local worker's executor learns of it through
+:attr:`WorkerContext.cancellation` (register ``server.stop`` there: it is called from the
+driver's thread); a Ray task gets ``KeyboardInterrupt`` (``ray.cancel(force=False)``; Ray raises it
+between two Python bytecodes, so a task blocked in one long C call, e.g. ``Event.wait(60)``,
+sees it only when that call returns: poll in short waits), so its ``with server:`` block
+stops the server. An executor's exception is raised in the
+driver once the others have stopped.
+
+GPU numbering: the servers get ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` with
+``CUDA_VISIBLE_DEVICES`` (:meth:`WorkerContext.server_env`) so that the CUDA device a
+server sees is the NVML device ``nvml_index`` the telemetry reads (CUDA's default order is
+fastest first, NVML's is PCI bus order).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
+
+from specband.errors import ConfigError
+
+__all__ = ["Cancellation", "LocalGpuPool", "RayPool", "Results", "WorkerContext", "WorkerPool", "parse_gpus"]
+
+U = TypeVar("U")
+R = TypeVar("R")
+
+
+class Cancellation:
+    """Set once when the pool stops; callbacks registered before or after run then
+    (each once, in the thread that cancels; an exception in one is ignored)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], object]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        """The pool is stopping: start nothing new."""
+        return self._event.is_set()
+
+    def register(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` on cancellation (at once if already cancelled)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return
+        _call(callback)
+
+    def unregister(self, callback: Callable[[], object]) -> None:
+        """Forget ``callback`` (e.g. once its server is stopped)."""
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+    def cancel(self) -> None:
+        """Cancel: run every registered callback once."""
+        with self._lock:
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            _call(callback)
+
+
+def _call(callback: Callable[[], object]) -> None:
+    try:
+        callback()
+    except Exception:  # a server that is already gone, ...: cancelling goes on
+        pass
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """Where one worker runs its servers.
+
+    Attributes:
+        worker: the worker's number (0-based; for a Ray task, the GPU's index on its node).
+        cuda_visible_devices: ``CUDA_VISIBLE_DEVICES`` for the server (one GPU).
+        nvml_index: the NVML device index of that GPU (the telemetry's device).
+        port: the server's HTTP port (distinct per worker on one machine).
+        cancellation: set when the pool stops (see the module docstring).
+    """
+
+    worker: int
+    cuda_visible_devices: str
+    nvml_index: int
+    port: int
+    cancellation: Cancellation = field(default_factory=Cancellation, compare=False, repr=False)
+
+    def server_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` with this worker's GPU: ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` and
+        ``CUDA_VISIBLE_DEVICES``."""
+        return {**base, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": self.cuda_visible_devices}
+
+
+class Results(Generic[U, R]):
+    """``(unit, result)`` pairs in completion order; a context manager whose exit (or
+    :meth:`close`) cancels what is left and waits for the running executors."""
+
+    def __init__(self, next_result: Callable[[], tuple[U, R] | None], close: Callable[[], None]) -> None:
+        self._next = next_result
+        self._close = close
+        self._closed = False
+
+    def __iter__(self) -> Iterator[tuple[U, R]]:
+        return self
+
+    def __next__(self) -> tuple[U, R]:
+        if self._closed:
+            raise StopIteration
+        try:
+            item = self._next()
+        except BaseException:  # Ctrl-C while waiting, or an executor's exception
+            self.close()
+            raise
+        if item is None:
+            self.close()
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Cancel the units not finished and wait for running executors. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    def __enter__(self) -> Results[U, R]:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+class WorkerPool(Protocol):
+    """Runs an executor on each launch unit, one GPU per running unit."""
+
+    def run(self, units: Sequence[U], execute: Callable[[U, WorkerContext], R]) -> Results[U, R]:
+        """Start running ``units`` (in order, as workers free up); iterate the returned
+        :class:`Results` for ``(unit, execute(unit, context))`` as they complete."""
+        ...
+
+
+def parse_gpus(text: str) -> list[int]:
+    """``--gpus 0,1,2,3`` -> ``[0, 1, 2, 3]`` (NVML indices).
+
+    Raises:
+        ConfigError: empty, not whole numbers >= 0, or an index twice (naming ``--gpus``).
+    """
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or not all(p.isdigit() for p in parts):
+        raise ConfigError(f"--gpus: expected GPU indices like 0,1,2,3, got {text!r}")
+    gpus = [int(p) for p in parts]
+    if len(set(gpus)) != len(gpus):
+        raise ConfigError(f"--gpus: a GPU is given twice in {text!r}")
+    return gpus
+
+
+class LocalGpuPool:
+    """One worker thread per GPU of this machine; worker ``i`` serves on GPU ``gpus[i]``
+    at port ``base_port + i``. Threads suffice: the work runs in the server processes.
+
+    Args:
+        gpus: NVML indices (e.g. from :func:`parse_gpus`).
+        base_port: port of worker 0.
+
+    Raises:
+        ConfigError: no GPU, an index twice, or a port outside 1..65535.
+    """
+
+    def __init__(self, gpus: Sequence[int], base_port: int = 30000) -> None:
+        if not gpus or len(set(gpus)) != len(gpus):
+            raise ConfigError(f"--gpus: give distinct GPU indices, got {list(gpus)}")
+        if not (base_port > 0 and base_port + len(gpus) - 1 < 65536):
+            raise ConfigError(f"--port: ports {base_port}..{base_port + len(gpus) - 1} are not all in 1..65535")
+        self.gpus = list(gpus)
+        self.base_port = base_port
+
+    def run(self, units: Sequence[U], execute: Callable[[U, WorkerContext], R]) -> Results[U, R]:
+        """See :class:`WorkerPool`."""
+        cancellation = Cancellation()
+        contexts = [WorkerContext(i, str(g), g, self.base_port + i, cancellation) for i, g in enumerate(self.gpus)]
+        todo: queue.SimpleQueue[U] = queue.SimpleQueue()
+        for unit in units:
+            todo.put(unit)
+        done: queue.SimpleQueue[tuple[U, R] | BaseException | None] = queue.SimpleQueue()
+
+        def work(ctx: WorkerContext) -> None:
+            try:
+                while not cancellation.cancelled:
+                    try:
+                        unit = todo.get_nowait()
+                    except queue.Empty:
+                        break
+                    done.put((unit, execute(unit, ctx)))
+            except BaseException as exc:
+                done.put(exc)
+            finally:
+                done.put(None)
+
+        threads = [threading.Thread(target=work, args=(c,), name=f"specband-gpu{c.nvml_index}") for c in contexts]
+        for thread in threads:
+            thread.start()
+        running = [len(threads)]
+
+        def next_result() -> tuple[U, R] | None:
+            while running[0]:
+                item = done.get()
+                if item is None:
+                    running[0] -= 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    return item
+            return None
+
+        def close() -> None:
+            cancellation.cancel()
+            for thread in threads:
+                thread.join()
+
+        return Results(next_result, close)
+
+
+def _ray_task(execute: Callable[[Any, WorkerContext], Any], unit: Any, base_port: int) -> Any:
+    """A Ray task's body: the context of the GPU Ray gave it, then the executor."""
+    import ray
+
+    gpu = int(ray.get_gpu_ids()[0])
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or str(gpu)
+    return execute(unit, WorkerContext(gpu, visible, gpu, base_port + gpu))
+
+
+class RayPool:
+    """One Ray task per launch unit, each needing one GPU (``num_gpus=1``), on the
+    cluster at ``address`` or, without one, a Ray instance already started in this
+    process or else a local one (shut down when the run ends).
+
+    Args:
+        address: a running cluster (``ray.init(address=...)``); ``None``: local.
+        base_port: a task on GPU ``g`` of its node serves at ``base_port + g``.
+        cancel_wait_s: real seconds to wait for cancelled tasks to stop their servers.
+        init_kwargs: more ``ray.init`` arguments (e.g. ``num_gpus`` for a test).
+
+    Raises:
+        ConfigError: Ray is not installed (``pip install 'specband[ray]'``); :meth:`run`:
+            the cluster has no GPU.
+    """
+
+    def __init__(self, address: str | None = None, *, base_port: int = 30000, cancel_wait_s: float = 120.0,
+                 init_kwargs: Mapping[str, Any] | None = None) -> None:  # fmt: skip
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ConfigError("--ray needs Ray: pip install 'specband[ray]'") from None
+        self.address = address
+        self.base_port = base_port
+        self.cancel_wait_s = cancel_wait_s
+        self.init_kwargs = dict(init_kwargs or {})
+
+    def run(self, units: Sequence[U], execute: Callable[[U, WorkerContext], R]) -> Results[U, R]:
+        """See :class:`WorkerPool`."""
+        import ray
+
+        started = not ray.is_initialized()
+        if started:
+            ray.init(address=self.address, include_dashboard=False, **self.init_kwargs)
+        if ray.cluster_resources().get("GPU", 0) < 1:  # its tasks would wait for ever
+            if started:
+                ray.shutdown()
+            raise ConfigError("--ray: the Ray cluster has no GPU (start it with GPUs, or give --ray-address)")
+        task = ray.remote(num_gpus=1, max_retries=0)(_ray_task)
+        pending = {task.remote(execute, unit, self.base_port): unit for unit in units}
+
+        def next_result() -> tuple[U, R] | None:
+            if not pending:
+                return None
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            unit = pending.pop(ready)
+            return unit, ray.get(ready)
+
+        def close() -> None:
+            try:
+                for ref in pending:
+                    ray.cancel(ref, force=False)  # KeyboardInterrupt in a running task
+                if pending:
+                    ray.wait(list(pending), num_returns=len(pending), timeout=self.cancel_wait_s)
+                pending.clear()
+            finally:
+                if started:
+                    ray.shutdown()
+
+        return Results(next_result, close)

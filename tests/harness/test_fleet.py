@@ -1,0 +1,225 @@
+"""``sweep --shard``, ``--gpus`` and ``--ray`` against the emulator: the same runs as one
+plain sweep, resumable, and no server left after Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.harness.conftest import emulator_command, free_port, one_error_line, processes_with
+
+from specband.dataset import load_sweep
+from specband.harness.sweep import read_rows_for_resume
+
+#: Emulated seconds a launch and a request may take: several emulators run at once on a
+#: busy machine.
+LAUNCH_TIMEOUT = ["--launch-timeout", "6000", "--request-timeout", "6000"]
+GRID = ["--batch-sizes", "1,4", "--actions", "0 1"]
+ONCE = ["--repeats", "1"]
+
+
+def _keys(path: Path) -> list[tuple[int, int]]:
+    return sorted((r["index"], r["repeat"]) for r in read_rows_for_resume(path))
+
+
+def test_two_gpus_measure_every_run_once_each_worker_on_its_own_gpu(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "s.jsonl"
+    result = run_cli(*sweep_args, *GRID, *ONCE, *LAUNCH_TIMEOUT, "--gpus", "0,1", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    rows = read_rows_for_resume(out)
+    assert _keys(out) == [(i, 0) for i in range(4)] and all(r["error"] is None for r in rows)
+    logs = {p.parent.name for p in (tmp_path / "s.jsonl.logs").rglob("*.log")}
+    assert logs == {"gpu0", "gpu1"}  # each worker launched servers, each with its own log folder
+    assert {p.name for p in tmp_path.glob("s.jsonl.gpu-state.gpu*.json")} == {
+        "s.jsonl.gpu-state.gpu0.json",
+        "s.jsonl.gpu-state.gpu1.json",
+    }
+    assert load_sweep(out).training_data().rewards.shape == (4,)  # train accepts it
+    again = run_cli(*sweep_args, *GRID, *ONCE, *LAUNCH_TIMEOUT, "--gpus", "0,1", "--out", out, "--resume")
+    assert again.exit_code == 0 and "skipped 4" in again.stdout and _keys(out) == [(i, 0) for i in range(4)]
+
+
+def test_shards_merge_into_the_plain_sweep_s_runs_and_dry_run_lists_the_share(run_cli, sweep_args, tmp_path):
+    files = []
+    for k in (1, 2):
+        out = tmp_path / f"s{k}.jsonl"
+        dry = run_cli(*sweep_args, *GRID, "--repeats", "2", "--shard", f"{k}/2", "--dry-run", "--out", out)
+        assert dry.exit_code == 0 and len([ln for ln in dry.stdout.splitlines() if "emulate" in ln]) == 4
+        result = run_cli(*sweep_args, *GRID, *LAUNCH_TIMEOUT, "--repeats", "2", "--shard", f"{k}/2", "--out", out)
+        assert result.exit_code == 0, result.stderr
+        files.append(out)
+    assert set(_keys(files[0])).isdisjoint(_keys(files[1])) and len(_keys(files[0])) == 4
+    merged = run_cli("merge", tmp_path / "all.jsonl", *files)
+    assert merged.exit_code == 0, merged.stderr
+    assert _keys(tmp_path / "all.jsonl") == [(i, r) for i in range(4) for r in range(2)]
+    resumed = run_cli(*sweep_args, *GRID, "--repeats", "2", "--shard", "1/2", "--resume", "--out", files[0])
+    assert resumed.exit_code == 0 and "wrote 0 rows" in resumed.stdout and "skipped 4" in resumed.stdout
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--ray", "--gpus", "0,1"], "--ray and --gpus exclude each other"),
+        (["--ray-address", "10.0.0.1:6379"], "--ray-address needs --ray"),
+        (["--gpus", "0,0"], "--gpus: a GPU is given twice"),
+        (["--shard", "3/2"], "--shard: expected K/N with 1 <= K <= N"),
+    ],
+)
+def test_options_that_make_no_sense_together_are_one_error_line(run_cli, sweep_args, tmp_path, options, message):
+    result = run_cli(*sweep_args, *options, "--out", tmp_path / "s.jsonl")
+    assert result.exit_code == 2 and message in one_error_line(result.stderr)
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_ray_on_a_cluster_without_gpus_is_one_error_line(run_cli, sweep_args, tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():  # the module's Ray with fake GPUs is up (tests run out of order)
+        pytest.skip("a Ray instance with GPUs is already running in this process")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a local Ray on a machine without GPUs
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    result = run_cli(*sweep_args, *GRID, "--ray", "--out", tmp_path / "s.jsonl")
+    assert result.exit_code == 2 and "--ray: the Ray cluster has no GPU" in one_error_line(result.stderr)
+    assert not (tmp_path / "s.jsonl").exists() and not ray.is_initialized()
+
+
+def test_ctrl_c_with_two_gpus_leaves_no_server_on_any_worker(sweep_args, tmp_path, port):
+    out = tmp_path / "s.jsonl"
+    args = [*sweep_args]
+    args[args.index("--server-command") + 1] = emulator_command("--load-time", "100000")  # 1000 s real to load
+    cmd = [sys.executable, "-m", "specband", *args, *GRID, "--gpus", "0,1", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    markers = [f"--port {port}", f"--port {port + 1}"]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(processes_with(m) for m in markers):
+            time.sleep(0.05)
+        assert all(processes_with(m) for m in markers), "the two servers never started"
+        os.kill(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "--resume" in stderr
+    assert [pid for m in markers for pid in processes_with(m)] == []
+    assert not out.exists() or out.read_text() == ""
+
+
+def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int | None = None):
+    from tests.harness.conftest import TIME_SCALE
+
+    from specband.devices.base import Clock
+    from specband.emulator.env import STATE_ENV, TIME_SCALE_ENV
+    from specband.harness.fleet import GpuWorkerSetup
+    from specband.harness.runner import MeasureSettings
+    from specband.harness.server import ServerConfig
+    from specband.harness.sweep import run_sweep
+    from specband.harness.workers import RayPool
+
+    out = tmp_path / "ray.jsonl"
+    state = tmp_path / "gpu-state.json"
+    server = ServerConfig(
+        model_path="m",
+        draft_model_path="d",
+        server_command=emulator_command(),
+        port=base_port,
+        env={STATE_ENV: str(state), TIME_SCALE_ENV: repr(TIME_SCALE)},
+    )
+    settings = MeasureSettings(
+        server=server,
+        num_prompts=4,
+        launch_timeout_s=6000,
+        request_timeout_s=6000,
+        log_dir=tmp_path / "logs",
+        health_poll_s=0.5,
+        sample_period_s=0.005,
+    )
+    emulator = {"state_path": state, "hardware": "rtx4060-laptop", "time_scale": TIME_SCALE, "model": "calibrated"}
+
+    class StopAfter:
+        rows = 0
+
+        def start(self, total, skipped):
+            pass
+
+        def run_started(self, point, repeat):
+            pass
+
+        def run_finished(self, point, repeat, row):
+            self.rows += 1
+            if stop_after is not None and self.rows >= stop_after:
+                raise KeyboardInterrupt  # as Ctrl-C in the driver
+
+    return out, lambda: run_sweep(
+        settings,
+        lambda: None,  # not opened: each task opens its GPU's device
+        out,
+        batch_sizes=(1, 4),
+        actions=((0, 0, 0), (1, 1, 2)),
+        repeats=2,
+        resume=resume,
+        clock=Clock(TIME_SCALE),
+        reporter=StopAfter(),
+        pool=RayPool(base_port=base_port),
+        setup=GpuWorkerSetup(settings, "emulated", None, emulator),
+    )
+
+
+def test_ray_with_two_fake_gpus_interrupted_and_resumed_duplicates_nothing(local_ray, tmp_path):
+    base = free_port()
+    while base + 1 > 65535 or processes_with(f"--port {base + 1}"):
+        base = free_port()
+    out, sweep = _ray_sweep(tmp_path, base, resume=True, stop_after=3)
+    with pytest.raises(KeyboardInterrupt):
+        sweep()
+    first = _keys(out)
+    assert len(first) >= 3
+    for marker in (f"--port {base}", f"--port {base + 1}"):
+        deadline = time.monotonic() + 30
+        while processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_with(marker) == []  # the cancelled tasks stopped their servers
+    out, sweep = _ray_sweep(tmp_path, base, resume=True)
+    summary = sweep()
+    assert summary.skipped == len(first)
+    assert _keys(out) == [(i, r) for i in range(4) for r in range(2)]  # no run lost or twice
+    assert [r["error"] for r in read_rows_for_resume(out) if r["error"]] == []
+    assert load_sweep(out).training_data().rewards.shape == (8,)
+
+
+def test_adaptive_measures_fewer_runs_writes_each_row_s_propensity_and_evaluate_reads_it(run_cli, sweep_args, tmp_path):
+    out = tmp_path / "a.jsonl"
+    grid_options = ["--batch-sizes", "1", "--actions", "0 1 10 5", "--repeats", "3"]
+    result = run_cli(*sweep_args, *grid_options, *LAUNCH_TIMEOUT, "--adaptive", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    rows = read_rows_for_resume(out)
+    assert {(r["index"], r["repeat"]) for r in rows} >= {(i, 0) for i in range(4)}  # pass 0: everything
+    assert len(rows) < 12 and f"{len(rows)} of 12 runs ({12 - len(rows)} saved)" in result.stdout
+    for rep in {r["repeat"] for r in rows}:  # each row: 1 / configs its pass measured
+        in_pass = [r for r in rows if r["repeat"] == rep]
+        assert all(r["propensity"] == pytest.approx(1 / len(in_pass)) for r in in_pass)
+    evaluated = run_cli("evaluate", out, "--bootstrap", "20", "--algo", "lookup_table", "--json")
+    assert evaluated.exit_code == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["data"]["rows"] == len(rows)
+    again = run_cli(*sweep_args, *grid_options, "--out", out, "--resume")  # without --adaptive
+    assert again.exit_code == 2
+    assert "its rows were written with --adaptive; resume with it" in one_error_line(again.stderr)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--adaptive", "--shard", "1/2"], "--adaptive and --shard exclude each other"),
+        (["--adaptive", "--repeats", "1"], "--adaptive needs --repeats >= 2"),
+    ],
+)
+def test_adaptive_combinations_that_make_no_sense(run_cli, sweep_args, tmp_path, options, message):
+    result = run_cli(*sweep_args, *options, "--out", tmp_path / "s.jsonl")
+    assert result.exit_code == 2 and message in one_error_line(result.stderr)
