@@ -27,16 +27,18 @@ PUBLISHED_DATA = bundled_data_path()
 #: Set by ``.ci/run``, which installs sglang (and transformers/tokenizers with it): a test
 #: needing one of them then fails instead of skipping when it is missing.
 REQUIRE_SGLANG_ENV = "SPECBAND_REQUIRE_SGLANG"
+REQUIRE_RAY_ENV = "SPECBAND_REQUIRE_RAY"
 
 
-def import_or_skip(name: str, hint: str = "see README 'Test'") -> ModuleType:
-    """``name`` imported; without it the test skips, or fails under
-    ``SPECBAND_REQUIRE_SGLANG=1`` (CI installs sglang, transformers and tokenizers)."""
+def import_or_skip(name: str, hint: str = "see README 'Test'", require_env: str = REQUIRE_SGLANG_ENV) -> ModuleType:
+    """``name`` imported; without it the test skips, or fails when ``require_env`` is ``1``
+    (CI sets ``SPECBAND_REQUIRE_SGLANG=1``: it installs sglang, transformers and tokenizers;
+    and ``SPECBAND_REQUIRE_RAY=1``: it installs the ``ray`` extra)."""
     try:
         return importlib.import_module(name)
     except ImportError:
-        if os.environ.get(REQUIRE_SGLANG_ENV) == "1":
-            pytest.fail(f"{REQUIRE_SGLANG_ENV}=1 but {name} is not installed (see README 'Test')")
+        if os.environ.get(require_env) == "1":
+            pytest.fail(f"{require_env}=1 but {name} is not installed (see README 'Test')")
         pytest.skip(f"{name} is not installed ({hint})")
 
 

@@ -32,10 +32,14 @@ from specband.schedule import (
     vllm_speculative_config,
 )
 
+ADAPTIVE_MODULE = "sglang.srt.speculative.adaptive_spec_params"
 
-def _sglang():
-    """sglang's adaptive module, or skip (CI installs sglang; this checkout may not)."""
-    return pytest.importorskip("sglang.srt.speculative.adaptive_spec_params")
+
+@pytest.fixture
+def adaptive(require_module):
+    """sglang's adaptive module: skips without sglang, fails under SPECBAND_REQUIRE_SGLANG=1
+    (CI installs sglang; this checkout may not)."""
+    return require_module(ADAPTIVE_MODULE)
 
 
 def test_chain_configs_are_the_topk1_actions_and_the_baseline():
@@ -167,8 +171,8 @@ def test_sglang_rules_mirror(obj, ok):
 
 
 @pytest.mark.parametrize(("obj", "ok"), SGLANG_CASES)
-def test_sglang_rules_match_sglangs_loader(obj, ok, tmp_path):
-    module = _sglang()
+def test_sglang_rules_match_sglangs_loader(obj, ok, tmp_path, adaptive):
+    module = adaptive
     path = tmp_path / "c.json"
     path.write_text(json.dumps(obj))
     if ok:
@@ -179,17 +183,17 @@ def test_sglang_rules_match_sglangs_loader(obj, ok, tmp_path):
             module._load_adaptive_config(str(path))
 
 
-def test_default_config_is_sglangs():
-    module = _sglang()
+def test_default_config_is_sglangs(adaptive):
+    module = adaptive
     assert module.DEFAULT_ADAPTIVE_CONFIG == SGLANG_DEFAULT_ADAPTIVE_CONFIG
     assert sorted(read_sglang_adaptive_config(None)) == [1, 8, 32, 64]
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_controller_switches_like_sglangs(seed, tmp_path):
+def test_controller_switches_like_sglangs(seed, tmp_path, adaptive):
     """Same verify results and batch sizes -> the same step count as sglang's own
     AdaptiveSpeculativeParams, at every verify."""
-    module = _sglang()
+    module = adaptive
     cfg = {
         "1": {"candidate_steps": [1, 3, 5], "warmup_batches": 2, "update_interval": 2},
         "4": {"candidate_steps": [0, 1, 3], "down_hysteresis": 0.0, "ceiling_coeff": 1.5, "warmup_batches": 1},
@@ -260,7 +264,7 @@ def test_embedded_scorer_restricts_to_measured_configs():
 # ------------------------------------------------------------------ CLI
 
 
-def test_schedule_cli_sglang_writes_what_sglang_loads(run_cli, tmp_path):
+def test_schedule_cli_sglang_writes_what_sglang_loads(run_cli, tmp_path, require_module):
     out = tmp_path / "s.json"
     res = run_cli("schedule", "--engine", "sglang", "--out", out, "--draft-model", "D")
     assert res.exit_code == 0, res.stderr
@@ -275,7 +279,7 @@ def test_schedule_cli_sglang_writes_what_sglang_loads(run_cli, tmp_path):
     assert "+0.0799" in res.stdout  # (3,4,8) 0.4975 vs (3,1,4) 0.4176 at batch size 4
     assert "--speculative-adaptive --speculative-adaptive-config" in res.stdout
     try:
-        module = _sglang()
+        module = require_module(ADAPTIVE_MODULE)
     except pytest.skip.Exception:
         return
     _, entries = module._load_adaptive_config(str(out))
@@ -311,12 +315,11 @@ def test_schedule_cli_errors(run_cli, tmp_path, args, message):
     assert res.stderr.count("\n") == 1 and not out.exists()
 
 
-def test_write_is_refused_when_sglang_rejects(monkeypatch, tmp_path):
+def test_write_is_refused_when_sglang_rejects(monkeypatch, tmp_path, adaptive):
     """The engine check runs on the temporary file: a rejected schedule writes nothing."""
     from specband.fileio import write_text_atomic
     from specband.schedule import validate_with_sglang
 
-    _sglang()
     out = tmp_path / "s.json"
     with pytest.raises(ConfigError, match="_load_adaptive_config rejects it"):
         write_text_atomic(out, '{"1": {"candidate_steps": []}}', error=ConfigError, check=validate_with_sglang)

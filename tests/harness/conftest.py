@@ -8,8 +8,9 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,10 +118,10 @@ def one_error_line(stderr: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def local_ray(request: pytest.FixtureRequest) -> Iterator[object]:
+def local_ray(request: pytest.FixtureRequest, require_module: Callable[..., Any]) -> Iterator[object]:
     """One local Ray instance per test module, advertising two fake GPUs (skipped without
     Ray); the module's own functions go to Ray's workers by value."""
-    ray = pytest.importorskip("ray")
+    ray = require_module("ray", require_env="SPECBAND_REQUIRE_RAY")
     hidden = os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Ray refuses fake GPUs that env hides
     try:
         ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)

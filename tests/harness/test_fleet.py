@@ -77,8 +77,8 @@ def test_options_that_make_no_sense_together_are_one_error_line(run_cli, sweep_a
     assert not (tmp_path / "s.jsonl").exists()
 
 
-def test_ray_on_a_cluster_without_gpus_is_one_error_line(run_cli, sweep_args, tmp_path, monkeypatch):
-    ray = pytest.importorskip("ray")
+def test_ray_on_a_cluster_without_gpus_is_one_error_line(run_cli, sweep_args, tmp_path, monkeypatch, require_module):
+    ray = require_module("ray", require_env="SPECBAND_REQUIRE_RAY")
     if ray.is_initialized():  # the module's Ray with fake GPUs is up (tests run out of order)
         pytest.skip("a Ray instance with GPUs is already running in this process")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a local Ray on a machine without GPUs

@@ -155,12 +155,12 @@ def test_launch_schedule_dry_run_and_errors(run_cli, tmp_path):
     assert res.exit_code == 2 and "needs --draft" in res.stderr
 
 
-def test_sglangs_own_parser_takes_the_schedule_command_line(run_cli, tmp_path):
+def test_sglangs_own_parser_takes_the_schedule_command_line(run_cli, tmp_path, require_module):
     """The flags `launch --schedule` writes are sglang 0.5.23's own spellings and types."""
     import argparse
     import shlex
 
-    server_args = pytest.importorskip("sglang.srt.server_args")
+    server_args = require_module("sglang.srt.server_args")
     cfg = tmp_path / "s.json"
     cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 3]}, "8": {"candidate_steps": [0, 1]}}))
     res = run_cli(
