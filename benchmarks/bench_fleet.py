@@ -168,7 +168,14 @@ def emulated(runs_per_worker: int) -> None:
             ray = None
         if ray is not None:
             hidden = os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-            ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(
+                num_cpus=2,
+                num_gpus=2,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                _node_ip_address="127.0.0.1",  # loopback only
+            )
             if hidden is not None:
                 os.environ["CUDA_VISIBLE_DEVICES"] = hidden
             t0 = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,13 @@ PUBLISHED_DATA = bundled_data_path()
 
 #: Set by ``.ci/run``, which installs sglang (and transformers/tokenizers with it): a test
 #: needing one of them then fails instead of skipping when it is missing.
+# A job that a non-interactive shell starts in the background (a CI runner may) inherits
+# SIGINT ignored, and Python then leaves it ignored: the tests that press Ctrl-C, in this
+# process or in the commands it starts, need a terminal job's disposition. (A handler, unlike
+# SIG_IGN, is reset to the default in a child by exec.)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 REQUIRE_SGLANG_ENV = "SPECBAND_REQUIRE_SGLANG"
 REQUIRE_RAY_ENV = "SPECBAND_REQUIRE_RAY"
 

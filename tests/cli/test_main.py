@@ -71,13 +71,7 @@ def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPat
         raise AssertionError("the Ctrl-C never reached the command")
 
     monkeypatch.setattr(specband.dataset, "load_sweep", interrupted)
-    # a job a non-interactive shell starts in the background inherits SIGINT ignored (and
-    # the CLI rightly keeps it so): give the command the disposition of a terminal's job
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        res = run_cli("train", "--out", "unused-by-this-test")
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    res = run_cli("train", "--out", "unused-by-this-test")  # SIGINT as in a terminal: tests/conftest.py
     assert res.exit_code == 130
     assert _one_error_line(res.stderr) == "error: interrupted"
 

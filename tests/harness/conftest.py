@@ -124,7 +124,14 @@ def local_ray(request: pytest.FixtureRequest, require_module: Callable[..., Any]
     ray = require_module("ray", require_env="SPECBAND_REQUIRE_RAY")
     hidden = os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Ray refuses fake GPUs that env hides
     try:
-        ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(
+            num_cpus=2,
+            num_gpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            _node_ip_address="127.0.0.1",  # loopback only
+        )
     finally:
         if hidden is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = hidden

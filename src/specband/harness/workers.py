@@ -40,6 +40,10 @@ from specband.errors import ConfigError
 
 __all__ = ["Cancellation", "LocalGpuPool", "RayPool", "Results", "WorkerContext", "WorkerPool", "parse_gpus"]
 
+#: The node address of a Ray that :class:`RayPool` starts on this machine: loopback, so that
+#: its processes never talk over a network interface.
+LOCAL_NODE_IP = "127.0.0.1"
+
 U = TypeVar("U")
 R = TypeVar("R")
 
@@ -282,7 +286,10 @@ class RayPool:
 
         started = not ray.is_initialized()
         if started:
-            ray.init(address=self.address, include_dashboard=False, **self.init_kwargs)
+            kwargs = dict(self.init_kwargs)
+            if self.address is None:  # a Ray started here talks to itself over loopback only
+                kwargs.setdefault("_node_ip_address", LOCAL_NODE_IP)
+            ray.init(address=self.address, include_dashboard=False, **kwargs)
         if ray.cluster_resources().get("GPU", 0) < 1:  # its tasks would wait for ever
             if started:
                 ray.shutdown()
