@@ -66,7 +66,9 @@ def test_shards_merge_into_the_plain_sweep_s_runs_and_dry_run_lists_the_share(ru
     "options, message",
     [
         (["--ray", "--gpus", "0,1"], "--ray and --gpus exclude each other"),
-        (["--ray-address", "10.0.0.1:6379"], "--ray-address needs --ray"),
+        (["--ray-address", "127.0.0.1:6379"], "--ray-address needs --ray"),
+        (["--gpus", "0,1", "--gpu-index", "1"], "--gpu-index and --gpus exclude each other"),
+        (["--ray", "--gpu-index", "0"], "--gpu-index and --ray exclude each other"),
         (["--gpus", "0,0"], "--gpus: a GPU is given twice"),
         (["--shard", "3/2"], "--shard: expected K/N with 1 <= K <= N"),
     ],

@@ -300,7 +300,7 @@ def register(app: typer.Typer) -> None:
             "nvml (an error without NVML), zeus, emulated or none.",
             metavar="KIND",
         ),
-        gpu_index: int = gpu_index_option(),
+        gpu_index: int | None = gpu_index_option(),
         power_limit: float | None = typer.Option(
             None, "--power-limit", help="Power limit in W (finite, > 0) when NVML gives none.", metavar="W"
         ),
@@ -394,7 +394,7 @@ def register(app: typer.Typer) -> None:
         with _plain_warnings():
             out = _file_option("--out", out_text)
             shard_spec = None if shard is None else parse_shard(shard)
-            pool = _worker_pool(gpus, ray, ray_address, port)
+            pool = _worker_pool(gpus, ray, ray_address, port, gpu_index)
             _check_adaptive(adaptive, shard_spec, repeats)
             log_dir = None if log_dir_text is None else _folder_option("--log-dir", log_dir_text)
             bs = tuple(parse_batch_sizes(batch_sizes))
@@ -484,7 +484,7 @@ def register(app: typer.Typer) -> None:
                 # check passed (a refused sweep creates no emulated GPU state)
                 summary = run_sweep(
                     settings,
-                    lambda: open_device(kind, index=gpu_index, power_limit_w=power_limit, emulated=emulated),
+                    lambda: open_device(kind, index=gpu_index or 0, power_limit_w=power_limit, emulated=emulated),
                     out,
                     batch_sizes=bs,
                     actions=acts,
@@ -604,16 +604,20 @@ def register(app: typer.Typer) -> None:
         say(f"wrote {len(result.rows)} rows to {result.out_path} ({len(result.skipped)} skipped)")
 
 
-def _worker_pool(gpus: str | None, ray: bool, ray_address: str | None, port: int) -> Any:
+def _worker_pool(gpus: str | None, ray: bool, ray_address: str | None, port: int, gpu_index: int | None) -> Any:
     """The worker pool of ``--gpus`` or ``--ray`` (``None``: one GPU, in this process).
 
     Raises:
-        ConfigError: ``--ray`` with ``--gpus``, ``--ray-address`` without ``--ray``, a bad
-            ``--gpus`` list, or Ray not installed (one line each).
+        ConfigError: ``--ray`` with ``--gpus``, ``--gpu-index`` with either (each names its
+            GPUs itself), ``--ray-address`` without ``--ray``, a bad ``--gpus`` list, or Ray
+            not installed (one line each).
     """
     from specband.errors import ConfigError
     from specband.harness.workers import LocalGpuPool, RayPool, parse_gpus
 
+    if gpu_index is not None and (ray or gpus is not None):
+        option = "--ray" if ray else "--gpus"
+        raise ConfigError(f"--gpu-index and {option} exclude each other: {option} places each launch on its own GPU")
     if ray and gpus is not None:
         raise ConfigError("--ray and --gpus exclude each other: Ray places each launch on a GPU of its cluster")
     if ray_address is not None and not ray:

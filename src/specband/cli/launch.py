@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
             "NVML) or none.",
             metavar="KIND",
         ),
-        gpu_index: int = gpu_index_option(),
+        gpu_index: int | None = gpu_index_option(),
         server_command: str = typer.Option(
             "python -m sglang.launch_server", "--server-command", help="The launcher.", metavar="CMD"
         ),
@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
                 from specband.recommend import recommend
 
                 assert batch_size is not None  # checked above: --batch-size or --schedule
-                telemetry = state if state is not None else _read_idle_state(device_kind.value, gpu_index, notes)
+                telemetry = state if state is not None else _read_idle_state(device_kind.value, gpu_index or 0, notes)
                 result = recommend(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
                 notes += result.notes
                 pick = result.pick

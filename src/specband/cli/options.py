@@ -64,8 +64,11 @@ class IdleStateDevice(str, enum.Enum):
 
 
 def gpu_index_option() -> Any:  # typer.Option's own return type: the parameter's default
-    """``--gpu-index`` (``sweep``, ``launch``): the NVML index of the GPU, >= 0."""
-    return typer.Option(0, "--gpu-index", min=0, help="NVML index of the GPU.", metavar="N")
+    """``--gpu-index`` (``sweep``, ``launch``): the NVML index of the GPU, >= 0; ``None`` when
+    not given (GPU 0), so that ``sweep`` can refuse it beside ``--gpus``/``--ray``."""
+    return typer.Option(
+        None, "--gpu-index", min=0, help="NVML index of the GPU [default: 0].", show_default=False, metavar="N"
+    )
 
 
 def port_option() -> Any:  # typer.Option's own return type: the parameter's default
