@@ -146,10 +146,15 @@ def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int 
     emulator = {"state_path": state, "hardware": "rtx4060-laptop", "time_scale": TIME_SCALE, "model": "calibrated"}
 
     class StopAfter:
-        rows = 0
+        def __init__(self):
+            self.rows = 0
+            self.per_gpu = {}
 
         def start(self, total, skipped):
             pass
+
+        def unit_finished(self, gpu, runs):
+            self.per_gpu[gpu] = self.per_gpu.get(gpu, 0) + runs
 
         def run_started(self, point, repeat):
             pass
@@ -159,18 +164,23 @@ def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int 
             if stop_after is not None and self.rows >= stop_after:
                 raise KeyboardInterrupt  # as Ctrl-C in the driver
 
-    return out, lambda: run_sweep(
-        settings,
-        lambda: None,  # not opened: each task opens its GPU's device
+    reporter = StopAfter()
+    return (
         out,
-        batch_sizes=(1, 4),
-        actions=((0, 0, 0), (1, 1, 2)),
-        repeats=2,
-        resume=resume,
-        clock=Clock(TIME_SCALE),
-        reporter=StopAfter(),
-        pool=RayPool(base_port=base_port),
-        setup=GpuWorkerSetup(settings, "emulated", None, emulator),
+        reporter,
+        lambda: run_sweep(
+            settings,
+            lambda: None,  # not opened: each task opens its GPU's device
+            out,
+            batch_sizes=(1, 4),
+            actions=((0, 0, 0), (1, 1, 2)),
+            repeats=2,
+            resume=resume,
+            clock=Clock(TIME_SCALE),
+            reporter=reporter,
+            pool=RayPool(base_port=base_port),
+            setup=GpuWorkerSetup(settings, "emulated", None, emulator),
+        ),
     )
 
 
@@ -178,7 +188,7 @@ def test_ray_with_two_fake_gpus_interrupted_and_resumed_duplicates_nothing(local
     base = free_port()
     while base + 1 > 65535 or processes_with(f"--port {base + 1}"):
         base = free_port()
-    out, sweep = _ray_sweep(tmp_path, base, resume=True, stop_after=3)
+    out, _, sweep = _ray_sweep(tmp_path, base, resume=True, stop_after=3)
     with pytest.raises(KeyboardInterrupt):
         sweep()
     first = _keys(out)
@@ -188,9 +198,11 @@ def test_ray_with_two_fake_gpus_interrupted_and_resumed_duplicates_nothing(local
         while processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert processes_with(marker) == []  # the cancelled tasks stopped their servers
-    out, sweep = _ray_sweep(tmp_path, base, resume=True)
+    out, reporter, sweep = _ray_sweep(tmp_path, base, resume=True)
     summary = sweep()
     assert summary.skipped == len(first)
+    # the progress's line per GPU: every row of this call counted once, on a GPU Ray gave
+    assert sum(reporter.per_gpu.values()) == 8 - len(first) and set(reporter.per_gpu) <= {"0", "1"}
     assert _keys(out) == [(i, r) for i in range(4) for r in range(2)]  # no run lost or twice
     assert [r["error"] for r in read_rows_for_resume(out) if r["error"]] == []
     assert load_sweep(out).training_data().rewards.shape == (8,)
@@ -225,3 +237,17 @@ def test_adaptive_measures_fewer_runs_writes_each_row_s_propensity_and_evaluate_
 def test_adaptive_combinations_that_make_no_sense(run_cli, sweep_args, tmp_path, options, message):
     result = run_cli(*sweep_args, *options, "--out", tmp_path / "s.jsonl")
     assert result.exit_code == 2 and message in one_error_line(result.stderr)
+
+
+def test_the_progress_has_a_line_per_gpu_under_the_sweeps_bar():
+    from specband.cli.harness import _RichReporter
+
+    reporter = _RichReporter(quiet=False)
+    with open(os.devnull, "w") as devnull:
+        reporter.console.file = devnull
+        reporter.start(total=6, skipped=0)
+        for gpu, runs in (("0", 2), ("1", 1), ("0", 2)):
+            reporter.unit_finished(gpu, runs)
+        tasks = {task.description: task.completed for task in reporter.progress.tasks}
+        reporter.stop()
+    assert tasks == {"sweep": 0, "  GPU 0": 4, "  GPU 1": 1}  # the sweep's bar counts rows itself

@@ -180,6 +180,8 @@ class _RichReporter:
         self.console = Console(stderr=True)
         self.progress: Any = None
         self.task: Any = None
+        #: ``--gpus``/``--ray``: GPU -> its progress line (runs written from that GPU)
+        self.gpu_tasks: dict[str, Any] = {}
 
     def start(self, total: int, skipped: int) -> None:
         from rich.progress import (
@@ -209,6 +211,7 @@ class _RichReporter:
         )
         self.progress.start()
         self.task = self.progress.add_task("sweep", total=total)
+        self.gpu_tasks = {}
 
     def run_started(self, point: Any, repeat: int) -> None:
         if self.progress is not None:
@@ -219,6 +222,14 @@ class _RichReporter:
             self.progress.advance(self.task)
             if row.get("error"):
                 self.progress.console.print(f"  error r{repeat} bs={point.batch_size} {point.action}: {row['error']}")
+
+    def unit_finished(self, gpu: str, runs: int) -> None:
+        """One line per GPU under the sweep's bar: the runs its worker wrote so far."""
+        if self.progress is None:
+            return
+        if gpu not in self.gpu_tasks:
+            self.gpu_tasks[gpu] = self.progress.add_task(f"  GPU {gpu}", total=None)
+        self.progress.advance(self.gpu_tasks[gpu], runs)
 
     def stop(self) -> None:
         if self.progress is not None:

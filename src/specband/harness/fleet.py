@@ -156,13 +156,14 @@ def execute_on_pool(plan: SweepPlan, pool: WorkerPool, setup: WorkerSetup, clock
     units = plan.units()
     sink.reporter.start(len(plan.runs()), sink.summary.skipped)
 
-    def execute(unit: LaunchUnit, ctx: WorkerContext) -> list[RunResult]:
-        return run_unit(unit, ctx, setup=setup, time_scale=clock.time_scale)
+    def execute(unit: LaunchUnit, ctx: WorkerContext) -> tuple[str, list[RunResult]]:
+        return ctx.cuda_visible_devices, run_unit(unit, ctx, setup=setup, time_scale=clock.time_scale)
 
     try:
         with contextlib.closing(pool.run(units, execute)) as results:
-            for _, unit_results in results:
+            for _, (gpu, unit_results) in results:
                 for result in unit_results:
                     sink.consume(result)
+                sink.reporter.unit_finished(gpu, len(unit_results))
     finally:
         sink.summary.elapsed_s = time.monotonic() - t0

@@ -386,6 +386,10 @@ class SweepReporter(Protocol):
     def run_finished(self, point: GridPoint, repeat: int, row: dict[str, Any]) -> None:
         """A row was written."""
 
+    def unit_finished(self, gpu: str, runs: int) -> None:
+        """A worker's launch unit on GPU ``gpu`` (its ``CUDA_VISIBLE_DEVICES``) ended with
+        ``runs`` rows written (``--gpus`` and ``--ray`` only)."""
+
 
 class NoReporter:
     """A :class:`SweepReporter` that reports nothing."""
@@ -397,6 +401,9 @@ class NoReporter:
         """Nothing."""
 
     def run_finished(self, point: GridPoint, repeat: int, row: dict[str, Any]) -> None:
+        """Nothing."""
+
+    def unit_finished(self, gpu: str, runs: int) -> None:
         """Nothing."""
 
 
