@@ -44,6 +44,16 @@ MAX_SEED = 2**32 - 1
 #: repeats x grid rows in memory (1000 x 76 rows of ~1 KB is 76 MB).
 MAX_REPEATS = 1000
 
+#: Most shards of one sweep (``sweep --shard K/N``): N <= 10000. Basis: a shard is at least
+#: one server launch, and a sweep is spread over machines or jobs, not more than ten thousand
+#: of them; the shard planner keeps one load figure per shard in memory.
+MAX_SHARDS = 10_000
+
+#: Largest GPU index (``--gpus``, ``--gpu-index``): 0..63. Basis: NVML and
+#: ``CUDA_VISIBLE_DEVICES`` number the GPUs of one machine from 0; the largest single-node
+#: systems hold 16 (HGX/DGX: 8), so 64 leaves room while catching a typo's huge number.
+MAX_GPU_INDEX = 63
+
 #: Largest ``evaluate --bootstrap``: 100000 resamples. Basis: Efron & Tibshirani, "An
 #: Introduction to the Bootstrap" (1993) §13.3 advise 1000-2000 resamples for percentile
 #: intervals; the resamples are held in memory (a float per row and resample), so

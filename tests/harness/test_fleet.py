@@ -60,6 +60,15 @@ def test_shards_merge_into_the_plain_sweep_s_runs_and_dry_run_lists_the_share(ru
     assert _keys(tmp_path / "all.jsonl") == [(i, r) for i in range(4) for r in range(2)]
     resumed = run_cli(*sweep_args, *GRID, "--repeats", "2", "--shard", "1/2", "--resume", "--out", files[0])
     assert resumed.exit_code == 0 and "wrote 0 rows" in resumed.stdout and "skipped 4" in resumed.stdout
+    for dry in ([], ["--dry-run"]):  # a shard's file resumed as another shard: refused, as in a dry run
+        wrong = run_cli(*sweep_args, *GRID, "--repeats", "2", "--shard", "2/2", "--resume", *dry, "--out", files[0])
+        assert wrong.exit_code == 2
+        assert "cannot resume as shard 2/2: it holds runs of another shard" in one_error_line(wrong.stderr)
+    other = run_cli(
+        *sweep_args, *GRID, "--repeats", "2", "--resume", "--dry-run", "--max-new-tokens", "256", "--out", files[0]
+    )
+    assert other.exit_code == 2  # a dry run checks the settings as the sweep does
+    assert "cannot resume: its rows have max_new_tokens=512, this sweep has 256" in one_error_line(other.stderr)
 
 
 @pytest.mark.parametrize(
@@ -71,6 +80,10 @@ def test_shards_merge_into_the_plain_sweep_s_runs_and_dry_run_lists_the_share(ru
         (["--ray", "--gpu-index", "0"], "--gpu-index and --ray exclude each other"),
         (["--gpus", "0,0"], "--gpus: a GPU is given twice"),
         (["--shard", "3/2"], "--shard: expected K/N with 1 <= K <= N"),
+        (["--shard", "1/20000"], "--shard: at most 10000 shards"),
+        (["--shard", "1/" + "9" * 5000], "--shard: at most 10000 shards"),
+        (["--gpus", "0,64"], "--gpus: GPU indices are 0..63"),
+        (["--gpus", "9" * 5000], "--gpus: GPU indices are 0..63"),
     ],
 )
 def test_options_that_make_no_sense_together_are_one_error_line(run_cli, sweep_args, tmp_path, options, message):
@@ -222,9 +235,18 @@ def test_adaptive_measures_fewer_runs_writes_each_row_s_propensity_and_evaluate_
     evaluated = run_cli("evaluate", out, "--bootstrap", "20", "--algo", "lookup_table", "--json")
     assert evaluated.exit_code == 0, evaluated.stderr
     assert json.loads(evaluated.stdout)["data"]["rows"] == len(rows)
-    again = run_cli(*sweep_args, *grid_options, "--out", out, "--resume")  # without --adaptive
-    assert again.exit_code == 2
-    assert "its rows were written with --adaptive; resume with it" in one_error_line(again.stderr)
+    for dry in ([], ["--dry-run"]):
+        again = run_cli(*sweep_args, *grid_options, "--out", out, "--resume", *dry)  # without --adaptive
+        assert again.exit_code == 2
+        assert "its rows were written with --adaptive; resume with it" in one_error_line(again.stderr)
+    # merge refuses to mix logging policies: this file's rows with a uniform sweep's
+    uniform = tmp_path / "u.jsonl"
+    assert run_cli(*sweep_args, *grid_options, "--repeats", "1", *LAUNCH_TIMEOUT, "--out", uniform).exit_code == 0
+    adaptive_rest = tmp_path / "a1.jsonl"
+    adaptive_rest.write_text("".join(json.dumps(r) + "\n" for r in rows if r["repeat"] > 0))
+    mixed = run_cli("merge", tmp_path / "m.jsonl", uniform, adaptive_rest)
+    assert mixed.exit_code == 2 and not (tmp_path / "m.jsonl").exists()
+    assert f"{adaptive_rest}:1: cannot merge: its rows were written with --adaptive" in one_error_line(mixed.stderr)
 
 
 @pytest.mark.parametrize(

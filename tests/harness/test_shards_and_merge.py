@@ -165,3 +165,16 @@ def test_merge_cli(run_cli, tmp_path, sweep_rows):
     assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--force" in res.stderr
     res = run_cli("merge", tmp_path / "x.jsonl", files[0], tmp_path / "nope.jsonl")
     assert res.exit_code == 2 and res.stderr == f"error: {tmp_path / 'nope.jsonl'}: no such file\n"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["merge", "", "s.jsonl"], "error: OUT: empty"),
+        (["merge", "o.jsonl", " "], "error: SHARD: empty"),
+        (["doctor", "--target", "", "--draft", "d"], "error: --target: empty"),
+    ],
+)
+def test_an_empty_file_argument_is_named_not_read_as_the_working_folder(run_cli, args, message):
+    result = run_cli(*args)
+    assert result.exit_code == 2 and result.stderr.strip() == message

@@ -26,7 +26,10 @@ def register(app: typer.Typer) -> None:
         per check: ok, warn or error with its fix. Exit 0 when all are ok, 1 on warnings,
         2 on errors."""
         from specband.doctor import exit_status, run_doctor
+        from specband.fileio import given_path
 
+        for option, value in (("--target", target), ("--draft", draft)):
+            given_path(option, value)  # an empty one is refused, not read as "."
         checks = run_doctor(target, draft)
         for check in checks:
             typer.echo(check.line())

@@ -399,8 +399,8 @@ def register(app: typer.Typer) -> None:
         from specband.harness.pipeline import SweepPlan, grid
         from specband.harness.runner import MeasureSettings
         from specband.harness.server import ServerConfig, format_launch, split_server_args
-        from specband.harness.shards import parse_shard, shard_plan
-        from specband.harness.sweep import done_runs, run_sweep
+        from specband.harness.shards import parse_shard
+        from specband.harness.sweep import existing_rows, planned_sweep, run_sweep
 
         with _plain_warnings():
             out = _file_option("--out", out_text)
@@ -477,11 +477,17 @@ def register(app: typer.Typer) -> None:
                 **workload,
             )
             if dry_run:
-                done = done_runs(out) if resume else set()
+                plan, _ = planned_sweep(
+                    existing_rows(out),
+                    SweepPlan(tuple(grid(bs, acts)), repeats, tuple(acts), one_launch_per_config),
+                    settings,
+                    out,
+                    resume=resume,
+                    adaptive=adaptive,
+                    shard=shard_spec,
+                )
                 _warn(version_warning)
                 typer.echo(f"# sglang {version} ({version_source})")
-                plan = SweepPlan(tuple(grid(bs, acts)), repeats, tuple(acts), one_launch_per_config, done)
-                plan, _ = shard_plan(plan, shard_spec)
                 if adaptive:  # later passes are decided from pass 0's rewards
                     typer.echo("# --adaptive: pass 0 below; later passes re-measure only the contenders")
                     plan = dataclasses.replace(plan, repeats=1)

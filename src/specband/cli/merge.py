@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 
@@ -12,8 +10,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("merge")
     def merge_command(
-        out: Path = typer.Argument(..., help="The merged sweep file (JSONL).", metavar="OUT"),
-        shards: list[Path] = typer.Argument(
+        out: str = typer.Argument(..., help="The merged sweep file (JSONL).", metavar="OUT"),
+        shards: list[str] = typer.Argument(
             ..., help="The shard files, each written by sweep --shard K/N.", metavar="SHARD..."
         ),
         force: bool = typer.Option(False, "--force", help="Replace an existing OUT."),
@@ -21,9 +19,10 @@ def register(app: typer.Typer) -> None:
         """Join the files of a sharded sweep into one sweep file, refusing files of another
         target, draft, grid, workload or measurement settings and any (index, repeat) given
         twice. OUT is written all or nothing; the shards are only read."""
+        from specband.fileio import given_path
         from specband.harness.merge import merge_shards
 
-        summary = merge_shards(out, shards, force=force)
+        summary = merge_shards(given_path("OUT", out), [given_path("SHARD", s) for s in shards], force=force)
         typer.echo(f"{summary.path}: {summary.rows} rows from {len(summary.rows_per_file)} files "
                    f"({', '.join(map(str, summary.rows_per_file))})")  # fmt: skip
         if summary.missing:

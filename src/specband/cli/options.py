@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from specband.limits import MAX_BATCH_SIZE, MAX_TIMEOUT_S, PORT_RANGE
+from specband.limits import MAX_BATCH_SIZE, MAX_GPU_INDEX, MAX_TIMEOUT_S, PORT_RANGE
 
 
 def check_batch_size_list(value: str) -> str:
@@ -67,7 +67,13 @@ def gpu_index_option() -> Any:  # typer.Option's own return type: the parameter'
     """``--gpu-index`` (``sweep``, ``launch``): the NVML index of the GPU, >= 0; ``None`` when
     not given (GPU 0), so that ``sweep`` can refuse it beside ``--gpus``/``--ray``."""
     return typer.Option(
-        None, "--gpu-index", min=0, help="NVML index of the GPU [default: 0].", show_default=False, metavar="N"
+        None,
+        "--gpu-index",
+        min=0,
+        max=MAX_GPU_INDEX,
+        help="NVML index of the GPU [default: 0].",
+        show_default=False,
+        metavar="N",
     )
 
 

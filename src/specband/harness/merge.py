@@ -28,7 +28,7 @@ from specband.fileio import write_jsonl_atomic
 from specband.harness.pipeline import GridPoint
 from specband.harness.runner import MeasureSettings
 from specband.harness.server import ServerConfig
-from specband.harness.sweep import check_resumable, parse_rows
+from specband.harness.sweep import check_resumable, check_same_logging, parse_rows
 from specband.limits import is_int
 from specband.sim.sweep import check_out_path
 
@@ -183,6 +183,7 @@ def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> M
     for path, line, row in numbered:
         try:
             check_resumable([row], reference, points, f"{path}:{line}", verb="merge")
+            check_same_logging([row], rows[0].get("propensity") is not None, f"{path}:{line}", verb="merge")
         except ConfigError as exc:
             raise ConfigError(f"{exc} (the merge's first rows, from {first_file} on)") from None
         key = (row["index"], row["repeat"])

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from specband.errors import ConfigError
 from specband.harness.pipeline import LaunchUnit, SweepPlan
+from specband.limits import MAX_SHARDS
 
 __all__ = ["ShardSpec", "parse_shard", "shard_plan", "shard_runs", "shard_units", "unit_cost"]
 
@@ -51,6 +52,8 @@ class ShardSpec:
     def __post_init__(self) -> None:
         if self.count < 1 or not 1 <= self.number <= self.count:
             raise ConfigError(f"--shard: expected K/N with 1 <= K <= N, got {self.number}/{self.count}")
+        if self.count > MAX_SHARDS:
+            raise ConfigError(f"--shard: at most {MAX_SHARDS} shards, got N = {self.count}")
 
     def __str__(self) -> str:
         return f"{self.number}/{self.count}"
@@ -68,6 +71,8 @@ def parse_shard(text: str) -> ShardSpec:
     match = _SHARD.fullmatch(text)
     if match is None:
         raise ConfigError(f"--shard: expected K/N (e.g. 1/4: the first of four shards), got {text!r}")
+    if max(len(match.group(1)), len(match.group(2))) > len(str(MAX_SHARDS)):  # never int() of a huge string
+        raise ConfigError(f"--shard: at most {MAX_SHARDS} shards, got {text.strip()!r}")
     return ShardSpec(int(match.group(1)), int(match.group(2)))
 
 

@@ -40,6 +40,7 @@ inside an import, a server's start-up bookkeeping or a row's write).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -68,7 +69,7 @@ from specband.harness.pipeline import (
 )
 from specband.harness.runner import MeasureSettings
 from specband.harness.server import wait_port_free
-from specband.harness.shards import ShardSpec, shard_plan
+from specband.harness.shards import ShardSpec, shard_plan, shard_runs
 from specband.harness.workers import LocalGpuPool, WorkerPool
 from specband.jsonl import parse_jsonl
 from specband.limits import MAX_DATA_FILE_BYTES
@@ -78,9 +79,11 @@ __all__ = [
     "SweepBusyError",
     "SweepLock",
     "check_resumable",
-    "done_runs",
+    "check_same_logging",
     "execute_plan",
+    "existing_rows",
     "parse_rows",
+    "planned_sweep",
     "read_rows_for_resume",
     "run_sweep",
 ]
@@ -137,15 +140,14 @@ def parse_rows(path: Path, *, verb: str = "resume") -> tuple[list[tuple[int, dic
     return numbered, rewrite
 
 
-def done_runs(path: Path) -> set[tuple[Any, Any]]:
-    """``(index, repeat)`` of the rows already in ``path`` (none when it does not
-    exist), reading only.
+def existing_rows(path: Path) -> list[dict[str, Any]]:
+    """The complete rows already in ``path`` (none when it does not exist), reading only.
 
     Raises:
         DataError, HarnessError: as :func:`read_rows_for_resume` (cannot read).
     """
     numbered, _ = parse_rows(path)
-    return {(r.get("index"), r.get("repeat")) for _, r in numbered}
+    return [row for _, row in numbered]
 
 
 class SweepBusyError(ConfigError):
@@ -459,15 +461,15 @@ def run_sweep(
         # every check first, writing nothing: a refused sweep leaves the folder as it was
         numbered, complete = parse_rows(out_path)
         existing = [row for _, row in numbered]
-        if existing and not resume:
-            raise ConfigError(
-                f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
-            )
-        check_resumable(existing, settings, points, out_path)
-        _check_same_logging(existing, adaptive, out_path)
-        done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
-        plan = SweepPlan(tuple(points), repeats, tuple(actions), one_launch_per_config, done)
-        plan, mine = shard_plan(plan, shard)  # the other shards' runs are skipped as if done
+        plan, mine = planned_sweep(
+            existing,
+            SweepPlan(tuple(points), repeats, tuple(actions), one_launch_per_config),
+            settings,
+            out_path,
+            resume=resume,
+            adaptive=adaptive,
+            shard=shard,
+        )
         todo = plan.runs()
         if todo:
             for port in _local_ports(settings, pool):
@@ -516,19 +518,70 @@ def _run_adaptive(
         sink.summary.elapsed_s = time.monotonic() - t0
 
 
-def _check_same_logging(rows: Sequence[dict[str, Any]], adaptive: bool, out_path: Path) -> None:
-    """Refuse to resume a uniform sweep's file with ``--adaptive`` or the other way round
-    (an adaptive row carries a ``propensity``; a uniform one has none).
+def planned_sweep(
+    existing: Sequence[dict[str, Any]],
+    plan: SweepPlan,
+    settings: MeasureSettings,
+    out_path: Path,
+    *,
+    resume: bool,
+    adaptive: bool,
+    shard: ShardSpec | None,
+) -> tuple[SweepPlan, int]:
+    """What a sweep into ``out_path`` still runs, given the rows already there, after every
+    check a resumed sweep makes (``sweep`` and ``sweep --dry-run`` alike).
+
+    Args:
+        existing: the rows in ``out_path`` (``[]`` for a new file).
+        plan: the whole sweep, nothing done.
+        settings: this sweep's measurement settings.
+        out_path: the output file (named in messages).
+        resume: ``--resume`` was given.
+        adaptive: ``--adaptive`` was given.
+        shard: ``--shard K/N`` (``None``: the whole sweep).
+
+    Returns:
+        the plan with the file's runs (and, for a shard, the other shards' runs) done, and
+        how many runs the shard holds in all.
 
     Raises:
-        ConfigError: ``"<out>: cannot resume: its rows were written with --adaptive ..."``.
+        ConfigError: rows without ``--resume``; rows of other settings, grid or logging
+            policy; a shard's file that holds runs of another shard (resuming it as this
+            shard would mix two shards' runs in one file).
+    """
+    if existing and not resume:
+        raise ConfigError(
+            f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
+        )
+    check_resumable(existing, settings, plan.points, out_path)
+    check_same_logging(existing, adaptive, out_path)
+    done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
+    if shard is not None:
+        foreign = sorted(done - shard_runs(plan, shard))
+        if foreign:
+            raise ConfigError(
+                f"{out_path}: cannot resume as shard {shard}: it holds runs of another shard "
+                f"((index, repeat) = {foreign[0]}); resume it with the --shard it was written with"
+            )
+    # the other shards' runs are skipped as if done
+    return shard_plan(dataclasses.replace(plan, done=done), shard)
+
+
+def check_same_logging(rows: Sequence[dict[str, Any]], adaptive: bool, where: str | Path, verb: str = "resume") -> None:
+    """Refuse to ``verb`` (resume, merge) rows of a uniform sweep with those of an adaptive
+    one (an adaptive row carries a ``propensity``; a uniform one has none): one file holds
+    one logging policy, so that the off-policy estimators read it right.
+
+    Raises:
+        ConfigError: ``"<where>: cannot resume: its rows were written with --adaptive ..."``.
     """
     for row in rows:
         if (row.get("propensity") is not None) != adaptive:
             was = "with" if not adaptive else "without"
+            hint = f"; resume {was} it" if verb == "resume" else ""
             raise ConfigError(
-                f"{out_path}: cannot resume: its rows were written {was} --adaptive; "
-                f"resume {was} it (a file mixes no logging policies)"
+                f"{where}: cannot {verb}: its rows were written {was} --adaptive{hint} "
+                "(a file mixes no logging policies)"
             )
 
 

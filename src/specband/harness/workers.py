@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
 from specband.errors import ConfigError
+from specband.limits import MAX_GPU_INDEX
 
 __all__ = ["Cancellation", "LocalGpuPool", "RayPool", "Results", "WorkerContext", "WorkerPool", "parse_gpus"]
 
@@ -167,11 +168,14 @@ def parse_gpus(text: str) -> list[int]:
     """``--gpus 0,1,2,3`` -> ``[0, 1, 2, 3]`` (NVML indices).
 
     Raises:
-        ConfigError: empty, not whole numbers >= 0, or an index twice (naming ``--gpus``).
+        ConfigError: empty, not whole numbers in 0..MAX_GPU_INDEX, or an index twice (naming
+            ``--gpus``).
     """
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or not all(p.isdigit() for p in parts):
         raise ConfigError(f"--gpus: expected GPU indices like 0,1,2,3, got {text!r}")
+    if any(len(p) > len(str(MAX_GPU_INDEX)) or int(p) > MAX_GPU_INDEX for p in parts):
+        raise ConfigError(f"--gpus: GPU indices are 0..{MAX_GPU_INDEX} (NVML's numbering), got {text!r}")
     gpus = [int(p) for p in parts]
     if len(set(gpus)) != len(gpus):
         raise ConfigError(f"--gpus: a GPU is given twice in {text!r}")
