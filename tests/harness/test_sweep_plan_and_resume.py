@@ -77,7 +77,9 @@ def test_dry_run_one_launch_per_config_and_resume_skip_what_is_done(run_cli, tmp
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.strip().splitlines()[1:]
     assert len(lines) == 2 and all("--cuda-graph-max-bs-decode 16 --max-running-requests 16" in ln for ln in lines)
-    out.write_text(json.dumps({"index": 0, "repeat": 0}) + "\n")
+    # the file's row 0: bs 1, the baseline (a dry run checks the rows as the sweep does)
+    done = {"index": 0, "repeat": 0, "batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0}
+    out.write_text(json.dumps(done) + "\n")
     res = run_cli(
         "sweep",
         "--target",
@@ -97,7 +99,7 @@ def test_dry_run_one_launch_per_config_and_resume_skip_what_is_done(run_cli, tmp
     )
     assert res.exit_code == 0, res.stderr
     assert len(res.stdout.strip().splitlines()) == 2  # the comment and the one launch left
-    assert out.read_text() == json.dumps({"index": 0, "repeat": 0}) + "\n"
+    assert out.read_text() == json.dumps(done) + "\n"
 
 
 @pytest.mark.parametrize("version", ["0.5.4", "0.5.13", "0.5.14", "0.5.19", "0.5.20", "0.5.23", "0.6.0"])
