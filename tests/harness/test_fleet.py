@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -104,6 +105,9 @@ def test_ray_on_a_cluster_without_gpus_is_one_error_line(run_cli, sweep_args, tm
 
 
 def test_ctrl_c_with_two_gpus_leaves_no_server_on_any_worker(sweep_args, tmp_path, port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # worker 1 serves on port + 1
+        if port + 1 > 65535 or s.connect_ex(("127.0.0.1", port + 1)) == 0:
+            pytest.skip(f"port {port + 1} is taken on this machine")
     out = tmp_path / "s.jsonl"
     args = [*sweep_args]
     args[args.index("--server-command") + 1] = emulator_command("--load-time", "100000")  # 1000 s real to load
@@ -112,8 +116,10 @@ def test_ctrl_c_with_two_gpus_leaves_no_server_on_any_worker(sweep_args, tmp_pat
     markers = [f"--port {port}", f"--port {port + 1}"]
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(processes_with(m) for m in markers):
+        while time.monotonic() < deadline and proc.poll() is None and not all(processes_with(m) for m in markers):
             time.sleep(0.05)
+        if proc.poll() is not None:  # the sweep ended before both servers ran: say why
+            pytest.fail(f"the sweep exited {proc.returncode} before its servers ran: {proc.communicate()[1]}")
         assert all(processes_with(m) for m in markers), "the two servers never started"
         os.kill(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
