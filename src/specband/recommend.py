@@ -53,6 +53,7 @@ def recommend(
     data_path: str | Path | None = None,
     *,
     trust_pickle: bool = False,
+    allow_modified: bool = False,
 ) -> Recommendation:
     """The pick of one algorithm for a batch size (the ``pick`` dict is what
     ``specband recommend --format json`` prints) and the notes that go with it, as data:
@@ -66,8 +67,10 @@ def recommend(
             state the folder's picks were made from.
         draft_model: EAGLE3 draft path for ``--speculative-draft-model-path`` (or ``None``).
         data_path: sweep restricting a foreign folder's picks to measured configs.
-        trust_pickle: unpickle joblib files specband cannot vouch for (see
-            :mod:`specband.safeload`).
+        trust_pickle: unpickle joblib files (see :mod:`specband.safeload`); never applied to
+            ``./specband-models`` picked up without being named.
+        allow_modified: load files whose sha256 no longer matches the folder's manifest
+            (with a warning).
 
     Returns:
         a :class:`Recommendation`; its ``pick`` has ``action_index``, ``action`` (triple),
@@ -79,9 +82,8 @@ def recommend(
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
-    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
-    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
-    from specband.errors import ConfigError
+    from specband.artifacts import embedded_manifest, validate_algorithms
+    from specband.errors import ConfigError, SpecbandError
     from specband.hub import resolve_data_file, resolve_folder
 
     validate_algorithms([algo])
@@ -95,9 +97,12 @@ def recommend(
         data_path = resolve_data_file(data_path)
     policy = None
     lookup_means = None
+    implicit = False
     if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
         if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
             models = Path(DEFAULT_MODELS_DIR)
+            implicit = True
+            trust_pickle = False  # a folder nobody named is never unpickled
             note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
         else:
             note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
@@ -114,28 +119,16 @@ def recommend(
             note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
             policy, manifest = embedded_policy(algo)
     else:
-        manifest = load_manifest(models)
-        training = None
-        if data_path is not None:
-            if manifest.foreign:
-                import dataclasses
-
-                from specband.dataset import load_sweep
-                from specband.training import build_manifest
-
-                sweep = load_sweep(data_path)
-                training = sweep.training_data(manifest.features)
-                manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
-            else:
-                note(f"{models} has a specband manifest; --data ignored")
-        if algo == "lookup_table":
-            from specband.policies.lookup_core import read_lookup_folder
-
-            lookup_means = read_lookup_folder(models).means
-        else:
-            from specband.artifacts import load_policy
-
-            policy = load_policy(models, algo, training, trust_pickle=trust_pickle)
+        try:
+            policy, manifest, lookup_means, training = _load_named(
+                models, algo, data_path, notes, trust_pickle=trust_pickle, allow_modified=allow_modified
+            )
+        except SpecbandError as exc:
+            if not implicit:
+                raise
+            raise type(exc)(
+                f"{exc} (./{DEFAULT_MODELS_DIR} was picked up without --models; --models DIR names a folder)"
+            ) from None
         source = str(models)
         if manifest.foreign and training is None:
             note(
@@ -144,6 +137,65 @@ def recommend(
             )
             if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
                 note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    return _pick(algo, batch_size, manifest, telemetry, policy, lookup_means, source, draft_model, notes)
+
+
+def _load_named(
+    models: Path,
+    algo: str,
+    data_path: Path | None,
+    notes: list[str],
+    *,
+    trust_pickle: bool,
+    allow_modified: bool,
+) -> tuple[Any, Any, Any, Any]:
+    """(policy, manifest, lookup means, training data) of ``algo`` in the folder ``models``."""
+    from specband.artifacts import load_manifest, verify_algorithm_files
+
+    note = notes.append
+    policy = None
+    lookup_means = None
+    manifest = load_manifest(models)
+    training = None
+    if data_path is not None:
+        if manifest.foreign:
+            import dataclasses
+
+            from specband.dataset import load_sweep
+            from specband.training import build_manifest
+
+            sweep = load_sweep(data_path)
+            training = sweep.training_data(manifest.features)
+            manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
+        else:
+            note(f"{models} has a specband manifest; --data ignored")
+    if algo == "lookup_table":
+        from specband.policies.lookup_core import read_lookup_folder
+
+        verify_algorithm_files(models, algo, allow_modified=allow_modified)
+        lookup_means = read_lookup_folder(models).means
+    else:
+        from specband.artifacts import load_policy
+
+        policy = load_policy(models, algo, training, trust_pickle=trust_pickle, allow_modified=allow_modified)
+    return policy, manifest, lookup_means, training
+
+
+def _pick(
+    algo: str,
+    batch_size: int,
+    manifest: Any,
+    telemetry: tuple[float, float, float] | None,
+    policy: Any,
+    lookup_means: Any,
+    source: str,
+    draft_model: str | None,
+    notes: list[str],
+) -> Recommendation:
+    """The pick from a loaded policy (or lookup means) and its manifest."""
+    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+
+    note = notes.append
     if telemetry is not None and manifest.features == "contract":
         note(
             "these policies use the contract state, whose memory and utilisation were read after each "

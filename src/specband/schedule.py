@@ -201,7 +201,13 @@ def load_scorer(
 
         models = resolve_folder(models)
     if models is None and algo in _previous_algorithms(Path(DEFAULT_MODELS_DIR)):
-        models = Path(DEFAULT_MODELS_DIR)
+        import sys
+
+        models = Path(DEFAULT_MODELS_DIR)  # never unpickled: loaded without trust_pickle
+        print(
+            f"note: using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)",
+            file=sys.stderr,
+        )
     if models is None:
         if algo == "lookup_table":
             manifest = embedded_manifest()

@@ -238,8 +238,13 @@ def register(app: typer.Typer) -> None:
         trust_pickle: bool = typer.Option(
             False,
             "--trust-pickle",
-            help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
-            "specband.json, or a downloaded folder). Unpickling runs code from the file.",
+            help="Unpickle a joblib file (a pickle runs code from the file; specband's own folders need none). "
+            "Never applied to ./specband-models picked up without --models.",
+        ),
+        allow_modified: bool = typer.Option(
+            False,
+            "--allow-modified",
+            help="Load policy files whose sha256 no longer matches the folder's specband.json (with a warning).",
         ),
         batch_mix: str | None = typer.Option(
             None,
@@ -281,7 +286,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
         from specband.recommend import recommend
 
-        decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
+        decided = recommend(
+            batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle, allow_modified=allow_modified
+        )
         for note in decided.notes:
             _note(note)
         result = decided.pick

@@ -121,7 +121,10 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
         sglang_version: str | None = sglang_version_option(),
         trust_pickle: bool = typer.Option(
-            False, "--trust-pickle", help="Unpickle a joblib file specband did not write (runs code from it)."
+            False, "--trust-pickle", help="Unpickle a joblib file (runs code from it; specband's folders need none)."
+        ),
+        allow_modified: bool = typer.Option(
+            False, "--allow-modified", help="Load policy files whose sha256 differs from specband.json (warning)."
         ),
         allow_rope_mismatch: bool = typer.Option(
             False, "--allow-rope-mismatch", help="Launch even when the draft's RoPE settings differ from the target's."
@@ -196,7 +199,16 @@ def register(app: typer.Typer) -> None:
 
                 assert batch_size is not None  # checked above: --batch-size or --schedule
                 telemetry = state if state is not None else _read_idle_state(device_kind.value, gpu_index or 0, notes)
-                result = recommend(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
+                result = recommend(
+                    batch_size,
+                    algo,
+                    models,
+                    telemetry,
+                    draft,
+                    data,
+                    trust_pickle=trust_pickle,
+                    allow_modified=allow_modified,
+                )
                 notes += result.notes
                 pick = result.pick
             action = tuple(pick["action"])
