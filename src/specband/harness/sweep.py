@@ -44,6 +44,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -159,7 +160,12 @@ class SweepLock:
     whole run so that two sweeps never append to one file (or measure on each other's
     servers).
 
-    It is an advisory ``fcntl.flock`` on ``<out>.lock``, which holds the owner's pid.
+    It goes by the file itself, not its name: the output path is resolved first
+    (symlinks, ``..``, ``//``), so every alias of one file locks the same ``<real
+    out>.lock``; and when the output file exists, the file itself (its inode, so a hard
+    link is the same file too) is ``flock``-ed as well.
+
+    It is an advisory ``fcntl.flock`` on ``<real out>.lock``, which holds the owner's pid.
     The kernel drops a ``flock`` when its process dies, so a lock file left by a killed
     sweep (even by SIGKILL) is stale and simply taken over. :meth:`release` removes the
     file while still holding the lock; :meth:`acquire` checks after locking that the file
@@ -178,9 +184,14 @@ class SweepLock:
 
     def __init__(self, out_path: Path) -> None:
         self.out_path = Path(out_path)
-        self.path = self.out_path.with_name(self.out_path.name + ".lock")
+        self.path = self._lock_path()
         self._fd: int | None = None
+        self._file_fd: int | None = None
         self._created_dirs: list[Path] = []
+
+    def _lock_path(self) -> Path:
+        real = Path(os.path.realpath(self.out_path))
+        return real.with_name(real.name + ".lock")
 
     def acquire(self) -> None:
         """Take the lock.
@@ -198,10 +209,16 @@ class SweepLock:
             self._created_dirs = _make_dirs(parent)
         except OSError as exc:
             raise HarnessError(f"{self.out_path}: cannot write ({exc.strerror or exc})") from None
+        self.path = self._lock_path()  # resolved again now that its folders exist
         try:
             self._fd = self._lock()
         except BaseException:
             _remove_empty_dirs(self._created_dirs)
+            raise
+        try:
+            self._file_fd = self._lock_file_itself()
+        except BaseException:
+            self.release()
             raise
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, 0)
@@ -232,6 +249,28 @@ class SweepLock:
                 return fd
             os.close(fd)  # released and removed by its holder meanwhile: lock the new file
 
+    def _lock_file_itself(self) -> int | None:
+        """``flock`` the existing output file (its inode: a hard link is the same file);
+        ``None`` when there is none yet (its lock file then covers every alias)."""
+        try:
+            fd = os.open(self.out_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return None  # the writer refuses it with one line
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SweepBusyError(
+                f"{self.out_path} is being written by another sweep (the same file under another name)"
+            ) from None
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
     def _holder(self, fd: int) -> str:
         """The pid in the lock file (its holder writes it right after locking)."""
         deadline = time.monotonic() + self.PID_WAIT_S
@@ -249,6 +288,10 @@ class SweepLock:
         they are empty. Idempotent."""
         if self._fd is None:
             return
+        if self._file_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._file_fd)
+            self._file_fd = None
         with contextlib.suppress(OSError):
             os.unlink(self.path)
         os.close(self._fd)
@@ -317,6 +360,9 @@ class RowWriter:
         new = not path.exists()
         if path.parent.exists() and not path.parent.is_dir():
             raise HarnessError(f"{path}: cannot write ({path.parent} is not a folder)")
+        from specband.fileio import replace_target
+
+        replace_target(path, error=HarnessError)  # appends to a regular file only (never a FIFO or device)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held open for every row; closed in close())
