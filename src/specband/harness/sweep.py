@@ -74,6 +74,7 @@ from specband.harness.shards import ShardSpec, shard_plan, shard_runs
 from specband.harness.workers import LocalGpuPool, WorkerPool
 from specband.jsonl import parse_jsonl
 from specband.limits import MAX_DATA_FILE_BYTES
+from specband.record import row_error_class
 
 __all__ = [
     "RowWriter",
@@ -139,6 +140,20 @@ def parse_rows(path: Path, *, verb: str = "resume") -> tuple[list[tuple[int, dic
             )
         seen[key] = lineno
     return numbered, rewrite
+
+
+def _file_bytes(path: Path) -> bytes:
+    try:
+        return read_bytes_bounded(path, limit=MAX_DATA_FILE_BYTES, kind="sweep file", error=HarnessError)
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _without_lines(data: bytes, drop: set[int]) -> bytes:
+    """``data`` without its (1-based) lines in ``drop``."""
+    lines = data.split(b"\n")
+    kept = [line for n, line in enumerate(lines, start=1) if n not in drop]
+    return b"\n".join(kept)
 
 
 def existing_rows(path: Path) -> list[dict[str, Any]]:
@@ -494,6 +509,10 @@ def run_sweep(
     if repeats <= 0:
         raise ConfigError(f"--repeats must be > 0, got {repeats}")
     points = grid(batch_sizes, actions)
+    if pool is not None:
+        from specband.harness.workers import check_pool_env
+
+        check_pool_env(settings.server.env)
     if out_path.is_dir():
         raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
@@ -517,13 +536,17 @@ def run_sweep(
             shard=shard,
         )
         todo = plan.runs()
+        retried = {n for n, row in numbered if resume and row_error_class(row) == "environment"}
+        if retried:
+            existing = [row for n, row in numbered if n not in retried]
+            complete = _without_lines(complete if complete is not None else _file_bytes(out_path), retried)
         if todo:
             for port in _local_ports(settings, pool):
                 wait_port_free(settings.server.host, port, settings.port_wait_s)
         summary = SweepSummary(out_path, skipped=mine - len(todo), one_launch_per_config=one_launch_per_config)
         created_logs = _make_log_dir(settings.log_dir)
         try:
-            if complete is not None:  # drop the partial last line of a killed sweep
+            if complete is not None:  # drop the partial last line of a killed sweep (and retried rows)
                 write_bytes_atomic(out_path, complete, error=HarnessError)
             with contextlib.ExitStack() as stack:
                 execute: Callable[[SweepPlan, RowSink], None]
@@ -601,6 +624,8 @@ def planned_sweep(
         )
     check_resumable(existing, settings, plan.points, out_path)
     check_same_logging(existing, adaptive, out_path)
+    if resume:  # environment-class error rows are run again (run_sweep drops them from the file)
+        existing = [r for r in existing if row_error_class(r) != "environment"]
     done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
     if shard is not None:
         foreign = sorted(done - shard_runs(plan, shard))

@@ -117,6 +117,26 @@ class WorkerContext:
         return {**base, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": self.cuda_visible_devices}
 
 
+#: Environment variables a worker pool sets for each server (:meth:`WorkerContext.server_env`).
+POOL_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+
+def check_pool_env(env: Mapping[str, str]) -> None:
+    """Refuse ``--env`` values that retarget the device when a pool (``--gpus``,
+    ``--ray``) sets it for each server: rows would be measured on another GPU than the
+    one whose telemetry is read.
+
+    Raises:
+        ConfigError: ``"--env CUDA_VISIBLE_DEVICES=...: specband sets it for each GPU ..."``.
+    """
+    for key in POOL_ENV:
+        if key in env:
+            raise ConfigError(
+                f"--env {key}={env[key]}: specband sets {key} for each GPU of --gpus/--ray (the GPU whose "
+                "power it reads); leave it out"
+            )
+
+
 class Results(Generic[U, R]):
     """``(unit, result)`` pairs in completion order; a context manager whose exit (or
     :meth:`close`) cancels what is left and waits for the running executors."""
