@@ -124,7 +124,7 @@ def test_skops_zip_bomb_is_refused(tmp_path: Path) -> None:
     with zipfile.ZipFile(path.with_suffix(".skops"), "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("schema.json", b"{}")
         zf.writestr("big.npy", b"\0" * (MAX_MODEL_ARRAY_BYTES + 1))
-    with pytest.raises(ArtifactError, match="declares member 'big.npy'"):
+    with pytest.raises(ArtifactError, match=r"declares member 'big\.npy'"):
         load_sklearn_model(path)
 
 
@@ -170,7 +170,7 @@ def test_edited_npz_is_refused(trained_copy: Path) -> None:
         arrays = {k: np.array(npz[k]) for k in npz.files}
     arrays["theta"] = arrays["theta"] + 1.0
     np.savez(path, **arrays)
-    with pytest.raises(ArtifactError, match="linucb/model.npz: modified since specband wrote it"):
+    with pytest.raises(ArtifactError, match=r"linucb/model\.npz: modified since specband wrote it"):
         load_policy(trained_copy, "linucb")
     assert load_policy(trained_copy, "linucb", allow_modified=True).fitted
 

@@ -52,7 +52,7 @@ def test_checked_replace_refuses_what_is_not_a_regular_file(tmp_path: Path, kind
         write_bytes_atomic(path, b"new\n")
     with pytest.raises(SpecbandError, match="not replaced"):
         write_jsonl_atomic(path, [{"a": 1}])
-    with pytest.raises(ConfigError, match="not replaced|is a folder"):
+    with pytest.raises(ConfigError, match=r"not replaced|is a folder"):
         check_out_path(path, overwrite=True)
     assert _snapshot(path) == before
     assert sorted(p.name for p in folder.iterdir()) == ["out.jsonl"]  # no temporary file left
@@ -109,9 +109,8 @@ def test_the_lock_goes_by_the_file_not_its_name(tmp_path: Path, alias: str) -> N
     else:
         other = tmp_path / "hard.jsonl"
         os.link(out, other)
-    with SweepLock(out):
-        with pytest.raises(SweepBusyError, match="another sweep"):
-            SweepLock(other).acquire()
+    with SweepLock(out), pytest.raises(SweepBusyError, match="another sweep"):
+        SweepLock(other).acquire()
     with SweepLock(other):  # released: the alias may take it now
         pass
     assert not (tmp_path / "runs" / "sweep.jsonl.lock").exists()
@@ -121,6 +120,5 @@ def test_the_lock_of_a_new_file_covers_its_symlinked_folder(tmp_path: Path) -> N
     real = tmp_path / "real"
     real.mkdir()
     os.symlink(real, tmp_path / "alias")
-    with SweepLock(real / "new.jsonl"):
-        with pytest.raises(SweepBusyError):
-            SweepLock(tmp_path / "alias" / "new.jsonl").acquire()
+    with SweepLock(real / "new.jsonl"), pytest.raises(SweepBusyError):
+        SweepLock(tmp_path / "alias" / "new.jsonl").acquire()
