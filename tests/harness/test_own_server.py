@@ -120,3 +120,25 @@ def test_resume_runs_environment_rows_again_and_keeps_config_rows(run_cli, sweep
     by_index = {r["index"]: r for r in after}
     assert by_index[0]["error"] is None and by_index[0]["speed_tok_s"] > 0  # measured again
     assert by_index[1] == cfg_row  # a config failure stays
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [("hardware", "H100_SXM"), ("power_limit_watts", 700.0), ("provenance", "measured")],
+)
+def test_resume_refuses_rows_of_another_world(run_cli, sweep_args, tmp_path: Path, column: str, value) -> None:
+    """An 80 W emulated RTX 4060 sweep resumed over 700 W H100 (or measured) rows: refused, file kept."""
+    out = tmp_path / "s.jsonl"
+    grid = ["--batch-sizes", "1", "--actions", "0", "--repeats", "1"]
+    first = run_cli(*sweep_args, *grid, "--out", out)
+    assert first.exit_code == 0, first.stderr
+    row = json.loads(out.read_text())
+    assert row["hardware"] == "RTX4060_Laptop" and row["provenance"] == "emulated"
+    row[column] = value
+    before = json.dumps(row) + "\n"
+    out.write_text(before)
+    again = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0", "--repeats", "2", "--out", out, "--resume")
+    assert again.exit_code == 2
+    line = one_error_line(again.stderr)
+    assert f"{column}={value!r}" in line and "cannot resume" in line
+    assert out.read_text() == before

@@ -546,8 +546,7 @@ def run_sweep(
         summary = SweepSummary(out_path, skipped=mine - len(todo), one_launch_per_config=one_launch_per_config)
         created_logs = _make_log_dir(settings.log_dir)
         try:
-            if complete is not None:  # drop the partial last line of a killed sweep (and retried rows)
-                write_bytes_atomic(out_path, complete, error=HarnessError)
+            check_same_world(existing, out_path)
             with contextlib.ExitStack() as stack:
                 execute: Callable[[SweepPlan, RowSink], None]
                 if pool is not None and setup is not None:
@@ -557,6 +556,7 @@ def run_sweep(
 
                 else:
                     gpu = stack.enter_context(_opened(device))
+                    check_same_world(existing, out_path, mine=_device_world(settings, gpu))
                     executor = LaunchExecutor(
                         settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
                     )
@@ -564,6 +564,8 @@ def run_sweep(
                     def execute(p: SweepPlan, sink: RowSink) -> None:
                         execute_plan(p, executor, sink)
 
+                if complete is not None:  # drop the partial last line of a killed sweep (and retried rows)
+                    write_bytes_atomic(out_path, complete, error=HarnessError)
                 sink = RowSink(stack.enter_context(RowWriter(out_path)), reporter, summary)
                 if adaptive:
                     _run_adaptive(plan, existing, sink, execute)
@@ -572,6 +574,16 @@ def run_sweep(
         finally:
             _remove_empty_dirs(created_logs)  # the log folder this sweep created and left empty
     return summary
+
+
+def _device_world(settings: MeasureSettings, gpu: GpuDevice) -> dict[str, Any]:
+    """This sweep's world columns (:data:`WORLD_COLUMNS`) from its opened device."""
+    limit = getattr(gpu, "power_limit_w", None)
+    return {
+        "hardware": settings.hardware or gpu.name,
+        "power_limit_watts": limit if isinstance(limit, (int, float)) else None,
+        "provenance": getattr(gpu, "provenance", None),
+    }
 
 
 def _run_adaptive(
@@ -723,6 +735,55 @@ def check_resumable(
                 f"sweep's grid it is {'nothing' if point is None else f'bs={point.batch_size} {point.action}'} "
                 f"(use the same --batch-sizes and --actions)"
             )
+
+
+#: Columns that say which world a row was measured in: one sweep file (resumed or merged)
+#: holds one world. ``profile`` names the emulated GPU's performance model.
+WORLD_COLUMNS: tuple[str, ...] = ("hardware", "power_limit_watts", "provenance", "profile")
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(float(a) - float(b)) <= 1e-6 * max(1.0, abs(float(a)), abs(float(b)))
+    return bool(a == b)
+
+
+def check_same_world(
+    rows: Sequence[dict[str, Any]],
+    where: Path | str,
+    *,
+    verb: str = "resume",
+    mine: dict[str, Any] | None = None,
+    first: str = "its first row",
+) -> None:
+    """Refuse rows of more than one world (:data:`WORLD_COLUMNS`: another hardware name,
+    power limit, provenance (measured, emulated, simulated) or emulated performance
+    model), among themselves or against ``mine`` (this sweep's device), naming the
+    difference. A column a row lacks is not compared.
+
+    Raises:
+        ConfigError: ``"<where>: cannot <verb>: its rows have hardware='RTX4060_Laptop',
+            this sweep has 'H100' (another world: ...)"``.
+    """
+    reference: dict[str, Any] = {}
+    label = first
+    if mine is not None:
+        reference = {k: v for k, v in mine.items() if v is not None}
+        label = "this sweep"
+    for row in rows:
+        for key in WORLD_COLUMNS:
+            value = row.get(key)
+            if value is None:
+                continue
+            if key not in reference:
+                reference[key] = value
+                continue
+            if not _same_value(reference[key], value):
+                theirs = f"row index={row.get('index')} repeat={row.get('repeat')}"
+                raise ConfigError(
+                    f"{where}: cannot {verb}: {theirs} has {key}={value!r}, {label} has {reference[key]!r} "
+                    "(rows of another GPU, power limit or provenance never share one file)"
+                )
 
 
 def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path: Path | str, verb: str) -> None:
