@@ -90,20 +90,24 @@ def _sharegpt(path: Path, text: str) -> list[str]:
 
 
 def _jsonl(path: Path, text: str, target: str) -> list[str]:
-    prompts: list[str] = []
-    template = None
+    prompts: list[str | None] = []
+    conversations: list[tuple[int, int, Any]] = []  # (slot in prompts, line, messages)
     for lineno, row in parse_jsonl(text, path):
         if isinstance(row, dict) and isinstance(row.get("prompt"), str) and row["prompt"]:
             prompts.append(row["prompt"])
         elif isinstance(row, dict) and "messages" in row:
             _check_messages(row["messages"], path, lineno)
-            template = template or _chat_template(target, path, lineno)
-            prompts.append(template(row["messages"]))
+            conversations.append((len(prompts), lineno, row["messages"]))
+            prompts.append(None)
         else:
             raise DataError(
                 'expected {"prompt": "<text>"} or {"messages": [...]}', path=path, line=lineno, field="prompt"
             )
-    return prompts
+    if conversations:
+        rendered = _chat_template(target, path, conversations[0][1])([m for _, _, m in conversations])
+        for (slot, _, _), text_ in zip(conversations, rendered, strict=True):
+            prompts[slot] = text_
+    return [p for p in prompts if p is not None]
 
 
 def _check_messages(messages: Any, path: Path, lineno: int) -> None:
@@ -122,25 +126,34 @@ def _check_messages(messages: Any, path: Path, lineno: int) -> None:
 
 
 def _chat_template(target: str, path: Path, lineno: int) -> Any:
-    """A function rendering ``messages`` with the target tokenizer's chat template.
+    """A function rendering a list of ``messages`` lists with the target tokenizer's chat
+    template, in a child process under a time and memory limit
+    (:func:`specband.bounded.run_bounded`: the Jinja sandbox bounds neither).
 
     Raises:
-        ConfigError: transformers is missing, or the target has no loadable tokenizer
-            with a chat template.
+        ConfigError: transformers is missing; the target has no loadable tokenizer with a
+            chat template; the template raised (``raise_exception``, an undefined
+            attribute, a sandbox refusal), ran past the time limit or exceeded the memory
+            limit (one line each).
     """
-    where = f"--prompts {path}:{lineno}: messages need the target's chat template"
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise ConfigError(f"{where}, which needs transformers (pip install transformers)") from None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True, trust_remote_code=False)
-    except Exception as exc:
-        raise ConfigError(f"{where}: cannot load the tokenizer of --target {target} ({type(exc).__name__})") from None
-    if not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(f"{where}: --target {target} has no chat template")
+    import importlib.util
 
-    def render(messages: Sequence[dict[str, str]]) -> str:
-        return str(tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))
+    from specband.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
+
+    where = f"--prompts {path}:{lineno}: messages need the target's chat template"
+    if importlib.util.find_spec("transformers") is None:
+        raise ConfigError(f"{where}, which needs transformers (pip install transformers)")
+
+    def render(conversations: Sequence[Sequence[dict[str, str]]]) -> list[str]:
+        out = run_bounded(
+            "render_chat_template",
+            [target, [list(m) for m in conversations]],
+            what=f"{where} (--target {target})",
+            time_s=CHAT_TEMPLATE_TIME_S,
+            memory_bytes=CHAT_TEMPLATE_MEMORY_BYTES,
+        )
+        if not isinstance(out, list) or len(out) != len(conversations) or not all(isinstance(t, str) for t in out):
+            raise ConfigError(f"--prompts {path}: the chat template of --target {target} rendered no text")
+        return out
 
     return render
