@@ -49,6 +49,7 @@ from typing import IO, Any
 from specband.errors import ConfigError, DataError, SpecbandError
 
 __all__ = [
+    "check_name_lengths",
     "check_out_path",
     "given_path",
     "read_bytes_bounded",
@@ -315,7 +316,28 @@ def given_path(option: str, text: str | os.PathLike[str]) -> Path:
     """
     if not str(text).strip():
         raise ConfigError(f"{option}: empty")
-    return Path(text)
+    path = Path(text)
+    check_name_lengths(path, option=option)
+    return path
+
+
+#: Longest file name (one path component) in bytes: ``NAME_MAX`` of Linux file systems.
+NAME_MAX = 255
+
+
+def check_name_lengths(path: str | os.PathLike[str], *, option: str, error: type[SpecbandError] = ConfigError) -> None:
+    """Refuse a path with a component over :data:`NAME_MAX` bytes (and room for the
+    ``.<name>.<random>.tmp`` temporary file an atomic write makes next to it).
+
+    Raises:
+        error: ``"<option> <path>: file name too long (<n> bytes; at most 230)"``.
+    """
+    limit = NAME_MAX - 25  # ".<name>.<12 hex>.tmp" and a ".lock" / ".logs" suffix fit
+    for part in Path(path).parts:
+        n = len(os.fsencode(part))
+        if n > limit:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            raise error(f"{option} {shown}: file name too long ({n} bytes; at most {limit})")
 
 
 def check_out_path(path: str | os.PathLike[str], *, overwrite: bool = False, option: str = "--out") -> Path:

@@ -747,7 +747,7 @@ def is_report_dir(path: str | Path) -> bool:
         doc = json.loads(
             read_text_bounded(Path(path) / "evaluation.json", limit=MAX_CONFIG_FILE_BYTES, kind="JSON file")
         )
-    except (OSError, ValueError, SpecbandError):
+    except (OSError, ValueError, RecursionError, SpecbandError):
         return False
     schema = doc.get("schema") if isinstance(doc, dict) else None
     return isinstance(schema, str) and schema.partition("/")[0] == JSON_SCHEMA.partition("/")[0]

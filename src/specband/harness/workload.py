@@ -76,6 +76,10 @@ def _sharegpt(path: Path, text: str) -> list[str]:
         items = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"not valid JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    except RecursionError:
+        raise DataError("not valid JSON (nested too deeply)", path=path) from None
+    if not isinstance(items, list):
+        raise DataError("expected a JSON list of ShareGPT conversations", path=path)
     prompts = []
     for i, item in enumerate(items):
         turns = item.get("conversations") if isinstance(item, dict) else None

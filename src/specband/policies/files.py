@@ -92,3 +92,5 @@ def read_json(path: str | Path) -> Any:
         raise ArtifactError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     except ValueError as exc:
         raise ArtifactError(f"{p}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ArtifactError(f"{p}: not valid JSON (nested too deeply)") from None
