@@ -351,6 +351,28 @@ def _policy_file_hashes(folder: Path, policies: Mapping[str, Policy]) -> dict[st
     }
 
 
+def _foreign_policy_files(out: Path) -> list[str]:
+    """Files inside the algorithm folders of the specband folder ``out`` that its
+    manifest's ``files`` does not list (a user's own; none known for an older manifest
+    without ``files``)."""
+    try:
+        files = load_manifest(out).files
+    except ArtifactError:
+        return []
+    if not files:
+        return []
+    found = []
+    for name in ALGORITHMS:
+        folder = out / name
+        if not folder.is_dir():
+            continue
+        for p in sorted(folder.rglob("*")):
+            rel = p.relative_to(out).as_posix()
+            if (p.is_file() or p.is_symlink()) and rel not in files:
+                found.append(rel)
+    return found
+
+
 def save_artifacts(
     policies: Mapping[str, Policy],
     out_dir: str | Path,
@@ -382,6 +404,7 @@ def save_artifacts(
     if out.is_dir() and (out / MANIFEST_FILE).is_file():
         known = {MANIFEST_FILE, MODEL_CARD_FILE, *ALGORITHMS}
         foreign = sorted(p.name for p in out.iterdir() if p.name not in known)
+        foreign += _foreign_policy_files(out)
         if foreign:
             raise ArtifactError(
                 f"{out}: also holds {', '.join(foreign)}, which specband did not write; training would replace "

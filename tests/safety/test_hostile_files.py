@@ -226,3 +226,28 @@ def test_implicit_folder_is_announced_and_never_unpickled(
         res = run_cli(*args)
         assert not marker.exists(), res.stderr
         assert res.exit_code == 2, res.stderr
+
+
+def test_retraining_keeps_a_users_own_files_in_an_algorithm_folder(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "models"
+    assert run_cli("train", "--algo", "linucb", "--out", out).exit_code == 0
+    notes = out / "linucb" / "my-notes.txt"
+    notes.write_text("mine\n")
+    again = run_cli("train", "--algo", "linucb", "--out", out)
+    assert again.exit_code == 2
+    assert "linucb/my-notes.txt" in again.stderr and "did not write" in again.stderr
+    assert notes.read_text() == "mine\n"
+    notes.unlink()
+    assert run_cli("train", "--algo", "linucb", "--out", out).exit_code == 0
+
+
+@pytest.mark.parametrize("scale", ["1e300", "1e-300"])
+def test_absurd_time_scales_are_one_line(run_cli, tmp_path: Path, scale: str) -> None:
+    result = run_cli(
+        "sweep", "--target", "m", "--draft", "d", "--time-scale", scale, "--device", "emulated",
+        "--server-command", "false", "--out", tmp_path / "s.jsonl",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "time scale" in line
+    assert not (tmp_path / "s.jsonl").exists()
