@@ -77,3 +77,24 @@ def test_sweep_with_gpus_refuses_cuda_visible_devices(run_cli, tmp_path) -> None
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: --env CUDA_VISIBLE_DEVICES=3: specband sets")
     assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_dry_run_shows_env_and_imports_no_factory(run_cli, tmp_path) -> None:
+    marker = tmp_path / "imported"
+    module = tmp_path / "evil_factory.py"
+    module.write_text(f"open({str(marker)!r}, 'w').close()\ndef make(hardware):\n    raise SystemExit(9)\n")
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        result = run_cli(
+            "sweep", "--target", "m", "--draft", "d", "--batch-sizes", "1", "--actions", "0",
+            "--device", "emulated", "--emulator-model", "evil_factory:make", "--server-command",
+            "python -m specband emulate", "--env", "HF_HOME=/tmp/my hub", "--dry-run", "--out", tmp_path / "s.jsonl",
+        )  # fmt: skip
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert not marker.exists()
+    launches = [line for line in result.stdout.splitlines() if not line.startswith("#")]
+    assert launches and all("HF_HOME='/tmp/my hub'" in line for line in launches)

@@ -428,7 +428,12 @@ def register(app: typer.Typer) -> None:
                 from specband.emulator.models import load_performance_model
 
                 state = emulator_state or out.with_name(out.name + ".gpu-state.json")
-                model = load_performance_model(emulator_model, emulator_hardware)
+                # a dry run imports no module:function factory (importing runs its code)
+                model = (
+                    None
+                    if dry_run and ":" in emulator_model
+                    else load_performance_model(emulator_model, emulator_hardware)
+                )
                 emulated = {
                     "state_path": state,
                     "model": model,
@@ -492,7 +497,7 @@ def register(app: typer.Typer) -> None:
                     typer.echo("# --adaptive: pass 0 below; later passes re-measure only the contenders")
                     plan = dataclasses.replace(plan, repeats=1)
                 for command in plan.launch_commands(settings):
-                    typer.echo(format_launch(command))
+                    typer.echo(format_launch(command, server_env))
                 return
 
             reporter = _RichReporter(quiet, version_warning)

@@ -393,10 +393,12 @@ def build_launch_command(
     return command
 
 
-def format_launch(command: Sequence[str]) -> str:
-    """A launch as one shell line: :data:`SGLANG_ENV` assignments, then the shell-quoted
-    command (``launch --dry-run`` and ``sweep --dry-run`` print this)."""
-    env_text = " ".join(f"{k}={v}" for k, v in SGLANG_ENV.items())
+def format_launch(command: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """A launch as one shell line: :data:`SGLANG_ENV` assignments and then ``env`` (the
+    ``--env`` values, shell-quoted), then the shell-quoted command (``launch --dry-run``
+    and ``sweep --dry-run`` print this)."""
+    merged = {**SGLANG_ENV, **dict(env or {})}
+    env_text = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in merged.items())
     return f"{env_text} {shlex.join(command)}"
 
 
