@@ -122,3 +122,35 @@ def test_the_lock_of_a_new_file_covers_its_symlinked_folder(tmp_path: Path) -> N
     os.symlink(real, tmp_path / "alias")
     with SweepLock(real / "new.jsonl"), pytest.raises(SweepBusyError):
         SweepLock(tmp_path / "alias" / "new.jsonl").acquire()
+
+
+def test_a_disk_that_fills_mid_sweep_is_one_error(tmp_path: Path) -> None:
+    import errno
+
+    class FullDisk:
+        """A file whose writes reach a full disk: every flush and close fails."""
+
+        def __init__(self, fh) -> None:
+            self.fh = fh
+
+        def write(self, text: str) -> int:
+            return len(text)
+
+        def flush(self) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def fileno(self) -> int:
+            return self.fh.fileno()
+
+        def close(self) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "rows.jsonl"
+    out.write_text('{"index": 0}\n')
+    with (
+        pytest.raises(SpecbandError, match=r"cannot write a row \(No space left on device\)"),
+        RowWriter(out) as writer,
+    ):
+        writer._fh = FullDisk(writer._fh)
+        writer.append({"index": 1})  # __exit__ closes without a second error
+    assert out.read_text() == '{"index": 0}\n'

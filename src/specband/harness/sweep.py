@@ -408,8 +408,14 @@ class RowWriter:
             self.rows += 1
 
     def close(self) -> None:
-        """Close the file."""
-        self._fh.close()
+        """Close the file. A flush that fails here (the disk filled while a row was being
+        written: :meth:`append` already raised for it) is not raised a second time; every
+        row before it was fsynced, and a partial last line is dropped on ``--resume``."""
+        try:
+            self._fh.close()
+        except OSError:
+            with contextlib.suppress(OSError, ValueError):
+                os.close(self._fh.fileno())
 
     def __enter__(self) -> RowWriter:
         return self
