@@ -28,14 +28,17 @@ __all__ = [
     "CHAT_TEMPLATE_TIME_S",
     "FUNCTIONS",
     "BoundedError",
+    "count_tokens",
     "render_chat_template",
     "render_jinja_sandboxed",
     "run_bounded",
 ]
 
-#: Wall-clock limit of rendering a workload's chat templates, real seconds. Basis: a
-#: Llama 3 template renders a conversation in under 1 ms; loading the tokenizer takes ~2 s.
-CHAT_TEMPLATE_TIME_S = 60.0
+#: Wall-clock limit of rendering a workload's chat templates (or counting its tokens),
+#: real seconds. Basis: a Llama 3 template renders a conversation in under 1 ms; importing
+#: transformers and loading a tokenizer takes 2-5 s idle and was seen at ~35 s on a
+#: 2-core machine under load: 300 s bounds a hostile template without failing a slow start.
+CHAT_TEMPLATE_TIME_S = 300.0
 #: Address-space limit of the rendering child, bytes (2 GiB: Python, transformers and a
 #: tokenizer need ~600 MiB; the prompts file is bounded at 1 GiB of text).
 CHAT_TEMPLATE_MEMORY_BYTES = 2 << 30
@@ -76,10 +79,20 @@ def render_chat_template(target: str, conversations: list[list[dict[str, str]]])
     ]
 
 
+def count_tokens(target: str, prompts: list[str]) -> list[int]:
+    """The number of tokens the target's tokenizer makes of each prompt (as sglang
+    tokenizes ``/generate`` text: special tokens added). Runs in the child."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True, trust_remote_code=False)
+    return [len(tokenizer(p)["input_ids"]) for p in prompts]
+
+
 #: The functions a child may run, by name.
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "render_jinja_sandboxed": render_jinja_sandboxed,
     "render_chat_template": render_chat_template,
+    "count_tokens": count_tokens,
 }
 
 

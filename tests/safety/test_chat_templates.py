@@ -16,7 +16,7 @@ from specband.harness.workload import load_prompts
 MESSAGES = [[{"role": "user", "content": "hi"}]]
 
 
-def _render(template: str, *, time_s: float = 20.0, memory_bytes: int = 1 << 30) -> Any:
+def _render(template: str, *, time_s: float = 120.0, memory_bytes: int = 1 << 30) -> Any:
     return run_bounded(
         "render_jinja_sandboxed",
         [template, MESSAGES],
@@ -91,3 +91,25 @@ def test_a_targets_hostile_template_is_one_error_line(
     with pytest.raises(ConfigError, match=message) as exc:
         load_prompts(prompts, str(target))
     assert "\n" not in str(exc.value) and str(prompts) in str(exc.value)
+
+
+def test_a_prompt_longer_than_the_targets_context_is_refused(tmp_path: Path, require_module: Any) -> None:
+    require_module("tokenizers")
+    require_module("transformers")
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    from specband.errors import DataError
+
+    inner = Tokenizer(WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    inner.pre_tokenizer = pre_tokenizers.Whitespace()
+    target = tmp_path / "target"
+    PreTrainedTokenizerFast(tokenizer_object=inner, unk_token="<unk>").save_pretrained(target)
+    (target / "config.json").write_text(json.dumps({"max_position_embeddings": 4}))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "a b"}) + "\n" + json.dumps({"prompt": "a b c d e f"}) + "\n")
+    with pytest.raises(DataError, match=r"prompt 2: 6 tokens, longer than the target's context of 4"):
+        load_prompts(prompts, str(target))
+    prompts.write_text(json.dumps({"prompt": "a b"}) + "\n")
+    assert load_prompts(prompts, str(target)).prompts == ("a b",)

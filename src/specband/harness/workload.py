@@ -68,7 +68,56 @@ def load_prompts(path: Path, target: str) -> Workload:
     prompts = _sharegpt(path, text) if stripped.startswith("[") else _jsonl(path, text, target)
     if not prompts:
         raise DataError("no prompt in the file", path=path)
+    check_context(prompts, target, path)
     return Workload(Path(path).name, tuple(prompts))
+
+
+def target_context(target: str) -> int | None:
+    """The target's context length (``max_position_embeddings`` of its local
+    ``config.json``), or ``None`` when it has none that can be read."""
+    config = Path(target) / "config.json"
+    try:
+        data = json.loads(read_text_bounded(config, limit=1 << 20, kind="model config file", error=ConfigError))
+    except (OSError, ValueError, RecursionError, ConfigError):
+        return None
+    value = data.get("max_position_embeddings") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def check_context(prompts: Sequence[str], target: str, path: Path) -> None:
+    """Refuse a prompt longer than the target's context (tokens counted with the target's
+    own tokenizer, in a bounded child: :func:`specband.bounded.run_bounded`). Nothing is
+    checked for a target without a local ``config.json`` and tokenizer, or without
+    transformers.
+
+    Raises:
+        DataError: ``"<path>: prompt <n>: <t> tokens, longer than the target's context of
+            <c> (max_position_embeddings)"``.
+        ConfigError: the tokenizer failed or ran past its limits (one line).
+    """
+    import importlib.util
+
+    from specband.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
+
+    context = target_context(target)
+    folder = Path(target)
+    has_tokenizer = (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file()
+    if context is None or not has_tokenizer or importlib.util.find_spec("transformers") is None:
+        return
+    counts = run_bounded(
+        "count_tokens",
+        [target, list(prompts)],
+        what=f"--prompts {path}: counting tokens with the tokenizer of --target {target}",
+        time_s=CHAT_TEMPLATE_TIME_S,
+        memory_bytes=CHAT_TEMPLATE_MEMORY_BYTES,
+    )
+    for n, count in enumerate(counts if isinstance(counts, list) else [], start=1):
+        if isinstance(count, int) and count > context:
+            raise DataError(
+                f"prompt {n}: {count} tokens, longer than the target's context of {context} "
+                "(max_position_embeddings in its config.json)",
+                path=path,
+            )
 
 
 def _sharegpt(path: Path, text: str) -> list[str]:
