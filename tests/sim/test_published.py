@@ -214,3 +214,28 @@ def test_readme_states_the_published_errors(report) -> None:
     assert "/".join(f"{100 * c.error:+.1f}" for c in serving) + " %" in section
     power = next(c for c in report.comparisons if c.row.metric == "decode_power_w")
     assert f"simulated {power.simulated[0]:.0f}-{power.simulated[1]:.0f} W" in section
+
+
+def test_simulate_extended_action_set_and_train_refuses_it(run_cli, tmp_path) -> None:
+    from specband.actions import EXTENDED_ACTIONS
+
+    out = tmp_path / "ext.jsonl"
+    res = run_cli(
+        "simulate", "--profile", "h200", *("--target-config", "llama-3.1-8b-instruct"),
+        *("--draft-config", "eagle3-llama-3.1-8b-instruct"), "--actions", "extended",
+        *("--batch-sizes", "1", "--repeats", "1", "--out", out),
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert "[extended action set: 44 actions]" in res.stdout
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["steps"], r["topk"], r["num_draft_tokens"]) for r in rows] == [tuple(a) for a in EXTENDED_ACTIONS]
+    speed = {(r["steps"], r["topk"], r["num_draft_tokens"]): r["speed_tok_s"] for r in rows}
+    # SpecBundle's best measured chain, which the contract cannot express
+    assert speed[(7, 1, 8)] > speed[(3, 1, 4)] and speed[(7, 1, 8)] > speed[(7, 4, 8)]
+    # the published model formats stay contract-only: train refuses extended rows in one line
+    res = run_cli("train", out, "--out", tmp_path / "models", "--algo", "lookup_table")
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1
+    assert "not one of the 19 contract actions" in res.stderr and "ext.jsonl:" in res.stderr
+    assert not (tmp_path / "models").exists()
+    res = run_cli("simulate", "--actions", "all", "--out", tmp_path / "x.jsonl")
+    assert res.exit_code == 2 and "--actions must be one of contract, extended" in res.stderr

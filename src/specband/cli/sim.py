@@ -75,6 +75,13 @@ def register(app: typer.Typer) -> None:
             help="acceptance profile's workload (e.g. mt-bench; default: the model pair's own, mt-bench for the "
             "Llama-3.1-8B pair); a pair or workload no profile covers borrows one and says which",
         ),
+        actions: str = typer.Option(
+            "contract",
+            "--actions",
+            metavar="SET",
+            help="action set of the sweep: 'contract' (the 19 actions) or 'extended' (sglang "
+            "bench_speculative.py's full grid: steps 0-7, topk up to 8, draft tokens up to 32; 44 actions)",
+        ),
         batch_sizes: str = typer.Option(
             "1,4,8,16",
             "--batch-sizes",
@@ -173,6 +180,9 @@ def register(app: typer.Typer) -> None:
             from specband.batchlist import parse_batch_sizes
 
             sizes = parse_batch_sizes(batch_sizes)
+            from specband.actions import action_set
+
+            chosen_actions = action_set(actions)
             if seed < 0:
                 raise ConfigError(f"--seed must be >= 0, got {seed}")
         profile = profile or "rtx4060-laptop"
@@ -199,7 +209,7 @@ def register(app: typer.Typer) -> None:
             return
         from specband.sim import simulate_sweep, write_sweep
 
-        rows = simulate_sweep(model, batch_sizes=sizes, repeats=repeats, seed=seed)
+        rows = simulate_sweep(model, batch_sizes=sizes, repeats=repeats, seed=seed, actions=chosen_actions)
         write_sweep(rows, out_path, overwrite=force)
         errors = sum(1 for r in rows if r["error"])
         mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
@@ -207,6 +217,8 @@ def register(app: typer.Typer) -> None:
             mark += " [power: published fit, rows carry power_source]"
         elif not model.profile.power_measured:
             mark += " [power UNMEASURED: rows carry power_w_range]"
+        if actions != "contract":
+            mark += f" [{actions} action set: {len(chosen_actions)} actions]"
         say(
             f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
             f"seed {seed} -> {out_path}"
