@@ -239,3 +239,12 @@ def test_simulate_extended_action_set_and_train_refuses_it(run_cli, tmp_path) ->
     assert not (tmp_path / "models").exists()
     res = run_cli("simulate", "--actions", "all", "--out", tmp_path / "x.jsonl")
     assert res.exit_code == 2 and "--actions must be one of contract, extended" in res.stderr
+
+
+def test_committed_profiles_hold_what_the_published_fit_gives() -> None:
+    from specband.sim.published_fit import fit_all
+
+    for name, values in fit_all().items():
+        prof = load_profile(name)
+        for key, value in values.items():
+            assert getattr(prof, key) == pytest.approx(value, rel=0.01, abs=1e-9), (name, key)
