@@ -44,7 +44,7 @@ def folder_algorithms(folder: Path) -> tuple[str, ...]:
         return ()
 
 
-def recommend(
+def recommend(  # noqa: C901, PLR0915
     batch_size: int,
     algo: str = "lookup_table",
     models: str | Path | None = None,

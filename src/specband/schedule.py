@@ -645,3 +645,83 @@ def check_vllm_schedule(schedule: Any, num_speculative_tokens: Any) -> list[tupl
     if parsed[0][0] != 1:
         raise ConfigError("the first batch-size range must start at 1")
     return parsed
+
+
+def new_auto_schedule_file(log: Path) -> Path:
+    """A new, empty file for the schedule ``launch --schedule auto`` builds: beside the
+    server log, named ``<log>.schedule-<random>.json`` and created with ``O_EXCL`` (so no
+    file of the user's is ever overwritten). The launch owns it and removes it when it ends.
+
+    Raises:
+        ConfigError: the log's folder cannot be written.
+    """
+    import os
+    import tempfile
+
+    from specband.errors import ConfigError
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{log.name}.schedule-", suffix=".json", dir=log.parent)
+    except OSError as exc:
+        raise ConfigError(f"--log {log}: cannot write the schedule beside it ({exc.strerror or exc})") from None
+    os.close(fd)
+    return Path(name)
+
+
+def schedule_for_launch(
+    schedule: str,
+    algo: str,
+    models: Path | None,
+    data: Path | None,
+    *,
+    notes: list[str],
+    auto_file: Path | None = None,
+    log: Path = Path("specband-server.log"),
+) -> dict[str, Any]:
+    """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
+    has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
+
+    ``FILE`` is read and checked with sglang's rules; ``auto`` builds the schedule of
+    ``specband schedule --engine sglang`` for ``--algo``/``--models`` and writes it to
+    ``auto_file`` (:func:`new_auto_schedule_file`, owned by the launch); with ``auto_file``
+    ``None`` (a dry run) nothing is written: the note holds the schedule and the command
+    line names ``<log>.schedule-XXXXXXXX.json``.
+
+    Returns:
+        ``path`` (the config file), ``entries`` (tier -> entry), ``action`` (the chain
+        config sglang starts from: ``--speculative-num-steps`` = sglang's own default) and
+        ``extra_args`` (``--speculative-adaptive --speculative-adaptive-config FILE``).
+
+    Raises:
+        ConfigError: an unreadable or invalid file, or a schedule that never speculates.
+    """
+    import sys
+
+    sch = sys.modules[__name__]
+    from specband.errors import ConfigError
+    from specband.fileio import write_text_atomic
+
+    if schedule == "auto":
+        obj = sch.sglang_adaptive_config(sch.merge_tiers(sch.pick_chain_tiers(sch.load_scorer(algo, models, data))))
+        entries = sch.check_sglang_adaptive_config(obj)
+        path = auto_file or log.with_name(f"{log.name}.schedule-XXXXXXXX.json")
+        sch.sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
+        tiers = ", ".join(map(str, sorted(entries)))
+        if auto_file is None:
+            notes.append(
+                f"--schedule auto (dry run, nothing written): {algo}'s schedule {json.dumps(obj)} (tiers {tiers}); "
+                f"a launch writes it beside --log and removes it when it ends"
+            )
+        else:
+            write_text_atomic(auto_file, json.dumps(obj, indent=2) + "\n", error=ConfigError)
+            notes.append(f"--schedule auto: wrote {algo}'s schedule to {auto_file} (tiers {tiers}; removed at the end)")
+    else:
+        path = Path(schedule)
+        entries = sch.read_sglang_adaptive_config(path)
+    flags = sch.sglang_schedule_flags(path, entries, None)
+    return {
+        "path": path,
+        "entries": entries,
+        "action": sch.chain_action(sch.sglang_initial_steps(entries)),
+        "extra_args": flags[flags.index("--speculative-adaptive") :],
+    }

@@ -60,16 +60,56 @@ def build_app(command: str | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
-        rich_markup_mode=None,
+        rich_markup_mode="rich",
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_root)
     modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for module in modules:
         importlib.import_module(f"specband.cli.{module}").register(app)
+    for info in app.registered_commands:  # each command under its stage in --help
+        if info.name in STAGES:
+            info.rich_help_panel = STAGES[info.name]
+    order = list(dict.fromkeys(STAGES.values()))
+    app.registered_commands.sort(key=lambda info: order.index(STAGES.get(info.name or "", "Tools")))
     return app
 
 
-def _root() -> None:
+#: ``--help`` panel of each command: the stage of the work it belongs to.
+STAGES: dict[str, str] = {
+    "sweep": "Measure",
+    "emulate": "Measure",
+    "import-bench": "Measure",
+    "merge": "Measure",
+    "train": "Learn",
+    "evaluate": "Learn",
+    "simulate": "Learn",
+    "recommend": "Deploy",
+    "schedule": "Deploy",
+    "launch": "Deploy",
+    "actions": "Tools",
+    "doctor": "Tools",
+}
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"specband {version('specband')}")
+        except PackageNotFoundError:
+            from specband import __version__
+
+            print(f"specband {__version__}")
+        raise typer.Exit(0)
+
+
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", help="Print specband's version and exit.", callback=_version, is_eager=True
+    ),
+) -> None:
     """specband: energy-band-aware EAGLE3 flags for sglang."""
 
 
@@ -77,6 +117,12 @@ def _run(args: list[str]) -> Any:
     """Run one command line: the plain-option fast path for :data:`FAST_COMMANDS`, else typer."""
     command = args[0] if args else None
     app = build_app(command)
+    if not args:  # `specband` alone: the help text on stderr, exit 2 (a usage error)
+        import contextlib
+
+        with contextlib.redirect_stdout(sys.stderr):
+            app(args=["--help"], prog_name="specband", standalone_mode=False)
+        return ExitCode.BAD_INPUT
     if command in FAST_COMMANDS:
         from typer.core import TyperGroup
         from typer.main import get_command

@@ -15,22 +15,11 @@ from typing import Any
 
 import typer
 
+from specband.cli.output import note as _note
+from specband.cli.output import print_power_label as _print_power_label
+from specband.cli.output import say
 from specband.limits import MAX_BATCH_SIZE, MAX_SEED
 from specband.recommend import DEFAULT_MODELS_DIR
-
-
-def say(text: str, *, err: bool = False) -> None:
-    """Print ``text`` as one line (on stderr with ``err``), its unprintable characters
-    escaped (:func:`specband.errors.one_line`): the one way every success, note and
-    warning line that names a path or a value from the user is printed, so that a file
-    name holding a newline cannot split it or pose as a second line."""
-    from specband.errors import one_line
-
-    print(one_line(text), file=sys.stderr if err else sys.stdout)
-
-
-def _note(message: str) -> None:
-    say(f"note: {message}", err=True)
 
 
 def _out_path(text: str) -> Path:
@@ -54,7 +43,7 @@ class FeatureChoice(str, enum.Enum):
     pre = "pre"
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:  # noqa: C901, PLR0915
     """Add the core commands to ``app``."""
 
     @app.command("actions")
@@ -296,16 +285,6 @@ def register(app: typer.Typer) -> None:
                 "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
                 "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
             )
-
-
-def _print_power_label(rows: Any) -> None:
-    """Label the printed band figures when the rows' power rests on no measurement
-    (:func:`specband.sim.power.unmeasured_power_note`)."""
-    from specband.sim.power import unmeasured_power_note
-
-    label = unmeasured_power_note(rows)
-    if label:
-        typer.echo(label)
 
 
 def _print_picks(rows: list[Any]) -> None:

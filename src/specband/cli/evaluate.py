@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
 
         warn_if_draft_rejected(sweep)
         if sweep.power_limit_assumed:
-            from specband.cli.core import _note
+            from specband.cli.output import note as _note
 
             _note(str(sweep.energy_note()))
 
@@ -145,10 +145,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(payload, indent=2))
             return
         render_tables(result)
-        from specband.cli.core import _print_power_label
+        from specband.cli.output import print_power_label
 
-        _print_power_label(sweep.rows)
-        from specband.cli.core import say
+        print_power_label(sweep.rows)
+        from specband.cli.output import say
 
         for path in written:
             say(f"wrote {path}")

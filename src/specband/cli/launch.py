@@ -31,11 +31,11 @@ from specband.cli.options import (
 from specband.limits import MAX_BATCH_SIZE
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:  # noqa: C901, PLR0915
     """Add ``launch`` to ``app``."""
 
     @app.command("launch")
-    def launch_command(
+    def launch_command(  # noqa: C901, PLR0915
         target: str = typer.Option(..., "--target", help="Target model path or id (--model-path).", metavar="MODEL"),
         draft: str | None = typer.Option(
             None,
@@ -132,12 +132,14 @@ def register(app: typer.Typer) -> None:
         status 0, since stopping is the normal way to end it. If the server exits on its
         own, its exit status is returned. Every option is checked before the GPU is read:
         bad input is one error line (exit 2)."""
-        import contextlib
+        import contextlib  # noqa: I001
         import dataclasses
 
         from specband.artifacts import validate_algorithms
-        from specband.cli.core import _note, say
-        from specband.cli.harness import _sglang_version, _warn
+        from specband.cli.output import note as _note
+        from specband.cli.output import say
+        from specband.cli.output import warn as _warn
+        from specband.harness.request import sglang_version_for as _sglang_version
         from specband.errors import ConfigError
         from specband.harness.runner import check_mem_fractions
         from specband.harness.server import ServerConfig, build_launch_command, format_launch, split_server_args
@@ -168,7 +170,7 @@ def register(app: typer.Typer) -> None:
             extra_args=split_server_args(server_arg, command="launch"),
         )
         validate_algorithms([algo])
-        from specband.doctor import check_pair_before_launch
+        from specband.pairchecks import check_pair_before_launch
 
         check_pair_before_launch(target, draft, allow_rope_mismatch=allow_rope_mismatch)
         log_created = _open_log(log, dry_run=dry_run)
@@ -181,7 +183,7 @@ def register(app: typer.Typer) -> None:
         auto_file: Path | None = None
         try:
             if schedule is not None:
-                from specband.cli.schedule import new_auto_schedule_file, schedule_for_launch
+                from specband.schedule import new_auto_schedule_file, schedule_for_launch
 
                 if schedule == "auto" and not dry_run:
                     auto_file = new_auto_schedule_file(log)

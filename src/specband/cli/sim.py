@@ -1,13 +1,13 @@
 """``specband simulate``: a simulated sweep from the calibrated performance model, and the
 model's calibration report (registered by :func:`register`)."""
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001
 
 import sys
 
 import typer
 
-from specband.cli.core import say
+from specband.cli.output import say
 from specband.cli.options import check_batch_size_list
 from specband.limits import MAX_REPEATS, MAX_SEED
 
@@ -43,11 +43,11 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
     typer.echo(format_aic_report(aic_report(chosen, data)))
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:  # noqa: C901
     """Add ``simulate`` to ``app``."""
 
     @app.command("simulate")
-    def simulate(
+    def simulate(  # noqa: C901
         profile: str | None = typer.Option(
             None,
             "--profile",

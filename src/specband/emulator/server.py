@@ -548,7 +548,7 @@ class Engine:
             owner_pid=os.getpid(),
         )
 
-    def _loop(self) -> None:
+    def _loop(self) -> None:  # noqa: C901, PLR0915
         """Decode loop. Emulated time is pinned to real time by an anchor set when the GPU
         becomes busy: step ``k`` ends at ``anchor_real + emul_k * time_scale``. The loop
         never runs more than ~1 ms (real) ahead of that schedule, and a request that
@@ -847,7 +847,7 @@ def _raise_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
+def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     """Run the emulator until SIGTERM/SIGINT.
 
     Args:

@@ -743,7 +743,7 @@ def _off_policy_values(
     return values
 
 
-def _evaluate_kind(
+def _evaluate_kind(  # noqa: PLR0913
     k: FeatureKind,
     data: Sweep,
     splits: Sequence[Split],
@@ -803,7 +803,7 @@ def _evaluate_kind(
     )
 
 
-def evaluate(
+def evaluate(  # noqa: PLR0913
     sweep: Sweep,
     *,
     holdout: str = "auto",

@@ -577,7 +577,7 @@ def _columns(result: EvaluationResult, k: str) -> list[tuple[int, EvaluationResu
     return sorted(cols, key=lambda c: c[0])
 
 
-def _figures(result: EvaluationResult, directory: Path) -> None:
+def _figures(result: EvaluationResult, directory: Path) -> None:  # noqa: C901, PLR0915
     import matplotlib
 
     matplotlib.use("Agg", force=True)

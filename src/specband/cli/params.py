@@ -1,0 +1,95 @@
+"""typer options from the request dataclasses' declarations (:mod:`specband.optionspec`):
+the one place an option's flags, help text, bounds and ``--help`` panel become a typer
+option. A command whose request is a dataclass is :func:`request_command`: its signature
+is the request's option fields, and its body receives the built request.
+
+Standard library and typer only at module level (a cold ``recommend`` stays fast).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+
+from specband.optionspec import OptionSpec, option_spec
+
+__all__ = ["PANEL_TITLES", "request_command", "typer_option"]
+
+R = TypeVar("R")
+
+#: ``--help`` panel titles of :data:`specband.optionspec.PANELS`.
+PANEL_TITLES: dict[str, str] = {
+    "grid": "Grid (what is measured)",
+    "server": "Server (how each run is launched)",
+    "telemetry": "Telemetry (how energy is read)",
+    "fleet": "Fleet (several GPUs)",
+    "emulator": "Emulator (CPU runs and tests)",
+    "model": "Model (which policy answers)",
+    "output": "Output",
+}
+
+
+def typer_option(spec: OptionSpec, default: Any) -> Any:  # typer.Option's own return type
+    """The typer option of ``spec`` with ``default`` (``...``: required)."""
+    extra: dict[str, Any] = {}
+    if spec.min is not None:
+        extra["min"] = spec.min
+    if spec.max is not None:
+        extra["max"] = spec.max
+    return typer.Option(
+        default,
+        *spec.flags,
+        help=spec.help,
+        metavar=spec.metavar,
+        show_default=spec.show_default and default is not None and default is not ... and default != [],
+        rich_help_panel=PANEL_TITLES[spec.panel],
+        **extra,
+    )
+
+
+def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Callable[..., Any]]:
+    """Decorate ``body(request)`` into a typer command whose options are the fields of the
+    dataclass ``request_type`` declared with :func:`specband.optionspec.option`; typer
+    parses them (usage errors: one line, exit 2) and ``body`` gets ``request_type(**values)``."""
+    hints = typing.get_type_hints(request_type)
+    params = []
+    choices: set[str] = set()
+    for field in dataclasses.fields(request_type):  # type: ignore[arg-type]
+        spec = option_spec(field)
+        if spec is None:
+            continue
+        factory: Any = field.default_factory
+        default = field.default if field.default is not dataclasses.MISSING else factory()
+        annotation: Any = hints[field.name]
+        if spec.choices is not None:  # typer lists an enum's values in --help and refuses others
+            annotation = enum.Enum(f"{field.name}_choice", {c: c for c in spec.choices}, type=str)  # type: ignore[misc]
+            choices.add(field.name)
+            default = annotation(default)
+        params.append(
+            inspect.Parameter(
+                field.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=typer_option(spec, default),
+                annotation=annotation,
+            )
+        )
+
+    def decorate(body: Callable[[R], Any]) -> Callable[..., Any]:
+        @functools.wraps(body)
+        def command(**values: Any) -> Any:
+            values = {k: v.value if k in choices else v for k, v in values.items()}
+            return body(request_type(**values))
+
+        del command.__wrapped__  # typer reads __signature__, not the body's
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
