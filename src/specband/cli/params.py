@@ -69,9 +69,9 @@ def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Cal
         default = field.default if field.default is not dataclasses.MISSING else factory()
         annotation: Any = hints[field.name]
         if spec.choices is not None:  # typer lists an enum's values in --help and refuses others
-            annotation = enum.Enum(f"{field.name}_choice", {c: c for c in spec.choices}, type=str)  # type: ignore[misc]
+            choice: Any = enum.Enum(f"{field.name}_choice", {c: c for c in spec.choices}, type=str)  # type: ignore[misc]
             choices.add(field.name)
-            default = annotation(default)
+            annotation, default = choice, choice(default)
         params.append(
             inspect.Parameter(
                 field.name,
