@@ -11,10 +11,73 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_MODELS_DIR", "Recommendation", "folder_algorithms", "recommend"]
+__all__ = ["DEFAULT_MODELS_DIR", "LoadedModels", "Recommendation", "folder_algorithms", "load_models", "recommend"]
 
 #: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
 DEFAULT_MODELS_DIR = "specband-models"
+
+
+# The options of every command that asks a policy (recommend, launch, schedule), declared
+# once (:mod:`specband.optionspec`); each returns a request dataclass field.
+
+
+def algo_field() -> Any:
+    """``--algo/-a``: the model card algorithm to ask."""
+    from specband.optionspec import option
+
+    return option("lookup_table", "--algo", "-a", help="Algorithm to ask.", panel="model", metavar="NAME")
+
+
+def models_field() -> Any:
+    """``--models/-m``: artifact folder or hub id (:func:`load_models`)."""
+    from specband.optionspec import option
+
+    return option(
+        None,
+        "--models",
+        "-m",
+        help="Artifact folder (from `specband train`, or the model card's layout) or a Hugging Face hub id "
+        f"(org/name[@REV], hf://org/name). Default: ./{DEFAULT_MODELS_DIR} when it exists and holds the --algo "
+        "algorithm, else the embedded policy trained on the bundled published measurements.",
+        panel="model",
+        metavar="DIR",
+        show_default=False,
+    )
+
+
+def data_field() -> Any:
+    """``--data``: the sweep of a foreign folder (:func:`load_models`)."""
+    from specband.optionspec import option
+
+    return option(
+        None,
+        "--data",
+        help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder "
+        "without a specband manifest.",
+        panel="model",
+        metavar="SWEEP",
+        show_default=False,
+    )
+
+
+def trust_pickle_field() -> Any:
+    """``--trust-pickle`` (:mod:`specband.safeload`)."""
+    from specband.optionspec import option
+
+    return option(
+        False,
+        "--trust-pickle",
+        help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
+        "specband.json, or a downloaded folder). Unpickling runs code from the file.",
+        panel="model",
+    )
+
+
+def state_field(help_text: str) -> Any:
+    """``--state TEMP_C MEM_MB UTIL_PCT``: the GPU state to decide from."""
+    from specband.optionspec import option
+
+    return option(None, "--state", help=help_text, panel="pick", metavar="TEMP_C MEM_MB UTIL_PCT", show_default=False)
 
 
 @dataclass(frozen=True)
@@ -44,7 +107,112 @@ def folder_algorithms(folder: Path) -> tuple[str, ...]:
         return ()
 
 
-def recommend(  # noqa: C901, PLR0915
+@dataclass(frozen=True)
+class LoadedModels:
+    """One algorithm's policy as every command loads it (:func:`load_models`).
+
+    Attributes:
+        algorithm: model card algorithm name.
+        folder: the artifact folder, or ``None`` for the embedded default.
+        manifest: its :class:`~specband.artifacts.Manifest` (rebuilt from ``--data`` for a
+            foreign folder).
+        policy: the fitted policy, or ``None`` for ``lookup_table``.
+        lookup_means: ``lookup_table``'s batch size -> action index -> mean reward.
+        notes: one-line notes for the user (which folder, what was ignored), in order.
+    """
+
+    algorithm: str
+    folder: Path | None
+    manifest: Any
+    policy: Any = None
+    lookup_means: Any = None
+    notes: tuple[str, ...] = ()
+
+
+def load_models(
+    algo: str,
+    models: str | Path | None = None,
+    data_path: str | Path | None = None,
+    *,
+    trust_pickle: bool = False,
+) -> LoadedModels:
+    """Load ``algo`` the one way ``recommend``, ``recommend --batch-mix``, ``schedule`` and
+    ``launch`` (``--schedule auto`` too) do: ``models`` (a folder or a hub id), else
+    ``./specband-models`` when it holds ``algo``, else the embedded default.
+
+    Args:
+        algo: model card algorithm name.
+        models: artifact folder or hub id, or ``None``.
+        data_path: sweep restricting a foreign folder's picks to measured configs.
+        trust_pickle: unpickle joblib files specband cannot vouch for (:mod:`specband.safeload`).
+
+    Raises:
+        ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
+        pickle; DataError: bad sweep; HubError: a hub id not found.
+    """
+    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
+    from specband.hub import resolve_data_file, resolve_folder
+
+    validate_algorithms([algo])
+    notes: list[str] = []
+    note = notes.append
+    policy: Any = None
+    if models is not None:
+        models = resolve_folder(models)
+    if data_path is not None:
+        data_path = resolve_data_file(data_path)
+    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
+        if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
+            models = Path(DEFAULT_MODELS_DIR)
+            note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
+        else:
+            note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
+    if models is None:
+        if data_path is not None:
+            note("--data is used with --models only; ignored")
+        if algo == "lookup_table":
+            manifest = embedded_manifest()
+            return LoadedModels(algo, None, manifest, None, manifest.mean_rewards, tuple(notes))
+        from specband.training import embedded_policy
+
+        note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
+        policy, manifest = embedded_policy(algo)
+        return LoadedModels(algo, None, manifest, policy, None, tuple(notes))
+    folder = Path(models)
+    manifest = load_manifest(folder)
+    training = None
+    if data_path is not None:
+        if manifest.foreign:
+            import dataclasses
+
+            from specband.dataset import load_sweep
+            from specband.training import build_manifest
+
+            sweep = load_sweep(data_path)
+            training = sweep.training_data(manifest.features)
+            manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
+        else:
+            note(f"{folder} has a specband manifest; --data ignored")
+    lookup_means: Any = None
+    if algo == "lookup_table":
+        from specband.policies.lookup_core import read_lookup_folder
+
+        lookup_means = read_lookup_folder(folder).means
+    else:
+        from specband.artifacts import load_policy
+
+        policy = load_policy(folder, algo, training, trust_pickle=trust_pickle)
+    if manifest.foreign and training is None:
+        note(
+            f"{folder} has no specband manifest: picking among all 19 actions from the default state "
+            "(pass --data SWEEP to restrict them to the configs measured there)"
+        )
+        if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
+            note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    return LoadedModels(algo, folder, manifest, policy, lookup_means, tuple(notes))
+
+
+def recommend(
     batch_size: int,
     algo: str = "lookup_table",
     models: str | Path | None = None,
@@ -80,70 +248,15 @@ def recommend(  # noqa: C901, PLR0915
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
     from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
-    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
     from specband.errors import ConfigError
-    from specband.hub import resolve_data_file, resolve_folder
 
-    validate_algorithms([algo])
     if draft_model is not None and not draft_model.strip():
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
-    notes: list[str] = []
+    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle)
+    notes = list(loaded.notes)
     note = notes.append
-    if models is not None:
-        models = resolve_folder(models)
-    if data_path is not None:
-        data_path = resolve_data_file(data_path)
-    policy = None
-    lookup_means = None
-    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
-        if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
-            models = Path(DEFAULT_MODELS_DIR)
-            note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
-        else:
-            note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
-    if models is None:
-        if data_path is not None:
-            note("--data is used with --models only; ignored")
-        source = "embedded (bundled published measurements)"
-        if algo == "lookup_table":
-            manifest = embedded_manifest()
-            lookup_means = manifest.mean_rewards
-        else:
-            from specband.training import embedded_policy
-
-            note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
-            policy, manifest = embedded_policy(algo)
-    else:
-        manifest = load_manifest(models)
-        training = None
-        if data_path is not None:
-            if manifest.foreign:
-                import dataclasses
-
-                from specband.dataset import load_sweep
-                from specband.training import build_manifest
-
-                sweep = load_sweep(data_path)
-                training = sweep.training_data(manifest.features)
-                manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
-            else:
-                note(f"{models} has a specband manifest; --data ignored")
-        if algo == "lookup_table":
-            from specband.policies.lookup_core import read_lookup_folder
-
-            lookup_means = read_lookup_folder(models).means
-        else:
-            from specband.artifacts import load_policy
-
-            policy = load_policy(models, algo, training, trust_pickle=trust_pickle)
-        source = str(models)
-        if manifest.foreign and training is None:
-            note(
-                f"{models} has no specband manifest: picking among all 19 actions from the default state "
-                "(pass --data SWEEP to restrict them to the configs measured there)"
-            )
-            if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
-                note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
+    source = "embedded (bundled published measurements)" if loaded.folder is None else str(loaded.folder)
     if telemetry is not None and manifest.features == "contract":
         note(
             "these policies use the contract state, whose memory and utilisation were read after each "

@@ -60,7 +60,7 @@ def build_app(command: str | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
-        rich_markup_mode="rich",
+        rich_markup_mode="markdown",
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_root)

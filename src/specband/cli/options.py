@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from specband.limits import MAX_BATCH_SIZE, MAX_GPU_INDEX, MAX_TIMEOUT_S, PORT_RANGE
+from specband.limits import MAX_BATCH_SIZE
 
 
 def check_batch_size_list(value: str) -> str:
@@ -33,18 +32,6 @@ def check_batch_size_list(value: str) -> str:
     return value
 
 
-def sglang_version_option() -> Any:  # typer.Option's own return type: the parameter's default
-    """``--sglang-version`` (``sweep``, ``launch``): the sglang release whose flag spellings
-    the launch lines use (default: the one in the server command's interpreter;
-    :func:`specband.harness.sglang_flags.resolve_sglang_version`)."""
-    return typer.Option(
-        None,
-        "--sglang-version",
-        help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
-        metavar="X.Y.Z",
-    )
-
-
 class DeviceKind(str, enum.Enum):
     """``--device`` of ``sweep``: :data:`specband.devices.DEVICE_KINDS` (a test holds the two equal)."""
 
@@ -61,32 +48,6 @@ class IdleStateDevice(str, enum.Enum):
     auto = "auto"
     nvml = "nvml"
     none = "none"
-
-
-def gpu_index_option() -> Any:  # typer.Option's own return type: the parameter's default
-    """``--gpu-index`` (``sweep``, ``launch``): the NVML index of the GPU, >= 0; ``None`` when
-    not given (GPU 0), so that ``sweep`` can refuse it beside ``--gpus``/``--ray``."""
-    return typer.Option(
-        None,
-        "--gpu-index",
-        min=0,
-        max=MAX_GPU_INDEX,
-        help="NVML index of the GPU [default: 0].",
-        show_default=False,
-        metavar="N",
-    )
-
-
-def port_option() -> Any:  # typer.Option's own return type: the parameter's default
-    """``--port`` (``sweep``, ``launch``): the server's TCP port, in
-    :data:`~specband.limits.PORT_RANGE`."""
-    return typer.Option(30000, "--port", min=PORT_RANGE[0], max=PORT_RANGE[1], metavar="N")
-
-
-def launch_timeout_option() -> Any:  # typer.Option's own return type: the parameter's default
-    """``--launch-timeout`` (``sweep``, ``launch``): seconds to wait for ``/health``, at
-    most :data:`~specband.limits.MAX_TIMEOUT_S` (> 0 is checked by the command)."""
-    return typer.Option(600.0, "--launch-timeout", help="Seconds to wait for /health.", max=MAX_TIMEOUT_S, metavar="S")
 
 
 def out_path(text: str) -> Path:

@@ -27,6 +27,7 @@ R = TypeVar("R")
 #: ``--help`` panel titles of :data:`specband.optionspec.PANELS`.
 PANEL_TITLES: dict[str, str] = {
     "grid": "Grid (what is measured)",
+    "pick": "Pick (what to decide for)",
     "server": "Server (how each run is launched)",
     "telemetry": "Telemetry (how energy is read)",
     "fleet": "Fleet (several GPUs)",

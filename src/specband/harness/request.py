@@ -90,6 +90,46 @@ def sglang_version_field(panel: str = "server") -> Any:
     )
 
 
+#: The server options that ``sweep`` and ``launch`` share: name -> (default, flag, help, metavar).
+_SERVER_OPTIONS: dict[str, tuple[Any, str, str, str | None]] = {
+    "server_command": (
+        "python -m sglang.launch_server",
+        "--server-command",
+        "Server launcher; the flags are appended.",
+        "CMD",
+    ),
+    "host": ("127.0.0.1", "--host", "Address the server listens on.", "ADDR"),
+    "mem_fraction": (0.65, "--mem-fraction-static", "sglang's --mem-fraction-static of the first launch.", "F"),
+    "retry_mem_fraction": (
+        0.55,
+        "--retry-mem-fraction",
+        "Retry a failed launch once at this fraction (0: no retry; docs/FACTS.md §1).",
+        "F",
+    ),
+    "dtype": ("float16", "--dtype", "sglang's --dtype of every launch.", "DTYPE"),
+    "attention_backend": (
+        "flashinfer",
+        "--attention-backend",
+        "Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream).",
+        "NAME",
+    ),
+    "server_arg": ([], "--server-arg", "Extra server flags, split like a shell line (repeatable).", "ARG"),
+    "allow_rope_mismatch": (
+        False,
+        "--allow-rope-mismatch",
+        "Go on even when the draft's RoPE settings differ from the target's.",
+        None,
+    ),
+}
+
+
+def server_field(name: str) -> Any:
+    """The field of the shared server option ``name`` (a key of :data:`_SERVER_OPTIONS`)."""
+    default, flag, help_text, metavar = _SERVER_OPTIONS[name]
+    panel = "grid" if name == "allow_rope_mismatch" else "server"
+    return option(default, flag, help=help_text, panel=panel, metavar=metavar)
+
+
 @dataclass(frozen=True)
 class SweepRequest:
     """Every option of ``specband sweep``, as given (the CLI fills it; tests may build one).
@@ -139,12 +179,7 @@ class SweepRequest:
     dry_run: bool = option(
         False, "--dry-run", help="Print every server command line in launch order and exit; nothing runs.", panel="grid"
     )
-    allow_rope_mismatch: bool = option(
-        False,
-        "--allow-rope-mismatch",
-        help="Sweep even when the draft's RoPE settings differ from the target's.",
-        panel="grid",
-    )
+    allow_rope_mismatch: bool = server_field("allow_rope_mismatch")
     shard: str | None = option(
         None,
         "--shard",
@@ -161,37 +196,13 @@ class SweepRequest:
     )
     quiet: bool = option(False, "--quiet", help="No progress bar.", panel="grid")
     # server: how each run is launched
-    server_command: str = option(
-        "python -m sglang.launch_server",
-        "--server-command",
-        help="Server launcher; flags are appended.",
-        panel="server",
-        metavar="CMD",
-    )
-    host: str = option("127.0.0.1", "--host", help="Address the server listens on.", panel="server", metavar="ADDR")
+    server_command: str = server_field("server_command")
+    host: str = server_field("host")
     port: int = port_field()
-    mem_fraction: float = option(
-        0.65,
-        "--mem-fraction-static",
-        help="sglang's --mem-fraction-static of the first launch.",
-        panel="server",
-        metavar="F",
-    )
-    retry_mem_fraction: float = option(
-        0.55,
-        "--retry-mem-fraction",
-        help="Retry a failed launch once at this fraction (0: no retry).",
-        panel="server",
-        metavar="F",
-    )
-    dtype: str = option("float16", "--dtype", help="sglang's --dtype of every launch.", panel="server", metavar="DTYPE")
-    attention_backend: str = option(
-        "flashinfer",
-        "--attention-backend",
-        help="Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream).",
-        panel="server",
-        metavar="NAME",
-    )
+    mem_fraction: float = server_field("mem_fraction")
+    retry_mem_fraction: float = server_field("retry_mem_fraction")
+    dtype: str = server_field("dtype")
+    attention_backend: str = server_field("attention_backend")
     launch_timeout: float = launch_timeout_field()
     cooldown: float = option(
         5.0, "--cooldown", help="Seconds to sleep after each server stops.", panel="server", metavar="S", min=0.0,
@@ -205,9 +216,7 @@ class SweepRequest:
         metavar="S",
         max=MAX_TIMEOUT_S,
     )
-    server_arg: list[str] = option(
-        [], "--server-arg", help="Extra server flag (repeatable).", panel="server", metavar="ARG"
-    )
+    server_arg: list[str] = server_field("server_arg")
     env: list[str] = option(
         [], "--env", help="KEY=VALUE for the server (repeatable).", panel="server", metavar="KEY=VALUE"
     )
