@@ -10,6 +10,7 @@ place the option is described (``--help``, the README's tables come from it).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,8 @@ class OptionSpec:
         min, max: inclusive bounds of a number (checked by the parser: a usage error).
         choices: the allowed values of a string.
         show_default: show the default in ``--help``.
+        check: a check of the value made while parsing (raises
+            :class:`~specband.errors.ConfigError`: a usage error naming the option).
     """
 
     flags: tuple[str, ...]
@@ -44,6 +47,7 @@ class OptionSpec:
     max: float | None = None
     choices: tuple[str, ...] | None = None
     show_default: bool = True
+    check: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.flags or not self.flags[0].startswith("--") or not self.help.strip():

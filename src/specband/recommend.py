@@ -11,7 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_MODELS_DIR", "LoadedModels", "Recommendation", "folder_algorithms", "load_models", "recommend"]
+from specband.limits import MAX_BATCH_SIZE
+from specband.optionspec import option
+
+__all__ = [
+    "DEFAULT_MODELS_DIR",
+    "LoadedModels",
+    "RecommendRequest",
+    "Recommendation",
+    "folder_algorithms",
+    "load_models",
+    "recommend",
+    "recommend_request",
+]
 
 #: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
 DEFAULT_MODELS_DIR = "specband-models"
@@ -78,6 +90,91 @@ def state_field(help_text: str) -> Any:
     from specband.optionspec import option
 
     return option(None, "--state", help=help_text, panel="pick", metavar="TEMP_C MEM_MB UTIL_PCT", show_default=False)
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    """Every option of ``specband recommend``, checked when it is built (one line each).
+
+    Raises:
+        ConfigError: a bad ``--format``, ``--state`` or empty ``--draft-model``; both mix
+            options, or ``--batch-size`` with one; neither ``--batch-size`` nor a mix.
+    """
+
+    batch_size: int | None = option(
+        None,
+        "--batch-size",
+        "-b",
+        help="Concurrent requests (--max-running-requests). Required unless --batch-mix or --batch-mix-from is given.",
+        panel="pick",
+        metavar="N",
+        min=1,
+        max=MAX_BATCH_SIZE,
+        show_default=False,
+    )
+    algo: str = algo_field()
+    models: Path | None = models_field()
+    state: tuple[float, float, float] | None = state_field(
+        "GPU state TEMP_C MEM_MB UTIL_PCT (for 'pre' models: the idle GPU before launch). "
+        "Default: the state the folder's picks were made from."
+    )
+    output_format: str = option(
+        "flags", "--format", "-f", help="'flags' (one line) or 'json'.", panel="output", metavar="KIND"
+    )
+    draft_model: str | None = option(
+        None,
+        "--draft-model",
+        help="EAGLE3 draft model path or id, emitted as --speculative-draft-model-path.",
+        panel="pick",
+        metavar="PATH",
+        show_default=False,
+    )
+    data: Path | None = data_field()
+    trust_pickle: bool = trust_pickle_field()
+    batch_mix: str | None = option(
+        None,
+        "--batch-mix",
+        help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with each batch size's own "
+        "pick and the regret beside it.",
+        panel="pick",
+        metavar="MIX",
+        show_default=False,
+    )
+    batch_mix_from: Path | None = option(
+        None,
+        "--batch-mix-from",
+        help="As --batch-mix, the mix read from sglang's Prometheus metrics text (samples or a histogram of "
+        "sglang:num_running_reqs).",
+        panel="pick",
+        metavar="FILE",
+        show_default=False,
+    )
+
+    def __post_init__(self) -> None:
+        from specband.errors import ConfigError
+
+        if self.output_format not in ("flags", "json"):
+            raise ConfigError(f"--format must be 'flags' or 'json', got {self.output_format!r}")
+        if self.state is not None:
+            from specband.state import check_gpu_state
+
+            check_gpu_state(*self.state, option="--state")
+        if self.draft_model is not None and not self.draft_model.strip():
+            raise ConfigError("--draft-model: empty; give the EAGLE3 draft model's path or hub id")
+        if self.is_mix:
+            if self.batch_mix is not None and self.batch_mix_from is not None:
+                raise ConfigError("--batch-mix and --batch-mix-from are alternatives; give one")
+            if self.batch_size is not None:
+                raise ConfigError(
+                    "--batch-size is for one batch size; a mix takes --batch-mix or --batch-mix-from alone"
+                )
+        elif self.batch_size is None:
+            raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+
+    @property
+    def is_mix(self) -> bool:
+        """A pick for a batch-size mix (``--batch-mix`` or ``--batch-mix-from``)."""
+        return self.batch_mix is not None or self.batch_mix_from is not None
 
 
 @dataclass(frozen=True)
@@ -291,3 +388,17 @@ def recommend(
         "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
     }
     return Recommendation(pick, tuple(notes))
+
+
+def recommend_request(request: RecommendRequest) -> Recommendation:
+    """:func:`recommend` for a one-batch-size :class:`RecommendRequest`."""
+    assert request.batch_size is not None  # checked when the request was built
+    return recommend(
+        request.batch_size,
+        request.algo,
+        request.models,
+        request.state,
+        request.draft_model,
+        request.data,
+        trust_pickle=request.trust_pickle,
+    )

@@ -710,3 +710,81 @@ def schedule_for_launch(
         "action": sch.chain_action(sch.sglang_initial_steps(entries)),
         "extra_args": flags[flags.index("--speculative-adaptive") :],
     }
+
+
+@dataclass(frozen=True)
+class MixRecommendation:
+    """``specband recommend --batch-mix``'s answer: one config for a batch-size mix.
+
+    Attributes:
+        algorithm: model card algorithm name.
+        source: where the policy came from.
+        mix: batch size -> weight (normalised).
+        pick: the :class:`~specband.batchmix.MixPick` (expected reward and regret, per-batch-size rows).
+        draft_model: ``--draft-model`` (or ``None``).
+        notes: the loading notes, in order.
+    """
+
+    algorithm: str
+    source: str
+    mix: Mapping[int, float]
+    pick: Any
+    draft_model: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def action(self) -> Action:
+        """The one config for the mix."""
+        return ACTIONS[self.pick.index]
+
+    def flags(self) -> list[str]:
+        """The sglang flags of :attr:`action`."""
+        from specband.actions import sglang_cli_args
+
+        return sglang_cli_args(self.action, self.draft_model)
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``recommend --batch-mix --format json`` prints."""
+        import dataclasses
+
+        from specband.actions import server_args_kwargs
+
+        return {
+            "algorithm": self.algorithm,
+            "source": self.source,
+            "batch_mix": {str(bs): w for bs, w in self.mix.items()},
+            "action_index": self.pick.index,
+            "action": list(self.action),
+            "flags": self.flags(),
+            "kwargs": server_args_kwargs(self.action, self.draft_model),
+            "expected_reward": self.pick.expected_reward,
+            "expected_regret": self.pick.expected_regret,
+            "per_batch_size": [
+                {**dataclasses.asdict(r), "own_action": list(ACTIONS[r.own_index]), "regret": r.regret}
+                for r in self.pick.rows
+            ],
+        }
+
+
+def recommend_mix(request: Any) -> MixRecommendation:
+    """The single config with the best expected reward over the batch-size mix of a
+    :class:`~specband.recommend.RecommendRequest` (``--batch-mix`` or ``--batch-mix-from``),
+    the policy loaded as ``recommend`` loads it (``--trust-pickle`` and the notes included).
+
+    Raises:
+        ConfigError / DataError: a bad mix or metrics file; the loading errors of
+        :func:`specband.recommend.load_models`.
+    """
+    import dataclasses
+
+    from specband.batchmix import parse_batch_mix, pick_for_mix, read_running_requests
+
+    mix = (
+        parse_batch_mix(request.batch_mix)
+        if request.batch_mix is not None
+        else read_running_requests(request.batch_mix_from)
+    )
+    scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
+    scorer = dataclasses.replace(scorer, telemetry=request.state)
+    pick = pick_for_mix(scorer, mix)
+    return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, scorer.notes)

@@ -18,8 +18,9 @@ import typer
 from specband.cli.output import note as _note
 from specband.cli.output import print_power_label as _print_power_label
 from specband.cli.output import say
-from specband.limits import MAX_BATCH_SIZE, MAX_SEED
-from specband.recommend import DEFAULT_MODELS_DIR
+from specband.cli.params import request_command
+from specband.limits import MAX_SEED
+from specband.recommend import DEFAULT_MODELS_DIR, RecommendRequest
 
 
 def _out_path(text: str) -> Path:
@@ -43,7 +44,7 @@ class FeatureChoice(str, enum.Enum):
     pre = "pre"
 
 
-def register(app: typer.Typer) -> None:  # noqa: C901, PLR0915
+def register(app: typer.Typer) -> None:
     """Add the core commands to ``app``."""
 
     @app.command("actions")
@@ -173,118 +174,36 @@ def register(app: typer.Typer) -> None:  # noqa: C901, PLR0915
         _print_picks(rows)
         _print_power_label(sweep.rows)
 
-    @app.command("recommend")
-    def recommend_command(
-        batch_size: int | None = typer.Option(
-            None,
-            "--batch-size",
-            "-b",
-            help="Concurrent requests (--max-running-requests). "
-            "Required unless --batch-mix or --batch-mix-from is given.",
-            show_default=False,
-            min=1,
-            max=MAX_BATCH_SIZE,
-            metavar="N",
-        ),
-        algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
-        models: Path | None = typer.Option(
-            None,
-            "--models",
-            "-m",
-            help="Artifact folder (from `specband train`, or the model card's layout) or a Hugging Face "
-            "hub id (org/name[@REV], hf://org/name). "
-            f"Default: ./{DEFAULT_MODELS_DIR} when it exists, else the embedded policy trained on the "
-            "bundled published measurements.",
-            show_default=False,
-            metavar="DIR",
-        ),
-        state: tuple[float, float, float] | None = typer.Option(
-            None,
-            "--state",
-            help="GPU state TEMP_C MEM_MB UTIL_PCT (for 'pre' models: the idle GPU before launch). "
-            "Default: the state the folder's picks were made from.",
-            show_default=False,
-            metavar="TEMP_C MEM_MB UTIL_PCT",
-        ),
-        output_format: str = typer.Option(
-            "flags", "--format", "-f", help="'flags' (one line) or 'json'.", metavar="KIND"
-        ),
-        draft_model: str | None = typer.Option(
-            None,
-            "--draft-model",
-            help="EAGLE3 draft model path or id, emitted as --speculative-draft-model-path.",
-            show_default=False,
-            metavar="PATH",
-        ),
-        data: Path | None = typer.Option(
-            None,
-            "--data",
-            help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a "
-            "folder without a specband manifest.",
-            show_default=False,
-            metavar="SWEEP",
-        ),
-        trust_pickle: bool = typer.Option(
-            False,
-            "--trust-pickle",
-            help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
-            "specband.json, or a downloaded folder). Unpickling runs code from the file.",
-        ),
-        batch_mix: str | None = typer.Option(
-            None,
-            "--batch-mix",
-            help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with "
-            "each batch size's own pick and the regret beside it.",
-            show_default=False,
-            metavar="MIX",
-        ),
-        batch_mix_from: Path | None = typer.Option(
-            None,
-            "--batch-mix-from",
-            help="As --batch-mix, the mix read from sglang's Prometheus metrics text "
-            "(samples or a histogram of sglang:num_running_reqs).",
-            show_default=False,
-            metavar="FILE",
-        ),
-    ) -> None:
-        """Print the sglang flags for a batch size, ready to paste after
-        `python -m sglang.launch_server`."""
-        from specband.errors import ConfigError
+    app.command("recommend")(recommend_command)
 
-        if output_format not in ("flags", "json"):
-            raise ConfigError(f"--format must be 'flags' or 'json', got {output_format!r}")
-        if state is not None:
-            from specband.state import check_gpu_state
 
-            check_gpu_state(*state, option="--state")
-        if draft_model is not None and not draft_model.strip():
-            raise ConfigError("--draft-model: empty; give the EAGLE3 draft model's path or hub id")
-        if batch_mix is not None or batch_mix_from is not None:
-            from specband.cli.schedule import recommend_batch_mix
+@request_command(RecommendRequest)
+def recommend_command(request: RecommendRequest) -> None:
+    """Print the sglang flags for a batch size, ready to paste after
+    `python -m sglang.launch_server`."""
+    if request.is_mix:
+        from specband.cli.schedule import print_mix_recommendation
+        from specband.schedule import recommend_mix
 
-            recommend_batch_mix(
-                batch_mix, batch_mix_from, batch_size, algo, models, data, state, draft_model, output_format
-            )
-            return
-        if batch_size is None:
-            raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
-        from specband.recommend import recommend
+        print_mix_recommendation(recommend_mix(request), request.output_format)
+        return
+    from specband.recommend import recommend_request
 
-        decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
-        for note in decided.notes:
-            _note(note)
-        result = decided.pick
-        if output_format == "json":
-            typer.echo(json.dumps(result, indent=2))
-        else:
-            typer.echo(shlex.join(result["flags"]))
-        if result["action"] == [0, 0, 0]:
-            _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
-        elif draft_model is None:
-            _note(
-                "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
-                "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
-            )
+    decided = recommend_request(request)
+    for line in decided.notes:
+        _note(line)
+    result = decided.pick
+    if request.output_format == "json":
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        typer.echo(shlex.join(result["flags"]))
+    if result["action"] == [0, 0, 0]:
+        _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
+    elif request.draft_model is None:
+        _note(
+            "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
+            "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
+        )
 
 
 def _print_picks(rows: list[Any]) -> None:

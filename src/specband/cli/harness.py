@@ -17,7 +17,6 @@ from typing import Any
 
 import typer
 
-from specband.cli.options import check_batch_size_list
 from specband.cli.output import say
 from specband.cli.params import request_command
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV  # constants only
@@ -138,7 +137,6 @@ def register(app: typer.Typer) -> None:
         from specband.harness.request import build_sweep, dry_run_lines
 
         with _plain_warnings():
-            check_batch_size_list(request.batch_sizes)
             job = build_sweep(_plug_emulator(request))
             if request.dry_run:
                 lines = dry_run_lines(job)

@@ -8,28 +8,17 @@ from pathlib import Path
 
 import typer
 
-from specband.limits import MAX_BATCH_SIZE
-
 
 def check_batch_size_list(value: str) -> str:
-    """typer callback of ``--batch-sizes`` (``simulate``, ``sweep``): refuse an entry above
-    :data:`~specband.limits.MAX_BATCH_SIZE`; each command's own parser checks the rest
-    (format, >= 1, repeats).
+    """typer callback of ``--batch-sizes`` (``simulate``):
+    :func:`specband.batchlist.check_batch_size_bound` as a usage error (one line, exit 2)."""
+    from specband.batchlist import check_batch_size_bound
+    from specband.errors import ConfigError
 
-    Returns:
-        ``value`` unchanged.
-
-    Raises:
-        typer.BadParameter: naming the entry and the bound (a usage error: one line, exit 2).
-    """
-    for part in value.replace(",", " ").split():
-        digits = part.lstrip("+")
-        if digits.isdigit() and (len(digits) > len(str(MAX_BATCH_SIZE)) or int(digits) > MAX_BATCH_SIZE):
-            raise typer.BadParameter(
-                f"batch size {part} is above {MAX_BATCH_SIZE}, the largest specband accepts "
-                "(specband.limits.MAX_BATCH_SIZE)"
-            )
-    return value
+    try:
+        return check_batch_size_bound(value)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 class DeviceKind(str, enum.Enum):

@@ -44,6 +44,8 @@ def typer_option(spec: OptionSpec, default: Any) -> Any:  # typer.Option's own r
         extra["min"] = spec.min
     if spec.max is not None:
         extra["max"] = spec.max
+    if spec.check is not None:
+        extra["callback"] = _usage_check(spec.check)
     return typer.Option(
         default,
         *spec.flags,
@@ -53,6 +55,21 @@ def typer_option(spec: OptionSpec, default: Any) -> Any:  # typer.Option's own r
         rich_help_panel=PANEL_TITLES[spec.panel],
         **extra,
     )
+
+
+def _usage_check(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``check`` as a typer callback: its ConfigError becomes a usage error (one line, exit 2)."""
+
+    def callback(value: Any) -> Any:
+        from specband.errors import ConfigError
+
+        try:
+            check(value)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        return value
+
+    return callback
 
 
 def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Callable[..., Any]]:

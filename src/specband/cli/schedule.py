@@ -165,65 +165,18 @@ def _print_table(picks: list[Any], algorithm: str) -> None:
     Console(width=None if sys.stdout.isatty() else 120, soft_wrap=False).print(table)
 
 
-def recommend_batch_mix(
-    batch_mix: str | None,
-    batch_mix_from: Path | None,
-    batch_size: int | None,
-    algo: str,
-    models: Path | None,
-    data: Path | None,
-    state: tuple[float, float, float] | None,
-    draft_model: str | None,
-    output_format: str,
-) -> None:
-    """``specband recommend --batch-mix MIX | --batch-mix-from FILE``: print the single config
-    with the best expected reward over the mix (flags line or JSON on stdout) and a table of
-    each batch size's own pick and the regret of using one config for all (stderr with
-    ``--format json``, else stdout).
-
-    Raises:
-        ConfigError: both or neither mix option, ``--batch-size`` with a mix, a bad mix.
-    """
-    import dataclasses
-
-    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
-    from specband.batchmix import parse_batch_mix, pick_for_mix, read_running_requests
-    from specband.errors import ConfigError
-    from specband.schedule import load_scorer
-
-    if batch_mix is not None and batch_mix_from is not None:
-        raise ConfigError("--batch-mix and --batch-mix-from are alternatives; give one")
-    if batch_size is not None:
-        raise ConfigError("--batch-size is for one batch size; a mix takes --batch-mix or --batch-mix-from alone")
-    if batch_mix is not None:
-        mix = parse_batch_mix(batch_mix)
-    else:
-        assert batch_mix_from is not None  # recommend calls this with one of the two
-        mix = read_running_requests(batch_mix_from)
-    scorer = dataclasses.replace(load_scorer(algo, models, data), telemetry=state)
-    pick = pick_for_mix(scorer, mix)
-    action = ACTIONS[pick.index]
+def print_mix_recommendation(answer: Any, output_format: str) -> None:
+    """Print ``recommend --batch-mix``'s answer (:class:`specband.schedule.MixRecommendation`):
+    its notes, then the flags line and each batch size's own pick with the regret of using one
+    config for all (JSON on stdout with ``--format json``)."""
+    for line in answer.notes:
+        _note(line)
     if output_format == "json":
-        result = {
-            "algorithm": algo,
-            "source": scorer.source,
-            "batch_mix": {str(bs): w for bs, w in mix.items()},
-            "action_index": pick.index,
-            "action": list(action),
-            "flags": sglang_cli_args(action, draft_model),
-            "kwargs": server_args_kwargs(action, draft_model),
-            "expected_reward": pick.expected_reward,
-            "expected_regret": pick.expected_regret,
-            "per_batch_size": [
-                {**dataclasses.asdict(r), "own_action": list(ACTIONS[r.own_index]), "regret": r.regret}
-                for r in pick.rows
-            ],
-        }
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(json.dumps(answer.as_json(), indent=2))
     else:
-        _print_mix_table(pick, algo)
-        typer.echo(shlex.join(sglang_cli_args(action, draft_model)))
-    if action.is_baseline:
+        _print_mix_table(answer.pick, answer.algorithm)
+        typer.echo(shlex.join(answer.flags()))
+    if answer.action.is_baseline:
         _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specband.batchlist import check_batch_size_bound
 from specband.devices import DeviceSpec
 from specband.limits import (
     MAX_GPU_INDEX,
@@ -142,7 +143,12 @@ class SweepRequest:
     target: str = option(..., "--target", help="Target model path (--model-path).", panel="grid", metavar="MODEL")
     draft: str | None = option(None, "--draft", help="EAGLE3 draft model path.", panel="grid", metavar="MODEL")
     batch_sizes: str = option(
-        "1,4,8,16", "--batch-sizes", help="Batch sizes, e.g. '1,4,8,16'.", panel="grid", metavar="LIST"
+        "1,4,8,16",
+        "--batch-sizes",
+        help="Batch sizes, e.g. '1,4,8,16'.",
+        panel="grid",
+        metavar="LIST",
+        check=check_batch_size_bound,
     )
     actions: str = option(
         "all",
