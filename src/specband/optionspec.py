@@ -20,7 +20,7 @@ __all__ = ["OPTION_KEY", "PANELS", "OptionSpec", "option", "option_spec"]
 OPTION_KEY = "specband.option"
 #: ``--help`` panels of options, in their order (sweep: grid, server, telemetry, fleet,
 #: emulator; other commands: their own, then the shared ones).
-PANELS: tuple[str, ...] = ("grid", "pick", "model", "server", "telemetry", "fleet", "emulator", "output")
+PANELS: tuple[str, ...] = ("grid", "pick", "model", "server", "telemetry", "fleet", "emulator", "calibration", "output")
 
 
 @dataclass(frozen=True)

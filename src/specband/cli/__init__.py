@@ -64,6 +64,7 @@ def build_app(command: str | None = None) -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_root)
+    _flags_without_type()
     modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for module in modules:
         importlib.import_module(f"specband.cli.{module}").register(app)
@@ -90,6 +91,22 @@ STAGES: dict[str, str] = {
     "actions": "Tools",
     "doctor": "Tools",
 }
+
+
+def _flags_without_type() -> None:
+    """``--help`` shows a flag as its name alone (typer's rich help writes ``<bool>`` beside
+    it, a Python type that tells a reader nothing)."""
+    from typer.core import TyperOption
+
+    original = TyperOption.display_type_rich
+    if getattr(original, "specband", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if self.is_flag else original(self, ctx)
+
+    display_type_rich.specband = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
 def _version(value: bool) -> None:

@@ -32,7 +32,8 @@ PANEL_TITLES: dict[str, str] = {
     "telemetry": "Telemetry (how energy is read)",
     "fleet": "Fleet (several GPUs)",
     "emulator": "Emulator (CPU runs and tests)",
-    "model": "Model (which policy answers)",
+    "model": "Model (the policy asked, or the simulated GPU and pair)",
+    "calibration": "Calibration report",
     "output": "Output",
 }
 
