@@ -37,6 +37,7 @@ class OptionSpec:
         show_default: show the default in ``--help``.
         check: a check of the value made while parsing (raises
             :class:`~specband.errors.ConfigError`: a usage error naming the option).
+        argument: a positional argument (``flags`` is then its one name, e.g. ``("DATA",)``).
     """
 
     flags: tuple[str, ...]
@@ -48,9 +49,10 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     show_default: bool = True
     check: Callable[[Any], Any] | None = None
+    argument: bool = False
 
     def __post_init__(self) -> None:
-        if not self.flags or not self.flags[0].startswith("--") or not self.help.strip():
+        if not self.flags or not (self.argument or self.flags[0].startswith("--")) or not self.help.strip():
             raise ValueError(f"an option needs a long flag and a help text: {self.flags}")
         if self.panel not in PANELS:
             raise ValueError(f"{self.flags[0]}: unknown panel {self.panel!r}; one of {PANELS}")

@@ -47,6 +47,14 @@ def typer_option(spec: OptionSpec, default: Any) -> Any:  # typer.Option's own r
         extra["max"] = spec.max
     if spec.check is not None:
         extra["callback"] = _usage_check(spec.check)
+    if spec.argument:
+        return typer.Argument(
+            default,
+            help=spec.help,
+            metavar=spec.metavar or spec.flags[0],
+            show_default=spec.show_default and default is not None,
+            rich_help_panel=PANEL_TITLES[spec.panel],
+        )
     return typer.Option(
         default,
         *spec.flags,
@@ -94,7 +102,7 @@ def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Cal
         params.append(
             inspect.Parameter(
                 field.name,
-                inspect.Parameter.KEYWORD_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
                 default=typer_option(spec, default),
                 annotation=annotation,
             )
