@@ -788,3 +788,160 @@ def recommend_mix(request: Any) -> MixRecommendation:
     scorer = dataclasses.replace(scorer, telemetry=request.state)
     pick = pick_for_mix(scorer, mix)
     return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, scorer.notes)
+
+
+#: ``specband schedule --engine`` values.
+ENGINES = ("sglang", "vllm")
+
+
+def _schedule_option_fields() -> dict[str, Any]:
+    from specband.optionspec import option
+    from specband.recommend import algo_field, data_field, models_field, trust_pickle_field
+
+    return {
+        "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
+        "models": models_field(),
+        "algo": algo_field(),
+        "data": data_field(),
+        "trust_pickle": trust_pickle_field(),
+        "batch_sizes": option(
+            None,
+            "--batch-sizes",
+            help="Comma-separated batch sizes to schedule. Default: the measured ones.",
+            panel="pick",
+            metavar="N,N,...",
+            show_default=False,
+        ),
+        "margin": option(
+            0.0,
+            "--margin",
+            help="sglang: chain configs scoring within this many reward units of the best join a tier's "
+            "candidate_steps, so sglang's acceptance controller can move inside the set.",
+            panel="pick",
+            metavar="R",
+        ),
+        "out": option("specband-schedule.json", "--out", "-o", help="File to write.", panel="output", metavar="FILE"),
+        "force": option(False, "--force", help="Replace --out if it exists.", panel="output"),
+        "draft_model": option(
+            None,
+            "--draft-model",
+            help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
+            panel="pick",
+            metavar="PATH",
+            show_default=False,
+        ),
+        "include_unmeasured": option(
+            False,
+            "--include-unmeasured",
+            help="Let a model-based policy score configs never measured at a batch size (default: only measured "
+            "configs, as recommend).",
+            panel="pick",
+        ),
+        "engine_check": option(
+            True,
+            "--engine-check/--no-engine-check",
+            help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
+            panel="output",
+        ),
+    }
+
+
+_F = _schedule_option_fields()
+
+
+@dataclass(frozen=True)
+class ScheduleRequest:
+    """Every option of ``specband schedule``, checked when the request is built.
+
+    Raises:
+        ConfigError: an unknown ``--engine``, an empty ``--out``, or an ``--out`` that
+            exists without ``--force`` (one line each).
+    """
+
+    engine: str = _F["engine"]
+    models: Path | None = _F["models"]
+    algo: str = _F["algo"]
+    data: Path | None = _F["data"]
+    trust_pickle: bool = _F["trust_pickle"]
+    batch_sizes: str | None = _F["batch_sizes"]
+    margin: float = _F["margin"]
+    out: str = _F["out"]
+    force: bool = _F["force"]
+    draft_model: str | None = _F["draft_model"]
+    include_unmeasured: bool = _F["include_unmeasured"]
+    engine_check: bool = _F["engine_check"]
+
+    def __post_init__(self) -> None:
+        from specband.errors import ConfigError
+        from specband.fileio import check_out_path
+
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        check_out_path(self.out_path, overwrite=self.force)
+
+    @property
+    def out_path(self) -> Path:
+        """``--out`` as a path (an empty one is refused, naming ``--out``)."""
+        from specband.errors import ConfigError, SpecbandError
+        from specband.fileio import given_path
+
+        try:
+            return given_path("--out", self.out)
+        except ConfigError as exc:
+            raise SpecbandError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class WrittenSchedule:
+    """What :func:`write_schedule` wrote.
+
+    Attributes:
+        path: the file.
+        config: its JSON object (sglang's adaptive config, or vLLM's speculative config).
+        picks: the chain pick per batch size (:class:`TierPick`).
+        tiers: the merged tiers.
+        scorer: the policy that scored them (its ``notes``: the loading notes).
+        engine_checked: sglang's own loader accepted the file.
+    """
+
+    path: Path
+    config: dict[str, Any]
+    picks: list[Any]
+    tiers: list[Any]
+    scorer: PolicyScorer
+    engine_checked: bool
+
+
+def write_schedule(r: ScheduleRequest) -> WrittenSchedule:
+    """Build the energy-band speculation schedule of ``r`` (one chain config, topk 1, per
+    batch-size tier) and write it atomically in the engine's format (the sglang file is
+    checked with sglang's own loader when sglang is importable, before it replaces --out).
+
+    Raises:
+        ConfigError / DataError: a bad batch-size list; the loading errors of
+        :func:`specband.recommend.load_models`.
+    """
+    from collections.abc import Callable
+
+    from specband.batchlist import parse_batch_sizes
+    from specband.errors import ConfigError
+    from specband.fileio import write_text_atomic
+
+    sizes = None if r.batch_sizes is None else parse_batch_sizes(r.batch_sizes)
+    scorer = load_scorer(r.algo, r.models, r.data, measured_only=not r.include_unmeasured, trust_pickle=r.trust_pickle)
+    picks = pick_chain_tiers(scorer, sizes, r.margin)
+    tiers = merge_tiers(picks)
+    checked: list[bool] = []
+    check: Callable[[Path], None] | None = None
+    if r.engine == "sglang":
+        obj: dict[str, Any] = sglang_adaptive_config(tiers)
+
+        def check_with_sglang(tmp: Path) -> None:
+            if r.engine_check and validate_with_sglang(tmp):
+                checked.append(True)
+
+        check = check_with_sglang
+    else:
+        obj = vllm_speculative_config(tiers, r.draft_model)
+    write_text_atomic(r.out_path, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
+    return WrittenSchedule(r.out_path, obj, picks, tiers, scorer, bool(checked))

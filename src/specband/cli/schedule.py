@@ -4,12 +4,11 @@ Only typer and the standard library are imported at module level (see
 :mod:`specband.cli`); the work is in :mod:`specband.schedule`.
 """
 
-from __future__ import annotations  # noqa: I001
+from __future__ import annotations
 
 import json
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,129 +16,45 @@ import typer
 
 from specband.cli.output import note as _note
 from specband.cli.output import say
-from specband.cli.options import out_path
-
-ENGINES = ("sglang", "vllm")
+from specband.cli.params import request_command
+from specband.schedule import ScheduleRequest
 
 
 def register(app: typer.Typer) -> None:
     """Add ``schedule`` to ``app``."""
+    app.command("schedule")(schedule_command)
 
-    @app.command("schedule")
-    def schedule_command(
-        engine: str = typer.Option(..., "--engine", "-e", help="Engine format: sglang or vllm.", metavar="NAME"),
-        models: Path | None = typer.Option(
-            None,
-            "--models",
-            "-m",
-            help="Artifact folder (as `specband recommend`). Default: ./specband-models when it holds --algo, "
-            "else the embedded policy trained on the bundled published measurements.",
-            show_default=False,
-            metavar="DIR",
-        ),
-        algo: str = typer.Option("lookup_table", "--algo", "-a", help="Algorithm to ask.", metavar="NAME"),
-        batch_sizes: str | None = typer.Option(
-            None,
-            "--batch-sizes",
-            help="Comma-separated batch sizes to schedule. Default: the measured ones.",
-            show_default=False,
-            metavar="N,N,...",
-        ),
-        margin: float = typer.Option(
-            0.0,
-            "--margin",
-            help="sglang: chain configs scoring within this many reward units of the best join a tier's "
-            "candidate_steps, so sglang's acceptance controller can move inside the set.",
-            metavar="R",
-        ),
-        out: Path = typer.Option(
-            Path("specband-schedule.json"), "--out", "-o", help="File to write.", metavar="FILE", parser=out_path
-        ),
-        force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
-        draft_model: str | None = typer.Option(
-            None,
-            "--draft-model",
-            help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
-            show_default=False,
-            metavar="PATH",
-        ),
-        data: Path | None = typer.Option(
-            None,
-            "--data",
-            help="Sweep for a folder without a specband manifest (as recommend).",
-            show_default=False,
-            metavar="SWEEP",
-        ),
-        include_unmeasured: bool = typer.Option(
-            False,
-            "--include-unmeasured",
-            help="Let a model-based policy score configs never measured at a batch size (default: only measured "
-            "configs, as recommend).",
-        ),
-        engine_check: bool = typer.Option(
-            True,
-            "--engine-check/--no-engine-check",
-            help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
-        ),
-    ) -> None:
-        """Write the energy-band speculation schedule (one chain config, topk 1, per
-        batch-size tier) in the engine's own format, and print how far each tier's chain
-        config falls behind the best tree config (topk > 1)."""
-        from specband.errors import ConfigError
-        from specband.fileio import check_out_path, write_text_atomic
-        from specband.schedule import (
-            load_scorer,
-            merge_tiers,
-            pick_chain_tiers,
-            sglang_adaptive_config,
-            sglang_schedule_flags,
-            validate_with_sglang,
-            vllm_speculative_config,
-        )
 
-        if engine not in ENGINES:
-            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-        check_out_path(out, overwrite=force)
-        from specband.batchlist import parse_batch_sizes
+@request_command(ScheduleRequest)
+def schedule_command(request: ScheduleRequest) -> None:
+    """Write the energy-band speculation schedule (one chain config, topk 1, per
+    batch-size tier) in the engine's own format, and print how far each tier's chain
+    config falls behind the best tree config (topk > 1)."""
+    from specband.errors import ConfigError
+    from specband.schedule import check_sglang_adaptive_config, sglang_schedule_flags, write_schedule
 
-        sizes = None if batch_sizes is None else parse_batch_sizes(batch_sizes)
-        scorer = load_scorer(algo, models, data, measured_only=not include_unmeasured)
-        picks = pick_chain_tiers(scorer, sizes, margin)
-        tiers = merge_tiers(picks)
-        checked = []
-        check: Callable[[Path], None] | None = None
-        if engine == "sglang":
-            obj: dict[str, Any] = sglang_adaptive_config(tiers)
-
-            def check_with_sglang(tmp: Path) -> None:
-                if engine_check and validate_with_sglang(tmp):
-                    checked.append(True)
-
-            check = check_with_sglang
-        else:
-            if margin:
-                _note("--margin is for sglang's candidate sets; vLLM takes one K per range (the best)")
-            obj = vllm_speculative_config(tiers, draft_model)
-        write_text_atomic(out, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
-        _print_table(picks, scorer.algorithm)
-        if engine == "sglang":
-            from specband.schedule import check_sglang_adaptive_config
-
-            entries = check_sglang_adaptive_config(obj)
-            say(
-                f"wrote {out} ({len(tiers)} tier(s)); "
-                + (
-                    "sglang's _load_adaptive_config accepts it"
-                    if checked
-                    else "sglang not importable: checked with its rules"
-                )
-            )
-            try:
-                say("sglang flags: " + shlex.join(sglang_schedule_flags(out, entries, draft_model)))
-            except ConfigError as exc:
-                _note(str(exc))
-        else:
-            say(f"wrote {out} ({len(tiers)} range(s)); vLLM flag: --speculative-config {shlex.quote(json.dumps(obj))}")
+    written = write_schedule(request)
+    for line in written.scorer.notes:
+        _note(line)
+    if request.engine == "vllm" and request.margin:
+        _note("--margin is for sglang's candidate sets; vLLM takes one K per range (the best)")
+    _print_table(written.picks, written.scorer.algorithm)
+    out, n = written.path, len(written.tiers)
+    if request.engine != "sglang":
+        flag = shlex.quote(json.dumps(written.config))
+        say(f"wrote {out} ({n} range(s)); vLLM flag: --speculative-config {flag}")
+        return
+    checked = (
+        "sglang's _load_adaptive_config accepts it"
+        if written.engine_checked
+        else ("sglang not importable: checked with its rules")
+    )
+    say(f"wrote {out} ({n} tier(s)); {checked}")
+    try:
+        entries = check_sglang_adaptive_config(written.config)
+        say("sglang flags: " + shlex.join(sglang_schedule_flags(out, entries, request.draft_model)))
+    except ConfigError as exc:
+        _note(str(exc))
 
 
 def _print_table(picks: list[Any], algorithm: str) -> None:
