@@ -29,7 +29,7 @@ from specband.exitcodes import ExitCode
 #: only its own command's module, so a cold start imports no other command's code.
 COMMANDS: dict[str, str] = {
     "actions": "core",
-    "train": "core",
+    "train": "train",
     "recommend": "core",
     "evaluate": "evaluate",
     "sweep": "harness",
