@@ -38,6 +38,7 @@ class OptionSpec:
         check: a check of the value made while parsing (raises
             :class:`~specband.errors.ConfigError`: a usage error naming the option).
         argument: a positional argument (``flags`` is then its one name, e.g. ``("DATA",)``).
+        envvar: the environment variable giving the default.
     """
 
     flags: tuple[str, ...]
@@ -50,6 +51,7 @@ class OptionSpec:
     show_default: bool = True
     check: Callable[[Any], Any] | None = None
     argument: bool = False
+    envvar: str | None = None
 
     def __post_init__(self) -> None:
         if not self.flags or not (self.argument or self.flags[0].startswith("--")) or not self.help.strip():

@@ -195,25 +195,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # the sweep and launch install their own handlers: they record the signal
         _stopped_by(received or received_signal())
     except Exception as exc:
-        # typer's (click's) usage errors: BadParameter, MissingParameter, NoSuchOption, ...
-        format_message = getattr(exc, "format_message", None)
-        exit_code = getattr(exc, "exit_code", None)
-        if format_message is None or not isinstance(exit_code, int):
-            raise
-        if type(exc).__name__ == "Abort":
-            print("error: interrupted", file=sys.stderr)
-            raise SystemExit(ExitCode.INTERRUPTED) from None
-        if type(exc).__name__ == "NoArgsIsHelpError":  # `specband` alone: the help text
-            text = str(format_message())
-            if text.strip():
-                print(text, file=sys.stderr)
-            raise SystemExit(exit_code) from None
-        message = " ".join(str(format_message()).split())
-        if message:
-            ctx = getattr(exc, "ctx", None)
-            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            print(f"error: {one_line(message)}{hint}", file=sys.stderr)
-        raise SystemExit(exit_code) from None
+        _usage_error(exc)
     finally:
         for signum, default in installed.items():
             signal.signal(signum, default)
@@ -223,6 +205,29 @@ def main(argv: Sequence[str] | None = None) -> None:
         if (received or received_signal()) is not None:  # typer's silent 130 for a KeyboardInterrupt
             _stopped_by(received or received_signal())
     raise SystemExit(result if isinstance(result, int) else ExitCode.OK)
+
+
+def _usage_error(exc: Exception) -> None:
+    """Exit on typer's (click's) usage errors (BadParameter, MissingParameter, NoSuchOption,
+    ...) with one ``error:`` line; anything else is re-raised."""
+    format_message = getattr(exc, "format_message", None)
+    exit_code = getattr(exc, "exit_code", None)
+    if format_message is None or not isinstance(exit_code, int):
+        raise exc
+    if type(exc).__name__ == "Abort":
+        print("error: interrupted", file=sys.stderr)
+        raise SystemExit(ExitCode.INTERRUPTED) from None
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a group alone: the help text
+        text = str(format_message())
+        if text.strip():
+            print(text, file=sys.stderr)
+        raise SystemExit(exit_code) from None
+    message = " ".join(str(format_message()).split())
+    if message:
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        print(f"error: {one_line(message)}{hint}", file=sys.stderr)
+    raise SystemExit(exit_code) from None
 
 
 def _stopped_by(signum: int | None) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import shlex  # noqa: F401
 import sys
 import warnings
@@ -18,10 +19,9 @@ from typing import Any
 import typer
 
 from specband.cli.output import say
-from specband.cli.params import request_command
-from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV  # constants only
+from specband.cli.params import request_command, request_signature
+from specband.emulator.request import EmulateRequest
 from specband.harness.request import SweepRequest
-from specband.limits import MAX_SEED, MAX_TIMEOUT_S
 
 _EMULATOR_HELP = "For the emulator only: "
 
@@ -146,97 +146,65 @@ def register(app: typer.Typer) -> None:
                 return
             _run_sweep(job)
 
-    @app.command(
-        "emulate",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    )
-    def emulate_command(
-        ctx: typer.Context,
-        hardware: str | None = typer.Option(
-            None,
-            "--hardware",
-            help="Performance-model profile (default rtx4060-laptop).",
-            metavar="PROFILE",
-            envvar=HARDWARE_ENV,
-        ),
-        perf_model: str | None = typer.Option(
-            None,
-            "--perf-model",
-            help="calibrated (default) or module:function.",
-            metavar="MODEL",
-            envvar=MODEL_ENV,
-        ),
-        state_file: Path | None = typer.Option(
-            None, "--state-file", help="Emulated GPU state file.", metavar="FILE", envvar=STATE_ENV
-        ),
-        time_scale: float | None = typer.Option(
-            None, "--time-scale", help="Real seconds per emulated second.", metavar="X", envvar=TIME_SCALE_ENV
-        ),
-        load_time: float | None = typer.Option(
-            None,
-            "--load-time",
-            help="Emulated seconds to load (default 30).",
-            min=0.0,
-            max=MAX_TIMEOUT_S,
-            metavar="S",
-        ),
-        seed: int | None = typer.Option(None, "--seed", min=0, max=MAX_SEED, metavar="N"),
-        fault: list[str] = typer.Option(
-            [],
-            "--fault",
-            help="KIND[:key=value,...] (repeatable); kinds: launch_failure, oom_at_capture, die_mid_batch, "
-            "missing_step_times, slow_health.",
-            metavar="FAULT",
-        ),
-    ) -> None:
-        """An sglang-compatible server driven by a performance model. Takes sglang's
-        launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
-        from specband.devices.base import Clock
-        from specband.emulator.server import EmulatorOptions, parse_fault, serve
+    app.command("emulate", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(emulate_command)
+    app.command("import-bench")(import_bench_command)
 
-        with _plain_warnings():
-            if time_scale is not None:
-                Clock(time_scale)
-            options = EmulatorOptions.from_env(
-                hardware=hardware,
-                model_spec=perf_model,
-                state_file=str(state_file) if state_file else None,
-                time_scale=time_scale,
-                load_time_s=load_time,
-                seed=seed,
-                faults=[parse_fault(f) for f in fault],
-            )
-            Clock(options.time_scale)
-            code = serve(list(ctx.args), options)
-        raise typer.Exit(code)
 
-    @app.command("import-bench")
-    def import_bench_command(
-        file: Path = typer.Argument(
-            ..., help="JSONL written by sglang's scripts/playground/bench_speculative.py.", metavar="FILE"
-        ),
-        out_text: str | None = typer.Option(
-            None, "--out", help="Sweep JSONL to write (default: <file>.sweep.jsonl).", metavar="FILE"
-        ),
-        hardware: str = typer.Option("unknown", "--hardware", help="'hardware' column.", metavar="NAME"),
-        force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
-    ) -> None:
-        """Convert sglang bench_speculative.py output into sweep rows (no energy: rewards
-        come from throughput only)."""
-        from specband.harness.import_bench import import_bench
-        from specband.harness.request import file_path
+def emulate_command(ctx: typer.Context, **values: Any) -> None:
+    """An sglang-compatible server driven by a performance model. Takes sglang's
+    launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
+    from specband.devices.base import Clock
+    from specband.emulator.server import EmulatorOptions, parse_fault, serve
 
-        out = None if out_text is None else file_path("--out", out_text)
-        target = out or file.with_name(file.name + ".sweep.jsonl")
-        result = import_bench(file, target, hardware=hardware, overwrite=force)
-        print(
-            "warning: sglang's bench_speculative.py measures no energy; these rows have no energy, "
-            "so rewards come from throughput (and temperature) only",
-            file=sys.stderr,
+    r = EmulateRequest(**values)
+    with _plain_warnings():
+        if r.time_scale is not None:
+            Clock(r.time_scale)
+        options = EmulatorOptions.from_env(
+            hardware=r.hardware,
+            model_spec=r.perf_model,
+            state_file=str(r.state_file) if r.state_file else None,
+            time_scale=r.time_scale,
+            load_time_s=r.load_time,
+            seed=r.seed,
+            faults=[parse_fault(f) for f in r.fault],
         )
-        for line in result.skipped:
-            say(f"skipped (not a contract action): {line}", err=True)
-        say(f"wrote {len(result.rows)} rows to {result.out_path} ({len(result.skipped)} skipped)")
+        Clock(options.time_scale)
+        code = serve(list(ctx.args), options)
+    raise typer.Exit(code)
+
+
+emulate_command.__signature__ = request_signature(  # type: ignore[attr-defined]
+    EmulateRequest, inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+)
+
+
+def import_bench_command(
+    file: Path = typer.Argument(
+        ..., help="JSONL written by sglang's scripts/playground/bench_speculative.py.", metavar="FILE"
+    ),
+    out_text: str | None = typer.Option(
+        None, "--out", help="Sweep JSONL to write (default: <file>.sweep.jsonl).", metavar="FILE"
+    ),
+    hardware: str = typer.Option("unknown", "--hardware", help="'hardware' column.", metavar="NAME"),
+    force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
+) -> None:
+    """Convert sglang bench_speculative.py output into sweep rows (no energy: rewards
+    come from throughput only)."""
+    from specband.harness.import_bench import import_bench
+    from specband.harness.request import file_path
+
+    out = None if out_text is None else file_path("--out", out_text)
+    target = out or file.with_name(file.name + ".sweep.jsonl")
+    result = import_bench(file, target, hardware=hardware, overwrite=force)
+    print(
+        "warning: sglang's bench_speculative.py measures no energy; these rows have no energy, "
+        "so rewards come from throughput (and temperature) only",
+        file=sys.stderr,
+    )
+    for line in result.skipped:
+        say(f"skipped (not a contract action): {line}", err=True)
+    say(f"wrote {len(result.rows)} rows to {result.out_path} ({len(result.skipped)} skipped)")
 
 
 def _plug_emulator(request: SweepRequest) -> SweepRequest:

@@ -47,6 +47,8 @@ def typer_option(spec: OptionSpec, default: Any) -> Any:  # typer.Option's own r
         extra["max"] = spec.max
     if spec.check is not None:
         extra["callback"] = _usage_check(spec.check)
+    if spec.envvar is not None:
+        extra["envvar"] = spec.envvar
     if spec.argument:
         return typer.Argument(
             default,
@@ -81,14 +83,19 @@ def _usage_check(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return callback
 
 
-def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Callable[..., Any]]:
-    """Decorate ``body(request)`` into a typer command whose options are the fields of the
-    dataclass ``request_type`` declared with :func:`specband.optionspec.option`; typer
-    parses them (usage errors: one line, exit 2) and ``body`` gets ``request_type(**values)``."""
+def request_signature(request_type: type, *leading: inspect.Parameter) -> inspect.Signature:
+    """The signature typer reads for a command whose options are ``request_type``'s option
+    fields (after ``leading`` parameters, e.g. a ``typer.Context``)."""
+    return inspect.Signature([*leading, *_request_params(request_type)[0]])
+
+
+def _request_params(request_type: type) -> tuple[list[inspect.Parameter], set[str]]:
+    """The typer parameters of ``request_type``'s option fields, and the names of those
+    whose values come back as enum members (fields with ``choices``)."""
     hints = typing.get_type_hints(request_type)
     params = []
     choices: set[str] = set()
-    for field in dataclasses.fields(request_type):  # type: ignore[arg-type]
+    for field in dataclasses.fields(request_type):
         spec = option_spec(field)
         if spec is None:
             continue
@@ -107,6 +114,14 @@ def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Cal
                 annotation=annotation,
             )
         )
+    return params, choices
+
+
+def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Callable[..., Any]]:
+    """Decorate ``body(request)`` into a typer command whose options are the fields of the
+    dataclass ``request_type`` declared with :func:`specband.optionspec.option`; typer
+    parses them (usage errors: one line, exit 2) and ``body`` gets ``request_type(**values)``."""
+    params, choices = _request_params(request_type)
 
     def decorate(body: Callable[[R], Any]) -> Callable[..., Any]:
         @functools.wraps(body)
