@@ -15,7 +15,7 @@ from specband.optionspec import option_spec
 def test_every_sweep_option_is_declared_once_with_help_and_panel() -> None:
     specs = [option_spec(f) for f in dataclasses.fields(SweepRequest)]
     flags = [s.flags[0] for s in specs if s is not None]
-    assert len(flags) == len(set(flags)) == 41
+    assert len(flags) == len(set(flags)) == 42
     assert {s.panel for s in specs if s is not None} == {"grid", "server", "telemetry", "fleet", "emulator"}
     assert all(s.help.strip() for s in specs if s is not None)
     assert option_spec(next(f for f in dataclasses.fields(SweepRequest) if f.name == "plugged")) is None
@@ -46,3 +46,13 @@ def test_build_sweep_checks_values_once_and_assembles_the_settings(tmp_path) -> 
         build_sweep(SweepRequest(target="t", draft="d", out=str(out), device="emulated"))
     with pytest.raises(ConfigError, match="--ray-address needs --ray"):
         build_sweep(SweepRequest(target="t", draft="d", out=str(out), ray_address="127.0.0.1:1"))
+
+
+def test_a_new_sweep_option_is_one_field_and_its_use(run_cli) -> None:  # type: ignore[no-untyped-def]
+    # --stop-grace: the field on SweepRequest, and stop_grace_s=r.stop_grace in build_sweep
+    job = build_sweep(SweepRequest(target="t", draft="d", stop_grace=2.5, sglang_version="0.5.4"))
+    assert job.settings.stop_grace_s == 2.5
+    res = run_cli("sweep", "--help")
+    assert res.exit_code == 0 and "--stop-grace" in res.stdout and "SIGKILL" in res.stdout
+    bad = run_cli("sweep", "--target", "t", "--stop-grace", "-1", "--dry-run")
+    assert bad.exit_code == 2 and "--stop-grace" in bad.stderr

@@ -227,6 +227,15 @@ class SweepRequest:
         [], "--env", help="KEY=VALUE for the server (repeatable).", panel="server", metavar="KEY=VALUE"
     )
     sglang_version: str | None = sglang_version_field()
+    stop_grace: float = option(
+        15.0,
+        "--stop-grace",
+        help="Real seconds between SIGTERM and SIGKILL when a server is stopped.",
+        panel="server",
+        metavar="S",
+        min=0.0,
+        max=MAX_TIMEOUT_S,
+    )
     log_dir: str | None = option(
         None, "--log-dir", help="Server logs (default: <out>.logs/).", panel="server", metavar="DIR", show_default=False
     )
@@ -541,6 +550,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         health_poll_s=1.0 if real_time else 0.5,
         sample_period_s=0.1 if real_time else max(0.005, min(0.1, 0.5 * r.time_scale)),
         request_timeout_s=r.request_timeout,
+        stop_grace_s=r.stop_grace,
         time_scale=r.time_scale,
         **workload,
     )
