@@ -64,7 +64,7 @@ def recommend_command(request: RecommendRequest) -> None:
     `python -m sglang.launch_server`."""
     if request.is_mix:
         from specband.cli.schedule import print_mix_recommendation
-        from specband.schedule import recommend_mix
+        from specband.scheduling import recommend_mix
 
         print_mix_recommendation(recommend_mix(request), request.output_format)
         return

@@ -17,7 +17,7 @@ import typer
 from specband.cli.output import note as _note
 from specband.cli.output import say
 from specband.cli.params import request_command
-from specband.schedule import ScheduleRequest
+from specband.scheduling import ScheduleRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +31,8 @@ def schedule_command(request: ScheduleRequest) -> None:
     batch-size tier) in the engine's own format, and print how far each tier's chain
     config falls behind the best tree config (topk > 1)."""
     from specband.errors import ConfigError
-    from specband.schedule import check_sglang_adaptive_config, sglang_schedule_flags, write_schedule
+    from specband.schedule import check_sglang_adaptive_config, sglang_schedule_flags
+    from specband.scheduling import write_schedule
 
     written = write_schedule(request)
     for line in written.scorer.notes:

@@ -172,7 +172,7 @@ def _check(r: LaunchRequest) -> Any:
 def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None) -> tuple[Any, dict[str, Any]]:
     """The pick (or the schedule) and the config with its flags."""
     if r.schedule is not None:
-        from specband.schedule import schedule_for_launch
+        from specband.scheduling import schedule_for_launch
 
         pick = schedule_for_launch(
             r.schedule, r.algo, r.models, r.data, notes=notes, auto_file=auto_file, log=r.log,
@@ -211,7 +211,7 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     auto_file: Path | None = None
     try:
         if r.schedule == "auto" and not r.dry_run:
-            from specband.schedule import new_auto_schedule_file
+            from specband.scheduling import new_auto_schedule_file
 
             auto_file = new_auto_schedule_file(r.log)
         config, pick = _decide(r, config, notes, auto_file)
