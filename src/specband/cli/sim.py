@@ -57,6 +57,11 @@ def simulate(request: SimulateRequest) -> None:
     if r.list_profiles:
         _list_profiles()
         return
+    if r.against == "published-datacenter":  # checked: with --calibration-report, --profile alone
+        from specband.sim.published import format_published_report, published_report
+
+        typer.echo(format_published_report(published_report(r.profile)))
+        return
     if r.calibration_report:
         if r.write_profile is not None:
             check_out_path(r.write_profile, overwrite=r.force, option="--write-profile")
@@ -69,8 +74,11 @@ def simulate(request: SimulateRequest) -> None:
         assert r.out is not None  # checked when the request was built
         out_path = check_out_path(r.out, overwrite=r.force)
         sizes = parse_batch_sizes(r.batch_sizes)
+        from specband.actions import action_set
+
+        chosen_actions = action_set(r.actions)
     profile = r.profile or "rtx4060-laptop"
-    model = build_model(profile, target_config=r.target_config, draft_config=r.draft_config)
+    model = build_model(profile, target_config=r.target_config, draft_config=r.draft_config, workload=r.workload)
     for warning in model.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if r.calibration_report:
@@ -78,12 +86,16 @@ def simulate(request: SimulateRequest) -> None:
         return
     from specband.sim import simulate_sweep, write_sweep
 
-    rows = simulate_sweep(model, batch_sizes=sizes, repeats=r.repeats, seed=r.seed)
+    rows = simulate_sweep(model, batch_sizes=sizes, repeats=r.repeats, seed=r.seed, actions=chosen_actions)
     write_sweep(rows, out_path, overwrite=r.force)
     errors = sum(1 for row in rows if row["error"])
     mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
-    if not model.profile.power_measured:
+    if model.profile.power_source and not model.profile.power_measured:
+        mark += " [power: published fit, rows carry power_source]"
+    elif not model.profile.power_measured:
         mark += " [power UNMEASURED: rows carry power_w_range]"
+    if r.actions != "contract":
+        mark += f" [{r.actions} action set: {len(chosen_actions)} actions]"
     say(
         f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
         f"seed {r.seed} -> {out_path}"
@@ -96,7 +108,9 @@ def _list_profiles() -> None:
     for name in builtin_profiles():
         prof = load_profile(name)
         mark = "calibrated" if prof.calibrated else "UNCALIBRATED (datasheet)"
-        if not prof.power_measured:
+        if prof.power_source and not prof.power_measured:
+            mark += ", power: published fit"
+        elif not prof.power_measured:
             mark += ", power UNMEASURED"
         typer.echo(f"{name:16} {prof.hardware:18} {prof.power_limit_w:6.0f} W {prof.vram_mb / 1024:6.1f} GiB  {mark}")
 

@@ -47,6 +47,23 @@ class SimulateRequest:
         metavar="CONFIG",
         show_default=False,
     )
+    workload: str | None = option(
+        None,
+        "--workload",
+        help="Acceptance profile's workload (e.g. mt-bench; default: the model pair's own, mt-bench for the "
+        "Llama-3.1-8B pair); a pair or workload no profile covers borrows one and says which.",
+        panel="model",
+        metavar="NAME",
+        show_default=False,
+    )
+    actions: str = option(
+        "contract",
+        "--actions",
+        help="Action set of the sweep: 'contract' (the 19 actions) or 'extended' (sglang "
+        "bench_speculative.py's full grid: steps 0-7, topk up to 8, draft tokens up to 32; 44 actions).",
+        panel="grid",
+        metavar="SET",
+    )
     batch_sizes: str = option(
         "1,4,8,16",
         "--batch-sizes",
@@ -85,8 +102,9 @@ class SimulateRequest:
     against: str = option(
         "published",
         "--against",
-        help="With --calibration-report: 'published' (the RTX 4060 Laptop live rows) or 'aic' (bundled "
-        "AIConfigurator sglang step times of the datacenter GPUs, plus sglang's docs).",
+        help="With --calibration-report: 'published' (the RTX 4060 Laptop live rows), 'aic' (bundled "
+        "AIConfigurator sglang step times of the datacenter GPUs, plus sglang's docs) or 'published-datacenter' "
+        "(published H100/H200 speeds, accept lengths and power, each row with its source).",
         panel="calibration",
         metavar="REF",
     )
@@ -117,8 +135,16 @@ class SimulateRequest:
                 raise ConfigError(f"{flag}: empty; give a config.json path or a bundled name")
         if (self.refit or self.write_profile is not None) and not self.calibration_report:
             raise ConfigError("--refit and --write-profile go with --calibration-report")
-        if self.against not in ("published", "aic"):
-            raise ConfigError(f"--against must be 'published' or 'aic', got {self.against!r}")
+        if self.against not in ("published", "aic", "published-datacenter"):
+            raise ConfigError(f"--against must be 'published', 'aic' or 'published-datacenter', got {self.against!r}")
+        if self.against == "published-datacenter":
+            if not self.calibration_report:
+                raise ConfigError("--against goes with --calibration-report")
+            if self.refit or self.target_config is not None or self.draft_config is not None or self.workload:
+                raise ConfigError(
+                    "--against published-datacenter takes only --profile (the rows name their model pair, "
+                    "workload and GPU; the fit is python -m specband.sim.published_fit)"
+                )
         if self.against == "aic":
             if not self.calibration_report:
                 raise ConfigError("--against goes with --calibration-report")
