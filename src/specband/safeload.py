@@ -106,7 +106,7 @@ def resolved(path: str | os.PathLike[str]) -> Path:
 def manifest_file_sha256(path: Path) -> str | None:
     """The sha256 that the manifest of ``path``'s artifact folder (``<folder>/specband.json``,
     with ``path`` = ``<folder>/<algo>/<file>``) records for the file, or ``None``."""
-    from specband.policies.files import read_json
+    from specband.fileio import read_json
 
     folder = path.parent.parent
     manifest = folder / "specband.json"
