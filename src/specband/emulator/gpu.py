@@ -36,14 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, is_throttling
+from specband.devices.power_limit import PowerLimitRange
 from specband.errors import DeviceError
 from specband.fileio import read_text_bounded, write_text_atomic
 from specband.limits import MAX_CONFIG_FILE_BYTES
 
 __all__ = [
+    "EMULATED_MIN_LIMIT_FRACTION",
     "EmulatedDevice",
     "EmulatedGpu",
     "GpuState",
+    "emulated_power_limit_range",
     "hardware_name",
     "pid_alive",
     "reasons_for",
@@ -327,9 +330,26 @@ class EmulatedDevice(GpuDevice):
         self.gpu = EmulatedGpu(state_path, model, hardware, time_scale, now=now)
         self.name = hardware_name(model, hardware)
         self.energy_method = "counter"
-        self.power_limit_w = float(model.power_limit_w)
-        self.power_limit_source = "model"
+        self.default_power_limit_w = float(model.power_limit_w)
+        self.power_limit_w = float(self.gpu.read().power_limit_w)
+        self.power_limit_source = "model" if self.power_limit_w == self.default_power_limit_w else "set"
         self.provenance = "emulated"
+
+    def power_limit_range_w(self) -> PowerLimitRange:
+        """The emulated GPU's limits: its profile's limit is the default and the highest; the
+        lowest is :data:`EMULATED_MIN_LIMIT_FRACTION` of it, above idle power (a profile
+        holds no NVML constraint, so this range is the emulator's own assumption)."""
+        return emulated_power_limit_range(self.gpu.model)
+
+    def set_power_limit_w(self, watts: float) -> float:
+        """Write the limit into the state file: the emulator server launched next runs under
+        it (speed falls where the demand exceeds it, :func:`specband.sim.power_limit.with_power_limit`)."""
+        limits = self.power_limit_range_w()
+        clamped = round(min(limits.max_w, max(limits.min_w, float(watts))), 3)
+        self.gpu.update(power_limit_w=clamped)
+        self.power_limit_w = clamped
+        self.power_limit_source = "set"
+        return clamped
 
     def read_energy_mj(self) -> float | None:
         return self.gpu.read().energy_mj
@@ -361,6 +381,19 @@ class EmulatedDevice(GpuDevice):
             clock_event_reasons=state.clock_event_reasons,
             throttling=is_throttling(state.clock_event_reasons),
         )
+
+
+#: Lowest limit of an emulated GPU, fraction of its profile's limit (an H100 SXM's NVML range
+#: is 200-700 W, about 0.29 of its default; the emulator takes 0.25, and never idle power).
+EMULATED_MIN_LIMIT_FRACTION = 0.25
+
+
+def emulated_power_limit_range(model: Any) -> PowerLimitRange:
+    """:class:`~specband.devices.power_limit.PowerLimitRange` of an emulated GPU built on
+    ``model`` (its ``power_limit_w`` and ``idle_power_w``, W); reads no state file."""
+    default = float(model.power_limit_w)
+    low = max(EMULATED_MIN_LIMIT_FRACTION * default, float(model.idle_power_w) + 1.0)
+    return PowerLimitRange(default, min(low, default), default)
 
 
 def reasons_for(power_capped: bool, temp_c: float, throttle_temp_c: float, busy: bool) -> int:

@@ -1,0 +1,142 @@
+"""A performance model under a power limit other than its GPU's default (``nvidia-smi -pl W``).
+
+The limit is applied on top of whatever power the model predicts, as DVFS does: the model's
+prediction at its own limit is the *demand*; where the demand exceeds the new limit, the
+clock is lowered until the power fits, and the part of the step that scales with the clock
+slows down. Power never exceeds the limit.
+
+Under the stated assumptions (both are assumptions, not measurements):
+
+* the power above idle scales with the clock fraction ``f`` as ``f ** g`` (``g`` the
+  profile's ``clock_exponent``, 2 by default: dynamic power ~ f x V^2 with voltage
+  following the clock over part of the range), so
+  ``f = ((limit - idle) / (demand - idle)) ** (1 / g)``, at least ``min_clock_fraction``;
+* the step time is ``t_fixed + t_clock / f``: ``t_clock`` is the compute-bound share of the
+  kernels (:meth:`~specband.sim.model.SpeculativeDecodingModel.step_cost`'s
+  ``compute_time_s``), ``t_fixed`` the memory-bound kernels and the host time, which a
+  lower core clock leaves alone. A model without ``step_cost`` is treated as all
+  clock-bound over its busy share (the pessimistic end).
+
+:func:`limited_power_w` is the power rule alone; :func:`with_power_limit` wraps a model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from specband.errors import ConfigError
+
+__all__ = ["PowerLimitedModel", "clock_fraction_at_limit", "limited_power_w", "with_power_limit"]
+
+
+def limited_power_w(demand_w: float, limit_w: float) -> float:
+    """Board power under a limit: the demand, never above the limit, W."""
+    return min(float(demand_w), float(limit_w))
+
+
+def clock_fraction_at_limit(
+    demand_w: float, idle_w: float, limit_w: float, clock_exponent: float = 2.0, min_clock: float = 0.3
+) -> float:
+    """The clock fraction at which a demand of ``demand_w`` (at full clock) fits ``limit_w``.
+
+    Args:
+        demand_w: power at full clock, W.
+        idle_w: power that does not scale with the clock, W.
+        limit_w: the limit, W.
+        clock_exponent: ``g`` of ``power - idle ~ f ** g``.
+        min_clock: the lowest clock fraction the GPU goes to.
+
+    Returns:
+        1.0 when the demand fits, else ``((limit - idle) / (demand - idle)) ** (1 / g)``,
+        at least ``min_clock``.
+    """
+    if demand_w <= limit_w:
+        return 1.0
+    if limit_w <= idle_w:
+        return min_clock
+    return max(min_clock, ((limit_w - idle_w) / (demand_w - idle_w)) ** (1.0 / clock_exponent))
+
+
+class PowerLimitedModel:
+    """``model`` run under ``limit_w`` (see the module docstring); satisfies the same
+    protocol (:class:`~specband.sim.base.PerformanceModel`), delegating everything else.
+
+    Args:
+        model: the performance model (its ``power_limit_w`` is the GPU's default limit).
+        limit_w: the limit, W, above the model's idle power.
+
+    Raises:
+        ConfigError: a limit that is not a finite number above idle power.
+    """
+
+    def __init__(self, model: Any, limit_w: float) -> None:
+        if isinstance(model, PowerLimitedModel):
+            model = model.inner
+        idle = float(model.idle_power_w)
+        if not (isinstance(limit_w, (int, float)) and math.isfinite(limit_w) and limit_w > idle):
+            raise ConfigError(f"power limit must be a number of W above the GPU's idle power ({idle:g} W), got {limit_w!r}")
+        self.inner = model
+        self.limit_w = float(limit_w)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def power_limit_w(self) -> float:
+        """The limit in force, W."""
+        return self.limit_w
+
+    @property
+    def default_power_limit_w(self) -> float:
+        """The GPU's default limit (the wrapped model's), W."""
+        return float(self.inner.power_limit_w)
+
+    def _clock_share(self, batch_size: int, action: Any, busy_pct: float) -> float:
+        cost_fn = getattr(self.inner, "step_cost", None)
+        if cost_fn is None:
+            return max(0.0, min(1.0, busy_pct / 100.0))
+        cost = cost_fn(batch_size, action)
+        step = cost.kernel_time_s + cost.host_time_s
+        return 0.0 if step <= 0 else max(0.0, min(1.0, cost.compute_time_s / step))
+
+    def predict(self, batch_size: int, action: Any, gpu_temp_c: float, mem_fraction_static: float = 0.65) -> Any:
+        """The wrapped model's prediction with the limit applied (power <= limit; a slower
+        step where the demand exceeded it; ``power_capped`` then True)."""
+        pred = self.inner.predict(batch_size, action, gpu_temp_c, mem_fraction_static)
+        demand = float(pred.avg_power_w)
+        if demand <= self.limit_w:
+            return dataclasses.replace(pred, power_limit_w=self.limit_w)
+        profile = getattr(self.inner, "profile", None)
+        g = float(getattr(profile, "clock_exponent", 2.0))
+        floor = float(getattr(profile, "min_clock_fraction", 0.3))
+        f = clock_fraction_at_limit(demand, float(self.inner.idle_power_w), self.limit_w, g, floor)
+        share = self._clock_share(batch_size, action, float(pred.gpu_util_pct))
+        scale = (1.0 - share) + share / f  # step time at clock f / step time at full clock
+        step = pred.step_time_s * scale
+        busy_frac = min(1.0, pred.gpu_util_pct / 100.0)
+        busy = (max(busy_frac, share) - share + share / f) / scale  # kernels stretch, host time does not
+        return dataclasses.replace(
+            pred,
+            step_time_s=step,
+            speed_tok_s=pred.accept_length / step,
+            avg_power_w=limited_power_w(demand, self.limit_w),
+            power_limit_w=self.limit_w,
+            gpu_util_pct=100.0 * min(1.0, busy),
+            power_capped=True,
+            clock_fraction=float(pred.clock_fraction) * f,
+        )
+
+
+def with_power_limit(model: Any, limit_w: float | None) -> Any:
+    """``model`` under ``limit_w`` (a :class:`PowerLimitedModel`), or ``model`` itself when
+    ``limit_w`` is ``None`` or its own limit.
+
+    Raises:
+        ConfigError: as :class:`PowerLimitedModel`.
+    """
+    inner = model.inner if isinstance(model, PowerLimitedModel) else model
+    if limit_w is None or math.isclose(float(limit_w), float(inner.power_limit_w), abs_tol=5e-4):
+        return inner
+    return PowerLimitedModel(inner, limit_w)
