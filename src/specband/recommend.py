@@ -316,7 +316,9 @@ def recommend_power_limit(
     measured = nearest_batch_size(batch_size, sweep.batch_sizes())
     notes: list[str] = []
     if measured != batch_size:
-        notes.append(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
+        notes.append(
+            f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
+        )
     picks: list[LimitPick] = []
     for limit in limits:
         part = sweep.subset(lambda r, w=limit: r.power_limit_watts == w and r.batch_size == measured)
@@ -363,7 +365,8 @@ def recommend_power_limit(
         chosen_pick = quick[0]
         notes.append(
             f"no limit's pick lands in the band {config.band_low:.0%}-{config.band_high:.0%} within "
-            f"{max_speed_loss:.1%} of the fastest; the lowest limit within that speed loss is given (sweep finer limits)"
+            f"{max_speed_loss:.1%} of the fastest; the lowest limit within that speed loss is given "
+            "(sweep finer limits)"
         )
     provenance = "+".join(sorted({r.provenance for r in sweep.rows if r.trainable}))
     return PowerLimitRecommendation(

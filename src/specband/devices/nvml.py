@@ -275,7 +275,7 @@ class NvmlDevice(GpuDevice):
         assert limits is not None
         clamped = min(limits.max_w, max(limits.min_w, float(watts)))
         try:
-            self._nvml.nvmlDeviceSetPowerManagementLimit(self._handle, int(round(clamped * 1000.0)))
+            self._nvml.nvmlDeviceSetPowerManagementLimit(self._handle, round(clamped * 1000.0))
         except self._nvml.NVMLError as exc:
             raise self._error(exc, f"setting the power limit to {clamped:g} W") from None
         try:

@@ -132,7 +132,8 @@ def resolve_power_limits(
         got = round(min(limits.max_w, max(limits.min_w, asked)), 3)
         if not math.isclose(got, asked, abs_tol=5e-4):
             notes.append(
-                f"{option}: {asked:g} W is outside the GPU's range [{limits.min_w:g}, {limits.max_w:g}] W; using {got:g} W"
+                f"{option}: {asked:g} W is outside the GPU's range "
+                f"[{limits.min_w:g}, {limits.max_w:g}] W; using {got:g} W"
             )
         if got in watts:
             raise ConfigError(f"{option}: {value:g} and another value both give {got:g} W on this GPU")
@@ -177,7 +178,9 @@ class PowerLimitGuard:
         if self.original_w is None:
             self.original_w = self.device.power_limit_w
             if self.original_w is None:
-                raise PowerLimitError(f"{self.device.name}: the current power limit is unknown, so it cannot be restored")
+                raise PowerLimitError(
+                    f"{self.device.name}: the current power limit is unknown, so it cannot be restored"
+                )
         self.current_w = self.device.set_power_limit_w(watts)
         return self.current_w
 

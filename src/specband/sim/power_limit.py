@@ -71,12 +71,17 @@ class PowerLimitedModel:
         ConfigError: a limit that is not a finite number above idle power.
     """
 
+    inner: Any
+    limit_w: float
+
     def __init__(self, model: Any, limit_w: float) -> None:
         if isinstance(model, PowerLimitedModel):
             model = model.inner
         idle = float(model.idle_power_w)
         if not (isinstance(limit_w, (int, float)) and math.isfinite(limit_w) and limit_w > idle):
-            raise ConfigError(f"power limit must be a number of W above the GPU's idle power ({idle:g} W), got {limit_w!r}")
+            raise ConfigError(
+                f"power limit must be a number of W above the GPU's idle power ({idle:g} W), got {limit_w!r}"
+            )
         self.inner = model
         self.limit_w = float(limit_w)
 

@@ -242,9 +242,7 @@ def simulate_sweep(
     return rows
 
 
-def simulate_power_limits(
-    model: Any, power_limits_w: Sequence[float], **kwargs: Any
-) -> list[dict[str, Any]]:
+def simulate_power_limits(model: Any, power_limits_w: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:
     """A simulated sweep at each power limit in turn (``nvidia-smi -pl W`` before each), the
     rows of every limit in one list: ``index`` keeps counting across limits, every row
     carries its ``power_limit_watts``. The limit is applied on top of the model's power
