@@ -315,6 +315,14 @@ def register(app: typer.Typer) -> None:
         power_limit: float | None = typer.Option(
             None, "--power-limit", help="Power limit in W (finite, > 0) when NVML gives none.", metavar="W"
         ),
+        power_limits: str | None = typer.Option(
+            None,
+            "--power-limits",
+            help="Run the grid at each GPU power limit, set through NVML (root): watts '300,450,700' or "
+            "fractions of the default '0.6,0.8,1.0', clamped to the GPU's range; the limit found is restored "
+            "at the end.",
+            metavar="LIST",
+        ),
         hardware: str | None = typer.Option(
             None, "--hardware", help="'hardware' column (default: the GPU's name).", metavar="NAME"
         ),
@@ -445,6 +453,13 @@ def register(app: typer.Typer) -> None:
                 )
             elif time_scale != 1.0:
                 raise ConfigError("--time-scale applies only to the emulator (--device emulated)")
+            limits_w: tuple[float, ...] | None = None
+            if power_limits is not None:
+                from specband.harness.power_limits import sweep_power_limits_w
+
+                limits_w, limit_notes = sweep_power_limits_w(power_limits, kind, gpu_index or 0, emulated)
+                for note in limit_notes:
+                    say(f"note: {note}", err=True)
             server = ServerConfig(
                 model_path=target,
                 draft_model_path=draft,
@@ -479,7 +494,7 @@ def register(app: typer.Typer) -> None:
             if dry_run:
                 plan, _ = planned_sweep(
                     existing_rows(out),
-                    SweepPlan(tuple(grid(bs, acts)), repeats, tuple(acts), one_launch_per_config),
+                    SweepPlan(tuple(grid(bs, acts, limits_w)), repeats, tuple(acts), one_launch_per_config),
                     settings,
                     out,
                     resume=resume,
@@ -515,6 +530,7 @@ def register(app: typer.Typer) -> None:
                     pool=pool,
                     setup=_worker_setup(pool, settings, kind, power_limit, emulated, emulator_model),
                     adaptive=adaptive,
+                    power_limits_w=limits_w,
                 )
             except KeyboardInterrupt:
                 reporter.stop()
