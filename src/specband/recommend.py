@@ -18,6 +18,9 @@ __all__ = [
     "PowerLimitRecommendation",
     "Recommendation",
     "folder_algorithms",
+    "power_limit_pick",
+    "power_limit_summary",
+    "power_limits_of_file",
     "recommend",
     "recommend_power_limit",
     "sweep_power_limits",
@@ -381,3 +384,86 @@ def recommend_power_limit(
         provenance=provenance,
         notes=tuple(notes),
     )
+
+
+def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None = None) -> dict[str, Any]:
+    """The JSON-ready answer of ``recommend`` when the data holds several power limits
+    (what ``--format json`` prints): the limit and its command, the flags, and the pick at
+    every limit.
+
+    Returns:
+        ``power_limit_w``, ``nvidia_smi``, ``action`` (triple), ``action_index``, ``flags``,
+        ``kwargs``, ``batch_size``, ``measured_batch_size``, ``in_band``, ``utilization``,
+        ``speed_tok_s``, ``speed_loss``, ``max_speed_loss``, ``joules_per_token``,
+        ``default_power_limit_w``, ``default_joules_per_token``, ``default_utilization``,
+        ``band``, ``provenance`` and ``picks`` (one object per limit).
+    """
+    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+
+    chosen, default = decided.chosen, decided.default
+    action = ACTIONS[chosen.action_index]
+    return {
+        "batch_size": decided.batch_size,
+        "measured_batch_size": decided.measured_batch_size,
+        "power_limit_w": chosen.power_limit_w,
+        "nvidia_smi": decided.nvidia_smi_command,
+        "action_index": chosen.action_index,
+        "action": list(action),
+        "flags": sglang_cli_args(action, draft_model),
+        "kwargs": server_args_kwargs(action, draft_model),
+        "in_band": chosen.in_band,
+        "utilization": chosen.utilization,
+        "speed_tok_s": chosen.speed_tok_s,
+        "speed_loss": decided.speed_loss,
+        "max_speed_loss": decided.max_speed_loss,
+        "joules_per_token": chosen.joules_per_token,
+        "default_power_limit_w": default.power_limit_w,
+        "default_joules_per_token": default.joules_per_token,
+        "default_utilization": default.utilization,
+        "band": list(decided.band),
+        "provenance": decided.provenance,
+        "picks": [
+            {
+                "power_limit_w": p.power_limit_w,
+                "action": list(p.action),
+                "speed_tok_s": p.speed_tok_s,
+                "utilization": p.utilization,
+                "joules_per_token": p.joules_per_token,
+                "in_band": p.in_band,
+                "mean_reward": p.mean_reward,
+                "runs": p.runs,
+            }
+            for p in decided.picks
+        ],
+    }
+
+
+def power_limit_summary(decided: PowerLimitRecommendation) -> str:
+    """One line saying what the chosen limit does against the default, with where the data
+    came from (``recommend`` prints it beside the ``nvidia-smi -pl`` line)."""
+    chosen, default = decided.chosen, decided.default
+
+    def pct(value: float | None) -> str:
+        return "?" if value is None else f"{value:.1%}"
+
+    def jpt(value: float | None) -> str:
+        return "?" if value is None else f"{value:.4g} J/token"
+
+    band = f"{decided.band[0]:.0%}-{decided.band[1]:.0%}"
+    return (
+        f"power limit {chosen.power_limit_w:g} W (default as swept: {default.power_limit_w:g} W): "
+        f"pick {chosen.action} at {pct(chosen.utilization)} of the limit "
+        f"({'in' if chosen.in_band else 'NOT in'} the band {band}); {chosen.speed_tok_s:.4g} tok/s, "
+        f"{decided.speed_loss:.1%} below the fastest pick (bound {decided.max_speed_loss:.1%}); "
+        f"energy {jpt(chosen.joules_per_token)} vs {jpt(default.joules_per_token)} at {default.power_limit_w:g} W "
+        f"(utilisation there {pct(default.utilization)}); from {decided.provenance} rows"
+    )
+
+
+def power_limits_of_file(path: str | Path) -> tuple[float, ...]:
+    """The distinct ``power_limit_watts`` of a sweep file's rows (read through the bounded
+    sweep reader; a hub id is resolved first), increasing."""
+    from specband.dataset import load_sweep
+    from specband.hub import resolve_data_file
+
+    return sweep_power_limits(load_sweep(resolve_data_file(path)))

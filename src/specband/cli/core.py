@@ -231,7 +231,9 @@ def register(app: typer.Typer) -> None:
             None,
             "--data",
             help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a "
-            "folder without a specband manifest.",
+            "folder without a specband manifest. Without --models, a sweep over several power limits "
+            "(sweep/simulate --power-limits) answers with a limit: the lowest whose pick is within "
+            "--max-speed-loss of the fastest and in the band.",
             show_default=False,
             metavar="SWEEP",
         ),
@@ -240,6 +242,15 @@ def register(app: typer.Typer) -> None:
             "--trust-pickle",
             help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
             "specband.json, or a downloaded folder). Unpickling runs code from the file.",
+        ),
+        max_speed_loss: float = typer.Option(
+            0.02,
+            "--max-speed-loss",
+            help="With --data over several power limits: the speed loss (fraction) a lower limit may cost "
+            "against the fastest pick.",
+            min=0.0,
+            max=0.99,
+            metavar="F",
         ),
         batch_mix: str | None = typer.Option(
             None,
@@ -279,6 +290,12 @@ def register(app: typer.Typer) -> None:
             return
         if batch_size is None:
             raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+        if data is not None and models is None:
+            from specband.recommend import power_limits_of_file
+
+            if len(power_limits_of_file(data)) > 1:
+                _recommend_power_limit(data, batch_size, max_speed_loss, draft_model, output_format)
+                return
         from specband.recommend import recommend
 
         decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
@@ -296,6 +313,32 @@ def register(app: typer.Typer) -> None:
                 "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
                 "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
             )
+
+
+def _recommend_power_limit(
+    data: Path, batch_size: int, max_speed_loss: float, draft_model: str | None, output_format: str
+) -> None:
+    """``recommend --data SWEEP`` over several power limits: print the limit and the flags."""
+    from specband.dataset import load_sweep
+    from specband.hub import resolve_data_file
+    from specband.recommend import power_limit_pick, power_limit_summary, recommend_power_limit
+
+    sweep = load_sweep(resolve_data_file(data))
+    decided = recommend_power_limit(sweep, batch_size, max_speed_loss=max_speed_loss)
+    for note in decided.notes:
+        _note(note)
+    from specband.sim.power import unmeasured_power_note
+
+    label = unmeasured_power_note(sweep.rows)
+    if label:
+        _note(label)
+    answer = power_limit_pick(decided, draft_model)
+    if output_format == "json":
+        typer.echo(json.dumps(answer, indent=2))
+        return
+    typer.echo(answer["nvidia_smi"])
+    typer.echo(shlex.join(answer["flags"]))
+    _note(power_limit_summary(decided))
 
 
 def _print_power_label(rows: Any) -> None:

@@ -319,8 +319,8 @@ def register(app: typer.Typer) -> None:
             None,
             "--power-limits",
             help="Run the grid at each GPU power limit, set through NVML (root): watts '300,450,700' or "
-            "fractions of the default '0.6,0.8,1.0', clamped to the GPU's range; the limit found is restored "
-            "at the end.",
+            "fractions of the default '0.6,0.8,1.0' or LOW:HIGH:STEP, clamped to the GPU's range; the limit "
+            "found is restored at the end.",
             metavar="LIST",
         ),
         hardware: str | None = typer.Option(

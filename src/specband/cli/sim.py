@@ -105,6 +105,14 @@ def register(app: typer.Typer) -> None:
         write_profile: str | None = typer.Option(
             None, "--write-profile", metavar="FILE", help="with --refit: write the refitted profile to this TOML file"
         ),
+        power_limits: str | None = typer.Option(
+            None,
+            "--power-limits",
+            metavar="LIST",
+            help="simulate the sweep at each power limit (nvidia-smi -pl): watts '300,450,700', fractions of "
+            "the profile's limit '0.6,0.8,1.0', or LOW:HIGH:STEP ('200:700:10'); the limit is applied on top "
+            "of the model's power (DVFS)",
+        ),
         list_profiles: bool = typer.Option(False, "--list-profiles", help="list the built-in profiles and exit"),
         force: bool = typer.Option(False, "--force", help="replace --out / --write-profile if it exists"),
     ) -> None:
@@ -125,6 +133,8 @@ def register(app: typer.Typer) -> None:
         for option, value in (("--target-config", target_config), ("--draft-config", draft_config)):
             if value is not None and not value.strip():
                 raise ConfigError(f"{option}: empty; give a config.json path or a bundled name")
+        if power_limits is not None and calibration_report:
+            raise ConfigError("--power-limits goes with --out (a simulated sweep), not --calibration-report")
         if (refit or write_profile is not None) and not calibration_report:
             raise ConfigError("--refit and --write-profile go with --calibration-report")
         if against not in ("published", "aic"):
@@ -175,9 +185,25 @@ def register(app: typer.Typer) -> None:
                     say(f"wrote {write_profile}", err=True)
             typer.echo(format_report(report_fn(model)))
             return
-        from specband.sim import simulate_sweep, write_sweep
+        from specband.sim import simulate_power_limits, simulate_sweep, write_sweep
 
-        rows = simulate_sweep(model, batch_sizes=sizes, repeats=repeats, seed=seed)
+        if power_limits is not None:
+            from specband.devices.power_limit import parse_power_limits, resolve_power_limits
+            from specband.sim.power_limit import model_power_limit_range
+
+            limits_w, notes = resolve_power_limits(parse_power_limits(power_limits), model_power_limit_range(model))
+            for note in notes:
+                say(f"note: {note}", err=True)
+            rows = simulate_power_limits(model, limits_w, batch_sizes=sizes, repeats=repeats, seed=seed)
+            say(
+                f"note: {len(limits_w)} power limit(s) {limits_w[0]:g}-{limits_w[-1]:g} W applied on top of the "
+                "model's power "
+                "(DVFS: power above idle ~ clock^clock_exponent, compute-bound kernel time ~ 1/clock; "
+                "specband.sim.power_limit)",
+                err=True,
+            )
+        else:
+            rows = simulate_sweep(model, batch_sizes=sizes, repeats=repeats, seed=seed)
         write_sweep(rows, out_path, overwrite=force)
         errors = sum(1 for r in rows if r["error"])
         mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"

@@ -71,7 +71,8 @@ def parse_power_limits(text: str, option: str = "--power-limits") -> tuple[float
 
     Args:
         text: ``"300,450,700"`` (watts, every value > 1) or ``"0.6,0.8,1.0"`` (fractions of
-            the default limit, every value in (0, 1]); the two are not mixed.
+            the default limit, every value in (0, 1]); the two are not mixed. ``"LOW:HIGH:STEP"``
+            (e.g. ``"200:700:10"`` W or ``"0.5:1:0.05"``) is every value from LOW to HIGH.
         option: the option named in errors.
 
     Returns:
@@ -81,7 +82,10 @@ def parse_power_limits(text: str, option: str = "--power-limits") -> tuple[float
         ConfigError: empty, not a number, not finite, <= 0, repeated, fractions mixed with
             watts, watts above 5000, or more than :data:`MAX_POWER_LIMITS` values.
     """
-    parts = [p.strip() for p in str(text).split(",")]
+    text = str(text)
+    if ":" in text:
+        return _parse_range(text, option)
+    parts = [p.strip() for p in text.split(",")]
     if not text.strip() or any(not p for p in parts):
         raise ConfigError(f"{option}: give watts (300,450,700) or fractions of the default limit (0.6,0.8,1.0)")
     if len(parts) > MAX_POWER_LIMITS:
@@ -105,6 +109,23 @@ def parse_power_limits(text: str, option: str = "--power-limits") -> tuple[float
     if any(fractions) and not all(fractions):
         raise ConfigError(f"{option}: do not mix fractions (<= 1) and watts (> 1): {text!r}")
     return tuple(values)
+
+
+def _parse_range(text: str, option: str) -> tuple[float, ...]:
+    """``LOW:HIGH:STEP`` -> the values LOW, LOW + STEP, ... up to HIGH (included within 1e-9)."""
+    parts = [p.strip() for p in text.split(":")]
+    try:
+        if len(parts) != 3 or any(len(p) > 32 for p in parts):
+            raise ValueError
+        low, high, step = (float(p) for p in parts)
+    except ValueError:
+        raise ConfigError(f"{option}: a range is LOW:HIGH:STEP (e.g. 200:700:10), got {text[:40]!r}") from None
+    if not all(math.isfinite(v) for v in (low, high, step)) or step <= 0 or low <= 0 or high < low:
+        raise ConfigError(f"{option}: a range needs 0 < LOW <= HIGH and STEP > 0, got {text[:40]!r}")
+    count = math.floor((high - low) / step + 1e-9) + 1
+    if count > MAX_POWER_LIMITS:
+        raise ConfigError(f"{option}: at most {MAX_POWER_LIMITS} limits, {text!r} gives {count}")
+    return parse_power_limits(",".join(repr(round(low + i * step, 6)) for i in range(count)), option)
 
 
 def resolve_power_limits(

@@ -42,7 +42,6 @@ from specband.fileio import read_text_bounded, write_text_atomic
 from specband.limits import MAX_CONFIG_FILE_BYTES
 
 __all__ = [
-    "EMULATED_MIN_LIMIT_FRACTION",
     "EmulatedDevice",
     "EmulatedGpu",
     "GpuState",
@@ -337,7 +336,7 @@ class EmulatedDevice(GpuDevice):
 
     def power_limit_range_w(self) -> PowerLimitRange:
         """The emulated GPU's limits: its profile's limit is the default and the highest; the
-        lowest is :data:`EMULATED_MIN_LIMIT_FRACTION` of it, above idle power (a profile
+        lowest is :data:`~specband.sim.power_limit.MIN_LIMIT_FRACTION` of it, above idle power (a profile
         holds no NVML constraint, so this range is the emulator's own assumption)."""
         return emulated_power_limit_range(self.gpu.model)
 
@@ -383,17 +382,12 @@ class EmulatedDevice(GpuDevice):
         )
 
 
-#: Lowest limit of an emulated GPU, fraction of its profile's limit (an H100 SXM's NVML range
-#: is 200-700 W, about 0.29 of its default; the emulator takes 0.25, and never idle power).
-EMULATED_MIN_LIMIT_FRACTION = 0.25
-
-
 def emulated_power_limit_range(model: Any) -> PowerLimitRange:
     """:class:`~specband.devices.power_limit.PowerLimitRange` of an emulated GPU built on
-    ``model`` (its ``power_limit_w`` and ``idle_power_w``, W); reads no state file."""
-    default = float(model.power_limit_w)
-    low = max(EMULATED_MIN_LIMIT_FRACTION * default, float(model.idle_power_w) + 1.0)
-    return PowerLimitRange(default, min(low, default), default)
+    ``model`` (:func:`specband.sim.power_limit.model_power_limit_range`); reads no state file."""
+    from specband.sim.power_limit import model_power_limit_range
+
+    return model_power_limit_range(model)
 
 
 def reasons_for(power_capped: bool, temp_c: float, throttle_temp_c: float, busy: bool) -> int:

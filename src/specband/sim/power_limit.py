@@ -26,9 +26,32 @@ import dataclasses
 import math
 from typing import Any
 
+from specband.devices.power_limit import PowerLimitRange
 from specband.errors import ConfigError
 
-__all__ = ["PowerLimitedModel", "clock_fraction_at_limit", "limited_power_w", "with_power_limit"]
+__all__ = [
+    "MIN_LIMIT_FRACTION",
+    "PowerLimitedModel",
+    "clock_fraction_at_limit",
+    "limited_power_w",
+    "model_power_limit_range",
+    "with_power_limit",
+]
+
+#: Lowest limit of a simulated or emulated GPU, fraction of its profile's limit (an H100 SXM's
+#: NVML range is 200-700 W, about 0.29 of its default; a profile holds no NVML constraint, so
+#: 0.25 is this module's assumption), and never at or below idle power.
+MIN_LIMIT_FRACTION = 0.25
+
+
+def model_power_limit_range(model: Any) -> PowerLimitRange:
+    """The limits a simulated GPU accepts: its profile's limit is the default and the highest
+    (``model.power_limit_w``, W); the lowest is :data:`MIN_LIMIT_FRACTION` of it, above
+    ``model.idle_power_w`` + 1 W."""
+    inner = model.inner if isinstance(model, PowerLimitedModel) else model
+    default = float(inner.power_limit_w)
+    low = max(MIN_LIMIT_FRACTION * default, float(inner.idle_power_w) + 1.0)
+    return PowerLimitRange(default, min(low, default), default)
 
 
 def limited_power_w(demand_w: float, limit_w: float) -> float:
