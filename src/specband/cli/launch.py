@@ -118,6 +118,15 @@ def register(app: typer.Typer) -> None:
         log: Path = typer.Option(
             Path("specband-server.log"), "--log", help="Server output (appended).", metavar="FILE"
         ),
+        set_power_limit: str | None = typer.Option(
+            None,
+            "--set-power-limit",
+            help="Set the GPU's power limit through NVML (root) while the server runs, restoring the old one "
+            "when it stops: W, a fraction of the default, or 'auto' (the limit and the flags `specband "
+            "recommend --data SWEEP` answers from a sweep over several limits).",
+            show_default=False,
+            metavar="W|auto",
+        ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the command line and exit."),
         sglang_version: str | None = sglang_version_option(),
         trust_pickle: bool = typer.Option(
@@ -157,6 +166,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--launch-timeout must be > 0 s, got {launch_timeout}")
         if state is not None:
             check_gpu_state(*state, option="--state")
+        if set_power_limit is not None:
+            if device_kind.value == "none" or schedule is not None:
+                raise ConfigError("--set-power-limit sets the limit through NVML: not with --device none or --schedule")
+            if set_power_limit == "auto" and data is None:
+                raise ConfigError("--set-power-limit auto needs --data SWEEP (a sweep over several power limits)")
         config = ServerConfig(  # checks --target, --port and --server-command
             model_path=target,
             draft_model_path=draft,
@@ -191,6 +205,16 @@ def register(app: typer.Typer) -> None:
                     *(["--max-running-requests", str(max_running_requests)] if max_running_requests else []),
                 ]
                 config = dataclasses.replace(config, extra_args=(*extra, *config.extra_args))
+            elif set_power_limit == "auto":
+                from specband.dataset import load_sweep
+                from specband.hub import resolve_data_file
+                from specband.recommend import power_limit_pick, power_limit_summary, recommend_power_limit
+
+                assert batch_size is not None and data is not None  # checked above
+                decided = recommend_power_limit(load_sweep(resolve_data_file(data)), batch_size)
+                notes += [*decided.notes, power_limit_summary(decided)]
+                pick = power_limit_pick(decided, draft)
+                limit_w = decided.chosen.power_limit_w
             else:
                 from specband.recommend import recommend
 
@@ -206,6 +230,11 @@ def register(app: typer.Typer) -> None:
                     f"(the EAGLE3 draft model path)"
                 )
             command = build_launch_command(config, action, batch_size, mem_fraction)
+            if set_power_limit is not None and set_power_limit != "auto":
+                from specband.harness.power_limits import launch_power_limit_w
+
+                limit_w, limit_notes = launch_power_limit_w(set_power_limit, gpu_index or 0)
+                notes += limit_notes
         except BaseException:
             if log_created:
                 with contextlib.suppress(OSError):
@@ -218,6 +247,8 @@ def register(app: typer.Typer) -> None:
             _note(note)
         if schedule is not None:
             _note(f"adaptive speculation with {pick['path']}: tiers {sorted(pick['entries'])}, starting at {action}")
+        elif set_power_limit == "auto":
+            _note(f"power limit {limit_w:g} W with {pick['action']} for batch size {batch_size}")
         else:
             _note(
                 f"{algo} picks {pick['action']} for batch size {batch_size} "
@@ -225,6 +256,8 @@ def register(app: typer.Typer) -> None:
             )
         if dry_run:
             typer.echo(f"# sglang {version} ({version_source})")
+            if set_power_limit is not None:
+                typer.echo(f"# sudo nvidia-smi -pl {limit_w:g}")
             typer.echo(format_launch(command))
             return
 
@@ -240,7 +273,13 @@ def register(app: typer.Typer) -> None:
         )
 
         server = None
-        with interrupts_as_keyboard_interrupt():  # SIGTERM too; never inside an import or the server's start
+        with interrupts_as_keyboard_interrupt(), contextlib.ExitStack() as held:  # SIGTERM too
+            if set_power_limit is not None:
+                from specband.harness.power_limits import held_power_limit
+
+                # restored when the block ends: after the server stopped (the finally below)
+                in_force = held.enter_context(held_power_limit(limit_w, gpu_index or 0))
+                _note(f"power limit set to {in_force:g} W (the old limit is restored when the server stops)")
             try:
                 outcome = launch_with_retry(settings, Clock(), action, batch_size, log)
                 server = outcome.server

@@ -3,12 +3,14 @@ in watts, read before anything is launched or written."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from specband.devices.power_limit import PowerLimitRange, parse_power_limits, resolve_power_limits
 from specband.errors import ConfigError
 
-__all__ = ["power_limit_range", "sweep_power_limits_w"]
+__all__ = ["held_power_limit", "launch_power_limit_w", "power_limit_range", "sweep_power_limits_w"]
 
 
 def power_limit_range(kind: str, index: int = 0, emulated: dict[str, Any] | None = None) -> PowerLimitRange:
@@ -50,3 +52,42 @@ def sweep_power_limits_w(
     """
     values = parse_power_limits(text, option)
     return resolve_power_limits(values, power_limit_range(kind, index, emulated), option)
+
+
+def launch_power_limit_w(text: str, index: int = 0) -> tuple[float, tuple[str, ...]]:
+    """``launch --set-power-limit W`` in watts (a fraction <= 1 of the default limit allowed),
+    clamped to the NVML range of GPU ``index``, and a note when it was clamped.
+
+    Raises:
+        ConfigError: not one value; DeviceError and its power-limit subclasses: NVML's answer.
+    """
+    values = parse_power_limits(text, "--set-power-limit")
+    if len(values) != 1:
+        raise ConfigError(f"--set-power-limit takes one limit (W, or a fraction of the default), got {text!r}")
+    watts, notes = resolve_power_limits(values, power_limit_range("nvml", index), "--set-power-limit")
+    return watts[0], notes
+
+
+@contextlib.contextmanager
+def held_power_limit(watts: float, index: int = 0) -> Iterator[float]:
+    """Set GPU ``index``'s power limit through NVML for the ``with`` block, and put the limit
+    found back when the block ends, however it ends (the server stopped, Ctrl-C, SIGTERM,
+    a failed launch).
+
+    Yields:
+        the limit in force, W.
+
+    Raises:
+        PowerLimitPermissionError: not root; PowerLimitError, DeviceError: NVML's answer.
+    """
+    from specband.devices.nvml import NvmlDevice
+    from specband.devices.power_limit import PowerLimitGuard
+    from specband.harness.interrupts import deferred
+
+    with NvmlDevice(index) as device:
+        guard = PowerLimitGuard(device)
+        try:
+            yield guard.set(watts)
+        finally:
+            with deferred():
+                guard.restore()
