@@ -129,6 +129,13 @@ def register(app: typer.Typer) -> None:
             progress=progress,
         )
         written = write_report(result, out_dir) if out_dir is not None else []
+        if out_dir is not None:
+            from specband.recommend import sweep_power_limits
+
+            if len(sweep_power_limits(sweep)) > 1:  # the pair (limit, flags): issue 20
+                from specband.evaluation.power_limits import power_limit_curves, write_power_limit_report
+
+                written += write_power_limit_report(power_limit_curves(sweep), out_dir)
         if schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
             from specband.cli.schedule import evaluate_schedules_hook
 

@@ -1,23 +1,25 @@
 """A performance model under a power limit other than its GPU's default (``nvidia-smi -pl W``).
 
-The limit is applied on top of whatever power the model predicts, as DVFS does: the model's
-prediction at its own limit is the *demand*; where the demand exceeds the new limit, the
-clock is lowered until the power fits, and the part of the step that scales with the clock
-slows down. Power never exceeds the limit.
+The limit is applied on top of whatever power the model predicts, as DVFS does: where the
+demand exceeds the new limit the clock is lowered until the power fits, and the part of the
+step that scales with the clock slows down. Power never exceeds the limit.
 
-Under the stated assumptions (both are assumptions, not measurements):
+* A :class:`~specband.sim.model.SpeculativeDecodingModel` runs its own power-capping search
+  (its clock-dependent power and roofline, :meth:`~specband.sim.model.SpeculativeDecodingModel.predict`)
+  against the new limit, with its demand kept (``activity_power_w`` pinned to the default
+  headroom, as ``nvidia-smi -pl`` keeps the work) and no steady overshoot (``cap_tracking`` 0).
+* Any other model: its prediction is the demand; the clock fraction is
+  ``f = ((limit - idle) / (demand - idle)) ** (1 / g)`` (power above idle ~ ``f ** g``, ``g``
+  the profile's ``clock_exponent``, 2 by default) and the step time ``t_fixed + t_clock / f``
+  (``t_clock`` the compute-bound share, from ``step_cost`` when the model has it, else the
+  whole busy share: the pessimistic end).
+* Either way, where the lowest clock still draws more than the limit (the memory-bound floor),
+  the GPU is taken to throttle further at the same energy per step: the power is the limit and
+  the speed scales by ``(limit - idle) / (power - idle)``.
 
-* the power above idle scales with the clock fraction ``f`` as ``f ** g`` (``g`` the
-  profile's ``clock_exponent``, 2 by default: dynamic power ~ f x V^2 with voltage
-  following the clock over part of the range), so
-  ``f = ((limit - idle) / (demand - idle)) ** (1 / g)``, at least ``min_clock_fraction``;
-* the step time is ``t_fixed + t_clock / f``: ``t_clock`` is the compute-bound share of the
-  kernels (:meth:`~specband.sim.model.SpeculativeDecodingModel.step_cost`'s
-  ``compute_time_s``), ``t_fixed`` the memory-bound kernels and the host time, which a
-  lower core clock leaves alone. A model without ``step_cost`` is treated as all
-  clock-bound over its busy share (the pessimistic end).
-
-:func:`limited_power_w` is the power rule alone; :func:`with_power_limit` wraps a model.
+These are assumptions, not measurements; rows simulated under them carry the profile's power
+label (:mod:`specband.sim.power`). :func:`limited_power_w` is the power rule alone;
+:func:`with_power_limit` wraps a model.
 """
 
 from __future__ import annotations
@@ -107,6 +109,15 @@ class PowerLimitedModel:
             )
         self.inner = model
         self.limit_w = float(limit_w)
+        self._own: Any = None
+        profile: Any = getattr(model, "profile", None)
+        if all(hasattr(model, a) for a in ("target", "draft", "step_cost")) and hasattr(profile, "with_values"):
+            from specband.sim.model import SpeculativeDecodingModel
+
+            capped = profile.with_values(
+                power_limit_w=self.limit_w, activity_power_w=profile.activity_scale_w, cap_tracking=0.0
+            )
+            self._own = SpeculativeDecodingModel(capped, model.target, model.draft)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -132,6 +143,8 @@ class PowerLimitedModel:
     def predict(self, batch_size: int, action: Any, gpu_temp_c: float, mem_fraction_static: float = 0.65) -> Any:
         """The wrapped model's prediction with the limit applied (power <= limit; a slower
         step where the demand exceeded it; ``power_capped`` then True)."""
+        if self._own is not None:
+            return self._floor(self._own.predict(batch_size, action, gpu_temp_c, mem_fraction_static))
         pred = self.inner.predict(batch_size, action, gpu_temp_c, mem_fraction_static)
         demand = float(pred.avg_power_w)
         if demand <= self.limit_w:
@@ -139,21 +152,41 @@ class PowerLimitedModel:
         profile = getattr(self.inner, "profile", None)
         g = float(getattr(profile, "clock_exponent", 2.0))
         floor = float(getattr(profile, "min_clock_fraction", 0.3))
-        f = clock_fraction_at_limit(demand, float(self.inner.idle_power_w), self.limit_w, g, floor)
+        idle = float(self.inner.idle_power_w)
+        f = clock_fraction_at_limit(demand, idle, self.limit_w, g, floor)
         share = self._clock_share(batch_size, action, float(pred.gpu_util_pct))
         scale = (1.0 - share) + share / f  # step time at clock f / step time at full clock
         step = pred.step_time_s * scale
         busy_frac = min(1.0, pred.gpu_util_pct / 100.0)
         busy = (max(busy_frac, share) - share + share / f) / scale  # kernels stretch, host time does not
+        return self._floor(
+            dataclasses.replace(
+                pred,
+                step_time_s=step,
+                speed_tok_s=pred.accept_length / step,
+                avg_power_w=self.limit_w if f > floor else idle + (demand - idle) * f**g,
+                power_limit_w=self.limit_w,
+                gpu_util_pct=100.0 * min(1.0, busy),
+                power_capped=True,
+                clock_fraction=float(pred.clock_fraction) * f,
+            )
+        )
+
+    def _floor(self, pred: Any) -> Any:
+        """Power above the limit at the lowest clock: throttle at the same energy per step."""
+        power = float(pred.avg_power_w)
+        if power <= self.limit_w:
+            return dataclasses.replace(pred, power_limit_w=self.limit_w)
+        idle = float(self.inner.idle_power_w)
+        scale = (self.limit_w - idle) / (power - idle) if power > idle else 1.0
+        step = pred.step_time_s / scale
         return dataclasses.replace(
             pred,
             step_time_s=step,
             speed_tok_s=pred.accept_length / step,
-            avg_power_w=limited_power_w(demand, self.limit_w),
+            avg_power_w=self.limit_w,
             power_limit_w=self.limit_w,
-            gpu_util_pct=100.0 * min(1.0, busy),
             power_capped=True,
-            clock_fraction=float(pred.clock_fraction) * f,
         )
 
 
