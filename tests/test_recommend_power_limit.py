@@ -92,3 +92,38 @@ def test_simulate_power_limits_cli(run_cli, tmp_path):
     assert result.exit_code == 0 and "using 175 W" in result.stderr
     result = run_cli("simulate", "--power-limits", "a", "--out", tmp_path / "u.jsonl")
     assert result.exit_code == 2 and "--power-limits" in one_error_line(result.stderr)
+
+
+def test_a_folder_trained_on_several_limits_says_so_and_answers_with_a_limit(run_cli, tmp_path, h100_rows):
+    data = tmp_path / "h100.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in h100_rows))
+    models = tmp_path / "models"
+    result = run_cli("train", data, "--algo", "lookup_table", "--out", models)
+    assert result.exit_code == 0, result.stderr
+    assert "the policies train on the rows at 700 W" in result.stderr
+    manifest = json.loads((models / "specband.json").read_text())
+    table = manifest["power_limits"]
+    assert table["limits_w"][0] == 200.0 and table["limits_w"][-1] == 700.0 and table["provenance"] == "simulated"
+    assert len(table["picks"]["4"]) == 51
+    from_folder = run_cli("recommend", "-b", "4", "--models", models, "--format", "json")
+    from_data = run_cli("recommend", "-b", "4", "--data", data, "--format", "json")
+    assert from_folder.exit_code == 0, from_folder.stderr
+    a, b = json.loads(from_folder.stdout), json.loads(from_data.stdout)
+    assert (a["power_limit_w"], a["action"], a["flags"]) == (b["power_limit_w"], b["action"], b["flags"])
+    assert a["power_limit_w"] < 700.0 and a["in_band"]
+
+
+def test_a_manifest_with_a_bad_power_limit_table_is_refused(run_cli, tmp_path, h100_rows):
+    from specband.artifacts import load_manifest
+    from specband.errors import ArtifactError
+
+    data = tmp_path / "h100.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in h100_rows[: 19 * 3 * 2 * 2]))  # 200 and 210 W
+    models = tmp_path / "models"
+    assert run_cli("train", data, "--algo", "lookup_table", "--out", models).exit_code == 0
+    path = models / "specband.json"
+    manifest = json.loads(path.read_text())
+    manifest["power_limits"]["picks"]["1"][0]["action"] = [9, 9, 9]
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="bad 'action'"):
+        load_manifest(models)

@@ -17,12 +17,16 @@ __all__ = [
     "LimitPick",
     "PowerLimitRecommendation",
     "Recommendation",
+    "choose_power_limit",
     "folder_algorithms",
+    "folder_power_limits",
     "power_limit_pick",
     "power_limit_summary",
+    "power_limit_table",
     "power_limits_of_file",
     "recommend",
     "recommend_power_limit",
+    "recommend_power_limit_from_table",
     "sweep_power_limits",
 ]
 
@@ -358,6 +362,33 @@ def recommend_power_limit(
                 runs=len(chosen),
             )
         )
+    provenance = "+".join(sorted({r.provenance for r in sweep.rows if r.trainable}))
+    return choose_power_limit(
+        picks,
+        batch_size=batch_size,
+        measured_batch_size=measured,
+        max_speed_loss=max_speed_loss,
+        band=(config.band_low, config.band_high),
+        provenance=provenance,
+        notes=notes,
+    )
+
+
+def choose_power_limit(
+    picks: list[LimitPick],
+    *,
+    batch_size: int,
+    measured_batch_size: int,
+    max_speed_loss: float,
+    band: tuple[float, float],
+    provenance: str,
+    notes: list[str] | None = None,
+) -> PowerLimitRecommendation:
+    """The rule of :func:`recommend_power_limit` over the picks at each limit (by increasing
+    limit): the lowest limit whose pick is within ``max_speed_loss`` of the fastest and in the
+    band; else the lowest within the speed loss, with a note."""
+    notes = list(notes or [])
+    picks = sorted(picks, key=lambda p: p.power_limit_w)
     fastest = max(picks, key=lambda p: p.speed_tok_s)
     floor = (1.0 - max_speed_loss) * fastest.speed_tok_s
     quick = [p for p in picks if p.speed_tok_s >= floor]
@@ -367,22 +398,74 @@ def recommend_power_limit(
     else:
         chosen_pick = quick[0]
         notes.append(
-            f"no limit's pick lands in the band {config.band_low:.0%}-{config.band_high:.0%} within "
+            f"no limit's pick lands in the band {band[0]:.0%}-{band[1]:.0%} within "
             f"{max_speed_loss:.1%} of the fastest; the lowest limit within that speed loss is given "
             "(sweep finer limits)"
         )
-    provenance = "+".join(sorted({r.provenance for r in sweep.rows if r.trainable}))
     return PowerLimitRecommendation(
         batch_size=batch_size,
-        measured_batch_size=measured,
+        measured_batch_size=measured_batch_size,
         chosen=chosen_pick,
         default=picks[-1],
         fastest=fastest,
         max_speed_loss=float(max_speed_loss),
         picks=tuple(picks),
-        band=(config.band_low, config.band_high),
+        band=band,
         provenance=provenance,
         notes=tuple(notes),
+    )
+
+
+def power_limit_table(sweep: Any, config: Any = None) -> dict[str, Any]:
+    """What a model folder trained on several power limits records in its manifest
+    (``power_limits``): the limits, the band, the rows' provenance and, per batch size, the
+    pick at every limit (:class:`LimitPick` fields), so that ``recommend --models DIR``
+    answers with a limit as ``recommend --data SWEEP`` does.
+
+    Raises:
+        DataError: as :func:`recommend_power_limit`.
+    """
+    import dataclasses
+
+    answers = {bs: recommend_power_limit(sweep, bs, config=config) for bs in sweep.batch_sizes()}
+    first = next(iter(answers.values()))
+    return {
+        "limits_w": [p.power_limit_w for p in first.picks],
+        "band": list(first.band),
+        "provenance": first.provenance,
+        "picks": {
+            str(bs): [{**dataclasses.asdict(p), "action": list(p.action)} for p in a.picks] for bs, a in answers.items()
+        },
+    }
+
+
+def recommend_power_limit_from_table(
+    table: dict[str, Any], batch_size: int, *, max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS
+) -> PowerLimitRecommendation:
+    """:func:`recommend_power_limit` from a manifest's ``power_limits`` (see
+    :func:`power_limit_table`; validated when the manifest was read)."""
+    import math
+
+    from specband.errors import ConfigError
+    from specband.policies.files import nearest_batch_size
+
+    if not (isinstance(max_speed_loss, (int, float)) and math.isfinite(max_speed_loss) and 0 <= max_speed_loss < 1):
+        raise ConfigError(f"--max-speed-loss must be a fraction in [0, 1), got {max_speed_loss!r}")
+    measured = nearest_batch_size(batch_size, [int(k) for k in table["picks"]])
+    notes = []
+    if measured != batch_size:
+        notes.append(
+            f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
+        )
+    picks = [LimitPick(**{**p, "action": tuple(p["action"])}) for p in table["picks"][str(measured)]]
+    return choose_power_limit(
+        picks,
+        batch_size=batch_size,
+        measured_batch_size=measured,
+        max_speed_loss=max_speed_loss,
+        band=(float(table["band"][0]), float(table["band"][1])),
+        provenance=str(table["provenance"]),
+        notes=notes,
     )
 
 
@@ -467,3 +550,20 @@ def power_limits_of_file(path: str | Path) -> tuple[float, ...]:
     from specband.hub import resolve_data_file
 
     return sweep_power_limits(load_sweep(resolve_data_file(path)))
+
+
+def folder_power_limits(models: str | Path) -> dict[str, Any] | None:
+    """The ``power_limits`` of a specband folder's manifest (a folder trained on a sweep over
+    several limits), or ``None`` (one limit, a foreign folder, no manifest).
+
+    Raises:
+        ArtifactError: an unreadable or invalid manifest; HubError: a hub id not found.
+    """
+    from specband.artifacts import MANIFEST_FILE, load_manifest
+    from specband.hub import resolve_folder
+
+    folder = Path(resolve_folder(models))
+    if not (folder / MANIFEST_FILE).is_file():
+        return None
+    table = load_manifest(folder).power_limits
+    return None if table is None else dict(table)

@@ -26,6 +26,7 @@ __all__ = [
     "compute_embedded_manifest",
     "embedded_policy",
     "representative_states",
+    "split_power_limits",
     "train_policies",
 ]
 
@@ -158,3 +159,31 @@ def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str 
     data = sweep.training_data(features)
     policy = policy_class(name).from_config(seed=seed).fit(data)
     return policy, build_manifest(data, [name], seed=seed, sweep=sweep)
+
+
+def split_power_limits(sweep: Sweep) -> tuple[Sweep, dict[str, Any] | None, str | None]:
+    """A sweep over several power limits, split for ``specband train``: the policies train on
+    the rows at the highest limit (the 19-action contract at the GPU's default, as swept) and
+    the manifest records the pick at every limit (:func:`specband.recommend.power_limit_table`),
+    from which ``recommend --models DIR`` answers with a limit.
+
+    Returns:
+        ``(sweep to train on, power_limits table or None, note or None)``; a sweep with one
+        limit is returned as it is.
+
+    Raises:
+        DataError: as :func:`specband.recommend.recommend_power_limit`.
+    """
+    from specband.recommend import power_limit_table, sweep_power_limits
+
+    limits = sweep_power_limits(sweep)
+    if len(limits) < 2:
+        return sweep, None, None
+    table = power_limit_table(sweep)
+    top = limits[-1]
+    kept = sweep.subset(lambda r: r.power_limit_watts == top or r.power_limit_watts is None)
+    note = (
+        f"the sweep holds {len(limits)} power limits ({limits[0]:g}-{top:g} W): the policies train on the rows at "
+        f"{top:g} W; the manifest records the pick at every limit (recommend --models answers with a limit)"
+    )
+    return kept, table, note

@@ -154,11 +154,18 @@ def register(app: typer.Typer) -> None:
         energy_note = sweep.energy_note()
         if energy_note is not None:
             _note(energy_note)
+        from specband.training import split_power_limits
+
+        sweep, limit_table, limit_note = split_power_limits(sweep)
+        if limit_note:
+            _note(limit_note)
         training = sweep.training_data(features.value)
         start = time.perf_counter()
         policies = train_policies(training, names, seed=seed)
         elapsed = time.perf_counter() - start
         manifest = build_manifest(training, names, seed=seed, sweep=sweep)
+        if limit_table is not None:
+            manifest = dataclasses.replace(manifest, power_limits=limit_table)
         hub_data = None if data is None else parse_hub_ref(data)
         if hub_data is not None:  # record the hub id, not the cache path
             manifest = dataclasses.replace(manifest, data={**manifest.data, "path": f"hf://{hub_data}"})
@@ -296,6 +303,13 @@ def register(app: typer.Typer) -> None:
             if len(power_limits_of_file(data)) > 1:
                 _recommend_power_limit(data, batch_size, max_speed_loss, draft_model, output_format)
                 return
+        if models is not None:
+            from specband.recommend import folder_power_limits
+
+            table = folder_power_limits(models)
+            if table is not None:
+                _recommend_power_limit(None, batch_size, max_speed_loss, draft_model, output_format, table)
+                return
         from specband.recommend import recommend
 
         decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
@@ -316,20 +330,36 @@ def register(app: typer.Typer) -> None:
 
 
 def _recommend_power_limit(
-    data: Path, batch_size: int, max_speed_loss: float, draft_model: str | None, output_format: str
+    data: Path | None,
+    batch_size: int,
+    max_speed_loss: float,
+    draft_model: str | None,
+    output_format: str,
+    table: Any = None,
 ) -> None:
-    """``recommend --data SWEEP`` over several power limits: print the limit and the flags."""
-    from specband.dataset import load_sweep
-    from specband.hub import resolve_data_file
-    from specband.recommend import power_limit_pick, power_limit_summary, recommend_power_limit
+    """``recommend --data SWEEP`` over several power limits, or ``--models DIR`` trained on
+    one: print the limit and the flags."""
+    from specband.recommend import (
+        power_limit_pick,
+        power_limit_summary,
+        recommend_power_limit,
+        recommend_power_limit_from_table,
+    )
 
-    sweep = load_sweep(resolve_data_file(data))
-    decided = recommend_power_limit(sweep, batch_size, max_speed_loss=max_speed_loss)
+    if table is not None:
+        decided = recommend_power_limit_from_table(table, batch_size, max_speed_loss=max_speed_loss)
+        label = None
+    else:
+        from specband.dataset import load_sweep
+        from specband.hub import resolve_data_file
+        from specband.sim.power import unmeasured_power_note
+
+        assert data is not None
+        sweep = load_sweep(resolve_data_file(data))
+        decided = recommend_power_limit(sweep, batch_size, max_speed_loss=max_speed_loss)
+        label = unmeasured_power_note(sweep.rows)
     for note in decided.notes:
         _note(note)
-    from specband.sim.power import unmeasured_power_note
-
-    label = unmeasured_power_note(sweep.rows)
     if label:
         _note(label)
     answer = power_limit_pick(decided, draft_model)
