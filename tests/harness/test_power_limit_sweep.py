@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import one_error_line
+from tests.harness.conftest import TIME_SCALE, emulator_command, one_error_line
 
 from specband.emulator.gpu import EmulatedGpu
 from specband.sim import build_model
@@ -97,3 +97,76 @@ def test_bad_power_limit_lists_are_one_line(run_cli, sweep_args, tmp_path, bad):
         *sweep_args, "--batch-sizes", "1", "--actions", "0", "--power-limits", bad, "--out", tmp_path / "s.jsonl"
     )
     assert result.exit_code == 2 and one_error_line(result.stderr).startswith("error: --power-limits:")
+
+
+from tests.devices import conftest as devices_conftest  # noqa: E402
+
+fake_gpu = devices_conftest.fake_gpu  # the patched-NVML fixture of the device tests
+
+
+def _nvml_args(sweep_args: list[str], tmp_path: Path) -> list[str]:
+    """The sweep against a fast emulator (its own time scale) with the sweep on real time:
+    the GPU it reads and sets is the patched NVML."""
+    args = list(sweep_args)
+    i = args.index("--time-scale")
+    del args[i : i + 2]
+    j = args.index("--server-command")
+    args[j + 1] = emulator_command("--time-scale", str(TIME_SCALE), "--state-file", str(tmp_path / "gpu.json"))
+    return [*args, "--device", "nvml", "--cooldown", "0.1"]
+
+
+@pytest.mark.parametrize("ending", [None, RuntimeError("crash"), KeyboardInterrupt()])
+def test_through_nvml_every_limit_is_set_and_the_old_one_restored(
+    run_cli, sweep_args, tmp_path, monkeypatch, fake_gpu, ending
+):
+    from specband.harness import pipeline
+
+    if ending is not None:
+        real = pipeline.RowSink.consume
+
+        def consume_then_end(self, result):
+            real(self, result)
+            raise ending
+
+        monkeypatch.setattr(pipeline.RowSink, "consume", consume_then_end)
+    out = tmp_path / "sweep.jsonl"
+    args = (
+        *_nvml_args(sweep_args, tmp_path),
+        "--batch-sizes",
+        "1",
+        "--actions",
+        "0",
+        "--repeats",
+        "1",
+        "--power-limits",
+        "40,60",
+        "--out",
+        out,
+    )
+    if isinstance(ending, RuntimeError):
+        with pytest.raises(RuntimeError, match="crash"):  # a crash propagates, after the restore
+            run_cli(*args)
+        result = None
+    else:
+        result = run_cli(*args)
+    if ending is None:
+        assert result.exit_code == 0, result.stderr
+        assert [r["power_limit_watts"] for r in _rows(out)] == [40.0, 60.0]
+        assert fake_gpu.limits_set == [40_000, 60_000, 80_000]  # then the enforced limit found
+    else:
+        assert result is None or result.exit_code != 0
+        assert [r["power_limit_watts"] for r in _rows(out)] == [40.0]
+        assert fake_gpu.limits_set == [40_000, 80_000]
+
+
+def test_through_nvml_without_permission_nothing_runs(run_cli, sweep_args, tmp_path, fake_gpu):
+    import pynvml
+
+    fake_gpu.errors = {"set_limit": pynvml.NVML_ERROR_NO_PERMISSION}
+    out = tmp_path / "sweep.jsonl"
+    result = run_cli(
+        *_nvml_args(sweep_args, tmp_path), "--batch-sizes", "1", "--actions", "0", "--power-limits", "0.5", "--out", out
+    )
+    assert result.exit_code == 2
+    assert "no permission to set power limits" in one_error_line(result.stderr)
+    assert not out.exists() or out.read_text() == ""
