@@ -164,7 +164,7 @@ def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str 
 def split_power_limits(sweep: Sweep) -> tuple[Sweep, dict[str, Any] | None, str | None]:
     """A sweep over several power limits, split for ``specband train``: the policies train on
     the rows at the highest limit (the 19-action contract at the GPU's default, as swept) and
-    the manifest records the pick at every limit (:func:`specband.recommend.power_limit_table`),
+    the manifest records the pick at every limit (:func:`specband.powerpicks.power_limit_table`),
     from which ``recommend --models DIR`` answers with a limit.
 
     Returns:
@@ -174,7 +174,7 @@ def split_power_limits(sweep: Sweep) -> tuple[Sweep, dict[str, Any] | None, str 
     Raises:
         DataError: as :func:`specband.recommend.recommend_power_limit`.
     """
-    from specband.recommend import power_limit_table, sweep_power_limits
+    from specband.powerpicks import power_limit_table, sweep_power_limits
 
     limits = sweep_power_limits(sweep)
     if len(limits) < 2:

@@ -7,6 +7,7 @@ import json
 from specband.dataset import Sweep
 from specband.evaluation.power_limits import power_limit_curves, power_limit_markdown
 from specband.sim import build_model, simulate_power_limits
+from specband.sim.power import unmeasured_power_note
 
 H100_8B = {"target_config": "llama-3.1-8b-instruct", "draft_config": "eagle3-llama-3.1-8b-instruct"}
 
@@ -17,7 +18,8 @@ def _rows() -> list[dict]:
 
 
 def test_curves_and_table_say_the_answer_and_the_source():
-    curves = power_limit_curves(Sweep.from_records(_rows()))
+    sweep = Sweep.from_records(_rows())
+    curves = power_limit_curves(sweep, power_label=unmeasured_power_note(sweep.rows))
     assert sorted(curves.answers) == [1, 4]
     assert curves.source.startswith("simulated rows; power UNMEASURED")
     for answer in curves.answers.values():

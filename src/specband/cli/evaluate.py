@@ -134,8 +134,10 @@ def register(app: typer.Typer) -> None:
 
             if len(sweep_power_limits(sweep)) > 1:  # the pair (limit, flags): issue 20
                 from specband.evaluation.power_limits import power_limit_curves, write_power_limit_report
+                from specband.sim.power import unmeasured_power_note
 
-                written += write_power_limit_report(power_limit_curves(sweep), out_dir)
+                curves = power_limit_curves(sweep, power_label=unmeasured_power_note(sweep.rows))
+                written += write_power_limit_report(curves, out_dir)
         if schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
             from specband.cli.schedule import evaluate_schedules_hook
 

@@ -3,7 +3,7 @@ token of the pick at each power limit, with the limits whose pick lands in the b
 and the limit ``recommend`` answers marked (``power_limits.png`` and ``power_limits.md``
 beside ``report.md``, written when the sweep holds several limits).
 
-The picks are :func:`specband.recommend.recommend_power_limit`'s (the ``lookup_table`` rule at
+The picks are :func:`specband.powerpicks.recommend_power_limit`'s (the ``lookup_table`` rule at
 each limit); every number is a mean over the rows behind the pick, and the figure says where
 those rows came from (measured, emulated, simulated) and, when their power rests on no
 measurement, says that too.
@@ -47,22 +47,29 @@ class PowerLimitCurves:
     source: str
 
 
-def power_limit_curves(sweep: Any, max_speed_loss: float = 0.02, config: Any = None) -> PowerLimitCurves:
+def power_limit_curves(
+    sweep: Any, max_speed_loss: float = 0.02, config: Any = None, power_label: str | None = None
+) -> PowerLimitCurves:
     """The curves of every batch size of a sweep over several limits.
+
+    Args:
+        sweep: a :class:`~specband.dataset.Sweep` over several ``power_limit_watts``.
+        max_speed_loss, config: as :func:`~specband.powerpicks.recommend_power_limit`.
+        power_label: the caller's label when the rows' power rests on no measurement
+            (:func:`specband.sim.power.unmeasured_power_note`), added to the source.
 
     Raises:
         DataError: as :func:`~specband.recommend.recommend_power_limit` (one limit only, a
             batch size without rows at some limit).
     """
-    from specband.recommend import recommend_power_limit
-    from specband.sim.power import unmeasured_power_note
+    from specband.powerpicks import recommend_power_limit
 
     answers = {
         bs: recommend_power_limit(sweep, bs, max_speed_loss=max_speed_loss, config=config) for bs in sweep.batch_sizes()
     }
     provenance = next(iter(answers.values())).provenance
     source = f"{provenance} rows"
-    if unmeasured_power_note(sweep.rows):
+    if power_label:
         source += "; power UNMEASURED (a profile whose power model rests on no measurement of this GPU)"
     return PowerLimitCurves(answers, source)
 

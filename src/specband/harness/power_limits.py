@@ -30,9 +30,9 @@ def power_limit_range(kind: str, index: int = 0, emulated: dict[str, Any] | None
     if kind == "emulated":
         if emulated is None:
             raise ConfigError("--power-limits with --device emulated needs the emulator's model")
-        from specband.emulator.gpu import emulated_power_limit_range
+        from specband.sim.power_limit import model_power_limit_range
 
-        return emulated_power_limit_range(emulated["model"])
+        return model_power_limit_range(emulated["model"])  # the emulated GPU's range (sim, not emulator)
     from specband.devices.nvml import NvmlDevice
 
     with NvmlDevice(index) as device:
