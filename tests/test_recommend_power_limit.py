@@ -100,7 +100,7 @@ def test_a_folder_trained_on_several_limits_says_so_and_answers_with_a_limit(run
     models = tmp_path / "models"
     result = run_cli("train", data, "--algo", "lookup_table", "--out", models)
     assert result.exit_code == 0, result.stderr
-    assert "the policies train on the rows at 700 W" in result.stderr
+    assert "the policies train on the rows at 700 W" in result.stderr.replace("\n", " ")
     manifest = json.loads((models / "specband.json").read_text())
     table = manifest["power_limits"]
     assert table["limits_w"][0] == 200.0 and table["limits_w"][-1] == 700.0 and table["provenance"] == "simulated"

@@ -36,6 +36,9 @@ def test_evaluate_writes_the_figure_beside_the_report(run_cli, tmp_path):
     out = tmp_path / "report"
     result = run_cli("evaluate", data, "--algo", "lookup_table", "--holdout", "none", "--bootstrap", "10", "--out", out)
     assert result.exit_code == 0, result.stderr
+    assert "the policies are evaluated on the rows at 700 W" in result.stderr.replace("\n", " ")
+    report = json.loads((out / "evaluation.json").read_text())
+    assert report["data"]["rows"] == 2 * 19  # the 700 W rows only (bs 1 and 4, one pass)
     png = (out / "power_limits.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert "## Batch size 1" in (out / "power_limits.md").read_text()

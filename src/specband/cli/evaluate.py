@@ -119,6 +119,14 @@ def register(app: typer.Typer) -> None:
             if not as_json and sys.stderr.isatty():
                 print(message, file=sys.stderr, flush=True)
 
+        from specband.training import at_highest_power_limit
+
+        full_sweep = sweep
+        sweep, limit_note = at_highest_power_limit(sweep, "are evaluated")
+        if limit_note:
+            from specband.cli.core import _note
+
+            _note(limit_note)
         result = evaluate(
             sweep,
             holdout=holdout,
@@ -132,11 +140,11 @@ def register(app: typer.Typer) -> None:
         if out_dir is not None:
             from specband.recommend import sweep_power_limits
 
-            if len(sweep_power_limits(sweep)) > 1:  # the pair (limit, flags): issue 20
+            if len(sweep_power_limits(full_sweep)) > 1:  # the pair (limit, flags): issue 20
                 from specband.evaluation.power_limits import power_limit_curves, write_power_limit_report
                 from specband.sim.power import unmeasured_power_note
 
-                curves = power_limit_curves(sweep, power_label=unmeasured_power_note(sweep.rows))
+                curves = power_limit_curves(full_sweep, power_label=unmeasured_power_note(full_sweep.rows))
                 written += write_power_limit_report(curves, out_dir)
         if schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
             from specband.cli.schedule import evaluate_schedules_hook
