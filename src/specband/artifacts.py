@@ -363,6 +363,9 @@ def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, 
         raise bad(f"{where}.band must be [low, high]")
     if not isinstance(value.get("provenance"), str):
         raise bad(f"{where}.provenance must be a string")
+    unmeasured = value.get("power_unmeasured_rows", 0)
+    if not is_int(unmeasured) or unmeasured < 0:
+        raise bad(f"{where}.power_unmeasured_rows must be a count")
     for key, picks in value["picks"].items():
         if not str(key).isdigit() or int(key) <= 0 or not isinstance(picks, list) or not picks:
             raise bad(f"{where}.picks: {key!r} must be a batch size with a list of picks")

@@ -22,6 +22,7 @@ __all__ = [
     "recommend_power_limit",
     "recommend_power_limit_from_table",
     "sweep_power_limits",
+    "unmeasured_power_line",
 ]
 
 
@@ -191,6 +192,9 @@ def recommend_power_limit(
             )
         )
     provenance = "+".join(sorted({r.provenance for r in sweep.rows if r.trainable}))
+    unmeasured = sum(1 for r in sweep.rows if r.trainable and r.raw.get("power_measured") is False)
+    if unmeasured:
+        notes.append(unmeasured_power_line(unmeasured))
     return choose_power_limit(
         picks,
         batch_size=batch_size,
@@ -199,6 +203,15 @@ def recommend_power_limit(
         band=(config.band_low, config.band_high),
         provenance=provenance,
         notes=notes,
+    )
+
+
+def unmeasured_power_line(rows: int) -> str:
+    """The note for picks made from rows whose power rests on no measurement (``power_measured:
+    false``: a simulated datacenter profile, :mod:`specband.sim.power`)."""
+    return (
+        f"power UNMEASURED: {rows} row(s) come from a profile whose power model rests on no measurement of that "
+        "GPU; the limit and the utilisation figures are guesses, not predictions"
     )
 
 
@@ -261,6 +274,7 @@ def power_limit_table(sweep: Any, config: Any = None) -> dict[str, Any]:
         "limits_w": [p.power_limit_w for p in first.picks],
         "band": list(first.band),
         "provenance": first.provenance,
+        "power_unmeasured_rows": sum(1 for r in sweep.rows if r.trainable and r.raw.get("power_measured") is False),
         "picks": {
             str(bs): [{**dataclasses.asdict(p), "action": list(p.action)} for p in a.picks] for bs, a in answers.items()
         },
@@ -281,6 +295,8 @@ def recommend_power_limit_from_table(
         raise ConfigError(f"--max-speed-loss must be a fraction in [0, 1), got {max_speed_loss!r}")
     measured = nearest_batch_size(batch_size, [int(k) for k in table["picks"]])
     notes = []
+    if table.get("power_unmeasured_rows"):
+        notes.append(unmeasured_power_line(int(table["power_unmeasured_rows"])))
     if measured != batch_size:
         notes.append(
             f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"

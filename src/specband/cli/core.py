@@ -348,20 +348,14 @@ def _recommend_power_limit(
 
     if table is not None:
         decided = recommend_power_limit_from_table(table, batch_size, max_speed_loss=max_speed_loss)
-        label = None
     else:
         from specband.dataset import load_sweep
         from specband.hub import resolve_data_file
-        from specband.sim.power import unmeasured_power_note
 
         assert data is not None
-        sweep = load_sweep(resolve_data_file(data))
-        decided = recommend_power_limit(sweep, batch_size, max_speed_loss=max_speed_loss)
-        label = unmeasured_power_note(sweep.rows)
+        decided = recommend_power_limit(load_sweep(resolve_data_file(data)), batch_size, max_speed_loss=max_speed_loss)
     for note in decided.notes:
         _note(note)
-    if label:
-        _note(label)
     answer = power_limit_pick(decided, draft_model)
     if output_format == "json":
         typer.echo(json.dumps(answer, indent=2))
