@@ -366,6 +366,9 @@ def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, 
     unmeasured = value.get("power_unmeasured_rows", 0)
     if not is_int(unmeasured) or unmeasured < 0:
         raise bad(f"{where}.power_unmeasured_rows must be a count")
+    sources = value.get("power_sources", [])
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise bad(f"{where}.power_sources must be a list of strings")
     for key, picks in value["picks"].items():
         if not str(key).isdigit() or int(key) <= 0 or not isinstance(picks, list) or not picks:
             raise bad(f"{where}.picks: {key!r} must be a batch size with a list of picks")

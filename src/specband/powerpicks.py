@@ -18,6 +18,7 @@ __all__ = [
     "LimitPick",
     "PowerLimitRecommendation",
     "choose_power_limit",
+    "power_label_lines",
     "power_limit_table",
     "recommend_power_limit",
     "recommend_power_limit_from_table",
@@ -192,9 +193,7 @@ def recommend_power_limit(
             )
         )
     provenance = "+".join(sorted({r.provenance for r in sweep.rows if r.trainable}))
-    unmeasured = sum(1 for r in sweep.rows if r.trainable and r.raw.get("power_measured") is False)
-    if unmeasured:
-        notes.append(unmeasured_power_line(unmeasured))
+    notes += power_label_lines(_power_unmeasured_rows(sweep), _power_sources(sweep))
     return choose_power_limit(
         picks,
         batch_size=batch_size,
@@ -204,6 +203,22 @@ def recommend_power_limit(
         provenance=provenance,
         notes=notes,
     )
+
+
+def _power_unmeasured_rows(sweep: Any) -> int:
+    return sum(1 for r in sweep.rows if r.trainable and r.raw.get("power_measured") is False)
+
+
+def _power_sources(sweep: Any) -> list[str]:
+    return sorted({str(r.raw["power_source"]) for r in sweep.rows if r.trainable and r.raw.get("power_source")})
+
+
+def power_label_lines(unmeasured_rows: int, sources: list[str]) -> list[str]:
+    """What the rows' power rests on, for the notes of an answer: a ``power UNMEASURED`` line
+    (:func:`unmeasured_power_line`) and one line per published fit (``power_source``)."""
+    lines = [unmeasured_power_line(unmeasured_rows)] if unmeasured_rows else []
+    lines += [f"power from {source}: a fit to published figures, not a measurement of this GPU" for source in sources]
+    return lines
 
 
 def unmeasured_power_line(rows: int) -> str:
@@ -238,10 +253,18 @@ def choose_power_limit(
         chosen_pick = in_band[0]
     else:
         chosen_pick = quick[0]
+        util = chosen_pick.utilization
+        if util is not None and util < band[0] and chosen_pick is picks[0]:
+            why = (
+                f"even the lowest limit swept, {chosen_pick.power_limit_w:g} W, leaves the pick at {util:.1%} of "
+                "it (the GPU draws less than the band of any limit swept; below it only a lower limit, if the GPU "
+                "allows one, would reach the band)"
+            )
+        else:
+            why = "the limits swept step over the band (sweep finer limits)"
         notes.append(
-            f"no limit's pick lands in the band {band[0]:.0%}-{band[1]:.0%} within "
-            f"{max_speed_loss:.1%} of the fastest; the lowest limit within that speed loss is given "
-            "(sweep finer limits)"
+            f"no limit's pick lands in the band {band[0]:.0%}-{band[1]:.0%} within {max_speed_loss:.1%} of the "
+            f"fastest; the lowest limit within that speed loss is given: {why}"
         )
     return PowerLimitRecommendation(
         batch_size=batch_size,
@@ -274,7 +297,8 @@ def power_limit_table(sweep: Any, config: Any = None) -> dict[str, Any]:
         "limits_w": [p.power_limit_w for p in first.picks],
         "band": list(first.band),
         "provenance": first.provenance,
-        "power_unmeasured_rows": sum(1 for r in sweep.rows if r.trainable and r.raw.get("power_measured") is False),
+        "power_unmeasured_rows": _power_unmeasured_rows(sweep),
+        "power_sources": _power_sources(sweep),
         "picks": {
             str(bs): [{**dataclasses.asdict(p), "action": list(p.action)} for p in a.picks] for bs, a in answers.items()
         },
@@ -295,8 +319,7 @@ def recommend_power_limit_from_table(
         raise ConfigError(f"--max-speed-loss must be a fraction in [0, 1), got {max_speed_loss!r}")
     measured = nearest_batch_size(batch_size, [int(k) for k in table["picks"]])
     notes = []
-    if table.get("power_unmeasured_rows"):
-        notes.append(unmeasured_power_line(int(table["power_unmeasured_rows"])))
+    notes += power_label_lines(int(table.get("power_unmeasured_rows", 0)), list(table.get("power_sources", [])))
     if measured != batch_size:
         notes.append(
             f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"

@@ -68,6 +68,20 @@ def register(app: typer.Typer) -> None:
             metavar="CONFIG",
             help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct)",
         ),
+        workload: str | None = typer.Option(
+            None,
+            "--workload",
+            metavar="NAME",
+            help="acceptance profile's workload (e.g. mt-bench; default: the model pair's own, mt-bench for the "
+            "Llama-3.1-8B pair); a pair or workload no profile covers borrows one and says which",
+        ),
+        actions: str = typer.Option(
+            "contract",
+            "--actions",
+            metavar="SET",
+            help="action set of the sweep: 'contract' (the 19 actions) or 'extended' (sglang "
+            "bench_speculative.py's full grid: steps 0-7, topk up to 8, draft tokens up to 32; 44 actions)",
+        ),
         batch_sizes: str = typer.Option(
             "1,4,8,16",
             "--batch-sizes",
@@ -93,8 +107,9 @@ def register(app: typer.Typer) -> None:
             "published",
             "--against",
             metavar="REF",
-            help="with --calibration-report: 'published' (the RTX 4060 Laptop live rows) or 'aic' (bundled "
-            "AIConfigurator sglang step times of the datacenter GPUs, plus sglang's docs)",
+            help="with --calibration-report: 'published' (the RTX 4060 Laptop live rows), 'aic' (bundled "
+            "AIConfigurator sglang step times of the datacenter GPUs, plus sglang's docs) or 'published-datacenter' "
+            "(published H100/H200 speeds, accept lengths and power, each row with its source)",
         ),
         refit: bool = typer.Option(
             False,
@@ -124,7 +139,9 @@ def register(app: typer.Typer) -> None:
             for name in builtin_profiles():
                 prof = load_profile(name)
                 mark = "calibrated" if prof.calibrated else "UNCALIBRATED (datasheet)"
-                if not prof.power_measured:
+                if prof.power_source and not prof.power_measured:
+                    mark += ", power: published fit"
+                elif not prof.power_measured:
                     mark += ", power UNMEASURED"
                 typer.echo(
                     f"{name:16} {prof.hardware:18} {prof.power_limit_w:6.0f} W {prof.vram_mb / 1024:6.1f} GiB  {mark}"
@@ -137,8 +154,20 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--power-limits goes with --out (a simulated sweep), not --calibration-report")
         if (refit or write_profile is not None) and not calibration_report:
             raise ConfigError("--refit and --write-profile go with --calibration-report")
-        if against not in ("published", "aic"):
-            raise ConfigError(f"--against must be 'published' or 'aic', got {against!r}")
+        if against not in ("published", "aic", "published-datacenter"):
+            raise ConfigError(f"--against must be 'published', 'aic' or 'published-datacenter', got {against!r}")
+        if against == "published-datacenter":
+            if not calibration_report:
+                raise ConfigError("--against goes with --calibration-report")
+            if refit or target_config is not None or draft_config is not None or workload is not None:
+                raise ConfigError(
+                    "--against published-datacenter takes only --profile (the rows name their model pair, "
+                    "workload and GPU; the fit is python -m specband.sim.published_fit)"
+                )
+            from specband.sim.published import format_published_report, published_report
+
+            typer.echo(format_published_report(published_report(profile)))
+            return
         if against == "aic":
             if not calibration_report:
                 raise ConfigError("--against goes with --calibration-report")
@@ -161,10 +190,13 @@ def register(app: typer.Typer) -> None:
             from specband.batchlist import parse_batch_sizes
 
             sizes = parse_batch_sizes(batch_sizes)
+            from specband.actions import action_set
+
+            chosen_actions = action_set(actions)
             if seed < 0:
                 raise ConfigError(f"--seed must be >= 0, got {seed}")
         profile = profile or "rtx4060-laptop"
-        model = build_model(profile, target_config=target_config, draft_config=draft_config)
+        model = build_model(profile, target_config=target_config, draft_config=draft_config, workload=workload)
         for warning in model.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         if calibration_report:
@@ -194,7 +226,9 @@ def register(app: typer.Typer) -> None:
             limits_w, notes = resolve_power_limits(parse_power_limits(power_limits), model_power_limit_range(model))
             for note in notes:
                 say(f"note: {note}", err=True)
-            rows = simulate_power_limits(model, limits_w, batch_sizes=sizes, repeats=repeats, seed=seed)
+            rows = simulate_power_limits(
+                model, limits_w, batch_sizes=sizes, repeats=repeats, seed=seed, actions=chosen_actions
+            )
             say(
                 f"note: {len(limits_w)} power limit(s) {limits_w[0]:g}-{limits_w[-1]:g} W applied on top of the "
                 "model's power "
@@ -203,12 +237,16 @@ def register(app: typer.Typer) -> None:
                 err=True,
             )
         else:
-            rows = simulate_sweep(model, batch_sizes=sizes, repeats=repeats, seed=seed)
+            rows = simulate_sweep(model, batch_sizes=sizes, repeats=repeats, seed=seed, actions=chosen_actions)
         write_sweep(rows, out_path, overwrite=force)
         errors = sum(1 for r in rows if r["error"])
         mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
-        if not model.profile.power_measured:
+        if model.profile.power_source and not model.profile.power_measured:
+            mark += " [power: published fit, rows carry power_source]"
+        elif not model.profile.power_measured:
             mark += " [power UNMEASURED: rows carry power_w_range]"
+        if actions != "contract":
+            mark += f" [{actions} action set: {len(chosen_actions)} actions]"
         say(
             f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
             f"seed {seed} -> {out_path}"

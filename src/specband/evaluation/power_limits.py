@@ -39,12 +39,14 @@ class PowerLimitCurves:
 
     Attributes:
         answers: batch size -> :class:`~specband.recommend.PowerLimitRecommendation`.
-        source: where the rows came from, e.g. ``"simulated rows"``, plus the power label
-            when their power rests on no measurement.
+        source: where the rows came from, e.g. ``"simulated rows"``, plus the start of the
+            power label when their power was not measured on this GPU.
+        power_label: that label in full (:func:`specband.sim.power.unmeasured_power_note`).
     """
 
     answers: dict[int, Any]
     source: str
+    power_label: str | None = None
 
 
 def power_limit_curves(
@@ -69,15 +71,18 @@ def power_limit_curves(
     }
     provenance = next(iter(answers.values())).provenance
     source = f"{provenance} rows"
-    if power_label:
-        source += "; power UNMEASURED (a profile whose power model rests on no measurement of this GPU)"
-    return PowerLimitCurves(answers, source)
+    if power_label:  # the label's own words, up to its first ':' (the figure's footer is one line)
+        source += "; " + power_label.split(":")[0] + " (see power_limits.md)"
+    curves_label = power_label
+    return PowerLimitCurves(answers, source, curves_label)
 
 
 def power_limit_markdown(curves: PowerLimitCurves) -> str:
     """``power_limits.md``: one table per batch size (limit, pick, utilisation, speed, J/token)
     and the answer, with the rows' source."""
     lines = ["# Power limit and speculative flags, picked together", "", f"Source: {curves.source}.", ""]
+    if curves.power_label:
+        lines += [curves.power_label, ""]
     for bs, answer in curves.answers.items():
         chosen = answer.chosen
         lines += [

@@ -111,13 +111,16 @@ class PowerLimitedModel:
         self.limit_w = float(limit_w)
         self._own: Any = None
         profile: Any = getattr(model, "profile", None)
-        if all(hasattr(model, a) for a in ("target", "draft", "step_cost")) and hasattr(profile, "with_values"):
-            from specband.sim.model import SpeculativeDecodingModel
+        from specband.sim.model import SpeculativeDecodingModel
 
-            capped = profile.with_values(
+        if isinstance(model, SpeculativeDecodingModel) and hasattr(profile, "with_values"):
+            import copy
+
+            # the same model (pair, acceptance and workload kept) on a profile at the new limit
+            self._own = copy.copy(model)
+            self._own.profile = profile.with_values(
                 power_limit_w=self.limit_w, activity_power_w=profile.activity_scale_w, cap_tracking=0.0
             )
-            self._own = SpeculativeDecodingModel(capped, model.target, model.draft)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
