@@ -61,7 +61,9 @@ def test_with_power_limit_at_the_default_is_the_model_itself_and_bad_limits_are_
     assert with_power_limit(limited, 300.0).inner is model  # not stacked
     with pytest.raises(ConfigError, match="above the GPU's idle power"):
         with_power_limit(model, model.idle_power_w)
-    assert model_power_limit_range(model).default_w == 700.0 and model_power_limit_range(model).min_w == 175.0
+    assert model_power_limit_range(model).default_w == 700.0 and model_power_limit_range(model).min_w == pytest.approx(
+        200.0
+    )
 
 
 def test_simulated_sweep_over_limits_records_each_limit_on_every_row():

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: Most values ``--power-limits`` takes (each multiplies the sweep's grid).
-MAX_POWER_LIMITS = 64
+MAX_POWER_LIMITS = 128
 
 
 class PowerLimitError(DeviceError):

@@ -41,9 +41,10 @@ __all__ = [
 ]
 
 #: Lowest limit of a simulated or emulated GPU, fraction of its profile's limit (an H100 SXM's
-#: NVML range is 200-700 W, about 0.29 of its default; a profile holds no NVML constraint, so
-#: 0.25 is this module's assumption), and never at or below idle power.
-MIN_LIMIT_FRACTION = 0.25
+#: NVML range, as ``nvidia-smi -q -d POWER`` reports it, is 200-700 W: 2/7 of its default; a
+#: profile holds no NVML constraint, so every profile takes that fraction, an assumption for the
+#: others), and never at or below idle power.
+MIN_LIMIT_FRACTION = 2.0 / 7.0
 
 
 def model_power_limit_range(model: Any) -> PowerLimitRange:
