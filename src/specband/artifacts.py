@@ -349,10 +349,30 @@ _LIMIT_PICK_FIELDS: dict[str, bool] = {
 }
 
 
-def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, Any] | None:
-    """Validate a manifest's ``power_limits`` (``None`` when absent)."""
+def _limit_pick_ok(pick: dict[str, Any]) -> str | None:
+    """The first bad field of one pick of a manifest's ``power_limits.picks`` (``None``: good)."""
     from specband.actions import ACTIONS
 
+    for name, nullable in _LIMIT_PICK_FIELDS.items():
+        v = pick[name]
+        if name == "in_band":
+            ok = isinstance(v, bool)
+        elif name == "action":
+            index = pick["action_index"]
+            ok = is_int(index) and 0 <= index < NUM_ACTIONS and v == list(ACTIONS[index])
+        elif name in ("action_index", "runs"):
+            ok = is_int(v) and v >= 0
+        else:
+            ok = (nullable and v is None) or (_is_number(v) and not isinstance(v, bool))
+        if not ok:
+            return f"bad {name!r}: {v!r}"
+    if not pick["power_limit_w"] > 0 or not pick["speed_tok_s"] > 0:
+        return "power_limit_w and speed_tok_s must be > 0"
+    return None
+
+
+def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, Any] | None:
+    """Validate a manifest's ``power_limits`` (``None`` when absent)."""
     if value is None:
         return None
     where = "'power_limits'"
@@ -375,21 +395,9 @@ def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, 
         for pick in picks:
             if not isinstance(pick, dict) or set(pick) != set(_LIMIT_PICK_FIELDS):
                 raise bad(f"{where}.picks.{key}: each pick has exactly {sorted(_LIMIT_PICK_FIELDS)}")
-            for name, nullable in _LIMIT_PICK_FIELDS.items():
-                v = pick[name]
-                if name == "in_band":
-                    ok = isinstance(v, bool)
-                elif name == "action":
-                    ok = isinstance(pick["action_index"], int) and 0 <= pick["action_index"] < NUM_ACTIONS
-                    ok = ok and v == list(ACTIONS[pick["action_index"]])
-                elif name in ("action_index", "runs"):
-                    ok = is_int(v) and v >= 0
-                else:
-                    ok = (nullable and v is None) or (_is_number(v) and not isinstance(v, bool))
-                if not ok:
-                    raise bad(f"{where}.picks.{key}: bad {name!r}: {v!r}")
-            if not pick["power_limit_w"] > 0 or not pick["speed_tok_s"] > 0:
-                raise bad(f"{where}.picks.{key}: power_limit_w and speed_tok_s must be > 0")
+            why = _limit_pick_ok(pick)
+            if why:
+                raise bad(f"{where}.picks.{key}: {why}")
     return dict(value)
 
 

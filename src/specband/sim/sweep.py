@@ -73,6 +73,12 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
+def _held(power_w: float, limit_w: float, profile: Any) -> float:
+    """A noisy power reading under a limit set by the lever (``--power-limits``): never above
+    it (the profile's own limit keeps its calibrated overshoot)."""
+    return min(power_w, limit_w) if limit_w != profile.power_limit_w else power_w
+
+
 def simulate_sweep(
     model: SpeculativeDecodingModel | Any | None = None,
     *,
@@ -200,9 +206,7 @@ def simulate_sweep(
                         accept = min(max(accept, 1.0), steps + 1.0)
                     step = pred.step_time_s * (1.0 + p.speed_rel_sd * rng.standard_normal())
                     speed = accept / step
-                    power = pred.avg_power_w * (1.0 + p.power_rel_sd * rng.standard_normal())
-                    if limit_w != p.power_limit_w:
-                        power = min(power, limit_w)  # a limit set by the lever holds: never above it
+                    power = _held(pred.avg_power_w * (1.0 + p.power_rel_sd * rng.standard_normal()), limit_w, p)
                     noisy = type(pred)(
                         **{
                             **pred.__dict__,
