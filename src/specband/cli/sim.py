@@ -220,10 +220,9 @@ def register(app: typer.Typer) -> None:
         from specband.sim import simulate_power_limits, simulate_sweep, write_sweep
 
         if power_limits is not None:
-            from specband.devices.power_limit import parse_power_limits, resolve_power_limits
-            from specband.sim.power_limit import model_power_limit_range
+            from specband.sim.power_limit import resolve_model_power_limits
 
-            limits_w, notes = resolve_power_limits(parse_power_limits(power_limits), model_power_limit_range(model))
+            limits_w, notes = resolve_model_power_limits(model, power_limits)
             for note in notes:
                 say(f"note: {note}", err=True)
             rows = simulate_power_limits(

@@ -37,6 +37,7 @@ __all__ = [
     "clock_fraction_at_limit",
     "limited_power_w",
     "model_power_limit_range",
+    "resolve_model_power_limits",
     "with_power_limit",
 ]
 
@@ -205,3 +206,15 @@ def with_power_limit(model: Any, limit_w: float | None) -> Any:
     if limit_w is None or math.isclose(float(limit_w), float(inner.power_limit_w), abs_tol=5e-4):
         return inner
     return PowerLimitedModel(inner, limit_w)
+
+
+def resolve_model_power_limits(model: Any, text: str) -> tuple[tuple[float, ...], tuple[str, ...]]:
+    """``--power-limits`` of ``simulate`` in watts, clamped to :func:`model_power_limit_range`,
+    and a note per clamped value.
+
+    Raises:
+        ConfigError: a bad list (:func:`~specband.devices.power_limit.parse_power_limits`).
+    """
+    from specband.devices.power_limit import parse_power_limits, resolve_power_limits
+
+    return resolve_power_limits(parse_power_limits(text), model_power_limit_range(model))
