@@ -13,36 +13,37 @@ from specband.errors import ConfigError
 __all__ = ["held_power_limit", "launch_power_limit_w", "power_limit_range", "sweep_power_limits_w"]
 
 
-def power_limit_range(kind: str, index: int = 0, emulated: dict[str, Any] | None = None) -> PowerLimitRange:
+def power_limit_range(kind: str, index: int = 0, plugged: Any = None) -> PowerLimitRange:
     """The limits the GPU accepts, read without writing anything.
 
     Args:
         kind: the resolved ``--device`` kind (``nvml``, ``zeus``, ``emulated``; ``auto`` is NVML).
         index: NVML GPU index.
-        emulated: the emulated device's keyword arguments (its ``model``).
+        plugged: the device spec plugged in for ``--device emulated``
+            (:class:`~specband.devices.DeviceSpec`); its ``power_limit_range_w()`` answers.
 
     Raises:
-        ConfigError: ``--device none`` (no device to set limits on).
+        ConfigError: ``--device none``, or a plugged device that cannot set limits.
         DeviceError, PowerLimitError, PowerLimitPermissionError: NVML's answer.
     """
     if kind == "none":
         raise ConfigError("--power-limits needs a GPU to set limits on (not --device none)")
     if kind == "emulated":
-        if emulated is None:
-            raise ConfigError("--power-limits with --device emulated needs the emulator's model")
-        from specband.sim.power_limit import model_power_limit_range
-
-        return model_power_limit_range(emulated["model"])  # the emulated GPU's range (sim, not emulator)
+        ranged = getattr(plugged, "power_limit_range_w", None)
+        if not callable(ranged):
+            raise ConfigError("--power-limits: the plugged device cannot set power limits")
+        limits: PowerLimitRange = ranged()
+        return limits
     from specband.devices.nvml import NvmlDevice
 
     with NvmlDevice(index) as device:
-        limits = device.power_limit_range_w()
-    assert limits is not None
-    return limits
+        got = device.power_limit_range_w()
+    assert got is not None
+    return got
 
 
 def sweep_power_limits_w(
-    text: str, kind: str, index: int = 0, emulated: dict[str, Any] | None = None, option: str = "--power-limits"
+    text: str, kind: str, index: int = 0, plugged: Any = None, option: str = "--power-limits"
 ) -> tuple[tuple[float, ...], tuple[str, ...]]:
     """``--power-limits`` in watts, clamped to the GPU's range, and a note per clamped value.
 
@@ -51,7 +52,7 @@ def sweep_power_limits_w(
             as :func:`power_limit_range`.
     """
     values = parse_power_limits(text, option)
-    return resolve_power_limits(values, power_limit_range(kind, index, emulated), option)
+    return resolve_power_limits(values, power_limit_range(kind, index, plugged), option)
 
 
 def launch_power_limit_w(text: str, index: int = 0) -> tuple[float, tuple[str, ...]]:

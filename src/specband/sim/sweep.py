@@ -79,7 +79,7 @@ def _held(power_w: float, limit_w: float, profile: Any) -> float:
     return min(power_w, limit_w) if limit_w != profile.power_limit_w else power_w
 
 
-def simulate_sweep(
+def simulate_sweep(  # noqa: C901
     model: SpeculativeDecodingModel | Any | None = None,
     *,
     profile: str | Path | None = None,
