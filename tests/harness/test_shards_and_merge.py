@@ -182,7 +182,7 @@ def test_an_empty_file_argument_is_named_not_read_as_the_working_folder(run_cli,
 
 @pytest.mark.parametrize(
     "column, value",
-    [("hardware", "H100_SXM"), ("power_limit_watts", 700.0), ("provenance", "measured"), ("profile", "h100-sxm")],
+    [("hardware", "H100_SXM"), ("provenance", "measured"), ("profile", "h100-sxm")],
 )
 def test_merge_refuses_another_world_naming_the_difference(tmp_path, sweep_rows, column, value):
     """An 80 W RTX 4060 shard with a 700 W H100 row, or simulated with measured (issue 16 item 5)."""

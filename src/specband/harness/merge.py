@@ -186,7 +186,9 @@ def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> M
         try:
             check_resumable([row], reference, points, f"{path}:{line}", verb="merge")
             check_same_logging([row], rows[0].get("propensity") is not None, f"{path}:{line}", verb="merge")
-            check_same_world([rows[0], row], f"{path}:{line}", verb="merge", first=f"{first_file}'s first row")
+            check_same_world(
+                [rows[0], row], f"{path}:{line}", verb="merge", first=f"{first_file}'s first row", power=False
+            )
         except ConfigError as exc:
             raise ConfigError(f"{exc} (the merge's first rows, from {first_file} on)") from None
         key = (row["index"], row["repeat"])

@@ -455,6 +455,7 @@ def run_sweep(  # noqa: PLR0913
     pool: WorkerPool | None = None,
     setup: WorkerSetup | None = None,
     adaptive: bool = False,
+    power_limits_w: Sequence[float] | None = None,
 ) -> SweepSummary:
     """Run (or resume) a sweep and write its rows to ``out_path``.
 
@@ -476,6 +477,10 @@ def run_sweep(  # noqa: PLR0913
             is closed when the sweep ends.
         out_path: the JSONL file.
         batch_sizes, actions: the grid (bs-major).
+        power_limits_w: GPU power limits in W (``--power-limits``, already clamped to the
+            GPU's range): the grid is run at each, limit-major; each is set through the
+            device before the runs at it and the limit found is restored when the sweep
+            ends, however it ends (Ctrl-C, SIGTERM, an error). One local GPU only.
         repeats: full passes over the grid.
         resume: skip ``(index, repeat)`` rows already in the file.
         one_launch_per_config: one server per action for all batch sizes.
@@ -514,7 +519,9 @@ def run_sweep(  # noqa: PLR0913
     reporter = reporter or NoReporter()
     if repeats <= 0:
         raise ConfigError(f"--repeats must be > 0, got {repeats}")
-    points = grid(batch_sizes, actions)
+    points = grid(batch_sizes, actions, power_limits_w)
+    if power_limits_w and (pool is not None or adaptive):
+        raise ConfigError("--power-limits runs on one local GPU: not with --gpus, --ray or --adaptive")
     if pool is not None:
         from specband.harness.workers import check_pool_env
 
@@ -552,7 +559,7 @@ def run_sweep(  # noqa: PLR0913
         summary = SweepSummary(out_path, skipped=mine - len(todo), one_launch_per_config=one_launch_per_config)
         created_logs = _make_log_dir(settings.log_dir)
         try:
-            check_same_world(existing, out_path)
+            check_same_world(existing, out_path, power=not power_limits_w)
             with contextlib.ExitStack() as stack:
                 execute: Callable[[SweepPlan, RowSink], None]
                 if pool is not None and setup is not None:
@@ -562,10 +569,12 @@ def run_sweep(  # noqa: PLR0913
 
                 else:
                     gpu = stack.enter_context(_opened(device))
-                    check_same_world(existing, out_path, mine=_device_world(settings, gpu))
+                    check_same_world(existing, out_path, mine=_device_world(settings, gpu), power=not power_limits_w)
                     executor = LaunchExecutor(
                         settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
                     )
+                    # runs before the device closes: the limit found is back on every exit path
+                    stack.callback(_restore_power_limit, executor)
 
                     def execute(p: SweepPlan, sink: RowSink) -> None:
                         execute_plan(p, executor, sink)
@@ -590,6 +599,13 @@ def _device_world(settings: MeasureSettings, gpu: GpuDevice) -> dict[str, Any]:
         "power_limit_watts": limit if isinstance(limit, (int, float)) else None,
         "provenance": getattr(gpu, "provenance", None),
     }
+
+
+def _restore_power_limit(executor: LaunchExecutor) -> None:
+    """Put back the power limit the sweep found (a Ctrl-C or SIGTERM waits until it is)."""
+    if executor.power_limits is not None:
+        with deferred():
+            executor.power_limits.restore()
 
 
 def _run_adaptive(
@@ -734,6 +750,13 @@ def check_resumable(
     for row in existing:
         index = row.get("index")
         point = points[index] if isinstance(index, int) and 0 <= index < len(points) else None
+        if point is not None and point.power_limit_w is not None:
+            got = row.get("power_limit_watts")
+            if not isinstance(got, (int, float)) or abs(float(got) - point.power_limit_w) > 0.5:
+                raise ConfigError(
+                    f"{out_path}: cannot {verb}: its row index={index} was measured at power_limit_watts={got!r}, "
+                    f"in this sweep's grid it is {point.power_limit_w:g} W (use the same --power-limits)"
+                )
         ident = (row.get("batch_size"), row.get("steps"), row.get("topk"), row.get("num_draft_tokens"))
         if point is None or ident != (point.batch_size, *point.action):
             raise ConfigError(
@@ -761,6 +784,7 @@ def check_same_world(
     verb: str = "resume",
     mine: dict[str, Any] | None = None,
     first: str = "its first row",
+    power: bool = True,
 ) -> None:
     """Refuse rows of more than one world (:data:`WORLD_COLUMNS`: another hardware name,
     power limit, provenance (measured, emulated, simulated) or emulated performance
@@ -778,6 +802,8 @@ def check_same_world(
         label = "this sweep"
     for row in rows:
         for key in WORLD_COLUMNS:
+            if key == "power_limit_watts" and not power:  # a --power-limits sweep sets several
+                continue
             value = row.get(key)
             if value is None:
                 continue
