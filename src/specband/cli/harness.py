@@ -389,6 +389,12 @@ def register(app: typer.Typer) -> None:
             help="Pass 0 measures every config; later passes (up to --repeats) only those that may still be "
             "the pick, and the baseline. Rows get a 'propensity' column.",
         ),
+        cpu: bool = typer.Option(
+            False,
+            "--cpu",
+            help="Serve on the CPU with sglang's CPU engine: sets its flags, --dtype bfloat16, --attention-backend "
+            "intel_amx, its environment and --device none (throughput-only rewards).",
+        ),
     ) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
@@ -423,6 +429,17 @@ def register(app: typer.Typer) -> None:
             if kind == "auto" and _runs_emulator(server_command):
                 kind = "emulated"
             server_env = _parse_env(env)
+            cpu_note = None
+            if cpu:
+                from specband.harness.cpu_serving import apply_cpu_preset
+
+                preset = apply_cpu_preset(
+                    server_command, dtype=dtype, attention_backend=attention_backend, extra_args=extra_args,
+                    env=server_env, device_kind=device_kind.value, hardware=hardware,
+                    cache_dir=out.with_name(out.name + ".sglang-cache"),
+                )  # fmt: skip
+                dtype, attention_backend, extra_args = preset.dtype, preset.attention_backend, preset.extra_args
+                server_env, kind, hardware, cpu_note = preset.env, preset.device_kind, preset.hardware, preset.note
             emulated = None
             if kind == "emulated":
                 from specband.emulator.models import load_performance_model
@@ -487,6 +504,8 @@ def register(app: typer.Typer) -> None:
                     shard=shard_spec,
                 )
                 _warn(version_warning)
+                if cpu_note:
+                    say(f"note: {cpu_note}", err=True)
                 typer.echo(f"# sglang {version} ({version_source})")
                 if adaptive:  # later passes are decided from pass 0's rewards
                     typer.echo("# --adaptive: pass 0 below; later passes re-measure only the contenders")
@@ -495,6 +514,8 @@ def register(app: typer.Typer) -> None:
                     typer.echo(format_launch(command))
                 return
 
+            if cpu_note:
+                say(f"note: {cpu_note}", err=True)
             reporter = _RichReporter(quiet, version_warning)
             try:
                 # the device is opened by the sweep once it holds the lock on --out and every
