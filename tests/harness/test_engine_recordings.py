@@ -82,7 +82,7 @@ def test_the_emulator_answers_sglang_0518s_speculative_meta_info(tmp_path: Path,
         with httpx.Client(timeout=60, trust_env=False) as client:
             meta = client.post(server.base_url + "/generate", json=body).json()["meta_info"]
             info = client.get(server.base_url + "/server_info").json()
-    assert SGLANG_0518_SPEC_META <= set(meta)
+    assert set(meta) >= SGLANG_0518_SPEC_META
     hist = meta["spec_accept_histogram"]
     assert hist == meta["spec_correct_drafts_histogram"]
     # one entry per verify step, indexed by the draft tokens it accepted (at most steps)

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from specband.harness.cpu_serving import sglang_cpu_preset
-from specband.harness.server import ServerConfig, ServerProcess, SGLANG_ENV, build_launch_command, group_members
+from specband.harness.server import SGLANG_ENV, ServerConfig, ServerProcess, build_launch_command, group_members
 
 from ..conftest import emulator_command, free_port, processes_with
 from .conftest import RECORDED, TinyModels, engine_cache_env
@@ -71,9 +71,7 @@ def predictable_sweep(sglang_python: str, tiny_models: TinyModels, tmp_path_fact
 
 def test_sweep_rows_are_all_successful_and_accept_steps_plus_one(predictable_sweep: Path) -> None:
     rows = _rows(predictable_sweep)
-    assert sorted((r["batch_size"], r["index"]) for r in rows) == sorted(
-        (bs, i) for bs in (1, 4) for i in (0, 5, 7, 9)
-    )
+    assert sorted((r["batch_size"], r["index"]) for r in rows) == sorted((bs, i) for bs in (1, 4) for i in (0, 5, 7, 9))
     for row in rows:
         assert row["error"] is None, row
         assert row["energy_method"] == "none" and row["hardware"].startswith("cpu")
@@ -262,7 +260,9 @@ def real_sglang_shapes(
         assert pgid is None or not group_members(pgid)
 
 
-def test_the_emulator_answers_the_shapes_real_sglang_answers(real_sglang_shapes: dict[str, Any], tmp_path: Path) -> None:
+def test_the_emulator_answers_the_shapes_real_sglang_answers(
+    real_sglang_shapes: dict[str, Any], tmp_path: Path
+) -> None:
     port = free_port()
     emu = emulator_command().split()
     config = ServerConfig(model_path="m", draft_model_path="d", server_command=" ".join(emu), port=port)

@@ -29,9 +29,9 @@ from specband.harness.vllm import (
     SpecDecodeCounters,
     build_vllm_command,
     fetch_spec_decode_counters,
-    parse_spec_decode_metrics,
 )
 from specband.schedule import check_vllm_schedule
+
 from ..conftest import free_port
 from .conftest import RECORDED, TinyModels, engine_cache_env
 from .recording import vllm_answers
@@ -229,8 +229,7 @@ def test_an_unknown_flag_is_refused_like_sglangs(vllm_python: str, tiny_models: 
     server.process.command = [*server.command, "--no-such-flag", "1"]
     server.process.start()
     try:
-        with pytest.raises(ServerArgsError, match=r"unrecognized arguments: --no-such-flag 1.*\(exit 2\)"):
+        with pytest.raises(ServerArgsError, match=r"unrecognized arguments: --no-such-flag.*\(exit 2\)"):
             server.process.wait_healthy(LAUNCH_TIMEOUT_S)
     finally:
         server.process.stop()
-
