@@ -24,7 +24,7 @@ import pytest
 from specband.harness.cpu_serving import sglang_cpu_preset
 from specband.harness.server import SGLANG_ENV, ServerConfig, ServerProcess, build_launch_command, group_members
 
-from ..conftest import emulator_command, free_port, processes_with
+from ..conftest import emulator_command, free_port, processes_with, server_marker
 from .conftest import RECORDED, TinyModels, engine_cache_env
 
 pytestmark = pytest.mark.real_engine
@@ -135,6 +135,46 @@ def test_an_unknown_flag_stops_the_sweep_with_no_rows(
     assert not out.exists() or _rows(out) == []
 
 
+def test_a_server_killed_mid_batch_is_an_error_row_and_the_sweep_goes_on(
+    sglang_python: str, tiny_models: TinyModels, tmp_path: Path
+) -> None:
+    out = tmp_path / "killed.jsonl"
+    port = free_port()
+    command = [
+        sys.executable, "-m", "specband", "sweep", "--target", str(tiny_models.random.target),
+        "--draft", str(tiny_models.random.draft), "--cpu", "--server-command", _sglang_command(sglang_python),
+        "--sglang-version", VERSION, "--port", str(port), "--out", str(out), "--num-prompts", "16",
+        "--max-new-tokens", "512", "--repeats", "1", "--cooldown", "0", "--retry-mem-fraction", "0",
+        "--batch-sizes", "1", "--actions", "0 1", "--quiet",
+    ]  # fmt: skip
+    env = {**os.environ, **engine_cache_env(tmp_path / "cache")}
+    sweep = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # the first server answers: let it start the batch, then kill it
+            assert sweep.poll() is None
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        time.sleep(3)
+        servers = processes_with(server_marker(port))
+        assert servers
+        for pid in servers:
+            os.kill(pid, signal.SIGKILL)
+        _, err = sweep.communicate(timeout=400)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert sweep.returncode == 0, err.decode()[-3000:]
+    rows = {r["index"]: r for r in _rows(out)}
+    assert rows[0]["error"] is not None and rows[0]["speed_tok_s"] is None
+    assert rows[1]["error"] is None
+
+
 def test_a_model_folder_that_does_not_load_is_one_error_line(
     sglang_python: str, tiny_models: TinyModels, tmp_path: Path
 ) -> None:
@@ -155,27 +195,29 @@ def test_a_model_folder_that_does_not_load_is_one_error_line(
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_launch_serves_and_a_signal_stops_it_with_no_process_left(
-    sglang_python: str, tiny_models: TinyModels, tmp_path: Path, sig: signal.Signals
-) -> None:
+def _launch(python: str, models: TinyModels, tmp_path: Path, *how: str) -> tuple[subprocess.Popen[bytes], int]:
+    """``specband launch`` of the predictable pair on sglang's CPU engine (``how``: the pick)."""
     port = free_port()
-    preset = sglang_cpu_preset(_sglang_command(sglang_python), tmp_path / "sglang-cache")
+    preset = sglang_cpu_preset(_sglang_command(python), tmp_path / "sglang-cache")
     env = {**os.environ, **preset.env, **engine_cache_env(tmp_path / "cache")}
-    server_args = " ".join(preset.extra_args)
     launch = subprocess.Popen(
-        [sys.executable, "-m", "specband", "launch", "--target", str(tiny_models.predictable.target),
-         "--draft", str(tiny_models.predictable.draft), "--batch-size", "1", "--state", "40", "0", "0",
-         "--server-command", _sglang_command(sglang_python), "--sglang-version", VERSION, "--port", str(port),
-         "--dtype", preset.dtype, "--attention-backend", preset.attention_backend, "--server-arg", server_args,
-         "--log", str(tmp_path / "server.log")],
+        [sys.executable, "-m", "specband", "launch", "--target", str(models.predictable.target),
+         "--draft", str(models.predictable.draft), *how,
+         "--server-command", _sglang_command(python), "--sglang-version", VERSION, "--port", str(port),
+         "--dtype", preset.dtype, "--attention-backend", preset.attention_backend,
+         "--server-arg", " ".join(preset.extra_args), "--log", str(tmp_path / "server.log")],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
+    return launch, port
+
+
+def _serve_then_stop(launch: subprocess.Popen[bytes], port: int, log: Path, sig: signal.Signals) -> dict[str, Any]:
+    """Wait for /health, send one /generate, then ``sig``; assert that no sglang process is left."""
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            assert launch.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            assert launch.poll() is None, log.read_text()[-3000:] if log.exists() else "no log"
             try:
                 if httpx.get(url + "/health", timeout=2).status_code == 200:
                     break
@@ -184,7 +226,6 @@ def test_launch_serves_and_a_signal_stops_it_with_no_process_left(
             time.sleep(1)
         body = {"text": "Hello", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}}
         answer = httpx.post(url + "/generate", json=body, timeout=120).json()
-        assert answer["meta_info"]["completion_tokens"] == 8
         os.kill(launch.pid, sig)
         launch.wait(timeout=60)
     finally:
@@ -195,25 +236,30 @@ def test_launch_serves_and_a_signal_stops_it_with_no_process_left(
     while processes_with(f"--port {port}") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not processes_with(f"--port {port}"), "sglang processes left after the signal"
+    return answer
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_launch_serves_and_a_signal_stops_it_with_no_process_left(
+    sglang_python: str, tiny_models: TinyModels, tmp_path: Path, sig: signal.Signals
+) -> None:
+    launch, port = _launch(sglang_python, tiny_models, tmp_path, "--batch-size", "1", "--state", "40", "0", "0")
+    answer = _serve_then_stop(launch, port, tmp_path / "server.log", sig)
+    assert answer["meta_info"]["completion_tokens"] == 8
 
 
 def test_launch_schedule_with_sglangs_adaptive_config(
     sglang_python: str, tiny_models: TinyModels, tmp_path: Path
 ) -> None:
-    # sglang 0.5.18's parser: does it know --speculative-adaptive? Pinned either way.
+    # sglang 0.5.18's ServerArgs has speculative_adaptive / speculative_adaptive_config
     probe = subprocess.run(
         [sglang_python, "-m", "sglang.launch_server", "--help"], capture_output=True, text=True, timeout=300
     )
-    knows = "--speculative-adaptive-config" in probe.stdout
-    command = [sys.executable, "-m", "specband", "launch", "--target", str(tiny_models.predictable.target),
-               "--draft", str(tiny_models.predictable.draft), "--schedule", "auto", "--dry-run",
-               "--server-command", _sglang_command(sglang_python), "--sglang-version", VERSION,
-               "--log", str(tmp_path / "server.log")]  # fmt: skip
-    dry = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert dry.returncode == 0, dry.stderr
-    if not knows:
-        pytest.fail(f"sglang {VERSION} has no --speculative-adaptive-config: launch --schedule cannot run on it")
-    assert "--speculative-adaptive" in dry.stdout
+    assert "--speculative-adaptive-config" in probe.stdout, probe.stderr[-2000:]
+    launch, port = _launch(sglang_python, tiny_models, tmp_path, "--schedule", "auto")
+    answer = _serve_then_stop(launch, port, tmp_path / "server.log", signal.SIGINT)
+    assert answer["meta_info"]["completion_tokens"] == 8
+    assert "--speculative-adaptive-config" in (tmp_path / "server.log").read_text()
 
 
 # --------------------------------------------------------------------------- emulator vs real
