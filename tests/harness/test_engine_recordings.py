@@ -95,3 +95,21 @@ def test_the_emulator_answers_sglang_0518s_speculative_meta_info(tmp_path: Path,
     steps = state.get("step_time_dict", {})
     assert all(isinstance(k, str) and k.isdigit() for k in steps)
     assert all(isinstance(v, list) and all(isinstance(t, float) for t in v) for v in steps.values())
+
+
+def test_the_emulator_answers_the_meta_info_real_sglang_0518_answered(tmp_path: Path, port: int) -> None:
+    """Recorded from real sglang 0.5.18 serving plain decoding on this (AMX-less) CPU."""
+    recorded = json.loads((RECORDED / "sglang-0.5.18-plain-no-amx.json").read_text())
+    config = ServerConfig(model_path="m", server_command=emulator_command("--time-scale", str(TIME_SCALE)), port=port)
+    command = build_launch_command(config, (0, 0, 0), 1, 0.65)
+    with ServerProcess(command, host="127.0.0.1", port=port, log_path=tmp_path / "emu.log") as server:
+        server.start()
+        server.wait_healthy(60)
+        body = {"text": "Hello", "sampling_params": {"max_new_tokens": 48, "temperature": 0, "ignore_eos": True}}
+        with httpx.Client(timeout=60, trust_env=False) as client:
+            meta = client.post(server.base_url + "/generate", json=body).json()["meta_info"]
+    assert sorted(meta) == recorded["meta_info_keys"]
+    types = {k: type(v).__name__ for k, v in meta.items()}
+    assert types == recorded["meta_info_types"]
+    assert meta["finish_reason"] == recorded["finish_reason"] == {"type": "length", "length": 48}
+    assert recorded["step_time_dict"] == {"key_types": ["str"], "value_types": ["float"]}

@@ -839,6 +839,13 @@ class _Emulator:
             "completion_tokens": tokens,
             "cached_tokens": 0,
             "e2e_latency": (r.finished_real - r.arrived_real) / self.options.time_scale,
+            # the rest of real sglang 0.5.18's answer (recorded: tests/harness/real_engine/recorded/)
+            "weight_version": "default",
+            "num_retractions": 0,
+            "reasoning_tokens": 0,
+            "cached_tokens_details": None,
+            "dp_rank": None,
+            "response_sent_to_client_ts": time.time(),
         }
         action = self.launch.action
         if not action.is_baseline and r.verify_ct > 0:

@@ -3,9 +3,10 @@ tiny model pairs, and servers shared across tests.
 
 The engines live in their own venvs (``.ci/install-engines``); the tests find their interpreters
 through ``SPECBAND_SGLANG_PYTHON`` and ``SPECBAND_VLLM_PYTHON``. Without one the tests skip, or
-fail when ``SPECBAND_REQUIRE_REAL_ENGINES=1`` (CI sets it). The one exception: sglang's CPU
-kernel needs AMX, so on a CPU without ``amx_tile`` the sglang tests skip with that reason even
-then (``SPECBAND_SGLANG_WITHOUT_AMX=1`` lets a developer try a server built anyway).
+fail when ``SPECBAND_REQUIRE_REAL_ENGINES=1`` (CI sets it). The one exception: without AMX
+(no ``amx_tile``) sglang 0.5.18 falls back to its torch_native attention backend, which refuses
+EAGLE3 (measured on an AMD EPYC), so there the sglang tests skip with that reason even then
+(``SPECBAND_SGLANG_WITHOUT_AMX=1`` lets a developer try a server built anyway).
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ def engine_python(engine: str) -> str:
     """The interpreter of ``engine``'s venv; skips (or fails under ``SPECBAND_REQUIRE_REAL_ENGINES=1``)
     when it is not there."""
     if engine == "sglang" and not cpu_has_amx() and os.environ.get("SPECBAND_SGLANG_WITHOUT_AMX") != "1":
-        pytest.skip("sglang: this CPU has no AMX (no amx_tile in /proc/cpuinfo); sglang's CPU kernel needs it")
+        pytest.skip(
+            "sglang: this CPU has no AMX (no amx_tile in /proc/cpuinfo): sglang falls back to torch_native "
+            "attention there, which refuses EAGLE3"
+        )
     var = ENGINE_ENV[engine]
     python = os.environ.get(var, "")
     if python and os.access(python, os.X_OK):
