@@ -210,3 +210,19 @@ def test_cli_actions_lists_all(run_cli) -> None:  # type: ignore[no-untyped-def]
     table = run_cli("actions")
     assert table.exit_code == 0
     assert "(3, 4, 8)  (reference)" in table.stdout
+
+
+# ----------------------------------------------------------------------------- extended set (issue 19 item 5)
+def test_extended_set_is_sglangs_full_grid_with_the_contract_first() -> None:
+    from specband.actions import EXTENDED_ACTIONS, action_set
+
+    assert action_set("contract") == ACTIONS and len(ACTIONS) == 19
+    assert EXTENDED_ACTIONS[:19] == ACTIONS and len(EXTENDED_ACTIONS) == 44
+    assert len(set(EXTENDED_ACTIONS)) == 44
+    for action in EXTENDED_ACTIONS:
+        assert validate_action(action) == action  # the same sglang rules, canonical already
+    extra = set(EXTENDED_ACTIONS[19:])
+    assert (7, 1, 8) in extra and (5, 8, 32) in extra and (7, 8, 32) in extra
+    assert max(a[0] for a in extra) == 7 and max(a[2] for a in extra) == 32
+    with pytest.raises(InvalidActionError, match="--actions must be one of contract, extended"):
+        action_set("all")

@@ -20,6 +20,12 @@ Validity rules (sglang 0.5.x, ``python/sglang/srt/server_args.py`` and the bench
    ``num_draft_tokens = steps + 1`` (a warning, not an error);
 3. baseline or all non-zero: ``(0, 0, 0)`` is the baseline; any other triple with a zero
    is invalid.
+
+The **extended** action set (opt-in, ``--actions extended``; :data:`EXTENDED_ACTIONS`) is the
+grid that sglang's ``bench_speculative.py`` sweeps now: steps ``{0, 1, 3, 5, 7}`` x topk
+``{0, 1, 2, 4, 8}`` x draft tokens ``{0, 2, 4, 8, 16, 32}``, kept by the same three rules. Its
+first 19 entries are :data:`ACTIONS` in contract order (an index below 19 means the same triple
+in both sets); the 25 triples the contract lacks follow in grid order (44 in all).
 """
 
 from __future__ import annotations
@@ -32,8 +38,13 @@ from specband.limits import is_int
 
 __all__ = [
     "ACTIONS",
+    "ACTION_SETS",
     "BASELINE_ACTION",
     "BASELINE_INDEX",
+    "EXTENDED_ACTIONS",
+    "EXTENDED_GRID_DRAFT_TOKENS",
+    "EXTENDED_GRID_STEPS",
+    "EXTENDED_GRID_TOPK",
     "GRID_DRAFT_TOKENS",
     "GRID_STEPS",
     "GRID_TOPK",
@@ -42,6 +53,7 @@ __all__ = [
     "REFERENCE_INDEX",
     "Action",
     "action_index",
+    "action_set",
     "canonicalize",
     "check_baseline_or_nonzero",
     "check_draft_budget",
@@ -191,6 +203,30 @@ BASELINE_INDEX: int = 0
 REFERENCE_ACTION: Action = Action(3, 4, 8)
 _INDEX: dict[Action, int] = {a: i for i, a in enumerate(ACTIONS)}
 REFERENCE_INDEX: int = _INDEX[REFERENCE_ACTION]
+
+
+#: Grid of sglang's bench_speculative.py sweep behind the extended action set.
+EXTENDED_GRID_STEPS: tuple[int, ...] = (0, 1, 3, 5, 7)
+EXTENDED_GRID_TOPK: tuple[int, ...] = (0, 1, 2, 4, 8)
+EXTENDED_GRID_DRAFT_TOKENS: tuple[int, ...] = (0, 2, 4, 8, 16, 32)
+#: The extended action set: the 19 contract actions in contract order, then the rest of the grid.
+EXTENDED_ACTIONS: tuple[Action, ...] = ACTIONS + tuple(
+    a for a in enumerate_actions(EXTENDED_GRID_STEPS, EXTENDED_GRID_TOPK, EXTENDED_GRID_DRAFT_TOKENS) if a not in _INDEX
+)
+#: Action sets by the name ``--actions`` takes; ``contract`` is the default everywhere.
+ACTION_SETS: dict[str, tuple[Action, ...]] = {"contract": ACTIONS, "extended": EXTENDED_ACTIONS}
+
+
+def action_set(name: str) -> tuple[Action, ...]:
+    """The actions of a named set (``contract``: the 19; ``extended``: sglang's full grid, 44).
+
+    Raises:
+        InvalidActionError: an unknown name (naming the option ``--actions``).
+    """
+    try:
+        return ACTION_SETS[name]
+    except (KeyError, TypeError):
+        raise InvalidActionError(f"--actions must be one of {', '.join(ACTION_SETS)}, got {name!r}") from None
 
 
 def action_index(triple: Sequence[int]) -> int:

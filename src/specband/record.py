@@ -112,6 +112,7 @@ class SweepRecord:
     # simulated rows (specband.sim.sweep)
     power_w_range: list[float] | None = _col(list)  # noqa: RUF009 (a dataclasses.field, default None)
     power_measured: bool | None = _col(bool)
+    power_source: str | None = _col(str)
     profile: str | None = _col(str)
     seed: int | None = _col(int)
     # imported bench rows (specband.benchfile)

@@ -42,6 +42,7 @@ def build_model(
     *,
     target_config: str | Path | dict[str, Any] | ModelSpec | None = None,
     draft_config: str | Path | dict[str, Any] | ModelSpec | None = None,
+    workload: str | None = None,
 ) -> SpeculativeDecodingModel:
     """The performance model for a hardware profile and a target/draft pair.
 
@@ -52,6 +53,9 @@ def build_model(
             :class:`ModelSpec`; ``None``: bundled Llama-3.2-1B-Instruct.
         draft_config: the EAGLE3 draft head's ``config.json`` or spec; ``None``: the
             bundled SpecForge EAGLE3 head for Llama-3.2-1B-Instruct.
+        workload: the acceptance workload (``mt-bench``, ...); ``None``: the pair's default
+            (:mod:`specband.sim.acceptance`; an uncovered pair or workload borrows a profile
+            and says so in ``model.warnings``).
 
     Returns:
         a :class:`SpeculativeDecodingModel` (satisfies :class:`PerformanceModel`).
@@ -62,4 +66,4 @@ def build_model(
     prof = load_profile(profile)
     target = load_model_spec(target_config, draft=False, default=BUNDLED_TARGET_CONFIG)
     draft = load_model_spec(draft_config, draft=True, default=BUNDLED_DRAFT_CONFIG)
-    return SpeculativeDecodingModel(prof, target, draft)
+    return SpeculativeDecodingModel(prof, target, draft, workload)

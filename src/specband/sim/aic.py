@@ -265,7 +265,8 @@ class AicReport:
         comparisons: per profile name, its comparisons.
         targets: criterion -> (worst |error|, threshold, met).
         label: the reference's label (AIC version and date).
-        power_measured: per profile name, whether its power model was fitted to measured power.
+        power_measured: per profile name, whether its power model was fitted to measured power or to
+            published figures of its GPU class (``power_source``).
     """
 
     comparisons: dict[str, list[StepComparison]]
@@ -318,7 +319,7 @@ def aic_report(
     for prof in chosen:
         loaded = load_profile(prof)
         comparisons[loaded.name] = compare_profile(loaded, data)
-        power[loaded.name] = loaded.power_measured
+        power[loaded.name] = loaded.power_measured or bool(loaded.power_source)
     return AicReport(comparisons, _criteria(comparisons), data.label, power)
 
 

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 
 from specband.actions import Action, validate_action
 from specband.errors import ConfigError
-from specband.limits import is_int
+from specband.limits import is_finite_number, is_int
 from specband.sim.accept import accept_length
+from specband.sim.acceptance import resolve_acceptance
 from specband.sim.base import RunPrediction
 from specband.sim.hfconfig import ModelSpec, rope_mismatch
 from specband.sim.profile import HardwareProfile
@@ -109,10 +110,15 @@ class SpeculativeDecodingModel:
 
     Attributes:
         profile, target, draft: as given.
+        workload: the acceptance workload (``None``: the pair's default, e.g. ``mt-bench`` for the
+            Llama-3.1-8B pair; see :mod:`specband.sim.acceptance`).
+        acceptance: the :class:`~specband.sim.acceptance.AcceptanceChoice` in use.
         warnings: configuration warnings (e.g. a RoPE mismatch between draft and target).
     """
 
-    def __init__(self, profile: HardwareProfile, target: ModelSpec, draft: ModelSpec) -> None:
+    def __init__(
+        self, profile: HardwareProfile, target: ModelSpec, draft: ModelSpec, workload: str | None = None
+    ) -> None:
         self.profile = profile
         self.target = target
         self.draft = draft
@@ -120,7 +126,10 @@ class SpeculativeDecodingModel:
         mismatch = rope_mismatch(target, draft)
         if mismatch:
             self.warnings.append(mismatch)
-        self._accept = profile.accept_params()
+        self.acceptance = resolve_acceptance(profile, target.name, draft.name, workload)
+        if self.acceptance.borrowed:
+            self.warnings.append(self.acceptance.note)
+        self._accept = self.acceptance.params
 
     # ------------------------------------------------------------- protocol attributes
     @property
@@ -228,9 +237,13 @@ class SpeculativeDecodingModel:
             forward("verify", self.target, batch_size * draft_tokens)
             host += (
                 p.host_overhead_spec_s
-                + steps * p.host_overhead_draft_step_s
+                + steps * (p.host_overhead_draft_step_s + p.spec_draft_step_overhead_s)
                 + batch_size * draft_tokens * p.host_overhead_verify_token_s
             )
+            if topk > 1:
+                # tree costs (sglang eagle_utils: select_top_k_tokens per step over topk**2
+                # candidates per request, build_tree_kernel and the tree mask once per step)
+                host += p.tree_overhead_s + batch_size * steps * topk * topk * p.tree_node_overhead_s
         kernel, compute = self._kernel_time(forwards, 1.0)
         return StepCost(total_bytes, total_flops, kernel, compute, host, tuple(forwards))
 
@@ -260,6 +273,33 @@ class SpeculativeDecodingModel:
             + p.compute_power_frac * (cost.flops / step) / (p.peak_tflops * 1e12) * clock ** (g - 1.0)
         )
         return p.idle_power_w * leak + headroom * activity, step, busy
+
+    def decode_power_w(
+        self,
+        batch_size: int,
+        action: Action | tuple[int, int, int],
+        *,
+        clock_fraction: float = 1.0,
+        gpu_temp_c: float | None = None,
+    ) -> float:
+        """Average board power of a steady decode (no prefill), W, before any power limit.
+
+        A clean function of (profile, batch size, action, clock, temperature): a power limit
+        (DVFS) is applied on top by lowering ``clock_fraction`` until the power fits.
+
+        Args:
+            batch_size: concurrent requests (>= 1).
+            action: ``(steps, topk, num_draft_tokens)``.
+            clock_fraction: core clock relative to full clock, in (0, 1].
+            gpu_temp_c: temperature, C (leakage); ``None``: the profile's ``reference_temp_c``.
+
+        Raises:
+            ConfigError: a bad batch size or clock fraction; InvalidActionError: a bad action.
+        """
+        if not (is_finite_number(clock_fraction) and 0.0 < clock_fraction <= 1.0):
+            raise ConfigError(f"clock_fraction must be in (0, 1], got {clock_fraction!r}")
+        temp = self.profile.reference_temp_c if gpu_temp_c is None else float(gpu_temp_c)
+        return self._power(self.step_cost(batch_size, action), float(clock_fraction), temp)[0]
 
     def _clock_limit(self, gpu_temp_c: float) -> tuple[float, bool]:
         p = self.profile

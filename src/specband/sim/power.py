@@ -1,9 +1,12 @@
 """Power honesty: what a simulated row's power rests on.
 
 A profile's ``[power]`` fractions are fitted to NVML power only where it says
-``power_measured = true`` (the RTX 4060 Laptop, against the published live rows). Any other
-profile inherits them from that fit, so its single power figure is a guess dressed as a
-prediction. Its rows therefore carry ``power_measured: false`` and ``power_w_range``: the
+``power_measured = true`` (the RTX 4060 Laptop, against the published live rows). A profile
+whose ``[power]`` has a ``power_source`` (``h100-sxm``, ``h200``) was fitted to *published*
+power figures of its GPU class (:mod:`specband.sim.published`); its rows carry
+``power_source: "published fit (...)"``. Any other profile inherits the laptop fit, so its
+single power figure is a guess dressed as a prediction. Its rows therefore carry
+``power_measured: false`` and ``power_w_range``: the
 range the board power can take under the stated activity model
 
     power = idle_power_w + a x busy x (power_limit_w - idle_power_w),  a in [ACTIVITY_LOW, ACTIVITY_HIGH]
@@ -13,19 +16,48 @@ and ``a`` the unknown activity of a busy GPU: from a memory-bound decode at a fr
 idle-to-limit headroom (:data:`ACTIVITY_LOW`) to the full limit (:data:`ACTIVITY_HIGH`). No
 measurement narrows ``a``; both ends are assumptions, stated so.
 
+Serving power is not decode power. A sweep (``specband sweep``, the simulator's rows) measures a
+decode-heavy window: a few short prompts, then ``max_new_tokens`` 512 of decode, so its power is
+:meth:`~specband.sim.model.SpeculativeDecodingModel.decode_power_w` (pure decode on an H200
+draws 137-300 W of 700 W, arXiv 2605.11999). A server under continuous batching mixes prefills
+into its steps, and compute-bound prefill draws near the limit (ML.ENERGY v3: 486-669 W at 8-128
+sequences on an H100 with Llama-3.1-8B). :func:`serving_power_w` models the mix:
+
+    serving = (1 - u) x decode_power_w(bs) + u x prefill_power_w,   u = 1 - exp(-bs / serving_mix_batch)
+
+with ``prefill_power_w`` the power of one compute-bound prefill forward of
+``serving_prefill_tokens`` tokens (the same power function) and ``serving_mix_batch`` fitted to
+the ML.ENERGY rows. ``u`` is the share of the power that behaves like prefill, not a time
+share: ML.ENERGY's throughput implies prefill takes only about 11-39 % of the GPU time at 8-128
+sequences, yet its power needs more prefill-like activity than that (mixed steps keep the SMs
+busier than either phase alone), so the fit states what the power does, not why.
+
 :func:`unmeasured_power_note` is the label ``specband train`` and ``specband evaluate`` print
 beside their band figures when the rows they read carry ``power_measured: false``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from specband.actions import Action
+from specband.errors import ConfigError
 from specband.sim.base import RunPrediction
 from specband.sim.profile import HardwareProfile
 
-__all__ = ["ACTIVITY_HIGH", "ACTIVITY_LOW", "power_range_w", "unmeasured_power_note"]
+if TYPE_CHECKING:
+    from specband.sim.model import SpeculativeDecodingModel
+
+__all__ = [
+    "ACTIVITY_HIGH",
+    "ACTIVITY_LOW",
+    "power_range_w",
+    "prefill_power_w",
+    "serving_power_w",
+    "unmeasured_power_note",
+]
 
 #: Lowest activity of a busy GPU, fraction of the idle-to-limit headroom (an assumption).
 ACTIVITY_LOW = 0.3
@@ -59,14 +91,19 @@ def unmeasured_power_note(rows: Iterable[Any]) -> str | None:
 
     Returns:
         one line naming the hardware, the number of such rows and the utilisation range their
-        ``power_w_range`` spans, or ``None`` when every row's power was measured (rows without
-        a ``power_measured`` column count as measured).
+        ``power_w_range`` spans; for rows whose power comes from a published fit (a
+        ``power_source`` column) and none unmeasured, a line naming that fit; ``None`` when every
+        row's power was measured (rows without a ``power_measured`` column count as measured).
     """
     hardware: set[str] = set()
     count = 0
     low, high = float("inf"), float("-inf")
+    fitted: dict[str, int] = {}
     for row in rows:
         raw: Mapping[str, Any] = getattr(row, "raw", row)
+        source = raw.get("power_source")
+        if isinstance(source, str) and source:
+            fitted[source] = fitted.get(source, 0) + 1
         if raw.get("power_measured") is not False:
             continue
         count += 1
@@ -75,6 +112,12 @@ def unmeasured_power_note(rows: Iterable[Any]) -> str | None:
         if span and limit:
             low, high = min(low, span[0] / limit), max(high, span[1] / limit)
     if not count:
+        if fitted:
+            sources = "; ".join(sorted(fitted))
+            return (
+                f"power SIMULATED from a {sources}: {sum(fitted.values())} row(s); decode power of that GPU class, "
+                "not measured on this setup"
+            )
         return None
     spread = f"; their power_w_range spans {low:.2f}-{high:.2f} of the limit" if low <= high else ""
     return (
@@ -82,3 +125,38 @@ def unmeasured_power_note(rows: Iterable[Any]) -> str | None:
         f"rests on no measurement of that GPU{spread}; utilisation and band figures from them are guesses, "
         "not predictions"
     )
+
+
+def prefill_power_w(model: SpeculativeDecodingModel, tokens: int | None = None) -> float:
+    """Board power of one compute-bound prefill forward of the target, W (full clock, the
+    profile's reference temperature).
+
+    Args:
+        model: the performance model.
+        tokens: prompt tokens of the forward; ``None``: the profile's ``serving_prefill_tokens``.
+    """
+    from specband.sim.model import StepCost
+
+    n = int(tokens if tokens is not None else model.profile.serving_prefill_tokens)
+    if n < 1:
+        raise ConfigError(f"prefill tokens must be >= 1, got {n}")
+    nbytes, flops, t_mem, t_cmp = model._forward_work(model.target, 1, n, n / 2.0)
+    forwards = (("prefill", n, t_mem, t_cmp),)
+    kernel, compute = model._kernel_time(forwards, 1.0)
+    cost = StepCost(nbytes, flops, kernel, compute, 0.0, forwards)
+    return model._power(cost, 1.0, model.profile.reference_temp_c)[0]
+
+
+def serving_power_w(model: SpeculativeDecodingModel, batch_size: int, action: Action | tuple[int, int, int]) -> float:
+    """Average board power of a server under continuous batching (prefill mixed in) at
+    ``batch_size`` concurrent sequences, W, before any power limit (see the module docstring).
+
+    Raises:
+        ConfigError: the profile has no serving fit (``serving_mix_batch`` = 0), or a bad batch size.
+    """
+    p = model.profile
+    if p.serving_mix_batch <= 0:
+        raise ConfigError(f"profile '{p.name}': no serving power fit ([power] serving_mix_batch = 0)")
+    decode = model.decode_power_w(batch_size, action)
+    share = 1.0 - math.exp(-batch_size / p.serving_mix_batch)
+    return (1.0 - share) * decode + share * prefill_power_w(model)

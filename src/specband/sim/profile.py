@@ -19,7 +19,7 @@ coefficients are fractions of ``activity_power_w`` (by default the headroom betw
 power and the power limit), so they carry over between chips of different size; the
 calibrated profile pins ``activity_power_w`` so that lowering only ``power_limit_w`` (as
 ``nvidia-smi -pl`` does) keeps the demand and makes the cap bite.
-``activity_power_w``, ``calibrated``, ``source`` and ``power_measured`` are not inherited: a
+``activity_power_w``, ``calibrated``, ``source``, ``power_measured`` and ``power_source`` are not inherited: a
 profile whose ``[power]`` does not say ``power_measured = true`` has a power model that rests on
 no measurement of its GPU, and its rows say so (:mod:`specband.sim.power`).
 """
@@ -132,16 +132,39 @@ class HardwareProfile:
     host_overhead_verify_token_s: float = _f(
         5e-6, "efficiency", 0.0, 1.0, "host/tree time per verified token (bs x draft tokens), s"
     )
+    spec_draft_step_overhead_s: float = _f(
+        0.0,
+        "efficiency",
+        0.0,
+        1.0,
+        "per draft step of a speculative decode, beyond the draft forward (sampling, top-k), s",
+    )
+    tree_overhead_s: float = _f(
+        0.0, "efficiency", 0.0, 1.0, "per speculative step of a tree (topk > 1): tree mask and build, s"
+    )
+    tree_node_overhead_s: float = _f(
+        0.0, "efficiency", 0.0, 1.0, "per tree node expanded (bs x steps x topk**2, topk > 1): top-k expansion, s"
+    )
     prompt_tokens: float = _f(128.0, "efficiency", 1.0, 1e6, "mean prompt length of the workload, tokens")
     # [power]
     busy_power_frac: float = _f(0.6, "power", 0.0, 3.0, "power of a busy GPU at full clock, fraction of headroom")
     mem_power_frac: float = _f(0.3, "power", 0.0, 3.0, "power at peak memory bandwidth, fraction of headroom")
-    compute_power_frac: float = _f(0.3, "power", 0.0, 3.0, "power at peak tensor throughput, fraction of headroom")
+    compute_power_frac: float = _f(0.3, "power", 0.0, 10.0, "power at peak tensor throughput, fraction of headroom")
     activity_power_w: float = _f(
         0.0, "power", 0.0, 1e5, "W per unit of the activity fractions below; 0: power_limit_w - idle_power_w"
     )
     power_measured: bool = field(
         default=False, metadata={"section": "power", "doc": "the power fractions were fitted to this GPU's NVML power"}
+    )
+    power_source: str = field(
+        default="",
+        metadata={"section": "power", "doc": "what the [power] fractions were fitted to, when not NVML of this GPU"},
+    )
+    serving_prefill_tokens: float = _f(
+        1024.0, "power", 1.0, 1e6, "tokens of the prefill forward whose power serving mixes in (specband.sim.power)"
+    )
+    serving_mix_batch: float = _f(
+        0.0, "power", 0.0, 1e5, "serving: prefill share of the power = 1 - exp(-bs / this); 0: not fitted"
     )
     cap_tracking: float = _f(0.1, "power", 0.0, 1.0, "share of the demand above the limit the cap lets through")
     clock_exponent: float = _f(2.0, "power", 1.0, 4.0, "core power ~ clock ** exponent (DVFS)")
@@ -167,7 +190,7 @@ class HardwareProfile:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.type in ("str",) or f.name in ("name", "hardware", "source"):
+            if f.type in ("str",) or f.name in ("name", "hardware", "source", "power_source"):
                 if not isinstance(value, str):
                     raise ConfigError(f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a string")
                 continue
@@ -327,6 +350,7 @@ def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
         flat.setdefault("source", "")
         flat.setdefault("activity_power_w", 0.0)
         flat.setdefault("power_measured", False)
+        flat.setdefault("power_source", "")
     try:
         return base.with_values(**flat)
     except ConfigError as exc:

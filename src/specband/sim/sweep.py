@@ -50,11 +50,13 @@ RETRY_MEM_FRACTION = 0.55
 
 
 #: Columns of a simulated row, in order; ``power_w_range`` (successful rows) and
-#: ``power_measured`` (false) only where the profile's power is not measured.
+#: ``power_measured`` (false) only where the profile's power is neither measured nor fitted to
+#: published figures; ``power_source`` ("published fit (...)") only where it is fitted so.
 SIMULATED_COLUMNS: tuple[str, ...] = (
     *SWEEP_COLUMNS,
     "power_w_range",
     "power_measured",
+    "power_source",
     "power_limit_watts",
     "provenance",
     "profile",
@@ -70,7 +72,7 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
-def simulate_sweep(
+def simulate_sweep(  # noqa: C901
     model: SpeculativeDecodingModel | None = None,
     *,
     profile: str | Path | None = None,
@@ -85,9 +87,10 @@ def simulate_sweep(
     """Simulated sweep rows (the published sweep columns plus ``power_limit_watts``,
     ``provenance``, ``profile``, ``seed``, ``gpu_mem_used_mb_before``,
     ``gpu_util_pct_before``, ``target_model``, ``draft_model``), one dict per run, in run
-    order; ``index`` counts runs from 0 across passes. A profile without
-    ``power_measured = true`` adds ``power_measured: false`` to every row and
-    ``power_w_range: [low, high]`` (W, :func:`specband.sim.power.power_range_w`) to every
+    order; ``index`` counts runs from 0 across passes. A profile with a ``power_source`` (power
+    fitted to published figures) adds ``power_source: "published fit (...)"`` to every row; one
+    with neither that nor ``power_measured = true`` adds ``power_measured: false`` to every row
+    and ``power_w_range: [low, high]`` (W, :func:`specband.sim.power.power_range_w`) to every
     successful one.
 
     Args:
@@ -178,7 +181,8 @@ def simulate_sweep(
                     gpu_util_pct_before=_round(util_before, 1),
                     target_model=model.target.name,
                     draft_model=model.draft.name,
-                    power_measured=None if p.power_measured else False,
+                    power_measured=None if p.power_measured or p.power_source else False,
+                    power_source=p.power_source if p.power_source and not p.power_measured else None,
                 )
                 if error is None:
                     temp = model.advance_temperature(temp, launch_power, p.launch_s)
@@ -228,10 +232,12 @@ def simulate_sweep(
                         gpu_throttling=bool(throttled),
                     )
                     temp = temp_after
-                    if not p.power_measured:
+                    if not p.power_measured and not p.power_source:
                         low, high = power_range_w(p, pred)
                         row.power_w_range = [round(low, 1), round(high, 1)]
-                rows.append(row.as_row(SIMULATED_COLUMNS, omit_null=("power_w_range", "power_measured")))
+                rows.append(
+                    row.as_row(SIMULATED_COLUMNS, omit_null=("power_w_range", "power_measured", "power_source"))
+                )
                 # teardown and the 5 s sleep between launches
                 temp = model.advance_temperature(temp, p.idle_power_w, p.cooldown_s)
                 index += 1
