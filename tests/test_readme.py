@@ -1,0 +1,164 @@
+"""The README's commands run as shown (issue 22): the quickstart's console blocks print what
+the README pastes (same lines, same flags; the interpreter path and the sglang line
+normalised), and its other commands that can run on a CPU (the emulated loop, `doctor`,
+`sweep --dry-run`) run and print output of the documented shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+#: issue 22: the README is the front door, the reference lives in docs/
+MAX_README_LINES = 250
+
+
+def _blocks(kind: str) -> list[list[str]]:
+    """The README's fenced blocks of ``kind`` (```kind ... ```), each as its lines."""
+    blocks, current = [], None
+    for line in README.read_text(encoding="utf-8").splitlines():
+        if current is None and line.strip() == f"```{kind}":
+            current = []
+        elif current is not None and line.strip() == "```":
+            blocks.append(current)
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def _commands(block: list[str]) -> list[str]:
+    """The shell commands of a bash block: continuation lines joined, comments dropped."""
+    joined, pending = [], ""
+    for line in block:
+        line = re.sub(r"\s+#\s.*$", "", line).rstrip() if not line.lstrip().startswith("#") else ""
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        if pending or line:
+            joined.append(pending + line)
+        pending = ""
+    return [c.strip() for c in joined if c.strip()]
+
+
+def _run(command: str, cwd: Path, variables: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    for name, value in (variables or {}).items():
+        command = command.replace(f"${name}", value)
+    args = shlex.split(command)
+    assert args[0] == "specband", command
+    env = dict(os.environ, HF_HUB_OFFLINE="1", NO_COLOR="1", COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "specband", *args[1:]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def _normalised(line: str) -> str:
+    """A printed line with what differs between machines replaced: the interpreter path of the
+    server command and the sglang release line."""
+    if line.startswith("# sglang "):
+        return "# sglang X.Y.Z (...)" if re.match(r"^# sglang \d+\.\d+\.\d+ \(.+\)$", line) else line
+    return re.sub(r"(^|\s)\S*/python3?(\.\d+)?(?=\s)", r"\1PYTHON", line)
+
+
+def test_readme_is_short() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_README_LINES, len(lines)
+
+
+def _console_examples() -> list[tuple[str, list[str]]]:
+    examples = []
+    for block in _blocks("console"):
+        command, output = None, []
+        for line in [*block, "$ "]:
+            if line.startswith("$ "):
+                if command:
+                    examples.append((command, output))
+                command, output = line[2:].strip(), []
+            else:
+                output.append(line)
+    return examples
+
+
+def test_readme_console_blocks_are_real_output(tmp_path: Path) -> None:
+    """`specband recommend -b 16` and `specband launch --dry-run ...` print the README's lines:
+    stdout line for line (flags identical), stderr the same notes (same start, same order)."""
+    examples = _console_examples()
+    assert [c.split()[1] for c, _ in examples] == ["recommend", "launch"], examples
+    for command, shown in examples:
+        result = _run(command, tmp_path)  # a folder without ./specband-models: the embedded policy
+        assert result.returncode == 0, result.stderr
+        shown_err = [line for line in shown if line.startswith(("note: ", "warning: "))]
+        shown_out = [line for line in shown if line not in shown_err]
+        assert [_normalised(x) for x in result.stdout.splitlines()] == [_normalised(x) for x in shown_out], command
+        printed_err = result.stderr.splitlines()
+        assert len(printed_err) == len(shown_err), result.stderr
+        for printed, pasted in zip(printed_err, shown_err, strict=True):
+            # the NVML note names this machine's NVML state; every other note is the README's
+            assert printed.split()[:3] == pasted.split()[:3], (printed, pasted)
+            if not printed.startswith("note: NVML"):
+                assert printed == pasted
+
+
+def _bash_block(marker: str) -> list[str]:
+    found = [b for b in _blocks("bash") if any(marker in line for line in b)]
+    assert len(found) == 1, marker
+    return _commands(found[0])
+
+
+def test_readme_emulated_loop_runs(tmp_path: Path) -> None:
+    """The CPU loop against the emulator: sweep (6 runs), train, evaluate, recommend."""
+    commands = _bash_block("specband emulate")
+    assert [c.split()[1] for c in commands] == ["sweep", "train", "evaluate", "recommend"], commands
+    sweep, train, evaluate, recommend = (_run(c, tmp_path) for c in commands)
+    assert sweep.returncode == 0, sweep.stderr
+    rows = [json.loads(line) for line in (tmp_path / "emulated.jsonl").read_text().splitlines()]
+    assert len(rows) == 6
+    assert {r["provenance"] for r in rows} == {"emulated"}
+    assert sorted({r["batch_size"] for r in rows}) == [1, 16]
+    assert train.returncode == 0, train.stderr
+    assert (tmp_path / "emulated-models" / "lookup_table" / "model.json").is_file()
+    assert "lookup_table" in train.stdout
+    assert evaluate.returncode == 0, evaluate.stderr
+    assert "in-sample" in evaluate.stdout
+    assert recommend.returncode == 0, recommend.stderr
+    # the emulated RTX 4060 Laptop's pick at bs 16: one of the two speculative configs measured
+    (flags,) = recommend.stdout.strip().splitlines()
+    assert re.fullmatch(
+        r"--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk (4|2) "
+        r"--speculative-num-draft-tokens (8|4)",
+        flags,
+    ), flags
+
+
+def test_readme_gpu_box_commands_that_run_on_a_cpu(tmp_path: Path) -> None:
+    """The GPU quickstart's `doctor` (one line per check) and `sweep --dry-run` (the sglang
+    line, then one server line per run of the 228-run grid), offline on this CPU."""
+    commands = _bash_block("sglang==")
+    variables = dict(part.split("=", 1) for c in commands if c.startswith("T=") for part in shlex.split(c))
+    assert set(variables) == {"T", "D"}
+    doctor = [c for c in commands if c.startswith("specband doctor")]
+    dry_run = [c for c in commands if c.startswith("specband sweep") and "--dry-run" in c]
+    assert len(doctor) == 1 and len(dry_run) == 1
+    result = _run(doctor[0], tmp_path, variables)
+    assert result.returncode in (0, 1, 2), result.stderr
+    lines = result.stdout.splitlines()
+    assert lines and all(re.match(r"^(ok|warn|error) +[a-z-]+: ", line) for line in lines), result.stdout
+    assert any(line.split()[1] == "sglang:" for line in lines)
+    result = _run(dry_run[0], tmp_path, variables)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("# sglang ")
+    assert len(lines) == 1 + 228
+    assert all("sglang.launch_server --model-path unsloth/Llama-3.2-1B-Instruct" in line for line in lines[1:])
+    assert not list(tmp_path.iterdir())  # a dry run writes nothing
