@@ -109,6 +109,16 @@ def _provenance(sweep: Sweep) -> str:
     return text
 
 
+def _energy(manifest: Manifest) -> str:
+    """The model card's "energy measured" line: simulated or emulated power is never measured."""
+    origin, data = manifest.origin, manifest.data
+    if not data.get("energy_in_rewards", data.get("energy_measured")):
+        return "no (rewards from throughput alone)"
+    if origin is not None and not origin.power_measured:
+        return f"no: the power is {origin.provenance} ({origin.power_source or 'not measured'}), not measured"
+    return "yes"
+
+
 def render_model_card(
     manifest: Manifest, sweep: Sweep, picks: Sequence[PickRow], *, dataset_id: str | None = None
 ) -> str:
@@ -139,6 +149,15 @@ def render_model_card(
             "speculative_eagle_topk, speculative_num_draft_tokens) so that GPU energy utilisation lands in a "
             "95-98 % band while decoding fast. Written by `specband train` "
             f"(specband {__version__}, seed {manifest.seed}, features `{manifest.features}`)."
+        ),
+        *(
+            [
+                "",
+                f"**Trained on SIMULATED rows (`specband simulate`, profile {manifest.origin.profile or '?'}): "
+                "every figure here is a simulation, not a measurement; a sweep on the GPU settles them.**",
+            ]
+            if manifest.origin is not None and manifest.origin.simulated
+            else []
         ),
         "",
         "## Hardware and models",
@@ -186,7 +205,9 @@ def render_model_card(
             f"{data.get('training_rows')} used for training, format `{data.get('format')}`"
         ),
         f"- provenance: {_provenance(sweep)}",
-        f"- energy measured: {'yes' if data.get('energy_measured') else 'no (rewards from throughput alone)'}",
+        f"- energy measured: {_energy(manifest)}",
+        f"- sglang version: {(manifest.origin.sglang_version if manifest.origin else None) or 'not recorded'}",
+        f"- workload: {(manifest.origin.workload if manifest.origin else None) or 'not recorded'}",
         "",
         "## Held-out figures",
         "",

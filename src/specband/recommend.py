@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DEFAULT_MODELS_DIR", "Recommendation", "folder_algorithms", "recommend"]
+if TYPE_CHECKING:
+    from specband.artifacts import Manifest
+    from specband.transfer import UserSetup
+
+__all__ = ["DEFAULT_MODELS_DIR", "Recommendation", "folder_algorithms", "pick_origin", "recommend"]
 
 #: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
 DEFAULT_MODELS_DIR = "specband-models"
@@ -53,6 +57,8 @@ def recommend(
     data_path: str | Path | None = None,
     *,
     trust_pickle: bool = False,
+    setup: UserSetup | None = None,
+    allow_transfer: bool = False,
 ) -> Recommendation:
     """The pick of one algorithm for a batch size (the ``pick`` dict is what
     ``specband recommend --format json`` prints) and the notes that go with it, as data:
@@ -68,20 +74,27 @@ def recommend(
         data_path: sweep restricting a foreign folder's picks to measured configs.
         trust_pickle: unpickle joblib files specband cannot vouch for (see
             :mod:`specband.safeload`).
+        setup: the user's target, draft, GPU and power limit, checked against the data's
+            (:func:`specband.transfer.check_transfer`); ``None``: not checked.
+        allow_transfer: take a pick whose data came from another setup (the differences
+            become notes) instead of stopping.
 
     Returns:
         a :class:`Recommendation`; its ``pick`` has ``action_index``, ``action`` (triple),
-        ``flags``, ``kwargs``, ``features``, ``state``, ``source``, ``measured_batch_size``
-        and ``mean_reward``.
+        ``flags``, ``kwargs``, ``features``, ``state``, ``source``, ``measured_batch_size``,
+        ``mean_reward``, ``origin`` (:func:`pick_origin`), ``explanation``
+        (:func:`specband.explain.explain_pick`) and ``transfer`` (the differences taken).
 
     Raises:
-        ConfigError: unknown algorithm, an empty ``draft_model``; ArtifactError: unreadable
+        ConfigError: unknown algorithm, an empty ``draft_model``; TransferError: the data is
+        from another setup and ``allow_transfer`` is False; ArtifactError: unreadable
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
     from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
     from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
     from specband.errors import ConfigError
+    from specband.explain import explain_pick
     from specband.hub import resolve_data_file, resolve_folder
 
     validate_algorithms([algo])
@@ -144,6 +157,18 @@ def recommend(
             )
             if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
                 note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    from specband.transfer import TransferCheck, check_transfer
+
+    checked = TransferCheck()
+    if setup is not None:
+        label = "the embedded study policy" if models is None else str(models)
+        checked = check_transfer(manifest.origin, setup, allow=allow_transfer, source=label)
+        notes.extend(checked.warnings)
+    if manifest.origin is not None and manifest.origin.simulated:
+        note(
+            f"{source}: trained on SIMULATED rows ({manifest.origin.profile or 'simulator'}); every figure is a "
+            "simulation, not a measurement (a sweep on the GPU settles it)"
+        )
     if telemetry is not None and manifest.features == "contract":
         note(
             "these policies use the contract state, whose memory and utilisation were read after each "
@@ -176,5 +201,30 @@ def recommend(
         "flags": sglang_cli_args(action, draft_model),
         "kwargs": server_args_kwargs(action, draft_model),
         "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
+        "origin": pick_origin(manifest, measured),
+        "explanation": explain_pick(manifest, measured, index),
+        "transfer": checked.to_json(),
     }
     return Recommendation(pick, tuple(notes))
+
+
+def pick_origin(manifest: Manifest, measured_batch_size: int | None) -> dict[str, Any]:
+    """What a pick rests on, as ``recommend --format json`` prints it under ``origin``: the
+    data's :class:`~specband.origin.DataOrigin` fields (``hardware``, ``power_limit_w``,
+    ``target_model``, ``draft_model``, ``sglang_version``, ``workload``, ``provenance``,
+    ``power_measured``, ``power_source``, ``profile``; ``None`` where the folder does not
+    say), ``rows`` and ``repeats`` behind the batch size (successful rows; distinct
+    ``(trial, repeat)`` runs, the most of any action there) and ``heldout_interval``
+    (``None``: ``specband evaluate`` reports it, the folder does not record one)."""
+    from specband.origin import DataOrigin
+
+    origin = manifest.origin or DataOrigin(provenance="unknown")
+    bs = measured_batch_size
+    counts = manifest.row_counts.get(bs, {}) if bs is not None else {}
+    stats = manifest.stats.get(bs, {}) if bs is not None else {}
+    return {
+        **origin.to_json(),
+        "rows": sum(counts.values()) if counts else None,
+        "repeats": max((s.repeats for s in stats.values()), default=None),
+        "heldout_interval": None,
+    }

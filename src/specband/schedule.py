@@ -247,6 +247,9 @@ class TierPick:
         chain_reward: estimated reward of the best chain config.
         tree_index: best tree config (topk > 1), or ``None`` when none is scored.
         tree_reward: its estimated reward.
+        chain_scored: speculative chain configs (topk 1, steps > 0) with an estimate here
+            (measured there, for ``measured_only`` scorers).
+        best_chain_reward: the best of them, or ``None`` when there is none.
     """
 
     batch_size: int
@@ -255,6 +258,26 @@ class TierPick:
     chain_reward: float
     tree_index: int | None
     tree_reward: float | None
+    chain_scored: int = 0
+    best_chain_reward: float | None = None
+
+    @property
+    def off_reason(self) -> str | None:
+        """Why the schedule turns speculation off at this batch size, or ``None`` when it
+        speculates: no chain config scored (measured) there, or none above the baseline."""
+        if self.best_steps != 0:
+            return None
+        if self.chain_scored == 0:
+            return (
+                f"batch size {self.batch_size}: speculation off: no chain config (topk 1) was measured at batch "
+                f"size {self.measured_batch_size}, and sglang's adaptive tiers run chains only"
+            )
+        behind = "" if self.best_chain_reward is None else f" (best chain {self.best_chain_reward:.4f}"
+        behind += "" if not behind else f" vs baseline {self.chain_reward:.4f})"
+        return (
+            f"batch size {self.batch_size}: speculation off: none of the {self.chain_scored} chain config(s) "
+            f"scores above the non-speculative baseline at batch size {self.measured_batch_size}{behind}"
+        )
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -308,8 +331,19 @@ def pick_chain_tiers(
         ]
         chain = (best, *sorted(near, key=lambda i: (-scores[i], i)))
         tree = _best(scores, TREE_INDICES)
+        spec_chain = [i for i in CHAIN_INDICES if i != 0 and not math.isnan(scores[i])]
+        best_spec = _best(scores, spec_chain)
         picks.append(
-            TierPick(bs, measured, chain, float(scores[best]), tree, None if tree is None else float(scores[tree]))
+            TierPick(
+                bs,
+                measured,
+                chain,
+                float(scores[best]),
+                tree,
+                None if tree is None else float(scores[tree]),
+                chain_scored=len(spec_chain),
+                best_chain_reward=None if best_spec is None else float(scores[best_spec]),
+            )
         )
     return picks
 

@@ -128,6 +128,9 @@ def register(app: typer.Typer) -> None:
             "whose memory and utilisation were read after the run).",
             metavar="KIND",
         ),
+        force: bool = typer.Option(
+            False, "--force", help="Replace an --out folder trained on other data (checked before training)."
+        ),
     ) -> None:
         """Train the policies on a sweep and write the artifact folder (model card layout).
 
@@ -151,6 +154,11 @@ def register(app: typer.Typer) -> None:
         from specband.harness.draft_health import warn_if_draft_rejected
 
         warn_if_draft_rejected(sweep)
+        from specband.training import check_out_folder
+
+        check_out_folder(
+            out, sweep, force=force, data_label="the bundled published measurements" if data is None else str(data)
+        )
         energy_note = sweep.energy_note()
         if energy_note is not None:
             _note(energy_note)
@@ -181,7 +189,7 @@ def register(app: typer.Typer) -> None:
             f"trained {len(names)} algorithm(s) on {source} ({len(training)} training rows, "
             f"features={features.value}, seed={seed}) in {elapsed:.2f} s; wrote {folder}"
         )
-        _print_picks(rows)
+        _print_picks(rows, "measured" if manifest.origin is None else manifest.origin.provenance)
         _print_power_label(sweep.rows)
 
     @app.command("recommend")
@@ -308,20 +316,25 @@ def _print_power_label(rows: Any) -> None:
         typer.echo(label)
 
 
-def _print_picks(rows: list[Any]) -> None:
+def _print_picks(rows: list[Any], provenance: str = "measured") -> None:
     from rich.console import Console
     from rich.table import Table
 
     from specband.actions import ACTIONS, REFERENCE_ACTION
 
-    table = Table(title="picks per algorithm and batch size (mean observed reward in the training data)")
+    simulated = "simulated" in provenance
+    kind = "simulated" if simulated else "emulated" if "emulated" in provenance else "measured"
+    title = f"picks per algorithm and batch size (mean reward in the training data: {provenance} rows)"
+    if simulated:
+        title += "; SIMULATED, not measured"
+    table = Table(title=title)
     table.add_column("algorithm")
     table.add_column("bs", justify="right")
     table.add_column("pick")
     table.add_column("reward", justify="right")
     table.add_column(f"reference {REFERENCE_ACTION}", justify="right")
     table.add_column("vs ref", justify="right")
-    table.add_column("best measured", justify="right")
+    table.add_column(f"best {kind}", justify="right")
     previous = None
     for r in rows:
         delta = None if r.mean_reward is None or r.reference_reward is None else r.mean_reward - r.reference_reward

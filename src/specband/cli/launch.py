@@ -170,14 +170,14 @@ def register(app: typer.Typer) -> None:
         validate_algorithms([algo])
         from specband.doctor import check_pair_before_launch
 
-        check_pair_before_launch(target, draft, allow_rope_mismatch=allow_rope_mismatch)
+        rope_note = check_pair_before_launch(target, draft, allow_rope_mismatch=allow_rope_mismatch)
         log_created = _open_log(log, dry_run=dry_run)
         # 2. the sglang version, the GPU and the pick; the warning and notes wait until the pick
         #    is known to be launchable, so that bad input (e.g. a speculative pick without
         #    --draft) is one error line
         version, version_source, version_warning = _sglang_version(sglang_version, server_command, {})
         config = dataclasses.replace(config, sglang_version=version)
-        notes: list[str] = []
+        notes: list[str] = [] if rope_note is None else [rope_note]
         auto_file: Path | None = None
         try:
             if schedule is not None:

@@ -121,6 +121,9 @@ def register(app: typer.Typer) -> None:
             obj = vllm_speculative_config(tiers, draft_model)
         write_text_atomic(out, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
         _print_table(picks, scorer.algorithm)
+        for pick in picks:
+            if pick.off_reason:
+                _note(pick.off_reason)
         if engine == "sglang":
             from specband.schedule import check_sglang_adaptive_config
 
@@ -304,7 +307,9 @@ def schedule_for_launch(
     from specband.fileio import write_text_atomic
 
     if schedule == "auto":
-        obj = sch.sglang_adaptive_config(sch.merge_tiers(sch.pick_chain_tiers(sch.load_scorer(algo, models, data))))
+        picks = sch.pick_chain_tiers(sch.load_scorer(algo, models, data))
+        notes.extend(p.off_reason for p in picks if p.off_reason)
+        obj = sch.sglang_adaptive_config(sch.merge_tiers(picks))
         entries = sch.check_sglang_adaptive_config(obj)
         path = auto_file or log.with_name(f"{log.name}.schedule-XXXXXXXX.json")
         sch.sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
