@@ -129,7 +129,7 @@ def check_local_path(text: str | Path, kind: str = "folder") -> None:
     parts = Path(raw).parts
     if len(parts) > 1 and Path(parts[0]).is_dir():
         raise ConfigError(
-            f"{raw}: no such {kind} (the hub id form org/name is not looked up: ./{parts[0]} is a folder here)"
+            f"{raw}: no such {kind} (not looked up on the hub as org/name: ./{parts[0]} is a folder here)"
         )
 
 
