@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from specband.artifacts import Manifest
     from specband.origin import ActionStats
 
-__all__ = ["band_status", "explain_pick", "explanation_lines"]
+__all__ = ["answer_lines", "band_status", "explain_pick", "explanation_lines", "origin_line"]
 
 #: The energy band of the reward (:class:`specband.reward.RewardConfig` defaults), fractions of the limit.
 BAND_LOW = 0.95
@@ -136,6 +136,11 @@ def _figure_text(fig: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _triple(action: Any) -> str:
+    """``(steps,topk,draft)`` as :class:`specband.actions.Action` prints it."""
+    return "(" + ",".join(str(int(v)) for v in action) + ")"
+
+
 def explanation_lines(explanation: Mapping[str, Any] | None, action: list[int] | tuple[int, ...]) -> list[str]:
     """The explanation as lines for stderr (empty for ``None``)."""
     if explanation is None:
@@ -144,12 +149,36 @@ def explanation_lines(explanation: Mapping[str, Any] | None, action: list[int] |
     bs = explanation["batch_size"]
     lines = []
     if explanation["pick"] is not None:
-        lines.append(f"expected ({kind}, bs {bs}): {tuple(action)}: {_figure_text(explanation['pick'])}")
+        lines.append(f"expected ({kind}, bs {bs}): {_triple(action)}: {_figure_text(explanation['pick'])}")
     runner = explanation["runner_up"]
     if runner is not None:
         lines.append(
-            f"runner-up: {tuple(runner['action'])} (mean reward {runner['mean_reward']:.4f}): {_figure_text(runner)}"
+            f"runner-up: {_triple(runner['action'])} (mean reward {runner['mean_reward']:.4f}): {_figure_text(runner)}"
         )
     if explanation["band_note"]:
         lines.append(explanation["band_note"])
     return lines
+
+
+def origin_line(origin: Mapping[str, Any] | None) -> str | None:
+    """One line saying what a pick rests on (a pick's ``origin``), or ``None`` without one."""
+    if not origin:
+        return None
+    limit = "?" if origin.get("power_limit_w") is None else f"{origin['power_limit_w']:g} W"
+    power = "power measured" if origin.get("power_measured") else f"power NOT measured ({origin.get('power_source')})"
+    rows = "" if origin.get("rows") is None else f"; {origin['rows']} rows"
+    repeats = "" if origin.get("repeats") is None else f", {origin['repeats']} repeat(s)"
+    return (
+        f"pick rests on {origin.get('provenance')} data: {origin.get('hardware') or '? GPU'} at {limit}, "
+        f"target {origin.get('target_model') or '?'}, draft {origin.get('draft_model') or '?'}, "
+        f"sglang {origin.get('sglang_version') or 'not recorded'}, "
+        f"workload {origin.get('workload') or 'not recorded'}, "
+        f"{power}{rows}{repeats} at this batch size"
+    )
+
+
+def answer_lines(pick: Mapping[str, Any]) -> list[str]:
+    """What ``recommend`` and ``launch`` print on stderr beside the flags: the origin line and
+    the explanation (:func:`explanation_lines`)."""
+    line = origin_line(pick.get("origin"))
+    return ([] if line is None else [line]) + explanation_lines(pick.get("explanation"), pick["action"])

@@ -41,6 +41,7 @@ __all__ = [
     "model_key",
     "transfer_differences",
     "user_gpu",
+    "user_setup",
 ]
 
 ALLOW_TRANSFER_OPTION = "--allow-transfer"
@@ -249,3 +250,28 @@ def user_gpu(profile: str | None = None, index: int = 0) -> UserSetup:
         return UserSetup(gpu_name=device.name, gpu_source="NVML", power_limit_w=device.power_limit_w)
     finally:
         device.close()
+
+
+def user_setup(
+    target: str | None = None,
+    draft: str | None = None,
+    gpu: str | None = None,
+    gpu_index: int = 0,
+    *,
+    read_gpu: bool = True,
+) -> UserSetup:
+    """The user's setup for :func:`check_transfer`: the models as given, the GPU from
+    ``gpu`` (a profile) or NVML (:func:`user_gpu`; not read when ``read_gpu`` is False, e.g.
+    ``launch --device none``: then the GPU is said to be unchecked).
+
+    Raises:
+        ConfigError: an unknown profile.
+    """
+    import dataclasses
+
+    base = (
+        user_gpu(gpu, gpu_index)
+        if gpu is not None or read_gpu
+        else UserSetup(gpu_unchecked="the GPU was not read: --device none")
+    )
+    return dataclasses.replace(base, target=target, draft=draft)
