@@ -173,7 +173,7 @@ def origin_line(origin: Mapping[str, Any] | None) -> str | None:
         f"target {origin.get('target_model') or '?'}, draft {origin.get('draft_model') or '?'}, "
         f"sglang {origin.get('sglang_version') or 'not recorded'}, "
         f"workload {origin.get('workload') or 'not recorded'}, "
-        f"{power}{rows}{repeats} at this batch size"
+        f"{power}{rows}{repeats}" + (" at this batch size" if rows else "")
     )
 
 

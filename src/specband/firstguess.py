@@ -125,8 +125,6 @@ def first_guess(
         )
     notes = (
         label,
-        f"simulated with {origin['target_model']} + {origin['draft_model']}, power: "
-        f"{origin['power_source'] or 'simulated'}",
         "a sweep settles what this cannot: your GPU's real power and utilisation against its limit (the band), "
         "the draft's acceptance on your workload, and whether the pick holds; run `specband sweep` on this GPU, "
         "then `specband train` and `specband recommend`",

@@ -44,7 +44,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,6 +52,9 @@ from specband.actions import ACTIONS, NUM_ACTIONS, Action
 from specband.errors import ConfigError
 from specband.fileio import read_text_bounded
 from specband.limits import MAX_CONFIG_FILE_BYTES, is_int
+
+if TYPE_CHECKING:
+    from specband.transfer import TransferCheck, UserSetup
 
 __all__ = [
     "CHAIN_INDICES",
@@ -179,6 +182,24 @@ class PolicyScorer:
             mask[list(allowed)] = True
             scores[~mask] = math.nan
         return measured, scores
+
+
+def check_scorer_transfer(scorer: PolicyScorer, setup: UserSetup, *, allow: bool = False) -> TransferCheck:
+    """:func:`specband.transfer.check_transfer` for a schedule's policy (the data behind
+    ``scorer``), plus a note when that data is simulated.
+
+    Raises:
+        TransferError: the data is from another setup and ``allow`` is False.
+    """
+    from specband.transfer import TransferCheck, check_transfer
+
+    label = "the embedded study policy" if scorer.source == "embedded" else scorer.source
+    checked = check_transfer(scorer.manifest.origin, setup, allow=allow, source=label)
+    origin = scorer.manifest.origin
+    if origin is not None and origin.simulated:
+        note = f"{label}: trained on SIMULATED rows; the schedule rests on a simulation, not a measurement"
+        checked = TransferCheck(checked.differences, (*checked.warnings, note))
+    return checked
 
 
 def load_scorer(

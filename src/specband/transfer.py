@@ -50,6 +50,11 @@ ALLOW_TRANSFER_OPTION = "--allow-transfer"
 POWER_LIMIT_TOLERANCE = 0.02
 
 
+#: Files present wherever the NVIDIA driver is loaded (Linux, containers with the GPU mapped,
+#: WSL's ``/usr/lib/wsl/lib``); without any of them NVML cannot answer.
+_NVIDIA_DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/usr/lib/wsl/lib/libnvidia-ml.so.1")
+
+
 class TransferError(ConfigError):
     """The user's setup differs from the data's and the transfer was not allowed."""
 
@@ -240,6 +245,9 @@ def user_gpu(profile: str | None = None, index: int = 0) -> UserSetup:
         return UserSetup(gpu_name=prof.hardware, gpu_source=f"--gpu {profile}", power_limit_w=prof.power_limit_w)
     from specband.errors import SpecbandError
 
+    if not any(Path(p).exists() for p in _NVIDIA_DRIVER_PATHS):
+        # no NVIDIA driver: skip loading NVML (a cold ``recommend`` stays fast)
+        return UserSetup(gpu_unchecked="no NVML here")
     try:
         from specband.devices.nvml import NvmlDevice
 

@@ -265,6 +265,42 @@ def register(app: typer.Typer) -> None:
             show_default=False,
             metavar="FILE",
         ),
+        target: str | None = typer.Option(
+            None,
+            "--target",
+            help="Your target model (path or id), checked against the data's. Default: the data's own.",
+            show_default=False,
+            metavar="MODEL",
+        ),
+        gpu: str | None = typer.Option(
+            None,
+            "--gpu",
+            help="Your GPU as a simulator profile (h100-sxm, h200, ...), checked against the data's. "
+            "Default: NVML's GPU 0; without NVML the GPU is not checked (a note says so).",
+            show_default=False,
+            metavar="PROFILE",
+        ),
+        target_config: str | None = typer.Option(
+            None,
+            "--target-config",
+            help="With --gpu: a simulated first guess for this target (config.json, folder, bundled name or "
+            "hub id), labelled with the profile's calibration error.",
+            show_default=False,
+            metavar="CONFIG",
+        ),
+        draft_config: str | None = typer.Option(
+            None,
+            "--draft-config",
+            help="With --gpu: the EAGLE3 draft head's config.json for the simulated first guess.",
+            show_default=False,
+            metavar="CONFIG",
+        ),
+        allow_transfer: bool = typer.Option(
+            False,
+            "--allow-transfer",
+            help="Take a pick whose data came from another GPU, model or power limit (the difference is "
+            "printed as a warning) instead of stopping.",
+        ),
     ) -> None:
         """Print the sglang flags for a batch size, ready to paste after
         `python -m sglang.launch_server`."""
@@ -287,10 +323,30 @@ def register(app: typer.Typer) -> None:
             return
         if batch_size is None:
             raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
-        from specband.recommend import recommend
+        from specband.explain import answer_lines
 
-        decided = recommend(batch_size, algo, models, state, draft_model, data, trust_pickle=trust_pickle)
-        for note in decided.notes:
+        if target_config is not None or draft_config is not None:
+            if gpu is None:
+                raise ConfigError("--target-config/--draft-config make a simulated first guess: give --gpu PROFILE")
+            from specband.firstguess import first_guess
+
+            decided = first_guess(batch_size, gpu, target_config, draft_config, draft_model=draft_model)
+        else:
+            from specband.recommend import recommend
+            from specband.transfer import user_setup
+
+            decided = recommend(
+                batch_size,
+                algo,
+                models,
+                state,
+                draft_model,
+                data,
+                trust_pickle=trust_pickle,
+                setup=user_setup(target, draft_model, gpu),
+                allow_transfer=allow_transfer,
+            )
+        for note in (*decided.notes, *answer_lines(decided.pick)):
             _note(note)
         result = decided.pick
         if output_format == "json":

@@ -126,6 +126,19 @@ def register(app: typer.Typer) -> None:
         allow_rope_mismatch: bool = typer.Option(
             False, "--allow-rope-mismatch", help="Launch even when the draft's RoPE settings differ from the target's."
         ),
+        gpu: str | None = typer.Option(
+            None,
+            "--gpu",
+            help="Your GPU as a simulator profile (h100-sxm, ...), checked against the data's. Default: NVML's.",
+            show_default=False,
+            metavar="PROFILE",
+        ),
+        allow_transfer: bool = typer.Option(
+            False,
+            "--allow-transfer",
+            help="Launch a pick whose data came from another GPU, model or power limit (the difference is "
+            "printed as a warning) instead of stopping.",
+        ),
     ) -> None:
         """Pick the flags for this batch size and GPU state, then run sglang with them in the
         foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
@@ -178,6 +191,9 @@ def register(app: typer.Typer) -> None:
         version, version_source, version_warning = _sglang_version(sglang_version, server_command, {})
         config = dataclasses.replace(config, sglang_version=version)
         notes: list[str] = [] if rope_note is None else [rope_note]
+        from specband.transfer import user_setup
+
+        setup = user_setup(target, draft, gpu, gpu_index or 0, read_gpu=device_kind.value != "none")
         auto_file: Path | None = None
         try:
             if schedule is not None:
@@ -185,7 +201,17 @@ def register(app: typer.Typer) -> None:
 
                 if schedule == "auto" and not dry_run:
                     auto_file = new_auto_schedule_file(log)
-                pick = schedule_for_launch(schedule, algo, models, data, notes=notes, auto_file=auto_file, log=log)
+                pick = schedule_for_launch(
+                    schedule,
+                    algo,
+                    models,
+                    data,
+                    notes=notes,
+                    auto_file=auto_file,
+                    log=log,
+                    setup=setup,
+                    allow_transfer=allow_transfer,
+                )
                 extra = [
                     *pick["extra_args"],
                     *(["--max-running-requests", str(max_running_requests)] if max_running_requests else []),
@@ -196,8 +222,20 @@ def register(app: typer.Typer) -> None:
 
                 assert batch_size is not None  # checked above: --batch-size or --schedule
                 telemetry = state if state is not None else _read_idle_state(device_kind.value, gpu_index or 0, notes)
-                result = recommend(batch_size, algo, models, telemetry, draft, data, trust_pickle=trust_pickle)
-                notes += result.notes
+                result = recommend(
+                    batch_size,
+                    algo,
+                    models,
+                    telemetry,
+                    draft,
+                    data,
+                    trust_pickle=trust_pickle,
+                    setup=setup,
+                    allow_transfer=allow_transfer,
+                )
+                from specband.explain import answer_lines
+
+                notes += [*result.notes, *answer_lines(result.pick)]
                 pick = result.pick
             action = tuple(pick["action"])
             if draft is None and any(action):

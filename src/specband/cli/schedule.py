@@ -80,6 +80,33 @@ def register(app: typer.Typer) -> None:
             "--engine-check/--no-engine-check",
             help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
         ),
+        target: str | None = typer.Option(
+            None,
+            "--target",
+            help="Your target model (path or id), checked against the data's. Default: the data's own.",
+            show_default=False,
+            metavar="MODEL",
+        ),
+        gpu: str | None = typer.Option(
+            None,
+            "--gpu",
+            help="Your GPU as a simulator profile, checked against the data's. Default: NVML's GPU 0.",
+            show_default=False,
+            metavar="PROFILE",
+        ),
+        allow_transfer: bool = typer.Option(
+            False,
+            "--allow-transfer",
+            help="Schedule with data from another GPU, model or power limit (the difference is printed as a "
+            "warning) instead of stopping.",
+        ),
+        output_format: str = typer.Option(
+            "text",
+            "--format",
+            "-f",
+            help="'text' (a table) or 'json' (tiers, origin, transfer, why speculation is off).",
+            metavar="KIND",
+        ),
     ) -> None:
         """Write the energy-band speculation schedule (one chain config, topk 1, per
         batch-size tier) in the engine's own format, and print how far each tier's chain
@@ -102,7 +129,15 @@ def register(app: typer.Typer) -> None:
         from specband.batchlist import parse_batch_sizes
 
         sizes = None if batch_sizes is None else parse_batch_sizes(batch_sizes)
+        if output_format not in ("text", "json"):
+            raise ConfigError(f"--format must be 'text' or 'json', got {output_format!r}")
         scorer = load_scorer(algo, models, data, measured_only=not include_unmeasured)
+        from specband.explain import origin_line
+        from specband.recommend import pick_origin
+        from specband.schedule import check_scorer_transfer
+        from specband.transfer import user_setup
+
+        transfer = check_scorer_transfer(scorer, user_setup(target, draft_model, gpu), allow=allow_transfer)
         picks = pick_chain_tiers(scorer, sizes, margin)
         tiers = merge_tiers(picks)
         checked = []
@@ -120,6 +155,32 @@ def register(app: typer.Typer) -> None:
                 _note("--margin is for sglang's candidate sets; vLLM takes one K per range (the best)")
             obj = vllm_speculative_config(tiers, draft_model)
         write_text_atomic(out, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
+        origin = pick_origin(scorer.manifest, None)
+        for line in (*transfer.warnings, origin_line(origin)):
+            if line:
+                _note(line)
+        if output_format == "json":
+            from specband.actions import ACTIONS
+
+            summary = {
+                "engine": engine,
+                "path": str(out),
+                "config": obj,
+                "batch_sizes": [
+                    {
+                        "batch_size": p.batch_size,
+                        "measured_batch_size": p.measured_batch_size,
+                        "chain_pick": list(ACTIONS[p.chain[0]]),
+                        "candidate_steps": list(p.steps),
+                        "speculation_off": p.off_reason,
+                    }
+                    for p in picks
+                ],
+                "origin": {k: v for k, v in origin.items() if k not in ("rows", "repeats")},
+                "transfer": transfer.to_json(),
+            }
+            typer.echo(json.dumps(summary, indent=2))
+            return
         _print_table(picks, scorer.algorithm)
         for pick in picks:
             if pick.off_reason:
@@ -284,6 +345,8 @@ def schedule_for_launch(
     notes: list[str],
     auto_file: Path | None = None,
     log: Path = Path("specband-server.log"),
+    setup: Any = None,
+    allow_transfer: bool = False,
 ) -> dict[str, Any]:
     """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
     has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
@@ -307,7 +370,10 @@ def schedule_for_launch(
     from specband.fileio import write_text_atomic
 
     if schedule == "auto":
-        picks = sch.pick_chain_tiers(sch.load_scorer(algo, models, data))
+        scorer = sch.load_scorer(algo, models, data)
+        if setup is not None:
+            notes.extend(sch.check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
+        picks = sch.pick_chain_tiers(scorer)
         notes.extend(p.off_reason for p in picks if p.off_reason)
         obj = sch.sglang_adaptive_config(sch.merge_tiers(picks))
         entries = sch.check_sglang_adaptive_config(obj)
