@@ -123,7 +123,9 @@ def test_train_refuses_to_replace_a_folder_trained_on_other_data(tmp_path: Path,
 
 def test_the_out_check_runs_before_training(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     assert run_cli("train", "--algo", "lookup_table", "--out", "models").exit_code == 0
-    other = Sweep.from_records([{"index": 0, "batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0, "error": "oom"}])
+    other = Sweep.from_records(
+        [{"index": 0, "batch_size": 1, "steps": 0, "topk": 0, "num_draft_tokens": 0, "error": "oom"}]
+    )
     with pytest.raises(ConfigError, match="already holds policies trained on other data"):
         check_out_folder("models", other)
     check_out_folder("models", other, force=True)

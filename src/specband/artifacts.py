@@ -259,7 +259,7 @@ class Manifest:
         return out
 
     @classmethod
-    def from_json(cls, obj: Any, path: str | Path) -> Manifest:
+    def from_json(cls, obj: Any, path: str | Path) -> Manifest:  # noqa: C901
         """Parse a manifest dict.
 
         Raises:

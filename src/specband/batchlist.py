@@ -86,3 +86,24 @@ def parse_weighted_batch_sizes(text: str, option: str = "--batch-mix") -> dict[i
         _once(value, weights, text, option)
         weights[value] = weight
     return weights
+
+
+def check_batch_size_bound(value: str) -> str:
+    """Refuse a batch-size list entry above :data:`~specband.limits.MAX_BATCH_SIZE` without
+    converting a huge digit string (the option check of ``--batch-sizes``; the list's other
+    rules are :func:`parse_batch_sizes`'s).
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        ConfigError: naming the entry and the bound.
+    """
+    for part in value.replace(",", " ").split():
+        digits = part.lstrip("+")
+        if digits.isdigit() and (len(digits) > len(str(MAX_BATCH_SIZE)) or int(digits) > MAX_BATCH_SIZE):
+            raise ConfigError(
+                f"batch size {part} is above {MAX_BATCH_SIZE}, the largest specband accepts "
+                "(specband.limits.MAX_BATCH_SIZE)"
+            )
+    return value

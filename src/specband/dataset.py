@@ -607,7 +607,7 @@ def _check_assumed_power_limit(rows: Sequence[SweepRow], path: str | Path | None
         )
 
 
-def _validate_row(record: Any, lineno: int, path: str | Path | None) -> SweepRow:
+def _validate_row(record: Any, lineno: int, path: str | Path | None) -> SweepRow:  # noqa: C901
     def err(name: str | None, message: str) -> DataError:
         return DataError(message, path=path, line=lineno, field=name)
 

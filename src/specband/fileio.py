@@ -47,6 +47,7 @@ __all__ = [
     "check_out_path",
     "given_path",
     "read_bytes_bounded",
+    "read_json",
     "read_text_bounded",
     "write_bytes_atomic",
     "write_jsonl_atomic",
@@ -303,3 +304,34 @@ def check_out_path(path: str | os.PathLike[str], *, overwrite: bool = False, opt
     if out.exists() and not overwrite:
         raise ConfigError(f"{out}: output file exists (pass --force to replace it)")
     return out
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a JSON file of at most :data:`~specband.limits.MAX_CONFIG_FILE_BYTES` (NaN and
+    Infinity are rejected); the one reader of manifests, sidecars and policy files.
+
+    Raises:
+        ArtifactError: missing file, unreadable, or not valid JSON (naming line and column).
+    """
+    from specband.errors import ArtifactError
+    from specband.limits import MAX_CONFIG_FILE_BYTES
+
+    p = Path(path)
+    try:
+        text = read_text_bounded(p, limit=MAX_CONFIG_FILE_BYTES, kind="JSON file", error=ArtifactError)
+    except FileNotFoundError:
+        raise ArtifactError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise ArtifactError(f"{p}: is a folder, not a JSON file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{p}: cannot read ({exc})") from None
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        return json.loads(text, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:
+        raise ArtifactError(f"{p}: not valid JSON ({exc})") from None

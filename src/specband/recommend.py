@@ -15,10 +15,236 @@ if TYPE_CHECKING:
     from specband.artifacts import Manifest
     from specband.transfer import UserSetup
 
-__all__ = ["DEFAULT_MODELS_DIR", "Recommendation", "folder_algorithms", "pick_origin", "recommend"]
+from specband.limits import MAX_BATCH_SIZE
+from specband.optionspec import option
+
+__all__ = [
+    "DEFAULT_MODELS_DIR",
+    "LoadedModels",
+    "RecommendRequest",
+    "Recommendation",
+    "folder_algorithms",
+    "load_models",
+    "pick_origin",
+    "recommend",
+    "recommend_request",
+]
 
 #: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
 DEFAULT_MODELS_DIR = "specband-models"
+
+
+# The options of every command that asks a policy (recommend, launch, schedule), declared
+# once (:mod:`specband.optionspec`); each returns a request dataclass field.
+
+
+def algo_field() -> Any:
+    """``--algo/-a``: the model card algorithm to ask."""
+    from specband.optionspec import option
+
+    return option("lookup_table", "--algo", "-a", help="Algorithm to ask.", panel="model", metavar="NAME")
+
+
+def models_field() -> Any:
+    """``--models/-m``: artifact folder or hub id (:func:`load_models`)."""
+    from specband.optionspec import option
+
+    return option(
+        None,
+        "--models",
+        "-m",
+        help="Artifact folder (from `specband train`, or the model card's layout) or a Hugging Face hub id "
+        f"(org/name[@REV], hf://org/name). Default: ./{DEFAULT_MODELS_DIR} when it exists and holds the --algo "
+        "algorithm, else the embedded policy trained on the bundled published measurements.",
+        panel="model",
+        metavar="DIR",
+        show_default=False,
+    )
+
+
+def data_field() -> Any:
+    """``--data``: the sweep of a foreign folder (:func:`load_models`)."""
+    from specband.optionspec import option
+
+    return option(
+        None,
+        "--data",
+        help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder "
+        "without a specband manifest.",
+        panel="model",
+        metavar="SWEEP",
+        show_default=False,
+    )
+
+
+def trust_pickle_field() -> Any:
+    """``--trust-pickle`` (:mod:`specband.safeload`)."""
+    from specband.optionspec import option
+
+    return option(
+        False,
+        "--trust-pickle",
+        help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
+        "specband.json, or a downloaded folder). Unpickling runs code from the file.",
+        panel="model",
+    )
+
+
+def state_field(help_text: str) -> Any:
+    """``--state TEMP_C MEM_MB UTIL_PCT``: the GPU state to decide from."""
+    from specband.optionspec import option
+
+    return option(None, "--state", help=help_text, panel="pick", metavar="TEMP_C MEM_MB UTIL_PCT", show_default=False)
+
+
+def gpu_field() -> Any:
+    """``--gpu PROFILE``: the user's GPU as a simulator profile (:func:`specband.transfer.user_gpu`)."""
+    from specband.optionspec import option
+
+    return option(
+        None,
+        "--gpu",
+        help="Your GPU as a simulator profile (h100-sxm, h200, a100-sxm4-80gb, rtx4060-laptop), checked against "
+        "the data's. Default: NVML's; without NVML the GPU is not checked (a note says so).",
+        panel="pick",
+        metavar="PROFILE",
+        show_default=False,
+    )
+
+
+def allow_transfer_field() -> Any:
+    """``--allow-transfer`` (:func:`specband.transfer.check_transfer`)."""
+    from specband.optionspec import option
+
+    return option(
+        False,
+        "--allow-transfer",
+        help="Take a pick whose data came from another GPU, model or power limit (the difference is printed "
+        "as a warning) instead of stopping.",
+        panel="pick",
+    )
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    """Every option of ``specband recommend``, checked when it is built (one line each).
+
+    Raises:
+        ConfigError: a bad ``--format``, ``--state`` or empty ``--draft-model``; both mix
+            options, or ``--batch-size`` with one; neither ``--batch-size`` nor a mix.
+    """
+
+    batch_size: int | None = option(
+        None,
+        "--batch-size",
+        "-b",
+        help="Concurrent requests (--max-running-requests). Required unless --batch-mix or --batch-mix-from is given.",
+        panel="pick",
+        metavar="N",
+        min=1,
+        max=MAX_BATCH_SIZE,
+        show_default=False,
+    )
+    algo: str = algo_field()
+    models: Path | None = models_field()
+    state: tuple[float, float, float] | None = state_field(
+        "GPU state TEMP_C MEM_MB UTIL_PCT (for 'pre' models: the idle GPU before launch). "
+        "Default: the state the folder's picks were made from."
+    )
+    output_format: str = option(
+        "flags", "--format", "-f", help="'flags' (one line) or 'json'.", panel="output", metavar="KIND"
+    )
+    draft_model: str | None = option(
+        None,
+        "--draft-model",
+        help="EAGLE3 draft model path or id, emitted as --speculative-draft-model-path.",
+        panel="pick",
+        metavar="PATH",
+        show_default=False,
+    )
+    data: Path | None = data_field()
+    trust_pickle: bool = trust_pickle_field()
+    batch_mix: str | None = option(
+        None,
+        "--batch-mix",
+        help="One pick for a batch-size mix BS:WEIGHT,... (weights normalised), with each batch size's own "
+        "pick and the regret beside it.",
+        panel="pick",
+        metavar="MIX",
+        show_default=False,
+    )
+    batch_mix_from: Path | None = option(
+        None,
+        "--batch-mix-from",
+        help="As --batch-mix, the mix read from sglang's Prometheus metrics text (samples or a histogram of "
+        "sglang:num_running_reqs).",
+        panel="pick",
+        metavar="FILE",
+        show_default=False,
+    )
+
+    target: str | None = option(
+        None,
+        "--target",
+        help="Your target model (path or id), checked against the data's. Default: the data's own.",
+        panel="pick",
+        metavar="MODEL",
+        show_default=False,
+    )
+    gpu: str | None = gpu_field()
+    target_config: str | None = option(
+        None,
+        "--target-config",
+        help="With --gpu: a simulated first guess for this target (config.json, folder, bundled name or hub id), "
+        "labelled with the profile's calibration error against published measurements.",
+        panel="pick",
+        metavar="CONFIG",
+        show_default=False,
+    )
+    draft_config: str | None = option(
+        None,
+        "--draft-config",
+        help="With --gpu: the EAGLE3 draft head's config.json for the simulated first guess.",
+        panel="pick",
+        metavar="CONFIG",
+        show_default=False,
+    )
+    allow_transfer: bool = allow_transfer_field()
+
+    def __post_init__(self) -> None:
+        from specband.errors import ConfigError
+
+        if self.is_first_guess and self.gpu is None:
+            raise ConfigError("--target-config/--draft-config make a simulated first guess: give --gpu PROFILE")
+        if self.is_first_guess and self.is_mix:
+            raise ConfigError("--target-config/--draft-config answer for one --batch-size, not a mix")
+        if self.output_format not in ("flags", "json"):
+            raise ConfigError(f"--format must be 'flags' or 'json', got {self.output_format!r}")
+        if self.state is not None:
+            from specband.state import check_gpu_state
+
+            check_gpu_state(*self.state, option="--state")
+        if self.draft_model is not None and not self.draft_model.strip():
+            raise ConfigError("--draft-model: empty; give the EAGLE3 draft model's path or hub id")
+        if self.is_mix:
+            if self.batch_mix is not None and self.batch_mix_from is not None:
+                raise ConfigError("--batch-mix and --batch-mix-from are alternatives; give one")
+            if self.batch_size is not None:
+                raise ConfigError(
+                    "--batch-size is for one batch size; a mix takes --batch-mix or --batch-mix-from alone"
+                )
+        elif self.batch_size is None:
+            raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+
+    @property
+    def is_first_guess(self) -> bool:
+        """A simulated first guess (``--target-config`` or ``--draft-config``)."""
+        return self.target_config is not None or self.draft_config is not None
+
+    @property
+    def is_mix(self) -> bool:
+        """A pick for a batch-size mix (``--batch-mix`` or ``--batch-mix-from``)."""
+        return self.batch_mix is not None or self.batch_mix_from is not None
 
 
 @dataclass(frozen=True)
@@ -46,6 +272,111 @@ def folder_algorithms(folder: Path) -> tuple[str, ...]:
         return load_manifest(folder).algorithms
     except ArtifactError:
         return ()
+
+
+@dataclass(frozen=True)
+class LoadedModels:
+    """One algorithm's policy as every command loads it (:func:`load_models`).
+
+    Attributes:
+        algorithm: model card algorithm name.
+        folder: the artifact folder, or ``None`` for the embedded default.
+        manifest: its :class:`~specband.artifacts.Manifest` (rebuilt from ``--data`` for a
+            foreign folder).
+        policy: the fitted policy, or ``None`` for ``lookup_table``.
+        lookup_means: ``lookup_table``'s batch size -> action index -> mean reward.
+        notes: one-line notes for the user (which folder, what was ignored), in order.
+    """
+
+    algorithm: str
+    folder: Path | None
+    manifest: Any
+    policy: Any = None
+    lookup_means: Any = None
+    notes: tuple[str, ...] = ()
+
+
+def load_models(
+    algo: str,
+    models: str | Path | None = None,
+    data_path: str | Path | None = None,
+    *,
+    trust_pickle: bool = False,
+) -> LoadedModels:
+    """Load ``algo`` the one way ``recommend``, ``recommend --batch-mix``, ``schedule`` and
+    ``launch`` (``--schedule auto`` too) do: ``models`` (a folder or a hub id), else
+    ``./specband-models`` when it holds ``algo``, else the embedded default.
+
+    Args:
+        algo: model card algorithm name.
+        models: artifact folder or hub id, or ``None``.
+        data_path: sweep restricting a foreign folder's picks to measured configs.
+        trust_pickle: unpickle joblib files specband cannot vouch for (:mod:`specband.safeload`).
+
+    Raises:
+        ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
+        pickle; DataError: bad sweep; HubError: a hub id not found.
+    """
+    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
+    from specband.hub import resolve_data_file, resolve_folder
+
+    validate_algorithms([algo])
+    notes: list[str] = []
+    note = notes.append
+    policy: Any = None
+    if models is not None:
+        models = resolve_folder(models)
+    if data_path is not None:
+        data_path = resolve_data_file(data_path)
+    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
+        if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
+            models = Path(DEFAULT_MODELS_DIR)
+            note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
+        else:
+            note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
+    if models is None:
+        if data_path is not None:
+            note("--data is used with --models only; ignored")
+        if algo == "lookup_table":
+            manifest = embedded_manifest()
+            return LoadedModels(algo, None, manifest, None, manifest.mean_rewards, tuple(notes))
+        from specband.training import embedded_policy
+
+        note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
+        policy, manifest = embedded_policy(algo)
+        return LoadedModels(algo, None, manifest, policy, None, tuple(notes))
+    folder = Path(models)
+    manifest = load_manifest(folder)
+    training = None
+    if data_path is not None:
+        if manifest.foreign:
+            import dataclasses
+
+            from specband.dataset import load_sweep
+            from specband.training import build_manifest
+
+            sweep = load_sweep(data_path)
+            training = sweep.training_data(manifest.features)
+            manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
+        else:
+            note(f"{folder} has a specband manifest; --data ignored")
+    lookup_means: Any = None
+    if algo == "lookup_table":
+        from specband.policies.lookup_core import read_lookup_folder
+
+        lookup_means = read_lookup_folder(folder).means
+    else:
+        from specband.artifacts import load_policy
+
+        policy = load_policy(folder, algo, training, trust_pickle=trust_pickle)
+    if manifest.foreign and training is None:
+        note(
+            f"{folder} has no specband manifest: picking among all 19 actions from the default state "
+            "(pass --data SWEEP to restrict them to the configs measured there)"
+        )
+        if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
+            note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    return LoadedModels(algo, folder, manifest, policy, lookup_means, tuple(notes))
 
 
 def recommend(
@@ -92,76 +423,21 @@ def recommend(
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
     from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
-    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
     from specband.errors import ConfigError
     from specband.explain import explain_pick
-    from specband.hub import resolve_data_file, resolve_folder
 
-    validate_algorithms([algo])
     if draft_model is not None and not draft_model.strip():
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
-    notes: list[str] = []
+    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle)
+    notes = list(loaded.notes)
     note = notes.append
-    if models is not None:
-        models = resolve_folder(models)
-    if data_path is not None:
-        data_path = resolve_data_file(data_path)
-    policy = None
-    lookup_means = None
-    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
-        if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
-            models = Path(DEFAULT_MODELS_DIR)
-            note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
-        else:
-            note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
-    if models is None:
-        if data_path is not None:
-            note("--data is used with --models only; ignored")
-        source = "embedded (bundled published measurements)"
-        if algo == "lookup_table":
-            manifest = embedded_manifest()
-            lookup_means = manifest.mean_rewards
-        else:
-            from specband.training import embedded_policy
-
-            note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
-            policy, manifest = embedded_policy(algo)
-    else:
-        manifest = load_manifest(models)
-        training = None
-        if data_path is not None:
-            if manifest.foreign:
-                import dataclasses
-
-                from specband.dataset import load_sweep
-                from specband.training import build_manifest
-
-                sweep = load_sweep(data_path)
-                training = sweep.training_data(manifest.features)
-                manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
-            else:
-                note(f"{models} has a specband manifest; --data ignored")
-        if algo == "lookup_table":
-            from specband.policies.lookup_core import read_lookup_folder
-
-            lookup_means = read_lookup_folder(models).means
-        else:
-            from specband.artifacts import load_policy
-
-            policy = load_policy(models, algo, training, trust_pickle=trust_pickle)
-        source = str(models)
-        if manifest.foreign and training is None:
-            note(
-                f"{models} has no specband manifest: picking among all 19 actions from the default state "
-                "(pass --data SWEEP to restrict them to the configs measured there)"
-            )
-            if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
-                note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
+    manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
+    source = "embedded (bundled published measurements)" if loaded.folder is None else str(loaded.folder)
     from specband.transfer import TransferCheck, check_transfer
 
     checked = TransferCheck()
     if setup is not None:
-        label = "the embedded study policy" if models is None else str(models)
+        label = "the embedded study policy" if loaded.folder is None else str(loaded.folder)
         checked = check_transfer(manifest.origin, setup, allow=allow_transfer, source=label)
         notes.extend(checked.warnings)
     if manifest.origin is not None and manifest.origin.simulated:
@@ -228,3 +504,21 @@ def pick_origin(manifest: Manifest, measured_batch_size: int | None) -> dict[str
         "repeats": max((s.repeats for s in stats.values()), default=None),
         "heldout_interval": None,
     }
+
+
+def recommend_request(request: RecommendRequest, setup: UserSetup | None = None) -> Recommendation:
+    """:func:`recommend` for a one-batch-size :class:`RecommendRequest`, the user's ``setup``
+    (:func:`specband.usersetup.user_setup`) checked against the data's. A first guess
+    (``request.is_first_guess``) is :func:`specband.firstguess.first_guess`, a floor up."""
+    assert request.batch_size is not None  # checked when the request was built
+    return recommend(
+        request.batch_size,
+        request.algo,
+        request.models,
+        request.state,
+        request.draft_model,
+        request.data,
+        trust_pickle=request.trust_pickle,
+        setup=setup,
+        allow_transfer=request.allow_transfer,
+    )

@@ -69,7 +69,7 @@ def in_hub_cache(path: str | Path) -> bool:
 def manifest_file_sha256(path: Path) -> str | None:
     """The sha256 that the manifest of ``path``'s artifact folder (``<folder>/specband.json``,
     with ``path`` = ``<folder>/<algo>/<file>``) records for the file, or ``None``."""
-    from specband.policies.files import read_json
+    from specband.fileio import read_json
 
     folder = path.parent.parent
     manifest = folder / "specband.json"

@@ -138,6 +138,7 @@ class PolicyScorer:
             failure (the manifest's ``allowed``), as ``specband recommend`` does.
         telemetry: ``(temp_c, mem_used_mb, util_pct)`` of the GPU, or ``None`` for the
             state the folder's picks were made from (as ``recommend --state``).
+        notes: the loading notes (:attr:`specband.recommend.LoadedModels.notes`).
     """
 
     algorithm: str
@@ -147,6 +148,7 @@ class PolicyScorer:
     lookup_means: Mapping[int, Mapping[int, float]] | None = None
     measured_only: bool = True
     telemetry: tuple[float, float, float] | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -203,48 +205,28 @@ def check_scorer_transfer(scorer: PolicyScorer, setup: UserSetup, *, allow: bool
 
 
 def load_scorer(
-    algo: str, models: Path | None, data_path: Path | None = None, *, measured_only: bool = True
+    algo: str,
+    models: Path | None,
+    data_path: Path | None = None,
+    *,
+    measured_only: bool = True,
+    trust_pickle: bool = False,
 ) -> PolicyScorer:
-    """Load a policy the way ``specband recommend`` does (``--models``, else
-    ``./specband-models`` when it holds ``algo``, else the embedded default) and wrap it.
+    """Load a policy the way ``specband recommend`` does (:func:`specband.recommend.load_models`:
+    ``--models``, else ``./specband-models`` when it holds ``algo``, else the embedded
+    default) and wrap it; the loading notes travel on the scorer (``notes``).
 
     Raises:
-        ConfigError: unknown algorithm; ArtifactError: unreadable folder; DataError: bad sweep.
+        ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
+        pickle; DataError: bad sweep.
     """
-    from specband.artifacts import embedded_manifest, load_manifest, load_policy, validate_algorithms
-    from specband.recommend import DEFAULT_MODELS_DIR
-    from specband.recommend import folder_algorithms as _previous_algorithms
-    from specband.training import embedded_policy
+    from specband.recommend import load_models
 
-    validate_algorithms([algo])
-    if models is not None:  # a hub id too (specband.hub)
-        from specband.hub import resolve_folder
-
-        models = resolve_folder(models)
-    if models is None and algo in _previous_algorithms(Path(DEFAULT_MODELS_DIR)):
-        models = Path(DEFAULT_MODELS_DIR)
-    if models is None:
-        if algo == "lookup_table":
-            manifest = embedded_manifest()
-            return PolicyScorer(algo, "embedded", manifest, None, manifest.mean_rewards, measured_only)
-        policy, manifest = embedded_policy(algo)
-        return PolicyScorer(algo, "embedded", manifest, policy, None, measured_only)
-    manifest = load_manifest(models)
-    training = None
-    if data_path is not None and manifest.foreign:
-        import dataclasses
-
-        from specband.dataset import load_sweep
-        from specband.training import build_manifest
-
-        sweep = load_sweep(data_path)
-        training = sweep.training_data(manifest.features)
-        manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
-    if algo == "lookup_table":
-        from specband.policies.lookup_core import read_lookup_folder
-
-        return PolicyScorer(algo, str(models), manifest, None, read_lookup_folder(models).means, measured_only)
-    return PolicyScorer(algo, str(models), manifest, load_policy(models, algo, training), None, measured_only)
+    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle)
+    source = "embedded" if loaded.folder is None else str(loaded.folder)
+    return PolicyScorer(
+        algo, source, loaded.manifest, loaded.policy, loaded.lookup_means, measured_only, notes=loaded.notes
+    )
 
 
 def _best(scores: np.ndarray, indices: Iterable[int]) -> int | None:

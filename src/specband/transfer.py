@@ -14,7 +14,8 @@ Rules (documented in the README, "Whose answer is it"):
   that is said, not refused;
 * a power limit differs when it is more than :data:`POWER_LIMIT_TOLERANCE` away.
 
-Only the standard library is imported at module level.
+Only the standard library is imported (the user's GPU is read one floor up, in
+:mod:`specband.usersetup`).
 """
 
 from __future__ import annotations
@@ -40,19 +41,12 @@ __all__ = [
     "gpu_key",
     "model_key",
     "transfer_differences",
-    "user_gpu",
-    "user_setup",
 ]
 
 ALLOW_TRANSFER_OPTION = "--allow-transfer"
 #: Relative difference of power limits above which they differ (2 %: NVML reports the
 #: limit in mW; a board's default and enforced limits agree to well within this).
 POWER_LIMIT_TOLERANCE = 0.02
-
-
-#: Files present wherever the NVIDIA driver is loaded (Linux, containers with the GPU mapped,
-#: WSL's ``/usr/lib/wsl/lib``); without any of them NVML cannot answer.
-_NVIDIA_DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/usr/lib/wsl/lib/libnvidia-ml.so.1")
 
 
 class TransferError(ConfigError):
@@ -119,8 +113,7 @@ def _config_triple(config: str | Path) -> tuple[str, int, int] | None:
     config.json, or of a bundled config whose ``_name_or_path`` is ``config``; ``None`` when
     none can be read here (a hub id is never looked up)."""
     import json
-
-    from specband.sim.hfconfig import bundled_model_config_path, bundled_model_configs
+    from importlib import resources
 
     path = Path(config)
     data = None
@@ -130,8 +123,9 @@ def _config_triple(config: str | Path) -> tuple[str, int, int] | None:
         if path.is_file() and path.stat().st_size < 1 << 20:
             data = json.loads(path.read_text(encoding="utf-8"))
         else:
-            for bundled in bundled_model_configs():
-                candidate = json.loads(bundled_model_config_path(bundled).read_text(encoding="utf-8"))
+            folder = Path(str(resources.files("specband").joinpath("data/models")))
+            for bundled in sorted(folder.glob("*.json")):
+                candidate = json.loads(bundled.read_text(encoding="utf-8"))
                 if model_key(str(candidate.get("_name_or_path", ""))) == model_key(str(config)):
                     data = candidate
                     break
@@ -227,59 +221,3 @@ def check_transfer(
             + " (--gpu PROFILE names yours)"
         )
     return TransferCheck(tuple(differences), tuple(warnings))
-
-
-def user_gpu(profile: str | None = None, index: int = 0) -> UserSetup:
-    """The user's GPU as a :class:`UserSetup` (models unset): a ``--gpu PROFILE``'s hardware
-    and power limit when given, else NVML's name and enforced limit of GPU ``index``, else
-    unknown with the reason (no NVML on this machine: the GPU is not checked, which the
-    check says).
-
-    Raises:
-        ConfigError: an unknown profile.
-    """
-    if profile is not None:
-        from specband.sim.profile import load_profile
-
-        prof = load_profile(profile)
-        return UserSetup(gpu_name=prof.hardware, gpu_source=f"--gpu {profile}", power_limit_w=prof.power_limit_w)
-    from specband.errors import SpecbandError
-
-    if not any(Path(p).exists() for p in _NVIDIA_DRIVER_PATHS):
-        # no NVIDIA driver: skip loading NVML (a cold ``recommend`` stays fast)
-        return UserSetup(gpu_unchecked="no NVML here")
-    try:
-        from specband.devices.nvml import NvmlDevice
-
-        device = NvmlDevice(index)
-    except (SpecbandError, ImportError, OSError):
-        return UserSetup(gpu_unchecked="no NVML here")
-    try:
-        return UserSetup(gpu_name=device.name, gpu_source="NVML", power_limit_w=device.power_limit_w)
-    finally:
-        device.close()
-
-
-def user_setup(
-    target: str | None = None,
-    draft: str | None = None,
-    gpu: str | None = None,
-    gpu_index: int = 0,
-    *,
-    read_gpu: bool = True,
-) -> UserSetup:
-    """The user's setup for :func:`check_transfer`: the models as given, the GPU from
-    ``gpu`` (a profile) or NVML (:func:`user_gpu`; not read when ``read_gpu`` is False, e.g.
-    ``launch --device none``: then the GPU is said to be unchecked).
-
-    Raises:
-        ConfigError: an unknown profile.
-    """
-    import dataclasses
-
-    base = (
-        user_gpu(gpu, gpu_index)
-        if gpu is not None or read_gpu
-        else UserSetup(gpu_unchecked="the GPU was not read: --device none")
-    )
-    return dataclasses.replace(base, target=target, draft=draft)

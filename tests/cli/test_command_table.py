@@ -116,4 +116,8 @@ def test_a_cold_recommend_imports_no_pydantic_and_no_other_command(tmp_path: Any
         [sys.executable, "-c", COLD], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == "LOADED [] ['specband.cli.core', 'specband.cli.plain_options']"
+    # cli.output, cli.params: the shared printing and option modules (no other command's code)
+    assert (
+        proc.stdout.splitlines()[-1]
+        == "LOADED [] ['specband.cli.core', 'specband.cli.output', 'specband.cli.params', 'specband.cli.plain_options']"
+    )

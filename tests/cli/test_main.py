@@ -48,11 +48,22 @@ def test_usage_errors_are_one_line(run_cli, args: list[str], message: str) -> No
 
 def test_help_and_no_arguments(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli("--help")
-    assert res.exit_code == 0 and "Commands:" in res.stdout and "launch" in res.stdout
+    assert res.exit_code == 0 and "launch" in res.stdout
+    # commands grouped by stage, in the order of the work
+    panels = [res.stdout.index(f"─ {stage} ") for stage in ("Measure", "Learn", "Deploy", "Tools")]
+    assert panels == sorted(panels)
+    at = {name: res.stdout.index(f"│ {name} ") for name in ("sweep", "train", "launch")}
+    assert at["sweep"] < panels[1] < at["train"] < panels[2] < at["launch"] < panels[3]
+    assert run_cli("-h").stdout == res.stdout
+    version = run_cli("--version")
+    assert version.exit_code == 0 and version.stdout.startswith("specband 0.")
     bare = run_cli()
     assert bare.exit_code == 2 and "Usage: specband" in bare.stderr and "error:" not in bare.stderr
     sub = run_cli("train", "--help")
     assert sub.exit_code == 0 and "--features" in sub.stdout
+    sweep = run_cli("sweep", "-h")  # option panels, declared on SweepRequest's fields
+    titles = ["Grid", "Server", "Telemetry", "Fleet", "Emulator"]
+    assert sweep.exit_code == 0 and all(f"─ {t} (" in sweep.stdout for t in titles)
 
 
 def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -1,17 +1,27 @@
-"""Shared CLI options (specband.cli.options)."""
+"""Shared option choices: the request fields' choices are the library's kinds."""
 
 from __future__ import annotations
 
-from specband.cli.core import FeatureChoice
-from specband.cli.options import DeviceKind, IdleStateDevice
+import dataclasses
+
 from specband.dataset import FEATURE_KINDS
 from specband.devices import DEVICE_KINDS
+from specband.harness.launch import LaunchRequest
+from specband.harness.request import SweepRequest
+from specband.optionspec import option_spec
+from specband.train import TrainRequest
+
+
+def _choices(request: type, name: str) -> tuple[str, ...] | None:
+    spec = option_spec(next(f for f in dataclasses.fields(request) if f.name == name))
+    assert spec is not None
+    return spec.choices
 
 
 def test_the_device_choices_are_the_device_kinds() -> None:
-    assert tuple(k.value for k in DeviceKind) == DEVICE_KINDS
-    assert {k.value for k in IdleStateDevice} <= set(DEVICE_KINDS)
+    assert _choices(SweepRequest, "device") == DEVICE_KINDS
+    assert set(_choices(LaunchRequest, "device") or ()) <= set(DEVICE_KINDS)
 
 
 def test_the_feature_choices_are_the_feature_kinds() -> None:
-    assert tuple(k.value for k in FeatureChoice) == FEATURE_KINDS
+    assert _choices(TrainRequest, "features") == FEATURE_KINDS

@@ -118,9 +118,9 @@ def test_open_device_emulated_needs_its_settings(tmp_path):
 
     with pytest.raises(ConfigError):
         open_device("emulated")
-    dev = open_device(
-        "auto", emulated={"state_path": tmp_path / "g.json", "model": MODEL, "hardware": HARDWARE, "time_scale": SCALE}
-    )
+    from specband.emulator.spec import EmulatedGpuSpec
+
+    dev = open_device("auto", plugged=EmulatedGpuSpec(tmp_path / "g.json", HARDWARE, MODEL, SCALE))
     assert isinstance(dev, EmulatedDevice)
 
 

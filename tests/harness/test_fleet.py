@@ -162,7 +162,9 @@ def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int 
         health_poll_s=0.5,
         sample_period_s=0.005,
     )
-    emulator = {"state_path": state, "hardware": "rtx4060-laptop", "time_scale": TIME_SCALE, "model": "calibrated"}
+    from specband.emulator.spec import EmulatedGpuSpec
+
+    emulator = EmulatedGpuSpec(state, "rtx4060-laptop", "calibrated", TIME_SCALE)
 
     class StopAfter:
         def __init__(self):

@@ -385,7 +385,7 @@ def test_help_says_ctrl_c_stops_the_server_with_exit_status_0(run_cli) -> None: 
 
 
 def test_help_gives_the_default_models_folder_as_recommend_uses_it(run_cli) -> None:  # type: ignore[no-untyped-def]
-    from specband.cli.core import DEFAULT_MODELS_DIR
+    from specband.recommend import DEFAULT_MODELS_DIR
 
     res = run_cli("launch", "--help")
     assert res.exit_code == 0

@@ -242,7 +242,7 @@ def test_launch_schedule_starts_the_emulator_with_it(tmp_path: Path, port: int) 
 
 
 def test_launch_schedule_auto_writes_a_new_file_of_its_own_beside_the_log(tmp_path):
-    from specband.cli.schedule import new_auto_schedule_file, schedule_for_launch
+    from specband.scheduling import new_auto_schedule_file, schedule_for_launch
 
     log = tmp_path / "server.log"
     (tmp_path / "specband-schedule.json").write_text("a user's file")

@@ -81,4 +81,6 @@ def test_launch_says_on_stderr_that_it_skipped_the_rope_check(run_cli) -> None: 
     assert res.exit_code == 0, res.stderr
     skipped = [line for line in res.stderr.splitlines() if "RoPE check" in line]
     assert len(skipped) == 1
-    assert skipped[0].startswith("note: RoPE check of the target and draft skipped: their config.json could not be read")
+    assert skipped[0].startswith(
+        "note: RoPE check of the target and draft skipped: their config.json could not be read"
+    )

@@ -29,7 +29,7 @@ from specband.exitcodes import ExitCode
 #: only its own command's module, so a cold start imports no other command's code.
 COMMANDS: dict[str, str] = {
     "actions": "core",
-    "train": "core",
+    "train": "train",
     "recommend": "core",
     "evaluate": "evaluate",
     "sweep": "harness",
@@ -60,16 +60,73 @@ def build_app(command: str | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
-        rich_markup_mode=None,
+        rich_markup_mode="markdown",
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_root)
+    _flags_without_type()
     modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for module in modules:
         importlib.import_module(f"specband.cli.{module}").register(app)
+    for info in app.registered_commands:  # each command under its stage in --help
+        if info.name in STAGES:
+            info.rich_help_panel = STAGES[info.name]
+    order = list(dict.fromkeys(STAGES.values()))
+    app.registered_commands.sort(key=lambda info: order.index(STAGES.get(info.name or "", "Tools")))
     return app
 
 
-def _root() -> None:
+#: ``--help`` panel of each command: the stage of the work it belongs to.
+STAGES: dict[str, str] = {
+    "sweep": "Measure",
+    "emulate": "Measure",
+    "import-bench": "Measure",
+    "merge": "Measure",
+    "train": "Learn",
+    "evaluate": "Learn",
+    "simulate": "Learn",
+    "recommend": "Deploy",
+    "schedule": "Deploy",
+    "launch": "Deploy",
+    "actions": "Tools",
+    "doctor": "Tools",
+}
+
+
+def _flags_without_type() -> None:
+    """``--help`` shows a flag as its name alone (typer's rich help writes ``<bool>`` beside
+    it, a Python type that tells a reader nothing)."""
+    from typer.core import TyperOption
+
+    original = TyperOption.display_type_rich
+    if getattr(original, "specband", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if self.is_flag else original(self, ctx)
+
+    display_type_rich.specband = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"specband {version('specband')}")
+        except PackageNotFoundError:
+            from specband import __version__
+
+            print(f"specband {__version__}")
+        raise typer.Exit(0)
+
+
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", help="Print specband's version and exit.", callback=_version, is_eager=True
+    ),
+) -> None:
     """specband: energy-band-aware EAGLE3 flags for sglang."""
 
 
@@ -77,6 +134,12 @@ def _run(args: list[str]) -> Any:
     """Run one command line: the plain-option fast path for :data:`FAST_COMMANDS`, else typer."""
     command = args[0] if args else None
     app = build_app(command)
+    if not args:  # `specband` alone: the help text on stderr, exit 2 (a usage error)
+        import contextlib
+
+        with contextlib.redirect_stdout(sys.stderr):
+            app(args=["--help"], prog_name="specband", standalone_mode=False)
+        return ExitCode.BAD_INPUT
     if command in FAST_COMMANDS:
         from typer.core import TyperGroup
         from typer.main import get_command
@@ -132,25 +195,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # the sweep and launch install their own handlers: they record the signal
         _stopped_by(received or received_signal())
     except Exception as exc:
-        # typer's (click's) usage errors: BadParameter, MissingParameter, NoSuchOption, ...
-        format_message = getattr(exc, "format_message", None)
-        exit_code = getattr(exc, "exit_code", None)
-        if format_message is None or not isinstance(exit_code, int):
-            raise
-        if type(exc).__name__ == "Abort":
-            print("error: interrupted", file=sys.stderr)
-            raise SystemExit(ExitCode.INTERRUPTED) from None
-        if type(exc).__name__ == "NoArgsIsHelpError":  # `specband` alone: the help text
-            text = str(format_message())
-            if text.strip():
-                print(text, file=sys.stderr)
-            raise SystemExit(exit_code) from None
-        message = " ".join(str(format_message()).split())
-        if message:
-            ctx = getattr(exc, "ctx", None)
-            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            print(f"error: {one_line(message)}{hint}", file=sys.stderr)
-        raise SystemExit(exit_code) from None
+        _usage_error(exc)
     finally:
         for signum, default in installed.items():
             signal.signal(signum, default)
@@ -160,6 +205,29 @@ def main(argv: Sequence[str] | None = None) -> None:
         if (received or received_signal()) is not None:  # typer's silent 130 for a KeyboardInterrupt
             _stopped_by(received or received_signal())
     raise SystemExit(result if isinstance(result, int) else ExitCode.OK)
+
+
+def _usage_error(exc: Exception) -> None:
+    """Exit on typer's (click's) usage errors (BadParameter, MissingParameter, NoSuchOption,
+    ...) with one ``error:`` line; anything else is re-raised."""
+    format_message = getattr(exc, "format_message", None)
+    exit_code = getattr(exc, "exit_code", None)
+    if format_message is None or not isinstance(exit_code, int):
+        raise exc
+    if type(exc).__name__ == "Abort":
+        print("error: interrupted", file=sys.stderr)
+        raise SystemExit(ExitCode.INTERRUPTED) from None
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a group alone: the help text
+        text = str(format_message())
+        if text.strip():
+            print(text, file=sys.stderr)
+        raise SystemExit(exit_code) from None
+    message = " ".join(str(format_message()).split())
+    if message:
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        print(f"error: {one_line(message)}{hint}", file=sys.stderr)
+    raise SystemExit(exit_code) from None
 
 
 def _stopped_by(signum: int | None) -> None:

@@ -4,7 +4,9 @@
   counter with a sampled-power fallback, power limit chain, clock-event reasons);
 * :class:`~specband.devices.zeus.ZeusDevice`: energy from Zeus ``ZeusMonitor`` windows
   (optional extra ``specband[zeus]``), other readings from NVML;
-* :class:`~specband.emulator.gpu.EmulatedDevice`: the emulator's GPU (tests, CPU runs);
+* a :class:`DeviceSpec` that a layer above plugs in (the CLI passes the emulator's GPU,
+  :class:`specband.emulator.spec.EmulatedGpuSpec`, for tests and CPU runs): this package
+  knows no emulator;
 * :class:`~specband.devices.base.NullDevice`: no telemetry (NVML missing).
 
 :func:`open_device` picks one. A :class:`~specband.devices.base.TelemetryWindow` measures
@@ -14,17 +16,35 @@ one timed batch.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 from specband.devices import base as _base
 from specband.devices.base import *  # noqa: F403  (the interface: every name in base.__all__)
 from specband.devices.base import DeviceWarning, GpuDevice, NullDevice, check_power_limit_w
 from specband.errors import ConfigError, DeviceError
 
-__all__ = ["DEVICE_KINDS", "open_device", *_base.__all__]
+__all__ = ["DEVICE_KINDS", "DeviceSpec", "open_device", *_base.__all__]
 
 #: Values of ``specband sweep --device``.
 DEVICE_KINDS: tuple[str, ...] = ("auto", "nvml", "zeus", "emulated", "none")
+
+
+@runtime_checkable
+class DeviceSpec(Protocol):
+    """A telemetry backend supplied from above the device layer (``--device emulated``: the
+    emulator's GPU), typed and picklable (a ``--ray`` worker opens it on its node).
+
+    ``open()`` gives the device; ``for_gpu(n)`` the spec of GPU ``n`` of a multi-GPU sweep
+    and the environment variables its server needs (e.g. its own state file).
+    """
+
+    def open(self) -> GpuDevice:
+        """Open the device (raises :class:`~specband.errors.SpecbandError` subclasses)."""
+        ...
+
+    def for_gpu(self, index: int) -> tuple[DeviceSpec, dict[str, str]]:
+        """The spec of GPU ``index`` and the server environment it adds."""
+        ...
 
 
 def open_device(
@@ -32,25 +52,23 @@ def open_device(
     *,
     index: int = 0,
     power_limit_w: float | None = None,
-    emulated: dict[str, Any] | None = None,
+    plugged: DeviceSpec | None = None,
 ) -> GpuDevice:
     """Open the telemetry backend for one GPU.
 
     Args:
-        kind: ``"auto"`` (emulated when ``emulated`` is given, else NVML, else none),
+        kind: ``"auto"`` (the plugged device when ``plugged`` is given, else NVML, else none),
             ``"nvml"``, ``"zeus"``, ``"emulated"`` or ``"none"``.
         index: GPU index.
         power_limit_w: the limit to use when the backend gives none (``--power-limit``), W.
-        emulated: keyword arguments of
-            :class:`~specband.emulator.gpu.EmulatedDevice` (``state_path``, ``model``,
-            ``hardware``, ``time_scale``).
+        plugged: the ``"emulated"`` backend, supplied by the caller (a :class:`DeviceSpec`).
 
     Returns:
         the device. With ``"auto"``, NVML missing or failing gives a :class:`NullDevice`
         with a :class:`DeviceWarning` (telemetry off; the sweep still runs).
 
     Raises:
-        ConfigError: an unknown kind, ``"emulated"`` without ``emulated``, or a
+        ConfigError: an unknown kind, ``"emulated"`` without ``plugged``, or a
             ``power_limit_w`` that is not a finite number > 0.
         DeviceError: ``"nvml"`` asked for explicitly when NVML is missing or fails (no
             silent fallback); ``"zeus"`` when zeus is not installed or cannot start.
@@ -60,15 +78,13 @@ def open_device(
     power_limit_w = check_power_limit_w(power_limit_w)
     explicit = kind
     if kind == "auto":
-        kind = "emulated" if emulated is not None else "nvml"
+        kind = "emulated" if plugged is not None else "nvml"
     if kind == "none":
         return NullDevice(power_limit_w=power_limit_w)
     if kind == "emulated":
-        if emulated is None:
+        if plugged is None:
             raise ConfigError("--device emulated needs the emulator's state file, model and time scale")
-        from specband.emulator.gpu import EmulatedDevice
-
-        return EmulatedDevice(**emulated)
+        return plugged.open()
     if kind == "zeus":
         from specband.devices.zeus import ZeusDevice
 

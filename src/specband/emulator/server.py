@@ -46,7 +46,6 @@ configuration does not fit in memory fails like ``oom_at_capture``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -64,16 +63,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from specband.actions import Action, validate_action
+from specband.actions import Action
 from specband.emulator.env import FAULTS_ENV
 from specband.emulator.gpu import EmulatedGpu, reasons_for
-from specband.errors import ConfigError, InvalidActionError
-from specband.fileio import read_text_bounded
-from specband.limits import MAX_CONFIG_FILE_BYTES
+from specband.emulator.launchargs import SGLANG_PARSER_ENV, LaunchArgs, _log, parse_launch_args
+from specband.errors import ConfigError
 from specband.schedule import AdaptiveController, chain_action
 
 __all__ = [
     "FAULT_KINDS",
+    "SGLANG_PARSER_ENV",
     "EmulatorOptions",
     "Fault",
     "LaunchArgs",
@@ -160,218 +159,6 @@ def parse_fault(text: str) -> Fault:
                 f"fault {text!r}: unknown key {key!r}; expected {', '.join([*_MATCH_KEYS, *sorted(_PARAM_KEYS)])}"
             )
     return Fault(kind, match, params)
-
-
-@dataclass(frozen=True)
-class LaunchArgs:
-    """The sglang launch flags the emulator uses.
-
-    Attributes:
-        model_path, host, port, mem_fraction_static, max_running_requests,
-        cuda_graph_max_bs, dtype, attention_backend, draft_model_path: as the flags.
-        action: the resolved speculative triple (``(0,0,0)`` without
-            ``--speculative-algorithm``).
-        adaptive: with ``--speculative-adaptive``, the schedule's tiers (tier key -> entry,
-            :func:`specband.schedule.check_sglang_adaptive_config`; sglang's default
-            without ``--speculative-adaptive-config``), else ``None``.
-        adaptive_config: the ``--speculative-adaptive-config`` path, or ``None``.
-    """
-
-    model_path: str
-    host: str
-    port: int
-    mem_fraction_static: float
-    max_running_requests: int
-    cuda_graph_max_bs: int
-    dtype: str
-    attention_backend: str | None
-    draft_model_path: str | None
-    action: Action
-    context_length: int
-    adaptive: Mapping[int, Mapping[str, Any]] | None = None
-    adaptive_config: str | None = None
-
-    def server_args(self) -> dict[str, Any]:
-        """The ``ServerArgs``-style fields ``/get_server_info`` reports."""
-        spec = not self.action.is_baseline
-        return {
-            "model_path": self.model_path,
-            "tokenizer_path": self.model_path,
-            "host": self.host,
-            "port": self.port,
-            "mem_fraction_static": self.mem_fraction_static,
-            "max_running_requests": self.max_running_requests,
-            "cuda_graph_max_bs_decode": self.cuda_graph_max_bs,
-            "dtype": self.dtype,
-            "attention_backend": self.attention_backend,
-            "context_length": self.context_length,
-            "speculative_algorithm": "EAGLE3" if spec else None,
-            "speculative_draft_model_path": self.draft_model_path if spec else None,
-            "speculative_num_steps": self.action.speculative_num_steps if spec else None,
-            "speculative_eagle_topk": self.action.speculative_eagle_topk if spec else None,
-            "speculative_num_draft_tokens": self.action.speculative_num_draft_tokens if spec else None,
-            "speculative_adaptive": self.adaptive is not None,
-            "speculative_adaptive_config": self.adaptive_config,
-        }
-
-
-#: ``SPECBAND_EMULATOR_SGLANG_PARSER``: ``auto`` (default: sglang's own parser when sglang is
-#: importable), ``1`` (sglang's, required) or ``0`` (the strict copy,
-#: :func:`specband.harness.sglang_flags.strict_parser`).
-SGLANG_PARSER_ENV = "SPECBAND_EMULATOR_SGLANG_PARSER"
-#: Defaults of the flags the emulator uses when a launch leaves them out (sglang's, or
-#: the emulator's where sglang derives them from the GPU).
-_DEFAULTS: dict[str, Any] = {
-    "host": "127.0.0.1",
-    "port": 30000,
-    "mem_fraction_static": 0.88,
-    "dtype": "auto",
-    "context_length": 131072,
-}
-#: The speculative triple's fields, in sglang's order.
-_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-
-
-def _sglang_parser() -> argparse.ArgumentParser | None:
-    """sglang's own ``sglang serve`` parser (as ``prepare_server_args`` builds it), or
-    ``None`` when it is not to be used (see :data:`SGLANG_PARSER_ENV`)."""
-    choice = os.environ.get(SGLANG_PARSER_ENV, "auto").strip().lower()
-    if choice in ("0", "false", "no"):
-        return None
-    try:
-        from sglang.srt.server_args import ServerArgs
-    except ImportError:
-        if choice in ("1", "true", "yes"):
-            raise ConfigError(f"{SGLANG_PARSER_ENV}={choice} but sglang cannot be imported") from None
-        return None
-    parser = argparse.ArgumentParser(prog="sglang serve")
-    ServerArgs.add_cli_args(parser)
-    return parser
-
-
-def _model_default_triple(model_path: str) -> tuple[int, int, int]:
-    """sglang's default speculative triple when none is given: (5, 4, 8) for a
-    ``LlamaForCausalLM`` target, else (3, 1, 4) (sglang 0.5.23
-    ``arg_groups/speculative_hook.py`` ``_auto_choose_speculative_params``). A target
-    folder without a readable ``config.json`` counts as not Llama."""
-    try:
-        config = json.loads(
-            read_text_bounded(Path(model_path) / "config.json", limit=MAX_CONFIG_FILE_BYTES, kind="model config file")
-        )
-        arch = (config.get("architectures") or [None])[0]
-    except (OSError, ValueError, AttributeError, IndexError):
-        arch = None
-    return (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4)
-
-
-def _resolve_triple(ns: argparse.Namespace) -> tuple[int, int, int]:
-    """sglang's resolution of the speculative flags (sglang 0.5.23
-    ``_handle_eagle_family``): none of the three -> the model default; only some ->
-    sglang's error; topk 1 -> draft tokens rewritten to steps + 1, with sglang's warning.
-
-    Raises:
-        ConfigError: another algorithm than EAGLE/EAGLE3, or only some of the three.
-    """
-    if ns.speculative_algorithm is None:
-        return (0, 0, 0)
-    if str(ns.speculative_algorithm).upper() not in ("EAGLE", "EAGLE3"):
-        raise ConfigError(
-            f"the emulator runs EAGLE/EAGLE3 only, got --speculative-algorithm {ns.speculative_algorithm}"
-        )
-    values = [getattr(ns, name) for name in _TRIPLE]
-    if all(v is None for v in values):
-        return _model_default_triple(ns.model_path)
-    if any(v is None for v in values):
-        missing = ", ".join("--" + n.replace("_", "-") for n, v in zip(_TRIPLE, values, strict=True) if v is None)
-        raise ConfigError(
-            f"sglang's resolution fails (AssertionError) when only some speculative flags are given: missing {missing}"
-        )
-    steps, topk, draft = (int(v) for v in values)
-    if topk == 1 and draft != steps + 1:
-        _log("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
-        draft = steps + 1
-    return steps, topk, draft
-
-
-def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
-    """Parse and resolve sglang launch flags as sglang does: with sglang's own parser
-    when sglang is importable (:data:`SGLANG_PARSER_ENV`), else with the strict copy of
-    it (:func:`specband.harness.sglang_flags.strict_parser`): an unknown, ambiguous or
-    badly typed flag exits 2 with sglang's ``sglang serve: error: ...`` on stderr. Then
-    sglang's resolution of the speculative flags (:func:`_resolve_triple`).
-
-    Raises:
-        SystemExit: status 2, a flag sglang refuses.
-        ConfigError: a missing ``--model-path``, a bad value, or an invalid speculative
-            configuration (the message names sglang's rule).
-    """
-    from specband.harness.sglang_flags import strict_parser
-
-    parser = _sglang_parser() or strict_parser()
-    ns = parser.parse_args(list(argv))
-    for name, value in _DEFAULTS.items():
-        if getattr(ns, name, None) is None:
-            setattr(ns, name, value)
-    if not ns.model_path:
-        raise ConfigError("sglang serve: error: --model-path is required")
-    try:
-        action = validate_action(_resolve_triple(ns))
-    except InvalidActionError as exc:
-        raise ConfigError(f"invalid speculative configuration: {exc}") from None
-    if not 0.0 < ns.mem_fraction_static < 1.0:
-        raise ConfigError(f"--mem-fraction-static must be in (0, 1), got {ns.mem_fraction_static}")
-    cuda_graph_max_bs = getattr(ns, "cuda_graph_max_bs_decode", None)
-    max_running = ns.max_running_requests or cuda_graph_max_bs or 256
-    if max_running <= 0:
-        raise ConfigError(f"--max-running-requests must be > 0, got {max_running}")
-    adaptive = _adaptive_tiers(ns.speculative_adaptive, ns.speculative_adaptive_config, action)
-    return LaunchArgs(
-        model_path=ns.model_path,
-        host=ns.host,
-        port=ns.port,
-        mem_fraction_static=ns.mem_fraction_static,
-        max_running_requests=max_running,
-        cuda_graph_max_bs=cuda_graph_max_bs or max_running,
-        dtype=ns.dtype,
-        attention_backend=ns.attention_backend,
-        draft_model_path=ns.speculative_draft_model_path,
-        action=action,
-        context_length=ns.context_length,
-        adaptive=adaptive,
-        adaptive_config=ns.speculative_adaptive_config if adaptive is not None else None,
-    )
-
-
-def _adaptive_tiers(enabled: bool, config_path: str | None, action: Action) -> dict[int, dict[str, Any]] | None:
-    """The schedule of ``--speculative-adaptive`` as sglang 0.5.23 resolves it
-    (``srt/arg_groups/speculative_hook.py``: ``_maybe_disable_adaptive``,
-    ``_init_adaptive_speculative_params``): off for the baseline or topk != 1 (sglang
-    falls back to static parameters with a warning; logged here), else the config's tiers
-    (sglang's default without a file), with ``--speculative-num-steps`` one of their
-    candidate steps.
-
-    Raises:
-        ConfigError: an unreadable or invalid config, or steps not among the candidates
-            (sglang's message).
-    """
-    from specband.schedule import read_sglang_adaptive_config
-
-    if not enabled:
-        return None
-    if action.is_baseline or action.speculative_eagle_topk != 1:
-        _log(
-            f"speculative_adaptive disabled: speculative_eagle_topk={action.speculative_eagle_topk} "
-            "(only topk=1 is supported). Falling back to static speculative params."
-        )
-        return None
-    tiers = read_sglang_adaptive_config(config_path)
-    candidates = sorted({int(s) for entry in tiers.values() for s in entry["candidate_steps"]})
-    if action.speculative_num_steps not in candidates:
-        raise ConfigError(
-            f"--speculative-num-steps={action.speculative_num_steps} is not in the adaptive config candidate_steps "
-            f"{candidates}. Pass one of those values."
-        )
-    return tiers
 
 
 @dataclass(frozen=True)
@@ -548,7 +335,7 @@ class Engine:
             owner_pid=os.getpid(),
         )
 
-    def _loop(self) -> None:
+    def _loop(self) -> None:  # noqa: C901, PLR0915
         """Decode loop. Emulated time is pinned to real time by an anchor set when the GPU
         becomes busy: step ``k`` ends at ``anchor_real + emul_k * time_scale``. The loop
         never runs more than ~1 ms (real) ahead of that schedule, and a request that
@@ -837,17 +624,11 @@ class _Emulator:
         return {"text": " emulated" * tokens, "meta_info": meta}
 
 
-def _log(message: str) -> None:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    sys.stdout.write(f"[{stamp}] {message}\n")
-    sys.stdout.flush()
-
-
 def _raise_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def serve(argv: Sequence[str], options: EmulatorOptions) -> int:
+def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     """Run the emulator until SIGTERM/SIGINT.
 
     Args:

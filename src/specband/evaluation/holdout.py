@@ -38,7 +38,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -54,13 +54,35 @@ from specband.evaluation.ope import (
     mean_reward_model,
     one_hot,
 )
+from specband.evaluation.results import (
+    BatchSizeContext,
+    EvaluationResult,
+    FeatureResult,
+    NotHeldOut,
+    PickSummary,
+    SplitPick,
+    _Obs,
+)
+from specband.evaluation.splits import (
+    HELD_OUT,
+    HOLDOUT_KINDS,
+    IN_SAMPLE,
+    Split,
+    _row_label,
+    _usable,
+    make_splits,
+    provenance_label,
+    resolve_holdout,
+)
 from specband.reward import RewardConfig
 
 if TYPE_CHECKING:
     from specband.policies.base import Policy
 
 __all__ = [
+    "HELD_OUT",
     "HOLDOUT_KINDS",
+    "IN_SAMPLE",
     "BatchSizeContext",
     "EvaluationResult",
     "FeatureResult",
@@ -74,309 +96,8 @@ __all__ = [
     "resolve_holdout",
 ]
 
-#: Accepted ``holdout`` values; ``auto`` picks ``repeat``, else ``trial``, else ``none``.
-HOLDOUT_KINDS: tuple[str, ...] = ("auto", "repeat", "trial", "none")
-#: Label of in-sample results, printed wherever they are.
-IN_SAMPLE = "in-sample"
-HELD_OUT = "held-out"
 #: Reward tolerance for "the pick reaches the oracle".
 _TIE = 1e-9
-
-
-# ----------------------------------------------------------------------------- splits
-@dataclass(frozen=True)
-class Split:
-    """One train/held-out split.
-
-    Attributes:
-        name: ``"repeat=0"``, ``"trial=seed0"`` or ``"in-sample"``.
-        train: the rows trained on.
-        test: the rows scored (the same rows as ``train`` for the in-sample split).
-    """
-
-    name: str
-    train: Sweep
-    test: Sweep
-
-
-def _usable(row: SweepRow) -> bool:
-    return not row.is_agentic_trace
-
-
-def _group_name(kind: str, value: Any) -> str:
-    return f"{kind}={'null' if value is None else value}"
-
-
-def resolve_holdout(sweep: Sweep, holdout: str) -> tuple[str, str]:
-    """The holdout kind to use and why.
-
-    Args:
-        sweep: the data.
-        holdout: one of :data:`HOLDOUT_KINDS`.
-
-    Returns:
-        ``(kind, reason)``: kind is ``repeat``, ``trial`` or ``none``.
-
-    Raises:
-        ConfigError: an unknown kind, or ``repeat``/``trial`` on data with fewer than two
-            distinct values of that column (nothing could be held out).
-    """
-    if holdout not in HOLDOUT_KINDS:
-        raise ConfigError(f"unknown holdout {holdout!r}; expected one of: {', '.join(HOLDOUT_KINDS)}")
-    rows = [r for r in sweep.rows if _usable(r)]
-    repeats = {r.repeat for r in rows}
-    trials = {r.trial for r in rows}
-    if holdout == "auto":
-        if len(repeats) > 1:
-            return "repeat", f"auto: the data has {len(repeats)} repeats"
-        if len(trials) > 1:
-            return "trial", f"auto: the data has no repeats but {len(trials)} trials"
-        return "none", "auto: the data has a single repeat and trial, nothing can be held out"
-    if holdout == "none":
-        return "none", "requested"
-    values = repeats if holdout == "repeat" else trials
-    if len(values) < 2:
-        only = next(iter(values)) if values else None
-        shown = "null" if only is None else repr(only)
-        raise ConfigError(
-            f"--holdout {holdout}: every row has {holdout} {shown}, so nothing "
-            f"can be held out by {holdout}; use "
-            + ("--holdout trial or none" if holdout == "repeat" else "--holdout repeat or none")
-        )
-    return holdout, "requested"
-
-
-def make_splits(sweep: Sweep, kind: str) -> list[Split]:
-    """The splits of a resolved holdout kind (``repeat``, ``trial`` or ``none``), in order
-    of first appearance of each group in the file (agentic trace rows dropped).
-
-    Raises:
-        ConfigError: an unknown kind.
-    """
-    data = sweep.subset(_usable)
-    if kind == "none":
-        return [Split(IN_SAMPLE, data, data)]
-    if kind not in ("repeat", "trial"):
-        raise ConfigError(f"unknown holdout kind {kind!r}; expected repeat, trial or none")
-    key: Callable[[SweepRow], Any] = (lambda r: r.repeat) if kind == "repeat" else (lambda r: r.trial)
-    groups = list(dict.fromkeys(key(r) for r in data.rows))
-
-    def split_for(g: Any) -> Split:
-        return Split(_group_name(kind, g), data.subset(lambda r: key(r) != g), data.subset(lambda r: key(r) == g))
-
-    return [split_for(g) for g in groups]
-
-
-# ----------------------------------------------------------------------------- labels
-def _row_label(row: SweepRow) -> str:
-    if row.provenance in ("simulated", "emulated"):
-        return row.provenance
-    if row.utilization_origin == "derived":
-        return "derived"
-    return "measured"
-
-
-def provenance_label(rows: Sequence[SweepRow]) -> str:
-    """``"measured"``, ``"derived"``, ``"simulated"`` or ``"emulated"`` when every row
-    agrees, else e.g. ``"mixed: 3 measured, 1 derived"``; ``"none"`` for no rows.
-
-    A row is simulated (``specband simulate``) or emulated (``specband sweep`` against
-    ``specband emulate``) when its ``provenance`` says so, derived when its utilisation was
-    derived (e.g. back-computed from a published reward), measured otherwise.
-    """
-    counts = Counter(_row_label(r) for r in rows)
-    if not counts:
-        return "none"
-    if len(counts) == 1:
-        return next(iter(counts))
-    order = ("measured", "derived", "simulated", "emulated")
-    return "mixed: " + ", ".join(f"{counts[k]} {k}" for k in order if counts[k])
-
-
-# ----------------------------------------------------------------------------- results
-@dataclass(frozen=True)
-class _Obs:
-    """A scored held-out row."""
-
-    row: SweepRow
-    reward: float
-    utilization: float | None
-
-
-@dataclass(frozen=True)
-class SplitPick:
-    """One policy's pick at one batch size in one split.
-
-    Attributes:
-        split: split name.
-        batch_size: requests in flight.
-        pick: action index picked from the training side.
-        pick_reward: mean held-out reward of the pick, ``None`` when not run in the split.
-        pick_estimate: doubly robust estimate of the pick's reward from the held-out rows
-            and the training reward model, given only when ``pick_reward`` is ``None``.
-        oracle: best held-out action; ``oracle_reward`` its mean held-out reward.
-        regret: ``oracle_reward - pick_reward`` (``None`` when the pick was not measured).
-        pick_utilization: mean utilisation of the pick's held-out rows (``None`` unknown).
-    """
-
-    split: str
-    batch_size: int
-    pick: int
-    pick_reward: float | None
-    pick_estimate: float | None
-    oracle: int
-    oracle_reward: float
-    regret: float | None
-    pick_utilization: float | None
-
-
-@dataclass(frozen=True)
-class PickSummary:
-    """One policy at one batch size, over all splits where that batch size was held out.
-
-    Attributes:
-        batch_size: requests in flight.
-        pick: the most frequent pick over splits (ties: lowest index); ``picks`` counts each.
-        reward: mean held-out reward of the picks, interval over their pooled held-out rows
-            (``None`` when no split ran the pick).
-        regret: interval over splits of oracle minus pick reward (``None`` as above).
-        utilization: mean utilisation of the picks' held-out rows with an interval
-            (``None`` when unknown, e.g. no energy measured).
-        in_band: whether ``utilization.estimate`` lies inside the band (``None`` unknown).
-        in_band_fraction: share of the picks' held-out rows inside the band.
-        reaches_oracle: the pick's held-out reward equals the oracle's in every split where
-            it was measured (and it was measured in at least one).
-        label: provenance of the rows behind ``reward`` (:func:`provenance_label`).
-        splits: the per-split picks.
-        not_measured: splits whose held-out rows did not run the pick.
-        estimate: doubly robust estimate (mean over the not-measured splits), labelled
-            in reports as an estimate.
-    """
-
-    batch_size: int
-    pick: int
-    picks: dict[int, int]
-    reward: Interval | None
-    regret: Interval | None
-    utilization: Interval | None
-    in_band: bool | None
-    in_band_fraction: float | None
-    reaches_oracle: bool
-    label: str
-    splits: tuple[SplitPick, ...]
-    not_measured: tuple[str, ...]
-    estimate: float | None
-
-
-@dataclass(frozen=True)
-class BatchSizeContext:
-    """What every policy is compared with at one batch size.
-
-    Attributes:
-        batch_size: requests in flight.
-        splits: names of the splits where this batch size was held out.
-        oracle: the most frequent per-split oracle action; ``oracles`` counts each.
-        oracle_reward: interval over the pooled held-out rows of each split's oracle.
-        oracle_utilization: same, utilisation (``None`` unknown).
-        reference_reward: interval over the held-out ``(3,4,8)`` rows (``None`` when not run).
-        reference_regret: interval over splits of oracle minus reference reward.
-        reference_utilization: utilisation of the held-out reference rows.
-        n_rows: held-out rows at this batch size (summed over splits).
-        label: provenance of those rows.
-    """
-
-    batch_size: int
-    splits: tuple[str, ...]
-    oracle: int
-    oracles: dict[int, int]
-    oracle_reward: Interval
-    oracle_utilization: Interval | None
-    reference_reward: Interval | None
-    reference_regret: Interval | None
-    reference_utilization: Interval | None
-    n_rows: int
-    label: str
-
-
-@dataclass(frozen=True)
-class NotHeldOut:
-    """A batch size that could not be held out in a split, and why."""
-
-    split: str
-    batch_size: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class FeatureResult:
-    """Results for one feature kind (``contract`` or ``pre``).
-
-    Attributes:
-        features: the kind.
-        contexts: batch size -> :class:`BatchSizeContext`.
-        picks: algorithm -> batch size -> :class:`PickSummary`.
-        ope: algorithm -> estimator name (dm/ips/snips/dr) -> interval of the policy's
-            per-row value on the pooled held-out rows (``None`` when undefined, e.g. SNIPS
-            with no logged support).
-        ope_n: held-out rounds behind ``ope``.
-        identical_to: another kind whose training and held-out states are identical to this
-            one's (results are then identical), else ``None``.
-        note: a note on the feature kind (e.g. no pre-launch telemetry in the data).
-    """
-
-    features: str
-    contexts: dict[int, BatchSizeContext]
-    picks: dict[str, dict[int, PickSummary]]
-    ope: dict[str, dict[str, Interval | None]]
-    ope_n: int
-    identical_to: str | None
-    note: str | None
-
-
-@dataclass(frozen=True)
-class EvaluationResult:
-    """Everything :func:`evaluate` found.
-
-    Attributes:
-        holdout: resolved kind (``repeat``, ``trial`` or ``none``); ``holdout_reason`` why.
-        scored_on: ``"held-out"`` or ``"in-sample"`` (the label printed with every number).
-        splits: split names.
-        algorithms: evaluated algorithms, in order.
-        features: kind -> :class:`FeatureResult`.
-        not_held_out: batch sizes that could not be held out, per split.
-        data_path, data_format, n_rows: the data.
-        provenance: row label -> count over the evaluated rows.
-        reward_config: the reward constants.
-        n_bootstrap, alpha, seed: interval settings.
-        fit_s: seconds spent fitting policies; ``fits`` the number of fits (feature kinds
-            with identical states share them), both including ``in_sample``.
-        timings: ``total_s``, wall time of the evaluation.
-        in_sample: for batch sizes that could not be held out in any split, their in-sample
-            evaluation (``scored_on == "in-sample"``), or ``None``.
-        energy_measured: False when no row has energy (e.g. sglang bench output): rewards
-            are then throughput only and there is no utilisation.
-    """
-
-    holdout: str
-    holdout_reason: str
-    scored_on: str
-    splits: tuple[str, ...]
-    algorithms: tuple[str, ...]
-    features: dict[str, FeatureResult]
-    not_held_out: tuple[NotHeldOut, ...]
-    data_path: str | None
-    data_format: str
-    n_rows: int
-    provenance: dict[str, int]
-    reward_config: RewardConfig
-    n_bootstrap: int
-    alpha: float
-    seed: int
-    fit_s: float = 0.0
-    fits: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-    in_sample: EvaluationResult | None = None
-    energy_measured: bool = True
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -743,7 +464,7 @@ def _off_policy_values(
     return values
 
 
-def _evaluate_kind(
+def _evaluate_kind(  # noqa: PLR0913
     k: FeatureKind,
     data: Sweep,
     splits: Sequence[Split],
@@ -803,7 +524,7 @@ def _evaluate_kind(
     )
 
 
-def evaluate(
+def evaluate(  # noqa: PLR0913
     sweep: Sweep,
     *,
     holdout: str = "auto",

@@ -221,7 +221,7 @@ def _percentile_bootstrap(
     return float(low), float(high), kept
 
 
-def check_logged_bandit(
+def check_logged_bandit(  # noqa: C901
     *,
     reward: np.ndarray | None = None,
     action: np.ndarray | None = None,

@@ -189,7 +189,7 @@ class BatchResult:
         return self.total_output_tokens / self.spec_verify_ct
 
 
-def run_batch(
+def run_batch(  # noqa: C901, PLR0915
     base_url: str,
     *,
     num_requests: int,

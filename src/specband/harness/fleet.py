@@ -25,10 +25,9 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from specband.devices import DeviceSpec
 from specband.devices.base import Clock, GpuDevice
-from specband.emulator.env import STATE_ENV
 from specband.harness.pipeline import LaunchExecutor, LaunchUnit, RowSink, RunResult, SweepPlan
 from specband.harness.runner import MeasureSettings
 from specband.harness.server import stop_live_servers
@@ -49,42 +48,35 @@ class GpuWorkerSetup:
 
     Worker on NVML device ``n`` (context port ``p``): the server listens on ``p`` and gets
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=<its GPU>``; its logs go to
-    ``<log_dir>/gpu<n>/``; telemetry reads NVML device ``n``; with the emulator, the
-    GPU's state file is ``<state stem>.gpu<n><suffix>`` (each emulated GPU heats alone).
+    ``<log_dir>/gpu<n>/``; telemetry reads NVML device ``n``, or the plugged device's
+    spec for GPU ``n`` (:meth:`specband.devices.DeviceSpec.for_gpu`).
 
     Attributes:
         settings: the one-GPU sweep's settings.
         device_kind: :func:`specband.devices.open_device`'s ``kind``.
         power_limit_w: ``--power-limit``.
-        emulator: for the emulator: ``state_path``, ``hardware``, ``time_scale`` and
-            ``model`` (the ``--emulator-model`` name, loaded in the worker).
+        plugged: the plugged device (``--device emulated``), or ``None``.
     """
 
     settings: MeasureSettings
     device_kind: str
     power_limit_w: float | None = None
-    emulator: dict[str, object] | None = None
+    plugged: DeviceSpec | None = None
 
     def __call__(self, ctx: WorkerContext) -> tuple[MeasureSettings, Callable[[], GpuDevice]]:
         from specband.devices import open_device
 
         env = ctx.server_env(self.settings.server.env)
-        emulated = None
-        if self.emulator is not None:
-            from specband.emulator.models import load_performance_model
-
-            state = Path(str(self.emulator["state_path"]))
-            state = state.with_name(f"{state.stem}.gpu{ctx.nvml_index}{state.suffix}")
-            env[STATE_ENV] = str(state.resolve())
-            hardware = str(self.emulator["hardware"])
-            model = load_performance_model(str(self.emulator["model"]), hardware)
-            emulated = {**self.emulator, "state_path": state, "model": model}
+        plugged = None
+        if self.plugged is not None:
+            plugged, plugged_env = self.plugged.for_gpu(ctx.nvml_index)
+            env.update(plugged_env)
         server = dataclasses.replace(self.settings.server, port=ctx.port, env=env)
         settings = dataclasses.replace(
             self.settings, server=server, log_dir=self.settings.log_dir / f"gpu{ctx.nvml_index}"
         )
         opener = functools.partial(
-            open_device, self.device_kind, index=ctx.nvml_index, power_limit_w=self.power_limit_w, emulated=emulated
+            open_device, self.device_kind, index=ctx.nvml_index, power_limit_w=self.power_limit_w, plugged=plugged
         )
         return settings, opener
 

@@ -371,7 +371,7 @@ class RowWriter:
                     self.path.unlink()
 
 
-def run_sweep(
+def run_sweep(  # noqa: PLR0913
     settings: MeasureSettings,
     device: GpuDevice | Callable[[], GpuDevice],
     out_path: Path,
@@ -415,7 +415,7 @@ def run_sweep(
         clock: time base (``Clock(time_scale)`` for the emulator).
         reporter: progress callbacks.
         allow_rope_mismatch: launch even when the draft's RoPE settings differ from the
-            target's (:func:`specband.doctor.check_pair_before_launch`).
+            target's (:func:`specband.pairchecks.check_pair_before_launch`).
         shard: measure only this shard's runs (:mod:`specband.harness.shards`, computed
             over the whole sweep); the others count neither as done nor as skipped.
         pool, setup: run the units on ``pool``'s workers, each with the executor
@@ -452,7 +452,7 @@ def run_sweep(
         raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
         raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
-    from specband.doctor import check_pair_before_launch
+    from specband.pairchecks import check_pair_before_launch
 
     check_pair_before_launch(
         settings.server.model_path, settings.server.draft_model_path, allow_rope_mismatch=allow_rope_mismatch

@@ -14,8 +14,7 @@ from typing import Any
 
 from specband import fileio
 from specband.errors import ArtifactError
-from specband.fileio import read_text_bounded
-from specband.limits import MAX_CONFIG_FILE_BYTES
+from specband.fileio import read_json, read_text_bounded  # noqa: F401  (read_json: re-exported)
 
 __all__ = [
     "SIDECAR_FILE",
@@ -65,30 +64,3 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
     except ValueError as exc:
         raise ArtifactError(f"{path}: cannot write JSON ({exc})") from None
     return write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def read_json(path: str | Path) -> Any:
-    """Parse a JSON file (NaN and Infinity are rejected).
-
-    Raises:
-        ArtifactError: missing file, unreadable, or not valid JSON (naming line and column).
-    """
-    p = Path(path)
-    try:
-        text = read_text_bounded(p, limit=MAX_CONFIG_FILE_BYTES, kind="JSON file", error=ArtifactError)
-    except FileNotFoundError:
-        raise ArtifactError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ArtifactError(f"{p}: is a folder, not a JSON file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"{p}: cannot read ({exc})") from None
-
-    def no_constant(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
-
-    try:
-        return json.loads(text, parse_constant=no_constant)
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except ValueError as exc:
-        raise ArtifactError(f"{p}: not valid JSON ({exc})") from None

@@ -72,7 +72,7 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
-def simulate_sweep(
+def simulate_sweep(  # noqa: C901
     model: SpeculativeDecodingModel | None = None,
     *,
     profile: str | Path | None = None,

@@ -1,0 +1,77 @@
+"""``specband emulate``'s own options (:class:`EmulateRequest`, declared once; each takes
+its default from the variable the sweep sets, :mod:`specband.emulator.env`). The sglang
+launch flags after them are parsed by :func:`specband.emulator.server.parse_launch_args`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.limits import MAX_SEED, MAX_TIMEOUT_S
+from specband.optionspec import option
+
+__all__ = ["EmulateRequest"]
+
+
+@dataclass(frozen=True)
+class EmulateRequest:
+    """The emulator's options (``None``: from the environment, else the emulator's default)."""
+
+    hardware: str | None = option(
+        None,
+        "--hardware",
+        help="Performance-model profile (default rtx4060-laptop).",
+        panel="emulator",
+        metavar="PROFILE",
+        envvar=HARDWARE_ENV,
+        show_default=False,
+    )
+    perf_model: str | None = option(
+        None,
+        "--perf-model",
+        help="calibrated (default) or module:function.",
+        panel="emulator",
+        metavar="MODEL",
+        envvar=MODEL_ENV,
+        show_default=False,
+    )
+    state_file: Path | None = option(
+        None,
+        "--state-file",
+        help="Emulated GPU state file.",
+        panel="emulator",
+        metavar="FILE",
+        envvar=STATE_ENV,
+        show_default=False,
+    )
+    time_scale: float | None = option(
+        None,
+        "--time-scale",
+        help="Real seconds per emulated second.",
+        panel="emulator",
+        metavar="X",
+        envvar=TIME_SCALE_ENV,
+        show_default=False,
+    )
+    load_time: float | None = option(
+        None,
+        "--load-time",
+        help="Emulated seconds to load (default 30).",
+        panel="emulator",
+        metavar="S",
+        min=0.0,
+        max=MAX_TIMEOUT_S,
+        show_default=False,
+    )
+    seed: int | None = option(
+        None, "--seed", help="Noise seed of the emulated runs.", panel="emulator", metavar="N", min=0, max=MAX_SEED
+    )
+    fault: list[str] = option(
+        [],
+        "--fault",
+        help="KIND[:key=value,...] (repeatable); kinds: launch_failure, oom_at_capture, die_mid_batch, "
+        "missing_step_times, slow_health.",
+        panel="emulator",
+        metavar="FAULT",
+    )

@@ -1,0 +1,64 @@
+"""The emulator's GPU as a typed device spec (:class:`specband.devices.DeviceSpec`): what
+the CLI plugs into the sweep for ``--device emulated``, so that the device layer and the
+harness import nothing of the emulator."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specband.devices.base import GpuDevice
+from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+
+__all__ = ["EmulatedGpuSpec"]
+
+
+@dataclass(frozen=True)
+class EmulatedGpuSpec:
+    """One emulated GPU: its state file, performance model and time scale.
+
+    Attributes:
+        state_path: the GPU's state file, shared with the emulator servers.
+        hardware: the performance-model profile id (``--emulator-hardware``).
+        model: ``--emulator-model`` (``calibrated`` or ``module:function``, loaded where the
+            device is opened: in a ``--ray`` worker, on its node), or a loaded performance model.
+        time_scale: real seconds per emulated second (``--time-scale``).
+    """
+
+    state_path: Path
+    hardware: str
+    model: Any = "calibrated"
+    time_scale: float = 1.0
+
+    def performance_model(self) -> Any:
+        """The performance model (loaded from its name; raises ConfigError for a bad one)."""
+        if not isinstance(self.model, str):
+            return self.model
+        from specband.emulator.models import load_performance_model
+
+        return load_performance_model(self.model, self.hardware)
+
+    def open(self) -> GpuDevice:
+        """The :class:`~specband.emulator.gpu.EmulatedDevice` of this GPU."""
+        from specband.emulator.gpu import EmulatedDevice
+
+        return EmulatedDevice(self.state_path, self.performance_model(), self.hardware, self.time_scale)
+
+    def for_gpu(self, index: int) -> tuple[EmulatedGpuSpec, dict[str, str]]:
+        """GPU ``index`` of a multi-GPU sweep: its own state file ``<stem>.gpu<n><suffix>``
+        (each emulated GPU heats alone), and the server variable naming it."""
+        state = self.state_path.with_name(f"{self.state_path.stem}.gpu{index}{self.state_path.suffix}")
+        return dataclasses.replace(self, state_path=state), {STATE_ENV: str(state.resolve())}
+
+    def server_env(self) -> dict[str, str]:
+        """The environment the emulator servers read (:mod:`specband.emulator.env`)."""
+        env = {
+            STATE_ENV: str(self.state_path.resolve()),
+            TIME_SCALE_ENV: repr(self.time_scale),
+            HARDWARE_ENV: self.hardware,
+        }
+        if isinstance(self.model, str):
+            env[MODEL_ENV] = self.model
+        return env

@@ -1,0 +1,140 @@
+"""``specband evaluate`` as data: :class:`EvaluateRequest` (every option, declared once and
+checked when the request is built) and :func:`evaluate_request`, which loads the sweep and
+evaluates it held out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specband.limits import MAX_BOOTSTRAP_RESAMPLES, MAX_SEED
+from specband.optionspec import option
+
+__all__ = ["EvaluateRequest", "evaluate_request", "load_request_sweep"]
+
+
+@dataclass(frozen=True)
+class EvaluateRequest:
+    """Every option of ``specband evaluate``.
+
+    Raises:
+        ConfigError: a bad ``--power-limit`` or ``--seed``, ``--batch-mix`` without
+            ``--schedules`` or a bad mix (one line each).
+    """
+
+    data: Path | None = option(
+        None,
+        "DATA",
+        help="Sweep JSONL file (default: the bundled 29 published measurements).",
+        panel="grid",
+        show_default=False,
+        argument=True,
+    )
+    holdout: str = option(
+        "auto",
+        "--holdout",
+        help="repeat: train on all but one repeat, score on it, for every repeat; trial: same by trial; "
+        "none: in-sample (labelled so); auto: repeat if the data has repeats, else trial, else none.",
+        panel="grid",
+        metavar="KIND",
+    )
+    algo: list[str] | None = option(
+        None,
+        "--algo",
+        help="Algorithm to evaluate (repeatable; default: all eight).",
+        panel="model",
+        metavar="NAME",
+        show_default=False,
+    )
+    features: list[str] | None = option(
+        None,
+        "--features",
+        help="State features: contract and/or pre (repeatable; default: both).",
+        panel="model",
+        metavar="KIND",
+        show_default=False,
+    )
+    out: str | None = option(
+        None,
+        "--out",
+        help="Write report.md, evaluation.json and PNG figures into this folder (new, empty, or a previous "
+        "report folder, whose report files are replaced).",
+        panel="output",
+        metavar="DIR",
+        show_default=False,
+    )
+    as_json: bool = option(False, "--json", help="Print one JSON document instead of tables.", panel="output")
+    seed: int = option(0, "--seed", help="Training and bootstrap seed (>= 0).", panel="grid", metavar="N", max=MAX_SEED)
+    n_bootstrap: int = option(
+        1000,
+        "--bootstrap",
+        help="Bootstrap resamples per interval.",
+        panel="grid",
+        metavar="N",
+        min=1,
+        max=MAX_BOOTSTRAP_RESAMPLES,
+    )
+    power_limit: float | None = option(
+        None,
+        "--power-limit",
+        help="GPU power limit in W, overriding the rows' own (power_limit_watts).",
+        panel="grid",
+        metavar="W",
+        show_default=False,
+    )
+    schedules: bool = option(
+        False,
+        "--schedules",
+        help="Also score, per split, serving a batch-size mix with a per-batch-size schedule (chain configs, "
+        "as `specband schedule`), the batch-mix pick and the per-batch-size picks against the best fixed "
+        "config (schedules.json and schedules.png with --out).",
+        panel="grid",
+    )
+    batch_mix: str | None = option(
+        None,
+        "--batch-mix",
+        help="With --schedules: the mix BS:WEIGHT,... (default: uniform over the held-out batch sizes).",
+        panel="grid",
+        metavar="MIX",
+        show_default=False,
+    )
+
+    def __post_init__(self) -> None:
+        from specband.devices.base import check_power_limit_w
+        from specband.errors import ConfigError
+
+        check_power_limit_w(self.power_limit)
+        if self.seed < 0:
+            raise ConfigError(f"--seed must be a whole number >= 0, got {self.seed}")
+        if self.batch_mix is not None and not self.schedules:
+            raise ConfigError("--batch-mix goes with --schedules")
+        if self.batch_mix is not None:
+            from specband.batchmix import parse_batch_mix
+
+            parse_batch_mix(self.batch_mix)  # checked before anything is computed
+
+
+def load_request_sweep(r: EvaluateRequest) -> Any:
+    """The request's sweep (``DATA``, a hub id, or the bundled measurements), at ``--power-limit``."""
+    from specband.dataset import load_sweep
+    from specband.hub import resolve_data_file
+
+    return load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
+
+
+def evaluate_request(r: EvaluateRequest, sweep: Any, progress: Callable[[str], None] | None = None) -> Any:
+    """Evaluate ``sweep`` held out as the request says (:func:`specband.evaluation.holdout.evaluate`)."""
+    from specband.dataset import FEATURE_KINDS
+    from specband.evaluation.holdout import evaluate
+
+    return evaluate(
+        sweep,
+        holdout=r.holdout,
+        algorithms=r.algo or None,
+        features=tuple(r.features) if r.features else FEATURE_KINDS,
+        seed=r.seed,
+        n_bootstrap=r.n_bootstrap,
+        progress=progress,
+    )

@@ -1,0 +1,618 @@
+"""``specband sweep`` as data: :class:`SweepRequest` (every option, declared once with its
+``--help`` text, :mod:`specband.optionspec`) and :func:`build_sweep`, which checks the
+values once and assembles what the sweep runs (:class:`SweepJob`).
+
+Adding a sweep option is one field here (``option(default, "--flag", help=..., panel=...)``)
+plus its use in :func:`build_sweep` (or further down); the CLI builds its typer option from
+the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specband.batchlist import check_batch_size_bound
+from specband.devices import DeviceSpec
+from specband.limits import (
+    MAX_GPU_INDEX,
+    MAX_NEW_TOKENS,
+    MAX_NUM_PROMPTS,
+    MAX_REPEATS,
+    MAX_TIMEOUT_S,
+    PORT_RANGE,
+)
+from specband.optionspec import option
+
+__all__ = [
+    "SweepJob",
+    "SweepRequest",
+    "build_sweep",
+    "gpu_index_field",
+    "launch_timeout_field",
+    "port_field",
+    "runs_emulator",
+    "sglang_version_field",
+]
+
+_EMULATOR = "For the emulator only: "
+#: ``--device`` values (:data:`specband.devices.DEVICE_KINDS`).
+DEVICE_CHOICES = ("auto", "nvml", "zeus", "emulated", "none")
+
+
+def port_field(panel: str = "server") -> Any:
+    """``--port`` (``sweep``, ``launch``): the server's TCP port in :data:`~specband.limits.PORT_RANGE`."""
+    return option(
+        30000,
+        "--port",
+        help="TCP port of the server (--gpus: worker i serves on port + i).",
+        panel=panel,
+        metavar="N",
+        min=PORT_RANGE[0],
+        max=PORT_RANGE[1],
+    )
+
+
+def gpu_index_field(panel: str = "telemetry") -> Any:
+    """``--gpu-index`` (``sweep``, ``launch``): the NVML index, ``None`` when not given (GPU 0)."""
+    return option(
+        None,
+        "--gpu-index",
+        help="NVML index of the GPU [default: 0].",
+        panel=panel,
+        metavar="N",
+        min=0,
+        max=MAX_GPU_INDEX,
+        show_default=False,
+    )
+
+
+def launch_timeout_field(panel: str = "server") -> Any:
+    """``--launch-timeout`` (``sweep``, ``launch``): seconds to wait for ``/health``."""
+    return option(
+        600.0, "--launch-timeout", help="Seconds to wait for /health.", panel=panel, metavar="S", max=MAX_TIMEOUT_S
+    )
+
+
+def sglang_version_field(panel: str = "server") -> Any:
+    """``--sglang-version`` (``sweep``, ``launch``): the sglang release of the flag spellings."""
+    return option(
+        None,
+        "--sglang-version",
+        help="sglang release to spell the flags for (default: found in --server-command's interpreter).",
+        panel=panel,
+        metavar="X.Y.Z",
+        show_default=False,
+    )
+
+
+#: The server options that ``sweep`` and ``launch`` share: name -> (default, flag, help, metavar).
+_SERVER_OPTIONS: dict[str, tuple[Any, str, str, str | None]] = {
+    "server_command": (
+        "python -m sglang.launch_server",
+        "--server-command",
+        "Server launcher; the flags are appended.",
+        "CMD",
+    ),
+    "host": ("127.0.0.1", "--host", "Address the server listens on.", "ADDR"),
+    "mem_fraction": (0.65, "--mem-fraction-static", "sglang's --mem-fraction-static of the first launch.", "F"),
+    "retry_mem_fraction": (
+        0.55,
+        "--retry-mem-fraction",
+        "Retry a failed launch once at this fraction (0: no retry; docs/FACTS.md §1).",
+        "F",
+    ),
+    "dtype": ("float16", "--dtype", "sglang's --dtype of every launch.", "DTYPE"),
+    "attention_backend": (
+        "flashinfer",
+        "--attention-backend",
+        "Pinned for every action; 'auto' = flashinfer only when topk > 1 (upstream).",
+        "NAME",
+    ),
+    "server_arg": ([], "--server-arg", "Extra server flags, split like a shell line (repeatable).", "ARG"),
+    "allow_rope_mismatch": (
+        False,
+        "--allow-rope-mismatch",
+        "Go on even when the draft's RoPE settings differ from the target's.",
+        None,
+    ),
+}
+
+
+def server_field(name: str) -> Any:
+    """The field of the shared server option ``name`` (a key of :data:`_SERVER_OPTIONS`)."""
+    default, flag, help_text, metavar = _SERVER_OPTIONS[name]
+    panel = "grid" if name == "allow_rope_mismatch" else "server"
+    return option(default, flag, help=help_text, panel=panel, metavar=metavar)
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """Every option of ``specband sweep``, as given (the CLI fills it; tests may build one).
+
+    :func:`build_sweep` checks the values; ``plugged`` is the device the caller plugs in
+    for ``--device emulated`` (:class:`specband.devices.DeviceSpec`), never an option.
+    """
+
+    # grid: what is measured
+    target: str = option(..., "--target", help="Target model path (--model-path).", panel="grid", metavar="MODEL")
+    draft: str | None = option(None, "--draft", help="EAGLE3 draft model path.", panel="grid", metavar="MODEL")
+    batch_sizes: str = option(
+        "1,4,8,16",
+        "--batch-sizes",
+        help="Batch sizes, e.g. '1,4,8,16'.",
+        panel="grid",
+        metavar="LIST",
+        check=check_batch_size_bound,
+    )
+    actions: str = option(
+        "all",
+        "--actions",
+        help="'all', or action indices / triples separated by spaces or ';' (e.g. '0 10 3,2,4').",
+        panel="grid",
+        metavar="LIST",
+    )
+    repeats: int = option(
+        3, "--repeats", help="Full passes over the grid.", panel="grid", metavar="N", min=1, max=MAX_REPEATS
+    )
+    out: str = option("sweep.jsonl", "--out", help="Output JSONL (one row per run).", panel="grid", metavar="FILE")
+    resume: bool = option(False, "--resume", help="Skip (index, repeat) rows already in --out.", panel="grid")
+    one_launch_per_config: bool = option(
+        False, "--one-launch-per-config", help="One server per action serves every batch size.", panel="grid"
+    )
+    num_prompts: int = option(
+        16, "--num-prompts", help="Timed requests: max(num_prompts, bs).", panel="grid", metavar="N", min=1,
+        max=MAX_NUM_PROMPTS,
+    )  # fmt: skip
+    max_new_tokens: int = option(
+        512, "--max-new-tokens", help="Tokens generated per request.", panel="grid", metavar="N", min=1,
+        max=MAX_NEW_TOKENS,
+    )  # fmt: skip
+    prompts: Path | None = option(
+        None,
+        "--prompts",
+        help='Workload: JSONL of {"prompt": ...} or {"messages": [...]} (through the target\'s chat '
+        "template), or a ShareGPT JSON file. Default: the 4 built-in prompts.",
+        panel="grid",
+        metavar="FILE",
+        show_default=False,
+    )
+    dry_run: bool = option(
+        False, "--dry-run", help="Print every server command line in launch order and exit; nothing runs.", panel="grid"
+    )
+    allow_rope_mismatch: bool = server_field("allow_rope_mismatch")
+    shard: str | None = option(
+        None,
+        "--shard",
+        help="Measure only shard K of N (e.g. 1/4); join the files with `specband merge`.",
+        panel="grid",
+        metavar="K/N",
+    )
+    adaptive: bool = option(
+        False,
+        "--adaptive",
+        help="Pass 0 measures every config; later passes (up to --repeats) only those that may still be "
+        "the pick, and the baseline. Rows get a 'propensity' column.",
+        panel="grid",
+    )
+    quiet: bool = option(False, "--quiet", help="No progress bar.", panel="grid")
+    # server: how each run is launched
+    server_command: str = server_field("server_command")
+    host: str = server_field("host")
+    port: int = port_field()
+    mem_fraction: float = server_field("mem_fraction")
+    retry_mem_fraction: float = server_field("retry_mem_fraction")
+    dtype: str = server_field("dtype")
+    attention_backend: str = server_field("attention_backend")
+    launch_timeout: float = launch_timeout_field()
+    cooldown: float = option(
+        5.0, "--cooldown", help="Seconds to sleep after each server stops.", panel="server", metavar="S", min=0.0,
+        max=MAX_TIMEOUT_S,
+    )  # fmt: skip
+    request_timeout: float = option(
+        1800.0,
+        "--request-timeout",
+        help="Seconds one request may take before the run is an error row.",
+        panel="server",
+        metavar="S",
+        max=MAX_TIMEOUT_S,
+    )
+    server_arg: list[str] = server_field("server_arg")
+    env: list[str] = option(
+        [], "--env", help="KEY=VALUE for the server (repeatable).", panel="server", metavar="KEY=VALUE"
+    )
+    sglang_version: str | None = sglang_version_field()
+    stop_grace: float = option(
+        15.0,
+        "--stop-grace",
+        help="Real seconds between SIGTERM and SIGKILL when a server is stopped.",
+        panel="server",
+        metavar="S",
+        min=0.0,
+        max=MAX_TIMEOUT_S,
+    )
+    log_dir: str | None = option(
+        None, "--log-dir", help="Server logs (default: <out>.logs/).", panel="server", metavar="DIR", show_default=False
+    )
+    # telemetry: how energy is read
+    device: str = option(
+        "auto",
+        "--device",
+        help="auto (the emulator's GPU with `specband emulate`, else NVML, else no telemetry with a warning), "
+        "nvml (an error without NVML), zeus, emulated or none.",
+        panel="telemetry",
+        metavar="KIND",
+        choices=DEVICE_CHOICES,
+    )
+    gpu_index: int | None = gpu_index_field()
+    power_limit: float | None = option(
+        None,
+        "--power-limit",
+        help="Power limit in W (finite, > 0) when NVML gives none.",
+        panel="telemetry",
+        metavar="W",
+        show_default=False,
+    )
+    hardware: str | None = option(
+        None, "--hardware", help="'hardware' column (default: the GPU's name).", panel="telemetry", metavar="NAME",
+        show_default=False,
+    )  # fmt: skip
+    # fleet: several GPUs
+    gpus: str | None = option(
+        None,
+        "--gpus",
+        help="One worker per GPU (NVML indices, e.g. 0,1); worker i serves on --port + i.",
+        panel="fleet",
+        metavar="LIST",
+        show_default=False,
+    )
+    ray: bool = option(False, "--ray", help="Each launch as a Ray task needing one GPU (specband[ray]).", panel="fleet")
+    ray_address: str | None = option(
+        None,
+        "--ray-address",
+        help="With --ray: a running cluster (default: RAY_ADDRESS, else a local Ray).",
+        panel="fleet",
+        metavar="ADDRESS",
+        show_default=False,
+    )
+    # emulator
+    time_scale: float = option(
+        1.0, "--time-scale", help=_EMULATOR + "real seconds per emulated second.", panel="emulator", metavar="X"
+    )
+    emulator_state: Path | None = option(
+        None,
+        "--emulator-state",
+        help=_EMULATOR + "GPU state file (default: <out>.gpu-state.json).",
+        panel="emulator",
+        metavar="FILE",
+        show_default=False,
+    )
+    emulator_hardware: str = option(
+        "rtx4060-laptop", "--emulator-hardware", help=_EMULATOR + "performance-model profile.", panel="emulator",
+        metavar="PROFILE",
+    )  # fmt: skip
+    emulator_model: str = option(
+        "calibrated",
+        "--emulator-model",
+        help=_EMULATOR + "calibrated (specband.sim) or module:function (a PerformanceModel factory).",
+        panel="emulator",
+        metavar="MODEL",
+    )
+    #: the device plugged in for ``--device emulated`` (set by the caller, not an option)
+    plugged: DeviceSpec | None = None
+
+    def device_kind(self) -> str:
+        """``--device``, with ``auto`` read as ``emulated`` when the server command runs
+        ``specband emulate``."""
+        return "emulated" if self.device == "auto" and runs_emulator(self.server_command) else self.device
+
+    def emulator_state_path(self, out: Path) -> Path:
+        """``--emulator-state``, default ``<out>.gpu-state.json``."""
+        return self.emulator_state or out.with_name(out.name + ".gpu-state.json")
+
+
+def runs_emulator(command: str) -> bool:
+    """True when ``command`` runs ``specband emulate`` (then ``--device auto`` is the emulator's GPU)."""
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return False
+    return "emulate" in parts and any(p == "specband" or p.endswith("/specband") for p in parts)
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """A checked sweep, ready to run (:func:`build_sweep`).
+
+    Attributes:
+        request: the request it came from.
+        out: the output file.
+        settings: how runs are launched and measured.
+        batch_sizes, actions: the grid.
+        shard: ``--shard`` parsed, or ``None``.
+        pool: the worker pool of ``--gpus``/``--ray`` (``None``: one GPU, here).
+        setup: the pool's worker setup (``None`` without a pool).
+        sglang_version, sglang_version_source: the flag spellings' release and where it came from.
+        version_warning: the line to print when the version was assumed (else ``None``).
+    """
+
+    request: SweepRequest
+    out: Path
+    settings: Any
+    batch_sizes: tuple[int, ...]
+    actions: tuple[Any, ...]
+    shard: Any
+    pool: Any
+    setup: Any
+    sglang_version: str
+    sglang_version_source: str
+    version_warning: str | None
+
+    def open_device(self) -> Any:
+        """Open the telemetry of the one-GPU sweep (called once the sweep holds its lock)."""
+        from specband.devices import open_device
+
+        r = self.request
+        return open_device(r.device_kind(), index=r.gpu_index or 0, power_limit_w=r.power_limit, plugged=r.plugged)
+
+    def device_opener(self) -> Callable[[], Any]:
+        """:meth:`open_device` as a callable (what :func:`~specband.harness.sweep.run_sweep` takes)."""
+        return self.open_device
+
+
+def file_path(option_name: str, text: str) -> Path:
+    from specband.errors import ConfigError
+    from specband.fileio import given_path
+
+    path = given_path(option_name, text)
+    if path.name in ("", ".", ".."):
+        raise ConfigError(f"{option_name} {text!r}: must name a file")
+    if path.is_dir():
+        raise ConfigError(f"{option_name} {text}: is a folder; name a file (e.g. {path / 'sweep.jsonl'})")
+    return path
+
+
+def _folder_path(option_name: str, text: str) -> Path:
+    from specband.errors import ConfigError
+    from specband.fileio import given_path
+
+    path = given_path(option_name, text)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option_name} {text}: is a file, not a folder")
+    return path
+
+
+def parse_actions(text: str) -> tuple[Any, ...]:
+    """``--actions``: ``all``, or action indices / triples separated by spaces or ``;``,
+    each action once (an index and its triple are the same action).
+
+    Raises:
+        ConfigError: none, an index or triple that is not a contract action, or an action
+            given twice (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``).
+    """
+    from specband.actions import ACTIONS, parse_action
+    from specband.errors import ConfigError, InvalidActionError
+
+    if text.strip().lower() == "all":
+        return ACTIONS
+    items = [p for p in text.replace(";", " ").split() if p]
+    if not items:
+        raise ConfigError("--actions must name at least one action ('all', indices or triples)")
+    seen: dict[Any, str] = {}
+    for item in items:
+        try:
+            action = parse_action(item)
+        except InvalidActionError as exc:
+            raise ConfigError(f"--actions: {exc}") from None
+        if action in seen:
+            raise ConfigError(f'--actions: {action} is given twice (as "{seen[action]}" and "{item}")')
+        seen[action] = item
+    return tuple(seen)
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    """``--env KEY=VALUE`` pairs as a mapping (ConfigError for one without ``=`` or a key)."""
+    from specband.errors import ConfigError
+
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--env expects KEY=VALUE, got {pair!r}")
+        env[key] = value
+    return env
+
+
+def sglang_version_for(
+    given: str | None, server_command: str, server_env: dict[str, str]
+) -> tuple[str, str, str | None]:
+    """``(version, source, warning)`` of the sglang the flags are spelt for; ``warning`` is
+    the line to print when the version had to be assumed (sglang not found in
+    --server-command's interpreter), else ``None``. The caller prints it once every input
+    is checked, so that bad input stays one ``error:`` line."""
+    from specband.harness.sglang_flags import resolve_sglang_version
+
+    version, source = resolve_sglang_version(given, server_command, {**os.environ, **server_env})
+    warning = None
+    if source == "assumed" and not runs_emulator(server_command):
+        warning = (
+            f"cannot find sglang in --server-command's interpreter; spelling flags for sglang {version} "
+            f"(pass --sglang-version)"
+        )
+    labels = {"detected": "found in the --server-command interpreter", "assumed": "assumed: sglang not found"}
+    return version, labels.get(source, source), warning
+
+
+def worker_pool(r: SweepRequest) -> Any:
+    """The worker pool of ``--gpus`` or ``--ray`` (``None``: one GPU, in this process).
+
+    Raises:
+        ConfigError: ``--ray`` with ``--gpus``, ``--gpu-index`` with either (each names its
+            GPUs itself), ``--ray-address`` without ``--ray``, a bad ``--gpus`` list, or Ray
+            not installed (one line each).
+    """
+    from specband.errors import ConfigError
+    from specband.harness.workers import LocalGpuPool, RayPool, parse_gpus
+
+    if r.gpu_index is not None and (r.ray or r.gpus is not None):
+        flag = "--ray" if r.ray else "--gpus"
+        raise ConfigError(f"--gpu-index and {flag} exclude each other: {flag} places each launch on its own GPU")
+    if r.ray and r.gpus is not None:
+        raise ConfigError("--ray and --gpus exclude each other: Ray places each launch on a GPU of its cluster")
+    if r.ray_address is not None and not r.ray:
+        raise ConfigError("--ray-address needs --ray")
+    if r.ray:
+        return RayPool(r.ray_address, base_port=r.port)
+    return None if r.gpus is None else LocalGpuPool(parse_gpus(r.gpus), base_port=r.port)
+
+
+def _check_options(r: SweepRequest, shard: Any) -> None:
+    """The checks of single options and pairs that no parser makes (ConfigError, one line)."""
+    from specband.devices.base import Clock, check_power_limit_w
+    from specband.errors import ConfigError
+
+    if r.adaptive and shard is not None:
+        raise ConfigError("--adaptive and --shard exclude each other: each pass is planned from every shard's rows")
+    if r.adaptive and r.repeats < 2:
+        raise ConfigError("--adaptive needs --repeats >= 2: pass 0 measures everything, later passes save runs")
+    check_power_limit_w(r.power_limit)
+    if not r.request_timeout > 0:
+        raise ConfigError(f"--request-timeout must be > 0 s, got {r.request_timeout}")
+    if not (r.retry_mem_fraction == 0 or 0 < r.retry_mem_fraction < 1):
+        raise ConfigError(f"--retry-mem-fraction must be 0 (no retry) or in (0, 1), got {r.retry_mem_fraction}")
+    Clock(r.time_scale)
+    if r.device_kind() == "emulated" and r.plugged is None:
+        raise ConfigError("--device emulated needs the emulator's state file, model and time scale")
+    if r.device_kind() != "emulated" and r.time_scale != 1.0:
+        raise ConfigError("--time-scale applies only to the emulator (--device emulated)")
+
+
+def build_sweep(r: SweepRequest) -> SweepJob:
+    """Check every value of ``r`` once and assemble the sweep; nothing is launched, no
+    device is opened and nothing is written.
+
+    Raises:
+        ConfigError / DataError: the first bad value, naming its option (one line).
+    """
+    from specband.batchlist import parse_batch_sizes
+    from specband.harness.pipeline import grid
+    from specband.harness.runner import MeasureSettings
+    from specband.harness.server import ServerConfig, split_server_args
+    from specband.harness.shards import parse_shard
+
+    out = file_path("--out", r.out)
+    shard = None if r.shard is None else parse_shard(r.shard)
+    pool = worker_pool(r)
+    _check_options(r, shard)
+    log_dir = None if r.log_dir is None else _folder_path("--log-dir", r.log_dir)
+    bs = tuple(parse_batch_sizes(r.batch_sizes))
+    acts = parse_actions(r.actions)
+    grid(bs, acts)  # distinct, positive batch sizes and distinct actions
+    extra_args = split_server_args(r.server_arg)
+    server_env = parse_env(r.env)
+    if r.device_kind() == "emulated" and r.plugged is not None:
+        server_env.update(_plugged_env(r.plugged))
+    workload: dict[str, Any] = {}
+    if r.prompts is not None:
+        from specband.harness.workload import load_prompts
+
+        loaded = load_prompts(r.prompts, r.target)
+        workload = {"prompts": loaded.prompts, "workload": loaded.name}
+    version, source, warning = sglang_version_for(r.sglang_version, r.server_command, server_env)
+    server = ServerConfig(
+        model_path=r.target,
+        draft_model_path=r.draft,
+        server_command=r.server_command,
+        host=r.host,
+        port=r.port,
+        dtype=r.dtype,
+        attention_backend=r.attention_backend,
+        extra_args=extra_args,
+        env=server_env,
+        sglang_version=version,
+    )
+    real_time = r.time_scale == 1.0
+    settings = MeasureSettings(
+        server=server,
+        mem_fraction_static=r.mem_fraction,
+        retry_mem_fraction=r.retry_mem_fraction if r.retry_mem_fraction > 0 else None,
+        num_prompts=r.num_prompts,
+        max_new_tokens=r.max_new_tokens,
+        launch_timeout_s=r.launch_timeout,
+        cooldown_s=r.cooldown,
+        hardware=r.hardware,
+        log_dir=log_dir or out.with_name(out.name + ".logs"),
+        health_poll_s=1.0 if real_time else 0.5,
+        sample_period_s=0.1 if real_time else max(0.005, min(0.1, 0.5 * r.time_scale)),
+        request_timeout_s=r.request_timeout,
+        stop_grace_s=r.stop_grace,
+        time_scale=r.time_scale,
+        **workload,
+    )
+    setup = None
+    if pool is not None:
+        from specband.harness.fleet import GpuWorkerSetup
+
+        setup = GpuWorkerSetup(settings, r.device_kind(), r.power_limit, r.plugged)
+    return SweepJob(r, out, settings, bs, acts, shard, pool, setup, version, source, warning)
+
+
+def _plugged_env(plugged: DeviceSpec) -> dict[str, str]:
+    """The server environment of a plugged device (its ``server_env()``, when it has one)."""
+    server_env = getattr(plugged, "server_env", None)
+    return dict(server_env()) if callable(server_env) else {}
+
+
+def dry_run_lines(job: SweepJob) -> list[str]:
+    """What ``sweep --dry-run`` prints: the sglang release, then every server command line
+    in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``."""
+    from specband.harness.pipeline import SweepPlan, grid
+    from specband.harness.server import format_launch
+    from specband.harness.sweep import existing_rows, planned_sweep
+
+    r = job.request
+    plan, _ = planned_sweep(
+        existing_rows(job.out),
+        SweepPlan(tuple(grid(job.batch_sizes, job.actions)), r.repeats, tuple(job.actions), r.one_launch_per_config),
+        job.settings,
+        job.out,
+        resume=r.resume,
+        adaptive=r.adaptive,
+        shard=job.shard,
+    )
+    lines = [f"# sglang {job.sglang_version} ({job.sglang_version_source})"]
+    if r.adaptive:  # later passes are decided from pass 0's rewards
+        lines.append("# --adaptive: pass 0 below; later passes re-measure only the contenders")
+        plan = dataclasses.replace(plan, repeats=1)
+    lines += [format_launch(command) for command in plan.launch_commands(job.settings)]
+    return lines
+
+
+def run_sweep_job(job: SweepJob, reporter: Any, clock: Any = None) -> Any:
+    """Run a checked sweep (:func:`specband.harness.sweep.run_sweep`); the summary."""
+    from specband.devices.base import Clock
+    from specband.harness.sweep import run_sweep
+
+    r = job.request
+    return run_sweep(
+        job.settings,
+        job.device_opener(),
+        job.out,
+        batch_sizes=job.batch_sizes,
+        actions=job.actions,
+        repeats=r.repeats,
+        resume=r.resume,
+        one_launch_per_config=r.one_launch_per_config,
+        clock=clock or Clock(r.time_scale),
+        reporter=reporter,
+        allow_rope_mismatch=r.allow_rope_mismatch,
+        shard=job.shard,
+        pool=job.pool,
+        setup=job.setup,
+        adaptive=r.adaptive,
+    )

@@ -1,0 +1,422 @@
+"""The schedule library's entry points for the commands: ``specband schedule``
+(:class:`ScheduleRequest`, :func:`write_schedule`), ``launch --schedule FILE|auto``
+(:func:`schedule_for_launch`) and ``recommend --batch-mix`` (:func:`recommend_mix`). The
+schedules themselves are :mod:`specband.schedule`'s."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specband.actions import ACTIONS, Action
+
+if TYPE_CHECKING:
+    from specband.transfer import UserSetup
+from specband.schedule import (
+    PolicyScorer,
+    load_scorer,
+    merge_tiers,
+    pick_chain_tiers,
+    sglang_adaptive_config,
+    validate_with_sglang,
+    vllm_speculative_config,
+)
+
+__all__ = [
+    "ENGINES",
+    "MixRecommendation",
+    "ScheduleRequest",
+    "WrittenSchedule",
+    "new_auto_schedule_file",
+    "recommend_mix",
+    "schedule_for_launch",
+    "write_schedule",
+]
+
+
+def new_auto_schedule_file(log: Path) -> Path:
+    """A new, empty file for the schedule ``launch --schedule auto`` builds: beside the
+    server log, named ``<log>.schedule-<random>.json`` and created with ``O_EXCL`` (so no
+    file of the user's is ever overwritten). The launch owns it and removes it when it ends.
+
+    Raises:
+        ConfigError: the log's folder cannot be written.
+    """
+    import os
+    import tempfile
+
+    from specband.errors import ConfigError
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{log.name}.schedule-", suffix=".json", dir=log.parent)
+    except OSError as exc:
+        raise ConfigError(f"--log {log}: cannot write the schedule beside it ({exc.strerror or exc})") from None
+    os.close(fd)
+    return Path(name)
+
+
+def schedule_for_launch(
+    schedule: str,
+    algo: str,
+    models: Path | None,
+    data: Path | None,
+    *,
+    notes: list[str],
+    auto_file: Path | None = None,
+    log: Path = Path("specband-server.log"),
+    trust_pickle: bool = False,
+    setup: UserSetup | None = None,
+    allow_transfer: bool = False,
+) -> dict[str, Any]:
+    """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
+    has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
+
+    ``FILE`` is read and checked with sglang's rules; ``auto`` builds the schedule of
+    ``specband schedule --engine sglang`` for ``--algo``/``--models`` and writes it to
+    ``auto_file`` (:func:`new_auto_schedule_file`, owned by the launch); with ``auto_file``
+    ``None`` (a dry run) nothing is written: the note holds the schedule and the command
+    line names ``<log>.schedule-XXXXXXXX.json``.
+
+    Returns:
+        ``path`` (the config file), ``entries`` (tier -> entry), ``action`` (the chain
+        config sglang starts from: ``--speculative-num-steps`` = sglang's own default) and
+        ``extra_args`` (``--speculative-adaptive --speculative-adaptive-config FILE``).
+
+    Raises:
+        ConfigError: an unreadable or invalid file, or a schedule that never speculates.
+    """
+    from specband import schedule as sch
+    from specband.errors import ConfigError
+    from specband.fileio import write_text_atomic
+
+    if schedule == "auto":
+        scorer = sch.load_scorer(algo, models, data, trust_pickle=trust_pickle)
+        notes += scorer.notes
+        if setup is not None:
+            notes.extend(sch.check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
+        picks = sch.pick_chain_tiers(scorer)
+        notes.extend(p.off_reason for p in picks if p.off_reason)
+        obj = sch.sglang_adaptive_config(sch.merge_tiers(picks))
+        entries = sch.check_sglang_adaptive_config(obj)
+        path = auto_file or log.with_name(f"{log.name}.schedule-XXXXXXXX.json")
+        sch.sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
+        tiers = ", ".join(map(str, sorted(entries)))
+        if auto_file is None:
+            notes.append(
+                f"--schedule auto (dry run, nothing written): {algo}'s schedule {json.dumps(obj)} (tiers {tiers}); "
+                f"a launch writes it beside --log and removes it when it ends"
+            )
+        else:
+            write_text_atomic(auto_file, json.dumps(obj, indent=2) + "\n", error=ConfigError)
+            notes.append(f"--schedule auto: wrote {algo}'s schedule to {auto_file} (tiers {tiers}; removed at the end)")
+    else:
+        path = Path(schedule)
+        entries = sch.read_sglang_adaptive_config(path)
+    flags = sch.sglang_schedule_flags(path, entries, None)
+    return {
+        "path": path,
+        "entries": entries,
+        "action": sch.chain_action(sch.sglang_initial_steps(entries)),
+        "extra_args": flags[flags.index("--speculative-adaptive") :],
+    }
+
+
+@dataclass(frozen=True)
+class MixRecommendation:
+    """``specband recommend --batch-mix``'s answer: one config for a batch-size mix.
+
+    Attributes:
+        algorithm: model card algorithm name.
+        source: where the policy came from.
+        mix: batch size -> weight (normalised).
+        pick: the :class:`~specband.batchmix.MixPick` (expected reward and regret, per-batch-size rows).
+        draft_model: ``--draft-model`` (or ``None``).
+        notes: the loading notes, in order.
+    """
+
+    algorithm: str
+    source: str
+    mix: Mapping[int, float]
+    pick: Any
+    draft_model: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def action(self) -> Action:
+        """The one config for the mix."""
+        return ACTIONS[self.pick.index]
+
+    def flags(self) -> list[str]:
+        """The sglang flags of :attr:`action`."""
+        from specband.actions import sglang_cli_args
+
+        return sglang_cli_args(self.action, self.draft_model)
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``recommend --batch-mix --format json`` prints."""
+        import dataclasses
+
+        from specband.actions import server_args_kwargs
+
+        return {
+            "algorithm": self.algorithm,
+            "source": self.source,
+            "batch_mix": {str(bs): w for bs, w in self.mix.items()},
+            "action_index": self.pick.index,
+            "action": list(self.action),
+            "flags": self.flags(),
+            "kwargs": server_args_kwargs(self.action, self.draft_model),
+            "expected_reward": self.pick.expected_reward,
+            "expected_regret": self.pick.expected_regret,
+            "per_batch_size": [
+                {**dataclasses.asdict(r), "own_action": list(ACTIONS[r.own_index]), "regret": r.regret}
+                for r in self.pick.rows
+            ],
+        }
+
+
+def recommend_mix(request: Any) -> MixRecommendation:
+    """The single config with the best expected reward over the batch-size mix of a
+    :class:`~specband.recommend.RecommendRequest` (``--batch-mix`` or ``--batch-mix-from``),
+    the policy loaded as ``recommend`` loads it (``--trust-pickle`` and the notes included).
+
+    Raises:
+        ConfigError / DataError: a bad mix or metrics file; the loading errors of
+        :func:`specband.recommend.load_models`.
+    """
+    import dataclasses
+
+    from specband.batchmix import parse_batch_mix, pick_for_mix, read_running_requests
+
+    mix = (
+        parse_batch_mix(request.batch_mix)
+        if request.batch_mix is not None
+        else read_running_requests(request.batch_mix_from)
+    )
+    scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
+    scorer = dataclasses.replace(scorer, telemetry=request.state)
+    pick = pick_for_mix(scorer, mix)
+    return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, scorer.notes)
+
+
+#: ``specband schedule --engine`` values.
+ENGINES = ("sglang", "vllm")
+
+
+def _schedule_option_fields() -> dict[str, Any]:
+    from specband.optionspec import option
+    from specband.recommend import (
+        algo_field,
+        allow_transfer_field,
+        data_field,
+        gpu_field,
+        models_field,
+        trust_pickle_field,
+    )
+
+    return {
+        "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
+        "models": models_field(),
+        "algo": algo_field(),
+        "data": data_field(),
+        "trust_pickle": trust_pickle_field(),
+        "batch_sizes": option(
+            None,
+            "--batch-sizes",
+            help="Comma-separated batch sizes to schedule. Default: the measured ones.",
+            panel="pick",
+            metavar="N,N,...",
+            show_default=False,
+        ),
+        "margin": option(
+            0.0,
+            "--margin",
+            help="sglang: chain configs scoring within this many reward units of the best join a tier's "
+            "candidate_steps, so sglang's acceptance controller can move inside the set.",
+            panel="pick",
+            metavar="R",
+        ),
+        "out": option("specband-schedule.json", "--out", "-o", help="File to write.", panel="output", metavar="FILE"),
+        "force": option(False, "--force", help="Replace --out if it exists.", panel="output"),
+        "draft_model": option(
+            None,
+            "--draft-model",
+            help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
+            panel="pick",
+            metavar="PATH",
+            show_default=False,
+        ),
+        "include_unmeasured": option(
+            False,
+            "--include-unmeasured",
+            help="Let a model-based policy score configs never measured at a batch size (default: only measured "
+            "configs, as recommend).",
+            panel="pick",
+        ),
+        "engine_check": option(
+            True,
+            "--engine-check/--no-engine-check",
+            help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
+            panel="output",
+        ),
+        "target": option(
+            None,
+            "--target",
+            help="Your target model (path or id), checked against the data's. Default: the data's own.",
+            panel="pick",
+            metavar="MODEL",
+            show_default=False,
+        ),
+        "gpu": gpu_field(),
+        "allow_transfer": allow_transfer_field(),
+        "output_format": option(
+            "text",
+            "--format",
+            "-f",
+            help="'text' (a table) or 'json' (tiers, origin, transfer, why speculation is off).",
+            panel="output",
+            metavar="KIND",
+            choices=("text", "json"),
+        ),
+    }
+
+
+_F = _schedule_option_fields()
+
+
+@dataclass(frozen=True)
+class ScheduleRequest:
+    """Every option of ``specband schedule``, checked when the request is built.
+
+    Raises:
+        ConfigError: an unknown ``--engine``, an empty ``--out``, or an ``--out`` that
+            exists without ``--force`` (one line each).
+    """
+
+    engine: str = _F["engine"]
+    models: Path | None = _F["models"]
+    algo: str = _F["algo"]
+    data: Path | None = _F["data"]
+    trust_pickle: bool = _F["trust_pickle"]
+    batch_sizes: str | None = _F["batch_sizes"]
+    margin: float = _F["margin"]
+    out: str = _F["out"]
+    force: bool = _F["force"]
+    draft_model: str | None = _F["draft_model"]
+    include_unmeasured: bool = _F["include_unmeasured"]
+    engine_check: bool = _F["engine_check"]
+    target: str | None = _F["target"]
+    gpu: str | None = _F["gpu"]
+    allow_transfer: bool = _F["allow_transfer"]
+    output_format: str = _F["output_format"]
+
+    def __post_init__(self) -> None:
+        from specband.errors import ConfigError
+        from specband.fileio import check_out_path
+
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        check_out_path(self.out_path, overwrite=self.force)
+
+    @property
+    def out_path(self) -> Path:
+        """``--out`` as a path (an empty one is refused, naming ``--out``)."""
+        from specband.errors import ConfigError, SpecbandError
+        from specband.fileio import given_path
+
+        try:
+            return given_path("--out", self.out)
+        except ConfigError as exc:
+            raise SpecbandError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class WrittenSchedule:
+    """What :func:`write_schedule` wrote.
+
+    Attributes:
+        path: the file.
+        config: its JSON object (sglang's adaptive config, or vLLM's speculative config).
+        picks: the chain pick per batch size (:class:`TierPick`).
+        tiers: the merged tiers.
+        scorer: the policy that scored them (its ``notes``: the loading notes).
+        engine_checked: sglang's own loader accepted the file.
+        transfer: the transfer check (:class:`specband.transfer.TransferCheck`: the
+            differences taken with ``--allow-transfer``, the warnings to print).
+    """
+
+    path: Path
+    config: dict[str, Any]
+    picks: list[Any]
+    tiers: list[Any]
+    scorer: PolicyScorer
+    engine_checked: bool
+    transfer: Any = None
+
+    def summary(self, engine: str) -> dict[str, Any]:
+        """What ``schedule --format json`` prints: the file, its config, per batch size the
+        chain pick and why speculation is off (``None`` where it is on), the data's origin
+        (:func:`specband.recommend.pick_origin`) and the transfer."""
+        from specband.recommend import pick_origin
+
+        origin = pick_origin(self.scorer.manifest, None)
+        return {
+            "engine": engine,
+            "path": str(self.path),
+            "config": self.config,
+            "batch_sizes": [
+                {
+                    "batch_size": p.batch_size,
+                    "measured_batch_size": p.measured_batch_size,
+                    "chain_pick": list(ACTIONS[p.chain[0]]),
+                    "candidate_steps": list(p.steps),
+                    "speculation_off": p.off_reason,
+                }
+                for p in self.picks
+            ],
+            "origin": {k: v for k, v in origin.items() if k not in ("rows", "repeats")},
+            "transfer": None if self.transfer is None else self.transfer.to_json(),
+        }
+
+
+def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> WrittenSchedule:
+    """Build the energy-band speculation schedule of ``r`` (one chain config, topk 1, per
+    batch-size tier) and write it atomically in the engine's format (the sglang file is
+    checked with sglang's own loader when sglang is importable, before it replaces --out).
+
+    Raises:
+        ConfigError / DataError: a bad batch-size list; the loading errors of
+        :func:`specband.recommend.load_models`.
+    """
+    from collections.abc import Callable
+
+    from specband.batchlist import parse_batch_sizes
+    from specband.errors import ConfigError
+    from specband.fileio import write_text_atomic
+
+    sizes = None if r.batch_sizes is None else parse_batch_sizes(r.batch_sizes)
+    scorer = load_scorer(r.algo, r.models, r.data, measured_only=not r.include_unmeasured, trust_pickle=r.trust_pickle)
+    transfer = None
+    if setup is not None:  # before anything is written: a refused transfer leaves --out alone
+        from specband.schedule import check_scorer_transfer
+
+        transfer = check_scorer_transfer(scorer, setup, allow=r.allow_transfer)
+    picks = pick_chain_tiers(scorer, sizes, r.margin)
+    tiers = merge_tiers(picks)
+    checked: list[bool] = []
+    check: Callable[[Path], None] | None = None
+    if r.engine == "sglang":
+        obj: dict[str, Any] = sglang_adaptive_config(tiers)
+
+        def check_with_sglang(tmp: Path) -> None:
+            if r.engine_check and validate_with_sglang(tmp):
+                checked.append(True)
+
+        check = check_with_sglang
+    else:
+        obj = vllm_speculative_config(tiers, r.draft_model)
+    write_text_atomic(r.out_path, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
+    return WrittenSchedule(r.out_path, obj, picks, tiers, scorer, bool(checked), transfer)

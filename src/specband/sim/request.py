@@ -1,0 +1,160 @@
+"""``specband simulate`` as data: :class:`SimulateRequest`, every option declared once
+(:mod:`specband.optionspec`) and checked when the request is built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specband.batchlist import check_batch_size_bound
+from specband.limits import MAX_REPEATS, MAX_SEED
+from specband.optionspec import option
+
+__all__ = ["SimulateRequest"]
+
+
+@dataclass(frozen=True)
+class SimulateRequest:
+    """Every option of ``specband simulate``.
+
+    Raises:
+        ConfigError: an empty config, a calibration option without ``--calibration-report``,
+            a bad ``--against``, or no ``--out`` for a simulated sweep (one line each).
+    """
+
+    profile: str | None = option(
+        None,
+        "--profile",
+        help="Built-in profile (rtx4060-laptop, a100-sxm4-80gb, h100-sxm, h200) or a TOML/JSON file whose "
+        "[hardware] sets hardware (the GPU name), power_limit_w, vram_mb, mem_bandwidth_gbs, peak_tflops "
+        "and idle_power_w (default: rtx4060-laptop; with --against aic: every profile the reference covers).",
+        panel="model",
+        metavar="PROFILE",
+        show_default=False,
+    )
+    target_config: str | None = option(
+        None,
+        "--target-config",
+        help="Target model's Hugging Face config.json, or a bundled name (default: llama-3.2-1b-instruct).",
+        panel="model",
+        metavar="CONFIG",
+        show_default=False,
+    )
+    draft_config: str | None = option(
+        None,
+        "--draft-config",
+        help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct).",
+        panel="model",
+        metavar="CONFIG",
+        show_default=False,
+    )
+    workload: str | None = option(
+        None,
+        "--workload",
+        help="Acceptance profile's workload (e.g. mt-bench; default: the model pair's own, mt-bench for the "
+        "Llama-3.1-8B pair); a pair or workload no profile covers borrows one and says which.",
+        panel="model",
+        metavar="NAME",
+        show_default=False,
+    )
+    actions: str = option(
+        "contract",
+        "--actions",
+        help="Action set of the sweep: 'contract' (the 19 actions) or 'extended' (sglang "
+        "bench_speculative.py's full grid: steps 0-7, topk up to 8, draft tokens up to 32; 44 actions).",
+        panel="grid",
+        metavar="SET",
+    )
+    batch_sizes: str = option(
+        "1,4,8,16",
+        "--batch-sizes",
+        help="Batch sizes of a pass, each once, e.g. '1,4,8,16'.",
+        panel="grid",
+        metavar="LIST",
+        check=check_batch_size_bound,
+    )
+    repeats: int = option(
+        3,
+        "--repeats",
+        help="Full passes over batch sizes x actions.",
+        panel="grid",
+        metavar="N",
+        min=1,
+        max=MAX_REPEATS,
+    )
+    seed: int = option(
+        0, "--seed", help="Noise seed: the same seed gives the same file.", panel="grid", metavar="N", max=MAX_SEED
+    )
+    out: str | None = option(
+        None,
+        "--out",
+        help="JSONL file to write (sweep schema); an existing one needs --force.",
+        panel="output",
+        metavar="FILE",
+        show_default=False,
+    )
+    force: bool = option(False, "--force", help="Replace --out / --write-profile if it exists.", panel="output")
+    calibration_report: bool = option(
+        False,
+        "--calibration-report",
+        help="Print predicted vs measured for every published row, median/worst errors and targets.",
+        panel="calibration",
+    )
+    against: str = option(
+        "published",
+        "--against",
+        help="With --calibration-report: 'published' (the RTX 4060 Laptop live rows), 'aic' (bundled "
+        "AIConfigurator sglang step times of the datacenter GPUs, plus sglang's docs) or 'published-datacenter' "
+        "(published H100/H200 speeds, accept lengths and power, each row with its source).",
+        panel="calibration",
+        metavar="REF",
+    )
+    refit: bool = option(
+        False,
+        "--refit",
+        help="With --calibration-report: refit the profile to the published rows first; prints each "
+        "refitted parameter (before -> after) and the fit costs.",
+        panel="calibration",
+    )
+    write_profile: str | None = option(
+        None,
+        "--write-profile",
+        help="With --refit: write the refitted profile to this TOML file.",
+        panel="calibration",
+        metavar="FILE",
+        show_default=False,
+    )
+    list_profiles: bool = option(False, "--list-profiles", help="List the built-in profiles and exit.", panel="model")
+
+    def __post_init__(self) -> None:
+        from specband.errors import ConfigError
+
+        if self.list_profiles:
+            return
+        for flag, value in (("--target-config", self.target_config), ("--draft-config", self.draft_config)):
+            if value is not None and not value.strip():
+                raise ConfigError(f"{flag}: empty; give a config.json path or a bundled name")
+        if (self.refit or self.write_profile is not None) and not self.calibration_report:
+            raise ConfigError("--refit and --write-profile go with --calibration-report")
+        if self.against not in ("published", "aic", "published-datacenter"):
+            raise ConfigError(f"--against must be 'published', 'aic' or 'published-datacenter', got {self.against!r}")
+        if self.against == "published-datacenter":
+            if not self.calibration_report:
+                raise ConfigError("--against goes with --calibration-report")
+            if self.refit or self.target_config is not None or self.draft_config is not None or self.workload:
+                raise ConfigError(
+                    "--against published-datacenter takes only --profile (the rows name their model pair, "
+                    "workload and GPU; the fit is python -m specband.sim.published_fit)"
+                )
+        if self.against == "aic":
+            if not self.calibration_report:
+                raise ConfigError("--against goes with --calibration-report")
+            if self.target_config is not None or self.draft_config is not None:
+                raise ConfigError(
+                    "--target-config/--draft-config do not go with --against aic (the reference names its model pairs)"
+                )
+        if self.write_profile is not None and not self.refit:
+            raise ConfigError("--write-profile needs --refit")
+        if not self.calibration_report and self.out is None:
+            raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
+        if self.seed < 0:
+            raise ConfigError(f"--seed must be >= 0, got {self.seed}")

@@ -1,0 +1,172 @@
+"""``specband train`` as data: :class:`TrainRequest` (every option, declared once and checked
+when the request is built) and :func:`run_training`, which trains the policies and writes the
+artifact folder (model card layout). The CLI prints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specband.limits import MAX_SEED
+from specband.optionspec import option
+from specband.recommend import DEFAULT_MODELS_DIR
+from specband.state import FEATURE_KINDS
+
+__all__ = ["TrainOutcome", "TrainRequest", "run_training"]
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """Every option of ``specband train``.
+
+    Raises:
+        ConfigError: an unknown algorithm, a bad ``--power-limit`` or an empty ``--out``.
+    """
+
+    data: Path | None = option(
+        None,
+        "DATA",
+        help="Sweep JSONL (published sweep schema, specband sweep/simulate output, or sglang "
+        "bench_speculative.py output), a Parquet file, or a hub dataset id (datasets/org/name[@REV], "
+        "hf://datasets/org/name). Default: the bundled published measurements.",
+        panel="grid",
+        show_default=False,
+        argument=True,
+    )
+    out: str = option(
+        DEFAULT_MODELS_DIR, "--out", "-o", help="Artifact folder to write.", panel="output", metavar="DIR"
+    )
+    algo: list[str] | None = option(
+        None,
+        "--algo",
+        "-a",
+        help="Algorithm to train (repeatable). Default: all eight.",
+        panel="model",
+        metavar="NAME",
+        show_default=False,
+    )
+    power_limit: float | None = option(
+        None,
+        "--power-limit",
+        help="GPU power limit in W, overriding the rows' own.",
+        panel="grid",
+        metavar="W",
+        show_default=False,
+    )
+    seed: int = option(
+        0, "--seed", help="Training seed (same seed, same artifacts).", panel="model", metavar="N", min=0, max=MAX_SEED
+    )
+    features: str = option(
+        "pre",
+        "--features",
+        help="Decision state: 'pre' (only what is known before launch: batch size, temperature, memory used "
+        "and utilisation of the idle GPU) or 'contract' (the published 4-float state, whose memory and "
+        "utilisation were read after the run).",
+        panel="model",
+        metavar="KIND",
+        choices=FEATURE_KINDS,
+    )
+    force: bool = option(
+        False,
+        "--force",
+        help="Replace an --out folder trained on other data (checked before training).",
+        panel="output",
+    )
+
+    def __post_init__(self) -> None:
+        from specband.artifacts import validate_algorithms
+        from specband.devices.base import check_power_limit_w
+
+        validate_algorithms(self.algo)
+        check_power_limit_w(self.power_limit)
+        _ = self.out_path
+
+    @property
+    def out_path(self) -> Path:
+        """``--out`` as a path (an empty one is refused, naming ``--out``)."""
+        from specband.errors import ConfigError, SpecbandError
+        from specband.fileio import given_path
+
+        try:
+            return given_path("--out", self.out)
+        except ConfigError as exc:
+            raise SpecbandError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    """What :func:`run_training` did.
+
+    Attributes:
+        folder: the artifact folder written.
+        algorithms: the algorithms trained.
+        training_rows: rows the policies were trained on.
+        elapsed_s: seconds of training.
+        picks: the pick table (:func:`specband.picks.pick_table`).
+        sweep: the loaded sweep.
+        dropped: algorithms the folder held before and no longer holds.
+        provenance: the data's provenance (:attr:`specband.origin.DataOrigin.provenance`).
+    """
+
+    folder: Path
+    algorithms: tuple[str, ...]
+    training_rows: int
+    elapsed_s: float
+    picks: list[Any]
+    sweep: Any
+    dropped: tuple[str, ...]
+    provenance: str = "measured"
+
+
+def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -> TrainOutcome:
+    """Load the sweep, train the policies and write the artifact folder with its model card.
+    ``loaded(sweep)`` is called once the sweep is read (the CLI prints its warnings then).
+
+    Raises:
+        DataError / HubError: an unreadable sweep; ArtifactError: the folder cannot be written.
+    """
+    import dataclasses
+    import time
+
+    from specband.artifacts import save_artifacts, validate_algorithms
+    from specband.dataset import load_sweep
+    from specband.hub import parse_hub_ref, resolve_data_file
+    from specband.modelcard import render_model_card
+    from specband.picks import pick_table
+    from specband.recommend import folder_algorithms
+    from specband.training import build_manifest, train_policies
+
+    names = validate_algorithms(r.algo)
+    sweep = load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
+    from specband.training import check_out_folder
+
+    check_out_folder(
+        r.out_path,
+        sweep,
+        force=r.force,
+        data_label="the bundled published measurements" if r.data is None else str(r.data),
+    )
+    if loaded is not None:
+        loaded(sweep)
+    training = sweep.training_data(r.features)
+    start = time.perf_counter()
+    policies = train_policies(training, names, seed=r.seed)
+    elapsed = time.perf_counter() - start
+    manifest = build_manifest(training, names, seed=r.seed, sweep=sweep)
+    hub_data = None if r.data is None else parse_hub_ref(r.data)
+    if hub_data is not None:  # record the hub id, not the cache path
+        manifest = dataclasses.replace(manifest, data={**manifest.data, "path": f"hf://{hub_data}"})
+    previous = folder_algorithms(r.out_path)
+    rows = pick_table(policies, manifest)
+    dataset_id = hub_data.repo_id if hub_data is not None and hub_data.repo_type == "dataset" else None
+    folder = save_artifacts(
+        policies,
+        r.out_path,
+        manifest,
+        model_card=lambda final: render_model_card(final, sweep, rows, dataset_id=dataset_id),
+    )
+    dropped = tuple(name for name in previous if name not in names)
+    provenance = "measured" if manifest.origin is None else manifest.origin.provenance
+    return TrainOutcome(folder, tuple(names), len(training), elapsed, rows, sweep, dropped, provenance)

@@ -1,0 +1,58 @@
+"""The sweep's typed request: one declaration per option (SweepRequest's fields), checked
+once by build_sweep, without the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from specband.errors import ConfigError
+from specband.harness.request import SweepRequest, build_sweep, dry_run_lines
+from specband.optionspec import option_spec
+
+
+def test_every_sweep_option_is_declared_once_with_help_and_panel() -> None:
+    specs = [option_spec(f) for f in dataclasses.fields(SweepRequest)]
+    flags = [s.flags[0] for s in specs if s is not None]
+    assert len(flags) == len(set(flags)) == 42
+    assert {s.panel for s in specs if s is not None} == {"grid", "server", "telemetry", "fleet", "emulator"}
+    assert all(s.help.strip() for s in specs if s is not None)
+    assert option_spec(next(f for f in dataclasses.fields(SweepRequest) if f.name == "plugged")) is None
+
+
+def test_build_sweep_checks_values_once_and_assembles_the_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "s.jsonl"
+    job = build_sweep(
+        SweepRequest(
+            target="t",
+            draft="d",
+            batch_sizes="1,4",
+            actions="0 3,2,4",
+            out=str(out),
+            retry_mem_fraction=0,
+            sglang_version="0.5.4",
+        )
+    )
+    assert job.batch_sizes == (1, 4) and [tuple(a) for a in job.actions] == [(0, 0, 0), (3, 2, 4)]
+    assert job.settings.retry_mem_fraction is None and job.settings.log_dir == tmp_path / "s.jsonl.logs"
+    assert job.pool is None and job.setup is None and job.sglang_version == "0.5.4"
+    lines = dry_run_lines(job)
+    assert lines[0].startswith("# sglang 0.5.4") and len(lines) == 1 + 3 * 2 * 2  # a launch per (repeat, bs, action)
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="--time-scale applies only to the emulator"):
+        build_sweep(SweepRequest(target="t", draft="d", out=str(out), device="none", time_scale=2.0))
+    with pytest.raises(ConfigError, match="--device emulated needs"):
+        build_sweep(SweepRequest(target="t", draft="d", out=str(out), device="emulated"))
+    with pytest.raises(ConfigError, match="--ray-address needs --ray"):
+        build_sweep(SweepRequest(target="t", draft="d", out=str(out), ray_address="127.0.0.1:1"))
+
+
+def test_a_new_sweep_option_is_one_field_and_its_use(run_cli) -> None:  # type: ignore[no-untyped-def]
+    # --stop-grace: the field on SweepRequest, and stop_grace_s=r.stop_grace in build_sweep
+    job = build_sweep(SweepRequest(target="t", draft="d", stop_grace=2.5, sglang_version="0.5.4"))
+    assert job.settings.stop_grace_s == 2.5
+    res = run_cli("sweep", "--help")
+    assert res.exit_code == 0 and "--stop-grace" in res.stdout and "SIGKILL" in res.stdout
+    bad = run_cli("sweep", "--target", "t", "--stop-grace", "-1", "--dry-run")
+    assert bad.exit_code == 2 and "--stop-grace" in bad.stderr
