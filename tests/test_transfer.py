@@ -12,7 +12,8 @@ from specband.artifacts import embedded_manifest
 from specband.firstguess import first_guess
 from specband.recommend import recommend
 from specband.sim.published import calibration_errors
-from specband.transfer import TransferError, UserSetup, check_transfer, gpu_key, model_key, user_gpu
+from specband.transfer import TransferError, UserSetup, check_transfer, gpu_key, model_key
+from specband.usersetup import user_gpu
 
 STUDY = embedded_manifest().origin
 
