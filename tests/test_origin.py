@@ -91,6 +91,10 @@ def test_simulated_rows_are_never_measured(tmp_path: Path, run_cli) -> None:  # 
     assert manifest["origin"]["hardware"] == "H100_SXM5_80GB" and manifest["origin"]["power_measured"] is False
     card = Path("sim-models/README.md").read_text()
     assert "Trained on SIMULATED rows" in card and "- energy measured: no: the power is simulated" in card
+    assert "(SIMULATED figures)." in card and "| band | tok/s | speed-up | rows | repeats |" in card
+    bs16 = next(line for line in card.splitlines() if line.startswith("| lookup_table | 16 |"))
+    assert bs16.split(" | ")[5].startswith("below by ")  # the simulated H100 is far below the band at 700 W
+    assert bs16.rstrip(" |").endswith("| 2")  # two repeats
     picked = recommend(16, models="sim-models")
     assert picked.pick["origin"]["provenance"] == "simulated"
     assert any("trained on SIMULATED rows" in n for n in picked.notes)

@@ -85,15 +85,26 @@ def _fmt(value: float | None, spec: str = ".4f") -> str:
 
 
 def _picks(manifest: Manifest, sweep: Sweep, picks: Sequence[PickRow]) -> list[str]:
+    from specband.explain import band_status
+
     lines = [
-        "| algorithm | batch size | pick (steps, topk, draft) | mean reward | mean utilisation | rows |",
-        "|---|---|---|---|---|---|",
+        "| algorithm | batch size | pick (steps, topk, draft) | mean reward | mean utilisation | band | tok/s | "
+        "speed-up | rows | repeats |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in picks:
         rows = manifest.row_counts.get(p.batch_size, {}).get(p.action, 0)
+        stats = manifest.stats.get(p.batch_size, {})
+        mine, base = stats.get(p.action), stats.get(0)
+        util = _utilization(sweep, p.batch_size, p.action)
+        band = band_status(util)
+        band_text = band["status"] if band["status"] in ("in", "unknown") else f"{band['status']} by {band['by']:.3f}"
+        speed = "-" if mine is None else f"{mine.speed_tok_s:.1f}"
+        speedup = "-" if mine is None or base is None else f"{mine.speed_tok_s / base.speed_tok_s:.2f}x"
         lines.append(
             f"| {p.algorithm} | {p.batch_size} | {tuple(ACTIONS[p.action])} | {_fmt(p.mean_reward)} | "
-            f"{_fmt(_utilization(sweep, p.batch_size, p.action), '.3f')} | {rows} |"
+            f"{_fmt(util, '.3f')} | {band_text} | {speed} | {speedup} | {rows} | "
+            f"{'-' if mine is None else mine.repeats} |"
         )
     return lines
 
@@ -183,7 +194,9 @@ def render_model_card(
         "",
         "## Pick per batch size",
         "",
-        "Mean reward and utilisation of the picked config over its rows in the training data.",
+        "Mean reward, utilisation (band: in, below or above the 0.95-0.98 band), decode speed and speed-up "
+        "over the non-speculative baseline of the picked config over its rows in the training data"
+        + (" (SIMULATED figures)." if manifest.origin is not None and manifest.origin.simulated else "."),
         "",
         *_picks(manifest, sweep, picks),
         "",
