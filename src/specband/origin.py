@@ -10,7 +10,6 @@ Only the standard library is imported at module level (``recommend`` stays cold-
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -47,9 +46,9 @@ def _joined(values: Iterable[Any]) -> str | None:
 
 def _number(value: Any) -> float | None:
     """``value`` as a float when it is a finite JSON number (not a bool), else ``None``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    from specband.limits import is_finite_number
+
+    return float(value) if is_finite_number(value) else None
 
 
 @dataclass(frozen=True)
