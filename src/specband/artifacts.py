@@ -153,6 +153,11 @@ class Manifest:
             folder written before origins were recorded, or by another tool.
         stats: batch size -> action index -> what its rows showed
             (:class:`specband.origin.ActionStats`: speed, utilisation, J/token, repeats).
+        power_limits: for a folder trained on a sweep over several power limits, what it
+            says about them (:func:`specband.recommend.power_limit_table`: the limits, the
+            band, the rows' provenance, the pick at every limit per batch size); the policies
+            were then trained on the rows at the highest limit. ``None`` (and no key in the
+            file) otherwise.
     """
 
     features: str = "contract"
@@ -170,6 +175,7 @@ class Manifest:
     files: Mapping[str, str] = field(default_factory=dict)
     origin: DataOrigin | None = None
     stats: Mapping[int, Mapping[int, ActionStats]] = field(default_factory=dict)
+    power_limits: Mapping[str, Any] | None = None
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -256,6 +262,8 @@ class Manifest:
             out["origin"] = self.origin.to_json()
         if self.files:
             out["files"] = dict(sorted(self.files.items()))
+        if self.power_limits is not None:
+            out["power_limits"] = dict(self.power_limits)
         return out
 
     @classmethod
@@ -348,7 +356,76 @@ class Manifest:
             files=files,
             origin=DataOrigin.from_json(obj.get("origin")),
             stats=stats,
+            power_limits=_power_limits(obj.get("power_limits"), bad),
         )
+
+
+#: The fields of one pick in a manifest's ``power_limits.picks`` (those of
+#: :class:`specband.recommend.LimitPick`) and whether each may be null.
+_LIMIT_PICK_FIELDS: dict[str, bool] = {
+    "power_limit_w": False,
+    "action_index": False,
+    "action": False,
+    "mean_reward": False,
+    "speed_tok_s": False,
+    "avg_power_w": True,
+    "utilization": True,
+    "joules_per_token": True,
+    "in_band": False,
+    "runs": False,
+}
+
+
+def _limit_pick_ok(pick: dict[str, Any]) -> str | None:
+    """The first bad field of one pick of a manifest's ``power_limits.picks`` (``None``: good)."""
+    from specband.actions import ACTIONS
+
+    for name, nullable in _LIMIT_PICK_FIELDS.items():
+        v = pick[name]
+        if name == "in_band":
+            ok = isinstance(v, bool)
+        elif name == "action":
+            index = pick["action_index"]
+            ok = is_int(index) and 0 <= index < NUM_ACTIONS and v == list(ACTIONS[index])
+        elif name in ("action_index", "runs"):
+            ok = is_int(v) and v >= 0
+        else:
+            ok = (nullable and v is None) or (_is_number(v) and not isinstance(v, bool))
+        if not ok:
+            return f"bad {name!r}: {v!r}"
+    if not pick["power_limit_w"] > 0 or not pick["speed_tok_s"] > 0:
+        return "power_limit_w and speed_tok_s must be > 0"
+    return None
+
+
+def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, Any] | None:
+    """Validate a manifest's ``power_limits`` (``None`` when absent)."""
+    if value is None:
+        return None
+    where = "'power_limits'"
+    if not isinstance(value, dict) or not isinstance(value.get("picks"), dict) or not value["picks"]:
+        raise bad(f"{where} must be an object with 'limits_w', 'band', 'provenance' and 'picks'")
+    band = value.get("band")
+    if not (isinstance(band, list) and len(band) == 2 and all(_is_number(v) for v in band) and band[0] < band[1]):
+        raise bad(f"{where}.band must be [low, high]")
+    if not isinstance(value.get("provenance"), str):
+        raise bad(f"{where}.provenance must be a string")
+    unmeasured = value.get("power_unmeasured_rows", 0)
+    if not is_int(unmeasured) or unmeasured < 0:
+        raise bad(f"{where}.power_unmeasured_rows must be a count")
+    sources = value.get("power_sources", [])
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise bad(f"{where}.power_sources must be a list of strings")
+    for key, picks in value["picks"].items():
+        if not str(key).isdigit() or int(key) <= 0 or not isinstance(picks, list) or not picks:
+            raise bad(f"{where}.picks: {key!r} must be a batch size with a list of picks")
+        for pick in picks:
+            if not isinstance(pick, dict) or set(pick) != set(_LIMIT_PICK_FIELDS):
+                raise bad(f"{where}.picks.{key}: each pick has exactly {sorted(_LIMIT_PICK_FIELDS)}")
+            why = _limit_pick_ok(pick)
+            if why:
+                raise bad(f"{where}.picks.{key}: {why}")
+    return dict(value)
 
 
 def _is_number(value: Any) -> bool:

@@ -17,17 +17,40 @@ if TYPE_CHECKING:
 
 from specband.limits import MAX_BATCH_SIZE
 from specband.optionspec import option
+from specband.powerpicks import (
+    DEFAULT_MAX_SPEED_LOSS,
+    LimitPick,
+    PowerLimitRecommendation,
+    choose_power_limit,
+    power_limit_table,
+    recommend_power_limit,
+    recommend_power_limit_from_table,
+    sweep_power_limits,
+)
 
 __all__ = [
+    "DEFAULT_MAX_SPEED_LOSS",
     "DEFAULT_MODELS_DIR",
+    "LimitPick",
     "LoadedModels",
+    "PowerLimitRecommendation",
     "RecommendRequest",
     "Recommendation",
+    "choose_power_limit",
     "folder_algorithms",
+    "folder_power_limits",
     "load_models",
     "pick_origin",
+    "power_limit_pick",
+    "power_limit_recommendation",
+    "power_limit_summary",
+    "power_limit_table",
+    "power_limits_of_file",
     "recommend",
+    "recommend_power_limit",
+    "recommend_power_limit_from_table",
     "recommend_request",
+    "sweep_power_limits",
 ]
 
 #: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
@@ -70,7 +93,9 @@ def data_field() -> Any:
         None,
         "--data",
         help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder "
-        "without a specband manifest.",
+        "without a specband manifest. Without --models, a sweep over several power limits (sweep/simulate "
+        "--power-limits) answers with a limit: the lowest whose pick is within --max-speed-loss of the "
+        "fastest and in the band.",
         panel="model",
         metavar="SWEEP",
         show_default=False,
@@ -164,6 +189,16 @@ class RecommendRequest:
     )
     data: Path | None = data_field()
     trust_pickle: bool = trust_pickle_field()
+    max_speed_loss: float = option(
+        DEFAULT_MAX_SPEED_LOSS,
+        "--max-speed-loss",
+        help="With a sweep (--data) or a folder (--models) over several power limits: the speed loss "
+        "(fraction) a lower limit may cost against the fastest pick.",
+        panel="pick",
+        metavar="F",
+        min=0.0,
+        max=0.99,
+    )
     batch_mix: str | None = option(
         None,
         "--batch-mix",
@@ -522,3 +557,129 @@ def recommend_request(request: RecommendRequest, setup: UserSetup | None = None)
         setup=setup,
         allow_transfer=request.allow_transfer,
     )
+
+
+def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None = None) -> dict[str, Any]:
+    """The JSON-ready answer of ``recommend`` when the data holds several power limits
+    (what ``--format json`` prints): the limit and its command, the flags, and the pick at
+    every limit.
+
+    Returns:
+        ``power_limit_w``, ``nvidia_smi``, ``action`` (triple), ``action_index``, ``flags``,
+        ``kwargs``, ``batch_size``, ``measured_batch_size``, ``in_band``, ``utilization``,
+        ``speed_tok_s``, ``speed_loss``, ``max_speed_loss``, ``joules_per_token``,
+        ``default_power_limit_w``, ``default_joules_per_token``, ``default_utilization``,
+        ``band``, ``provenance`` and ``picks`` (one object per limit).
+    """
+    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+
+    chosen, default = decided.chosen, decided.default
+    action = ACTIONS[chosen.action_index]
+    return {
+        "batch_size": decided.batch_size,
+        "measured_batch_size": decided.measured_batch_size,
+        "power_limit_w": chosen.power_limit_w,
+        "nvidia_smi": decided.nvidia_smi_command,
+        "action_index": chosen.action_index,
+        "action": list(action),
+        "flags": sglang_cli_args(action, draft_model),
+        "kwargs": server_args_kwargs(action, draft_model),
+        "in_band": chosen.in_band,
+        "utilization": chosen.utilization,
+        "speed_tok_s": chosen.speed_tok_s,
+        "speed_loss": decided.speed_loss,
+        "max_speed_loss": decided.max_speed_loss,
+        "joules_per_token": chosen.joules_per_token,
+        "default_power_limit_w": default.power_limit_w,
+        "default_joules_per_token": default.joules_per_token,
+        "default_utilization": default.utilization,
+        "band": list(decided.band),
+        "provenance": decided.provenance,
+        "picks": [
+            {
+                "power_limit_w": p.power_limit_w,
+                "action": list(p.action),
+                "speed_tok_s": p.speed_tok_s,
+                "utilization": p.utilization,
+                "joules_per_token": p.joules_per_token,
+                "in_band": p.in_band,
+                "mean_reward": p.mean_reward,
+                "runs": p.runs,
+            }
+            for p in decided.picks
+        ],
+    }
+
+
+def power_limit_summary(decided: PowerLimitRecommendation) -> str:
+    """One line saying what the chosen limit does against the default, with where the data
+    came from (``recommend`` prints it beside the ``nvidia-smi -pl`` line)."""
+    chosen, default = decided.chosen, decided.default
+
+    def pct(value: float | None) -> str:
+        return "?" if value is None else f"{value:.1%}"
+
+    def jpt(value: float | None) -> str:
+        return "?" if value is None else f"{value:.4g} J/token"
+
+    band = f"{decided.band[0]:.0%}-{decided.band[1]:.0%}"
+    return (
+        f"power limit {chosen.power_limit_w:g} W (default as swept: {default.power_limit_w:g} W): "
+        f"pick {chosen.action} at {pct(chosen.utilization)} of the limit "
+        f"({'in' if chosen.in_band else 'NOT in'} the band {band}); {chosen.speed_tok_s:.4g} tok/s, "
+        f"{decided.speed_loss:.1%} below the fastest pick (bound {decided.max_speed_loss:.1%}); "
+        f"energy {jpt(chosen.joules_per_token)} vs {jpt(default.joules_per_token)} at {default.power_limit_w:g} W "
+        f"(utilisation there {pct(default.utilization)}); from {decided.provenance} rows"
+    )
+
+
+def power_limits_of_file(path: str | Path) -> tuple[float, ...]:
+    """The distinct ``power_limit_watts`` of a sweep file's rows (read through the bounded
+    sweep reader; a hub id is resolved first), increasing."""
+    from specband.dataset import load_sweep
+    from specband.hub import resolve_data_file
+
+    return sweep_power_limits(load_sweep(resolve_data_file(path)))
+
+
+def folder_power_limits(models: str | Path) -> dict[str, Any] | None:
+    """The ``power_limits`` of a specband folder's manifest (a folder trained on a sweep over
+    several limits), or ``None`` (one limit, a foreign folder, no manifest).
+
+    Raises:
+        ArtifactError: an unreadable or invalid manifest; HubError: a hub id not found.
+    """
+    from specband.artifacts import MANIFEST_FILE, load_manifest
+    from specband.hub import resolve_folder
+
+    folder = Path(resolve_folder(models))
+    if not (folder / MANIFEST_FILE).is_file():
+        return None
+    table = load_manifest(folder).power_limits
+    return None if table is None else dict(table)
+
+
+def power_limit_recommendation(request: RecommendRequest) -> PowerLimitRecommendation | None:
+    """``recommend``'s answer with a power limit, when there is one to give: ``--data SWEEP``
+    (without ``--models``) over several limits, or ``--models DIR`` trained on several
+    (its manifest's ``power_limits``); ``None`` otherwise (the ordinary pick).
+
+    Raises:
+        DataError, ArtifactError, HubError, ConfigError: as the sweep or folder reading and
+            :func:`~specband.powerpicks.recommend_power_limit`.
+    """
+    if request.batch_size is None:
+        return None
+    if request.data is not None and request.models is None:
+        from specband.dataset import load_sweep
+        from specband.hub import resolve_data_file
+
+        sweep = load_sweep(resolve_data_file(request.data))
+        if len(sweep_power_limits(sweep)) < 2:
+            return None
+        return recommend_power_limit(sweep, request.batch_size, max_speed_loss=request.max_speed_loss)
+    if request.models is not None:
+        table = folder_power_limits(request.models)
+        if table is not None:
+            return recommend_power_limit_from_table(table, request.batch_size, max_speed_loss=request.max_speed_loss)
+    return None

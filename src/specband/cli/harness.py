@@ -138,6 +138,8 @@ def register(app: typer.Typer) -> None:
 
         with _plain_warnings():
             job = build_sweep(_plug_emulator(request))
+            for line in job.power_limit_notes:
+                say(f"note: {line}", err=True)
             if request.dry_run:
                 lines = dry_run_lines(job)
                 _warn(job.version_warning)

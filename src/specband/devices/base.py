@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import cast
 
+from specband.devices.power_limit import PowerLimitError, PowerLimitRange
 from specband.errors import ConfigError
 from specband.limits import POWER_LIMIT_RANGE_W, is_finite_number
 
@@ -276,6 +277,26 @@ class GpuDevice(ABC):
         if delta_mj < 0:
             return None, "counter_went_backwards"
         return delta_mj / 1000.0, None
+
+    def power_limit_range_w(self) -> PowerLimitRange | None:
+        """The limits this GPU accepts (default, min, max in W), or ``None`` when the backend
+        cannot set limits."""
+        return None
+
+    def set_power_limit_w(self, watts: float) -> float:
+        """Set the GPU's power limit.
+
+        Args:
+            watts: the new limit, W (the caller clamps to :meth:`power_limit_range_w`).
+
+        Returns:
+            the limit now in force, W (:attr:`power_limit_w` is updated to it).
+
+        Raises:
+            PowerLimitError: this backend cannot set limits (the default);
+            PowerLimitPermissionError: the process lacks the permission.
+        """
+        raise PowerLimitError(f"{self.name}: this device backend cannot set power limits")
 
     def close(self) -> None:  # noqa: B027 (a backend with nothing to release keeps this no-op)
         """Release the backend (e.g. ``nvmlShutdown``). Idempotent."""

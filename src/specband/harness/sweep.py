@@ -388,6 +388,7 @@ def run_sweep(  # noqa: PLR0913
     pool: WorkerPool | None = None,
     setup: WorkerSetup | None = None,
     adaptive: bool = False,
+    power_limits_w: Sequence[float] | None = None,
 ) -> SweepSummary:
     """Run (or resume) a sweep and write its rows to ``out_path``.
 
@@ -409,6 +410,10 @@ def run_sweep(  # noqa: PLR0913
             is closed when the sweep ends.
         out_path: the JSONL file.
         batch_sizes, actions: the grid (bs-major).
+        power_limits_w: GPU power limits in W (``--power-limits``, already clamped to the
+            GPU's range): the grid is run at each, limit-major; each is set through the
+            device before the runs at it and the limit found is restored when the sweep
+            ends, however it ends (Ctrl-C, SIGTERM, an error). One local GPU only.
         repeats: full passes over the grid.
         resume: skip ``(index, repeat)`` rows already in the file.
         one_launch_per_config: one server per action for all batch sizes.
@@ -447,7 +452,9 @@ def run_sweep(  # noqa: PLR0913
     reporter = reporter or NoReporter()
     if repeats <= 0:
         raise ConfigError(f"--repeats must be > 0, got {repeats}")
-    points = grid(batch_sizes, actions)
+    points = grid(batch_sizes, actions, power_limits_w)
+    if power_limits_w and (pool is not None or adaptive):
+        raise ConfigError("--power-limits runs on one local GPU: not with --gpus, --ray or --adaptive")
     if out_path.is_dir():
         raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
@@ -491,6 +498,8 @@ def run_sweep(  # noqa: PLR0913
                     executor = LaunchExecutor(
                         settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
                     )
+                    # runs before the device closes: the limit found is back on every exit path
+                    stack.callback(_restore_power_limit, executor)
 
                     def execute(p: SweepPlan, sink: RowSink) -> None:
                         execute_plan(p, executor, sink)
@@ -503,6 +512,13 @@ def run_sweep(  # noqa: PLR0913
         finally:
             _remove_empty_dirs(created_logs)  # the log folder this sweep created and left empty
     return summary
+
+
+def _restore_power_limit(executor: LaunchExecutor) -> None:
+    """Put back the power limit the sweep found (a Ctrl-C or SIGTERM waits until it is)."""
+    if executor.power_limits is not None:
+        with deferred():
+            executor.power_limits.restore()
 
 
 def _run_adaptive(
@@ -645,6 +661,13 @@ def check_resumable(
     for row in existing:
         index = row.get("index")
         point = points[index] if isinstance(index, int) and 0 <= index < len(points) else None
+        if point is not None and point.power_limit_w is not None:
+            got = row.get("power_limit_watts")
+            if not isinstance(got, (int, float)) or abs(float(got) - point.power_limit_w) > 0.5:
+                raise ConfigError(
+                    f"{out_path}: cannot {verb}: its row index={index} was measured at power_limit_watts={got!r}, "
+                    f"in this sweep's grid it is {point.power_limit_w:g} W (use the same --power-limits)"
+                )
         ident = (row.get("batch_size"), row.get("steps"), row.get("topk"), row.get("num_draft_tokens"))
         if point is None or ident != (point.batch_size, *point.action):
             raise ConfigError(
