@@ -595,6 +595,8 @@ def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None 
         "default_utilization": default.utilization,
         "band": list(decided.band),
         "provenance": decided.provenance,
+        "origin": decided.origin,
+        "transfer": decided.transfer,
         "picks": [
             {
                 "power_limit_w": p.power_limit_w,
@@ -659,7 +661,9 @@ def folder_power_limits(models: str | Path) -> dict[str, Any] | None:
     return None if table is None else dict(table)
 
 
-def power_limit_recommendation(request: RecommendRequest) -> PowerLimitRecommendation | None:
+def power_limit_recommendation(
+    request: RecommendRequest, setup: UserSetup | None = None
+) -> PowerLimitRecommendation | None:
     """``recommend``'s answer with a power limit, when there is one to give: ``--data SWEEP``
     (without ``--models``) over several limits, or ``--models DIR`` trained on several
     (its manifest's ``power_limits``); ``None`` otherwise (the ordinary pick).
@@ -677,9 +681,41 @@ def power_limit_recommendation(request: RecommendRequest) -> PowerLimitRecommend
         sweep = load_sweep(resolve_data_file(request.data))
         if len(sweep_power_limits(sweep)) < 2:
             return None
-        return recommend_power_limit(sweep, request.batch_size, max_speed_loss=request.max_speed_loss)
+        from specband.origin import data_origin
+
+        decided = recommend_power_limit(sweep, request.batch_size, max_speed_loss=request.max_speed_loss)
+        return _with_origin(decided, data_origin(sweep), str(request.data), setup, request.allow_transfer)
     if request.models is not None:
         table = folder_power_limits(request.models)
         if table is not None:
-            return recommend_power_limit_from_table(table, request.batch_size, max_speed_loss=request.max_speed_loss)
+            from specband.artifacts import load_manifest
+            from specband.hub import resolve_folder
+
+            decided = recommend_power_limit_from_table(table, request.batch_size, max_speed_loss=request.max_speed_loss)
+            origin = load_manifest(resolve_folder(request.models)).origin
+            return _with_origin(decided, origin, str(request.models), setup, request.allow_transfer)
     return None
+
+
+def _with_origin(
+    decided: PowerLimitRecommendation,
+    origin: Any,
+    source: str,
+    setup: UserSetup | None,
+    allow_transfer: bool,
+) -> PowerLimitRecommendation:
+    """The answer with a limit, with the data's origin and the transfer check (the power
+    limit is not compared: it is the answer's lever)."""
+    import dataclasses
+
+    from specband.transfer import check_transfer
+
+    fields = None if origin is None else {**origin.to_json(), "heldout_interval": None}
+    if setup is None:
+        return dataclasses.replace(decided, origin=fields)
+    checked = check_transfer(
+        origin, dataclasses.replace(setup, power_limit_w=None), allow=allow_transfer, source=source
+    )
+    return dataclasses.replace(
+        decided, origin=fields, transfer=checked.to_json(), notes=(*decided.notes, *checked.warnings)
+    )

@@ -71,8 +71,10 @@ def recommend_command(request: RecommendRequest) -> None:
         return
     from specband.explain import answer_lines
     from specband.recommend import power_limit_recommendation, recommend_request
+    from specband.usersetup import user_setup
 
-    with_limit = power_limit_recommendation(request)
+    setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
+    with_limit = None if request.is_first_guess else power_limit_recommendation(request, setup)
     if with_limit is not None:  # a sweep or folder over several power limits (issue 20)
         _print_power_limit(with_limit, request)
         return
@@ -88,9 +90,7 @@ def recommend_command(request: RecommendRequest) -> None:
             draft_model=request.draft_model,
         )
     else:
-        from specband.usersetup import user_setup
-
-        decided = recommend_request(request, user_setup(request.target, request.draft_model, request.gpu))
+        decided = recommend_request(request, setup)
     for line in (*decided.notes, *answer_lines(decided.pick)):
         _note(line)
     result = decided.pick
