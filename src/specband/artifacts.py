@@ -73,6 +73,7 @@ __all__ = [
     "load_policy",
     "save_artifacts",
     "validate_algorithms",
+    "verify_algorithm_files",
 ]
 
 #: specband's manifest file at the top of an artifact folder.
@@ -454,6 +455,28 @@ def _policy_file_hashes(folder: Path, policies: Mapping[str, Policy]) -> dict[st
     }
 
 
+def _foreign_policy_files(out: Path) -> list[str]:
+    """Files inside the algorithm folders of the specband folder ``out`` that its
+    manifest's ``files`` does not list (a user's own; none known for an older manifest
+    without ``files``)."""
+    try:
+        files = load_manifest(out).files
+    except ArtifactError:
+        return []
+    if not files:
+        return []
+    found = []
+    for name in ALGORITHMS:
+        folder = out / name
+        if not folder.is_dir():
+            continue
+        for p in sorted(folder.rglob("*")):
+            rel = p.relative_to(out).as_posix()
+            if (p.is_file() or p.is_symlink()) and rel not in files:
+                found.append(rel)
+    return found
+
+
 def save_artifacts(
     policies: Mapping[str, Policy],
     out_dir: str | Path,
@@ -485,6 +508,7 @@ def save_artifacts(
     if out.is_dir() and (out / MANIFEST_FILE).is_file():
         known = {MANIFEST_FILE, MODEL_CARD_FILE, *ALGORITHMS}
         foreign = sorted(p.name for p in out.iterdir() if p.name not in known)
+        foreign += _foreign_policy_files(out)
         if foreign:
             raise ArtifactError(
                 f"{out}: also holds {', '.join(foreign)}, which specband did not write; training would replace "
@@ -546,32 +570,63 @@ def available_algorithms(directory: str | Path) -> list[str]:
     return [name for name in ALGORITHMS if (d / ARTIFACT_FILES[name]).is_file()]
 
 
+def verify_algorithm_files(directory: str | Path, name: str, *, allow_modified: bool = False) -> None:
+    """Check the files of ``name`` in a specband folder against the sha256 its manifest
+    records (nothing to check in a foreign folder); see :func:`specband.safeload.verify_files`.
+
+    Raises:
+        ArtifactError: a file modified since ``specband train`` wrote it (unless
+            ``allow_modified``: a warning line on stderr), or a malformed manifest.
+    """
+    from specband.safeload import verify_files
+
+    d = Path(directory)
+    manifest = load_manifest(d)
+    if not manifest.foreign:
+        verify_files(d, dict(manifest.files), name, allow_modified=allow_modified)
+
+
 def load_policy(
-    directory: str | Path, name: str, data: TrainingData | None = None, *, trust_pickle: bool = False
+    directory: str | Path,
+    name: str,
+    data: TrainingData | None = None,
+    *,
+    trust_pickle: bool = False,
+    allow_modified: bool = False,
 ) -> Policy:
     """Load one algorithm from an artifact folder.
+
+    The folder's path is resolved first (symlinks, ``..``, ``//``); the algorithm's files
+    are checked against the manifest's sha256 (:func:`verify_algorithm_files`); the
+    pickle-free copies (skops, safetensors) are preferred and a joblib file is unpickled
+    only with ``trust_pickle``, whatever the manifest says.
 
     Args:
         directory: the folder.
         name: the algorithm.
         data: for ``doubly_robust``, the raw sweep's training data to recompute the IPS
             correction from (the model card's recipe); ignored by the others.
-        trust_pickle: unpickle a joblib file even without a matching sha256 in the
-            folder's manifest (runs code from the file; see :mod:`specband.safeload`).
+        trust_pickle: unpickle a joblib file (runs code from the file; see
+            :mod:`specband.safeload`).
+        allow_modified: load files whose sha256 no longer matches the manifest, with a
+            warning on stderr.
 
     Raises:
         ConfigError: an unknown algorithm.
-        ArtifactError: the file is missing or malformed.
-        specband.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
+        ArtifactError: the file is missing, malformed or modified.
+        specband.safeload.UntrustedPickleError: a pickle and no ``trust_pickle``.
     """
+    from specband.safeload import resolved
+
     validate_algorithms([name])
-    d = Path(directory)
+    d = resolved(directory)
     if not (d / ARTIFACT_FILES[name]).is_file():
         have = available_algorithms(d)
         raise ArtifactError(
-            f"{d / ARTIFACT_FILES[name]}: no such file "
+            f"{Path(directory) / ARTIFACT_FILES[name]}: no such file "
             f"(the folder has: {', '.join(have) if have else 'no policy files'})"
         )
+    verify_algorithm_files(d, name, allow_modified=allow_modified)
     cls = policy_class(name)
     kwargs: dict[str, Any] = {"trust_pickle": trust_pickle} if name in PICKLED_ALGORITHMS else {}
     if name == "doubly_robust" and data is not None:
@@ -585,15 +640,19 @@ def load_policies(
     data: TrainingData | None = None,
     *,
     trust_pickle: bool = False,
+    allow_modified: bool = False,
 ) -> dict[str, Policy]:
     """Load several algorithms (default: every one whose file is in the folder); see
-    :func:`load_policy` for ``trust_pickle``.
+    :func:`load_policy` for ``trust_pickle`` and ``allow_modified``.
 
     Raises:
-        ArtifactError: a missing or malformed file, or an untrusted pickle.
+        ArtifactError: a missing, malformed or modified file, or an untrusted pickle.
     """
     names = validate_algorithms(algorithms) if algorithms else available_algorithms(directory)
-    return {name: load_policy(directory, name, data, trust_pickle=trust_pickle) for name in names}
+    return {
+        name: load_policy(directory, name, data, trust_pickle=trust_pickle, allow_modified=allow_modified)
+        for name in names
+    }
 
 
 def embedded_manifest() -> Manifest:

@@ -109,8 +109,20 @@ def trust_pickle_field() -> Any:
     return option(
         False,
         "--trust-pickle",
-        help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
-        "specband.json, or a downloaded folder). Unpickling runs code from the file.",
+        help="Unpickle a joblib file (a pickle runs code from the file; specband's own folders need none). "
+        "Never applied to ./specband-models picked up without --models.",
+        panel="model",
+    )
+
+
+def allow_modified_field() -> Any:
+    """``--allow-modified`` (:func:`specband.safeload.verify_files`)."""
+    from specband.optionspec import option
+
+    return option(
+        False,
+        "--allow-modified",
+        help="Load policy files whose sha256 no longer matches the folder's specband.json (with a warning).",
         panel="model",
     )
 
@@ -189,6 +201,7 @@ class RecommendRequest:
     )
     data: Path | None = data_field()
     trust_pickle: bool = trust_pickle_field()
+    allow_modified: bool = allow_modified_field()
     max_speed_loss: float = option(
         DEFAULT_MAX_SPEED_LOSS,
         "--max-speed-loss",
@@ -337,6 +350,7 @@ def load_models(
     data_path: str | Path | None = None,
     *,
     trust_pickle: bool = False,
+    allow_modified: bool = False,
 ) -> LoadedModels:
     """Load ``algo`` the one way ``recommend``, ``recommend --batch-mix``, ``schedule`` and
     ``launch`` (``--schedule auto`` too) do: ``models`` (a folder or a hub id), else
@@ -346,19 +360,24 @@ def load_models(
         algo: model card algorithm name.
         models: artifact folder or hub id, or ``None``.
         data_path: sweep restricting a foreign folder's picks to measured configs.
-        trust_pickle: unpickle joblib files specband cannot vouch for (:mod:`specband.safeload`).
+        trust_pickle: unpickle joblib files (:mod:`specband.safeload`); never applied to
+            ``./specband-models`` picked up without being named.
+        allow_modified: load files whose sha256 no longer matches the folder's manifest
+            (a warning on stderr).
 
     Raises:
         ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
         pickle; DataError: bad sweep; HubError: a hub id not found.
     """
-    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
+    from specband.artifacts import embedded_manifest, validate_algorithms
+    from specband.errors import SpecbandError
     from specband.hub import resolve_data_file, resolve_folder
 
     validate_algorithms([algo])
     notes: list[str] = []
     note = notes.append
     policy: Any = None
+    implicit = False
     if models is not None:
         models = resolve_folder(models)
     if data_path is not None:
@@ -366,6 +385,8 @@ def load_models(
     if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
         if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
             models = Path(DEFAULT_MODELS_DIR)
+            implicit = True
+            trust_pickle = False  # a folder nobody named is never unpickled
             note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
         else:
             note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
@@ -381,6 +402,24 @@ def load_models(
         policy, manifest = embedded_policy(algo)
         return LoadedModels(algo, None, manifest, policy, None, tuple(notes))
     folder = Path(models)
+    try:
+        return _load_folder(folder, algo, data_path, notes, trust_pickle=trust_pickle, allow_modified=allow_modified)
+    except SpecbandError as exc:
+        if not implicit:
+            raise
+        raise type(exc)(
+            f"{exc} (./{DEFAULT_MODELS_DIR} was picked up without --models; --models DIR names a folder)"
+        ) from None
+
+
+def _load_folder(
+    folder: Path, algo: str, data_path: Path | None, notes: list[str], *, trust_pickle: bool, allow_modified: bool
+) -> LoadedModels:
+    """:func:`load_models` of a folder."""
+    from specband.artifacts import load_manifest, verify_algorithm_files
+
+    note = notes.append
+    policy: Any = None
     manifest = load_manifest(folder)
     training = None
     if data_path is not None:
@@ -399,11 +438,12 @@ def load_models(
     if algo == "lookup_table":
         from specband.policies.lookup_core import read_lookup_folder
 
+        verify_algorithm_files(folder, algo, allow_modified=allow_modified)
         lookup_means = read_lookup_folder(folder).means
     else:
         from specband.artifacts import load_policy
 
-        policy = load_policy(folder, algo, training, trust_pickle=trust_pickle)
+        policy = load_policy(folder, algo, training, trust_pickle=trust_pickle, allow_modified=allow_modified)
     if manifest.foreign and training is None:
         note(
             f"{folder} has no specband manifest: picking among all 19 actions from the default state "
@@ -423,6 +463,7 @@ def recommend(
     data_path: str | Path | None = None,
     *,
     trust_pickle: bool = False,
+    allow_modified: bool = False,
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
 ) -> Recommendation:
@@ -463,7 +504,7 @@ def recommend(
 
     if draft_model is not None and not draft_model.strip():
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
-    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle)
+    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle, allow_modified=allow_modified)
     notes = list(loaded.notes)
     note = notes.append
     manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
@@ -554,6 +595,7 @@ def recommend_request(request: RecommendRequest, setup: UserSetup | None = None)
         request.draft_model,
         request.data,
         trust_pickle=request.trust_pickle,
+        allow_modified=request.allow_modified,
         setup=setup,
         allow_transfer=request.allow_transfer,
     )

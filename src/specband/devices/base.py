@@ -105,6 +105,13 @@ def check_power_limit_w(value: float | None) -> float | None:
     return float(value)
 
 
+#: Accepted time scales, real seconds per emulated second. Basis: below 1e-6 an emulated
+#: run of seconds is shorter than the monotonic clock's resolution in real time (rows
+#: of 1e297 emulated seconds); above 1e3 one emulated second of decoding waits over 16
+#: real minutes, and 1e300 overflows the conversions.
+TIME_SCALE_RANGE: tuple[float, float] = (1e-6, 1e3)
+
+
 @dataclass(frozen=True)
 class Clock:
     """Converts between real and (possibly emulated) seconds.
@@ -122,6 +129,11 @@ class Clock:
     def __post_init__(self) -> None:
         if not (isinstance(self.time_scale, (int, float)) and math.isfinite(self.time_scale) and self.time_scale > 0):
             raise ConfigError(f"time scale must be a positive number, got {self.time_scale!r}")
+        low, high = TIME_SCALE_RANGE
+        if not low <= self.time_scale <= high:
+            raise ConfigError(
+                f"time scale must be in [{low:g}, {high:g}] real seconds per emulated second, got {self.time_scale!r}"
+            )
 
     def now(self) -> float:
         """Current (emulated) time in seconds, from a monotonic clock."""

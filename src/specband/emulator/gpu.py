@@ -210,8 +210,8 @@ class EmulatedGpu:
             data = json.loads(text)
             data.pop("version", None)
             state = GpuState(**data)
-        except (ValueError, TypeError) as exc:
-            raise DeviceError(f"{self.path}: not an emulated GPU state file ({exc})") from None
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+            raise DeviceError(f"{self.path}: not an emulated GPU state file ({type(exc).__name__})") from None
         for name in ("temp_c", "power_w", "energy_mj", "updated_unix", "time_scale"):
             if not isinstance(getattr(state, name), (int, float)) or not math.isfinite(getattr(state, name)):
                 raise DeviceError(f"{self.path}: field '{name}' is not a finite number")

@@ -24,6 +24,7 @@ from specband.limits import MAX_BATCH_SIZE
 from specband.optionspec import option
 from specband.recommend import (
     algo_field,
+    allow_modified_field,
     allow_transfer_field,
     data_field,
     gpu_field,
@@ -87,6 +88,7 @@ class LaunchRequest:
     models: Path | None = models_field()
     data: Path | None = data_field()
     trust_pickle: bool = trust_pickle_field()
+    allow_modified: bool = allow_modified_field()
     device: str = option(
         "auto",
         "--device",
@@ -221,7 +223,7 @@ def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | N
     telemetry = r.state if r.state is not None else read_idle_state(r.device, r.gpu_index or 0, notes)
     result = recommend(
         r.batch_size, r.algo, r.models, telemetry, r.draft, r.data, trust_pickle=r.trust_pickle,
-        setup=setup, allow_transfer=r.allow_transfer,
+        allow_modified=r.allow_modified, setup=setup, allow_transfer=r.allow_transfer,
     )  # fmt: skip
     from specband.explain import answer_lines
 
