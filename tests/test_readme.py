@@ -16,6 +16,8 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: issue 22: the README is the front door, the reference lives in docs/
 MAX_README_LINES = 250
+#: notes whose wording after their first words depends on the machine (NVML) or the network
+MACHINE_NOTES = ("note: NVML is not available", "note: RoPE check of the target and draft skipped")
 
 
 def _blocks(kind: str) -> list[list[str]]:
@@ -104,9 +106,11 @@ def test_readme_console_blocks_are_real_output(tmp_path: Path) -> None:
         printed_err = result.stderr.splitlines()
         assert len(printed_err) == len(shown_err), result.stderr
         for printed, pasted in zip(printed_err, shown_err, strict=True):
-            # the NVML note names this machine's NVML state; every other note is the README's
-            assert printed.split()[:3] == pasted.split()[:3], (printed, pasted)
-            if not printed.startswith("note: NVML"):
+            # the NVML note names this machine's NVML state, the RoPE note how the hub answered
+            # (offline here); every other note is the README's, word for word
+            if printed.startswith(MACHINE_NOTES):
+                assert printed.split()[:5] == pasted.split()[:5], (printed, pasted)
+            else:
                 assert printed == pasted
 
 
