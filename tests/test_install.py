@@ -221,7 +221,18 @@ def test_fresh_venv_without_torch_runs_recommend_and_launch(tmp_path: Path) -> N
     bindir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / "python"
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-compile", "--no-index", "--find-links", str(wheels), "specband"],
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-compile",
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            "specband",
+        ],
         capture_output=True,
         text=True,
         env=pip_env,
