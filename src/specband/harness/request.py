@@ -209,6 +209,13 @@ class SweepRequest:
     retry_mem_fraction: float = server_field("retry_mem_fraction")
     dtype: str = server_field("dtype")
     attention_backend: str = server_field("attention_backend")
+    cpu: bool = option(
+        False,
+        "--cpu",
+        help="Serve on the CPU with sglang's CPU engine: sets its flags, --dtype bfloat16, --attention-backend "
+        "intel_amx, its environment and --device none (throughput-only rewards).",
+        panel="server",
+    )
     launch_timeout: float = launch_timeout_field()
     cooldown: float = option(
         5.0, "--cooldown", help="Seconds to sleep after each server stops.", panel="server", metavar="S", min=0.0,
@@ -256,6 +263,16 @@ class SweepRequest:
         help="Power limit in W (finite, > 0) when NVML gives none.",
         panel="telemetry",
         metavar="W",
+        show_default=False,
+    )
+    power_limits: str | None = option(
+        None,
+        "--power-limits",
+        help="Run the grid at each GPU power limit, set through NVML (root): watts '300,450,700', fractions "
+        "of the default '0.6,0.8,1.0' or LOW:HIGH:STEP, clamped to the GPU's range; the limit found is "
+        "restored at the end, on Ctrl-C, SIGTERM or a crash.",
+        panel="telemetry",
+        metavar="LIST",
         show_default=False,
     )
     hardware: str | None = option(
@@ -309,6 +326,8 @@ class SweepRequest:
     def device_kind(self) -> str:
         """``--device``, with ``auto`` read as ``emulated`` when the server command runs
         ``specband emulate``."""
+        if self.cpu:  # sglang's CPU engine: no telemetry (specband.harness.cpu_serving)
+            return "none"
         return "emulated" if self.device == "auto" and runs_emulator(self.server_command) else self.device
 
     def emulator_state_path(self, out: Path) -> Path:
@@ -339,6 +358,8 @@ class SweepJob:
         setup: the pool's worker setup (``None`` without a pool).
         sglang_version, sglang_version_source: the flag spellings' release and where it came from.
         version_warning: the line to print when the version was assumed (else ``None``).
+        power_limits_w: ``--power-limits`` in W, clamped to the GPU's range (``None``: the
+            limit is left as it is); ``power_limit_notes`` one note per clamped value.
     """
 
     request: SweepRequest
@@ -352,6 +373,10 @@ class SweepJob:
     sglang_version: str
     sglang_version_source: str
     version_warning: str | None
+    power_limits_w: tuple[float, ...] | None = None
+    power_limit_notes: tuple[str, ...] = ()
+    #: lines to say once before the sweep runs (``--cpu``'s note)
+    notes: tuple[str, ...] = ()
 
     def open_device(self) -> Any:
         """Open the telemetry of the one-GPU sweep (called once the sweep holds its lock)."""
@@ -517,6 +542,18 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     server_env = parse_env(r.env)
     if r.device_kind() == "emulated" and r.plugged is not None:
         server_env.update(_plugged_env(r.plugged))
+    dtype, attention_backend, hardware = r.dtype, r.attention_backend, r.hardware
+    notes: tuple[str, ...] = ()
+    if r.cpu:
+        from specband.harness.cpu_serving import apply_cpu_preset
+
+        cpu = apply_cpu_preset(
+            r.server_command, dtype=r.dtype, attention_backend=r.attention_backend, extra_args=extra_args,
+            env=server_env, device_kind=r.device, hardware=r.hardware,
+            cache_dir=out.with_name(out.name + ".sglang-cache"),
+        )  # fmt: skip
+        dtype, attention_backend, extra_args, server_env = cpu.dtype, cpu.attention_backend, cpu.extra_args, cpu.env
+        hardware, notes = cpu.hardware, (cpu.note,)
     workload: dict[str, Any] = {}
     if r.prompts is not None:
         from specband.harness.workload import load_prompts
@@ -530,8 +567,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         server_command=r.server_command,
         host=r.host,
         port=r.port,
-        dtype=r.dtype,
-        attention_backend=r.attention_backend,
+        dtype=dtype,
+        attention_backend=attention_backend,
         extra_args=extra_args,
         env=server_env,
         sglang_version=version,
@@ -545,7 +582,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         max_new_tokens=r.max_new_tokens,
         launch_timeout_s=r.launch_timeout,
         cooldown_s=r.cooldown,
-        hardware=r.hardware,
+        hardware=hardware,
         log_dir=log_dir or out.with_name(out.name + ".logs"),
         health_poll_s=1.0 if real_time else 0.5,
         sample_period_s=0.1 if real_time else max(0.005, min(0.1, 0.5 * r.time_scale)),
@@ -559,7 +596,15 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         from specband.harness.fleet import GpuWorkerSetup
 
         setup = GpuWorkerSetup(settings, r.device_kind(), r.power_limit, r.plugged)
-    return SweepJob(r, out, settings, bs, acts, shard, pool, setup, version, source, warning)
+    limits_w: tuple[float, ...] | None = None
+    limit_notes: tuple[str, ...] = ()
+    if r.power_limits is not None:  # read from the GPU (NVML) or the plugged device; nothing is set yet
+        from specband.harness.power_limits import sweep_power_limits_w
+
+        limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
+    return SweepJob(
+        r, out, settings, bs, acts, shard, pool, setup, version, source, warning, limits_w, tuple(limit_notes), notes
+    )
 
 
 def _plugged_env(plugged: DeviceSpec) -> dict[str, str]:
@@ -578,7 +623,12 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     r = job.request
     plan, _ = planned_sweep(
         existing_rows(job.out),
-        SweepPlan(tuple(grid(job.batch_sizes, job.actions)), r.repeats, tuple(job.actions), r.one_launch_per_config),
+        SweepPlan(
+            tuple(grid(job.batch_sizes, job.actions, job.power_limits_w)),
+            r.repeats,
+            tuple(job.actions),
+            r.one_launch_per_config,
+        ),
         job.settings,
         job.out,
         resume=r.resume,
@@ -589,7 +639,13 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     if r.adaptive:  # later passes are decided from pass 0's rewards
         lines.append("# --adaptive: pass 0 below; later passes re-measure only the contenders")
         plan = dataclasses.replace(plan, repeats=1)
-    lines += [format_launch(command) for command in plan.launch_commands(job.settings)]
+    limit = None
+    for unit, command in zip(plan.units(), plan.launch_commands(job.settings), strict=True):
+        at = unit.runs[0].point.power_limit_w
+        if at is not None and at != limit:  # --power-limits: the limit set before these launches
+            lines.append(f"# nvidia-smi -pl {at:g}")
+            limit = at
+        lines.append(format_launch(command, job.settings.server.env))
     return lines
 
 
@@ -615,4 +671,5 @@ def run_sweep_job(job: SweepJob, reporter: Any, clock: Any = None) -> Any:
         pool=job.pool,
         setup=job.setup,
         adaptive=r.adaptive,
+        power_limits_w=job.power_limits_w,
     )
