@@ -69,6 +69,12 @@ class TrainRequest:
         metavar="KIND",
         choices=FEATURE_KINDS,
     )
+    force: bool = option(
+        False,
+        "--force",
+        help="Replace an --out folder trained on other data (checked before training).",
+        panel="output",
+    )
 
     def __post_init__(self) -> None:
         from specband.artifacts import validate_algorithms
@@ -102,6 +108,7 @@ class TrainOutcome:
         picks: the pick table (:func:`specband.picks.pick_table`).
         sweep: the loaded sweep.
         dropped: algorithms the folder held before and no longer holds.
+        provenance: the data's provenance (:attr:`specband.origin.DataOrigin.provenance`).
         notes: what to tell the user (a sweep over several power limits: what was trained on;
             the algorithms skipped for want of torch).
         skipped: algorithms of the default set left out because torch is not installed
@@ -115,6 +122,7 @@ class TrainOutcome:
     picks: list[Any]
     sweep: Any
     dropped: tuple[str, ...]
+    provenance: str = "measured"
     notes: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
 
@@ -163,6 +171,14 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
 
     names, skipped = _trainable(r.algo)
     sweep = load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
+    from specband.training import check_out_folder
+
+    check_out_folder(
+        r.out_path,
+        sweep,
+        force=r.force,
+        data_label="the bundled published measurements" if r.data is None else str(r.data),
+    )
     if loaded is not None:
         loaded(sweep)
     sweep, limit_table, limit_note = split_power_limits(sweep)  # several power limits: issue 20
@@ -186,7 +202,8 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
         model_card=lambda final: render_model_card(final, sweep, rows, dataset_id=dataset_id),
     )
     dropped = tuple(name for name in previous if name not in names)
+    provenance = "measured" if manifest.origin is None else manifest.origin.provenance
     notes: tuple[str, ...] = () if limit_note is None else (limit_note,)
     if skipped:
         notes += (f"skipped {', '.join(skipped)}: their policy.pth files need torch: pip install 'specband[torch]'",)
-    return TrainOutcome(folder, tuple(names), len(training), elapsed, rows, sweep, dropped, notes, skipped)
+    return TrainOutcome(folder, tuple(names), len(training), elapsed, rows, sweep, dropped, provenance, notes, skipped)
