@@ -38,7 +38,9 @@ REQUIRE_SGLANG_ENV = "SPECBAND_REQUIRE_SGLANG"
 REQUIRE_RAY_ENV = "SPECBAND_REQUIRE_RAY"
 
 
-def import_or_skip(name: str, hint: str = "see README 'Test'", require_env: str = REQUIRE_SGLANG_ENV) -> ModuleType:
+def import_or_skip(
+    name: str, hint: str = "see docs/real-engines.md", require_env: str = REQUIRE_SGLANG_ENV
+) -> ModuleType:
     """``name`` imported; without it the test skips, or fails when ``require_env`` is ``1``
     (CI sets ``SPECBAND_REQUIRE_SGLANG=1``: it installs sglang, transformers and tokenizers;
     and ``SPECBAND_REQUIRE_RAY=1``: it installs the ``ray`` extra)."""
@@ -46,7 +48,7 @@ def import_or_skip(name: str, hint: str = "see README 'Test'", require_env: str 
         return importlib.import_module(name)
     except ImportError:
         if os.environ.get(require_env) == "1":
-            pytest.fail(f"{require_env}=1 but {name} is not installed (see README 'Test')")
+            pytest.fail(f"{require_env}=1 but {name} is not installed (see docs/real-engines.md)")
         pytest.skip(f"{name} is not installed ({hint})")
 
 

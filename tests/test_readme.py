@@ -149,8 +149,15 @@ def test_readme_gpu_box_commands_that_run_on_a_cpu(tmp_path: Path) -> None:
     """The GPU quickstart's `doctor` (one line per check) and `sweep --dry-run` (the sglang
     line, then one server line per run of the 228-run grid), offline on this CPU."""
     commands = _bash_block("sglang==")
-    variables = dict(part.split("=", 1) for c in commands if c.startswith("T=") for part in shlex.split(c))
-    assert set(variables) == {"T", "D"}
+    variables = dict(part.split("=", 1) for c in commands for part in shlex.split(c) if re.fullmatch(r"[TD]=\S+", part))
+    assert variables == {"T": "unsloth/Llama-3.2-1B-Instruct", "D": "./draft"}
+    # the draft as the README has the user fix it: the published head with the target's RoPE
+    models = Path(__file__).resolve().parents[1] / "src" / "specband" / "data" / "models"
+    draft = json.loads((models / "eagle3-llama-3.2-1b-instruct.json").read_text())
+    target = json.loads((models / "llama-3.2-1b-instruct.json").read_text())
+    draft.update(rope_theta=target["rope_theta"], rope_scaling=target["rope_scaling"])
+    (tmp_path / "draft").mkdir()
+    (tmp_path / "draft" / "config.json").write_text(json.dumps(draft))
     doctor = [c for c in commands if c.startswith("specband doctor")]
     dry_run = [c for c in commands if c.startswith("specband sweep") and "--dry-run" in c]
     assert len(doctor) == 1 and len(dry_run) == 1
@@ -159,10 +166,12 @@ def test_readme_gpu_box_commands_that_run_on_a_cpu(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines and all(re.match(r"^(ok|warn|error) +[a-z-]+: ", line) for line in lines), result.stdout
     assert any(line.split()[1] == "sglang:" for line in lines)
+    # the target comes from the hub (offline here: not cached), the fixed draft from its folder
+    assert not any(line.split()[1] == "draft-config:" for line in lines), result.stdout
     result = _run(dry_run[0], tmp_path, variables)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("# sglang ")
     assert len(lines) == 1 + 228
     assert all("sglang.launch_server --model-path unsloth/Llama-3.2-1B-Instruct" in line for line in lines[1:])
-    assert not list(tmp_path.iterdir())  # a dry run writes nothing
+    assert [p.name for p in tmp_path.iterdir()] == ["draft"]  # a dry run writes nothing

@@ -111,7 +111,7 @@ def test_requirements_compatible_with_newest_sglang_pins() -> None:
         installed = md.version("sglang")
     except md.PackageNotFoundError:
         if os.environ.get("SPECBAND_REQUIRE_SGLANG") == "1":
-            pytest.fail("SPECBAND_REQUIRE_SGLANG=1 but sglang is not installed (see README 'Test')")
+            pytest.fail("SPECBAND_REQUIRE_SGLANG=1 but sglang is not installed (see docs/real-engines.md)")
         pytest.skip("sglang is not installed (.ci/install-sglang)")
     assert installed == _ci_sglang_version(), f"installed sglang {installed} is not the one CI pins"
     mine = _specband_requirements()

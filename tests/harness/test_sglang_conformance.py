@@ -5,7 +5,7 @@ backend modes. A line sglang refuses, or a flag specband set that sglang resolve
 another value, fails. The emulator's strict parser is held to sglang's parser too.
 
 Needs sglang installed (``.ci/run`` installs it, pinned, without its CUDA dependency
-tree; README "Test"). Locally the tests skip when sglang cannot be imported; with
+tree; docs/real-engines.md). Locally the tests skip when sglang cannot be imported; with
 ``SPECBAND_REQUIRE_SGLANG=1`` (set by ``.ci/run``) they fail instead.
 """
 
@@ -111,7 +111,7 @@ class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def sglang(require_module: Callable[..., Any]) -> Iterator[Any]:
     """``sglang.srt.server_args`` (imported once), or a skip / failure without sglang
     (``require_module``); the torchvision placeholder is removed again after this module's tests."""
-    sglang_pkg = require_module("sglang", "pip install --no-deps sglang==0.5.23; see README 'Test'")
+    sglang_pkg = require_module("sglang", "pip install --no-deps sglang==0.5.23; see docs/real-engines.md")
     os.environ.setdefault("SGLANG_LOG_LEVEL", "error")
     stub = None
     if importlib.util.find_spec("torchvision") is None:

@@ -236,11 +236,11 @@ def test_train_and_evaluate_label_band_figures_of_unmeasured_rows(run_cli, tmp_p
     assert len(load_sweep(rtx).rows) == 76
 
 
-def test_readme_what_if_states_the_errors_of_the_committed_report(reference) -> None:
+def test_simulator_page_what_if_states_the_errors_of_the_committed_report(reference) -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### What-if: another GPU") : readme.index("## Measuring a sweep")]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "simulator.md").read_text()
+    section = page[page.index("### What-if: another GPU") :]
     for profile in ("h100-sxm", "h200", "a100-sxm4-80gb"):
         decode = _decode(compare_profile(profile, reference))
         errors = "/".join(f"{100 * decode[bs].error:+.1f}" for bs in CRITERIA_BATCH_SIZES)
