@@ -42,6 +42,7 @@ from specband.devices.base import Clock
 from specband.errors import ConfigError, HarnessError
 from specband.harness.interrupts import deferred
 from specband.harness.sglang_flags import NEWEST_VERSION, flag_for, parse_version
+from specband.harness.vllm_launch import ENGINES, VLLM_OWNED_FLAGS, vllm_launch_args, vllm_spec_config
 
 __all__ = [
     "DEFAULT_SERVER_COMMAND",
@@ -135,6 +136,9 @@ class ServerConfig:
             see :func:`check_server_env`).
         sglang_version: the sglang release the flags are spelt for
             (:func:`specband.harness.sglang_flags.resolve_sglang_version`).
+        engine: ``"sglang"`` or ``"vllm"`` (:mod:`specband.harness.vllm_launch`: vLLM's
+            flags, a chain action's ``--speculative-config``; ``attention_backend`` unused).
+        vllm_version: the vLLM release (``None`` for sglang).
     """
 
     model_path: str
@@ -147,8 +151,12 @@ class ServerConfig:
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     sglang_version: str = NEWEST_VERSION
+    engine: str = "sglang"
+    vllm_version: str | None = None
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if not self.model_path:
             raise ConfigError("--target (the model path) must not be empty")
         if not 0 < self.port < 65536:
@@ -265,7 +273,7 @@ def check_server_env(env: Mapping[str, str]) -> None:
             )
 
 
-def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple[str, ...]:
+def split_server_args(values: Sequence[str], *, command: str = "sweep", engine: str = "sglang") -> tuple[str, ...]:
     """Split ``--server-arg`` values like a POSIX shell line (:func:`shlex.split`) and
     join the pieces in order, for :attr:`ServerConfig.extra_args`:
     ``["--log-level warning", "--trust-remote-code"]`` ->
@@ -283,13 +291,15 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple
     Args:
         values: the ``--server-arg`` values.
         command: ``"sweep"`` or ``"launch"``: which command's options the error names.
+        engine: ``"vllm"`` refuses vLLM's flags that specband sets instead
+            (:data:`~specband.harness.vllm_launch.VLLM_OWNED_FLAGS`).
 
     Raises:
         ConfigError: a value that cannot be split (an unbalanced quote, a trailing
             backslash), or that sets a flag specband sets, naming the value, the flag and
             the specband option to use instead.
     """
-    owned = _OWNED_FLAGS[command]
+    owned = VLLM_OWNED_FLAGS if engine == "vllm" else _OWNED_FLAGS[command]
     out: list[str] = []
     for value in values:
         try:
@@ -325,6 +335,18 @@ def build_launch_command(
         ConfigError: a non-positive batch size or a mem fraction outside (0, 1).
     """
     act: Action = validate_action(action)
+    if config.engine == "vllm":
+        return vllm_launch_args(
+            config.server_command,
+            model_path=config.model_path,
+            host=config.host,
+            port=config.port,
+            dtype=config.dtype,
+            spec_config=vllm_spec_config(act, config.draft_model_path),
+            max_batch_size=max_batch_size,
+            mem_fraction=mem_fraction_static,
+            extra_args=config.extra_args,
+        )
     if max_batch_size is not None and max_batch_size <= 0:
         raise ConfigError(f"batch size must be > 0, got {max_batch_size}")
     if not 0.0 < mem_fraction_static < 1.0:
@@ -366,10 +388,11 @@ def build_launch_command(
     return command
 
 
-def format_launch(command: Sequence[str]) -> str:
-    """A launch as one shell line: :data:`SGLANG_ENV` assignments, then the shell-quoted
-    command (``launch --dry-run`` and ``sweep --dry-run`` print this)."""
-    env_text = " ".join(f"{k}={v}" for k, v in SGLANG_ENV.items())
+def format_launch(command: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """A launch as one shell line: the environment specband sets (``env``; default
+    :data:`SGLANG_ENV`) as assignments, then the shell-quoted command (``launch --dry-run``
+    and ``sweep --dry-run`` print this)."""
+    env_text = " ".join(f"{k}={v}" for k, v in (SGLANG_ENV if env is None else env).items())
     return f"{env_text} {shlex.join(command)}"
 
 
