@@ -37,6 +37,7 @@ __all__ = [
     "VLLM_VERSION",
     "check_vllm_actions",
     "detect_vllm_version",
+    "vllm_cpu_settings",
     "vllm_launch_args",
     "vllm_server_env",
     "vllm_spec_config",
@@ -176,3 +177,26 @@ def detect_vllm_version(server_command: str, env: Mapping[str, str] | None = Non
         return None
     text = done.stdout.strip()
     return text if done.returncode == 0 and text else None
+
+
+#: Said once by a vLLM CPU sweep.
+VLLM_CPU_NOTE = (
+    "--cpu: vLLM's CPU backend; a CPU gives no power or energy readings, so rows have energy_method none "
+    "and rewards are throughput-only"
+)
+
+
+def vllm_cpu_settings(dtype: str, hardware: str | None, device_kind: str) -> tuple[str, str, str]:
+    """``--cpu`` with ``--engine vllm``: ``(dtype, hardware, note)``: bfloat16 (the CPU
+    backend's kernels; the GPU default float16 is replaced), the CPU's name as ``hardware``
+    (unless given), and the line to say once. The environment is
+    :func:`vllm_server_env`'s (1 GiB of KV cache, loopback), and ``--device`` is none.
+
+    Raises:
+        ConfigError: ``--device`` other than auto or none (a CPU has no energy counter).
+    """
+    from specband.harness.cpu_serving import cpu_name
+
+    if device_kind not in ("auto", "none"):
+        raise ConfigError(f"--cpu measures no energy (--device none); got --device {device_kind}")
+    return ("bfloat16" if dtype == "float16" else dtype), hardware or cpu_name(), VLLM_CPU_NOTE
