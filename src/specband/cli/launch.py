@@ -45,8 +45,9 @@ def launch_command(request: LaunchRequest) -> None:
     if request.dry_run:
         from specband.harness.server import format_launch
 
-        typer.echo(f"# sglang {plan.sglang_version} ({plan.sglang_version_source})")
-        typer.echo(format_launch(plan.command))
+        engine = "vLLM" if plan.config.engine == "vllm" else "sglang"
+        typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")
+        typer.echo(format_launch(plan.command, {} if plan.config.engine == "vllm" else None))
         return
     code = serve_launch(plan, say, note)
     if code:

@@ -573,6 +573,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
     from specband.harness.server import ServerConfig, split_server_args
+    from specband.harness.sglang_flags import NEWEST_VERSION
     from specband.harness.shards import parse_shard
 
     out = file_path("--out", r.out)
@@ -624,7 +625,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         extra_args=extra_args,
         env=server_env,
         engine=r.engine,
-        **({"vllm_version": version} if r.engine == "vllm" else {"sglang_version": version}),
+        sglang_version=NEWEST_VERSION if r.engine == "vllm" else version,
+        vllm_version=version if r.engine == "vllm" else None,
     )
     real_time = r.time_scale == 1.0
     settings = MeasureSettings(

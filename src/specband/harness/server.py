@@ -36,6 +36,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specband.actions import Action, sglang_cli_args, validate_action
 from specband.devices.base import Clock
@@ -139,6 +140,8 @@ class ServerConfig:
         engine: ``"sglang"`` or ``"vllm"`` (:mod:`specband.harness.vllm_launch`: vLLM's
             flags, a chain action's ``--speculative-config``; ``attention_backend`` unused).
         vllm_version: the vLLM release (``None`` for sglang).
+        speculative_config: vLLM only: the whole ``--speculative-config`` object (a per-batch-size
+            schedule, ``launch --engine vllm --schedule``) in place of the action's.
     """
 
     model_path: str
@@ -153,6 +156,7 @@ class ServerConfig:
     sglang_version: str = NEWEST_VERSION
     engine: str = "sglang"
     vllm_version: str | None = None
+    speculative_config: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -342,7 +346,7 @@ def build_launch_command(
             host=config.host,
             port=config.port,
             dtype=config.dtype,
-            spec_config=vllm_spec_config(act, config.draft_model_path),
+            spec_config=config.speculative_config or vllm_spec_config(act, config.draft_model_path),
             max_batch_size=max_batch_size,
             mem_fraction=mem_fraction_static,
             extra_args=config.extra_args,
