@@ -395,6 +395,20 @@ class _SglangProbe:
         return accept, source, window_times
 
 
+def settled_spec_decode_counters(url: str, wait_s: float = 0.05, tries: int = 40) -> SpecDecodeCounters | None:
+    """vLLM's spec-decode counters once two reads ``wait_s`` real seconds apart agree (at most
+    ``tries`` reads): vLLM's front end records an engine step's counts as it handles that step's
+    outputs, so the last answer of a batch can arrive just before its step is counted."""
+    last = fetch_spec_decode_counters(url)
+    for _ in range(tries):
+        time.sleep(wait_s)
+        now = fetch_spec_decode_counters(url)
+        if now == last:
+            break
+        last = now
+    return last
+
+
 class _VllmProbe:
     """vLLM's accept length: the ``/metrics`` spec-decode counters read right before and
     right after the timed batch, ``1 + accepted / drafts`` of their difference
@@ -407,12 +421,12 @@ class _VllmProbe:
 
     def before(self) -> None:
         if not self.action.is_baseline:
-            self.start = fetch_spec_decode_counters(self.url)
+            self.start = settled_spec_decode_counters(self.url)
 
     def after(self, batch: Any) -> tuple[float | None, str | None, list[float]]:
         if self.action.is_baseline:
             return 1.0, "baseline", []
-        end = fetch_spec_decode_counters(self.url)
+        end = settled_spec_decode_counters(self.url)
         if end is None:
             return None, None, []
         counted = end.minus(self.start or SpecDecodeCounters())
