@@ -47,9 +47,11 @@ def test_plain_options_parse_to_the_callback_arguments() -> None:
         "output_format": "json",
         "draft_model": None,
         "data": None,
+        "max_speed_loss": 0.02,
         "batch_mix": None,
         "batch_mix_from": None,
         "trust_pickle": False,
+        "allow_modified": False,
     }
 
 

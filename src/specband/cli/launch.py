@@ -47,7 +47,9 @@ def launch_command(request: LaunchRequest) -> None:
 
         engine = "vLLM" if plan.config.engine == "vllm" else "sglang"
         typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")
-        typer.echo(format_launch(plan.command, {} if plan.config.engine == "vllm" else None))
+        if plan.power_limit_w is not None:
+            typer.echo(f"# sudo nvidia-smi -pl {plan.power_limit_w:g}")
+        typer.echo(format_launch(plan.command, engine=plan.config.engine))
         return
     code = serve_launch(plan, say, note)
     if code:
