@@ -61,6 +61,13 @@ def vllm_sweep(vllm_python: str, tiny_models: TinyModels, engine_env: dict[str, 
     return out
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -129,9 +136,12 @@ def test_launch_starts_vllm_with_a_schedule_and_stops_every_process(
     with launched(args, "ready at", 660, env=engine_env) as (proc, out):
         assert f"vLLM ready at http://127.0.0.1:{port} with the schedule {schedule}" in out
         url = f"http://127.0.0.1:{port}"
-        servers = processes_with(f"--port {port}")
-        assert servers
-        pgid = os.getpgid(servers[0])
+        servers = [pid for pid in processes_with(f"--port {port}") if "vllm.entrypoints" in _cmdline(pid)]
+        assert servers  # the API server (not the specband launch that started it)
+        groups = {os.getpgid(pid) for pid in servers}
+        assert len(groups) == 1, servers
+        pgid = groups.pop()
+        assert pgid in servers and pgid != os.getpgid(0)  # a process group of its own
         members = group_members(pgid)
         assert len(members) >= 2  # the API server and its engine core
         before = fetch_spec_decode_counters(url)
