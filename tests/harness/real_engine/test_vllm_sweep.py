@@ -136,8 +136,9 @@ def test_launch_starts_vllm_with_a_schedule_and_stops_every_process(
     with launched(args, "ready at", 660, env=engine_env) as (proc, out):
         assert f"vLLM ready at http://127.0.0.1:{port} with the schedule {schedule}" in out
         url = f"http://127.0.0.1:{port}"
-        servers = [pid for pid in processes_with(f"--port {port}") if "vllm.entrypoints" in _cmdline(pid)]
-        assert servers  # the API server (not the specband launch that started it)
+        # the API server (the specband launch's own command line names the server command too)
+        servers = [p for p in processes_with(f"--port {port}") if p != proc.pid and "vllm.entrypoints" in _cmdline(p)]
+        assert servers
         groups = {os.getpgid(pid) for pid in servers}
         assert len(groups) == 1, servers
         pgid = groups.pop()
