@@ -42,7 +42,7 @@ def test_a_tree_pick_or_a_bad_schedule_is_one_error_line(run_cli, tmp_path: Path
     # the embedded policy (published sglang data) picks (3, 2, 4) at batch size 16: a tree
     res = run_cli(
         "launch", "--engine", "vllm", "--target", "m", "--draft", "d", "-b", "16", "--device", "none", "--dry-run",
-        "--server-command", emulator_command(),
+        "--allow-transfer", "--server-command", emulator_command(),
     )  # fmt: skip
     assert res.exit_code == 2
     assert one_error_line(res.stderr).startswith(

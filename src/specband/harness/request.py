@@ -390,10 +390,10 @@ class SweepJob:
     sglang_version: str
     sglang_version_source: str
     version_warning: str | None
-    #: lines to say once before the sweep runs (``--cpu``'s note)
-    notes: tuple[str, ...] = ()
     power_limits_w: tuple[float, ...] | None = None
     power_limit_notes: tuple[str, ...] = ()
+    #: lines to say once before the sweep runs (``--cpu``'s note)
+    notes: tuple[str, ...] = ()
 
     def open_device(self) -> Any:
         """Open the telemetry of the one-GPU sweep (called once the sweep holds its lock)."""
@@ -672,20 +672,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
 
         limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
     return SweepJob(
-        r,
-        out,
-        settings,
-        bs,
-        acts,
-        shard,
-        pool,
-        setup,
-        version,
-        source,
-        warning,
-        notes,
-        limits_w,
-        tuple(limit_notes),
+        r, out, settings, bs, acts, shard, pool, setup, version, source, warning, limits_w, tuple(limit_notes), notes
     )
 
 
