@@ -124,6 +124,67 @@ def schedule_for_launch(
     }
 
 
+def vllm_schedule_for_launch(
+    schedule: str,
+    algo: str,
+    models: Path | None,
+    data: Path | None,
+    draft: str | None,
+    *,
+    notes: list[str],
+    trust_pickle: bool = False,
+    setup: UserSetup | None = None,
+    allow_transfer: bool = False,
+) -> dict[str, Any]:
+    """The per-batch-size part of ``specband launch --engine vllm --schedule FILE|auto``:
+    ``FILE`` is a ``--speculative-config`` object (``specband schedule --engine vllm``'s
+    output), checked with vLLM's rules (:func:`specband.schedule.check_vllm_schedule`) and
+    its ``model`` set to ``--draft``; ``auto`` builds it from ``--algo``/``--models`` as
+    ``specband schedule --engine vllm`` does (nothing is written: vLLM takes it on the command
+    line).
+
+    Returns:
+        ``path`` (the file, or ``auto``), ``entries`` (``[start, end, K]`` ranges), ``action``
+        (the chain of the largest K, ``num_speculative_tokens``) and ``speculative_config``.
+
+    Raises:
+        ConfigError: an unreadable or invalid file, or a schedule that never speculates.
+    """
+    from specband import schedule as sch
+    from specband.errors import ConfigError
+    from specband.fileio import read_text_bounded
+    from specband.limits import MAX_CONFIG_FILE_BYTES
+
+    if schedule == "auto":
+        scorer = sch.load_scorer(algo, models, data, trust_pickle=trust_pickle)
+        notes += scorer.notes
+        if setup is not None:  # the user's setup against the data's, as for sglang's schedule
+            notes.extend(sch.check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
+        obj = sch.vllm_speculative_config(sch.merge_tiers(sch.pick_chain_tiers(scorer)), draft)
+        notes.append(f"--schedule auto: {algo}'s vLLM schedule {json.dumps(obj)}")
+    else:
+        try:
+            text = read_text_bounded(Path(schedule), limit=MAX_CONFIG_FILE_BYTES, kind="vLLM speculative config")
+            obj = json.loads(text)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--schedule {schedule}: cannot read a vLLM --speculative-config ({exc})") from None
+        if not isinstance(obj, dict) or "num_speculative_tokens_per_batch_size" not in obj:
+            raise ConfigError(
+                f"--schedule {schedule}: not a vLLM --speculative-config with num_speculative_tokens_per_batch_size "
+                f"(write one with `specband schedule --engine vllm`)"
+            )
+        if draft is not None:
+            obj = {**obj, "model": draft}
+    try:
+        ranges = sch.check_vllm_schedule(
+            obj["num_speculative_tokens_per_batch_size"], obj.get("num_speculative_tokens")
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"--schedule {schedule}: {exc}") from None
+    k = int(obj["num_speculative_tokens"])
+    return {"path": schedule, "entries": ranges, "action": sch.chain_action(k), "speculative_config": obj}
+
+
 @dataclass(frozen=True)
 class MixRecommendation:
     """``specband recommend --batch-mix``'s answer: one config for a batch-size mix.

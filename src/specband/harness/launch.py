@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.harness.request import (
+    engine_field,
     gpu_index_field,
     launch_timeout_field,
     port_field,
@@ -70,11 +71,11 @@ class LaunchRequest:
         panel="pick",
         metavar="FILE|auto",
         show_default=False,
-    )
+    )  # with --engine vllm: a --speculative-config file of `specband schedule --engine vllm`, or auto
     max_running_requests: int | None = option(
         None,
         "--max-running-requests",
-        help="With --schedule: sglang's --max-running-requests.",
+        help="With --schedule: sglang's --max-running-requests (vLLM's --max-num-seqs).",
         panel="pick",
         metavar="N",
         min=1,
@@ -99,6 +100,7 @@ class LaunchRequest:
         choices=("auto", "nvml", "none"),
     )
     gpu_index: int | None = gpu_index_field()
+    engine: str = engine_field()
     server_command: str = server_field("server_command")
     host: str = server_field("host")
     port: int = port_field()
@@ -191,7 +193,8 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
         port=r.port,
         dtype=r.dtype,
         attention_backend=r.attention_backend,
-        extra_args=split_server_args(r.server_arg, command="launch"),
+        extra_args=split_server_args(r.server_arg, command="launch", engine=r.engine),
+        engine=r.engine,
     )
     validate_algorithms([r.algo])
     from specband.pairchecks import check_pair_before_launch
@@ -206,6 +209,18 @@ def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | N
     from specband.usersetup import user_setup
 
     setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
+    if r.schedule is not None and r.engine == "vllm":
+        from specband.scheduling import vllm_schedule_for_launch
+
+        pick = vllm_schedule_for_launch(
+            r.schedule, r.algo, r.models, r.data, r.draft, notes=notes, trust_pickle=r.trust_pickle,
+            setup=setup, allow_transfer=r.allow_transfer,
+        )  # fmt: skip
+        mns = ("--max-num-seqs", str(r.max_running_requests)) if r.max_running_requests else ()
+        config = dataclasses.replace(
+            config, speculative_config=pick["speculative_config"], extra_args=(*mns, *config.extra_args)
+        )
+        return config, pick
     if r.schedule is not None:
         from specband.scheduling import schedule_for_launch
 
@@ -252,16 +267,22 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     Raises:
         ConfigError (and the loading errors of :func:`specband.recommend.load_models`): one line.
     """
+    from specband.actions import Action
     from specband.errors import ConfigError
-    from specband.harness.request import sglang_version_for
+    from specband.harness.request import engine_server
     from specband.harness.server import build_launch_command
+    from specband.harness.vllm_launch import check_vllm_actions
 
     config, rope_note = _check(r)
     log_created = open_log(r.log, dry_run=r.dry_run)
     # the version warning and the notes wait until the pick is known to be launchable,
     # so that bad input (e.g. a speculative pick without --draft) is one error line
-    version, version_source, version_warning = sglang_version_for(r.sglang_version, r.server_command, {})
-    config = dataclasses.replace(config, sglang_version=version)
+    env: dict[str, str] = {}
+    command_line, (version, version_source, version_warning) = engine_server(
+        r.engine, r.server_command, r.sglang_version, r.attention_backend, env
+    )
+    versions = {"vllm_version": version} if r.engine == "vllm" else {"sglang_version": version}
+    config = dataclasses.replace(config, server_command=command_line, env=env, **versions)
     notes: list[str] = [] if rope_note is None else [rope_note]
     auto_file: Path | None = None
     try:
@@ -271,6 +292,10 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
             auto_file = new_auto_schedule_file(r.log)
         config, pick = _decide(r, config, notes, auto_file)
         action = tuple(pick["action"])
+        if r.engine == "vllm" and r.schedule is None:
+            check_vllm_actions(
+                [Action(*action)], option=f"--engine vllm: {r.algo}'s pick for batch size {r.batch_size}"
+            )
         if r.draft is None and any(action):
             raise ConfigError(
                 f"{r.algo} picks {action} for batch size {r.batch_size}, a speculative action that needs --draft "
@@ -290,7 +315,9 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                     r.log.unlink()
         remove(auto_file)
         raise
-    if r.schedule is not None:
+    if r.schedule is not None and r.engine == "vllm":
+        notes.append(f"vLLM per-batch-size K with {pick['path']}: [start, end, K] {[list(e) for e in pick['entries']]}")
+    elif r.schedule is not None:
         notes.append(f"adaptive speculation with {pick['path']}: tiers {sorted(pick['entries'])}, starting at {action}")
     elif r.set_power_limit == "auto":
         notes.append(f"power limit {limit_w:g} W with {pick['action']} for batch size {r.batch_size}")
@@ -344,8 +371,10 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
                 if r.schedule is None
                 else f"the schedule {plan.pick['path']}"
             )
+            engine = "vLLM" if r.engine == "vllm" else "sglang"
             say(
-                f"sglang ready at {server.base_url} with {what}{retried}; log: {r.log}; Ctrl-C stops it (exit status 0)"
+                f"{engine} ready at {server.base_url} with {what}{retried}; log: {r.log}; "
+                "Ctrl-C stops it (exit status 0)"
             )
             code = server.proc.wait() if server.proc is not None else 0
             note(f"the server exited with status {code}; the end of its log:\n{server.log_tail(2000)}")
