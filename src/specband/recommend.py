@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specband.actions import action_set_field
 from specband.limits import MAX_BATCH_SIZE
 from specband.optionspec import option
 
@@ -131,6 +132,7 @@ class RecommendRequest:
     )
     data: Path | None = data_field()
     trust_pickle: bool = trust_pickle_field()
+    actions: str = action_set_field("the models (an extended folder is read with 'extended' only)")
     batch_mix: str | None = option(
         None,
         "--batch-mix",
@@ -265,6 +267,7 @@ def load_models(
         else:
             note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
     if models is None:
+        _check_embedded_action_set()
         if data_path is not None:
             note("--data is used with --models only; ignored")
         if algo == "lookup_table":
@@ -309,6 +312,23 @@ def load_models(
     return LoadedModels(algo, folder, manifest, policy, lookup_means, tuple(notes))
 
 
+def _check_embedded_action_set() -> None:
+    """The embedded default is a contract model: refuse it under another action set.
+
+    Raises:
+        ConfigError: naming ``--models`` and ``--actions``.
+    """
+    from specband.actions import active_action_set
+    from specband.errors import ConfigError
+
+    name = active_action_set()
+    if name != "contract":
+        raise ConfigError(
+            f"--actions {name} needs --models DIR of a folder trained with `specband train --actions {name}` "
+            f"(./{DEFAULT_MODELS_DIR} and the embedded default are not)"
+        )
+
+
 def recommend(
     batch_size: int,
     algo: str = "lookup_table",
@@ -344,7 +364,7 @@ def recommend(
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
-    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+    from specband.actions import EXTENDED_ACTIONS, active_action_set, server_args_kwargs, sglang_cli_args
     from specband.errors import ConfigError
 
     if draft_model is not None and not draft_model.strip():
@@ -373,7 +393,7 @@ def recommend(
     else:
         assert policy is not None
         index = policy.act(state, manifest.allowed_for(batch_size))
-    action = ACTIONS[index]
+    action = EXTENDED_ACTIONS[index]  # the contract's 19 first: right for either set
     pick = {
         "algorithm": algo,
         "batch_size": batch_size,
@@ -387,18 +407,23 @@ def recommend(
         "kwargs": server_args_kwargs(action, draft_model),
         "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
     }
+    if active_action_set() != "contract":
+        pick["action_set"] = active_action_set()
     return Recommendation(pick, tuple(notes))
 
 
 def recommend_request(request: RecommendRequest) -> Recommendation:
     """:func:`recommend` for a one-batch-size :class:`RecommendRequest`."""
+    from specband.actions import use_action_set
+
     assert request.batch_size is not None  # checked when the request was built
-    return recommend(
-        request.batch_size,
-        request.algo,
-        request.models,
-        request.state,
-        request.draft_model,
-        request.data,
-        trust_pickle=request.trust_pickle,
-    )
+    with use_action_set(request.actions):
+        return recommend(
+            request.batch_size,
+            request.algo,
+            request.models,
+            request.state,
+            request.draft_model,
+            request.data,
+            trust_pickle=request.trust_pickle,
+        )

@@ -100,6 +100,7 @@ class SweepRecord:
     workload: str | None = _col(str)
     workload_sha256: str | None = _col(str)
     time_scale: float | None = _col(float)  # real s per emulated s of the run (1: real time)
+    action_set: str | None = _col(str)  # "extended" on rows of the extended grid; absent on contract rows
     draft_flag: str | None = _col(str)
     # the published live file's columns (docs/FACTS.md §3)
     trial: str | None = _col(str)
@@ -132,9 +133,9 @@ class SweepRecord:
 
     def as_row(self, columns: Iterable[str] | None = None, *, omit_null: Iterable[str] = ()) -> dict[str, Any]:
         """The row to write: ``columns`` (default :data:`RUN_COLUMNS`) in that order, a
-        NaN or infinite float as ``None`` (JSON has neither); a column in ``omit_null`` is
-        left out while it is ``None``."""
-        omit = set(omit_null)
+        NaN or infinite float as ``None`` (JSON has neither); a column in ``omit_null`` (and
+        ``action_set``: contract rows keep the published columns) is left out while it is ``None``."""
+        omit = {"action_set", *omit_null}
         out: dict[str, Any] = {}
         for name in RUN_COLUMNS if columns is None else columns:
             value = getattr(self, name)

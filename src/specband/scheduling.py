@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.actions import ACTIONS, Action
+from specband.actions import EXTENDED_ACTIONS, Action
 from specband.schedule import (
     PolicyScorer,
     load_scorer,
@@ -138,7 +138,7 @@ class MixRecommendation:
     @property
     def action(self) -> Action:
         """The one config for the mix."""
-        return ACTIONS[self.pick.index]
+        return EXTENDED_ACTIONS[self.pick.index]
 
     def flags(self) -> list[str]:
         """The sglang flags of :attr:`action`."""
@@ -163,7 +163,7 @@ class MixRecommendation:
             "expected_reward": self.pick.expected_reward,
             "expected_regret": self.pick.expected_regret,
             "per_batch_size": [
-                {**dataclasses.asdict(r), "own_action": list(ACTIONS[r.own_index]), "regret": r.regret}
+                {**dataclasses.asdict(r), "own_action": list(EXTENDED_ACTIONS[r.own_index]), "regret": r.regret}
                 for r in self.pick.rows
             ],
         }
@@ -187,9 +187,12 @@ def recommend_mix(request: Any) -> MixRecommendation:
         if request.batch_mix is not None
         else read_running_requests(request.batch_mix_from)
     )
-    scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
-    scorer = dataclasses.replace(scorer, telemetry=request.state)
-    pick = pick_for_mix(scorer, mix)
+    from specband.actions import use_action_set
+
+    with use_action_set(request.actions):
+        scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
+        scorer = dataclasses.replace(scorer, telemetry=request.state)
+        pick = pick_for_mix(scorer, mix)
     return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, scorer.notes)
 
 
@@ -198,10 +201,12 @@ ENGINES = ("sglang", "vllm")
 
 
 def _schedule_option_fields() -> dict[str, Any]:
+    from specband.actions import action_set_field
     from specband.optionspec import option
     from specband.recommend import algo_field, data_field, models_field, trust_pickle_field
 
     return {
+        "actions": action_set_field("the models (an extended folder is read with 'extended' only)"),
         "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
         "models": models_field(),
         "algo": algo_field(),
@@ -273,6 +278,7 @@ class ScheduleRequest:
     draft_model: str | None = _F["draft_model"]
     include_unmeasured: bool = _F["include_unmeasured"]
     engine_check: bool = _F["engine_check"]
+    actions: str = _F["actions"]
 
     def __post_init__(self) -> None:
         from specband.errors import ConfigError
@@ -326,13 +332,17 @@ def write_schedule(r: ScheduleRequest) -> WrittenSchedule:
     """
     from collections.abc import Callable
 
+    from specband.actions import use_action_set
     from specband.batchlist import parse_batch_sizes
     from specband.errors import ConfigError
     from specband.fileio import write_text_atomic
 
     sizes = None if r.batch_sizes is None else parse_batch_sizes(r.batch_sizes)
-    scorer = load_scorer(r.algo, r.models, r.data, measured_only=not r.include_unmeasured, trust_pickle=r.trust_pickle)
-    picks = pick_chain_tiers(scorer, sizes, r.margin)
+    with use_action_set(r.actions):
+        scorer = load_scorer(
+            r.algo, r.models, r.data, measured_only=not r.include_unmeasured, trust_pickle=r.trust_pickle
+        )
+        picks = pick_chain_tiers(scorer, sizes, r.margin)
     tiers = merge_tiers(picks)
     checked: list[bool] = []
     check: Callable[[Path], None] | None = None

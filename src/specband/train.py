@@ -9,12 +9,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specband.actions import action_set_field
 from specband.limits import MAX_SEED
 from specband.optionspec import option
 from specband.recommend import DEFAULT_MODELS_DIR
 from specband.state import FEATURE_KINDS
 
-__all__ = ["TrainOutcome", "TrainRequest", "run_training"]
+__all__ = ["EXTENDED_ALGORITHMS", "TrainOutcome", "TrainRequest", "run_training"]
+
+#: Algorithms trained on the extended action set: the model card's file of ``lookup_table``
+#: names triples (``{"config": [s, k, d]}``); every other file is a 19-action format
+#: (``QNetwork(4, 19)``, ``action_idx/19`` features, ``(19, 3)`` action arrays) whose loaders
+#: must never be handed an index outside 0-18.
+EXTENDED_ALGORITHMS: tuple[str, ...] = ("lookup_table",)
 
 
 @dataclass(frozen=True)
@@ -68,12 +75,19 @@ class TrainRequest:
         metavar="KIND",
         choices=FEATURE_KINDS,
     )
+    actions: str = action_set_field("the sweep's rows and the models")
 
     def __post_init__(self) -> None:
         from specband.artifacts import validate_algorithms
         from specband.devices.base import check_power_limit_w
+        from specband.errors import ConfigError
 
-        validate_algorithms(self.algo)
+        names = validate_algorithms(self.algo)
+        if self.actions == "extended" and self.algo and set(names) - set(EXTENDED_ALGORITHMS):
+            raise ConfigError(
+                f"--actions extended trains {', '.join(EXTENDED_ALGORITHMS)} only (the other model card formats "
+                f"hold 19 actions), got --algo {', '.join(n for n in names if n not in EXTENDED_ALGORITHMS)}"
+            )
         check_power_limit_w(self.power_limit)
         _ = self.out_path
 
@@ -118,7 +132,16 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
 
     Raises:
         DataError / HubError: an unreadable sweep; ArtifactError: the folder cannot be written.
+        With ``--actions extended`` (rows read, policies trained and the manifest written
+        against the 44-action set) only :data:`EXTENDED_ALGORITHMS` are trained.
     """
+    from specband.actions import use_action_set
+
+    with use_action_set(r.actions):
+        return _run_training(r, loaded, list(EXTENDED_ALGORITHMS) if r.actions == "extended" and not r.algo else None)
+
+
+def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorithms: list[str] | None) -> TrainOutcome:
     import dataclasses
     import time
 
@@ -130,7 +153,7 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
     from specband.recommend import folder_algorithms
     from specband.training import build_manifest, train_policies
 
-    names = validate_algorithms(r.algo)
+    names = algorithms or validate_algorithms(r.algo)
     sweep = load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
     if loaded is not None:
         loaded(sweep)

@@ -61,6 +61,7 @@ SIMULATED_COLUMNS: tuple[str, ...] = (
     "provenance",
     "profile",
     "seed",
+    "action_set",
     "gpu_mem_used_mb_before",
     "gpu_util_pct_before",
     "target_model",
@@ -100,7 +101,8 @@ def simulate_sweep(  # noqa: C901
         batch_sizes: batch sizes of a pass, in run order (each an integer >= 1, none twice).
         repeats: number of full passes (>= 1).
         seed: noise seed; the same seed gives the same rows.
-        actions: actions of a pass, in run order (default: the 19 contract actions).
+        actions: actions of a pass, in run order (default: the 19 contract actions); with one
+            outside the contract every row says ``action_set: "extended"``.
         start_temp_c: GPU temperature when the sweep starts (default: ambient).
 
     Returns:
@@ -133,6 +135,7 @@ def simulate_sweep(  # noqa: C901
     acts = [validate_action(tuple(a)) for a in actions]
     if not acts:
         raise ConfigError("at least one action is needed")
+    extended = _row_action_set(acts)
     p = model.profile
     rng = np.random.default_rng(seed)
     temp = p.ambient_temp_c if start_temp_c is None else float(start_temp_c)
@@ -172,6 +175,7 @@ def simulate_sweep(  # noqa: C901
                     num_draft_tokens=draft_tokens,
                     is_baseline=action.is_baseline,
                     error=error,
+                    action_set=extended,
                     retry_mem_fraction=retry,
                     power_limit_watts=p.power_limit_w,
                     provenance="simulated",
@@ -242,6 +246,14 @@ def simulate_sweep(  # noqa: C901
                 temp = model.advance_temperature(temp, p.idle_power_w, p.cooldown_s)
                 index += 1
     return rows
+
+
+def _row_action_set(actions: Sequence[Action]) -> str | None:
+    """The rows' ``action_set``: ``"extended"`` when an action is outside the contract, else
+    ``None`` (contract rows keep the published columns)."""
+    from specband.actions import action_set_of
+
+    return "extended" if action_set_of(actions) == "extended" else None
 
 
 def write_sweep(rows: Iterable[dict[str, Any]], path: str | Path, *, overwrite: bool = False) -> Path:
