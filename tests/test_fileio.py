@@ -76,7 +76,7 @@ def test_a_parent_that_is_a_file_cannot_be_created(tmp_path: Path) -> None:
 def test_a_failed_rename_keeps_the_target_and_removes_the_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "adir"
     (target / "inner").mkdir(parents=True)
-    with pytest.raises(DeviceError, match=r"adir: cannot write \(Is a directory\)"):
+    with pytest.raises(DeviceError, match=r"adir: not replaced \(a folder"):
         write_bytes_atomic(target, b"x", error=DeviceError)
     assert (target / "inner").is_dir()
     assert _leftovers(tmp_path) == []

@@ -72,6 +72,7 @@ __all__ = [
     "load_policy",
     "save_artifacts",
     "validate_algorithms",
+    "verify_algorithm_files",
 ]
 
 #: specband's manifest file at the top of an artifact folder.
@@ -150,6 +151,11 @@ class Manifest:
         action_set: ``"contract"`` (the 19 actions; the manifest then has no ``action_set``
             key, as before) or ``"extended"`` (the manifest says so and lists the 44 triples
             under ``actions``; every index in it is into that list).
+        power_limits: for a folder trained on a sweep over several power limits, what it
+            says about them (:func:`specband.recommend.power_limit_table`: the limits, the
+            band, the rows' provenance, the pick at every limit per batch size); the policies
+            were then trained on the rows at the highest limit. ``None`` (and no key in the
+            file) otherwise.
     """
 
     features: str = "contract"
@@ -166,6 +172,7 @@ class Manifest:
     foreign: bool = False
     files: Mapping[str, str] = field(default_factory=dict)
     action_set: str = "contract"
+    power_limits: Mapping[str, Any] | None = None
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -248,6 +255,8 @@ class Manifest:
         if self.action_set != "contract":
             out["action_set"] = self.action_set
             out["actions"] = [list(a) for a in ACTION_SETS[self.action_set]]
+        if self.power_limits is not None:
+            out["power_limits"] = dict(self.power_limits)
         return out
 
     @classmethod
@@ -333,7 +342,76 @@ class Manifest:
             specband_version=obj.get("specband_version"),
             files=files,
             action_set=action_set,
+            power_limits=_power_limits(obj.get("power_limits"), bad),
         )
+
+
+#: The fields of one pick in a manifest's ``power_limits.picks`` (those of
+#: :class:`specband.recommend.LimitPick`) and whether each may be null.
+_LIMIT_PICK_FIELDS: dict[str, bool] = {
+    "power_limit_w": False,
+    "action_index": False,
+    "action": False,
+    "mean_reward": False,
+    "speed_tok_s": False,
+    "avg_power_w": True,
+    "utilization": True,
+    "joules_per_token": True,
+    "in_band": False,
+    "runs": False,
+}
+
+
+def _limit_pick_ok(pick: dict[str, Any]) -> str | None:
+    """The first bad field of one pick of a manifest's ``power_limits.picks`` (``None``: good)."""
+    from specband.actions import EXTENDED_ACTIONS  # the contract's 19 first: right for either set
+
+    for name, nullable in _LIMIT_PICK_FIELDS.items():
+        v = pick[name]
+        if name == "in_band":
+            ok = isinstance(v, bool)
+        elif name == "action":
+            index = pick["action_index"]
+            ok = is_int(index) and 0 <= index < len(EXTENDED_ACTIONS) and v == list(EXTENDED_ACTIONS[index])
+        elif name in ("action_index", "runs"):
+            ok = is_int(v) and v >= 0
+        else:
+            ok = (nullable and v is None) or (_is_number(v) and not isinstance(v, bool))
+        if not ok:
+            return f"bad {name!r}: {v!r}"
+    if not pick["power_limit_w"] > 0 or not pick["speed_tok_s"] > 0:
+        return "power_limit_w and speed_tok_s must be > 0"
+    return None
+
+
+def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, Any] | None:
+    """Validate a manifest's ``power_limits`` (``None`` when absent)."""
+    if value is None:
+        return None
+    where = "'power_limits'"
+    if not isinstance(value, dict) or not isinstance(value.get("picks"), dict) or not value["picks"]:
+        raise bad(f"{where} must be an object with 'limits_w', 'band', 'provenance' and 'picks'")
+    band = value.get("band")
+    if not (isinstance(band, list) and len(band) == 2 and all(_is_number(v) for v in band) and band[0] < band[1]):
+        raise bad(f"{where}.band must be [low, high]")
+    if not isinstance(value.get("provenance"), str):
+        raise bad(f"{where}.provenance must be a string")
+    unmeasured = value.get("power_unmeasured_rows", 0)
+    if not is_int(unmeasured) or unmeasured < 0:
+        raise bad(f"{where}.power_unmeasured_rows must be a count")
+    sources = value.get("power_sources", [])
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise bad(f"{where}.power_sources must be a list of strings")
+    for key, picks in value["picks"].items():
+        if not str(key).isdigit() or int(key) <= 0 or not isinstance(picks, list) or not picks:
+            raise bad(f"{where}.picks: {key!r} must be a batch size with a list of picks")
+        for pick in picks:
+            if not isinstance(pick, dict) or set(pick) != set(_LIMIT_PICK_FIELDS):
+                raise bad(f"{where}.picks.{key}: each pick has exactly {sorted(_LIMIT_PICK_FIELDS)}")
+            why = _limit_pick_ok(pick)
+            if why:
+                raise bad(f"{where}.picks.{key}: {why}")
+    return dict(value)
 
 
 def _manifest_action_set(obj: Mapping[str, Any], bad: Callable[[str], ArtifactError]) -> str:
@@ -382,6 +460,28 @@ def _policy_file_hashes(folder: Path, policies: Mapping[str, Policy]) -> dict[st
     }
 
 
+def _foreign_policy_files(out: Path) -> list[str]:
+    """Files inside the algorithm folders of the specband folder ``out`` that its
+    manifest's ``files`` does not list (a user's own; none known for an older manifest
+    without ``files``)."""
+    try:
+        files = load_manifest(out).files
+    except ArtifactError:
+        return []
+    if not files:
+        return []
+    found = []
+    for name in ALGORITHMS:
+        folder = out / name
+        if not folder.is_dir():
+            continue
+        for p in sorted(folder.rglob("*")):
+            rel = p.relative_to(out).as_posix()
+            if (p.is_file() or p.is_symlink()) and rel not in files:
+                found.append(rel)
+    return found
+
+
 def save_artifacts(
     policies: Mapping[str, Policy],
     out_dir: str | Path,
@@ -413,6 +513,7 @@ def save_artifacts(
     if out.is_dir() and (out / MANIFEST_FILE).is_file():
         known = {MANIFEST_FILE, MODEL_CARD_FILE, *ALGORITHMS}
         foreign = sorted(p.name for p in out.iterdir() if p.name not in known)
+        foreign += _foreign_policy_files(out)
         if foreign:
             raise ArtifactError(
                 f"{out}: also holds {', '.join(foreign)}, which specband did not write; training would replace "
@@ -474,32 +575,63 @@ def available_algorithms(directory: str | Path) -> list[str]:
     return [name for name in ALGORITHMS if (d / ARTIFACT_FILES[name]).is_file()]
 
 
+def verify_algorithm_files(directory: str | Path, name: str, *, allow_modified: bool = False) -> None:
+    """Check the files of ``name`` in a specband folder against the sha256 its manifest
+    records (nothing to check in a foreign folder); see :func:`specband.safeload.verify_files`.
+
+    Raises:
+        ArtifactError: a file modified since ``specband train`` wrote it (unless
+            ``allow_modified``: a warning line on stderr), or a malformed manifest.
+    """
+    from specband.safeload import verify_files
+
+    d = Path(directory)
+    manifest = load_manifest(d)
+    if not manifest.foreign:
+        verify_files(d, dict(manifest.files), name, allow_modified=allow_modified)
+
+
 def load_policy(
-    directory: str | Path, name: str, data: TrainingData | None = None, *, trust_pickle: bool = False
+    directory: str | Path,
+    name: str,
+    data: TrainingData | None = None,
+    *,
+    trust_pickle: bool = False,
+    allow_modified: bool = False,
 ) -> Policy:
     """Load one algorithm from an artifact folder.
+
+    The folder's path is resolved first (symlinks, ``..``, ``//``); the algorithm's files
+    are checked against the manifest's sha256 (:func:`verify_algorithm_files`); the
+    pickle-free copies (skops, safetensors) are preferred and a joblib file is unpickled
+    only with ``trust_pickle``, whatever the manifest says.
 
     Args:
         directory: the folder.
         name: the algorithm.
         data: for ``doubly_robust``, the raw sweep's training data to recompute the IPS
             correction from (the model card's recipe); ignored by the others.
-        trust_pickle: unpickle a joblib file even without a matching sha256 in the
-            folder's manifest (runs code from the file; see :mod:`specband.safeload`).
+        trust_pickle: unpickle a joblib file (runs code from the file; see
+            :mod:`specband.safeload`).
+        allow_modified: load files whose sha256 no longer matches the manifest, with a
+            warning on stderr.
 
     Raises:
         ConfigError: an unknown algorithm.
-        ArtifactError: the file is missing or malformed.
-        specband.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
+        ArtifactError: the file is missing, malformed or modified.
+        specband.safeload.UntrustedPickleError: a pickle and no ``trust_pickle``.
     """
+    from specband.safeload import resolved
+
     validate_algorithms([name])
-    d = Path(directory)
+    d = resolved(directory)
     if not (d / ARTIFACT_FILES[name]).is_file():
         have = available_algorithms(d)
         raise ArtifactError(
-            f"{d / ARTIFACT_FILES[name]}: no such file "
+            f"{Path(directory) / ARTIFACT_FILES[name]}: no such file "
             f"(the folder has: {', '.join(have) if have else 'no policy files'})"
         )
+    verify_algorithm_files(d, name, allow_modified=allow_modified)
     cls = policy_class(name)
     kwargs: dict[str, Any] = {"trust_pickle": trust_pickle} if name in PICKLED_ALGORITHMS else {}
     if name == "doubly_robust" and data is not None:
@@ -513,15 +645,19 @@ def load_policies(
     data: TrainingData | None = None,
     *,
     trust_pickle: bool = False,
+    allow_modified: bool = False,
 ) -> dict[str, Policy]:
     """Load several algorithms (default: every one whose file is in the folder); see
-    :func:`load_policy` for ``trust_pickle``.
+    :func:`load_policy` for ``trust_pickle`` and ``allow_modified``.
 
     Raises:
-        ArtifactError: a missing or malformed file, or an untrusted pickle.
+        ArtifactError: a missing, malformed or modified file, or an untrusted pickle.
     """
     names = validate_algorithms(algorithms) if algorithms else available_algorithms(directory)
-    return {name: load_policy(directory, name, data, trust_pickle=trust_pickle) for name in names}
+    return {
+        name: load_policy(directory, name, data, trust_pickle=trust_pickle, allow_modified=allow_modified)
+        for name in names
+    }
 
 
 def embedded_manifest() -> Manifest:

@@ -22,7 +22,7 @@ import numpy as np
 from specband.batchlist import parse_weighted_batch_sizes
 from specband.errors import ConfigError
 from specband.fileio import read_text_bounded
-from specband.limits import MAX_CONFIG_FILE_BYTES
+from specband.limits import MAX_BATCH_SIZE, MAX_CONFIG_FILE_BYTES
 
 __all__ = [
     "RUNNING_REQS_METRIC",
@@ -47,6 +47,10 @@ def normalise_mix(counts: Mapping[int, float], where: str) -> dict[int, float]:
     if any(not math.isfinite(w) or w < 0 for w in counts.values()):
         raise ConfigError(f"{where}: weights must be finite and >= 0, got {dict(counts)}")
     total = sum(counts.values())
+    if not math.isfinite(total):  # each finite, their sum not (1e308 + 1e308)
+        raise ConfigError(
+            f"{where}: the weights sum to more than a float holds; give relative weights (e.g. 1:0.5,4:0.5)"
+        )
     if total <= 0:
         raise ConfigError(f"{where}: no batch size has a positive weight")
     return {bs: w / total for bs, w in sorted(counts.items()) if w > 0}
@@ -96,6 +100,11 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
                 continue
             for sample in family.samples:
                 if sample.name == metric and not sample.labels.get("priority"):
+                    if not math.isfinite(sample.value) or not 0 <= sample.value <= MAX_BATCH_SIZE:
+                        raise ConfigError(
+                            f"--batch-mix-from {path}: {metric} sample {sample.value!r} is not a batch size "
+                            f"(0..{MAX_BATCH_SIZE})"
+                        )
                     bs = round(sample.value)
                     if bs > 0:
                         counts[bs] = counts.get(bs, 0.0) + 1.0
@@ -112,7 +121,11 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
 
 def _add_histogram(counts: dict[int, float], buckets: list[tuple[str, float]]) -> None:
     """Add a cumulative histogram's bucket counts to ``counts`` at each upper bound."""
-    finite = sorted((float(le), v) for le, v in buckets if le not in ("+Inf", "inf", ""))
+    finite = sorted(
+        (float(le), v)
+        for le, v in buckets
+        if le not in ("+Inf", "inf", "") and math.isfinite(float(le)) and 0 <= float(le) <= MAX_BATCH_SIZE
+    )
     total = max((v for le, v in buckets if le in ("+Inf", "inf")), default=None)
     previous = 0.0
     for le, cumulative in finite:

@@ -21,6 +21,11 @@ folder's default ACL) exactly as for a file made by ``open(path, "w")``. On any 
 including an exception from the caller's ``check`` or a KeyboardInterrupt, the temporary
 file is removed and the target is left as it was.
 
+Replacing is checked (:func:`replace_target`, used by every writer): only a regular file is
+replaced. A device, FIFO, socket or folder at the target is refused (``--force`` never
+turns ``/dev/null`` into a file); a symlink is followed only to a regular file in the
+link's own folder (that file is replaced, the link kept), any other symlink is refused.
+
 ``OSError`` from the file system is turned into the caller's :class:`SpecbandError`
 subclass with the one-line message ``"<path>: cannot write (<reason>)"`` (``reason`` is
 the OS's text, e.g. ``No such file or directory``), which the CLI prints as
@@ -44,11 +49,13 @@ from typing import IO, Any
 from specband.errors import ConfigError, DataError, SpecbandError
 
 __all__ = [
+    "check_name_lengths",
     "check_out_path",
     "given_path",
     "read_bytes_bounded",
     "read_json",
     "read_text_bounded",
+    "replace_target",
     "write_bytes_atomic",
     "write_jsonl_atomic",
     "write_text_atomic",
@@ -75,6 +82,41 @@ def _create_temp(path: Path) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(path.parent))
 
 
+def replace_target(path: str | os.PathLike[str], *, error: type[SpecbandError] = SpecbandError) -> Path:
+    """The file that writing ``path`` may replace, checked before anything is written.
+
+    Returns:
+        ``path`` itself (missing, or a regular file), or the regular file in the same folder
+        that the symlink ``path`` points to.
+
+    Raises:
+        error: ``path`` is a folder, a device, FIFO or socket, or a symlink to anything but
+            a regular file in its own folder (``"<path>: not replaced (<why>)"``).
+    """
+    out = Path(path)
+    try:
+        info = os.lstat(out)
+    except FileNotFoundError:
+        return out
+    except OSError:
+        return out  # unreadable: the write itself reports why
+    target = out
+    if stat.S_ISLNK(info.st_mode):
+        real = Path(os.path.realpath(out))
+        if real.parent != Path(os.path.realpath(out.parent)):
+            raise error(f"{out}: not replaced (a symlink to {real}, outside its folder; give the file itself)")
+        try:
+            info = os.stat(real)
+        except OSError:
+            raise error(f"{out}: not replaced (a symlink to {real}, which does not exist)") from None
+        target = real
+    if stat.S_ISDIR(info.st_mode):
+        raise error(f"{out}: not replaced (a folder; give a file name)")
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"{out}: not replaced (not a regular file: a device, FIFO or socket)")
+    return target
+
+
 def _write_atomic(
     path: str | os.PathLike[str],
     fill: Callable[[IO[bytes]], object],
@@ -90,6 +132,7 @@ def _write_atomic(
     folder = out.parent
     if not make_parents and folder.exists() and not folder.is_dir():
         raise error(f"{out}: cannot write ({folder} is not a folder)")
+    out = replace_target(out, error=error)
     try:
         if make_parents:
             folder.mkdir(parents=True, exist_ok=True)
@@ -115,7 +158,7 @@ def _write_atomic(
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
-    return out
+    return Path(path)
 
 
 def write_bytes_atomic(
@@ -274,7 +317,28 @@ def given_path(option: str, text: str | os.PathLike[str]) -> Path:
     """
     if not str(text).strip():
         raise ConfigError(f"{option}: empty")
-    return Path(text)
+    path = Path(text)
+    check_name_lengths(path, option=option)
+    return path
+
+
+#: Longest file name (one path component) in bytes: ``NAME_MAX`` of Linux file systems.
+NAME_MAX = 255
+
+
+def check_name_lengths(path: str | os.PathLike[str], *, option: str, error: type[SpecbandError] = ConfigError) -> None:
+    """Refuse a path with a component over :data:`NAME_MAX` bytes (and room for the
+    ``.<name>.<random>.tmp`` temporary file an atomic write makes next to it).
+
+    Raises:
+        error: ``"<option> <path>: file name too long (<n> bytes; at most 230)"``.
+    """
+    limit = NAME_MAX - 25  # ".<name>.<12 hex>.tmp" and a ".lock" / ".logs" suffix fit
+    for part in Path(path).parts:
+        n = len(os.fsencode(part))
+        if n > limit:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            raise error(f"{option} {shown}: file name too long ({n} bytes; at most {limit})")
 
 
 def check_out_path(path: str | os.PathLike[str], *, overwrite: bool = False, option: str = "--out") -> Path:
@@ -291,9 +355,13 @@ def check_out_path(path: str | os.PathLike[str], *, overwrite: bool = False, opt
 
     Raises:
         ConfigError: ``path`` is empty (:func:`given_path`) or a folder, its folder is
-            missing or is not a folder, or it exists and ``overwrite`` is false.
+            missing or is not a folder, it exists and ``overwrite`` is false, or it is not a
+            file that may be replaced (:func:`replace_target`: a device, FIFO, socket, a
+            symlink out of its folder), whatever ``overwrite``.
     """
     out = given_path(option, path)
+    if os.path.lexists(out) and not out.is_dir():
+        replace_target(out, error=ConfigError)
     if out.is_dir():
         raise ConfigError(f"{option} {out}: is a folder; give a file name")
     folder = out.parent
@@ -335,3 +403,5 @@ def read_json(path: str | Path) -> Any:
         raise ArtifactError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     except ValueError as exc:
         raise ArtifactError(f"{p}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ArtifactError(f"{p}: not valid JSON (nested too deeply)") from None

@@ -38,6 +38,10 @@ def parse_jsonl(text: str, path: str | Path | None, *, objects: bool = False, wh
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"not valid JSON ({exc.msg} at column {exc.colno}){why}", path=path, line=lineno) from None
+        except RecursionError:
+            raise DataError(f"not valid JSON (nested too deeply){why}", path=path, line=lineno) from None
+        except ValueError as exc:  # a number over Python's digit limit
+            raise DataError(f"not valid JSON ({' '.join(str(exc).split())}){why}", path=path, line=lineno) from None
         if objects and not isinstance(value, dict):
             raise DataError(f"expected a JSON object, got {type(value).__name__}{why}", path=path, line=lineno)
         out.append((lineno, value))

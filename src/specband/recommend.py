@@ -14,16 +14,39 @@ from typing import Any
 from specband.actions import action_set_field
 from specband.limits import MAX_BATCH_SIZE
 from specband.optionspec import option
+from specband.powerpicks import (
+    DEFAULT_MAX_SPEED_LOSS,
+    LimitPick,
+    PowerLimitRecommendation,
+    choose_power_limit,
+    power_limit_table,
+    recommend_power_limit,
+    recommend_power_limit_from_table,
+    sweep_power_limits,
+)
 
 __all__ = [
+    "DEFAULT_MAX_SPEED_LOSS",
     "DEFAULT_MODELS_DIR",
+    "LimitPick",
     "LoadedModels",
+    "PowerLimitRecommendation",
     "RecommendRequest",
     "Recommendation",
+    "choose_power_limit",
     "folder_algorithms",
+    "folder_power_limits",
     "load_models",
+    "power_limit_pick",
+    "power_limit_recommendation",
+    "power_limit_summary",
+    "power_limit_table",
+    "power_limits_of_file",
     "recommend",
+    "recommend_power_limit",
+    "recommend_power_limit_from_table",
     "recommend_request",
+    "sweep_power_limits",
 ]
 
 #: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
@@ -66,7 +89,9 @@ def data_field() -> Any:
         None,
         "--data",
         help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder "
-        "without a specband manifest.",
+        "without a specband manifest. Without --models, a sweep over several power limits (sweep/simulate "
+        "--power-limits) answers with a limit: the lowest whose pick is within --max-speed-loss of the "
+        "fastest and in the band.",
         panel="model",
         metavar="SWEEP",
         show_default=False,
@@ -80,8 +105,20 @@ def trust_pickle_field() -> Any:
     return option(
         False,
         "--trust-pickle",
-        help="Unpickle a joblib file that specband did not write (no matching sha256 in the folder's "
-        "specband.json, or a downloaded folder). Unpickling runs code from the file.",
+        help="Unpickle a joblib file (a pickle runs code from the file; specband's own folders need none). "
+        "Never applied to ./specband-models picked up without --models.",
+        panel="model",
+    )
+
+
+def allow_modified_field() -> Any:
+    """``--allow-modified`` (:func:`specband.safeload.verify_files`)."""
+    from specband.optionspec import option
+
+    return option(
+        False,
+        "--allow-modified",
+        help="Load policy files whose sha256 no longer matches the folder's specband.json (with a warning).",
         panel="model",
     )
 
@@ -133,6 +170,17 @@ class RecommendRequest:
     data: Path | None = data_field()
     trust_pickle: bool = trust_pickle_field()
     actions: str = action_set_field("the models (an extended folder is read with 'extended' only)")
+    allow_modified: bool = allow_modified_field()
+    max_speed_loss: float = option(
+        DEFAULT_MAX_SPEED_LOSS,
+        "--max-speed-loss",
+        help="With a sweep (--data) or a folder (--models) over several power limits: the speed loss "
+        "(fraction) a lower limit may cost against the fastest pick.",
+        panel="pick",
+        metavar="F",
+        min=0.0,
+        max=0.99,
+    )
     batch_mix: str | None = option(
         None,
         "--batch-mix",
@@ -234,6 +282,7 @@ def load_models(
     data_path: str | Path | None = None,
     *,
     trust_pickle: bool = False,
+    allow_modified: bool = False,
 ) -> LoadedModels:
     """Load ``algo`` the one way ``recommend``, ``recommend --batch-mix``, ``schedule`` and
     ``launch`` (``--schedule auto`` too) do: ``models`` (a folder or a hub id), else
@@ -243,19 +292,24 @@ def load_models(
         algo: model card algorithm name.
         models: artifact folder or hub id, or ``None``.
         data_path: sweep restricting a foreign folder's picks to measured configs.
-        trust_pickle: unpickle joblib files specband cannot vouch for (:mod:`specband.safeload`).
+        trust_pickle: unpickle joblib files (:mod:`specband.safeload`); never applied to
+            ``./specband-models`` picked up without being named.
+        allow_modified: load files whose sha256 no longer matches the folder's manifest
+            (a warning on stderr).
 
     Raises:
         ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
         pickle; DataError: bad sweep; HubError: a hub id not found.
     """
-    from specband.artifacts import embedded_manifest, load_manifest, validate_algorithms
+    from specband.artifacts import embedded_manifest, validate_algorithms
+    from specband.errors import SpecbandError
     from specband.hub import resolve_data_file, resolve_folder
 
     validate_algorithms([algo])
     notes: list[str] = []
     note = notes.append
     policy: Any = None
+    implicit = False
     if models is not None:
         models = resolve_folder(models)
     if data_path is not None:
@@ -263,6 +317,8 @@ def load_models(
     if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
         if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
             models = Path(DEFAULT_MODELS_DIR)
+            implicit = True
+            trust_pickle = False  # a folder nobody named is never unpickled
             note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
         else:
             note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
@@ -279,6 +335,24 @@ def load_models(
         policy, manifest = embedded_policy(algo)
         return LoadedModels(algo, None, manifest, policy, None, tuple(notes))
     folder = Path(models)
+    try:
+        return _load_folder(folder, algo, data_path, notes, trust_pickle=trust_pickle, allow_modified=allow_modified)
+    except SpecbandError as exc:
+        if not implicit:
+            raise
+        raise type(exc)(
+            f"{exc} (./{DEFAULT_MODELS_DIR} was picked up without --models; --models DIR names a folder)"
+        ) from None
+
+
+def _load_folder(
+    folder: Path, algo: str, data_path: Path | None, notes: list[str], *, trust_pickle: bool, allow_modified: bool
+) -> LoadedModels:
+    """:func:`load_models` of a folder."""
+    from specband.artifacts import load_manifest, verify_algorithm_files
+
+    note = notes.append
+    policy: Any = None
     manifest = load_manifest(folder)
     training = None
     if data_path is not None:
@@ -297,11 +371,12 @@ def load_models(
     if algo == "lookup_table":
         from specband.policies.lookup_core import read_lookup_folder
 
+        verify_algorithm_files(folder, algo, allow_modified=allow_modified)
         lookup_means = read_lookup_folder(folder).means
     else:
         from specband.artifacts import load_policy
 
-        policy = load_policy(folder, algo, training, trust_pickle=trust_pickle)
+        policy = load_policy(folder, algo, training, trust_pickle=trust_pickle, allow_modified=allow_modified)
     if manifest.foreign and training is None:
         note(
             f"{folder} has no specband manifest: picking among all 19 actions from the default state "
@@ -338,6 +413,7 @@ def recommend(
     data_path: str | Path | None = None,
     *,
     trust_pickle: bool = False,
+    allow_modified: bool = False,
 ) -> Recommendation:
     """The pick of one algorithm for a batch size (the ``pick`` dict is what
     ``specband recommend --format json`` prints) and the notes that go with it, as data:
@@ -369,7 +445,7 @@ def recommend(
 
     if draft_model is not None and not draft_model.strip():
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
-    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle)
+    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle, allow_modified=allow_modified)
     notes = list(loaded.notes)
     note = notes.append
     manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
@@ -426,4 +502,131 @@ def recommend_request(request: RecommendRequest) -> Recommendation:
             request.draft_model,
             request.data,
             trust_pickle=request.trust_pickle,
+            allow_modified=request.allow_modified,
         )
+
+
+def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None = None) -> dict[str, Any]:
+    """The JSON-ready answer of ``recommend`` when the data holds several power limits
+    (what ``--format json`` prints): the limit and its command, the flags, and the pick at
+    every limit.
+
+    Returns:
+        ``power_limit_w``, ``nvidia_smi``, ``action`` (triple), ``action_index``, ``flags``,
+        ``kwargs``, ``batch_size``, ``measured_batch_size``, ``in_band``, ``utilization``,
+        ``speed_tok_s``, ``speed_loss``, ``max_speed_loss``, ``joules_per_token``,
+        ``default_power_limit_w``, ``default_joules_per_token``, ``default_utilization``,
+        ``band``, ``provenance`` and ``picks`` (one object per limit).
+    """
+    from specband.actions import EXTENDED_ACTIONS, server_args_kwargs, sglang_cli_args
+
+    chosen, default = decided.chosen, decided.default
+    action = EXTENDED_ACTIONS[chosen.action_index]  # the contract's 19 first: right for either set
+    return {
+        "batch_size": decided.batch_size,
+        "measured_batch_size": decided.measured_batch_size,
+        "power_limit_w": chosen.power_limit_w,
+        "nvidia_smi": decided.nvidia_smi_command,
+        "action_index": chosen.action_index,
+        "action": list(action),
+        "flags": sglang_cli_args(action, draft_model),
+        "kwargs": server_args_kwargs(action, draft_model),
+        "in_band": chosen.in_band,
+        "utilization": chosen.utilization,
+        "speed_tok_s": chosen.speed_tok_s,
+        "speed_loss": decided.speed_loss,
+        "max_speed_loss": decided.max_speed_loss,
+        "joules_per_token": chosen.joules_per_token,
+        "default_power_limit_w": default.power_limit_w,
+        "default_joules_per_token": default.joules_per_token,
+        "default_utilization": default.utilization,
+        "band": list(decided.band),
+        "provenance": decided.provenance,
+        "picks": [
+            {
+                "power_limit_w": p.power_limit_w,
+                "action": list(p.action),
+                "speed_tok_s": p.speed_tok_s,
+                "utilization": p.utilization,
+                "joules_per_token": p.joules_per_token,
+                "in_band": p.in_band,
+                "mean_reward": p.mean_reward,
+                "runs": p.runs,
+            }
+            for p in decided.picks
+        ],
+    }
+
+
+def power_limit_summary(decided: PowerLimitRecommendation) -> str:
+    """One line saying what the chosen limit does against the default, with where the data
+    came from (``recommend`` prints it beside the ``nvidia-smi -pl`` line)."""
+    chosen, default = decided.chosen, decided.default
+
+    def pct(value: float | None) -> str:
+        return "?" if value is None else f"{value:.1%}"
+
+    def jpt(value: float | None) -> str:
+        return "?" if value is None else f"{value:.4g} J/token"
+
+    band = f"{decided.band[0]:.0%}-{decided.band[1]:.0%}"
+    return (
+        f"power limit {chosen.power_limit_w:g} W (default as swept: {default.power_limit_w:g} W): "
+        f"pick {chosen.action} at {pct(chosen.utilization)} of the limit "
+        f"({'in' if chosen.in_band else 'NOT in'} the band {band}); {chosen.speed_tok_s:.4g} tok/s, "
+        f"{decided.speed_loss:.1%} below the fastest pick (bound {decided.max_speed_loss:.1%}); "
+        f"energy {jpt(chosen.joules_per_token)} vs {jpt(default.joules_per_token)} at {default.power_limit_w:g} W "
+        f"(utilisation there {pct(default.utilization)}); from {decided.provenance} rows"
+    )
+
+
+def power_limits_of_file(path: str | Path) -> tuple[float, ...]:
+    """The distinct ``power_limit_watts`` of a sweep file's rows (read through the bounded
+    sweep reader; a hub id is resolved first), increasing."""
+    from specband.dataset import load_sweep
+    from specband.hub import resolve_data_file
+
+    return sweep_power_limits(load_sweep(resolve_data_file(path)))
+
+
+def folder_power_limits(models: str | Path) -> dict[str, Any] | None:
+    """The ``power_limits`` of a specband folder's manifest (a folder trained on a sweep over
+    several limits), or ``None`` (one limit, a foreign folder, no manifest).
+
+    Raises:
+        ArtifactError: an unreadable or invalid manifest; HubError: a hub id not found.
+    """
+    from specband.artifacts import MANIFEST_FILE, load_manifest
+    from specband.hub import resolve_folder
+
+    folder = Path(resolve_folder(models))
+    if not (folder / MANIFEST_FILE).is_file():
+        return None
+    table = load_manifest(folder).power_limits
+    return None if table is None else dict(table)
+
+
+def power_limit_recommendation(request: RecommendRequest) -> PowerLimitRecommendation | None:
+    """``recommend``'s answer with a power limit, when there is one to give: ``--data SWEEP``
+    (without ``--models``) over several limits, or ``--models DIR`` trained on several
+    (its manifest's ``power_limits``); ``None`` otherwise (the ordinary pick).
+
+    Raises:
+        DataError, ArtifactError, HubError, ConfigError: as the sweep or folder reading and
+            :func:`~specband.powerpicks.recommend_power_limit`.
+    """
+    if request.batch_size is None:
+        return None
+    if request.data is not None and request.models is None:
+        from specband.dataset import load_sweep
+        from specband.hub import resolve_data_file
+
+        sweep = load_sweep(resolve_data_file(request.data))
+        if len(sweep_power_limits(sweep)) < 2:
+            return None
+        return recommend_power_limit(sweep, request.batch_size, max_speed_loss=request.max_speed_loss)
+    if request.models is not None:
+        table = folder_power_limits(request.models)
+        if table is not None:
+            return recommend_power_limit_from_table(table, request.batch_size, max_speed_loss=request.max_speed_loss)
+    return None

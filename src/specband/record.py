@@ -24,13 +24,55 @@ from typing import Any
 
 __all__ = [
     "COLUMN_KINDS",
+    "ERROR_CLASSES",
     "EXTRA_COLUMNS",
     "NONNEGATIVE_COLUMNS",
     "REQUIRED_COLUMNS",
     "RUN_COLUMNS",
     "SWEEP_COLUMNS",
     "SweepRecord",
+    "error_class_of",
+    "row_error_class",
 ]
+
+#: Classes of an error row (column ``error_class``): ``config`` (this configuration fails
+#: on this GPU: out of memory, CUDA-graph capture, refused flags), ``environment`` (the
+#: machine, not the configuration: the port taken, a launch or request timeout, a request
+#: that failed; ``sweep --resume`` runs these again) and ``server_crash`` (the server
+#: exited or died mid-batch).
+ERROR_CLASSES: tuple[str, ...] = ("config", "environment", "server_crash")
+
+_CONFIG_REASONS = ("out_of_memory", "cuda_graph_capture_failed", "bad_arguments")
+_ENVIRONMENT_REASONS = ("port_in_use", "launch_timeout")
+
+
+def error_class_of(error: str) -> str:
+    """The class (:data:`ERROR_CLASSES`) of an ``error`` text as the sweep writes it
+    (``launch_failed: <reason>...`` from :class:`specband.harness.server.LaunchError`,
+    ``server_died_mid_batch: ...``, or a failed request)."""
+    text = error.strip()
+    if text.startswith("launch_failed: "):
+        reason = text.removeprefix("launch_failed: ").split(" ", 1)[0].split(":", 1)[0]
+        if reason.startswith(_CONFIG_REASONS):
+            return "config"
+        if reason in _ENVIRONMENT_REASONS:
+            return "environment"
+        return "server_crash"
+    if text.startswith("server_died_mid_batch"):
+        return "server_crash"
+    return "environment"
+
+
+def row_error_class(row: dict[str, Any]) -> str | None:
+    """The class of a row's error (its ``error_class`` column, else from its ``error``
+    text, for files written before the column existed); ``None`` for a measured row."""
+    error = row.get("error")
+    if not error:
+        return None
+    given = row.get("error_class")
+    if isinstance(given, str) and given in ERROR_CLASSES:
+        return given
+    return error_class_of(str(error))
 
 
 def _col(kind: type, *, nonnegative: bool = False) -> Any:
@@ -102,6 +144,7 @@ class SweepRecord:
     time_scale: float | None = _col(float)  # real s per emulated s of the run (1: real time)
     action_set: str | None = _col(str)  # "extended" on rows of the extended grid; absent on contract rows
     draft_flag: str | None = _col(str)
+    error_class: str | None = _col(str)  # of an error row: ERROR_CLASSES (error_class_of)
     # the published live file's columns (docs/FACTS.md §3)
     trial: str | None = _col(str)
     tag: str | None = _col(str)
@@ -152,7 +195,7 @@ _NAMES = [f.name for f in _FIELDS]
 #: The published schema's columns, in the published order (docs/FACTS.md §3).
 SWEEP_COLUMNS: tuple[str, ...] = tuple(_NAMES[: _NAMES.index("gpu_throttling") + 1])
 #: Columns ``specband sweep`` writes after the published ones.
-EXTRA_COLUMNS: tuple[str, ...] = tuple(_NAMES[len(SWEEP_COLUMNS) : _NAMES.index("draft_flag") + 1])
+EXTRA_COLUMNS: tuple[str, ...] = tuple(_NAMES[len(SWEEP_COLUMNS) : _NAMES.index("error_class") + 1])
 #: Every column of a measured sweep row, in order.
 RUN_COLUMNS: tuple[str, ...] = (*SWEEP_COLUMNS, *EXTRA_COLUMNS)
 #: Column -> its JSON type (``int``, ``float``, ``str``, ``bool`` or ``list``).

@@ -413,6 +413,8 @@ def read_sglang_adaptive_config(path: str | Path | None) -> dict[int, dict[str, 
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    except (RecursionError, ValueError):
+        raise ConfigError(f"{path}: not JSON (nested too deeply, or a number too long)") from None
     return check_sglang_adaptive_config(obj, str(path))
 
 

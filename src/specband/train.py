@@ -12,16 +12,11 @@ from typing import Any
 from specband.actions import action_set_field
 from specband.limits import MAX_SEED
 from specband.optionspec import option
+from specband.policies import EXTENDED_ALGORITHMS
 from specband.recommend import DEFAULT_MODELS_DIR
 from specband.state import FEATURE_KINDS
 
 __all__ = ["EXTENDED_ALGORITHMS", "TrainOutcome", "TrainRequest", "run_training"]
-
-#: Algorithms trained on the extended action set: the model card's file of ``lookup_table``
-#: names triples (``{"config": [s, k, d]}``); every other file is a 19-action format
-#: (``QNetwork(4, 19)``, ``action_idx/19`` features, ``(19, 3)`` action arrays) whose loaders
-#: must never be handed an index outside 0-18.
-EXTENDED_ALGORITHMS: tuple[str, ...] = ("lookup_table",)
 
 
 @dataclass(frozen=True)
@@ -115,6 +110,7 @@ class TrainOutcome:
         picks: the pick table (:func:`specband.picks.pick_table`).
         sweep: the loaded sweep.
         dropped: algorithms the folder held before and no longer holds.
+        notes: what to tell the user (a sweep over several power limits: what was trained on).
     """
 
     folder: Path
@@ -124,6 +120,7 @@ class TrainOutcome:
     picks: list[Any]
     sweep: Any
     dropped: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
 def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -> TrainOutcome:
@@ -151,17 +148,20 @@ def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorit
     from specband.modelcard import render_model_card
     from specband.picks import pick_table
     from specband.recommend import folder_algorithms
-    from specband.training import build_manifest, train_policies
+    from specband.training import build_manifest, split_power_limits, train_policies
 
     names = algorithms or validate_algorithms(r.algo)
     sweep = load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
     if loaded is not None:
         loaded(sweep)
+    sweep, limit_table, limit_note = split_power_limits(sweep)  # several power limits: issue 20
     training = sweep.training_data(r.features)
     start = time.perf_counter()
     policies = train_policies(training, names, seed=r.seed)
     elapsed = time.perf_counter() - start
     manifest = build_manifest(training, names, seed=r.seed, sweep=sweep)
+    if limit_table is not None:
+        manifest = dataclasses.replace(manifest, power_limits=limit_table)
     hub_data = None if r.data is None else parse_hub_ref(r.data)
     if hub_data is not None:  # record the hub id, not the cache path
         manifest = dataclasses.replace(manifest, data={**manifest.data, "path": f"hf://{hub_data}"})
@@ -175,4 +175,5 @@ def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorit
         model_card=lambda final: render_model_card(final, sweep, rows, dataset_id=dataset_id),
     )
     dropped = tuple(name for name in previous if name not in names)
-    return TrainOutcome(folder, tuple(names), len(training), elapsed, rows, sweep, dropped)
+    notes = () if limit_note is None else (limit_note,)
+    return TrainOutcome(folder, tuple(names), len(training), elapsed, rows, sweep, dropped, notes)

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUNDLED_DATA_LABEL",
+    "at_highest_power_limit",
     "build_manifest",
     "compute_embedded_manifest",
     "embedded_policy",
     "representative_states",
+    "split_power_limits",
     "train_policies",
 ]
 
@@ -160,3 +162,47 @@ def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str 
     data = sweep.training_data(features)
     policy = policy_class(name).from_config(seed=seed).fit(data)
     return policy, build_manifest(data, [name], seed=seed, sweep=sweep)
+
+
+def at_highest_power_limit(sweep: Sweep, verb: str = "train") -> tuple[Sweep, str | None]:
+    """The rows at the highest power limit of a sweep over several limits (the 19-action
+    policies' data: the GPU at its default, as swept), with a note saying so; a sweep with
+    one limit is returned as it is, with no note.
+
+    Args:
+        sweep: the sweep.
+        verb: what the policies do with the rows (``"train"``, ``"are evaluated"``), for the note.
+    """
+    from specband.powerpicks import sweep_power_limits
+
+    limits = sweep_power_limits(sweep)
+    if len(limits) < 2:
+        return sweep, None
+    top = limits[-1]
+    kept = sweep.subset(lambda r: r.power_limit_watts == top or r.power_limit_watts is None)
+    note = (
+        f"the sweep holds {len(limits)} power limits ({limits[0]:g}-{top:g} W): the policies {verb} on the rows at "
+        f"{top:g} W; the pair (limit, flags) is picked at every limit (recommend answers with a limit)"
+    )
+    return kept, note
+
+
+def split_power_limits(sweep: Sweep) -> tuple[Sweep, dict[str, Any] | None, str | None]:
+    """A sweep over several power limits, split for ``specband train``: the policies train on
+    the rows at the highest limit (:func:`at_highest_power_limit`) and the manifest records the
+    pick at every limit (:func:`specband.powerpicks.power_limit_table`), from which
+    ``recommend --models DIR`` answers with a limit.
+
+    Returns:
+        ``(sweep to train on, power_limits table or None, note or None)``; a sweep with one
+        limit is returned as it is.
+
+    Raises:
+        DataError: as :func:`specband.powerpicks.recommend_power_limit`.
+    """
+    from specband.powerpicks import power_limit_table
+
+    kept, note = at_highest_power_limit(sweep)
+    if note is None:
+        return sweep, None, None
+    return kept, power_limit_table(sweep), note

@@ -47,10 +47,12 @@ def test_plain_options_parse_to_the_callback_arguments() -> None:
         "output_format": "json",
         "draft_model": None,
         "data": None,
+        "max_speed_loss": 0.02,
         "batch_mix": None,
         "batch_mix_from": None,
         "trust_pickle": False,
         "actions": "contract",
+        "allow_modified": False,
     }
 
 

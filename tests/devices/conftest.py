@@ -30,6 +30,17 @@ class FakeGpu:
     errors: dict[str, int] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     init_error: int | None = None
+    min_limit_mw: int = 30_000
+    max_limit_mw: int = 100_000
+    #: every limit set, mW, in order
+    limits_set: list[int] = field(default_factory=list)
+
+    def set_limit(self, mw: int) -> None:
+        self.answer("set_limit", None)
+        if not self.min_limit_mw <= mw <= self.max_limit_mw:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self.limits_set.append(mw)
+        self.enforced_mw = self.management_mw = mw
 
     def answer(self, what: str, value: Any) -> Any:
         self.calls[what] = self.calls.get(what, 0) + 1
@@ -72,6 +83,10 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
         "nvmlDeviceGetUtilizationRates": lambda h: gpu.answer("util", lambda: SimpleNamespace(gpu=gpu.util_pct)),
         "nvmlDeviceGetCurrentClocksEventReasons": lambda h: gpu.answer("event_reasons", lambda: gpu.reasons),
         "nvmlDeviceGetCurrentClocksThrottleReasons": lambda h: gpu.answer("throttle_reasons", lambda: gpu.reasons),
+        "nvmlDeviceGetPowerManagementLimitConstraints": lambda h: gpu.answer(
+            "constraints", lambda: [gpu.min_limit_mw, gpu.max_limit_mw]
+        ),
+        "nvmlDeviceSetPowerManagementLimit": lambda h, mw: gpu.set_limit(mw),
     }
     for name, fn in patches.items():
         monkeypatch.setattr(pynvml, name, fn)

@@ -178,3 +178,29 @@ def test_merge_cli(run_cli, tmp_path, sweep_rows):
 def test_an_empty_file_argument_is_named_not_read_as_the_working_folder(run_cli, args, message):
     result = run_cli(*args)
     assert result.exit_code == 2 and result.stderr.strip() == message
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [("hardware", "H100_SXM"), ("provenance", "measured"), ("profile", "h100-sxm")],
+)
+def test_merge_refuses_another_world_naming_the_difference(tmp_path, sweep_rows, column, value):
+    """An 80 W RTX 4060 shard with a 700 W H100 row, or simulated with measured (issue 16 item 5)."""
+    files = _shard_files(tmp_path, sweep_rows, 2, False)
+    rows = [json.loads(line) for line in files[1].read_text().splitlines()]
+    assert rows[0].get(column) is not None or column == "profile"
+    rows[1][column] = value
+    _write(files[1], rows)
+    with pytest.raises(ConfigError) as info:
+        merge_shards(tmp_path / "all.jsonl", files)
+    message = str(info.value)
+    assert message.startswith(f"{files[1]}:2: cannot merge: "), message
+    assert f"{column}={value!r}" in message and "\n" not in message
+    assert not (tmp_path / "all.jsonl").exists()
+
+
+def test_merge_of_empty_shards_writes_nothing(tmp_path):
+    empty = [_write(tmp_path / "a.jsonl", []), _write(tmp_path / "b.jsonl", [])]
+    with pytest.raises(ConfigError, match="hold no rows"):
+        merge_shards(tmp_path / "all.jsonl", empty)
+    assert not (tmp_path / "all.jsonl").exists()

@@ -92,18 +92,58 @@ def test_trust_flag_unpickles(run_cli, foreign_folder: Path, marker: Path) -> No
     assert result.exit_code == 2 and "expected a scikit-learn GradientBoostingRegressor" in result.stderr
 
 
-def test_specband_folder_loads_pickle_with_matching_sha(trained_folder: Path, tmp_path: Path) -> None:
+def test_matching_sha_in_the_manifest_is_no_licence_to_unpickle(
+    trained_folder: Path, tmp_path: Path, marker: Path
+) -> None:
+    """Whoever writes the joblib file writes its sha256 too: the manifest proves nothing."""
+    import json
+
+    from specband.artifacts import file_sha256
+
     folder = tmp_path / "copy"
     shutil.copytree(trained_folder, folder)
-    manifest = load_manifest(folder)
-    assert set(manifest.files) >= {"gbt/model.joblib", "gbt/model.skops", "doubly_robust/model.joblib"}
-    (folder / "gbt" / "model.skops").unlink()  # only the model card's joblib file is left
-    from_pickle = load_policy(folder, "gbt")
-    from_skops = load_policy(trained_folder, "gbt")
-    import numpy as np
+    (folder / "gbt" / "model.skops").unlink()
+    (folder / "gbt" / "model.joblib").unlink()
+    write_marker_pickle(folder / "gbt" / "model.joblib", marker)
+    manifest = json.loads((folder / "specband.json").read_text())
+    manifest["files"]["gbt/model.joblib"] = file_sha256(folder / "gbt" / "model.joblib")
+    manifest["files"].pop("gbt/model.skops")
+    (folder / "specband.json").write_text(json.dumps(manifest))
+    assert load_manifest(folder).files["gbt/model.joblib"] == file_sha256(folder / "gbt" / "model.joblib")
+    with pytest.raises(UntrustedPickleError, match="--trust-pickle"):
+        load_policy(folder, "gbt")
+    assert not marker.exists()
 
+
+def test_every_algorithm_of_a_trained_folder_loads_without_pickle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`specband train`'s folder loads whole with pickle, joblib and torch.load all disabled."""
+    import pickle
+
+    import joblib
+    import numpy as np
+    import torch
+
+    from specband.cli import main
+    from specband.policies import ALGORITHMS
+
+    out = tmp_path / "all"
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--out", str(out)])
+    assert exc.value.code == 0
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("unpickled")
+
+    for target, name in ((pickle, "load"), (pickle, "loads"), (joblib, "load"), (torch, "load")):
+        monkeypatch.setattr(target, name, refuse)
+    monkeypatch.setattr(pickle, "Unpickler", refuse)
+    policies = load_policies(out)
+    assert sorted(policies) == sorted(ALGORITHMS)
     state = np.array([2.0, 0.4, 0.0, 0.0])
-    np.testing.assert_array_equal(from_pickle.scores(state), from_skops.scores(state))
+    for policy in policies.values():
+        assert np.isfinite(np.asarray(policy.scores(state), dtype=float)).any()
 
 
 def test_downloaded_folder_needs_trust_even_with_matching_manifest(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 import typer
 
@@ -68,8 +69,12 @@ def recommend_command(request: RecommendRequest) -> None:
 
         print_mix_recommendation(recommend_mix(request), request.output_format)
         return
-    from specband.recommend import recommend_request
+    from specband.recommend import power_limit_recommendation, recommend_request
 
+    with_limit = power_limit_recommendation(request)
+    if with_limit is not None:  # a sweep or folder over several power limits (issue 20)
+        _print_power_limit(with_limit, request)
+        return
     decided = recommend_request(request)
     for line in decided.notes:
         _note(line)
@@ -85,3 +90,19 @@ def recommend_command(request: RecommendRequest) -> None:
             "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
             "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
         )
+
+
+def _print_power_limit(decided: Any, request: RecommendRequest) -> None:
+    """The answer with a power limit: the ``nvidia-smi -pl`` line and the flags (or JSON), the
+    notes and what the limit does on stderr."""
+    from specband.recommend import power_limit_pick, power_limit_summary
+
+    for line in decided.notes:
+        _note(line)
+    answer = power_limit_pick(decided, request.draft_model)
+    if request.output_format == "json":
+        typer.echo(json.dumps(answer, indent=2))
+        return
+    typer.echo(answer["nvidia_smi"])
+    typer.echo(shlex.join(answer["flags"]))
+    _note(power_limit_summary(decided))

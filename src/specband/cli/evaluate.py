@@ -40,6 +40,12 @@ def _evaluate(request: EvaluateRequest) -> None:
     warn_if_draft_rejected(sweep)
     if sweep.power_limit_assumed:
         note(str(sweep.energy_note()))
+    from specband.training import at_highest_power_limit
+
+    full_sweep = sweep  # several power limits (issue 20): the policies on the highest limit's rows
+    sweep, limit_note = at_highest_power_limit(sweep, "are evaluated")
+    if limit_note:
+        note(limit_note)
 
     def progress(message: str) -> None:
         if not r.as_json and sys.stderr.isatty():
@@ -47,6 +53,12 @@ def _evaluate(request: EvaluateRequest) -> None:
 
     result = evaluate_request(r, sweep, progress)
     written = write_report(result, out_dir) if out_dir is not None else []
+    if out_dir is not None and limit_note:  # the pair (limit, flags) at every limit
+        from specband.evaluation.power_limits import power_limit_curves, write_power_limit_report
+        from specband.sim.power import unmeasured_power_note
+
+        curves = power_limit_curves(full_sweep, power_label=unmeasured_power_note(full_sweep.rows))
+        written += write_power_limit_report(curves, out_dir)
     if r.schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
         from specband.cli.schedule import evaluate_schedules_hook
 

@@ -138,6 +138,8 @@ def register(app: typer.Typer) -> None:
 
         with _plain_warnings():
             job = build_sweep(_plug_emulator(request))
+            for line in job.power_limit_notes:
+                say(f"note: {line}", err=True)
             if request.dry_run:
                 lines = dry_run_lines(job)
                 _warn(job.version_warning)
@@ -217,7 +219,8 @@ def _plug_emulator(request: SweepRequest) -> SweepRequest:
     from specband.fileio import given_path
 
     out = given_path("--out", request.out)
-    load_performance_model(request.emulator_model, request.emulator_hardware)  # a bad model: one line, now
+    if not (request.dry_run and ":" in request.emulator_model):  # a dry run imports no module:function factory
+        load_performance_model(request.emulator_model, request.emulator_hardware)  # a bad model: one line, now
     spec = EmulatedGpuSpec(
         request.emulator_state_path(out), request.emulator_hardware, request.emulator_model, request.time_scale
     )

@@ -46,6 +46,8 @@ def launch_command(request: LaunchRequest) -> None:
         from specband.harness.server import format_launch
 
         typer.echo(f"# sglang {plan.sglang_version} ({plan.sglang_version_source})")
+        if plan.power_limit_w is not None:
+            typer.echo(f"# sudo nvidia-smi -pl {plan.power_limit_w:g}")
         typer.echo(format_launch(plan.command))
         return
     code = serve_launch(plan, say, note)

@@ -84,9 +84,25 @@ def simulate(request: SimulateRequest) -> None:
     if r.calibration_report:
         _calibration_report(model, profile, r)
         return
-    from specband.sim import simulate_sweep, write_sweep
+    from specband.sim import simulate_power_limits, simulate_sweep, write_sweep
 
-    rows = simulate_sweep(model, batch_sizes=sizes, repeats=r.repeats, seed=r.seed, actions=chosen_actions)
+    if r.power_limits is not None:
+        from specband.sim.power_limit import resolve_model_power_limits
+
+        limits_w, notes = resolve_model_power_limits(model, r.power_limits)
+        for line in notes:
+            say(f"note: {line}", err=True)
+        rows = simulate_power_limits(
+            model, limits_w, batch_sizes=sizes, repeats=r.repeats, seed=r.seed, actions=chosen_actions
+        )
+        say(
+            f"note: {len(limits_w)} power limit(s) {limits_w[0]:g}-{limits_w[-1]:g} W applied on top of the "
+            "model's power (DVFS: power above idle ~ clock^clock_exponent, compute-bound kernel time ~ 1/clock; "
+            "specband.sim.power_limit)",
+            err=True,
+        )
+    else:
+        rows = simulate_sweep(model, batch_sizes=sizes, repeats=r.repeats, seed=r.seed, actions=chosen_actions)
     write_sweep(rows, out_path, overwrite=r.force)
     errors = sum(1 for row in rows if row["error"])
     mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"

@@ -34,6 +34,8 @@ def train_command(request: TrainRequest) -> None:
             note(energy_note)
 
     done = run_training(request, loaded)
+    for line in done.notes:
+        note(line)
     if done.dropped:
         note(f"{done.folder} was replaced; it no longer holds {', '.join(done.dropped)} (train them again with --algo)")
     source = "bundled published measurements" if request.data is None else str(request.data)

@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import cast
 
+from specband.devices.power_limit import PowerLimitError, PowerLimitRange
 from specband.errors import ConfigError
 from specband.limits import POWER_LIMIT_RANGE_W, is_finite_number
 
@@ -104,6 +105,13 @@ def check_power_limit_w(value: float | None) -> float | None:
     return float(value)
 
 
+#: Accepted time scales, real seconds per emulated second. Basis: below 1e-6 an emulated
+#: run of seconds is shorter than the monotonic clock's resolution in real time (rows
+#: of 1e297 emulated seconds); above 1e3 one emulated second of decoding waits over 16
+#: real minutes, and 1e300 overflows the conversions.
+TIME_SCALE_RANGE: tuple[float, float] = (1e-6, 1e3)
+
+
 @dataclass(frozen=True)
 class Clock:
     """Converts between real and (possibly emulated) seconds.
@@ -121,6 +129,11 @@ class Clock:
     def __post_init__(self) -> None:
         if not (isinstance(self.time_scale, (int, float)) and math.isfinite(self.time_scale) and self.time_scale > 0):
             raise ConfigError(f"time scale must be a positive number, got {self.time_scale!r}")
+        low, high = TIME_SCALE_RANGE
+        if not low <= self.time_scale <= high:
+            raise ConfigError(
+                f"time scale must be in [{low:g}, {high:g}] real seconds per emulated second, got {self.time_scale!r}"
+            )
 
     def now(self) -> float:
         """Current (emulated) time in seconds, from a monotonic clock."""
@@ -276,6 +289,26 @@ class GpuDevice(ABC):
         if delta_mj < 0:
             return None, "counter_went_backwards"
         return delta_mj / 1000.0, None
+
+    def power_limit_range_w(self) -> PowerLimitRange | None:
+        """The limits this GPU accepts (default, min, max in W), or ``None`` when the backend
+        cannot set limits."""
+        return None
+
+    def set_power_limit_w(self, watts: float) -> float:
+        """Set the GPU's power limit.
+
+        Args:
+            watts: the new limit, W (the caller clamps to :meth:`power_limit_range_w`).
+
+        Returns:
+            the limit now in force, W (:attr:`power_limit_w` is updated to it).
+
+        Raises:
+            PowerLimitError: this backend cannot set limits (the default);
+            PowerLimitPermissionError: the process lacks the permission.
+        """
+        raise PowerLimitError(f"{self.name}: this device backend cannot set power limits")
 
     def close(self) -> None:  # noqa: B027 (a backend with nothing to release keeps this no-op)
         """Release the backend (e.g. ``nvmlShutdown``). Idempotent."""

@@ -11,6 +11,11 @@ Capabilities are probed once, at open:
   ``nvmlDeviceGetPowerManagementLimit``, then ``nvmlDeviceGetPowerManagementDefaultLimit``
   (all mW), then the ``--power-limit`` given by hand (the published RTX 4060 Laptop
   answered "Not Supported" to all three: 80 W had to be given), else ``None`` with a warning;
+* setting the limit: ``nvmlDeviceSetPowerManagementLimit`` (mW), within
+  ``nvmlDeviceGetPowerManagementLimitConstraints``; NVML's error codes become specband
+  errors in one place, :meth:`NvmlDevice._error` (``NVML_ERROR_NO_PERMISSION`` ->
+  :class:`~specband.devices.power_limit.PowerLimitPermissionError`, "Not Supported" ->
+  :class:`~specband.devices.power_limit.PowerLimitError`);
 * throttling: ``nvmlDeviceGetCurrentClocksEventReasons`` (or the older
   ``nvmlDeviceGetCurrentClocksThrottleReasons``), masked with
   :data:`~specband.devices.base.THROTTLE_REASON_MASK`.
@@ -26,6 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from specband.devices.base import DeviceWarning, GpuDevice, check_power_limit_w
+from specband.devices.power_limit import PowerLimitError, PowerLimitPermissionError, PowerLimitRange
 from specband.errors import DeviceError
 
 __all__ = ["NvmlDevice", "import_pynvml"]
@@ -220,6 +226,65 @@ class NvmlDevice(GpuDevice):
                     continue
                 return None
         return None
+
+    # ------------------------------------------------------------------ the power limit lever
+    def _error(self, exc: BaseException, doing: str) -> DeviceError:
+        """The specband error for an NVML error raised while ``doing`` something with the
+        power limit (the one place NVML's codes are mapped)."""
+        code = getattr(exc, "value", None)
+        where = f"GPU {self.index} ({self.name}): {doing}"
+        if code == getattr(self._nvml, "NVML_ERROR_NO_PERMISSION", 4):
+            return PowerLimitPermissionError(
+                f"{where}: no permission to set power limits (NVML: {exc}); run as root, or set it yourself "
+                "with `sudo nvidia-smi -pl W`"
+            )
+        if code in (
+            getattr(self._nvml, "NVML_ERROR_NOT_SUPPORTED", 3),
+            getattr(self._nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13),
+        ):
+            return PowerLimitError(f"{where}: this GPU does not support setting power limits (NVML: {exc})")
+        if code == getattr(self._nvml, "NVML_ERROR_INVALID_ARGUMENT", 2):
+            return PowerLimitError(f"{where}: NVML refused the value (NVML: {exc})")
+        return DeviceError(f"{where}: NVML error: {exc}")
+
+    def power_limit_range_w(self) -> PowerLimitRange | None:
+        """Default and allowed limits: ``nvmlDeviceGetPowerManagementDefaultLimit`` and
+        ``nvmlDeviceGetPowerManagementLimitConstraints`` (mW), in W.
+
+        Raises:
+            PowerLimitError, PowerLimitPermissionError, DeviceError: NVML's answer
+                (see :meth:`_error`).
+        """
+        try:
+            low_mw, high_mw = self._nvml.nvmlDeviceGetPowerManagementLimitConstraints(self._handle)
+            default_mw = self._nvml.nvmlDeviceGetPowerManagementDefaultLimit(self._handle)
+        except self._nvml.NVMLError as exc:
+            raise self._error(exc, "reading the allowed power limits") from None
+        return PowerLimitRange(float(default_mw) / 1000.0, float(low_mw) / 1000.0, float(high_mw) / 1000.0)
+
+    def set_power_limit_w(self, watts: float) -> float:
+        """``nvmlDeviceSetPowerManagementLimit(handle, mW)``, clamped to the allowed range;
+        then re-reads the enforced limit.
+
+        Raises:
+            PowerLimitPermissionError: not root (``NVML_ERROR_NO_PERMISSION``).
+            PowerLimitError: not supported, or a value NVML refused.
+            DeviceError: another NVML error.
+        """
+        limits = self.power_limit_range_w()
+        assert limits is not None
+        clamped = min(limits.max_w, max(limits.min_w, float(watts)))
+        try:
+            self._nvml.nvmlDeviceSetPowerManagementLimit(self._handle, round(clamped * 1000.0))
+        except self._nvml.NVMLError as exc:
+            raise self._error(exc, f"setting the power limit to {clamped:g} W") from None
+        try:
+            enforced_mw = self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle)
+            self.power_limit_w = float(enforced_mw) / 1000.0
+        except self._nvml.NVMLError:
+            self.power_limit_w = clamped
+        self.power_limit_source = "set"
+        return self.power_limit_w
 
     def close(self) -> None:
         """``nvmlShutdown`` once."""

@@ -19,6 +19,7 @@ import warnings
 from typing import Any
 
 from specband.devices.base import DeviceWarning, GpuDevice, NullDevice, check_power_limit_w
+from specband.devices.power_limit import PowerLimitRange
 from specband.errors import DeviceError
 
 __all__ = ["ZeusDevice"]
@@ -146,6 +147,17 @@ class ZeusDevice(GpuDevice):
 
     def read_clock_event_reasons(self) -> int | None:
         return self._telemetry.read_clock_event_reasons()
+
+    def power_limit_range_w(self) -> PowerLimitRange | None:
+        """The NVML telemetry device's allowed limits (Zeus measures energy only)."""
+        return self._telemetry.power_limit_range_w()
+
+    def set_power_limit_w(self, watts: float) -> float:
+        """Set the limit through the NVML telemetry device (errors as
+        :meth:`~specband.devices.nvml.NvmlDevice.set_power_limit_w`)."""
+        self.power_limit_w = self._telemetry.set_power_limit_w(watts)
+        self.power_limit_source = self._telemetry.power_limit_source
+        return self.power_limit_w
 
     def close(self) -> None:
         """Close the NVML telemetry device."""

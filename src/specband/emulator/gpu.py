@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, is_throttling
+from specband.devices.power_limit import PowerLimitRange
 from specband.errors import DeviceError
 from specband.fileio import read_text_bounded, write_text_atomic
 from specband.limits import MAX_CONFIG_FILE_BYTES
@@ -44,6 +45,7 @@ __all__ = [
     "EmulatedDevice",
     "EmulatedGpu",
     "GpuState",
+    "emulated_power_limit_range",
     "hardware_name",
     "pid_alive",
     "reasons_for",
@@ -208,8 +210,8 @@ class EmulatedGpu:
             data = json.loads(text)
             data.pop("version", None)
             state = GpuState(**data)
-        except (ValueError, TypeError) as exc:
-            raise DeviceError(f"{self.path}: not an emulated GPU state file ({exc})") from None
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+            raise DeviceError(f"{self.path}: not an emulated GPU state file ({type(exc).__name__})") from None
         for name in ("temp_c", "power_w", "energy_mj", "updated_unix", "time_scale"):
             if not isinstance(getattr(state, name), (int, float)) or not math.isfinite(getattr(state, name)):
                 raise DeviceError(f"{self.path}: field '{name}' is not a finite number")
@@ -327,9 +329,26 @@ class EmulatedDevice(GpuDevice):
         self.gpu = EmulatedGpu(state_path, model, hardware, time_scale, now=now)
         self.name = hardware_name(model, hardware)
         self.energy_method = "counter"
-        self.power_limit_w = float(model.power_limit_w)
-        self.power_limit_source = "model"
+        self.default_power_limit_w = float(model.power_limit_w)
+        self.power_limit_w = float(self.gpu.read().power_limit_w)
+        self.power_limit_source = "model" if self.power_limit_w == self.default_power_limit_w else "set"
         self.provenance = "emulated"
+
+    def power_limit_range_w(self) -> PowerLimitRange:
+        """The emulated GPU's limits: its profile's limit is the default and the highest; the
+        lowest is :data:`~specband.sim.power_limit.MIN_LIMIT_FRACTION` of it, above idle power (a profile
+        holds no NVML constraint, so this range is the emulator's own assumption)."""
+        return emulated_power_limit_range(self.gpu.model)
+
+    def set_power_limit_w(self, watts: float) -> float:
+        """Write the limit into the state file: the emulator server launched next runs under
+        it (speed falls where the demand exceeds it, :func:`specband.sim.power_limit.with_power_limit`)."""
+        limits = self.power_limit_range_w()
+        clamped = round(min(limits.max_w, max(limits.min_w, float(watts))), 3)
+        self.gpu.update(power_limit_w=clamped)
+        self.power_limit_w = clamped
+        self.power_limit_source = "set"
+        return clamped
 
     def read_energy_mj(self) -> float | None:
         return self.gpu.read().energy_mj
@@ -361,6 +380,14 @@ class EmulatedDevice(GpuDevice):
             clock_event_reasons=state.clock_event_reasons,
             throttling=is_throttling(state.clock_event_reasons),
         )
+
+
+def emulated_power_limit_range(model: Any) -> PowerLimitRange:
+    """:class:`~specband.devices.power_limit.PowerLimitRange` of an emulated GPU built on
+    ``model`` (:func:`specband.sim.power_limit.model_power_limit_range`); reads no state file."""
+    from specband.sim.power_limit import model_power_limit_range
+
+    return model_power_limit_range(model)
 
 
 def reasons_for(power_capped: bool, temp_c: float, throttle_temp_c: float, busy: bool) -> int:

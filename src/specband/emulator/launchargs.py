@@ -120,7 +120,7 @@ def _model_default_triple(model_path: str) -> tuple[int, int, int]:
             read_text_bounded(Path(model_path) / "config.json", limit=MAX_CONFIG_FILE_BYTES, kind="model config file")
         )
         arch = (config.get("architectures") or [None])[0]
-    except (OSError, ValueError, AttributeError, IndexError):
+    except (OSError, ValueError, AttributeError, IndexError, RecursionError, TypeError):
         arch = None
     return (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4)
 

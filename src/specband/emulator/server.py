@@ -654,6 +654,10 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
         else Path(tempfile.mkdtemp(prefix="specband-emulator-")) / "gpu-state.json"
     )
     gpu = EmulatedGpu(state_path, model, options.hardware, options.time_scale)
+    # the limit set on the GPU (``sweep --power-limits``, ``launch --set-power-limit``) holds for this server
+    from specband.sim.power_limit import with_power_limit
+
+    model = with_power_limit(model, gpu.read().power_limit_w)
     faults = [f for f in options.faults if f.applies_to(launch)]
     kinds = {f.kind for f in faults}
     httpd: ThreadingHTTPServer | None = None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.devices.base import GpuDevice
+from specband.devices.power_limit import PowerLimitRange
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
 
 __all__ = ["EmulatedGpuSpec"]
@@ -45,6 +46,13 @@ class EmulatedGpuSpec:
         from specband.emulator.gpu import EmulatedDevice
 
         return EmulatedDevice(self.state_path, self.performance_model(), self.hardware, self.time_scale)
+
+    def power_limit_range_w(self) -> PowerLimitRange:
+        """The limits this emulated GPU accepts (:func:`specband.sim.power_limit.model_power_limit_range`
+        of its model); reads no state file, so a refused sweep creates none."""
+        from specband.sim.power_limit import model_power_limit_range
+
+        return model_power_limit_range(self.performance_model())
 
     def for_gpu(self, index: int) -> tuple[EmulatedGpuSpec, dict[str, str]]:
         """GPU ``index`` of a multi-GPU sweep: its own state file ``<stem>.gpu<n><suffix>``

@@ -562,7 +562,7 @@ def is_report_dir(path: str | Path) -> bool:
         doc = json.loads(
             read_text_bounded(Path(path) / "evaluation.json", limit=MAX_CONFIG_FILE_BYTES, kind="JSON file")
         )
-    except (OSError, ValueError, SpecbandError):
+    except (OSError, ValueError, RecursionError, SpecbandError):
         return False
     schema = doc.get("schema") if isinstance(doc, dict) else None
     return isinstance(schema, str) and schema.partition("/")[0] == JSON_SCHEMA.partition("/")[0]
@@ -638,8 +638,11 @@ def write_report(result: EvaluationResult, out_dir: str | Path) -> list[Path]:
             os.chmod(tmp, 0o777 & ~_umask())
             os.replace(tmp, out)
             return [out / n for n in REPORT_FILES]
-        for n in REPORT_FILES:
-            os.replace(tmp / n, out / n)
+        from specband.fileio import replace_target
+
+        targets = [replace_target(out / n, error=ConfigError) for n in REPORT_FILES]  # regular files only
+        for n, dest in zip(REPORT_FILES, targets, strict=True):
+            os.replace(tmp / n, dest)
         return [out / n for n in REPORT_FILES]
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write the report ({exc.strerror})") from None

@@ -107,7 +107,7 @@ class EvaluateRequest:
     def __post_init__(self) -> None:
         from specband.devices.base import check_power_limit_w
         from specband.errors import ConfigError
-        from specband.train import EXTENDED_ALGORITHMS
+        from specband.policies import EXTENDED_ALGORITHMS
 
         check_power_limit_w(self.power_limit)
         if self.actions == "extended" and self.algo and set(self.algo) - set(EXTENDED_ALGORITHMS):
@@ -127,7 +127,7 @@ class EvaluateRequest:
     @property
     def algorithms(self) -> list[str] | None:
         """``--algo`` (``None``: all eight; with ``--actions extended``, those it trains)."""
-        from specband.train import EXTENDED_ALGORITHMS
+        from specband.policies import EXTENDED_ALGORITHMS
 
         if self.algo:
             return list(self.algo)

@@ -151,6 +151,12 @@ def deferred() -> Iterator[None]:
             raise KeyboardInterrupt
 
 
+def note_received(signum: int) -> None:
+    """Record ``signum`` as received (a library's own handler caught it: Ray's), so that
+    the CLI exits 143 for SIGTERM and 130 for Ctrl-C."""
+    _STATE.received = signum
+
+
 def received_signal() -> int | None:
     """The last SIGINT/SIGTERM a :func:`interrupts_as_keyboard_interrupt` block turned
     into ``KeyboardInterrupt`` (``None``: none yet), so that the CLI exits 130 for

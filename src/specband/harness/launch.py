@@ -22,7 +22,14 @@ from specband.harness.request import (
 )
 from specband.limits import MAX_BATCH_SIZE
 from specband.optionspec import option
-from specband.recommend import algo_field, data_field, models_field, state_field, trust_pickle_field
+from specband.recommend import (
+    algo_field,
+    allow_modified_field,
+    data_field,
+    models_field,
+    state_field,
+    trust_pickle_field,
+)
 
 __all__ = ["LaunchPlan", "LaunchRequest", "plan_launch", "serve_launch"]
 
@@ -79,6 +86,7 @@ class LaunchRequest:
     models: Path | None = models_field()
     data: Path | None = data_field()
     trust_pickle: bool = trust_pickle_field()
+    allow_modified: bool = allow_modified_field()
     device: str = option(
         "auto",
         "--device",
@@ -103,6 +111,16 @@ class LaunchRequest:
     log: Path = option(
         Path("specband-server.log"), "--log", help="Server output (appended).", panel="output", metavar="FILE"
     )
+    set_power_limit: str | None = option(
+        None,
+        "--set-power-limit",
+        help="Set the GPU's power limit through NVML (root) while the server runs, restoring the old one when "
+        "it stops: W, a fraction of the default, or 'auto' (the limit and the flags `specband recommend --data "
+        "SWEEP` answers from a sweep over several limits).",
+        panel="telemetry",
+        metavar="W|auto",
+        show_default=False,
+    )
     dry_run: bool = option(False, "--dry-run", help="Print the command line and exit.", panel="output")
 
 
@@ -119,6 +137,8 @@ class LaunchPlan:
         notes: what to tell the user, in order (after ``version_warning``).
         sglang_version, sglang_version_source, version_warning: the flag spellings' release.
         auto_file: the schedule file ``--schedule auto`` wrote (removed when the launch ends).
+        power_limit_w: ``--set-power-limit`` in W (clamped to the GPU's range; set while the
+            server runs), or ``None``.
     """
 
     request: LaunchRequest
@@ -131,6 +151,7 @@ class LaunchPlan:
     sglang_version_source: str
     version_warning: str | None
     auto_file: Path | None = None
+    power_limit_w: float | None = None
 
 
 def _check(r: LaunchRequest) -> Any:
@@ -152,6 +173,11 @@ def _check(r: LaunchRequest) -> Any:
         raise ConfigError(f"--launch-timeout must be > 0 s, got {r.launch_timeout}")
     if r.state is not None:
         check_gpu_state(*r.state, option="--state")
+    if r.set_power_limit is not None:
+        if r.device == "none" or r.schedule is not None:
+            raise ConfigError("--set-power-limit sets the limit through NVML: not with --device none or --schedule")
+        if r.set_power_limit == "auto" and r.data is None:
+            raise ConfigError("--set-power-limit auto needs --data SWEEP (a sweep over several power limits)")
     config = ServerConfig(  # checks --target, --port and --server-command
         model_path=r.target,
         draft_model_path=r.draft,
@@ -180,13 +206,31 @@ def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | N
         )  # fmt: skip
         mrr = ["--max-running-requests", str(r.max_running_requests)] if r.max_running_requests else []
         return dataclasses.replace(config, extra_args=(*pick["extra_args"], *mrr, *config.extra_args)), pick
+    if r.set_power_limit == "auto":
+        return config, _auto_power_limit_pick(r, notes)
     from specband.recommend import recommend
 
     assert r.batch_size is not None  # checked: --batch-size or --schedule
     telemetry = r.state if r.state is not None else read_idle_state(r.device, r.gpu_index or 0, notes)
-    result = recommend(r.batch_size, r.algo, r.models, telemetry, r.draft, r.data, trust_pickle=r.trust_pickle)
+    result = recommend(
+        r.batch_size, r.algo, r.models, telemetry, r.draft, r.data, trust_pickle=r.trust_pickle,
+        allow_modified=r.allow_modified,
+    )  # fmt: skip
     notes += result.notes
     return config, result.pick
+
+
+def _auto_power_limit_pick(r: LaunchRequest, notes: list[str]) -> dict[str, Any]:
+    """``--set-power-limit auto``: the limit and the flags from a sweep over several limits
+    (:func:`specband.powerpicks.recommend_power_limit`); the pick carries ``power_limit_w``."""
+    from specband.dataset import load_sweep
+    from specband.hub import resolve_data_file
+    from specband.recommend import power_limit_pick, power_limit_summary, recommend_power_limit
+
+    assert r.batch_size is not None and r.data is not None  # checked
+    decided = recommend_power_limit(load_sweep(resolve_data_file(r.data)), r.batch_size)
+    notes += [*decided.notes, power_limit_summary(decided)]
+    return power_limit_pick(decided, r.draft)
 
 
 def plan_launch(r: LaunchRequest) -> LaunchPlan:
@@ -222,6 +266,12 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                 f"(the EAGLE3 draft model path)"
             )
         command = build_launch_command(config, action, r.batch_size, r.mem_fraction)
+        limit_w = pick.get("power_limit_w") if r.set_power_limit == "auto" else None
+        if r.set_power_limit is not None and r.set_power_limit != "auto":
+            from specband.harness.power_limits import launch_power_limit_w
+
+            limit_w, limit_notes = launch_power_limit_w(r.set_power_limit, r.gpu_index or 0)
+            notes += limit_notes
     except BaseException:
         if log_created:
             with contextlib.suppress(OSError):
@@ -231,13 +281,15 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
         raise
     if r.schedule is not None:
         notes.append(f"adaptive speculation with {pick['path']}: tiers {sorted(pick['entries'])}, starting at {action}")
+    elif r.set_power_limit == "auto":
+        notes.append(f"power limit {limit_w:g} W with {pick['action']} for batch size {r.batch_size}")
     else:
         notes.append(
             f"{r.algo} picks {pick['action']} for batch size {r.batch_size} "
             f"(features={pick['features']}, state={[round(v, 4) for v in pick['state']]}, source: {pick['source']})"
         )
     return LaunchPlan(
-        r, config, action, command, pick, tuple(notes), version, version_source, version_warning, auto_file
+        r, config, action, command, pick, tuple(notes), version, version_source, version_warning, auto_file, limit_w
     )
 
 
@@ -260,7 +312,14 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
         launch_timeout_s=r.launch_timeout,
     )
     server = None
-    with interrupts_as_keyboard_interrupt():  # SIGTERM too; never inside an import or the server's start
+    # SIGTERM too; never inside an import or the server's start. The limit (--set-power-limit)
+    # is restored when the block ends: after the server stopped (the finally below)
+    with interrupts_as_keyboard_interrupt(), contextlib.ExitStack() as held:
+        if plan.power_limit_w is not None:
+            from specband.harness.power_limits import held_power_limit
+
+            in_force = held.enter_context(held_power_limit(plan.power_limit_w, r.gpu_index or 0))
+            note(f"power limit set to {in_force:g} W (the old limit is restored when the server stops)")
         try:
             outcome = launch_with_retry(settings, Clock(), plan.action, r.batch_size, r.log)
             server = outcome.server

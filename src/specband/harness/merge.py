@@ -28,7 +28,7 @@ from specband.fileio import write_jsonl_atomic
 from specband.harness.pipeline import GridPoint
 from specband.harness.runner import MeasureSettings
 from specband.harness.server import ServerConfig
-from specband.harness.sweep import check_resumable, check_same_logging, parse_rows
+from specband.harness.sweep import check_resumable, check_same_logging, check_same_world, parse_rows
 from specband.limits import is_int
 from specband.sim.sweep import check_out_path
 
@@ -178,6 +178,8 @@ def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> M
         raise ConfigError("merge: give at least one SHARD file")
     per_file = [_read_shard(Path(path)) for path in shards]
     numbered = [entry for entries in per_file for entry in entries]
+    if not numbered:
+        raise ConfigError(f"merge: the shards ({', '.join(map(str, shards))}) hold no rows; nothing to merge")
     rows = [row for _, _, row in numbered]
     reference, points = _reference(rows), _grid(numbered)
     first_file = Path(shards[0])
@@ -186,6 +188,9 @@ def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> M
         try:
             check_resumable([row], reference, points, f"{path}:{line}", verb="merge")
             check_same_logging([row], rows[0].get("propensity") is not None, f"{path}:{line}", verb="merge")
+            check_same_world(
+                [rows[0], row], f"{path}:{line}", verb="merge", first=f"{first_file}'s first row", power=False
+            )
         except ConfigError as exc:
             raise ConfigError(f"{exc} (the merge's first rows, from {first_file} on)") from None
         key = (row["index"], row["repeat"])

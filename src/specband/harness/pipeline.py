@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from specband.actions import ACTIONS, Action, validate_action
 from specband.devices.base import Clock, GpuDevice, TelemetrySample
+from specband.devices.power_limit import PowerLimitGuard
 from specband.errors import ConfigError, HarnessError
 from specband.harness.draft_health import draft_rejected_message
 from specband.harness.runner import (
@@ -74,18 +75,26 @@ class GridPoint:
     """One configuration of the grid.
 
     Attributes:
-        index: position in the bs-major grid.
+        index: position in the bs-major grid (limit-major first with ``--power-limits``).
         batch_size: concurrent requests.
         action: the canonical triple.
+        power_limit_w: the GPU power limit the run is measured at (``--power-limits``), W;
+            ``None``: the limit is left as it is.
     """
 
     index: int
     batch_size: int
     action: Action
+    power_limit_w: float | None = None
 
 
-def grid(batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, actions: Sequence[Action] = ACTIONS) -> list[GridPoint]:
-    """The bs-major grid: ``for bs in batch_sizes: for action in actions``.
+def grid(
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+    actions: Sequence[Action] = ACTIONS,
+    power_limits_w: Sequence[float] | None = None,
+) -> list[GridPoint]:
+    """The bs-major grid: ``for bs in batch_sizes: for action in actions``; with power
+    limits (W), ``for limit in power_limits_w`` outside it (the limit changes least often).
 
     Raises:
         ConfigError: empty, duplicate or non-positive batch sizes; empty or duplicate
@@ -103,7 +112,16 @@ def grid(batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, actions: Sequence[Act
     for i, act in enumerate(acts):
         if act in acts[:i]:
             raise ConfigError(f"--actions: {act} is given twice")
-    return [GridPoint(i * len(acts) + j, bs, a) for i, bs in enumerate(batch_sizes) for j, a in enumerate(acts)]
+    base = [GridPoint(i * len(acts) + j, bs, a) for i, bs in enumerate(batch_sizes) for j, a in enumerate(acts)]
+    if not power_limits_w:
+        return base
+    if len(set(power_limits_w)) != len(power_limits_w):
+        raise ConfigError(f"--power-limits must be distinct, got {list(power_limits_w)}")
+    return [
+        GridPoint(k * len(base) + p.index, p.batch_size, p.action, float(limit))
+        for k, limit in enumerate(power_limits_w)
+        for p in base
+    ]
 
 
 @dataclass(frozen=True)
@@ -195,10 +213,15 @@ class SweepPlan:
             if not self.one_launch_per_config:
                 units += [LaunchUnit(rep, (run,)) for run in pending]
                 continue
-            for action in [validate_action(a) for a in self.actions]:
-                runs = sorted((r for r in pending if r.action == action), key=lambda r: r.batch_size)
-                if runs:
-                    units.append(LaunchUnit(rep, tuple(runs), shared=True))
+            limits = list(dict.fromkeys(p.power_limit_w for p in self.points))
+            for limit in limits:
+                for action in [validate_action(a) for a in self.actions]:
+                    runs = sorted(
+                        (r for r in pending if r.action == action and r.point.power_limit_w == limit),
+                        key=lambda r: r.batch_size,
+                    )
+                    if runs:
+                        units.append(LaunchUnit(rep, tuple(runs), shared=True))
         return units
 
     def launch_commands(self, settings: MeasureSettings) -> list[list[str]]:
@@ -246,6 +269,8 @@ class LaunchExecutor:
     device: GpuDevice
     clock: Clock
     started: Callable[[PlannedRun], None] = _no_start
+    #: sets the runs' power limits and remembers the original (restored by the sweep)
+    power_limits: PowerLimitGuard | None = None
     _launches: int = field(default=0, init=False, repr=False)
 
     @property
@@ -262,10 +287,20 @@ class LaunchExecutor:
                 :func:`~specband.harness.runner.launch_with_retry` (the sweep must stop).
             KeyboardInterrupt: Ctrl-C or SIGTERM (the server is stopped first).
         """
+        self._apply_power_limit(unit.runs[0].point.power_limit_w)
         if unit.shared:
             yield from self._shared(unit)
         else:
             yield from self._single(unit.runs[0])
+
+    def _apply_power_limit(self, watts: float | None) -> None:
+        """Set the unit's power limit before its launch (through :attr:`power_limits`, which
+        restores the original limit when the sweep ends)."""
+        if watts is None:
+            return
+        if self.power_limits is None:
+            self.power_limits = PowerLimitGuard(self.device)
+        self.power_limits.set(watts)
 
     def _single(self, run: PlannedRun) -> Iterator[RunResult]:
         """One launch, one measured row (or an error row), cool-down."""

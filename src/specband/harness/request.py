@@ -260,6 +260,16 @@ class SweepRequest:
         metavar="W",
         show_default=False,
     )
+    power_limits: str | None = option(
+        None,
+        "--power-limits",
+        help="Run the grid at each GPU power limit, set through NVML (root): watts '300,450,700', fractions "
+        "of the default '0.6,0.8,1.0' or LOW:HIGH:STEP, clamped to the GPU's range; the limit found is "
+        "restored at the end, on Ctrl-C, SIGTERM or a crash.",
+        panel="telemetry",
+        metavar="LIST",
+        show_default=False,
+    )
     hardware: str | None = option(
         None, "--hardware", help="'hardware' column (default: the GPU's name).", panel="telemetry", metavar="NAME",
         show_default=False,
@@ -341,6 +351,8 @@ class SweepJob:
         setup: the pool's worker setup (``None`` without a pool).
         sglang_version, sglang_version_source: the flag spellings' release and where it came from.
         version_warning: the line to print when the version was assumed (else ``None``).
+        power_limits_w: ``--power-limits`` in W, clamped to the GPU's range (``None``: the
+            limit is left as it is); ``power_limit_notes`` one note per clamped value.
     """
 
     request: SweepRequest
@@ -354,6 +366,8 @@ class SweepJob:
     sglang_version: str
     sglang_version_source: str
     version_warning: str | None
+    power_limits_w: tuple[float, ...] | None = None
+    power_limit_notes: tuple[str, ...] = ()
 
     def open_device(self) -> Any:
         """Open the telemetry of the one-GPU sweep (called once the sweep holds its lock)."""
@@ -569,7 +583,15 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         from specband.harness.fleet import GpuWorkerSetup
 
         setup = GpuWorkerSetup(settings, r.device_kind(), r.power_limit, r.plugged)
-    return SweepJob(r, out, settings, bs, acts, shard, pool, setup, version, source, warning)
+    limits_w: tuple[float, ...] | None = None
+    limit_notes: tuple[str, ...] = ()
+    if r.power_limits is not None:  # read from the GPU (NVML) or the plugged device; nothing is set yet
+        from specband.harness.power_limits import sweep_power_limits_w
+
+        limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
+    return SweepJob(
+        r, out, settings, bs, acts, shard, pool, setup, version, source, warning, limits_w, tuple(limit_notes)
+    )
 
 
 def _plugged_env(plugged: DeviceSpec) -> dict[str, str]:
@@ -588,7 +610,12 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     r = job.request
     plan, _ = planned_sweep(
         existing_rows(job.out),
-        SweepPlan(tuple(grid(job.batch_sizes, job.actions)), r.repeats, tuple(job.actions), r.one_launch_per_config),
+        SweepPlan(
+            tuple(grid(job.batch_sizes, job.actions, job.power_limits_w)),
+            r.repeats,
+            tuple(job.actions),
+            r.one_launch_per_config,
+        ),
         job.settings,
         job.out,
         resume=r.resume,
@@ -599,7 +626,13 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     if r.adaptive:  # later passes are decided from pass 0's rewards
         lines.append("# --adaptive: pass 0 below; later passes re-measure only the contenders")
         plan = dataclasses.replace(plan, repeats=1)
-    lines += [format_launch(command) for command in plan.launch_commands(job.settings)]
+    limit = None
+    for unit, command in zip(plan.units(), plan.launch_commands(job.settings), strict=True):
+        at = unit.runs[0].point.power_limit_w
+        if at is not None and at != limit:  # --power-limits: the limit set before these launches
+            lines.append(f"# nvidia-smi -pl {at:g}")
+            limit = at
+        lines.append(format_launch(command, job.settings.server.env))
     return lines
 
 
@@ -625,4 +658,5 @@ def run_sweep_job(job: SweepJob, reporter: Any, clock: Any = None) -> Any:
         pool=job.pool,
         setup=job.setup,
         adaptive=r.adaptive,
+        power_limits_w=job.power_limits_w,
     )

@@ -435,9 +435,16 @@ def base_record(
 def error_record(
     base: SweepRecord, error: str, retry_mem_fraction: float | None, mem_fraction_static: float | None
 ) -> SweepRecord:
-    """``base`` as the row of a run that failed: ``error`` (first 500 characters), no measurements."""
+    """``base`` as the row of a run that failed: ``error`` (first 500 characters) and its
+    ``error_class`` (:func:`specband.record.error_class_of`), no measurements."""
+    from specband.record import error_class_of
+
     return dataclasses.replace(
-        base, error=error[:500], retry_mem_fraction=retry_mem_fraction, mem_fraction_static=mem_fraction_static
+        base,
+        error=error[:500],
+        error_class=error_class_of(error),
+        retry_mem_fraction=retry_mem_fraction,
+        mem_fraction_static=mem_fraction_static,
     )
 
 

@@ -23,6 +23,7 @@ not executable, ``python -m`` of a module that is not installed) raises
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shlex
@@ -265,13 +266,32 @@ def check_server_env(env: Mapping[str, str]) -> None:
             )
 
 
+#: sglang flags that read more flags from a file (sglang 0.5.23 ``server_args.py``:
+#: ``--config FILE`` is a YAML file of flags, merged by ``ConfigArgumentMerger`` *before*
+#: specband's own: any flag specband leaves out, e.g. every speculative flag of the
+#: baseline run, would come from the file).
+FLAGS_FROM_FILE: tuple[str, ...] = ("--config",)
+
+
+def _reads_flags_from_file(arg: str) -> str | None:
+    """The flag of :data:`FLAGS_FROM_FILE` that ``arg`` is or abbreviates (argparse's
+    ``allow_abbrev``: ``--conf``), or an ``@file`` argument; else ``None``."""
+    if arg.startswith("@") and len(arg) > 1:
+        return arg
+    if not arg.startswith("--") or arg == "--":
+        return None
+    name = arg.split("=", 1)[0]
+    return next((flag for flag in FLAGS_FROM_FILE if flag.startswith(name) and len(name) >= 5), None)
+
+
 def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple[str, ...]:
     """Split ``--server-arg`` values like a POSIX shell line (:func:`shlex.split`) and
     join the pieces in order, for :attr:`ServerConfig.extra_args`:
     ``["--log-level warning", "--trust-remote-code"]`` ->
     ``("--log-level", "warning", "--trust-remote-code")``.
 
-    Flags that specband sets itself are refused (in ``--flag value`` and ``--flag=value``
+    A flag that reads flags from a file (:data:`FLAGS_FROM_FILE`: ``--config``, and
+    abbreviations) is refused. Flags that specband sets itself are refused (in ``--flag value`` and ``--flag=value``
     form, and abbreviated): ``--model-path``/``--model``, ``--host``, ``--port``,
     ``--mem-fraction-static``, ``--dtype``, ``--attention-backend``,
     ``--max-running-requests``, every CUDA-graph batch-size flag
@@ -297,6 +317,13 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple
         except ValueError as exc:
             raise ConfigError(f"--server-arg {value!r} cannot be parsed: {exc}") from None
         for part in parts:
+            from_file = _reads_flags_from_file(part)
+            if from_file is not None:
+                raise ConfigError(
+                    f"--server-arg {value!r}: {from_file} reads server flags from a file, which would "
+                    f"set flags specband {command} leaves out (the baseline's speculative flags); "
+                    "give each flag as its own --server-arg"
+                )
             hit = _owned_flag(part, owned)
             if hit is not None:
                 flag, option = hit
@@ -366,10 +393,12 @@ def build_launch_command(
     return command
 
 
-def format_launch(command: Sequence[str]) -> str:
-    """A launch as one shell line: :data:`SGLANG_ENV` assignments, then the shell-quoted
-    command (``launch --dry-run`` and ``sweep --dry-run`` print this)."""
-    env_text = " ".join(f"{k}={v}" for k, v in SGLANG_ENV.items())
+def format_launch(command: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """A launch as one shell line: :data:`SGLANG_ENV` assignments and then ``env`` (the
+    ``--env`` values, shell-quoted), then the shell-quoted command (``launch --dry-run``
+    and ``sweep --dry-run`` print this)."""
+    merged = {**SGLANG_ENV, **dict(env or {})}
+    env_text = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in merged.items())
     return f"{env_text} {shlex.join(command)}"
 
 
@@ -419,6 +448,52 @@ def group_members(pgid: int) -> list[int]:
         if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != b"Z":
             members.append(int(entry))
     return members
+
+
+def listening_socket_inodes(port: int) -> set[int] | None:
+    """Inodes of the TCP sockets listening on ``port`` (any address, IPv4 and IPv6), from
+    ``/proc/net/tcp`` and ``/proc/net/tcp6``; ``None`` when neither can be read (not
+    Linux)."""
+    found: set[int] = set()
+    read_any = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii", errors="replace") as fh:
+                lines = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        read_any = True
+        for line in lines:
+            parts = line.split()
+            if len(parts) < 10 or parts[3] != "0A":  # 0A: TCP_LISTEN
+                continue
+            try:
+                local_port = int(parts[1].rsplit(":", 1)[1], 16)
+                inode = int(parts[9])
+            except (IndexError, ValueError):
+                continue
+            if local_port == port and inode:
+                found.add(inode)
+    return found if read_any else None
+
+
+def socket_inodes_of(pids: Sequence[int]) -> set[int]:
+    """Inodes of the sockets the processes ``pids`` hold open (``/proc/<pid>/fd``)."""
+    inodes: set[int] = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                with contextlib.suppress(ValueError):
+                    inodes.add(int(target[8:-1]))
+    return inodes
 
 
 def process_group_alive(pgid: int) -> bool:
@@ -686,6 +761,11 @@ class ServerProcess:
                     reason, detail = classify_failure(tail)
                     if reason == "bad_arguments":
                         raise ServerArgsError(f"sglang refused the command line: {detail} (exit {code})")
+                    if reason == "port_in_use":  # the machine, not the configuration: stop, no row
+                        raise PortInUseError(
+                            f"port {self.port} on {self.host}: the server could not bind it ({detail}); another "
+                            "process holds it (stop it or pass another --port)"
+                        )
                     raise LaunchError(reason, detail, code)
                 capture_oom = _capture_oom(self.log_tail())
                 if capture_oom is not None and not self._exits_within(self.OOM_EXIT_WAIT_S):
@@ -694,13 +774,39 @@ class ServerProcess:
                 if capture_oom is not None:
                     continue  # it exited: classified with its exit status above
                 try:
-                    if client.get(self.base_url + "/health").status_code == 200:
-                        return self.clock.now() - t0
+                    healthy = client.get(self.base_url + "/health").status_code == 200
                 except httpx.HTTPError:
-                    pass
+                    healthy = False
+                if healthy:
+                    self.check_own_listener()
+                    return self.clock.now() - t0
                 if time.monotonic() - real_start >= real_timeout:
                     raise LaunchError("launch_timeout", f"no healthy /health within {timeout_s:g} s")
                 time.sleep(real_poll)
+
+    def check_own_listener(self) -> None:
+        """Prove that what answers on the port is this server: every socket listening on
+        ``port`` (``/proc/net/tcp`` and ``tcp6``) must be held by a process of this
+        server's process group (Linux; elsewhere nothing is checked).
+
+        Raises:
+            PortInUseError: a socket on the port belongs to another process (the rows would
+                measure someone else's server), or this group holds none while something
+                answers.
+        """
+        if self.pgid is None:
+            return
+        listeners = listening_socket_inodes(self.port)
+        if listeners is None:
+            return  # no /proc/net: cannot tell
+        ours = socket_inodes_of(group_members(self.pgid))
+        foreign = listeners - ours
+        if foreign or not listeners & ours:
+            raise PortInUseError(
+                f"port {self.port} on {self.host} is answered by a process specband did not start (its server, "
+                f"process group {self.pgid}, does not hold the listening socket); refusing to measure it (stop "
+                "the other server or pass another --port)"
+            )
 
     #: Real seconds a server that logged an out-of-memory during CUDA-graph capture gets
     #: to exit before it is classified as hung in that state.

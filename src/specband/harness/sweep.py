@@ -44,6 +44,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -73,6 +74,7 @@ from specband.harness.shards import ShardSpec, shard_plan, shard_runs
 from specband.harness.workers import LocalGpuPool, WorkerPool
 from specband.jsonl import parse_jsonl
 from specband.limits import MAX_DATA_FILE_BYTES
+from specband.record import row_error_class
 
 __all__ = [
     "RowWriter",
@@ -140,6 +142,20 @@ def parse_rows(path: Path, *, verb: str = "resume") -> tuple[list[tuple[int, dic
     return numbered, rewrite
 
 
+def _file_bytes(path: Path) -> bytes:
+    try:
+        return read_bytes_bounded(path, limit=MAX_DATA_FILE_BYTES, kind="sweep file", error=HarnessError)
+    except OSError as exc:
+        raise HarnessError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _without_lines(data: bytes, drop: set[int]) -> bytes:
+    """``data`` without its (1-based) lines in ``drop``."""
+    lines = data.split(b"\n")
+    kept = [line for n, line in enumerate(lines, start=1) if n not in drop]
+    return b"\n".join(kept)
+
+
 def existing_rows(path: Path) -> list[dict[str, Any]]:
     """The complete rows already in ``path`` (none when it does not exist), reading only.
 
@@ -159,7 +175,12 @@ class SweepLock:
     whole run so that two sweeps never append to one file (or measure on each other's
     servers).
 
-    It is an advisory ``fcntl.flock`` on ``<out>.lock``, which holds the owner's pid.
+    It goes by the file itself, not its name: the output path is resolved first
+    (symlinks, ``..``, ``//``), so every alias of one file locks the same ``<real
+    out>.lock``; and when the output file exists, the file itself (its inode, so a hard
+    link is the same file too) is ``flock``-ed as well.
+
+    It is an advisory ``fcntl.flock`` on ``<real out>.lock``, which holds the owner's pid.
     The kernel drops a ``flock`` when its process dies, so a lock file left by a killed
     sweep (even by SIGKILL) is stale and simply taken over. :meth:`release` removes the
     file while still holding the lock; :meth:`acquire` checks after locking that the file
@@ -178,9 +199,14 @@ class SweepLock:
 
     def __init__(self, out_path: Path) -> None:
         self.out_path = Path(out_path)
-        self.path = self.out_path.with_name(self.out_path.name + ".lock")
+        self.path = self._lock_path()
         self._fd: int | None = None
+        self._file_fd: int | None = None
         self._created_dirs: list[Path] = []
+
+    def _lock_path(self) -> Path:
+        real = Path(os.path.realpath(self.out_path))
+        return real.with_name(real.name + ".lock")
 
     def acquire(self) -> None:
         """Take the lock.
@@ -198,10 +224,16 @@ class SweepLock:
             self._created_dirs = _make_dirs(parent)
         except OSError as exc:
             raise HarnessError(f"{self.out_path}: cannot write ({exc.strerror or exc})") from None
+        self.path = self._lock_path()  # resolved again now that its folders exist
         try:
             self._fd = self._lock()
         except BaseException:
             _remove_empty_dirs(self._created_dirs)
+            raise
+        try:
+            self._file_fd = self._lock_file_itself()
+        except BaseException:
+            self.release()
             raise
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, 0)
@@ -232,6 +264,28 @@ class SweepLock:
                 return fd
             os.close(fd)  # released and removed by its holder meanwhile: lock the new file
 
+    def _lock_file_itself(self) -> int | None:
+        """``flock`` the existing output file (its inode: a hard link is the same file);
+        ``None`` when there is none yet (its lock file then covers every alias)."""
+        try:
+            fd = os.open(self.out_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return None  # the writer refuses it with one line
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SweepBusyError(
+                f"{self.out_path} is being written by another sweep (the same file under another name)"
+            ) from None
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
     def _holder(self, fd: int) -> str:
         """The pid in the lock file (its holder writes it right after locking)."""
         deadline = time.monotonic() + self.PID_WAIT_S
@@ -249,6 +303,10 @@ class SweepLock:
         they are empty. Idempotent."""
         if self._fd is None:
             return
+        if self._file_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._file_fd)
+            self._file_fd = None
         with contextlib.suppress(OSError):
             os.unlink(self.path)
         os.close(self._fd)
@@ -317,6 +375,9 @@ class RowWriter:
         new = not path.exists()
         if path.parent.exists() and not path.parent.is_dir():
             raise HarnessError(f"{path}: cannot write ({path.parent} is not a folder)")
+        from specband.fileio import replace_target
+
+        replace_target(path, error=HarnessError)  # appends to a regular file only (never a FIFO or device)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held open for every row; closed in close())
@@ -347,8 +408,14 @@ class RowWriter:
             self.rows += 1
 
     def close(self) -> None:
-        """Close the file."""
-        self._fh.close()
+        """Close the file. A flush that fails here (the disk filled while a row was being
+        written: :meth:`append` already raised for it) is not raised a second time; every
+        row before it was fsynced, and a partial last line is dropped on ``--resume``."""
+        try:
+            self._fh.close()
+        except OSError:
+            with contextlib.suppress(OSError, ValueError):
+                os.close(self._fh.fileno())
 
     def __enter__(self) -> RowWriter:
         return self
@@ -388,6 +455,7 @@ def run_sweep(  # noqa: PLR0913
     pool: WorkerPool | None = None,
     setup: WorkerSetup | None = None,
     adaptive: bool = False,
+    power_limits_w: Sequence[float] | None = None,
 ) -> SweepSummary:
     """Run (or resume) a sweep and write its rows to ``out_path``.
 
@@ -409,6 +477,10 @@ def run_sweep(  # noqa: PLR0913
             is closed when the sweep ends.
         out_path: the JSONL file.
         batch_sizes, actions: the grid (bs-major).
+        power_limits_w: GPU power limits in W (``--power-limits``, already clamped to the
+            GPU's range): the grid is run at each, limit-major; each is set through the
+            device before the runs at it and the limit found is restored when the sweep
+            ends, however it ends (Ctrl-C, SIGTERM, an error). One local GPU only.
         repeats: full passes over the grid.
         resume: skip ``(index, repeat)`` rows already in the file.
         one_launch_per_config: one server per action for all batch sizes.
@@ -447,7 +519,13 @@ def run_sweep(  # noqa: PLR0913
     reporter = reporter or NoReporter()
     if repeats <= 0:
         raise ConfigError(f"--repeats must be > 0, got {repeats}")
-    points = grid(batch_sizes, actions)
+    points = grid(batch_sizes, actions, power_limits_w)
+    if power_limits_w and (pool is not None or adaptive):
+        raise ConfigError("--power-limits runs on one local GPU: not with --gpus, --ray or --adaptive")
+    if pool is not None:
+        from specband.harness.workers import check_pool_env
+
+        check_pool_env(settings.server.env)
     if out_path.is_dir():
         raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
@@ -471,14 +549,17 @@ def run_sweep(  # noqa: PLR0913
             shard=shard,
         )
         todo = plan.runs()
+        retried = {n for n, row in numbered if resume and row_error_class(row) == "environment"}
+        if retried:
+            existing = [row for n, row in numbered if n not in retried]
+            complete = _without_lines(complete if complete is not None else _file_bytes(out_path), retried)
         if todo:
             for port in _local_ports(settings, pool):
                 wait_port_free(settings.server.host, port, settings.port_wait_s)
         summary = SweepSummary(out_path, skipped=mine - len(todo), one_launch_per_config=one_launch_per_config)
         created_logs = _make_log_dir(settings.log_dir)
         try:
-            if complete is not None:  # drop the partial last line of a killed sweep
-                write_bytes_atomic(out_path, complete, error=HarnessError)
+            check_same_world(existing, out_path, power=not power_limits_w)
             with contextlib.ExitStack() as stack:
                 execute: Callable[[SweepPlan, RowSink], None]
                 if pool is not None and setup is not None:
@@ -488,13 +569,18 @@ def run_sweep(  # noqa: PLR0913
 
                 else:
                     gpu = stack.enter_context(_opened(device))
+                    check_same_world(existing, out_path, mine=_device_world(settings, gpu), power=not power_limits_w)
                     executor = LaunchExecutor(
                         settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
                     )
+                    # runs before the device closes: the limit found is back on every exit path
+                    stack.callback(_restore_power_limit, executor)
 
                     def execute(p: SweepPlan, sink: RowSink) -> None:
                         execute_plan(p, executor, sink)
 
+                if complete is not None:  # drop the partial last line of a killed sweep (and retried rows)
+                    write_bytes_atomic(out_path, complete, error=HarnessError)
                 sink = RowSink(stack.enter_context(RowWriter(out_path)), reporter, summary)
                 if adaptive:
                     _run_adaptive(plan, existing, sink, execute)
@@ -503,6 +589,23 @@ def run_sweep(  # noqa: PLR0913
         finally:
             _remove_empty_dirs(created_logs)  # the log folder this sweep created and left empty
     return summary
+
+
+def _device_world(settings: MeasureSettings, gpu: GpuDevice) -> dict[str, Any]:
+    """This sweep's world columns (:data:`WORLD_COLUMNS`) from its opened device."""
+    limit = getattr(gpu, "power_limit_w", None)
+    return {
+        "hardware": settings.hardware or gpu.name,
+        "power_limit_watts": limit if isinstance(limit, (int, float)) else None,
+        "provenance": getattr(gpu, "provenance", None),
+    }
+
+
+def _restore_power_limit(executor: LaunchExecutor) -> None:
+    """Put back the power limit the sweep found (a Ctrl-C or SIGTERM waits until it is)."""
+    if executor.power_limits is not None:
+        with deferred():
+            executor.power_limits.restore()
 
 
 def _run_adaptive(
@@ -555,6 +658,8 @@ def planned_sweep(
         )
     check_resumable(existing, settings, plan.points, out_path)
     check_same_logging(existing, adaptive, out_path)
+    if resume:  # environment-class error rows are run again (run_sweep drops them from the file)
+        existing = [r for r in existing if row_error_class(r) != "environment"]
     done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
     if shard is not None:
         foreign = sorted(done - shard_runs(plan, shard))
@@ -646,6 +751,13 @@ def check_resumable(
     for row in existing:
         index = row.get("index")
         point = points[index] if isinstance(index, int) and 0 <= index < len(points) else None
+        if point is not None and point.power_limit_w is not None:
+            got = row.get("power_limit_watts")
+            if not isinstance(got, (int, float)) or abs(float(got) - point.power_limit_w) > 0.5:
+                raise ConfigError(
+                    f"{out_path}: cannot {verb}: its row index={index} was measured at power_limit_watts={got!r}, "
+                    f"in this sweep's grid it is {point.power_limit_w:g} W (use the same --power-limits)"
+                )
         ident = (row.get("batch_size"), row.get("steps"), row.get("topk"), row.get("num_draft_tokens"))
         if point is None or ident != (point.batch_size, *point.action):
             raise ConfigError(
@@ -669,6 +781,58 @@ def check_same_action_set(existing: Sequence[dict[str, Any]], mine: str, out_pat
                 f"{out_path}: cannot {verb}: its rows are of the {theirs} action set, this sweep's is {mine} "
                 f"(one file never mixes action sets; see --actions)"
             )
+
+
+#: Columns that say which world a row was measured in: one sweep file (resumed or merged)
+#: holds one world. ``profile`` names the emulated GPU's performance model.
+WORLD_COLUMNS: tuple[str, ...] = ("hardware", "power_limit_watts", "provenance", "profile")
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(float(a) - float(b)) <= 1e-6 * max(1.0, abs(float(a)), abs(float(b)))
+    return bool(a == b)
+
+
+def check_same_world(
+    rows: Sequence[dict[str, Any]],
+    where: Path | str,
+    *,
+    verb: str = "resume",
+    mine: dict[str, Any] | None = None,
+    first: str = "its first row",
+    power: bool = True,
+) -> None:
+    """Refuse rows of more than one world (:data:`WORLD_COLUMNS`: another hardware name,
+    power limit, provenance (measured, emulated, simulated) or emulated performance
+    model), among themselves or against ``mine`` (this sweep's device), naming the
+    difference. A column a row lacks is not compared.
+
+    Raises:
+        ConfigError: ``"<where>: cannot <verb>: its rows have hardware='RTX4060_Laptop',
+            this sweep has 'H100' (another world: ...)"``.
+    """
+    reference: dict[str, Any] = {}
+    label = first
+    if mine is not None:
+        reference = {k: v for k, v in mine.items() if v is not None}
+        label = "this sweep"
+    for row in rows:
+        for key in WORLD_COLUMNS:
+            if key == "power_limit_watts" and not power:  # a --power-limits sweep sets several
+                continue
+            value = row.get(key)
+            if value is None:
+                continue
+            if key not in reference:
+                reference[key] = value
+                continue
+            if not _same_value(reference[key], value):
+                theirs = f"row index={row.get('index')} repeat={row.get('repeat')}"
+                raise ConfigError(
+                    f"{where}: cannot {verb}: {theirs} has {key}={value!r}, {label} has {reference[key]!r} "
+                    "(rows of another GPU, power limit or provenance never share one file)"
+                )
 
 
 def _check_mem_fraction(row: dict[str, Any], settings: MeasureSettings, out_path: Path | str, verb: str) -> None:

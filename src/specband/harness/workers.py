@@ -117,6 +117,26 @@ class WorkerContext:
         return {**base, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": self.cuda_visible_devices}
 
 
+#: Environment variables a worker pool sets for each server (:meth:`WorkerContext.server_env`).
+POOL_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+
+def check_pool_env(env: Mapping[str, str]) -> None:
+    """Refuse ``--env`` values that retarget the device when a pool (``--gpus``,
+    ``--ray``) sets it for each server: rows would be measured on another GPU than the
+    one whose telemetry is read.
+
+    Raises:
+        ConfigError: ``"--env CUDA_VISIBLE_DEVICES=...: specband sets it for each GPU ..."``.
+    """
+    for key in POOL_ENV:
+        if key in env:
+            raise ConfigError(
+                f"--env {key}={env[key]}: specband sets {key} for each GPU of --gpus/--ray (the GPU whose "
+                "power it reads); leave it out"
+            )
+
+
 class Results(Generic[U, R]):
     """``(unit, result)`` pairs in completion order; a context manager whose exit (or
     :meth:`close`) cancels what is left and waits for the running executors."""
@@ -257,6 +277,86 @@ def _ray_task(execute: Callable[[Any, WorkerContext], Any], unit: Any, base_port
     return execute(unit, WorkerContext(gpu, visible, gpu, base_port + gpu))
 
 
+#: Real seconds to reach a ``--ray-address`` before giving up (Ray itself retries for
+#: minutes and ignores SIGTERM meanwhile).
+RAY_CONNECT_TIMEOUT_S = 10.0
+
+
+def check_ray_address(address: str, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> tuple[str, int] | None:
+    """Check a ``--ray-address`` before Ray is asked to connect: ``auto`` and ``local``
+    pass as they are; ``HOST:PORT`` or ``ray://HOST:PORT`` must have a host and a port in
+    1..65535, and a TCP connection to it must succeed within ``timeout_s``.
+
+    Returns:
+        ``(host, port)``, or ``None`` for ``auto``/``local``.
+
+    Raises:
+        ConfigError: a malformed address (``"--ray-address 'x': expected HOST:PORT ..."``).
+        HarnessError: nothing answers there within ``timeout_s`` (one line).
+    """
+    import socket
+
+    from specband.errors import HarnessError
+
+    text = address.strip()
+    if text in ("auto", "local"):
+        return None
+    rest = text.removeprefix("ray://")
+    host, sep, port_text = rest.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536 or "/" in rest:
+        raise ConfigError(
+            f"--ray-address {address!r}: expected HOST:PORT (the head node's GCS address), ray://HOST:PORT "
+            "(Ray Client) or auto"
+        )
+    port = int(port_text)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc) or type(exc).__name__)
+        raise HarnessError(
+            f"--ray-address {address}: cannot reach the Ray cluster ({reason} within {timeout_s:g} s); "
+            "check the address and that the head node is running"
+        ) from None
+    return host, port
+
+
+def _ray_init(ray: Any, address: str | None, kwargs: Mapping[str, Any]) -> None:
+    """``ray.init`` with its failures as one line, and specband's SIGINT/SIGTERM handling
+    kept (``ray.init`` installs a SIGTERM handler that exits with status 15).
+
+    Raises:
+        HarnessError: Ray could not connect or start (an auth mismatch, a version
+            mismatch, no cluster for ``auto``).
+        KeyboardInterrupt: SIGTERM or Ctrl-C while connecting.
+    """
+    import signal
+
+    from specband.errors import HarnessError
+    from specband.harness.interrupts import note_received
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    try:
+        ray.init(address=address, include_dashboard=False, **kwargs)
+    except SystemExit as exc:  # Ray's own SIGTERM handler: sys.exit(15)
+        if exc.code == signal.SIGTERM:
+            note_received(signal.SIGTERM)
+            raise KeyboardInterrupt from None
+        raise
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        where = f"--ray-address {address}" if address else "--ray"
+        raise HarnessError(f"{where}: Ray could not connect ({type(exc).__name__}: {first})") from None
+    finally:
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
 class RayPool:
     """One Ray task per launch unit, each needing one GPU (``num_gpus=1``), on the
     cluster at ``address`` or, without one, a Ray instance already started in this
@@ -279,6 +379,8 @@ class RayPool:
             import ray  # noqa: F401
         except ImportError:
             raise ConfigError("--ray needs Ray: pip install 'specband[ray]'") from None
+        if address is not None:
+            check_ray_address(address)
         self.address = address
         self.base_port = base_port
         self.cancel_wait_s = cancel_wait_s
@@ -293,7 +395,7 @@ class RayPool:
             kwargs = dict(self.init_kwargs)
             if self.address is None:  # a Ray started here talks to itself over loopback only
                 kwargs.setdefault("_node_ip_address", LOCAL_NODE_IP)
-            ray.init(address=self.address, include_dashboard=False, **kwargs)
+            _ray_init(ray, self.address, kwargs)
         if ray.cluster_resources().get("GPU", 0) < 1:  # its tasks would wait for ever
             if started:
                 ray.shutdown()

@@ -68,7 +68,56 @@ def load_prompts(path: Path, target: str) -> Workload:
     prompts = _sharegpt(path, text) if stripped.startswith("[") else _jsonl(path, text, target)
     if not prompts:
         raise DataError("no prompt in the file", path=path)
+    check_context(prompts, target, path)
     return Workload(Path(path).name, tuple(prompts))
+
+
+def target_context(target: str) -> int | None:
+    """The target's context length (``max_position_embeddings`` of its local
+    ``config.json``), or ``None`` when it has none that can be read."""
+    config = Path(target) / "config.json"
+    try:
+        data = json.loads(read_text_bounded(config, limit=1 << 20, kind="model config file", error=ConfigError))
+    except (OSError, ValueError, RecursionError, ConfigError):
+        return None
+    value = data.get("max_position_embeddings") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def check_context(prompts: Sequence[str], target: str, path: Path) -> None:
+    """Refuse a prompt longer than the target's context (tokens counted with the target's
+    own tokenizer, in a bounded child: :func:`specband.bounded.run_bounded`). Nothing is
+    checked for a target without a local ``config.json`` and tokenizer, or without
+    transformers.
+
+    Raises:
+        DataError: ``"<path>: prompt <n>: <t> tokens, longer than the target's context of
+            <c> (max_position_embeddings)"``.
+        ConfigError: the tokenizer failed or ran past its limits (one line).
+    """
+    import importlib.util
+
+    from specband.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
+
+    context = target_context(target)
+    folder = Path(target)
+    has_tokenizer = (folder / "tokenizer.json").is_file() or (folder / "tokenizer_config.json").is_file()
+    if context is None or not has_tokenizer or importlib.util.find_spec("transformers") is None:
+        return
+    counts = run_bounded(
+        "count_tokens",
+        [target, list(prompts)],
+        what=f"--prompts {path}: counting tokens with the tokenizer of --target {target}",
+        time_s=CHAT_TEMPLATE_TIME_S,
+        memory_bytes=CHAT_TEMPLATE_MEMORY_BYTES,
+    )
+    for n, count in enumerate(counts if isinstance(counts, list) else [], start=1):
+        if isinstance(count, int) and count > context:
+            raise DataError(
+                f"prompt {n}: {count} tokens, longer than the target's context of {context} "
+                "(max_position_embeddings in its config.json)",
+                path=path,
+            )
 
 
 def _sharegpt(path: Path, text: str) -> list[str]:
@@ -76,6 +125,10 @@ def _sharegpt(path: Path, text: str) -> list[str]:
         items = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"not valid JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    except RecursionError:
+        raise DataError("not valid JSON (nested too deeply)", path=path) from None
+    if not isinstance(items, list):
+        raise DataError("expected a JSON list of ShareGPT conversations", path=path)
     prompts = []
     for i, item in enumerate(items):
         turns = item.get("conversations") if isinstance(item, dict) else None
@@ -90,20 +143,24 @@ def _sharegpt(path: Path, text: str) -> list[str]:
 
 
 def _jsonl(path: Path, text: str, target: str) -> list[str]:
-    prompts: list[str] = []
-    template = None
+    prompts: list[str | None] = []
+    conversations: list[tuple[int, int, Any]] = []  # (slot in prompts, line, messages)
     for lineno, row in parse_jsonl(text, path):
         if isinstance(row, dict) and isinstance(row.get("prompt"), str) and row["prompt"]:
             prompts.append(row["prompt"])
         elif isinstance(row, dict) and "messages" in row:
             _check_messages(row["messages"], path, lineno)
-            template = template or _chat_template(target, path, lineno)
-            prompts.append(template(row["messages"]))
+            conversations.append((len(prompts), lineno, row["messages"]))
+            prompts.append(None)
         else:
             raise DataError(
                 'expected {"prompt": "<text>"} or {"messages": [...]}', path=path, line=lineno, field="prompt"
             )
-    return prompts
+    if conversations:
+        rendered = _chat_template(target, path, conversations[0][1])([m for _, _, m in conversations])
+        for (slot, _, _), text_ in zip(conversations, rendered, strict=True):
+            prompts[slot] = text_
+    return [p for p in prompts if p is not None]
 
 
 def _check_messages(messages: Any, path: Path, lineno: int) -> None:
@@ -122,25 +179,34 @@ def _check_messages(messages: Any, path: Path, lineno: int) -> None:
 
 
 def _chat_template(target: str, path: Path, lineno: int) -> Any:
-    """A function rendering ``messages`` with the target tokenizer's chat template.
+    """A function rendering a list of ``messages`` lists with the target tokenizer's chat
+    template, in a child process under a time and memory limit
+    (:func:`specband.bounded.run_bounded`: the Jinja sandbox bounds neither).
 
     Raises:
-        ConfigError: transformers is missing, or the target has no loadable tokenizer
-            with a chat template.
+        ConfigError: transformers is missing; the target has no loadable tokenizer with a
+            chat template; the template raised (``raise_exception``, an undefined
+            attribute, a sandbox refusal), ran past the time limit or exceeded the memory
+            limit (one line each).
     """
-    where = f"--prompts {path}:{lineno}: messages need the target's chat template"
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise ConfigError(f"{where}, which needs transformers (pip install transformers)") from None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(target, local_files_only=True, trust_remote_code=False)
-    except Exception as exc:
-        raise ConfigError(f"{where}: cannot load the tokenizer of --target {target} ({type(exc).__name__})") from None
-    if not getattr(tokenizer, "chat_template", None):
-        raise ConfigError(f"{where}: --target {target} has no chat template")
+    import importlib.util
 
-    def render(messages: Sequence[dict[str, str]]) -> str:
-        return str(tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))
+    from specband.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
+
+    where = f"--prompts {path}:{lineno}: messages need the target's chat template"
+    if importlib.util.find_spec("transformers") is None:
+        raise ConfigError(f"{where}, which needs transformers (pip install transformers)")
+
+    def render(conversations: Sequence[Sequence[dict[str, str]]]) -> list[str]:
+        out = run_bounded(
+            "render_chat_template",
+            [target, [list(m) for m in conversations]],
+            what=f"{where} (--target {target})",
+            time_s=CHAT_TEMPLATE_TIME_S,
+            memory_bytes=CHAT_TEMPLATE_MEMORY_BYTES,
+        )
+        if not isinstance(out, list) or len(out) != len(conversations) or not all(isinstance(t, str) for t in out):
+            raise ConfigError(f"--prompts {path}: the chat template of --target {target} rendered no text")
+        return out
 
     return render

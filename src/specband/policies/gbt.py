@@ -133,6 +133,15 @@ def load_joblib(path: Path, expected: str, n_features: int = 5, *, trust_pickle:
         raise ArtifactError(
             f"{path}: the model takes {got} features, the model card's is {n_features} ([state(4), action_idx/19])"
         )
+    import numpy as np
+
+    try:  # a crafted file (unfitted, a wrong-length coef_) fails here, not at the first pick
+        probe = np.asarray(model.predict(np.zeros((2, n_features))), dtype=np.float64)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ArtifactError(f"{path}: the {expected} cannot predict ({type(exc).__name__}: {first})") from None
+    if probe.shape != (2,) or not np.isfinite(probe).all():
+        raise ArtifactError(f"{path}: the {expected} predicts {probe.shape} values, not one finite value per row")
     return model
 
 

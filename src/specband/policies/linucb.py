@@ -93,6 +93,9 @@ def load_npz(path: Path, keys: tuple[str, ...], shapes: dict[str, tuple[int, ...
     """
     if not path.is_file():
         raise ArtifactError(f"{path}: no such file")
+    from specband.safeload import check_npz_arrays
+
+    check_npz_arrays(path)  # declared sizes bounded before np.load allocates them
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in keys if k not in npz.files]

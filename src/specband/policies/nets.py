@@ -544,6 +544,9 @@ def _load_safetensors(path: Path) -> Any:
     """The object :func:`safetensors_bytes` wrote (nested dicts rebuilt, lists restored)."""
     from safetensors import safe_open
 
+    from specband.safeload import check_safetensors_header
+
+    check_safetensors_header(path)  # sizes and keys checked before a tensor is allocated
     try:
         with safe_open(str(path), framework="pt", device="cpu") as fh:
             lists = set(filter(None, (fh.metadata() or {}).get(_LISTS_KEY, "").split(",")))
@@ -575,6 +578,13 @@ def load_state_dict(path: str | Path) -> Any:
         return _load_safetensors(p.with_suffix(SAFETENSORS_SUFFIX))
     if not p.is_file():
         raise ArtifactError(f"{p}: no such file")
+    import zipfile
+
+    from specband.safeload import check_file_size, check_zip_members
+
+    check_file_size(p)
+    if zipfile.is_zipfile(p):
+        check_zip_members(p)  # a torch file is a zip: its members are bounded before loading
     try:
         return torch.load(str(p), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types (pickle, zip, RuntimeError)

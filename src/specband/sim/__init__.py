@@ -19,7 +19,7 @@ from specband.sim.base import PerformanceModel, RunPrediction
 from specband.sim.hfconfig import BUNDLED_DRAFT_CONFIG, BUNDLED_TARGET_CONFIG, ModelSpec, load_model_spec
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import DEFAULT_PROFILE, HardwareProfile, builtin_profiles, load_profile
-from specband.sim.sweep import check_out_path, simulate_sweep, write_sweep
+from specband.sim.sweep import check_out_path, simulate_power_limits, simulate_sweep, write_sweep
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -32,6 +32,7 @@ __all__ = [
     "builtin_profiles",
     "check_out_path",
     "load_profile",
+    "simulate_power_limits",
     "simulate_sweep",
     "write_sweep",
 ]

@@ -180,7 +180,7 @@ def load_aic_reference(path: str | Path | None = None) -> AicReferenceData:
         data = json.loads(read_text_bounded(file, limit=MAX_CONFIG_FILE_BYTES, kind="JSON file", error=ConfigError))
     except FileNotFoundError:
         raise ConfigError(f"{file}: no such AIC reference file") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{file}: not a readable AIC reference file ({' '.join(str(exc).split())})") from None
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         raise ConfigError(f"{file}: expected an object with a 'records' list")

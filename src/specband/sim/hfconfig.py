@@ -318,6 +318,10 @@ def read_model_config(config: str | Path) -> tuple[dict[str, Any], str]:
         raise ConfigError(f"{path}: cannot read model config ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except ConfigError:
+        raise  # read_text_bounded's refusal (a device, FIFO, too large): a ValueError too
+    except (RecursionError, ValueError):
+        raise ConfigError(f"{path}: not valid JSON (nested too deeply, or a number too long)") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a model config must be a JSON object")
     return data, str(path)

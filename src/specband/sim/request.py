@@ -118,6 +118,28 @@ class SimulateRequest:
         show_default=False,
     )
     list_profiles: bool = option(False, "--list-profiles", help="List the built-in profiles and exit.", panel="model")
+    power_limits: str | None = option(
+        None,
+        "--power-limits",
+        help="Simulate the sweep at each power limit (nvidia-smi -pl): watts '300,450,700', fractions of the "
+        "profile's limit '0.6,0.8,1.0', or LOW:HIGH:STEP ('200:700:5'); the limit is applied on top of the "
+        "model's power (DVFS, specband.sim.power_limit).",
+        panel="output",
+        metavar="LIST",
+        show_default=False,
+    )
+
+    def _check_power_limits(self) -> None:
+        """``--power-limits``: a list :func:`~specband.devices.power_limit.parse_power_limits`
+        takes, with a simulated sweep (ConfigError, one line)."""
+        from specband.devices.power_limit import parse_power_limits
+        from specband.errors import ConfigError
+
+        if self.power_limits is None:
+            return
+        if self.calibration_report:
+            raise ConfigError("--power-limits goes with --out (a simulated sweep), not --calibration-report")
+        parse_power_limits(self.power_limits)
 
     def __post_init__(self) -> None:
         from specband.errors import ConfigError
@@ -148,6 +170,7 @@ class SimulateRequest:
                 )
         if self.write_profile is not None and not self.refit:
             raise ConfigError("--write-profile needs --refit")
+        self._check_power_limits()
         if not self.calibration_report and self.out is None:
             raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
         if self.seed < 0:

@@ -19,6 +19,7 @@ run-to-run spread of the five published bs 16 trials. Same seed, same rows.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ __all__ = [
     "MEM_FRACTION_STATIC",
     "RETRY_MEM_FRACTION",
     "check_out_path",
+    "simulate_power_limits",
     "simulate_sweep",
     "write_sweep",
 ]
@@ -73,8 +75,14 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
+def _held(power_w: float, limit_w: float, profile: Any) -> float:
+    """A noisy power reading under a limit set by the lever (``--power-limits``): never above
+    it (the profile's own limit keeps its calibrated overshoot)."""
+    return min(power_w, limit_w) if limit_w != profile.power_limit_w else power_w
+
+
 def simulate_sweep(  # noqa: C901
-    model: SpeculativeDecodingModel | None = None,
+    model: SpeculativeDecodingModel | Any | None = None,
     *,
     profile: str | Path | None = None,
     target_config: Any = None,
@@ -135,13 +143,13 @@ def simulate_sweep(  # noqa: C901
     acts = [validate_action(tuple(a)) for a in actions]
     if not acts:
         raise ConfigError("at least one action is needed")
-    extended = _row_action_set(acts)
     p = model.profile
     rng = np.random.default_rng(seed)
     temp = p.ambient_temp_c if start_temp_c is None else float(start_temp_c)
     if not math.isfinite(temp):
         raise ConfigError(f"start temperature must be finite, got {start_temp_c!r}")
-    launch_power = p.idle_power_w + p.launch_power_frac * p.activity_scale_w
+    limit_w = float(model.power_limit_w)  # a PowerLimitedModel's limit, else the profile's
+    launch_power = min(limit_w, p.idle_power_w + p.launch_power_frac * p.activity_scale_w)
     rows: list[dict[str, Any]] = []
     index = 0
     for repeat in range(repeats):
@@ -175,9 +183,9 @@ def simulate_sweep(  # noqa: C901
                     num_draft_tokens=draft_tokens,
                     is_baseline=action.is_baseline,
                     error=error,
-                    action_set=extended,
+                    action_set=_row_action_set(tuple(acts)),
                     retry_mem_fraction=retry,
-                    power_limit_watts=p.power_limit_w,
+                    power_limit_watts=limit_w,
                     provenance="simulated",
                     profile=p.name,
                     seed=seed,
@@ -202,7 +210,7 @@ def simulate_sweep(  # noqa: C901
                         accept = min(max(accept, 1.0), steps + 1.0)
                     step = pred.step_time_s * (1.0 + p.speed_rel_sd * rng.standard_normal())
                     speed = accept / step
-                    power = pred.avg_power_w * (1.0 + p.power_rel_sd * rng.standard_normal())
+                    power = _held(pred.avg_power_w * (1.0 + p.power_rel_sd * rng.standard_normal()), limit_w, p)
                     noisy = type(pred)(
                         **{
                             **pred.__dict__,
@@ -238,7 +246,7 @@ def simulate_sweep(  # noqa: C901
                     temp = temp_after
                     if not p.power_measured and not p.power_source:
                         low, high = power_range_w(p, pred)
-                        row.power_w_range = [round(low, 1), round(high, 1)]
+                        row.power_w_range = [round(min(low, limit_w), 1), round(min(high, limit_w), 1)]
                 rows.append(
                     row.as_row(SIMULATED_COLUMNS, omit_null=("power_w_range", "power_measured", "power_source"))
                 )
@@ -248,12 +256,46 @@ def simulate_sweep(  # noqa: C901
     return rows
 
 
-def _row_action_set(actions: Sequence[Action]) -> str | None:
+@functools.cache
+def _row_action_set(actions: tuple[Action, ...]) -> str | None:
     """The rows' ``action_set``: ``"extended"`` when an action is outside the contract, else
     ``None`` (contract rows keep the published columns)."""
     from specband.actions import action_set_of
 
     return "extended" if action_set_of(actions) == "extended" else None
+
+
+def simulate_power_limits(model: Any, power_limits_w: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:
+    """A simulated sweep at each power limit in turn (``nvidia-smi -pl W`` before each), the
+    rows of every limit in one list: ``index`` keeps counting across limits, every row
+    carries its ``power_limit_watts``. The limit is applied on top of the model's power
+    (:func:`specband.sim.power_limit.with_power_limit`).
+
+    Args:
+        model: the performance model (its own limit is the GPU's default).
+        power_limits_w: limits in W, in run order, each above the model's idle power.
+        kwargs: as :func:`simulate_sweep` (batch sizes, repeats, seed, ...); the same seed
+            at every limit.
+
+    Raises:
+        ConfigError: an empty list, a repeated limit or one at or below idle power; as
+            :func:`simulate_sweep`.
+    """
+    from specband.sim.power_limit import with_power_limit
+
+    limits = [float(w) for w in power_limits_w]
+    if not limits:
+        raise ConfigError("at least one power limit is needed")
+    if len(set(limits)) != len(limits):
+        raise ConfigError(f"power limits must not repeat, got {limits}")
+    rows: list[dict[str, Any]] = []
+    for limit in limits:
+        part = simulate_sweep(with_power_limit(model, limit), **kwargs)
+        offset = len(rows)
+        for row in part:
+            row["index"] += offset
+        rows += part
+    return rows
 
 
 def write_sweep(rows: Iterable[dict[str, Any]], path: str | Path, *, overwrite: bool = False) -> Path:

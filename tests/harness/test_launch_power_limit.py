@@ -1,0 +1,102 @@
+"""``launch --set-power-limit``: set through (a patched) NVML before the server starts, the
+old limit restored when the server stops, exits, fails to launch or is interrupted."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pynvml
+import pytest
+from tests.devices import conftest as devices_conftest
+from tests.harness.conftest import one_error_line
+
+from specband.harness import runner
+from specband.sim import build_model, simulate_power_limits
+
+FakeGpu = devices_conftest.FakeGpu
+fake_gpu = devices_conftest.fake_gpu  # the patched-NVML fixture of the device tests
+
+
+class _Proc:
+    def __init__(self, ending):
+        self.ending = ending
+
+    def wait(self):
+        if isinstance(self.ending, BaseException):
+            raise self.ending
+        return self.ending
+
+
+def _fake_launch(monkeypatch, gpu: FakeGpu, ending, launched: list):
+    def launch_with_retry(settings, clock, action, batch_size, log):
+        launched.append((tuple(action), list(gpu.limits_set)))  # the limit in force at launch
+        server = SimpleNamespace(
+            base_url="http://127.0.0.1:1", proc=_Proc(ending), stop=lambda *a: None, log_tail=lambda n: ""
+        )
+        return SimpleNamespace(server=server, retry_mem_fraction=None)
+
+    monkeypatch.setattr(runner, "launch_with_retry", launch_with_retry)
+
+
+_ARGS = ("launch", "--target", "m", "--draft", "d", "-b", "4", "--sglang-version", "0.5.23")
+
+
+@pytest.mark.parametrize("ending", [0, 3, KeyboardInterrupt()])
+def test_the_limit_is_set_before_the_launch_and_restored_when_the_server_stops(
+    run_cli,
+    tmp_path,
+    monkeypatch,
+    fake_gpu,
+    ending,
+):
+    launched: list = []
+    _fake_launch(monkeypatch, fake_gpu, ending, launched)
+    result = run_cli(*_ARGS, "--set-power-limit", "60", "--log", tmp_path / "s.log")
+    assert result.exit_code == (0 if isinstance(ending, BaseException) else ending), result.stderr
+    assert launched and launched[0][1] == [60_000]  # set before the server started
+    assert fake_gpu.limits_set == [60_000, 80_000]  # then the old (enforced) limit put back
+    assert "power limit set to 60 W" in result.stderr
+
+
+def test_a_failed_launch_restores_the_limit(run_cli, tmp_path, monkeypatch, fake_gpu):
+    from specband.errors import HarnessError
+
+    def failing(*args, **kwargs):
+        raise HarnessError("the server exited during start-up")
+
+    monkeypatch.setattr(runner, "launch_with_retry", failing)
+    result = run_cli(*_ARGS, "--set-power-limit", "0.5", "--log", tmp_path / "s.log")
+    assert result.exit_code == 2 and "exited during start-up" in one_error_line(result.stderr)
+    assert fake_gpu.limits_set == [50_000, 80_000]  # 0.5 of the 100 W default, then restored
+
+
+def test_no_permission_is_one_line_and_nothing_launches(run_cli, tmp_path, monkeypatch, fake_gpu):
+    fake_gpu.errors = {"set_limit": pynvml.NVML_ERROR_NO_PERMISSION}
+    launched: list = []
+    _fake_launch(monkeypatch, fake_gpu, 0, launched)
+    result = run_cli(*_ARGS, "--set-power-limit", "60", "--log", tmp_path / "s.log")
+    assert result.exit_code == 2
+    assert "no permission to set power limits" in one_error_line(result.stderr)
+    assert launched == [] and fake_gpu.limits_set == []
+
+
+def test_auto_takes_the_limit_and_flags_from_a_sweep_over_limits(run_cli, tmp_path, monkeypatch, fake_gpu):
+    fake_gpu.max_limit_mw = fake_gpu.default_mw = 700_000
+    fake_gpu.enforced_mw = 700_000
+    model = build_model("h100-sxm", target_config="llama-3.1-8b-instruct", draft_config="eagle3-llama-3.1-8b-instruct")
+    rows = simulate_power_limits(model, [float(w) for w in range(400, 701, 10)], batch_sizes=(4,), repeats=1)
+    data = tmp_path / "h100.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run_cli(*_ARGS, "--set-power-limit", "auto", "--data", data, "--dry-run", "--log", tmp_path / "s.log")
+    assert result.exit_code == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("# sudo nvidia-smi -pl "))
+    assert 400 <= float(line.split()[-1]) < 700 and fake_gpu.limits_set == []  # a dry run sets nothing
+    assert "--speculative-num-steps" in result.stdout and "in the band" in result.stderr
+
+
+def test_set_power_limit_refused_with_device_none(run_cli, tmp_path):
+    result = run_cli(*_ARGS, "--device", "none", "--set-power-limit", "60", "--log", tmp_path / "s.log")
+    assert result.exit_code == 2 and "not with --device none" in one_error_line(result.stderr)
+    result = run_cli(*_ARGS, "--set-power-limit", "auto", "--log", tmp_path / "s.log")
+    assert result.exit_code == 2 and "needs --data SWEEP" in one_error_line(result.stderr)
