@@ -69,9 +69,11 @@ def recommend_command(request: RecommendRequest) -> None:
 
         print_mix_recommendation(recommend_mix(request), request.output_format)
         return
+    from specband.actions import use_action_set
     from specband.recommend import power_limit_recommendation, recommend_request
 
-    with_limit = power_limit_recommendation(request)
+    with use_action_set(request.actions):  # a folder is read against its action set
+        with_limit = power_limit_recommendation(request)
     if with_limit is not None:  # a sweep or folder over several power limits (issue 20)
         _print_power_limit(with_limit, request)
         return
