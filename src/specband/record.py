@@ -142,8 +142,8 @@ class SweepRecord:
     workload: str | None = _col(str)
     workload_sha256: str | None = _col(str)
     time_scale: float | None = _col(float)  # real s per emulated s of the run (1: real time)
-    action_set: str | None = _col(str)  # "extended" on rows of the extended grid; absent on contract rows
     draft_flag: str | None = _col(str)
+    action_set: str | None = _col(str)  # "extended" on rows of the extended grid; absent on contract rows
     error_class: str | None = _col(str)  # of an error row: ERROR_CLASSES (error_class_of)
     # the published live file's columns (docs/FACTS.md §3)
     trial: str | None = _col(str)
@@ -196,8 +196,9 @@ _NAMES = [f.name for f in _FIELDS]
 SWEEP_COLUMNS: tuple[str, ...] = tuple(_NAMES[: _NAMES.index("gpu_throttling") + 1])
 #: Columns ``specband sweep`` writes after the published ones.
 EXTRA_COLUMNS: tuple[str, ...] = tuple(_NAMES[len(SWEEP_COLUMNS) : _NAMES.index("error_class") + 1])
-#: Every column of a measured sweep row, in order.
-RUN_COLUMNS: tuple[str, ...] = (*SWEEP_COLUMNS, *EXTRA_COLUMNS)
+#: Every column of a measured sweep row, in order (``action_set`` last, written only on rows of
+#: the extended grid: a contract row has the published columns and specband's, as before).
+RUN_COLUMNS: tuple[str, ...] = (*SWEEP_COLUMNS, *EXTRA_COLUMNS, "action_set")
 #: Column -> its JSON type (``int``, ``float``, ``str``, ``bool`` or ``list``).
 COLUMN_KINDS: dict[str, type] = {f.name: f.metadata["kind"] for f in _FIELDS}
 #: Numeric columns that must be >= 0 when present.
