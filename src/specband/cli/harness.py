@@ -143,6 +143,8 @@ def register(app: typer.Typer) -> None:
             if request.dry_run:
                 lines = dry_run_lines(job)
                 _warn(job.version_warning)
+                for note in job.notes:
+                    say(f"note: {note}", err=True)
                 for line in lines:
                     typer.echo(line)
                 return
@@ -232,6 +234,8 @@ def _run_sweep(job: Any) -> None:
     from specband.harness.pipeline import grid
     from specband.harness.request import run_sweep_job
 
+    for note in job.notes:
+        say(f"note: {note}", err=True)
     reporter = _RichReporter(job.request.quiet, job.version_warning)
     try:
         # the device is opened by the sweep once it holds the lock on --out and every

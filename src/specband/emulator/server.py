@@ -8,8 +8,11 @@ those it models and serves, like sglang 0.5.23:
 * ``GET /health`` (200 once loaded), ``GET /health_generate``;
 * ``POST /generate`` (``text`` str or list, ``sampling_params.max_new_tokens``,
   non-streaming JSON or ``stream: true`` server-sent events) with ``meta_info``
-  (``completion_tokens``, ``prompt_tokens``, ``spec_verify_ct``, ``finish_reason``,
-  ``e2e_latency``);
+  (``completion_tokens``, ``prompt_tokens``, ``finish_reason``, ``e2e_latency``, and for a
+  speculative request sglang 0.5.18's ``spec_verify_ct``, ``spec_accept_length``,
+  ``spec_accept_rate``, ``spec_num_correct_drafts``, ``spec_num_proposed_drafts``, their
+  aliases ``spec_accepted_drafts``/``spec_proposed_drafts``, and ``spec_correct_drafts_histogram``
+  with its alias ``spec_accept_histogram``: verify steps by draft tokens accepted);
 * ``GET /server_info`` (and the deprecated ``/get_server_info``): the server arguments
   plus ``internal_states[0]`` with ``avg_spec_accept_length`` (cumulative since launch
   or ``/flush_cache``) and, when ``SGLANG_RECORD_STEP_TIME`` is set, ``step_time_dict``:
@@ -227,6 +230,8 @@ class _Request:
     arrived_real: float
     generated: float = 0.0
     verify_ct: int = 0
+    #: verify steps by draft tokens accepted (sglang's ``spec_correct_drafts_histogram``)
+    histogram: list[int] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     finished_real: float = 0.0
     error: str | None = None
@@ -407,6 +412,10 @@ class Engine:
                     accepted.append(got - 1)
                     r.generated += got
                     r.verify_ct += 1
+                    if not action.is_baseline:
+                        if len(r.histogram) < got:
+                            r.histogram.extend([0] * (got - len(r.histogram)))
+                        r.histogram[got - 1] += 1
                     self.cum_accept_tokens += got
                     self.cum_accept_count += 1
                     tokens_out += got
@@ -617,10 +626,29 @@ class _Emulator:
             "completion_tokens": tokens,
             "cached_tokens": 0,
             "e2e_latency": (r.finished_real - r.arrived_real) / self.options.time_scale,
+            # the rest of real sglang 0.5.18's answer (recorded: tests/harness/real_engine/recorded/)
+            "weight_version": "default",
+            "num_retractions": 0,
+            "reasoning_tokens": 0,
+            "cached_tokens_details": None,
+            "dp_rank": None,
+            "response_sent_to_client_ts": time.time(),
         }
-        if not self.launch.action.is_baseline:
+        action = self.launch.action
+        if not action.is_baseline and r.verify_ct > 0:
+            # sglang 0.5.18's fields (tokenizer_manager.py, _calculate_spec_decoding_metrics):
+            # accept length includes the bonus token; correct drafts do not
+            correct = sum(i * n for i, n in enumerate(r.histogram))
+            proposed = r.verify_ct * (action.speculative_num_draft_tokens - 1)
             meta["spec_verify_ct"] = r.verify_ct
-            meta["spec_accept_length"] = tokens / r.verify_ct if r.verify_ct else 0.0
+            meta["spec_accept_length"] = tokens / r.verify_ct
+            if proposed > 0:
+                meta["spec_accept_rate"] = correct / proposed
+                meta["spec_num_correct_drafts"] = meta["spec_accepted_drafts"] = correct
+                meta["spec_num_proposed_drafts"] = meta["spec_proposed_drafts"] = proposed
+            if r.histogram:
+                meta["spec_correct_drafts_histogram"] = list(r.histogram)
+                meta["spec_accept_histogram"] = list(r.histogram)
         return {"text": " emulated" * tokens, "meta_info": meta}
 
 

@@ -211,6 +211,13 @@ class SweepRequest:
     retry_mem_fraction: float = server_field("retry_mem_fraction")
     dtype: str = server_field("dtype")
     attention_backend: str = server_field("attention_backend")
+    cpu: bool = option(
+        False,
+        "--cpu",
+        help="Serve on the CPU with sglang's CPU engine: sets its flags, --dtype bfloat16, --attention-backend "
+        "intel_amx, its environment and --device none (throughput-only rewards).",
+        panel="server",
+    )
     launch_timeout: float = launch_timeout_field()
     cooldown: float = option(
         5.0, "--cooldown", help="Seconds to sleep after each server stops.", panel="server", metavar="S", min=0.0,
@@ -321,6 +328,8 @@ class SweepRequest:
     def device_kind(self) -> str:
         """``--device``, with ``auto`` read as ``emulated`` when the server command runs
         ``specband emulate``."""
+        if self.cpu:  # sglang's CPU engine: no telemetry (specband.harness.cpu_serving)
+            return "none"
         return "emulated" if self.device == "auto" and runs_emulator(self.server_command) else self.device
 
     def emulator_state_path(self, out: Path) -> Path:
@@ -368,6 +377,8 @@ class SweepJob:
     version_warning: str | None
     power_limits_w: tuple[float, ...] | None = None
     power_limit_notes: tuple[str, ...] = ()
+    #: lines to say once before the sweep runs (``--cpu``'s note)
+    notes: tuple[str, ...] = ()
 
     def open_device(self) -> Any:
         """Open the telemetry of the one-GPU sweep (called once the sweep holds its lock)."""
@@ -538,6 +549,18 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     server_env = parse_env(r.env)
     if r.device_kind() == "emulated" and r.plugged is not None:
         server_env.update(_plugged_env(r.plugged))
+    dtype, attention_backend, hardware = r.dtype, r.attention_backend, r.hardware
+    notes: tuple[str, ...] = ()
+    if r.cpu:
+        from specband.harness.cpu_serving import apply_cpu_preset
+
+        cpu = apply_cpu_preset(
+            r.server_command, dtype=r.dtype, attention_backend=r.attention_backend, extra_args=extra_args,
+            env=server_env, device_kind=r.device, hardware=r.hardware,
+            cache_dir=out.with_name(out.name + ".sglang-cache"),
+        )  # fmt: skip
+        dtype, attention_backend, extra_args, server_env = cpu.dtype, cpu.attention_backend, cpu.extra_args, cpu.env
+        hardware, notes = cpu.hardware, (cpu.note,)
     workload: dict[str, Any] = {}
     if r.prompts is not None:
         from specband.harness.workload import load_prompts
@@ -551,8 +574,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         server_command=r.server_command,
         host=r.host,
         port=r.port,
-        dtype=r.dtype,
-        attention_backend=r.attention_backend,
+        dtype=dtype,
+        attention_backend=attention_backend,
         extra_args=extra_args,
         env=server_env,
         sglang_version=version,
@@ -569,7 +592,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         max_new_tokens=r.max_new_tokens,
         launch_timeout_s=r.launch_timeout,
         cooldown_s=r.cooldown,
-        hardware=r.hardware,
+        hardware=hardware,
         log_dir=log_dir or out.with_name(out.name + ".logs"),
         health_poll_s=1.0 if real_time else 0.5,
         sample_period_s=0.1 if real_time else max(0.005, min(0.1, 0.5 * r.time_scale)),
@@ -590,7 +613,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
 
         limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
     return SweepJob(
-        r, out, settings, bs, acts, shard, pool, setup, version, source, warning, limits_w, tuple(limit_notes)
+        r, out, settings, bs, acts, shard, pool, setup, version, source, warning, limits_w, tuple(limit_notes), notes
     )
 
 

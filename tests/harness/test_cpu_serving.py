@@ -1,0 +1,92 @@
+"""``specband sweep --cpu``: sglang's CPU engine as a serving target (flags, dtype, attention
+backend, environment, ``--device none``), checked on the launch lines a dry run prints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from specband.errors import ConfigError
+from specband.harness.cpu_serving import (
+    SGLANG_CPU_FLAGS,
+    apply_cpu_preset,
+    cpu_has_amx,
+    cpu_name,
+    sglang_cpu_preset,
+)
+
+from .conftest import one_error_line
+
+AMD = "processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu avx512f avx512_bf16\n"
+INTEL = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8481C\nflags\t\t: fpu avx512_bf16 amx_bf16 amx_tile\n"
+
+
+def test_amx_is_read_from_the_cpu_flags() -> None:
+    assert cpu_has_amx(INTEL) and not cpu_has_amx(AMD)
+    assert cpu_name(AMD) == "cpu: AMD EPYC 9B14" and cpu_name("") == "cpu"
+
+
+def test_the_preset_takes_intel_openmp_from_the_server_venv(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "lib").mkdir()
+    (venv / "pyvenv.cfg").write_text("home = /usr\n")
+    (venv / "lib" / "libiomp5.so").write_bytes(b"")
+    preset = sglang_cpu_preset(f"{venv}/bin/python -m sglang.launch_server", tmp_path / "cache", cpuinfo=INTEL)
+    assert preset.env["LD_PRELOAD"].split(":")[0] == str(venv / "lib" / "libiomp5.so")
+    assert preset.env["SGLANG_USE_CPU_ENGINE"] == "1"
+    assert preset.env["SGLANG_CACHE_DIR"] == str((tmp_path / "cache").resolve())
+    assert "libiomp5.so" not in preset.missing
+    assert (preset.dtype, preset.attention_backend, preset.extra_args) == ("bfloat16", "intel_amx", SGLANG_CPU_FLAGS)
+    assert preset.hardware == "cpu: Intel(R) Xeon(R) Platinum 8481C"
+
+
+def test_apply_keeps_the_users_flags_after_the_presets_and_their_env_wins(tmp_path: Path) -> None:
+    s = apply_cpu_preset(
+        "python -m sglang.launch_server", dtype="float16", attention_backend="flashinfer",
+        extra_args=("--log-level", "warning"), env={"SGLANG_USE_CPU_ENGINE": "1", "X": "y"},
+        device_kind="auto", hardware=None, cache_dir=tmp_path, cpuinfo=AMD,
+    )  # fmt: skip
+    assert s.extra_args == (*SGLANG_CPU_FLAGS, "--log-level", "warning")
+    assert s.env["X"] == "y" and s.device_kind == "none" and s.hardware == "cpu: AMD EPYC 9B14"
+    assert "energy_method none" in s.note and "throughput-only" in s.note
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [("dtype", "float32", "--dtype bfloat16"), ("attention_backend", "torch_native", "intel_amx"),
+     ("device_kind", "nvml", "--device none")],
+)  # fmt: skip
+def test_apply_refuses_what_the_cpu_engine_cannot_use(tmp_path: Path, option: str, value: str, says: str) -> None:
+    kwargs = {"dtype": "float16", "attention_backend": "flashinfer", "device_kind": "auto", option: value}
+    with pytest.raises(ConfigError, match=says):
+        apply_cpu_preset(
+            "python -m sglang.launch_server", extra_args=(), env={}, hardware=None, cache_dir=tmp_path, **kwargs
+        )
+
+
+def test_sweep_cpu_dry_run_prints_cpu_launch_lines(run_cli, tmp_path: Path) -> None:
+    result = run_cli(
+        "sweep", "--target", "t", "--draft", "d", "--cpu",
+        "--server-command", f"{sys.executable} -m sglang.launch_server", "--sglang-version", "0.5.18",
+        "--batch-sizes", "1", "--actions", "0 5", "--repeats", "1", "--dry-run",
+        "--out", str(tmp_path / "s.jsonl"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    lines = [ln for ln in result.stdout.splitlines() if "sglang.launch_server" in ln]
+    assert len(lines) == 2
+    for line in lines:
+        assert "--dtype bfloat16" in line and "--attention-backend intel_amx" in line
+        assert line.endswith("--device cpu --disable-overlap-schedule --max-total-tokens 4096")
+    assert result.stderr.count("throughput-only") == 1
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_sweep_cpu_refuses_a_gpu_device(run_cli, tmp_path: Path) -> None:
+    result = run_cli(
+        "sweep", "--target", "t", "--cpu", "--device", "nvml", "--dry-run", "--out", str(tmp_path / "s.jsonl"),
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--cpu measures no energy (--device none); got --device nvml" in one_error_line(result.stderr)
