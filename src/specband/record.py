@@ -143,8 +143,8 @@ class SweepRecord:
     workload_sha256: str | None = _col(str)
     time_scale: float | None = _col(float)  # real s per emulated s of the run (1: real time)
     draft_flag: str | None = _col(str)
-    action_set: str | None = _col(str)  # "extended" on rows of the extended grid; absent on contract rows
     error_class: str | None = _col(str)  # of an error row: ERROR_CLASSES (error_class_of)
+    action_set: str | None = _col(str)  # "extended" on rows of the extended grid; absent on contract rows
     # the published live file's columns (docs/FACTS.md §3)
     trial: str | None = _col(str)
     tag: str | None = _col(str)
