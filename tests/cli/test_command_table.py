@@ -53,6 +53,11 @@ def test_plain_options_parse_to_the_callback_arguments() -> None:
         "trust_pickle": False,
         "actions": "contract",
         "allow_modified": False,
+        "target": None,
+        "gpu": None,
+        "target_config": None,
+        "draft_config": None,
+        "allow_transfer": False,
     }
 
 

@@ -25,7 +25,9 @@ from specband.optionspec import option
 from specband.recommend import (
     algo_field,
     allow_modified_field,
+    allow_transfer_field,
     data_field,
+    gpu_field,
     models_field,
     state_field,
     trust_pickle_field,
@@ -122,6 +124,8 @@ class LaunchRequest:
         show_default=False,
     )
     dry_run: bool = option(False, "--dry-run", help="Print the command line and exit.", panel="output")
+    gpu: str | None = gpu_field()
+    allow_transfer: bool = allow_transfer_field()
 
 
 @dataclass(frozen=True)
@@ -154,8 +158,9 @@ class LaunchPlan:
     power_limit_w: float | None = None
 
 
-def _check(r: LaunchRequest) -> Any:
-    """Every option, before the GPU is read; the :class:`~specband.harness.server.ServerConfig`."""
+def _check(r: LaunchRequest) -> tuple[Any, str | None]:
+    """Every option, before the GPU is read; the :class:`~specband.harness.server.ServerConfig`
+    and the note of a skipped RoPE check (or ``None``)."""
     from specband.artifacts import validate_algorithms
     from specband.errors import ConfigError
     from specband.harness.runner import check_mem_fractions
@@ -191,18 +196,22 @@ def _check(r: LaunchRequest) -> Any:
     validate_algorithms([r.algo])
     from specband.pairchecks import check_pair_before_launch
 
-    check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
-    return config
+    rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
+    return config, rope_note
 
 
 def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None) -> tuple[Any, dict[str, Any]]:
-    """The pick (or the schedule) and the config with its flags."""
+    """The pick (or the schedule) and the config with its flags, the user's setup checked
+    against the data's (:mod:`specband.transfer`)."""
+    from specband.usersetup import user_setup
+
+    setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
     if r.schedule is not None:
         from specband.scheduling import schedule_for_launch
 
         pick = schedule_for_launch(
             r.schedule, r.algo, r.models, r.data, notes=notes, auto_file=auto_file, log=r.log,
-            trust_pickle=r.trust_pickle,
+            trust_pickle=r.trust_pickle, setup=setup, allow_transfer=r.allow_transfer,
         )  # fmt: skip
         mrr = ["--max-running-requests", str(r.max_running_requests)] if r.max_running_requests else []
         return dataclasses.replace(config, extra_args=(*pick["extra_args"], *mrr, *config.extra_args)), pick
@@ -214,9 +223,11 @@ def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | N
     telemetry = r.state if r.state is not None else read_idle_state(r.device, r.gpu_index or 0, notes)
     result = recommend(
         r.batch_size, r.algo, r.models, telemetry, r.draft, r.data, trust_pickle=r.trust_pickle,
-        allow_modified=r.allow_modified,
+        allow_modified=r.allow_modified, setup=setup, allow_transfer=r.allow_transfer,
     )  # fmt: skip
-    notes += result.notes
+    from specband.explain import answer_lines
+
+    notes += [*result.notes, *answer_lines(result.pick)]
     return config, result.pick
 
 
@@ -245,13 +256,13 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     from specband.harness.request import sglang_version_for
     from specband.harness.server import build_launch_command
 
-    config = _check(r)
+    config, rope_note = _check(r)
     log_created = open_log(r.log, dry_run=r.dry_run)
     # the version warning and the notes wait until the pick is known to be launchable,
     # so that bad input (e.g. a speculative pick without --draft) is one error line
     version, version_source, version_warning = sglang_version_for(r.sglang_version, r.server_command, {})
     config = dataclasses.replace(config, sglang_version=version)
-    notes: list[str] = []
+    notes: list[str] = [] if rope_note is None else [rope_note]
     auto_file: Path | None = None
     try:
         if r.schedule == "auto" and not r.dry_run:
