@@ -589,7 +589,7 @@ def test_a_server_arg_that_would_change_the_measured_config_is_refused(
     [
         (["--actions", "3,2,4 7"], 'error: --actions: (3,2,4) is given twice (as "3,2,4" and "7")'),
         (["--actions", "0;10 (0,0,0)"], 'error: --actions: (0,0,0) is given twice (as "0" and "(0,0,0)")'),
-        (["--actions", "0 99"], "error: --actions: action index 99 is outside 0..18"),
+        (["--actions", "0 99"], "error: --actions: action index 99 is outside 0..43"),
         (["--actions", " ; "], "error: --actions must name at least one action ('all', indices or triples)"),
         (["--batch-sizes", "1,4,4"], "error: --batch-sizes: batch size 4 is given twice in '1,4,4'"),
         (["--batch-sizes", "0,4"], "error: --batch-sizes: batch sizes must be in [1, 1048576], got 0"),
