@@ -68,8 +68,9 @@ def test_one_limit_or_a_bad_bound_is_refused():
 def test_cli_prints_the_nvidia_smi_line_then_the_flags(run_cli, tmp_path, h100_rows):
     data = tmp_path / "h100.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in h100_rows))
-    result = run_cli("recommend", "-b", "16", "--data", data, "--draft-model", "d")
+    result = run_cli("recommend", "-b", "16", "--data", data, "--draft-model", "d", "--allow-transfer")
     assert result.exit_code == 0, result.stderr
+    assert "note: transferred (--allow-transfer): draft d vs the data's" in result.stderr  # issue 18
     lines = result.stdout.splitlines()
     assert lines[0].startswith("sudo nvidia-smi -pl ") and float(lines[0].split()[-1]) < 700
     assert lines[1].startswith("--speculative-algorithm EAGLE3 --speculative-draft-model-path d")
@@ -77,6 +78,9 @@ def test_cli_prints_the_nvidia_smi_line_then_the_flags(run_cli, tmp_path, h100_r
     assert "power from published fit" in result.stderr
     as_json = json.loads(run_cli("recommend", "-b", "16", "--data", data, "--format", "json").stdout)
     assert as_json["power_limit_w"] == float(lines[0].split()[-1]) and as_json["in_band"] is True
+    # issue 18: the origin travels with the answer with a limit too
+    assert as_json["origin"]["provenance"] == "simulated" and as_json["origin"]["power_measured"] is False
+    assert as_json["transfer"] == {"differences": [], "transferred": False}
 
 
 def test_simulate_power_limits_cli(run_cli, tmp_path):

@@ -266,7 +266,7 @@ def test_embedded_scorer_restricts_to_measured_configs():
 
 def test_schedule_cli_sglang_writes_what_sglang_loads(run_cli, tmp_path, require_module):
     out = tmp_path / "s.json"
-    res = run_cli("schedule", "--engine", "sglang", "--out", out, "--draft-model", "D")
+    res = run_cli("schedule", "--engine", "sglang", "--out", out, "--draft-model", "D", "--allow-transfer")
     assert res.exit_code == 0, res.stderr
     obj = json.loads(out.read_text())
     # bundled data: only (3,1,4) at 4 and (1,1,2) at 8 are measured chain configs

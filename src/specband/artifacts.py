@@ -43,6 +43,7 @@ from specband.limits import (
     is_finite_number,
     is_int,
 )
+from specband.origin import ActionStats, DataOrigin
 from specband.policies import ALGORITHMS, policy_class
 from specband.policies.files import (
     nearest_batch_size,
@@ -148,6 +149,11 @@ class Manifest:
         foreign: True when the folder has no manifest (written by another tool).
         files: path relative to the folder -> sha256 of every policy file specband wrote
             (what :mod:`specband.safeload` checks before unpickling a joblib file).
+        origin: what the data rests on (hardware, power limit, models, sglang version,
+            workload, provenance; :class:`specband.origin.DataOrigin`), or ``None`` for a
+            folder written before origins were recorded, or by another tool.
+        stats: batch size -> action index -> what its rows showed
+            (:class:`specband.origin.ActionStats`: speed, utilisation, J/token, repeats).
         power_limits: for a folder trained on a sweep over several power limits, what it
             says about them (:func:`specband.recommend.power_limit_table`: the limits, the
             band, the rows' provenance, the pick at every limit per batch size); the policies
@@ -168,6 +174,8 @@ class Manifest:
     specband_version: str | None = None
     foreign: bool = False
     files: Mapping[str, str] = field(default_factory=dict)
+    origin: DataOrigin | None = None
+    stats: Mapping[int, Mapping[int, ActionStats]] = field(default_factory=dict)
     power_limits: Mapping[str, Any] | None = None
 
     @property
@@ -242,10 +250,17 @@ class Manifest:
                     "state": [float(v) for v in self.states[bs]] if bs in self.states else None,
                     "mean_reward": {str(a): float(v) for a, v in sorted(self.mean_rewards.get(bs, {}).items())},
                     "rows": {str(a): int(v) for a, v in sorted(self.row_counts.get(bs, {}).items())},
+                    **(
+                        {"stats": {str(a): s.to_json() for a, s in sorted(self.stats[bs].items())}}
+                        if bs in self.stats
+                        else {}
+                    ),
                 }
                 for bs in sizes
             },
         }
+        if self.origin is not None:
+            out["origin"] = self.origin.to_json()
         if self.files:
             out["files"] = dict(sorted(self.files.items()))
         if self.power_limits is not None:
@@ -299,6 +314,7 @@ class Manifest:
         states: dict[int, tuple[float, ...]] = {}
         means: dict[int, dict[int, float]] = {}
         counts: dict[int, dict[int, int]] = {}
+        stats: dict[int, dict[int, ActionStats]] = {}
         for key, entry in sizes.items():
             if not str(key).isdigit() or int(key) <= 0:
                 raise bad(f"'batch_sizes' key {key!r} is not a positive integer")
@@ -317,6 +333,15 @@ class Manifest:
                 states[bs] = tuple(float(v) for v in state)
             means[bs] = _index_map(entry.get("mean_reward", {}), float, bad, f"batch_sizes.{key}.mean_reward")
             counts[bs] = _index_map(entry.get("rows", {}), int, bad, f"batch_sizes.{key}.rows")
+            raw_stats = entry.get("stats")
+            if isinstance(raw_stats, dict):
+                parsed = {
+                    int(a): st
+                    for a, v in raw_stats.items()
+                    if str(a).isdigit() and int(a) < NUM_ACTIONS and (st := ActionStats.from_json(v)) is not None
+                }
+                if parsed:
+                    stats[bs] = parsed
         return cls(
             features=features,
             seed=seed,
@@ -330,6 +355,8 @@ class Manifest:
             row_counts=counts,
             specband_version=obj.get("specband_version"),
             files=files,
+            origin=DataOrigin.from_json(obj.get("origin")),
+            stats=stats,
             power_limits=_power_limits(obj.get("power_limits"), bad),
         )
 

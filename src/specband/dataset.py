@@ -533,8 +533,10 @@ def _validate(
         skipped = tuple(bench.skipped)
     rows: list[SweepRow] = []
     seen_ids: dict[tuple[int, int | None], int] = {}
+    engines: dict[str, int] = {}
     for lineno, record in numbered:
         row = _validate_row(record, lineno, path)
+        _check_engine(record, lineno, path, engines)
         key = (row.index, row.repeat)
         if key in seen_ids:
             raise DataError(
@@ -605,6 +607,33 @@ def _check_assumed_power_limit(rows: Sequence[SweepRow], path: str | Path | None
             line=row.line,
             field=field_name,
         )
+
+
+#: ``engine`` values of a sweep row (a row without the column is sglang's).
+ROW_ENGINES = ("sglang", "vllm")
+
+
+def _check_engine(record: Mapping[str, Any], lineno: int, path: str | Path | None, engines: dict[str, int]) -> None:
+    """Refuse an unknown ``engine`` and a file whose rows come from two engines (the first
+    line of each is in ``engines``): one engine's speeds and accept lengths are not the other's.
+
+    Raises:
+        DataError: naming the file, the line and ``engine``.
+    """
+    engine = record.get("engine") or "sglang"
+    if engine not in ROW_ENGINES:
+        raise DataError(
+            f"engine must be one of {', '.join(ROW_ENGINES)}, got {engine!r}", path=path, line=lineno, field="engine"
+        )
+    if engines and engine not in engines:
+        other, first = next(iter(engines.items()))
+        raise DataError(
+            f"a {engine} row in a file of {other} rows (line {first}): one file holds one engine's runs",
+            path=path,
+            line=lineno,
+            field="engine",
+        )
+    engines.setdefault(engine, lineno)
 
 
 def _validate_row(record: Any, lineno: int, path: str | Path | None) -> SweepRow:  # noqa: C901

@@ -81,3 +81,20 @@ class DeviceError(SpecbandError):
 
 class HarnessError(SpecbandError):
     """The sglang server process or the workload against it failed."""
+
+
+class MissingExtraError(SpecbandError):
+    """An optional dependency is not installed; the message names what needed it and the
+    extra that installs it (e.g. ``pip install 'specband[torch]'``).
+
+    Args:
+        package: the import name that is missing (``"torch"``).
+        extra: the specband extra that installs it (``"torch"``).
+        needed_for: what needed it, e.g. ``"specband-models/mlp_bandit/policy.pth"``.
+    """
+
+    def __init__(self, package: str, extra: str, needed_for: str) -> None:
+        self.package = package
+        self.extra = extra
+        self.needed_for = needed_for
+        super().__init__(f"{needed_for} needs {package}, which is not installed: pip install 'specband[{extra}]'")

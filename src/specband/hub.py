@@ -7,11 +7,14 @@ conversion ``refs/convert/parquet``, is written with ``%2F`` or as the last part
 * ``datasets/org/name[@REV]``: a dataset repo (``datasets/Pradheep1647/eagle3-speculative-decoding-energy-sweep``);
 * ``hf://[datasets/]org/name[@REV][/path/in/repo]``, as ``huggingface_hub.HfFileSystem`` writes them.
 
-An existing local path always wins over a hub id. Downloads go through
-``huggingface_hub`` into its cache (``HF_HUB_CACHE``); with ``HF_HUB_OFFLINE=1``, or when
-the hub is unreachable, the cache alone answers, and a miss is one :class:`HubError` line
-naming the id. A downloaded folder is foreign: its pickles load only when trusted
-(:mod:`specband.safeload`).
+An existing local path always wins over a hub id, and a path whose first folder exists here
+(``models/mine`` beside a ``models`` folder) is a local path: a missing one is "no such
+folder", not a hub cache miss. Downloads go through ``huggingface_hub`` into its cache
+(``HF_HUB_CACHE``); with ``HF_HUB_OFFLINE=1``, or when the hub does not answer a probe within
+:data:`HUB_PROBE_TIMEOUT_S` (once per process), the cache alone answers, and a miss is one
+:class:`HubError` line naming the id. A look-up that takes longer than
+:data:`HUB_PROGRESS_AFTER_S` prints one progress line on stderr. A downloaded folder is
+foreign: its pickles load only when trusted (:mod:`specband.safeload`).
 """
 
 from __future__ import annotations
@@ -27,10 +30,14 @@ from urllib.parse import unquote
 from specband.errors import ConfigError
 
 __all__ = [
+    "HUB_PROBE_TIMEOUT_S",
+    "HUB_PROGRESS_AFTER_S",
     "HubError",
     "HubRef",
+    "check_local_path",
     "download_file",
     "download_repo",
+    "hub_reachable",
     "parse_hub_ref",
     "resolve_config_file",
     "resolve_data_file",
@@ -41,6 +48,89 @@ _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _SHORT = re.compile(rf"^(?P<datasets>datasets/)?(?P<repo>{_NAME}/{_NAME})(?:@(?P<rev>[^/]+(?:/convert/[^/]+)?))?$")
 _HF = re.compile(rf"^hf:/+(?P<datasets>datasets/)?(?P<repo>{_NAME}/{_NAME})(?:@(?P<rev>[^/]+))?(?:/(?P<path>.*))?$")
 _CONVERT = re.compile(r"^(?P<rev>refs/convert/[^/]+)(?:/(?P<path>.*))?$")
+
+
+#: Seconds the hub has to answer a HEAD request before it counts as unreachable (issue 18:
+#: offline detected within 2 s, instead of huggingface_hub's retries of about 23 s a look-up).
+HUB_PROBE_TIMEOUT_S = 2.0
+#: A look-up running longer than this prints a progress line on stderr, seconds.
+HUB_PROGRESS_AFTER_S = 1.0
+_reachable: dict[str, bool] = {}
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Whether the hub endpoint (``HF_ENDPOINT``) answers an HTTP HEAD request within
+    ``timeout_s`` (name resolution included); remembered per endpoint for the process.
+    False at once with ``HF_HUB_OFFLINE=1``."""
+    import threading
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    endpoint = constants.ENDPOINT
+    if endpoint in _reachable:
+        return _reachable[endpoint]
+    answer: list[bool] = []
+
+    def probe() -> None:
+        try:
+            import httpx
+
+            httpx.head(endpoint, timeout=timeout_s, follow_redirects=False)
+            answer.append(True)
+        except Exception:
+            answer.append(False)
+
+    thread = threading.Thread(target=probe, name="specband-hub-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    _reachable[endpoint] = bool(answer and answer[0])
+    return _reachable[endpoint]
+
+
+@contextmanager
+def _progress(ref: HubRef) -> Iterator[None]:
+    """One stderr line when the look-up of ``ref`` is still running after
+    :data:`HUB_PROGRESS_AFTER_S`."""
+    import sys
+    import threading
+
+    from specband.errors import one_line
+
+    timer = threading.Timer(
+        HUB_PROGRESS_AFTER_S,
+        lambda: print(one_line(f"note: looking up {ref} on the Hugging Face hub ..."), file=sys.stderr, flush=True),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _local_only() -> bool:
+    """Answer from the cache alone: offline by setting or by the probe."""
+    return not hub_reachable()
+
+
+def check_local_path(text: str | Path, kind: str = "folder") -> None:
+    """Refuse a value shaped like a hub id (``org/name``) whose first part is a folder here
+    (``models/mine`` beside a ``models`` folder): a mistyped local path, which would otherwise
+    be looked up on the hub and reported as a cache miss.
+
+    Raises:
+        ConfigError: ``"<path>: no such <kind>"``.
+    """
+    raw = str(text)
+    if raw.startswith("hf:") or Path(raw).exists() or parse_hub_ref(raw) is None:
+        return
+    parts = Path(raw).parts
+    if len(parts) > 1 and Path(parts[0]).is_dir():
+        raise ConfigError(
+            f"{raw}: no such {kind} (not looked up on the hub as org/name: ./{parts[0]} is a folder here)"
+        )
 
 
 class HubError(ConfigError):
@@ -100,7 +190,13 @@ def _hub_error(ref: HubRef, exc: Exception) -> HubError:
         return HubError(f"{ref}: no such file in the hub repo")
     if "RepositoryNotFound" in name or "RevisionNotFound" in name:
         return HubError(f"{ref}: no such hub repo or revision")
-    where = "HF_HUB_OFFLINE=1" if constants.HF_HUB_OFFLINE else "the hub is unreachable"
+    where = (
+        "HF_HUB_OFFLINE=1"
+        if constants.HF_HUB_OFFLINE
+        else f"the hub ({constants.ENDPOINT}) did not answer within {HUB_PROBE_TIMEOUT_S:g} s"
+        if _reachable.get(constants.ENDPOINT) is False
+        else "the hub is unreachable"
+    )
     return HubError(f"{ref}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {where}")
 
 
@@ -126,8 +222,12 @@ def download_repo(ref: HubRef) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        with _quiet_hub():
-            return Path(snapshot_download(ref.repo_id, repo_type=ref.repo_type, revision=ref.revision))
+        with _quiet_hub(), _progress(ref):
+            return Path(
+                snapshot_download(
+                    ref.repo_id, repo_type=ref.repo_type, revision=ref.revision, local_files_only=_local_only()
+                )
+            )
     except Exception as exc:
         raise _hub_error(ref, exc) from None
 
@@ -141,8 +241,16 @@ def download_file(ref: HubRef, filename: str) -> Path:
     from huggingface_hub import hf_hub_download
 
     try:
-        with _quiet_hub():
-            return Path(hf_hub_download(ref.repo_id, filename, repo_type=ref.repo_type, revision=ref.revision))
+        with _quiet_hub(), _progress(ref):
+            return Path(
+                hf_hub_download(
+                    ref.repo_id,
+                    filename,
+                    repo_type=ref.repo_type,
+                    revision=ref.revision,
+                    local_files_only=_local_only(),
+                )
+            )
     except Exception as exc:
         raise _hub_error(HubRef(ref.repo_id, ref.repo_type, ref.revision, filename), exc) from None
 
@@ -154,6 +262,7 @@ def resolve_folder(text: str | Path) -> Path:
     Raises:
         HubError: see :func:`download_repo`.
     """
+    check_local_path(text)
     ref = parse_hub_ref(text)
     if ref is None:
         return Path(text)
@@ -168,6 +277,7 @@ def resolve_config_file(text: str | Path) -> Path:
     Raises:
         HubError: see :func:`download_file`.
     """
+    check_local_path(text, "file or folder")
     ref = parse_hub_ref(text)
     if ref is None:
         path = Path(text)
@@ -185,6 +295,7 @@ def resolve_data_file(text: str | Path) -> Path:
         HubError: see :func:`download_repo`.
         ConfigError: a folder with no or several ``.jsonl`` files and no Parquet.
     """
+    check_local_path(text, "file or folder")
     ref = parse_hub_ref(text)
     path = Path(text) if ref is None else download_repo(ref) / (ref.path or "")
     if path.is_dir():

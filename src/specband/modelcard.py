@@ -85,15 +85,26 @@ def _fmt(value: float | None, spec: str = ".4f") -> str:
 
 
 def _picks(manifest: Manifest, sweep: Sweep, picks: Sequence[PickRow]) -> list[str]:
+    from specband.explain import band_status
+
     lines = [
-        "| algorithm | batch size | pick (steps, topk, draft) | mean reward | mean utilisation | rows |",
-        "|---|---|---|---|---|---|",
+        "| algorithm | batch size | pick (steps, topk, draft) | mean reward | mean utilisation | band | tok/s | "
+        "speed-up | rows | repeats |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in picks:
         rows = manifest.row_counts.get(p.batch_size, {}).get(p.action, 0)
+        stats = manifest.stats.get(p.batch_size, {})
+        mine, base = stats.get(p.action), stats.get(0)
+        util = _utilization(sweep, p.batch_size, p.action)
+        band = band_status(util)
+        band_text = band["status"] if band["status"] in ("in", "unknown") else f"{band['status']} by {band['by']:.3f}"
+        speed = "-" if mine is None else f"{mine.speed_tok_s:.1f}"
+        speedup = "-" if mine is None or base is None else f"{mine.speed_tok_s / base.speed_tok_s:.2f}x"
         lines.append(
             f"| {p.algorithm} | {p.batch_size} | {tuple(ACTIONS[p.action])} | {_fmt(p.mean_reward)} | "
-            f"{_fmt(_utilization(sweep, p.batch_size, p.action), '.3f')} | {rows} |"
+            f"{_fmt(util, '.3f')} | {band_text} | {speed} | {speedup} | {rows} | "
+            f"{'-' if mine is None else mine.repeats} |"
         )
     return lines
 
@@ -107,6 +118,16 @@ def _provenance(sweep: Sweep) -> str:
     if derived:
         text += f"; the utilisation of {derived} row(s) is derived (back-computed from a published reward)"
     return text
+
+
+def _energy(manifest: Manifest) -> str:
+    """The model card's "energy measured" line: simulated or emulated power is never measured."""
+    origin, data = manifest.origin, manifest.data
+    if not data.get("energy_in_rewards", data.get("energy_measured")):
+        return "no (rewards from throughput alone)"
+    if origin is not None and not origin.power_measured:
+        return f"no: the power is {origin.provenance} ({origin.power_source or 'not measured'}), not measured"
+    return "yes"
 
 
 def render_model_card(
@@ -140,6 +161,15 @@ def render_model_card(
             "95-98 % band while decoding fast. Written by `specband train` "
             f"(specband {__version__}, seed {manifest.seed}, features `{manifest.features}`)."
         ),
+        *(
+            [
+                "",
+                f"**Trained on SIMULATED rows (`specband simulate`, profile {manifest.origin.profile or '?'}): "
+                "every figure here is a simulation, not a measurement; a sweep on the GPU settles them.**",
+            ]
+            if manifest.origin is not None and manifest.origin.simulated
+            else []
+        ),
         "",
         "## Hardware and models",
         "",
@@ -164,7 +194,9 @@ def render_model_card(
         "",
         "## Pick per batch size",
         "",
-        "Mean reward and utilisation of the picked config over its rows in the training data.",
+        "Mean reward, utilisation (band: in, below or above the 0.95-0.98 band), decode speed and speed-up "
+        "over the non-speculative baseline of the picked config over its rows in the training data"
+        + (" (SIMULATED figures)." if manifest.origin is not None and manifest.origin.simulated else "."),
         "",
         *_picks(manifest, sweep, picks),
         "",
@@ -186,7 +218,9 @@ def render_model_card(
             f"{data.get('training_rows')} used for training, format `{data.get('format')}`"
         ),
         f"- provenance: {_provenance(sweep)}",
-        f"- energy measured: {'yes' if data.get('energy_measured') else 'no (rewards from throughput alone)'}",
+        f"- energy measured: {_energy(manifest)}",
+        f"- sglang version: {(manifest.origin.sglang_version if manifest.origin else None) or 'not recorded'}",
+        f"- workload: {(manifest.origin.workload if manifest.origin else None) or 'not recorded'}",
         "",
         "## Held-out figures",
         "",

@@ -194,21 +194,27 @@ def config_checks(
 
 def check_pair_before_launch(
     target: str | Path, draft: str | Path | None, *, allow_rope_mismatch: bool = False
-) -> None:
+) -> str | None:
     """What ``sweep`` and ``launch`` run before their first launch: the config checks of
     the pair, refusing a RoPE mismatch. A pair whose configs cannot be read here (a hub id
-    not in the cache, a test's fake model) is not checked.
+    not in the cache, a test's fake model) is not checked: the returned note says so, for
+    the caller to print on stderr.
+
+    Returns:
+        ``None`` when the check ran (or there is no draft), else one line saying that the
+        RoPE check was skipped and why.
 
     Raises:
         ConfigError: the RoPE settings differ and ``allow_rope_mismatch`` is False.
     """
     if draft is None:
-        return
+        return None
     try:
         (t, tsrc), (d, dsrc) = read_model_config(target), read_model_config(draft)
         checks = config_checks(t, d, target_source=tsrc, draft_source=dsrc)
-    except ConfigError:
-        return
+    except ConfigError as exc:
+        return f"RoPE check of the target and draft skipped: their config.json could not be read here ({exc})"
     rope = next(c for c in checks if c.name == "rope")
     if rope.level == "error" and not allow_rope_mismatch:
         raise ConfigError(f"rope: {rope.message}; fix: {rope.fix} (or pass {ALLOW_ROPE_OPTION})")
+    return None

@@ -79,6 +79,10 @@ class PowerLimitRecommendation:
         provenance: where the rows came from (``measured``, ``emulated``, ``simulated``, joined
             with ``+`` when mixed).
         notes: one-line notes.
+        origin: what the data rests on (:func:`specband.recommend.pick_origin`'s fields), or
+            ``None`` when not known.
+        transfer: the transfer check's JSON (:meth:`specband.transfer.TransferCheck.to_json`),
+            or ``None`` when not checked.
     """
 
     batch_size: int
@@ -91,6 +95,8 @@ class PowerLimitRecommendation:
     band: tuple[float, float]
     provenance: str
     notes: tuple[str, ...] = ()
+    origin: dict[str, Any] | None = None
+    transfer: dict[str, Any] | None = None
 
     @property
     def speed_loss(self) -> float:

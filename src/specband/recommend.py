@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specband.artifacts import Manifest
+    from specband.transfer import UserSetup
 
 from specband.limits import MAX_BATCH_SIZE
 from specband.optionspec import option
@@ -36,6 +40,7 @@ __all__ = [
     "folder_algorithms",
     "folder_power_limits",
     "load_models",
+    "pick_origin",
     "power_limit_pick",
     "power_limit_recommendation",
     "power_limit_summary",
@@ -129,6 +134,34 @@ def state_field(help_text: str) -> Any:
     return option(None, "--state", help=help_text, panel="pick", metavar="TEMP_C MEM_MB UTIL_PCT", show_default=False)
 
 
+def gpu_field() -> Any:
+    """``--gpu PROFILE``: the user's GPU as a simulator profile (:func:`specband.transfer.user_gpu`)."""
+    from specband.optionspec import option
+
+    return option(
+        None,
+        "--gpu",
+        help="Your GPU as a simulator profile (h100-sxm, h200, a100-sxm4-80gb, rtx4060-laptop), checked against "
+        "the data's. Default: NVML's; without NVML the GPU is not checked (a note says so).",
+        panel="pick",
+        metavar="PROFILE",
+        show_default=False,
+    )
+
+
+def allow_transfer_field() -> Any:
+    """``--allow-transfer`` (:func:`specband.transfer.check_transfer`)."""
+    from specband.optionspec import option
+
+    return option(
+        False,
+        "--allow-transfer",
+        help="Take a pick whose data came from another GPU, model or power limit (the difference is printed "
+        "as a warning) instead of stopping.",
+        panel="pick",
+    )
+
+
 @dataclass(frozen=True)
 class RecommendRequest:
     """Every option of ``specband recommend``, checked when it is built (one line each).
@@ -198,9 +231,41 @@ class RecommendRequest:
         show_default=False,
     )
 
+    target: str | None = option(
+        None,
+        "--target",
+        help="Your target model (path or id), checked against the data's. Default: the data's own.",
+        panel="pick",
+        metavar="MODEL",
+        show_default=False,
+    )
+    gpu: str | None = gpu_field()
+    target_config: str | None = option(
+        None,
+        "--target-config",
+        help="With --gpu: a simulated first guess for this target (config.json, folder, bundled name or hub id), "
+        "labelled with the profile's calibration error against published measurements.",
+        panel="pick",
+        metavar="CONFIG",
+        show_default=False,
+    )
+    draft_config: str | None = option(
+        None,
+        "--draft-config",
+        help="With --gpu: the EAGLE3 draft head's config.json for the simulated first guess.",
+        panel="pick",
+        metavar="CONFIG",
+        show_default=False,
+    )
+    allow_transfer: bool = allow_transfer_field()
+
     def __post_init__(self) -> None:
         from specband.errors import ConfigError
 
+        if self.is_first_guess and self.gpu is None:
+            raise ConfigError("--target-config/--draft-config make a simulated first guess: give --gpu PROFILE")
+        if self.is_first_guess and self.is_mix:
+            raise ConfigError("--target-config/--draft-config answer for one --batch-size, not a mix")
         if self.output_format not in ("flags", "json"):
             raise ConfigError(f"--format must be 'flags' or 'json', got {self.output_format!r}")
         if self.state is not None:
@@ -218,6 +283,11 @@ class RecommendRequest:
                 )
         elif self.batch_size is None:
             raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+
+    @property
+    def is_first_guess(self) -> bool:
+        """A simulated first guess (``--target-config`` or ``--draft-config``)."""
+        return self.target_config is not None or self.draft_config is not None
 
     @property
     def is_mix(self) -> bool:
@@ -394,6 +464,8 @@ def recommend(
     *,
     trust_pickle: bool = False,
     allow_modified: bool = False,
+    setup: UserSetup | None = None,
+    allow_transfer: bool = False,
 ) -> Recommendation:
     """The pick of one algorithm for a batch size (the ``pick`` dict is what
     ``specband recommend --format json`` prints) and the notes that go with it, as data:
@@ -409,19 +481,26 @@ def recommend(
         data_path: sweep restricting a foreign folder's picks to measured configs.
         trust_pickle: unpickle joblib files specband cannot vouch for (see
             :mod:`specband.safeload`).
+        setup: the user's target, draft, GPU and power limit, checked against the data's
+            (:func:`specband.transfer.check_transfer`); ``None``: not checked.
+        allow_transfer: take a pick whose data came from another setup (the differences
+            become notes) instead of stopping.
 
     Returns:
         a :class:`Recommendation`; its ``pick`` has ``action_index``, ``action`` (triple),
-        ``flags``, ``kwargs``, ``features``, ``state``, ``source``, ``measured_batch_size``
-        and ``mean_reward``.
+        ``flags``, ``kwargs``, ``features``, ``state``, ``source``, ``measured_batch_size``,
+        ``mean_reward``, ``origin`` (:func:`pick_origin`), ``explanation``
+        (:func:`specband.explain.explain_pick`) and ``transfer`` (the differences taken).
 
     Raises:
-        ConfigError: unknown algorithm, an empty ``draft_model``; ArtifactError: unreadable
+        ConfigError: unknown algorithm, an empty ``draft_model``; TransferError: the data is
+        from another setup and ``allow_transfer`` is False; ArtifactError: unreadable
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
     from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
     from specband.errors import ConfigError
+    from specband.explain import explain_pick
 
     if draft_model is not None and not draft_model.strip():
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
@@ -430,6 +509,18 @@ def recommend(
     note = notes.append
     manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
     source = "embedded (bundled published measurements)" if loaded.folder is None else str(loaded.folder)
+    from specband.transfer import TransferCheck, check_transfer
+
+    checked = TransferCheck()
+    if setup is not None:
+        label = "the embedded study policy" if loaded.folder is None else str(loaded.folder)
+        checked = check_transfer(manifest.origin, setup, allow=allow_transfer, source=label)
+        notes.extend(checked.warnings)
+    if manifest.origin is not None and manifest.origin.simulated:
+        note(
+            f"{source}: trained on SIMULATED rows ({manifest.origin.profile or 'simulator'}); every figure is a "
+            "simulation, not a measurement (a sweep on the GPU settles it)"
+        )
     if telemetry is not None and manifest.features == "contract":
         note(
             "these policies use the contract state, whose memory and utilisation were read after each "
@@ -462,12 +553,39 @@ def recommend(
         "flags": sglang_cli_args(action, draft_model),
         "kwargs": server_args_kwargs(action, draft_model),
         "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
+        "origin": pick_origin(manifest, measured),
+        "explanation": explain_pick(manifest, measured, index),
+        "transfer": checked.to_json(),
     }
     return Recommendation(pick, tuple(notes))
 
 
-def recommend_request(request: RecommendRequest) -> Recommendation:
-    """:func:`recommend` for a one-batch-size :class:`RecommendRequest`."""
+def pick_origin(manifest: Manifest, measured_batch_size: int | None) -> dict[str, Any]:
+    """What a pick rests on, as ``recommend --format json`` prints it under ``origin``: the
+    data's :class:`~specband.origin.DataOrigin` fields (``hardware``, ``power_limit_w``,
+    ``target_model``, ``draft_model``, ``sglang_version``, ``workload``, ``provenance``,
+    ``power_measured``, ``power_source``, ``profile``; ``None`` where the folder does not
+    say), ``rows`` and ``repeats`` behind the batch size (successful rows; distinct
+    ``(trial, repeat)`` runs, the most of any action there) and ``heldout_interval``
+    (``None``: ``specband evaluate`` reports it, the folder does not record one)."""
+    from specband.origin import DataOrigin
+
+    origin = manifest.origin or DataOrigin(provenance="unknown")
+    bs = measured_batch_size
+    counts = manifest.row_counts.get(bs, {}) if bs is not None else {}
+    stats = manifest.stats.get(bs, {}) if bs is not None else {}
+    return {
+        **origin.to_json(),
+        "rows": sum(counts.values()) if counts else None,
+        "repeats": max((s.repeats for s in stats.values()), default=None),
+        "heldout_interval": None,
+    }
+
+
+def recommend_request(request: RecommendRequest, setup: UserSetup | None = None) -> Recommendation:
+    """:func:`recommend` for a one-batch-size :class:`RecommendRequest`, the user's ``setup``
+    (:func:`specband.usersetup.user_setup`) checked against the data's. A first guess
+    (``request.is_first_guess``) is :func:`specband.firstguess.first_guess`, a floor up."""
     assert request.batch_size is not None  # checked when the request was built
     return recommend(
         request.batch_size,
@@ -478,6 +596,8 @@ def recommend_request(request: RecommendRequest) -> Recommendation:
         request.data,
         trust_pickle=request.trust_pickle,
         allow_modified=request.allow_modified,
+        setup=setup,
+        allow_transfer=request.allow_transfer,
     )
 
 
@@ -517,6 +637,8 @@ def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None 
         "default_utilization": default.utilization,
         "band": list(decided.band),
         "provenance": decided.provenance,
+        "origin": decided.origin,
+        "transfer": decided.transfer,
         "picks": [
             {
                 "power_limit_w": p.power_limit_w,
@@ -581,7 +703,9 @@ def folder_power_limits(models: str | Path) -> dict[str, Any] | None:
     return None if table is None else dict(table)
 
 
-def power_limit_recommendation(request: RecommendRequest) -> PowerLimitRecommendation | None:
+def power_limit_recommendation(
+    request: RecommendRequest, setup: UserSetup | None = None
+) -> PowerLimitRecommendation | None:
     """``recommend``'s answer with a power limit, when there is one to give: ``--data SWEEP``
     (without ``--models``) over several limits, or ``--models DIR`` trained on several
     (its manifest's ``power_limits``); ``None`` otherwise (the ordinary pick).
@@ -599,9 +723,41 @@ def power_limit_recommendation(request: RecommendRequest) -> PowerLimitRecommend
         sweep = load_sweep(resolve_data_file(request.data))
         if len(sweep_power_limits(sweep)) < 2:
             return None
-        return recommend_power_limit(sweep, request.batch_size, max_speed_loss=request.max_speed_loss)
+        from specband.origin import data_origin
+
+        decided = recommend_power_limit(sweep, request.batch_size, max_speed_loss=request.max_speed_loss)
+        return _with_origin(decided, data_origin(sweep), str(request.data), setup, request.allow_transfer)
     if request.models is not None:
         table = folder_power_limits(request.models)
         if table is not None:
-            return recommend_power_limit_from_table(table, request.batch_size, max_speed_loss=request.max_speed_loss)
+            from specband.artifacts import load_manifest
+            from specband.hub import resolve_folder
+
+            decided = recommend_power_limit_from_table(table, request.batch_size, max_speed_loss=request.max_speed_loss)
+            origin = load_manifest(resolve_folder(request.models)).origin
+            return _with_origin(decided, origin, str(request.models), setup, request.allow_transfer)
     return None
+
+
+def _with_origin(
+    decided: PowerLimitRecommendation,
+    origin: Any,
+    source: str,
+    setup: UserSetup | None,
+    allow_transfer: bool,
+) -> PowerLimitRecommendation:
+    """The answer with a limit, with the data's origin and the transfer check (the power
+    limit is not compared: it is the answer's lever)."""
+    import dataclasses
+
+    from specband.transfer import check_transfer
+
+    fields = None if origin is None else {**origin.to_json(), "heldout_interval": None}
+    if setup is None:
+        return dataclasses.replace(decided, origin=fields)
+    checked = check_transfer(
+        origin, dataclasses.replace(setup, power_limit_w=None), allow=allow_transfer, source=source
+    )
+    return dataclasses.replace(
+        decided, origin=fields, transfer=checked.to_json(), notes=(*decided.notes, *checked.warnings)
+    )

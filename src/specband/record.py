@@ -118,7 +118,7 @@ class SweepRecord:
     gpu_util_pct: float | None = _col(float, nonnegative=True)
     gpu_mem_used_mb: float | None = _col(float, nonnegative=True)
     gpu_throttling: bool | None = _col(bool)
-    # specband's sweep columns (EXTRA_COLUMNS); sglang_version .. time_scale are the
+    # specband's sweep columns (EXTRA_COLUMNS); engine .. time_scale are the
     # settings a resumed sweep must share; draft_flag is "all_rejected" for a draft whose
     # every token was rejected (specband.harness.draft_health)
     power_limit_watts: float | None = _col(float)
@@ -134,7 +134,9 @@ class SweepRecord:
     step_time_count: int | None = _col(int)
     launch_wall_s: float | None = _col(float)
     started_at: str | None = _col(str)
+    engine: str | None = _col(str)  # "sglang" or "vllm" (a row without it: sglang)
     sglang_version: str | None = _col(str)
+    vllm_version: str | None = _col(str)
     dtype: str | None = _col(str)
     attention_backend: str | None = _col(str)
     max_new_tokens: int | None = _col(int)

@@ -44,7 +44,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,6 +52,9 @@ from specband.actions import ACTIONS, NUM_ACTIONS, Action
 from specband.errors import ConfigError
 from specband.fileio import read_text_bounded
 from specband.limits import MAX_CONFIG_FILE_BYTES, is_int
+
+if TYPE_CHECKING:
+    from specband.transfer import TransferCheck, UserSetup
 
 __all__ = [
     "CHAIN_INDICES",
@@ -183,6 +186,24 @@ class PolicyScorer:
         return measured, scores
 
 
+def check_scorer_transfer(scorer: PolicyScorer, setup: UserSetup, *, allow: bool = False) -> TransferCheck:
+    """:func:`specband.transfer.check_transfer` for a schedule's policy (the data behind
+    ``scorer``), plus a note when that data is simulated.
+
+    Raises:
+        TransferError: the data is from another setup and ``allow`` is False.
+    """
+    from specband.transfer import TransferCheck, check_transfer
+
+    label = "the embedded study policy" if scorer.source == "embedded" else scorer.source
+    checked = check_transfer(scorer.manifest.origin, setup, allow=allow, source=label)
+    origin = scorer.manifest.origin
+    if origin is not None and origin.simulated:
+        note = f"{label}: trained on SIMULATED rows; the schedule rests on a simulation, not a measurement"
+        checked = TransferCheck(checked.differences, (*checked.warnings, note))
+    return checked
+
+
 def load_scorer(
     algo: str,
     models: Path | None,
@@ -229,6 +250,9 @@ class TierPick:
         chain_reward: estimated reward of the best chain config.
         tree_index: best tree config (topk > 1), or ``None`` when none is scored.
         tree_reward: its estimated reward.
+        chain_scored: speculative chain configs (topk 1, steps > 0) with an estimate here
+            (measured there, for ``measured_only`` scorers).
+        best_chain_reward: the best of them, or ``None`` when there is none.
     """
 
     batch_size: int
@@ -237,6 +261,26 @@ class TierPick:
     chain_reward: float
     tree_index: int | None
     tree_reward: float | None
+    chain_scored: int = 0
+    best_chain_reward: float | None = None
+
+    @property
+    def off_reason(self) -> str | None:
+        """Why the schedule turns speculation off at this batch size, or ``None`` when it
+        speculates: no chain config scored (measured) there, or none above the baseline."""
+        if self.best_steps != 0:
+            return None
+        if self.chain_scored == 0:
+            return (
+                f"batch size {self.batch_size}: speculation off: no chain config (topk 1) was measured at batch "
+                f"size {self.measured_batch_size}, and sglang's adaptive tiers run chains only"
+            )
+        behind = "" if self.best_chain_reward is None else f" (best chain {self.best_chain_reward:.4f}"
+        behind += "" if not behind else f" vs baseline {self.chain_reward:.4f})"
+        return (
+            f"batch size {self.batch_size}: speculation off: none of the {self.chain_scored} chain config(s) "
+            f"scores above the non-speculative baseline at batch size {self.measured_batch_size}{behind}"
+        )
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -290,8 +334,19 @@ def pick_chain_tiers(
         ]
         chain = (best, *sorted(near, key=lambda i: (-scores[i], i)))
         tree = _best(scores, TREE_INDICES)
+        spec_chain = [i for i in CHAIN_INDICES if i != 0 and not math.isnan(scores[i])]
+        best_spec = _best(scores, spec_chain)
         picks.append(
-            TierPick(bs, measured, chain, float(scores[best]), tree, None if tree is None else float(scores[tree]))
+            TierPick(
+                bs,
+                measured,
+                chain,
+                float(scores[best]),
+                tree,
+                None if tree is None else float(scores[tree]),
+                chain_scored=len(spec_chain),
+                best_chain_reward=None if best_spec is None else float(scores[best_spec]),
+            )
         )
     return picks
 

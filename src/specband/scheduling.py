@@ -9,9 +9,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specband.actions import ACTIONS, Action
+
+if TYPE_CHECKING:
+    from specband.transfer import UserSetup
 from specband.schedule import (
     PolicyScorer,
     load_scorer,
@@ -65,6 +68,8 @@ def schedule_for_launch(
     auto_file: Path | None = None,
     log: Path = Path("specband-server.log"),
     trust_pickle: bool = False,
+    setup: UserSetup | None = None,
+    allow_transfer: bool = False,
 ) -> dict[str, Any]:
     """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
     has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
@@ -90,7 +95,11 @@ def schedule_for_launch(
     if schedule == "auto":
         scorer = sch.load_scorer(algo, models, data, trust_pickle=trust_pickle)
         notes += scorer.notes
-        obj = sch.sglang_adaptive_config(sch.merge_tiers(sch.pick_chain_tiers(scorer)))
+        if setup is not None:
+            notes.extend(sch.check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
+        picks = sch.pick_chain_tiers(scorer)
+        notes.extend(p.off_reason for p in picks if p.off_reason)
+        obj = sch.sglang_adaptive_config(sch.merge_tiers(picks))
         entries = sch.check_sglang_adaptive_config(obj)
         path = auto_file or log.with_name(f"{log.name}.schedule-XXXXXXXX.json")
         sch.sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
@@ -113,6 +122,67 @@ def schedule_for_launch(
         "action": sch.chain_action(sch.sglang_initial_steps(entries)),
         "extra_args": flags[flags.index("--speculative-adaptive") :],
     }
+
+
+def vllm_schedule_for_launch(
+    schedule: str,
+    algo: str,
+    models: Path | None,
+    data: Path | None,
+    draft: str | None,
+    *,
+    notes: list[str],
+    trust_pickle: bool = False,
+    setup: UserSetup | None = None,
+    allow_transfer: bool = False,
+) -> dict[str, Any]:
+    """The per-batch-size part of ``specband launch --engine vllm --schedule FILE|auto``:
+    ``FILE`` is a ``--speculative-config`` object (``specband schedule --engine vllm``'s
+    output), checked with vLLM's rules (:func:`specband.schedule.check_vllm_schedule`) and
+    its ``model`` set to ``--draft``; ``auto`` builds it from ``--algo``/``--models`` as
+    ``specband schedule --engine vllm`` does (nothing is written: vLLM takes it on the command
+    line).
+
+    Returns:
+        ``path`` (the file, or ``auto``), ``entries`` (``[start, end, K]`` ranges), ``action``
+        (the chain of the largest K, ``num_speculative_tokens``) and ``speculative_config``.
+
+    Raises:
+        ConfigError: an unreadable or invalid file, or a schedule that never speculates.
+    """
+    from specband import schedule as sch
+    from specband.errors import ConfigError
+    from specband.fileio import read_text_bounded
+    from specband.limits import MAX_CONFIG_FILE_BYTES
+
+    if schedule == "auto":
+        scorer = sch.load_scorer(algo, models, data, trust_pickle=trust_pickle)
+        notes += scorer.notes
+        if setup is not None:  # the user's setup against the data's, as for sglang's schedule
+            notes.extend(sch.check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
+        obj = sch.vllm_speculative_config(sch.merge_tiers(sch.pick_chain_tiers(scorer)), draft)
+        notes.append(f"--schedule auto: {algo}'s vLLM schedule {json.dumps(obj)}")
+    else:
+        try:
+            text = read_text_bounded(Path(schedule), limit=MAX_CONFIG_FILE_BYTES, kind="vLLM speculative config")
+            obj = json.loads(text)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--schedule {schedule}: cannot read a vLLM --speculative-config ({exc})") from None
+        if not isinstance(obj, dict) or "num_speculative_tokens_per_batch_size" not in obj:
+            raise ConfigError(
+                f"--schedule {schedule}: not a vLLM --speculative-config with num_speculative_tokens_per_batch_size "
+                f"(write one with `specband schedule --engine vllm`)"
+            )
+        if draft is not None:
+            obj = {**obj, "model": draft}
+    try:
+        ranges = sch.check_vllm_schedule(
+            obj["num_speculative_tokens_per_batch_size"], obj.get("num_speculative_tokens")
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"--schedule {schedule}: {exc}") from None
+    k = int(obj["num_speculative_tokens"])
+    return {"path": schedule, "entries": ranges, "action": sch.chain_action(k), "speculative_config": obj}
 
 
 @dataclass(frozen=True)
@@ -199,7 +269,14 @@ ENGINES = ("sglang", "vllm")
 
 def _schedule_option_fields() -> dict[str, Any]:
     from specband.optionspec import option
-    from specband.recommend import algo_field, data_field, models_field, trust_pickle_field
+    from specband.recommend import (
+        algo_field,
+        allow_transfer_field,
+        data_field,
+        gpu_field,
+        models_field,
+        trust_pickle_field,
+    )
 
     return {
         "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
@@ -246,6 +323,25 @@ def _schedule_option_fields() -> dict[str, Any]:
             help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
             panel="output",
         ),
+        "target": option(
+            None,
+            "--target",
+            help="Your target model (path or id), checked against the data's. Default: the data's own.",
+            panel="pick",
+            metavar="MODEL",
+            show_default=False,
+        ),
+        "gpu": gpu_field(),
+        "allow_transfer": allow_transfer_field(),
+        "output_format": option(
+            "text",
+            "--format",
+            "-f",
+            help="'text' (a table) or 'json' (tiers, origin, transfer, why speculation is off).",
+            panel="output",
+            metavar="KIND",
+            choices=("text", "json"),
+        ),
     }
 
 
@@ -273,6 +369,10 @@ class ScheduleRequest:
     draft_model: str | None = _F["draft_model"]
     include_unmeasured: bool = _F["include_unmeasured"]
     engine_check: bool = _F["engine_check"]
+    target: str | None = _F["target"]
+    gpu: str | None = _F["gpu"]
+    allow_transfer: bool = _F["allow_transfer"]
+    output_format: str = _F["output_format"]
 
     def __post_init__(self) -> None:
         from specband.errors import ConfigError
@@ -305,6 +405,8 @@ class WrittenSchedule:
         tiers: the merged tiers.
         scorer: the policy that scored them (its ``notes``: the loading notes).
         engine_checked: sglang's own loader accepted the file.
+        transfer: the transfer check (:class:`specband.transfer.TransferCheck`: the
+            differences taken with ``--allow-transfer``, the warnings to print).
     """
 
     path: Path
@@ -313,9 +415,35 @@ class WrittenSchedule:
     tiers: list[Any]
     scorer: PolicyScorer
     engine_checked: bool
+    transfer: Any = None
+
+    def summary(self, engine: str) -> dict[str, Any]:
+        """What ``schedule --format json`` prints: the file, its config, per batch size the
+        chain pick and why speculation is off (``None`` where it is on), the data's origin
+        (:func:`specband.recommend.pick_origin`) and the transfer."""
+        from specband.recommend import pick_origin
+
+        origin = pick_origin(self.scorer.manifest, None)
+        return {
+            "engine": engine,
+            "path": str(self.path),
+            "config": self.config,
+            "batch_sizes": [
+                {
+                    "batch_size": p.batch_size,
+                    "measured_batch_size": p.measured_batch_size,
+                    "chain_pick": list(ACTIONS[p.chain[0]]),
+                    "candidate_steps": list(p.steps),
+                    "speculation_off": p.off_reason,
+                }
+                for p in self.picks
+            ],
+            "origin": {k: v for k, v in origin.items() if k not in ("rows", "repeats")},
+            "transfer": None if self.transfer is None else self.transfer.to_json(),
+        }
 
 
-def write_schedule(r: ScheduleRequest) -> WrittenSchedule:
+def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> WrittenSchedule:
     """Build the energy-band speculation schedule of ``r`` (one chain config, topk 1, per
     batch-size tier) and write it atomically in the engine's format (the sglang file is
     checked with sglang's own loader when sglang is importable, before it replaces --out).
@@ -332,6 +460,11 @@ def write_schedule(r: ScheduleRequest) -> WrittenSchedule:
 
     sizes = None if r.batch_sizes is None else parse_batch_sizes(r.batch_sizes)
     scorer = load_scorer(r.algo, r.models, r.data, measured_only=not r.include_unmeasured, trust_pickle=r.trust_pickle)
+    transfer = None
+    if setup is not None:  # before anything is written: a refused transfer leaves --out alone
+        from specband.schedule import check_scorer_transfer
+
+        transfer = check_scorer_transfer(scorer, setup, allow=r.allow_transfer)
     picks = pick_chain_tiers(scorer, sizes, r.margin)
     tiers = merge_tiers(picks)
     checked: list[bool] = []
@@ -347,4 +480,4 @@ def write_schedule(r: ScheduleRequest) -> WrittenSchedule:
     else:
         obj = vllm_speculative_config(tiers, r.draft_model)
     write_text_atomic(r.out_path, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
-    return WrittenSchedule(r.out_path, obj, picks, tiers, scorer, bool(checked))
+    return WrittenSchedule(r.out_path, obj, picks, tiers, scorer, bool(checked), transfer)

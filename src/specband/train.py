@@ -42,7 +42,8 @@ class TrainRequest:
         None,
         "--algo",
         "-a",
-        help="Algorithm to train (repeatable). Default: all eight.",
+        help="Algorithm to train (repeatable). Default: all eight (without torch, the five that need "
+        "none: mlp_bandit, cql and bcq are skipped, saying so; install 'specband[torch]' for them).",
         panel="model",
         metavar="NAME",
         show_default=False,
@@ -67,6 +68,12 @@ class TrainRequest:
         panel="model",
         metavar="KIND",
         choices=FEATURE_KINDS,
+    )
+    force: bool = option(
+        False,
+        "--force",
+        help="Replace an --out folder trained on other data (checked before training).",
+        panel="output",
     )
 
     def __post_init__(self) -> None:
@@ -101,7 +108,11 @@ class TrainOutcome:
         picks: the pick table (:func:`specband.picks.pick_table`).
         sweep: the loaded sweep.
         dropped: algorithms the folder held before and no longer holds.
-        notes: what to tell the user (a sweep over several power limits: what was trained on).
+        provenance: the data's provenance (:attr:`specband.origin.DataOrigin.provenance`).
+        notes: what to tell the user (a sweep over several power limits: what was trained on;
+            the algorithms skipped for want of torch).
+        skipped: algorithms of the default set left out because torch is not installed
+            (their ``policy.pth`` needs it); empty when torch is there or ``--algo`` was given.
     """
 
     folder: Path
@@ -111,7 +122,32 @@ class TrainOutcome:
     picks: list[Any]
     sweep: Any
     dropped: tuple[str, ...]
+    provenance: str = "measured"
     notes: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+def _trainable(asked: list[str] | None) -> tuple[list[str], tuple[str, ...]]:
+    """The algorithms to train and those skipped for want of torch: with no ``--algo``, the
+    torch-free ones when torch is missing; an explicit torch algorithm without torch fails.
+
+    Raises:
+        ConfigError: an unknown name. MissingExtraError: ``--algo`` names a torch
+            algorithm and torch is not installed.
+    """
+    from specband.artifacts import validate_algorithms
+    from specband.errors import MissingExtraError
+    from specband.policies.nets import TORCH_ALGORITHMS, torch_available
+
+    names = validate_algorithms(asked)
+    if torch_available():
+        return names, ()
+    if asked:
+        needing = [name for name in names if name in TORCH_ALGORITHMS]
+        if needing:
+            raise MissingExtraError("torch", "torch", f"--algo {needing[0]} (its policy.pth)")
+        return names, ()
+    return [n for n in names if n not in TORCH_ALGORITHMS], tuple(n for n in names if n in TORCH_ALGORITHMS)
 
 
 def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -> TrainOutcome:
@@ -119,12 +155,13 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
     ``loaded(sweep)`` is called once the sweep is read (the CLI prints its warnings then).
 
     Raises:
-        DataError / HubError: an unreadable sweep; ArtifactError: the folder cannot be written.
+        DataError / HubError: an unreadable sweep; ArtifactError: the folder cannot be written;
+        MissingExtraError: ``--algo`` names a torch algorithm and torch is not installed.
     """
     import dataclasses
     import time
 
-    from specband.artifacts import save_artifacts, validate_algorithms
+    from specband.artifacts import save_artifacts
     from specband.dataset import load_sweep
     from specband.hub import parse_hub_ref, resolve_data_file
     from specband.modelcard import render_model_card
@@ -132,8 +169,16 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
     from specband.recommend import folder_algorithms
     from specband.training import build_manifest, split_power_limits, train_policies
 
-    names = validate_algorithms(r.algo)
+    names, skipped = _trainable(r.algo)
     sweep = load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
+    from specband.training import check_out_folder
+
+    check_out_folder(
+        r.out_path,
+        sweep,
+        force=r.force,
+        data_label="the bundled published measurements" if r.data is None else str(r.data),
+    )
     if loaded is not None:
         loaded(sweep)
     sweep, limit_table, limit_note = split_power_limits(sweep)  # several power limits: issue 20
@@ -157,5 +202,8 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
         model_card=lambda final: render_model_card(final, sweep, rows, dataset_id=dataset_id),
     )
     dropped = tuple(name for name in previous if name not in names)
-    notes = () if limit_note is None else (limit_note,)
-    return TrainOutcome(folder, tuple(names), len(training), elapsed, rows, sweep, dropped, notes)
+    provenance = "measured" if manifest.origin is None else manifest.origin.provenance
+    notes: tuple[str, ...] = () if limit_note is None else (limit_note,)
+    if skipped:
+        notes += (f"skipped {', '.join(skipped)}: their policy.pth files need torch: pip install 'specband[torch]'",)
+    return TrainOutcome(folder, tuple(names), len(training), elapsed, rows, sweep, dropped, provenance, notes, skipped)

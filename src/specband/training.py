@@ -63,6 +63,7 @@ def build_manifest(
     import numpy as np
 
     from specband import __version__
+    from specband.origin import action_stats, data_origin
     from specband.policies.base import mean_reward_by_cell
     from specband.reward import RewardConfig
 
@@ -75,7 +76,14 @@ def build_manifest(
         info["path"] = sweep.path
         info["format"] = sweep.format
         info["sha256"] = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None
-        info["energy_measured"] = sweep.energy_measured
+    origin = None if sweep is None else data_origin(sweep, sweep.power_limit_w)
+    if sweep is not None:
+        assert origin is not None
+        # simulated or emulated power is never "measured" (issue 18): energy in the rewards,
+        # measured or not, is ``energy_in_rewards``
+        info["energy_measured"] = sweep.energy_measured and origin.power_measured
+        info["energy_in_rewards"] = sweep.energy_measured
+        info["provenance"] = origin.provenance
     return Manifest(
         features=data.features,
         seed=seed,
@@ -91,6 +99,8 @@ def build_manifest(
         mean_rewards={bs: {int(a): float(m[a]) for a in np.flatnonzero(c)} for bs, (m, c) in cells.items()},
         row_counts={bs: {int(a): int(c[a]) for a in np.flatnonzero(c)} for bs, (_, c) in cells.items()},
         specband_version=__version__,
+        origin=origin,
+        stats={} if sweep is None else action_stats(sweep, sweep.power_limit_w),
     )
 
 
@@ -160,6 +170,48 @@ def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str 
     data = sweep.training_data(features)
     policy = policy_class(name).from_config(seed=seed).fit(data)
     return policy, build_manifest(data, [name], seed=seed, sweep=sweep)
+
+
+def check_out_folder(out: str | Path, sweep: Sweep, *, force: bool = False, data_label: str | None = None) -> None:
+    """Refuse to replace a specband folder trained on other data (``train --out``), checked
+    before training: its manifest's data sha256 (else path) differs from ``sweep``'s.
+
+    Args:
+        out: the ``--out`` folder.
+        sweep: the data about to be trained on.
+        force: ``train --force``: replace it anyway.
+        data_label: how the user named the data (default: the sweep's path).
+
+    Raises:
+        ConfigError: one line naming the folder, the data it was trained on and ``--force``.
+    """
+    from specband.artifacts import MANIFEST_FILE, load_manifest
+    from specband.errors import ArtifactError
+
+    folder = Path(out)
+    if force or not (folder / MANIFEST_FILE).is_file():
+        return
+    try:
+        old = load_manifest(folder).data
+    except ArtifactError:
+        return  # an unreadable manifest: save_artifacts decides
+    new_sha = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None
+    old_sha, old_path = old.get("sha256"), old.get("path")
+    same = old_sha == new_sha if old_sha and new_sha else old_path is not None and str(old_path) == str(sweep.path)
+    if same:
+        return
+    rows = old.get("rows")
+    provenance = old.get("provenance")
+    what = (
+        f"{old_path or 'unknown data'}"
+        + (f" ({rows} rows" if rows is not None else "")
+        + (f", {provenance})" if provenance and rows is not None else (")" if rows is not None else ""))
+    )
+    raise ConfigError(
+        f"{folder}: already holds policies trained on other data ({what}), not on "
+        f"{data_label or sweep.path or 'these rows'}; training would replace them: pass --force to replace "
+        f"them, or choose another --out"
+    )
 
 
 def at_highest_power_limit(sweep: Sweep, verb: str = "train") -> tuple[Sweep, str | None]:

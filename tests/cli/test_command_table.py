@@ -52,6 +52,11 @@ def test_plain_options_parse_to_the_callback_arguments() -> None:
         "batch_mix_from": None,
         "trust_pickle": False,
         "allow_modified": False,
+        "target": None,
+        "gpu": None,
+        "target_config": None,
+        "draft_config": None,
+        "allow_transfer": False,
     }
 
 

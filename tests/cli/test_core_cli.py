@@ -193,16 +193,17 @@ def test_recommend_embedded_default(run_cli) -> None:
     assert res.exit_code == 0, res.stderr
     assert res.stdout.splitlines() == [FLAGS_324]
     assert "--speculative-draft-model-path" in res.stderr  # says it is needed, invents no path
-    res = run_cli("recommend", "-b", "4", "--draft-model", "my/draft head")
+    res = run_cli("recommend", "-b", "4", "--draft-model", "my/draft head", "--allow-transfer")
     assert res.stdout.strip() == (
         "--speculative-algorithm EAGLE3 --speculative-draft-model-path 'my/draft head' --speculative-num-steps 3 "
         "--speculative-eagle-topk 4 --speculative-num-draft-tokens 8"
     )
-    assert res.stderr == ""
+    assert "sglang needs --speculative-draft-model-path" not in res.stderr
+    assert "note: transferred (--allow-transfer): draft my/draft head vs the data's " in res.stderr
 
 
 def test_recommend_json(run_cli) -> None:
-    res = run_cli("recommend", "-b", "8", "--format", "json", "--draft-model", "d")
+    res = run_cli("recommend", "-b", "8", "--format", "json", "--draft-model", "d", "--allow-transfer")
     doc = json.loads(res.stdout)
     assert doc["action_index"] == 10 and doc["action"] == [3, 4, 8] and doc["algorithm"] == "lookup_table"
     assert doc["flags"][:4] == ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d"]

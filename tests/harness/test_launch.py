@@ -23,6 +23,7 @@ from .conftest import TIME_SCALE, emulator_command, one_error_line, processes_wi
 def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(
         "launch",
+        "--allow-transfer",
         "--target",
         "unsloth/Llama-3.2-1B-Instruct",
         "--draft",
@@ -71,6 +72,7 @@ def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-un
 def test_dry_run_spells_the_flags_for_the_sglang_version(run_cli, version, flag) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(
         "launch",
+        "--allow-transfer",
         "--target",
         "m",
         "--draft",
@@ -90,13 +92,39 @@ def test_dry_run_spells_the_flags_for_the_sglang_version(run_cli, version, flag)
 
 
 def test_an_unsupported_sglang_version_is_one_error_line(run_cli) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli("launch", "--target", "m", "-b", "4", "--device", "none", "--dry-run", "--sglang-version", "0.4.9")
+    res = run_cli(
+        "launch",
+        "--allow-transfer",
+        "--target",
+        "m",
+        "-b",
+        "4",
+        "--device",
+        "none",
+        "--dry-run",
+        "--sglang-version",
+        "0.4.9",
+    )
     assert res.exit_code == 2
     assert "sglang releases before 0.5.4 are not supported" in one_error_line(res.stderr)
 
 
 def test_dry_run_bs4_picks_the_reference_and_state_is_used(run_cli) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--state", "55", "900", "3", "--dry-run")
+    res = run_cli(
+        "launch",
+        "--allow-transfer",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "-b",
+        "4",
+        "--state",
+        "55",
+        "900",
+        "3",
+        "--dry-run",
+    )
     assert res.exit_code == 0, res.stderr
     assert "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in res.stdout
     assert "state=[0.5, 0.55, 0.1099, 0.03]" in res.stderr
@@ -111,18 +139,21 @@ def test_launch_bad_input_is_one_line_exit_2(run_cli) -> None:  # type: ignore[n
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["-b", "4", "--mem-fraction-static", "1.5"], "--mem-fraction-static must be in (0, 1), got 1.5"),
     ]:
-        res = run_cli("launch", "--target", "m", "--draft", "d", "--device", "none", "--dry-run", *args)
+        res = run_cli(
+            "launch", "--allow-transfer", "--target", "m", "--draft", "d", "--device", "none", "--dry-run", *args
+        )
         assert res.exit_code == 2, (args, res.stderr)
         errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and message in errors[0], res.stderr
         assert "Traceback" not in res.stderr
-    res = run_cli("launch", "--target", "m", "-b", "4", "--device", "none", "--dry-run")
+    res = run_cli("launch", "--allow-transfer", "--target", "m", "-b", "4", "--device", "none", "--dry-run")
     assert res.exit_code == 2 and "needs --draft" in res.stderr
 
 
 def test_an_unbalanced_server_arg_is_one_error_line(run_cli) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(
         "launch",
+        "--allow-transfer",
         "--target",
         "m",
         "--draft",
@@ -160,6 +191,7 @@ def test_a_server_arg_that_moves_the_port_or_the_pick_is_refused(run_cli, tmp_pa
         for dry_run in (["--dry-run"], []):
             res = run_cli(
                 "launch",
+                "--allow-transfer",
                 "--target",
                 "m",
                 "--draft",
@@ -188,6 +220,7 @@ def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port:
             "-m",
             "specband",
             "launch",
+            "--allow-transfer",
             "--target",
             "m",
             "--draft",
@@ -256,6 +289,7 @@ def test_an_unwritable_log_is_one_error_line_before_anything_runs(run_cli, tmp_p
     ):
         res = run_cli(
             "launch",
+            "--allow-transfer",
             "--target",
             "m",
             "--draft",
@@ -282,6 +316,7 @@ def test_a_server_command_that_cannot_run_is_one_error_line(run_cli, tmp_path, p
     log = tmp_path / "server.log"
     res = run_cli(
         "launch",
+        "--allow-transfer",
         "--target",
         "m",
         "--draft",
@@ -329,7 +364,21 @@ def test_every_option_is_checked_before_nvml_and_the_error_is_the_only_line(run_
         (["--server-command", ""], "--server-command must not be empty"),
         (["--target", ""], "--target (the model path) must not be empty"),
     ]:
-        res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "nvml", "--log", log, *args)
+        res = run_cli(
+            "launch",
+            "--allow-transfer",
+            "--target",
+            "m",
+            "--draft",
+            "d",
+            "-b",
+            "4",
+            "--device",
+            "nvml",
+            "--log",
+            log,
+            *args,
+        )
         assert res.exit_code == 2, (args, res.stderr)
         assert res.stderr.splitlines() == [one_error_line(res.stderr)] and message in res.stderr, res.stderr
         assert res.stdout == "" and not log.exists()
@@ -350,7 +399,7 @@ def test_a_speculative_pick_without_draft_is_the_only_line(run_cli, tmp_path, mo
         ["--state", "55", "900", "3"],
         ["--device", "auto", "--dry-run", *no_sglang],
     ):
-        res = run_cli("launch", "--target", "m", "-b", "4", "--log", log, *extra)
+        res = run_cli("launch", "--allow-transfer", "--target", "m", "-b", "4", "--log", log, *extra)
         assert res.exit_code == 2
         # the NVML note and the pick note are not printed: the error is the only line
         assert res.stderr.splitlines() == [
@@ -367,18 +416,22 @@ def test_device_nvml_without_nvml_is_an_error_and_auto_goes_on_with_a_note(run_c
         raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
 
     monkeypatch.setattr(pynvml, "nvmlInit", no_nvml)
-    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "nvml", "--dry-run")
+    res = run_cli(
+        "launch", "--allow-transfer", "--target", "m", "--draft", "d", "-b", "4", "--device", "nvml", "--dry-run"
+    )
     assert res.exit_code == 2 and res.stdout == ""
     assert res.stderr.splitlines() == [one_error_line(res.stderr)]
     assert res.stderr.startswith("error: --device nvml: NVML is not available: nvmlInit failed")
-    res = run_cli("launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "auto", "--dry-run")
+    res = run_cli(
+        "launch", "--allow-transfer", "--target", "m", "--draft", "d", "-b", "4", "--device", "auto", "--dry-run"
+    )
     assert res.exit_code == 0, res.stderr
     assert "note: NVML is not available" in res.stderr and "telemetry is off" in res.stderr
     assert "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in res.stdout
 
 
 def test_help_says_ctrl_c_stops_the_server_with_exit_status_0(run_cli) -> None:  # type: ignore[no-untyped-def]
-    res = run_cli("launch", "--help")
+    res = run_cli("launch", "--allow-transfer", "--help")
     assert res.exit_code == 0
     text = " ".join(res.stdout.split())
     assert "Ctrl-C (or SIGTERM) stops the server and everything it started; exit status 0" in text
@@ -387,7 +440,7 @@ def test_help_says_ctrl_c_stops_the_server_with_exit_status_0(run_cli) -> None: 
 def test_help_gives_the_default_models_folder_as_recommend_uses_it(run_cli) -> None:  # type: ignore[no-untyped-def]
     from specband.recommend import DEFAULT_MODELS_DIR
 
-    res = run_cli("launch", "--help")
+    res = run_cli("launch", "--allow-transfer", "--help")
     assert res.exit_code == 0
     text = " ".join(res.stdout.replace("│", " ").split())
     assert (
@@ -399,7 +452,7 @@ def test_help_gives_the_default_models_folder_as_recommend_uses_it(run_cli) -> N
 
 def test_without_sglang_a_good_dry_run_warns_after_the_checks(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
     res = run_cli(
-        "launch", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--dry-run",
+        "launch", "--allow-transfer", "--target", "m", "--draft", "d", "-b", "4", "--device", "none", "--dry-run",
         "--server-command", "/bin/sh -c true", "--log", tmp_path / "s.log",
     )  # fmt: skip
     assert res.exit_code == 0, res.stderr

@@ -39,7 +39,7 @@ def _fake_launch(monkeypatch, gpu: FakeGpu, ending, launched: list):
     monkeypatch.setattr(runner, "launch_with_retry", launch_with_retry)
 
 
-_ARGS = ("launch", "--target", "m", "--draft", "d", "-b", "4", "--sglang-version", "0.5.23")
+_ARGS = ("launch", "--allow-transfer", "--target", "m", "--draft", "d", "-b", "4", "--sglang-version", "0.5.23")
 
 
 @pytest.mark.parametrize("ending", [0, 3, KeyboardInterrupt()])

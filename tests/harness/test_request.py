@@ -15,7 +15,7 @@ from specband.optionspec import option_spec
 def test_every_sweep_option_is_declared_once_with_help_and_panel() -> None:
     specs = [option_spec(f) for f in dataclasses.fields(SweepRequest)]
     flags = [s.flags[0] for s in specs if s is not None]
-    assert len(flags) == len(set(flags)) == 44  # 42 + --power-limits (issue 20) + --cpu (issue 17)
+    assert len(flags) == len(set(flags)) == 45  # 42 + --power-limits (issue 20) + --cpu (issue 17) + --engine (23)
     assert {s.panel for s in specs if s is not None} == {"grid", "server", "telemetry", "fleet", "emulator"}
     assert all(s.help.strip() for s in specs if s is not None)
     assert option_spec(next(f for f in dataclasses.fields(SweepRequest) if f.name == "plugged")) is None

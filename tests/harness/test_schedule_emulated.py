@@ -114,7 +114,19 @@ def test_emulator_switches_step_counts_by_running_batch_size(tmp_path, port):
 def test_launch_schedule_dry_run_and_errors(run_cli, tmp_path):
     cfg = tmp_path / "s.json"
     cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 3]}, "8": {"candidate_steps": [0, 1]}}))
-    res = run_cli("launch", "--target", "m", "--draft", "d", "--schedule", cfg, "--device", "none", "--dry-run")
+    res = run_cli(
+        "launch",
+        "--allow-transfer",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "--schedule",
+        cfg,
+        "--device",
+        "none",
+        "--dry-run",
+    )
     assert res.exit_code == 0, res.stderr
     line = res.stdout.strip()
     assert "--max-running-requests" not in line and "--cuda-graph-max-bs" not in line
@@ -123,11 +135,21 @@ def test_launch_schedule_dry_run_and_errors(run_cli, tmp_path):
         f"--speculative-adaptive --speculative-adaptive-config {cfg}"
     )  # sglang: union [0,1,3] -> middle element 1
     res = run_cli(
-        "launch", "--target", "m", "--draft", "d", "--schedule", cfg, "--max-running-requests", "48", "--dry-run"
+        "launch",
+        "--allow-transfer",
+        "--target",
+        "m",
+        "--draft",
+        "d",
+        "--schedule",
+        cfg,
+        "--max-running-requests",
+        "48",
+        "--dry-run",
     )
     assert res.exit_code == 0 and "--max-running-requests 48" in res.stdout and "--cuda-graph-max-bs" not in res.stdout
     Path("specband-schedule.json").write_text("a user's file")
-    res = run_cli("launch", "--target", "m", "--draft", "d", "--schedule", "auto", "--dry-run")
+    res = run_cli("launch", "--allow-transfer", "--target", "m", "--draft", "d", "--schedule", "auto", "--dry-run")
     assert res.exit_code == 0, res.stderr
     (note,) = [line for line in res.stderr.splitlines() if line.startswith("note: --schedule auto")]
     assert json.loads(note.split("schedule ", 2)[2].partition(" (tiers")[0]) == {
@@ -148,10 +170,12 @@ def test_launch_schedule_dry_run_and_errors(run_cli, tmp_path):
         (["-b", "4", "--max-running-requests", "8"], "--max-running-requests goes with --schedule"),
         (["--schedule", tmp_path / "missing.json"], "cannot read"),
     ]:
-        res = run_cli("launch", "--target", "m", "--draft", "d", "--device", "none", "--dry-run", *args)
+        res = run_cli(
+            "launch", "--allow-transfer", "--target", "m", "--draft", "d", "--device", "none", "--dry-run", *args
+        )
         assert res.exit_code == 2 and message in res.stderr, (args, res.stderr)
         assert [x for x in res.stderr.splitlines() if x.startswith("error: ")] == res.stderr.splitlines()[-1:]
-    res = run_cli("launch", "--target", "m", "--schedule", cfg, "--dry-run")
+    res = run_cli("launch", "--allow-transfer", "--target", "m", "--schedule", cfg, "--dry-run")
     assert res.exit_code == 2 and "needs --draft" in res.stderr
 
 
@@ -165,6 +189,7 @@ def test_sglangs_own_parser_takes_the_schedule_command_line(run_cli, tmp_path, r
     cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 3]}, "8": {"candidate_steps": [0, 1]}}))
     res = run_cli(
         "launch",
+        "--allow-transfer",
         "--target",
         "m",
         "--draft",
@@ -196,6 +221,7 @@ def test_launch_schedule_starts_the_emulator_with_it(tmp_path: Path, port: int) 
             "-m",
             "specband",
             "launch",
+            "--allow-transfer",
             "--target",
             "m",
             "--draft",
@@ -253,6 +279,11 @@ def test_launch_schedule_auto_writes_a_new_file_of_its_own_beside_the_log(tmp_pa
     assert pick["path"] == first and pick["extra_args"][-1] == str(first)
     assert sorted(json.loads(first.read_text())) == ["1", "12", "3", "6"]
     assert notes == [
-        f"--schedule auto: wrote lookup_table's schedule to {first} (tiers 1, 3, 6, 12; removed at the end)"
+        # the bundled data has no chain config at bs 1 and 16 (issue 18: say why speculation is off)
+        "batch size 1: speculation off: no chain config (topk 1) was measured at batch size 1, and sglang's "
+        "adaptive tiers run chains only",
+        "batch size 16: speculation off: no chain config (topk 1) was measured at batch size 16, and sglang's "
+        "adaptive tiers run chains only",
+        f"--schedule auto: wrote lookup_table's schedule to {first} (tiers 1, 3, 6, 12; removed at the end)",
     ]
     assert (tmp_path / "specband-schedule.json").read_text() == "a user's file"

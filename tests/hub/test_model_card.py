@@ -27,7 +27,8 @@ def test_train_writes_a_model_card_the_hub_reads(run_cli) -> None:
     # the bs-16 pick and its figures come from the data: (3,2,4), mean reward and utilisation
     manifest = json.loads(Path("m/specband.json").read_text())
     mean = manifest["batch_sizes"]["16"]["mean_reward"]["7"]
-    assert f"| lookup_table | 16 | (3, 2, 4) | {mean:.4f} | 0.970 | 5 |" in text
+    # issue 18: the band status, decode speed, speed-up and repeats beside the reward
+    assert f"| lookup_table | 16 | (3, 2, 4) | {mean:.4f} | 0.970 | in | 118.1 | 1.30x | 5 | 5 |" in text
     assert "| `gbt/model.joblib` |" in text and "gbt/model.skops" in text
     assert manifest["data"]["sha256"] in text and "29 measured" in text and "4 row(s) is derived" in text
 

@@ -69,14 +69,29 @@ def recommend_command(request: RecommendRequest) -> None:
 
         print_mix_recommendation(recommend_mix(request), request.output_format)
         return
+    from specband.explain import answer_lines
     from specband.recommend import power_limit_recommendation, recommend_request
+    from specband.usersetup import user_setup
 
-    with_limit = power_limit_recommendation(request)
+    setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
+    with_limit = None if request.is_first_guess else power_limit_recommendation(request, setup)
     if with_limit is not None:  # a sweep or folder over several power limits (issue 20)
         _print_power_limit(with_limit, request)
         return
-    decided = recommend_request(request)
-    for line in decided.notes:
+    if request.is_first_guess:
+        from specband.firstguess import first_guess
+
+        assert request.batch_size is not None and request.gpu is not None  # checked when the request was built
+        decided = first_guess(
+            request.batch_size,
+            request.gpu,
+            request.target_config,
+            request.draft_config,
+            draft_model=request.draft_model,
+        )
+    else:
+        decided = recommend_request(request, setup)
+    for line in (*decided.notes, *answer_lines(decided.pick)):
         _note(line)
     result = decided.pick
     if request.output_format == "json":

@@ -172,6 +172,7 @@ def emulate_command(ctx: typer.Context, **values: Any) -> None:
             load_time_s=r.load_time,
             seed=r.seed,
             faults=[parse_fault(f) for f in r.fault],
+            engine=r.engine,
         )
         Clock(options.time_scale)
         code = serve(list(ctx.args), options)

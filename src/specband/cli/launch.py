@@ -45,10 +45,11 @@ def launch_command(request: LaunchRequest) -> None:
     if request.dry_run:
         from specband.harness.server import format_launch
 
-        typer.echo(f"# sglang {plan.sglang_version} ({plan.sglang_version_source})")
+        engine = "vLLM" if plan.config.engine == "vllm" else "sglang"
+        typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")
         if plan.power_limit_w is not None:
             typer.echo(f"# sudo nvidia-smi -pl {plan.power_limit_w:g}")
-        typer.echo(format_launch(plan.command))
+        typer.echo(format_launch(plan.command, engine=plan.config.engine))
         return
     code = serve_launch(plan, say, note)
     if code:

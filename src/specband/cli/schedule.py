@@ -31,15 +31,25 @@ def schedule_command(request: ScheduleRequest) -> None:
     batch-size tier) in the engine's own format, and print how far each tier's chain
     config falls behind the best tree config (topk > 1)."""
     from specband.errors import ConfigError
+    from specband.explain import origin_line
+    from specband.recommend import pick_origin
     from specband.schedule import check_sglang_adaptive_config, sglang_schedule_flags
     from specband.scheduling import write_schedule
+    from specband.usersetup import user_setup
 
-    written = write_schedule(request)
-    for line in written.scorer.notes:
+    written = write_schedule(request, user_setup(request.target, request.draft_model, request.gpu))
+    origin = origin_line(pick_origin(written.scorer.manifest, None))
+    for line in (*written.scorer.notes, *written.transfer.warnings, *([origin] if origin else [])):
         _note(line)
     if request.engine == "vllm" and request.margin:
         _note("--margin is for sglang's candidate sets; vLLM takes one K per range (the best)")
+    if request.output_format == "json":
+        typer.echo(json.dumps(written.summary(request.engine), indent=2))
+        return
     _print_table(written.picks, written.scorer.algorithm)
+    for pick in written.picks:
+        if pick.off_reason:
+            _note(pick.off_reason)
     out, n = written.path, len(written.tiers)
     if request.engine != "sglang":
         flag = shlex.quote(json.dumps(written.config))

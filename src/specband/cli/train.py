@@ -43,7 +43,7 @@ def train_command(request: TrainRequest) -> None:
         f"trained {len(done.algorithms)} algorithm(s) on {source} ({done.training_rows} training rows, "
         f"features={request.features}, seed={request.seed}) in {done.elapsed_s:.2f} s; wrote {done.folder}"
     )
-    _print_picks(done.picks)
+    _print_picks(done.picks, done.provenance)
     print_power_label(done.sweep.rows)
 
 
@@ -51,20 +51,25 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _print_picks(rows: list[Any]) -> None:
+def _print_picks(rows: list[Any], provenance: str = "measured") -> None:
     from rich.console import Console
     from rich.table import Table
 
     from specband.actions import ACTIONS, REFERENCE_ACTION
 
-    table = Table(title="picks per algorithm and batch size (mean observed reward in the training data)")
+    simulated = "simulated" in provenance
+    kind = "simulated" if simulated else "emulated" if "emulated" in provenance else "measured"
+    title = f"picks per algorithm and batch size (mean reward in the training data: {provenance} rows)"
+    if simulated:
+        title += "; SIMULATED, not measured"
+    table = Table(title=title)
     table.add_column("algorithm")
     table.add_column("bs", justify="right")
     table.add_column("pick")
     table.add_column("reward", justify="right")
     table.add_column(f"reference {REFERENCE_ACTION}", justify="right")
     table.add_column("vs ref", justify="right")
-    table.add_column("best measured", justify="right")
+    table.add_column(f"best {kind}", justify="right")
     previous = None
     for r in rows:
         delta = None if r.mean_reward is None or r.reference_reward is None else r.mean_reward - r.reference_reward

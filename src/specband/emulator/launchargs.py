@@ -36,6 +36,8 @@ class LaunchArgs:
             :func:`specband.schedule.check_sglang_adaptive_config`; sglang's default
             without ``--speculative-adaptive-config``), else ``None``.
         adaptive_config: the ``--speculative-adaptive-config`` path, or ``None``.
+        engine: the engine the flags are for (``sglang``; ``vllm``: :mod:`specband.emulator.vllm`).
+        vllm_schedule: vLLM's ``num_speculative_tokens_per_batch_size`` ranges, or ``None``.
     """
 
     model_path: str
@@ -51,6 +53,8 @@ class LaunchArgs:
     context_length: int
     adaptive: Mapping[int, Mapping[str, Any]] | None = None
     adaptive_config: str | None = None
+    engine: str = "sglang"
+    vllm_schedule: tuple[tuple[int, int, int], ...] | None = None
 
     def server_args(self) -> dict[str, Any]:
         """The ``ServerArgs``-style fields ``/get_server_info`` reports."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.harness.vllm_launch import EMULATOR_ENGINE_ENV
 from specband.limits import MAX_SEED, MAX_TIMEOUT_S
 from specband.optionspec import option
 
@@ -66,6 +67,15 @@ class EmulateRequest:
     )
     seed: int | None = option(
         None, "--seed", help="Noise seed of the emulated runs.", panel="emulator", metavar="N", min=0, max=MAX_SEED
+    )
+    engine: str = option(
+        "sglang",
+        "--engine",
+        help="Answer as sglang (its launch flags and endpoints) or vllm (vLLM's flags, /v1/completions, /metrics).",
+        panel="emulator",
+        metavar="NAME",
+        choices=("sglang", "vllm"),
+        envvar=EMULATOR_ENGINE_ENV,
     )
     fault: list[str] = option(
         [],

@@ -196,6 +196,7 @@ class EmulatorOptions:
     faults: tuple[Fault, ...] = ()
     record_step_time: bool = True
     idle_hold_s: float = 1.0
+    engine: str = "sglang"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EmulatorOptions:
@@ -275,6 +276,9 @@ class Engine:
         self.stopped = False
         self.adaptive = None if launch.adaptive is None else AdaptiveController(launch.adaptive, launch.action[0])
         self.steps_by_batch_size: dict[int, set[int]] = {}
+        #: vLLM's spec-decode counters (cumulative since launch; per request and verify step)
+        self.spec_counts = {"num_drafts": 0.0, "num_draft_tokens": 0.0, "num_accepted_tokens": 0.0}
+        self.spec_per_pos = [0.0] * max(0, launch.action.speculative_num_draft_tokens - 1)
         self.mem_used_mb = float(
             model.predict(
                 launch.max_running_requests, launch.action, model.ambient_temp_c, launch.mem_fraction_static
@@ -413,6 +417,7 @@ class Engine:
                     r.generated += got
                     r.verify_ct += 1
                     if not action.is_baseline:
+                        self._count_draft(action, got - 1)
                         if len(r.histogram) < got:
                             r.histogram.extend([0] * (got - len(r.histogram)))
                         r.histogram[got - 1] += 1
@@ -463,10 +468,35 @@ class Engine:
         with self.cond:
             self.step_time_dict.setdefault(running, []).append(value)
 
+    def _count_draft(self, action: Action, accepted: int) -> None:
+        """vLLM's ``observe_draft`` for one request's verify step: ``K`` draft tokens,
+        ``accepted`` of them accepted, the first ``accepted`` positions counted."""
+        k = action.speculative_num_draft_tokens - 1
+        with self.cond:
+            self.spec_counts["num_drafts"] += 1
+            self.spec_counts["num_draft_tokens"] += k
+            self.spec_counts["num_accepted_tokens"] += accepted
+            if len(self.spec_per_pos) < k:
+                self.spec_per_pos += [0.0] * (k - len(self.spec_per_pos))
+            for i in range(min(accepted, k)):
+                self.spec_per_pos[i] += 1
+
+    def spec_decode_counts(self) -> tuple[dict[str, float], list[float]]:
+        """A copy of the spec-decode counters (``/metrics``)."""
+        with self.cond:
+            return dict(self.spec_counts), list(self.spec_per_pos)
+
     def _action_for(self, batch_size: int) -> Action:
         """The action a decode step at ``batch_size`` runs: the launch's, or with
         ``--speculative-adaptive`` the chain config of the step count the batch size's tier
         is at (sglang 0.5.23 ``activate_step_by_batch``; no CUDA-graph padding)."""
+        if self.launch.vllm_schedule is not None:
+            from specband.emulator.vllm import action_at
+
+            act = action_at(self.launch.vllm_schedule, self.launch.action, batch_size)
+            with self.cond:
+                self.steps_by_batch_size.setdefault(batch_size, set()).add(act.speculative_num_steps)
+            return act
         if self.adaptive is None:
             return self.launch.action
         steps = self.adaptive.steps_for(batch_size)
@@ -515,7 +545,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         em = self.emulator
         path = self.path.split("?", 1)[0]
-        if path == "/health":
+        if em.launch.engine == "vllm" and path != "/health":
+            self._vllm_get(path)
+        elif path == "/health":
             if em.healthy():
                 self._send(200)
             else:
@@ -543,6 +575,52 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, _json_bytes({"detail": "Not Found"}))
 
+    def _vllm_get(self, path: str) -> None:
+        """vLLM's GET endpoints (:mod:`specband.emulator.vllm`)."""
+        from specband.emulator import vllm
+
+        em = self.emulator
+        launch = em.launch
+        if path == "/version":
+            self._send(200, _json_bytes(vllm.version_response()))
+        elif path == "/v1/models":
+            body = vllm.models_response(launch.model_path, int(em.started_unix), launch.context_length)
+            self._send(200, _json_bytes(body))
+        elif path == "/metrics" and not launch.action.is_baseline:
+            counts, per_pos = em.engine.spec_decode_counts()
+            page = vllm.metrics_page(launch.model_path, em.started_unix, counts, per_pos)
+            self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/metrics":
+            self._send(200, b"# no speculative decoding\n", "text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self._send(404, _json_bytes({"detail": "Not Found"}))
+
+    def _vllm_completions(self, body: Any) -> None:
+        """``POST /v1/completions`` (``prompt`` a string, ``max_tokens``; non-streaming)."""
+        from specband.emulator import vllm
+
+        em = self.emulator
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            self._send(400, _json_bytes({"error": {"message": "prompt must be a string", "code": 400}}))
+            return
+        try:
+            max_tokens = int(body.get("max_tokens", 16))
+        except (TypeError, ValueError):
+            max_tokens = 0
+        if max_tokens <= 0:
+            self._send(400, _json_bytes({"error": {"message": "max_tokens must be at least 1", "code": 400}}))
+            return
+        if em.engine._fault("hung_requests"):
+            _log("request received (fault injected: hung_requests): never answering")
+            threading.Event().wait()
+        prompt_tokens = _prompt_tokens(body["prompt"])
+        req = em.engine.submit(max_tokens, prompt_tokens)
+        req.done.wait()
+        if req.error:
+            self._send(503, _json_bytes({"error": {"message": req.error, "code": 503}}))
+            return
+        self._send(200, _json_bytes(vllm.completion_response(em.launch.model_path, prompt_tokens, max_tokens)))
+
     def do_POST(self) -> None:
         em = self.emulator
         path = self.path.split("?", 1)[0]
@@ -550,6 +628,12 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._read_json()
         except (ValueError, UnicodeDecodeError):
             self._send(400, _json_bytes({"error": {"message": "body is not JSON"}}))
+            return
+        if em.launch.engine == "vllm":
+            if path == "/v1/completions":
+                self._vllm_completions(body)
+            else:
+                self._send(404, _json_bytes({"detail": "Not Found"}))
             return
         if path == "/flush_cache":
             ok = em.engine.flush_cache()
@@ -656,6 +740,15 @@ def _raise_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
+def _parse_launch(argv: Sequence[str], engine: str) -> LaunchArgs:
+    """The launch flags of ``engine`` (sglang's, or vLLM's: :mod:`specband.emulator.vllm`)."""
+    if engine == "vllm":
+        from specband.emulator.vllm import parse_vllm_launch_args
+
+        return parse_vllm_launch_args(argv)
+    return parse_launch_args(argv)
+
+
 def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     """Run the emulator until SIGTERM/SIGINT.
 
@@ -672,7 +765,7 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     """
     from specband.emulator.models import load_performance_model
 
-    launch = parse_launch_args(argv)
+    launch = _parse_launch(argv, options.engine)
     model = load_performance_model(options.model_spec, options.hardware)
     signal.signal(signal.SIGTERM, _raise_exit)
     own_state = options.state_file is None
@@ -692,7 +785,7 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     engine: Engine | None = None
     try:
         _log(
-            f"emulated sglang server: {options.hardware} ({type(model).__name__}), action {launch.action}, "
+            f"emulated {launch.engine} server: {options.hardware} ({type(model).__name__}), action {launch.action}, "
             f"max running {launch.max_running_requests}, mem fraction {launch.mem_fraction_static:g}, "
             f"time scale {options.time_scale:g}"
         )
@@ -742,7 +835,10 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
         Handler.emulator = _Emulator(launch, options, engine, health_delay)
         engine._set_idle()
         engine.start()
-        _log(f"The server is fired up and ready to roll! (http://{launch.host}:{launch.port})")
+        if launch.engine == "vllm":  # uvicorn's line, as the real vLLM server logs it
+            print("INFO:     Application startup complete.", flush=True)
+        else:
+            _log(f"The server is fired up and ready to roll! (http://{launch.host}:{launch.port})")
         httpd.serve_forever(poll_interval=0.05)
         return 0
     except (SystemExit, KeyboardInterrupt):

@@ -189,7 +189,7 @@ class BatchResult:
         return self.total_output_tokens / self.spec_verify_ct
 
 
-def run_batch(  # noqa: C901, PLR0915
+def run_batch(  # noqa: C901, PLR0913, PLR0915
     base_url: str,
     *,
     num_requests: int,
@@ -201,9 +201,13 @@ def run_batch(  # noqa: C901, PLR0915
     client: Any | None = None,
     on_first_send: Callable[[], None] | None = None,
     on_last_done: Callable[[], None] | None = None,
+    openai_model: str | None = None,
 ) -> BatchResult:
     """Send ``num_requests`` requests to ``POST /generate`` with at most ``concurrency``
-    in flight; prompt ``i`` is ``prompts[i % len(prompts)]``.
+    in flight; prompt ``i`` is ``prompts[i % len(prompts)]``. With ``openai_model`` (vLLM)
+    they go to the OpenAI completions endpoint instead, ``POST /v1/completions`` with
+    ``model``, ``prompt``, ``max_tokens``, ``temperature: 0`` and ``ignore_eos: true``
+    (vLLM's extra sampling parameter), and the tokens are ``usage.completion_tokens``.
 
     The first ``min(concurrency, num_requests)`` requests are released together (a
     barrier), so the batch starts full; ``on_first_send`` runs at that release and
@@ -222,6 +226,8 @@ def run_batch(  # noqa: C901, PLR0915
             ``None``: a new one for this batch.
         on_first_send: called once, just before the first wave is sent.
         on_last_done: called once, when the last request has completed successfully.
+        openai_model: the ``model`` of an OpenAI completions request (``None``: sglang's
+            ``/generate``).
 
     Raises:
         RequestError: a request failed; the message starts with
@@ -259,20 +265,22 @@ def run_batch(  # noqa: C901, PLR0915
                 raise RequestError(f"request {i}: the first wave could not start together") from None
         if stop.is_set():
             return
-        body = {"text": prompts[i % len(prompts)], "sampling_params": sampling}
+        path, body = _request_body(prompts[i % len(prompts)], sampling, openai_model)
         try:
-            resp = http.post(base_url + "/generate", json=body)
+            resp = http.post(base_url + path, json=body)
             resp.raise_for_status()
             data = resp.json()
         except (httpx.HTTPError, ValueError) as exc:
             stop.set()
             barrier.abort()
             raise RequestError(f"request {i} failed: {type(exc).__name__}: {str(exc)[:200]}") from None
-        meta = data.get("meta_info", {}) if isinstance(data, Mapping) else {}
+        key = "meta_info" if openai_model is None else "usage"
+        meta = data.get(key, {}) if isinstance(data, Mapping) else {}
+        meta = meta if isinstance(meta, Mapping) else {}
         tokens = meta.get("completion_tokens")
-        if not isinstance(tokens, int):
+        if not isinstance(tokens, int) or isinstance(tokens, bool):
             stop.set()
-            raise RequestError(f"request {i}: response has no meta_info.completion_tokens")
+            raise RequestError(f"request {i}: response has no {key}.completion_tokens")
         verify = meta.get("spec_verify_ct")
         with lock:
             totals["tokens"] += tokens
@@ -330,6 +338,21 @@ def run_batch(  # noqa: C901, PLR0915
         elapsed_real_s=max(0.0, times["end"] - times["start"]),
         spec_verify_ct=int(totals["verify"]) if totals["has_verify"] else None,
     )
+
+
+def _request_body(prompt: str, sampling: Mapping[str, Any], openai_model: str | None) -> tuple[str, dict[str, Any]]:
+    """``(path, body)`` of one request: sglang's ``/generate``, or the OpenAI completions
+    endpoint for ``openai_model``."""
+    if openai_model is None:
+        return "/generate", {"text": prompt, "sampling_params": dict(sampling)}
+    body = {
+        "model": openai_model,
+        "prompt": prompt,
+        "max_tokens": sampling["max_new_tokens"],
+        "temperature": sampling["temperature"],
+        "ignore_eos": sampling["ignore_eos"],
+    }
+    return "/v1/completions", body
 
 
 def new_client(concurrency: int, timeout_s: float) -> Any:

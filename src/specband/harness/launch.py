@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.harness.request import (
+    engine_field,
     gpu_index_field,
     launch_timeout_field,
     port_field,
@@ -25,7 +26,9 @@ from specband.optionspec import option
 from specband.recommend import (
     algo_field,
     allow_modified_field,
+    allow_transfer_field,
     data_field,
+    gpu_field,
     models_field,
     state_field,
     trust_pickle_field,
@@ -68,11 +71,11 @@ class LaunchRequest:
         panel="pick",
         metavar="FILE|auto",
         show_default=False,
-    )
+    )  # with --engine vllm: a --speculative-config file of `specband schedule --engine vllm`, or auto
     max_running_requests: int | None = option(
         None,
         "--max-running-requests",
-        help="With --schedule: sglang's --max-running-requests.",
+        help="With --schedule: sglang's --max-running-requests (vLLM's --max-num-seqs).",
         panel="pick",
         metavar="N",
         min=1,
@@ -97,6 +100,7 @@ class LaunchRequest:
         choices=("auto", "nvml", "none"),
     )
     gpu_index: int | None = gpu_index_field()
+    engine: str = engine_field()
     server_command: str = server_field("server_command")
     host: str = server_field("host")
     port: int = port_field()
@@ -122,6 +126,8 @@ class LaunchRequest:
         show_default=False,
     )
     dry_run: bool = option(False, "--dry-run", help="Print the command line and exit.", panel="output")
+    gpu: str | None = gpu_field()
+    allow_transfer: bool = allow_transfer_field()
 
 
 @dataclass(frozen=True)
@@ -154,8 +160,9 @@ class LaunchPlan:
     power_limit_w: float | None = None
 
 
-def _check(r: LaunchRequest) -> Any:
-    """Every option, before the GPU is read; the :class:`~specband.harness.server.ServerConfig`."""
+def _check(r: LaunchRequest) -> tuple[Any, str | None]:
+    """Every option, before the GPU is read; the :class:`~specband.harness.server.ServerConfig`
+    and the note of a skipped RoPE check (or ``None``)."""
     from specband.artifacts import validate_algorithms
     from specband.errors import ConfigError
     from specband.harness.runner import check_mem_fractions
@@ -186,23 +193,40 @@ def _check(r: LaunchRequest) -> Any:
         port=r.port,
         dtype=r.dtype,
         attention_backend=r.attention_backend,
-        extra_args=split_server_args(r.server_arg, command="launch"),
+        extra_args=split_server_args(r.server_arg, command="launch", engine=r.engine),
+        engine=r.engine,
     )
     validate_algorithms([r.algo])
     from specband.pairchecks import check_pair_before_launch
 
-    check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
-    return config
+    rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
+    return config, rope_note
 
 
 def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None) -> tuple[Any, dict[str, Any]]:
-    """The pick (or the schedule) and the config with its flags."""
+    """The pick (or the schedule) and the config with its flags, the user's setup checked
+    against the data's (:mod:`specband.transfer`)."""
+    from specband.usersetup import user_setup
+
+    setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
+    if r.schedule is not None and r.engine == "vllm":
+        from specband.scheduling import vllm_schedule_for_launch
+
+        pick = vllm_schedule_for_launch(
+            r.schedule, r.algo, r.models, r.data, r.draft, notes=notes, trust_pickle=r.trust_pickle,
+            setup=setup, allow_transfer=r.allow_transfer,
+        )  # fmt: skip
+        mns = ("--max-num-seqs", str(r.max_running_requests)) if r.max_running_requests else ()
+        config = dataclasses.replace(
+            config, speculative_config=pick["speculative_config"], extra_args=(*mns, *config.extra_args)
+        )
+        return config, pick
     if r.schedule is not None:
         from specband.scheduling import schedule_for_launch
 
         pick = schedule_for_launch(
             r.schedule, r.algo, r.models, r.data, notes=notes, auto_file=auto_file, log=r.log,
-            trust_pickle=r.trust_pickle,
+            trust_pickle=r.trust_pickle, setup=setup, allow_transfer=r.allow_transfer,
         )  # fmt: skip
         mrr = ["--max-running-requests", str(r.max_running_requests)] if r.max_running_requests else []
         return dataclasses.replace(config, extra_args=(*pick["extra_args"], *mrr, *config.extra_args)), pick
@@ -214,9 +238,11 @@ def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | N
     telemetry = r.state if r.state is not None else read_idle_state(r.device, r.gpu_index or 0, notes)
     result = recommend(
         r.batch_size, r.algo, r.models, telemetry, r.draft, r.data, trust_pickle=r.trust_pickle,
-        allow_modified=r.allow_modified,
+        allow_modified=r.allow_modified, setup=setup, allow_transfer=r.allow_transfer,
     )  # fmt: skip
-    notes += result.notes
+    from specband.explain import answer_lines
+
+    notes += [*result.notes, *answer_lines(result.pick)]
     return config, result.pick
 
 
@@ -241,17 +267,23 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     Raises:
         ConfigError (and the loading errors of :func:`specband.recommend.load_models`): one line.
     """
+    from specband.actions import Action
     from specband.errors import ConfigError
-    from specband.harness.request import sglang_version_for
+    from specband.harness.request import engine_server
     from specband.harness.server import build_launch_command
+    from specband.harness.vllm_launch import check_vllm_actions
 
-    config = _check(r)
+    config, rope_note = _check(r)
     log_created = open_log(r.log, dry_run=r.dry_run)
     # the version warning and the notes wait until the pick is known to be launchable,
     # so that bad input (e.g. a speculative pick without --draft) is one error line
-    version, version_source, version_warning = sglang_version_for(r.sglang_version, r.server_command, {})
-    config = dataclasses.replace(config, sglang_version=version)
-    notes: list[str] = []
+    env: dict[str, str] = {}
+    command_line, (version, version_source, version_warning) = engine_server(
+        r.engine, r.server_command, r.sglang_version, r.attention_backend, env
+    )
+    versions = {"vllm_version": version} if r.engine == "vllm" else {"sglang_version": version}
+    config = dataclasses.replace(config, server_command=command_line, env=env, **versions)
+    notes: list[str] = [] if rope_note is None else [rope_note]
     auto_file: Path | None = None
     try:
         if r.schedule == "auto" and not r.dry_run:
@@ -260,6 +292,10 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
             auto_file = new_auto_schedule_file(r.log)
         config, pick = _decide(r, config, notes, auto_file)
         action = tuple(pick["action"])
+        if r.engine == "vllm" and r.schedule is None:
+            check_vllm_actions(
+                [Action(*action)], option=f"--engine vllm: {r.algo}'s pick for batch size {r.batch_size}"
+            )
         if r.draft is None and any(action):
             raise ConfigError(
                 f"{r.algo} picks {action} for batch size {r.batch_size}, a speculative action that needs --draft "
@@ -279,7 +315,9 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                     r.log.unlink()
         remove(auto_file)
         raise
-    if r.schedule is not None:
+    if r.schedule is not None and r.engine == "vllm":
+        notes.append(f"vLLM per-batch-size K with {pick['path']}: [start, end, K] {[list(e) for e in pick['entries']]}")
+    elif r.schedule is not None:
         notes.append(f"adaptive speculation with {pick['path']}: tiers {sorted(pick['entries'])}, starting at {action}")
     elif r.set_power_limit == "auto":
         notes.append(f"power limit {limit_w:g} W with {pick['action']} for batch size {r.batch_size}")
@@ -333,8 +371,10 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
                 if r.schedule is None
                 else f"the schedule {plan.pick['path']}"
             )
+            engine = "vLLM" if r.engine == "vllm" else "sglang"
             say(
-                f"sglang ready at {server.base_url} with {what}{retried}; log: {r.log}; Ctrl-C stops it (exit status 0)"
+                f"{engine} ready at {server.base_url} with {what}{retried}; log: {r.log}; "
+                "Ctrl-C stops it (exit status 0)"
             )
             code = server.proc.wait() if server.proc is not None else 0
             note(f"the server exited with status {code}; the end of its log:\n{server.log_tail(2000)}")

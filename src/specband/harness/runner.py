@@ -42,6 +42,8 @@ from specband.errors import ConfigError, HarnessError
 from specband.harness.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
 from specband.harness.draft_health import draft_flag
 from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
+from specband.harness.vllm import SpecDecodeCounters, fetch_spec_decode_counters
+from specband.harness.vllm_launch import vllm_server_env
 from specband.record import SweepRecord
 
 __all__ = [
@@ -148,10 +150,13 @@ class MeasureSettings:
     def run_settings(self) -> dict[str, Any]:
         """The row columns every run of one sweep shares (a resumed sweep must match)."""
         server = self.server
+        vllm = server.engine == "vllm"
         return {
-            "sglang_version": server.sglang_version,
+            "engine": server.engine,
+            "sglang_version": None if vllm else server.sglang_version,
+            "vllm_version": server.vllm_version if vllm else None,
             "dtype": server.dtype,
-            "attention_backend": server.attention_backend,
+            "attention_backend": None if vllm else server.attention_backend,
             "max_new_tokens": self.max_new_tokens,
             "num_prompts": self.num_prompts,
             "workload": self.workload,
@@ -160,8 +165,11 @@ class MeasureSettings:
         }
 
     def server_env(self) -> dict[str, str]:
-        """The environment every server gets (docs/FACTS.md §1 variables included)."""
+        """The environment every server gets (docs/FACTS.md §1 variables included; vLLM's:
+        :func:`~specband.harness.vllm_launch.vllm_server_env`)."""
         base = dict(self.env) if self.env is not None else dict(os.environ)
+        if self.server.engine == "vllm":
+            return vllm_server_env(base, self.server.env)
         return {**base, **SGLANG_ENV, **dict(self.server.env)}
 
 
@@ -298,6 +306,8 @@ def measure_on_server(
     request_timeout = max(10.0, clock.to_real(settings.request_timeout_s))
     window = TelemetryWindow(device, clock, settings.sample_period_s)
     results: list[WindowResult] = []
+    vllm = settings.server.engine == "vllm"
+    probe = _VllmProbe(url, act) if vllm else _SglangProbe(url, act, batch_size)
     with new_client(batch_size, request_timeout) as http:
         common: dict[str, Any] = dict(
             max_new_tokens=settings.max_new_tokens,
@@ -305,10 +315,11 @@ def measure_on_server(
             timeout_s=request_timeout,
             server_alive=server.alive,
             client=http,
+            openai_model=settings.server.model_path if vllm else None,
         )
         if settings.warmup:
             run_batch(url, num_requests=batch_size, concurrency=batch_size, **common)
-        before = fetch_server_info(url)
+        probe.before()
         try:
             batch = run_batch(
                 url,
@@ -322,22 +333,9 @@ def measure_on_server(
             if window.active:
                 results.append(window.stop())
     result = results[0]
-    after = fetch_server_info(url)
     if batch.total_output_tokens <= 0:
         raise HarnessError("empty_batch: the timed batch returned no tokens")
-    prior = before.step_times.get(batch_size, [])
-    recorded = after.step_times.get(batch_size, [])
-    window_times = timed_batch_step_times(prior, recorded)
-    if batch.accept_length is not None and batch.accept_length >= 1.0:
-        accept, accept_source = batch.accept_length, "meta_info"
-    elif after.accept_length is not None:
-        accept, accept_source = after.accept_length, "server_info"
-    elif act.is_baseline:
-        accept, accept_source = 1.0, "baseline"
-    else:
-        accept, accept_source = None, None
-    if accept is not None and act.is_baseline:
-        accept = 1.0
+    accept, accept_source, window_times = probe.after(batch)
     elapsed = result.elapsed_s if result.elapsed_s > 0 else batch.elapsed_real_s / clock.time_scale
     wall_tok_s = batch.total_output_tokens / elapsed / batch_size if elapsed > 0 else None
     step_time = p20(window_times) if window_times else None
@@ -367,6 +365,73 @@ def measure_on_server(
         gpu_mem_used_mb=result.mem_used_mb_max,
         gpu_throttling=result.throttling,
     )
+
+
+class _SglangProbe:
+    """sglang's accept length and step times: ``/server_info`` before and after the timed
+    batch (module docstring)."""
+
+    def __init__(self, url: str, action: Action, batch_size: int) -> None:
+        self.url, self.action, self.batch_size = url, action, batch_size
+        self.prior: list[float] = []
+
+    def before(self) -> None:
+        self.prior = fetch_server_info(self.url).step_times.get(self.batch_size, [])
+
+    def after(self, batch: Any) -> tuple[float | None, str | None, list[float]]:
+        """``(accept_length, accept_length_source, the timed batch's step times)``."""
+        after = fetch_server_info(self.url)
+        window_times = timed_batch_step_times(self.prior, after.step_times.get(self.batch_size, []))
+        if batch.accept_length is not None and batch.accept_length >= 1.0:
+            accept, source = batch.accept_length, "meta_info"
+        elif after.accept_length is not None:
+            accept, source = after.accept_length, "server_info"
+        elif self.action.is_baseline:
+            accept, source = 1.0, "baseline"
+        else:
+            accept, source = None, None
+        if accept is not None and self.action.is_baseline:
+            accept = 1.0
+        return accept, source, window_times
+
+
+def settled_spec_decode_counters(url: str, wait_s: float = 0.05, tries: int = 40) -> SpecDecodeCounters | None:
+    """vLLM's spec-decode counters once two reads ``wait_s`` real seconds apart agree (at most
+    ``tries`` reads): vLLM's front end records an engine step's counts as it handles that step's
+    outputs, so the last answer of a batch can arrive just before its step is counted."""
+    last = fetch_spec_decode_counters(url)
+    for _ in range(tries):
+        time.sleep(wait_s)
+        now = fetch_spec_decode_counters(url)
+        if now == last:
+            break
+        last = now
+    return last
+
+
+class _VllmProbe:
+    """vLLM's accept length: the ``/metrics`` spec-decode counters read right before and
+    right after the timed batch, ``1 + accepted / drafts`` of their difference
+    (:class:`~specband.harness.vllm.SpecDecodeCounters`; source ``metrics``). vLLM records
+    no per-step times: the speed is the wall clock's (``speed_source`` ``wall_clock``)."""
+
+    def __init__(self, url: str, action: Action) -> None:
+        self.url, self.action = url, action
+        self.start: SpecDecodeCounters | None = None
+
+    def before(self) -> None:
+        if not self.action.is_baseline:
+            self.start = settled_spec_decode_counters(self.url)
+
+    def after(self, batch: Any) -> tuple[float | None, str | None, list[float]]:
+        if self.action.is_baseline:
+            return 1.0, "baseline", []
+        end = settled_spec_decode_counters(self.url)
+        if end is None:
+            return None, None, []
+        counted = end.minus(self.start or SpecDecodeCounters())
+        accept = counted.accept_length
+        return (accept, "metrics", []) if accept is not None else (None, None, [])
 
 
 def timed_batch_step_times(prior: list[float], recorded: list[float]) -> list[float]:

@@ -37,12 +37,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specband.actions import Action, sglang_cli_args, validate_action
 from specband.devices.base import Clock
 from specband.errors import ConfigError, HarnessError
 from specband.harness.interrupts import deferred
 from specband.harness.sglang_flags import NEWEST_VERSION, flag_for, parse_version
+from specband.harness.vllm_launch import ENGINES, VLLM_OWNED_FLAGS, vllm_launch_args, vllm_spec_config
 
 __all__ = [
     "DEFAULT_SERVER_COMMAND",
@@ -136,6 +138,11 @@ class ServerConfig:
             see :func:`check_server_env`).
         sglang_version: the sglang release the flags are spelt for
             (:func:`specband.harness.sglang_flags.resolve_sglang_version`).
+        engine: ``"sglang"`` or ``"vllm"`` (:mod:`specband.harness.vllm_launch`: vLLM's
+            flags, a chain action's ``--speculative-config``; ``attention_backend`` unused).
+        vllm_version: the vLLM release (``None`` for sglang).
+        speculative_config: vLLM only: the whole ``--speculative-config`` object (a per-batch-size
+            schedule, ``launch --engine vllm --schedule``) in place of the action's.
     """
 
     model_path: str
@@ -148,8 +155,13 @@ class ServerConfig:
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     sglang_version: str = NEWEST_VERSION
+    engine: str = "sglang"
+    vllm_version: str | None = None
+    speculative_config: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if not self.model_path:
             raise ConfigError("--target (the model path) must not be empty")
         if not 0 < self.port < 65536:
@@ -284,7 +296,7 @@ def _reads_flags_from_file(arg: str) -> str | None:
     return next((flag for flag in FLAGS_FROM_FILE if flag.startswith(name) and len(name) >= 5), None)
 
 
-def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple[str, ...]:
+def split_server_args(values: Sequence[str], *, command: str = "sweep", engine: str = "sglang") -> tuple[str, ...]:
     """Split ``--server-arg`` values like a POSIX shell line (:func:`shlex.split`) and
     join the pieces in order, for :attr:`ServerConfig.extra_args`:
     ``["--log-level warning", "--trust-remote-code"]`` ->
@@ -303,13 +315,15 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep") -> tuple
     Args:
         values: the ``--server-arg`` values.
         command: ``"sweep"`` or ``"launch"``: which command's options the error names.
+        engine: ``"vllm"`` refuses vLLM's flags that specband sets instead
+            (:data:`~specband.harness.vllm_launch.VLLM_OWNED_FLAGS`).
 
     Raises:
         ConfigError: a value that cannot be split (an unbalanced quote, a trailing
             backslash), or that sets a flag specband sets, naming the value, the flag and
             the specband option to use instead.
     """
-    owned = _OWNED_FLAGS[command]
+    owned = VLLM_OWNED_FLAGS if engine == "vllm" else _OWNED_FLAGS[command]
     out: list[str] = []
     for value in values:
         try:
@@ -352,6 +366,18 @@ def build_launch_command(
         ConfigError: a non-positive batch size or a mem fraction outside (0, 1).
     """
     act: Action = validate_action(action)
+    if config.engine == "vllm":
+        return vllm_launch_args(
+            config.server_command,
+            model_path=config.model_path,
+            host=config.host,
+            port=config.port,
+            dtype=config.dtype,
+            spec_config=config.speculative_config or vllm_spec_config(act, config.draft_model_path),
+            max_batch_size=max_batch_size,
+            mem_fraction=mem_fraction_static,
+            extra_args=config.extra_args,
+        )
     if max_batch_size is not None and max_batch_size <= 0:
         raise ConfigError(f"batch size must be > 0, got {max_batch_size}")
     if not 0.0 < mem_fraction_static < 1.0:
@@ -393,13 +419,13 @@ def build_launch_command(
     return command
 
 
-def format_launch(command: Sequence[str], env: Mapping[str, str] | None = None) -> str:
-    """A launch as one shell line: :data:`SGLANG_ENV` assignments and then ``env`` (the
-    ``--env`` values, shell-quoted), then the shell-quoted command (``launch --dry-run``
-    and ``sweep --dry-run`` print this)."""
-    merged = {**SGLANG_ENV, **dict(env or {})}
+def format_launch(command: Sequence[str], env: Mapping[str, str] | None = None, *, engine: str = "sglang") -> str:
+    """A launch as one shell line: the environment specband sets (:data:`SGLANG_ENV`; none for
+    vLLM, ``engine="vllm"``) and then ``env`` (the ``--env`` values, shell-quoted), then the
+    shell-quoted command (``launch --dry-run`` and ``sweep --dry-run`` print this)."""
+    merged = {**(SGLANG_ENV if engine == "sglang" else {}), **dict(env or {})}
     env_text = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in merged.items())
-    return f"{env_text} {shlex.join(command)}"
+    return f"{env_text} {shlex.join(command)}".lstrip()
 
 
 def port_answering(host: str, port: int, timeout_s: float = 0.25) -> bool:

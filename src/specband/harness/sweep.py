@@ -721,9 +721,10 @@ def check_resumable(
     *,
     verb: str = "resume",
 ) -> None:
-    """Refuse rows written for another target, draft, grid, or with other run settings
-    (dtype, attention backend, max new tokens, number of prompts, prompt set, mem
-    fraction, sglang version, the emulator's time scale). A column a row lacks (an older file) is not compared.
+    """Refuse rows written for another engine (a row without ``engine`` is sglang's), target,
+    draft, grid, or with other run settings (dtype, attention backend, max new tokens, number
+    of prompts, prompt set, mem fraction, sglang or vLLM version, the emulator's time scale).
+    A column a row lacks (an older file) is not compared.
 
     Args:
         existing: the rows.
@@ -740,7 +741,14 @@ def check_resumable(
         "draft_model": settings.server.draft_model_path,
         **settings.run_settings(),
     }
+    mine_engine = mine_by_key.pop("engine", None)
     for row in existing:
+        theirs = row.get("engine") or "sglang"  # a row written before the column: sglang's
+        if mine_engine is not None and theirs != mine_engine:
+            raise ConfigError(
+                f"{out_path}: cannot {verb}: its rows are {theirs} runs, this sweep runs {mine_engine} "
+                f"(one file holds one engine's rows)"
+            )
         for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:
                 raise ConfigError(

@@ -50,6 +50,7 @@ from specband.policies.nets import (
     NetConfig,
     QNetworkPolicy,
     load_state_dict,
+    require_torch,
     save_torch_atomic,
     state_dict_tensors,
     train_mlp,
@@ -161,15 +162,17 @@ class BCQ(QNetworkPolicy):
 
         Raises:
             ArtifactError: not fitted, or the file cannot be written.
+            MissingExtraError: torch is not installed (the ``.pth`` file needs it).
         """
         self._require_fitted()
         assert self.net is not None and self.behavior is not None
+        path = self.artifact_path(directory)
+        require_torch(f"writing {path}")
         obj = {
             "behavior_state_dict": state_dict_tensors(self.behavior),
             "q_state_dict": state_dict_tensors(self.net),
             "actions": [list(a) for a in ACTIONS],
         }
-        path = self.artifact_path(directory)
         save_torch_atomic(obj, path)
         self._write_sidecar(directory)
         return path

@@ -19,7 +19,9 @@ measured about 0.75-1.0 ms on the 2-core development machine against about 0.13 
 the hand-written step below, and the three policies take about 32 000 steps on a 228-row
 sweep. The hand-written gradients and AdamW update are checked against torch autograd and
 ``torch.optim.AdamW`` in ``tests/policies/test_nets.py``. torch is imported only to read
-and write ``.pth`` files.
+and write ``.pth`` files, and lazily (:func:`require_torch`): torch is the ``specband[torch]``
+extra. Without it these policies still load from the safetensors copy specband writes beside
+each ``.pth`` (read as NumPy arrays), but cannot be saved, nor loaded from a bare ``.pth``.
 
 Losses (gradient with respect to the network output ``q``, shape (B, 19)):
 
@@ -56,7 +58,7 @@ import numpy as np
 from scipy import special
 
 from specband.dataset import TrainingData
-from specband.errors import ArtifactError, ConfigError
+from specband.errors import ArtifactError, ConfigError, MissingExtraError
 from specband.limits import is_int
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 
@@ -65,18 +67,24 @@ __all__ = [
     "MLP",
     "QNETWORK_LAYERS",
     "SAFETENSORS_SUFFIX",
+    "TORCH_ALGORITHMS",
     "NetConfig",
     "QNetworkPolicy",
     "TrainSettings",
     "clear_training_cache",
     "gelu",
     "load_state_dict",
+    "require_torch",
     "safetensors_bytes",
     "save_torch",
     "save_torch_atomic",
     "state_dict_tensors",
+    "torch_available",
     "train_mlp",
 ]
+
+#: The algorithms whose artifact is a torch ``.pth`` file (model card): saving them needs torch.
+TORCH_ALGORITHMS: tuple[str, ...] = ("mlp_bandit", "cql", "bcq")
 
 #: (fan_in, fan_out) of each Linear of QNetwork(4, 19) (model card).
 QNETWORK_LAYERS: tuple[tuple[int, int], ...] = ((4, 128), (128, 128), (128, 19))
@@ -495,17 +503,49 @@ def train_mlp(
 
 
 # ---------------------------------------------------------------------- torch files
+def torch_available() -> bool:
+    """Whether torch can be imported (the ``specband[torch]`` extra), without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_torch(needed_for: str) -> Any:
+    """The ``torch`` module, imported on first use.
+
+    Raises:
+        MissingExtraError: torch is not installed; one line naming ``needed_for`` and
+            ``pip install 'specband[torch]'``.
+    """
+    try:
+        import torch
+    except ImportError:
+        raise MissingExtraError("torch", "torch", needed_for) from None
+    return torch
+
+
 def save_torch(obj: Any, path: Any) -> None:
     """``torch.save`` of plain tensors, lists and dicts (loadable with ``weights_only=True``)
-    to a path or a binary file object."""
-    import torch
+    to a path or a binary file object.
+
+    Raises:
+        MissingExtraError: torch is not installed.
+    """
+    torch = require_torch(f"writing {path if isinstance(path, (str, Path)) else 'a .pth file'}")
 
     torch.save(obj, path if hasattr(path, "write") else str(path))
 
 
 def state_dict_tensors(net: MLP) -> dict[str, Any]:
-    """The network as a torch ``state_dict`` (an ordered dict of float32 CPU tensors)."""
-    import torch
+    """The network as a torch ``state_dict`` (an ordered dict of float32 CPU tensors).
+
+    Raises:
+        MissingExtraError: torch is not installed.
+    """
+    torch = require_torch("a torch state_dict (.pth file)")
 
     return OrderedDict((k, torch.from_numpy(v)) for k, v in net.state_dict_arrays().items())
 
@@ -516,7 +556,7 @@ _LISTS_KEY = "specband_lists"  # safetensors metadata: keys that were lists of i
 
 
 def _flatten(obj: Any, prefix: str, out: dict[str, Any], lists: list[str]) -> None:
-    import torch
+    torch = require_torch("a safetensors copy of a .pth file")
 
     if isinstance(obj, dict):
         for key, value in obj.items():
@@ -541,14 +581,15 @@ def safetensors_bytes(obj: Any) -> bytes:
 
 
 def _load_safetensors(path: Path) -> Any:
-    """The object :func:`safetensors_bytes` wrote (nested dicts rebuilt, lists restored)."""
+    """The object :func:`safetensors_bytes` wrote (nested dicts rebuilt, lists restored),
+    its tensors as NumPy arrays (so that reading needs no torch)."""
     from safetensors import safe_open
 
     from specband.safeload import check_safetensors_header
 
     check_safetensors_header(path)  # sizes and keys checked before a tensor is allocated
     try:
-        with safe_open(str(path), framework="pt", device="cpu") as fh:
+        with safe_open(str(path), framework="np") as fh:
             lists = set(filter(None, (fh.metadata() or {}).get(_LISTS_KEY, "").split(",")))
             flat = {key: fh.get_tensor(key) for key in fh.keys()}  # noqa: SIM118 - safe_open has no __iter__
     except Exception as exc:
@@ -565,19 +606,20 @@ def _load_safetensors(path: Path) -> Any:
 
 def load_state_dict(path: str | Path) -> Any:
     """The tensors of a ``.pth`` file: from the safetensors copy beside it when there is
-    one (no pickle at all), else ``torch.load(path, map_location="cpu", weights_only=True)``
-    (torch's restricted unpickler: tensors and plain containers only).
+    one (no pickle at all, no torch; NumPy arrays), else ``torch.load(path,
+    map_location="cpu", weights_only=True)`` (torch's restricted unpickler: tensors and
+    plain containers only).
 
     Raises:
         ArtifactError: missing file or a file torch cannot read with ``weights_only=True``.
+        MissingExtraError: a bare ``.pth`` file (no safetensors copy) and no torch installed.
     """
-    import torch
-
     p = Path(path)
     if p.with_suffix(SAFETENSORS_SUFFIX).is_file():
         return _load_safetensors(p.with_suffix(SAFETENSORS_SUFFIX))
     if not p.is_file():
         raise ArtifactError(f"{p}: no such file")
+    torch = require_torch(f"{p} (a .pth file without a {SAFETENSORS_SUFFIX} copy)")
     import zipfile
 
     from specband.safeload import check_file_size, check_zip_members
@@ -683,10 +725,12 @@ class QNetworkPolicy(Policy):
 
         Raises:
             ArtifactError: not fitted, or the file cannot be written.
+            MissingExtraError: torch is not installed (the ``.pth`` file needs it).
         """
         self._require_fitted()
         assert self.net is not None
         path = self.artifact_path(directory)
+        require_torch(f"writing {path}")
         save_torch_atomic(state_dict_tensors(self.net), path)
         self._write_sidecar(directory)
         return path
@@ -716,6 +760,7 @@ def save_torch_atomic(obj: Any, path: str | Path) -> Path:
     """
     import io
 
+    require_torch(f"writing {path}")
     buf = io.BytesIO()
     save_torch(obj, buf)
     write_bytes_atomic(Path(path).with_suffix(SAFETENSORS_SUFFIX), safetensors_bytes(obj))
