@@ -19,6 +19,13 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # the emulator parses launch flags with the strict copy of sglang's parser (held to sglang's
 # own by tests/harness/test_sglang_conformance.py) instead of importing sglang (seconds) per launch
 os.environ.setdefault("SPECBAND_EMULATOR_SGLANG_PARSER", "0")
+# A token that every process this test session starts inherits (sweeps, servers, Ray's
+# raylet and workers): the harness tests look for leftover servers only among processes
+# holding it (``tests/harness/conftest.py`` ``processes_with``). Other developers run the
+# same tests on this machine at the same time, with servers whose command lines can name
+# the same port: those are neither counted, nor waited for, nor killed. A fresh token per
+# session, even inside another session's process.
+os.environ["SPECBAND_TEST_SESSION"] = f"{os.getpid()}-{os.urandom(8).hex()}"
 
 from specband.dataset import bundled_data_path
 

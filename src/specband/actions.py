@@ -30,8 +30,10 @@ in both sets); the 25 triples the contract lacks follow in grid order (44 in all
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 from specband.errors import InvalidActionError
 from specband.limits import is_int
@@ -39,6 +41,7 @@ from specband.limits import is_int
 __all__ = [
     "ACTIONS",
     "ACTION_SETS",
+    "ACTION_SET_NAMES",
     "BASELINE_ACTION",
     "BASELINE_INDEX",
     "EXTENDED_ACTIONS",
@@ -54,13 +57,19 @@ __all__ = [
     "Action",
     "action_index",
     "action_set",
+    "action_set_field",
+    "action_set_of",
+    "active_action_set",
+    "active_actions",
     "canonicalize",
     "check_baseline_or_nonzero",
     "check_draft_budget",
     "enumerate_actions",
+    "num_active_actions",
     "parse_action",
     "server_args_kwargs",
     "sglang_cli_args",
+    "use_action_set",
     "validate_action",
 ]
 
@@ -229,30 +238,117 @@ def action_set(name: str) -> tuple[Action, ...]:
         raise InvalidActionError(f"--actions must be one of {', '.join(ACTION_SETS)}, got {name!r}") from None
 
 
-def action_index(triple: Sequence[int]) -> int:
-    """Index in :data:`ACTIONS` of a triple, after validation and canonicalisation.
+#: Names ``--actions`` takes, the default first.
+ACTION_SET_NAMES: tuple[str, ...] = tuple(ACTION_SETS)
+_EXTENDED_INDEX: dict[Action, int] = {a: i for i, a in enumerate(EXTENDED_ACTIONS)}
+_ACTIVE: contextvars.ContextVar[str] = contextvars.ContextVar("specband_action_set", default="contract")
+
+
+def active_action_set() -> str:
+    """Name of the action set in force (``contract`` unless inside :func:`use_action_set`)."""
+    return _ACTIVE.get()
+
+
+def active_actions() -> tuple[Action, ...]:
+    """The actions of the set in force: :data:`ACTIONS` (19) or :data:`EXTENDED_ACTIONS` (44).
+    An index below 19 means the same triple in both."""
+    return ACTION_SETS[_ACTIVE.get()]
+
+
+def num_active_actions() -> int:
+    """Number of actions of the set in force (19 or 44): the width of every score vector,
+    mask and per-action table specband builds."""
+    return len(active_actions())
+
+
+@contextlib.contextmanager
+def use_action_set(name: str) -> Iterator[tuple[Action, ...]]:
+    """Run a block with the named action set in force (rows are read, policies trained and
+    scored, folders loaded against it); restores the previous set on exit.
 
     Raises:
-        InvalidActionError: when a rule is broken or the canonical triple is not one of
-            the 19 contract actions.
+        InvalidActionError: an unknown name (naming ``--actions``).
+    """
+    actions = action_set(name)
+    token = _ACTIVE.set(name)
+    try:
+        yield actions
+    finally:
+        _ACTIVE.reset(token)
+
+
+def action_set_of(actions: Sequence[Sequence[int]]) -> str:
+    """The smallest named set holding every action: ``contract`` when all are contract
+    actions, else ``extended``.
+
+    Raises:
+        InvalidActionError: an action in neither set.
+    """
+    name = "contract"
+    for triple in actions:
+        action = validate_action(triple)
+        if action in _INDEX:
+            continue
+        if action not in _EXTENDED_INDEX:
+            raise InvalidActionError(f"{tuple(triple)} is valid for sglang but in neither action set")
+        name = "extended"
+    return name
+
+
+def action_set_field(what: str = "the sweep's rows") -> Any:
+    """The ``--actions contract|extended`` option, declared once for every command that
+    takes it (train, evaluate, recommend, schedule, simulate): a dataclass field (see
+    :func:`specband.optionspec.option`) defaulting to ``contract``.
+
+    Args:
+        what: what the action set applies to, for the help text.
+    """
+    from specband.optionspec import option
+
+    return option(
+        "contract",
+        "--actions",
+        help=f"Action set of {what}: 'contract' (the 19 actions of the published formats) or 'extended' "
+        "(sglang bench_speculative.py's full grid: steps 0-7, topk up to 8, draft tokens up to 32; 44 "
+        "actions, the contract's 19 first).",
+        panel="grid",
+        metavar="SET",
+    )  # a plain string (the cold-fast parser takes it); checked by use_action_set / action_set
+
+
+def action_index(triple: Sequence[int]) -> int:
+    """Index in the action set in force (:func:`active_actions`; :data:`ACTIONS` by default)
+    of a triple, after validation and canonicalisation.
+
+    Raises:
+        InvalidActionError: when a rule is broken or the canonical triple is not in the set.
     """
     action = validate_action(triple)
-    try:
-        return _INDEX[action]
-    except KeyError:
+    index = _INDEX.get(action)
+    if index is None and _ACTIVE.get() == "extended":
+        index = _EXTENDED_INDEX.get(action)
+    if index is not None:
+        return index
+    if action in _EXTENDED_INDEX:
         raise InvalidActionError(
             f"{tuple(triple)} (canonical {tuple(action)}) is valid for sglang but not one of the "
-            f"19 contract actions (run `specband actions`)"
-        ) from None
+            f"19 contract actions: it is in the extended action set (pass --actions extended)"
+        )
+    raise InvalidActionError(
+        f"{tuple(triple)} (canonical {tuple(action)}) is valid for sglang but not one of the "
+        f"19 contract actions (run `specband actions`)"
+    )
 
 
 def parse_action(text: str) -> Action:
-    """Parse ``"3,4,8"``, ``"(3, 4, 8)"`` or an index ``"10"`` into a contract action.
+    """Parse ``"3,4,8"``, ``"(3, 4, 8)"`` or an index ``"10"`` into an action of the set in
+    force (:func:`active_actions`; the 19 contract actions by default).
 
     Raises:
-        InvalidActionError: unparsable text, an index outside 0..18, or a triple that is
-            not a contract action.
+        InvalidActionError: unparsable text, an index outside the set, or a triple that is
+            not in it.
     """
+    actions = active_actions()
     cleaned = text.strip().strip("()[]")
     parts = [p for p in cleaned.replace(" ", ",").split(",") if p]
     try:
@@ -260,12 +356,12 @@ def parse_action(text: str) -> Action:
     except ValueError:
         raise InvalidActionError(f"cannot parse action {text!r}: expected 'S,K,N' or an index") from None
     if len(values) == 1:
-        if not 0 <= values[0] < NUM_ACTIONS:
-            raise InvalidActionError(f"action index {values[0]} is outside 0..{NUM_ACTIONS - 1}")
-        return ACTIONS[values[0]]
+        if not 0 <= values[0] < len(actions):
+            raise InvalidActionError(f"action index {values[0]} is outside 0..{len(actions) - 1}")
+        return actions[values[0]]
     if len(values) != 3:
         raise InvalidActionError(f"cannot parse action {text!r}: expected 'S,K,N' or an index")
-    return ACTIONS[action_index(values)]
+    return actions[action_index(values)]
 
 
 def sglang_cli_args(triple: Sequence[int], draft_model_path: str | None = None) -> list[str]:

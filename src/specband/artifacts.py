@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.actions import NUM_ACTIONS
+from specband.actions import ACTION_SETS, active_action_set
 from specband.errors import ArtifactError, ConfigError
 from specband.limits import (
     is_finite_number,
@@ -149,6 +149,9 @@ class Manifest:
         foreign: True when the folder has no manifest (written by another tool).
         files: path relative to the folder -> sha256 of every policy file specband wrote
             (what :mod:`specband.safeload` checks before unpickling a joblib file).
+        action_set: ``"contract"`` (the 19 actions; the manifest then has no ``action_set``
+            key, as before) or ``"extended"`` (the manifest says so and lists the 44 triples
+            under ``actions``; every index in it is into that list).
         origin: what the data rests on (hardware, power limit, models, sglang version,
             workload, provenance; :class:`specband.origin.DataOrigin`), or ``None`` for a
             folder written before origins were recorded, or by another tool.
@@ -174,6 +177,7 @@ class Manifest:
     specband_version: str | None = None
     foreign: bool = False
     files: Mapping[str, str] = field(default_factory=dict)
+    action_set: str = "contract"
     origin: DataOrigin | None = None
     stats: Mapping[int, Mapping[int, ActionStats]] = field(default_factory=dict)
     power_limits: Mapping[str, Any] | None = None
@@ -203,7 +207,7 @@ class Manifest:
         indices = self.allowed_indices(batch_size)
         if indices is None:
             return None
-        mask = np.zeros(NUM_ACTIONS, dtype=bool)
+        mask = np.zeros(len(ACTION_SETS[self.action_set]), dtype=bool)
         mask[list(indices)] = True
         return mask
 
@@ -235,7 +239,7 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         """The manifest as a JSON-ready dict (``files`` only when known)."""
         sizes = sorted(set(self.allowed) | set(self.states) | set(self.mean_rewards))
-        out = {
+        out: dict[str, Any] = {
             "format": MANIFEST_FORMAT,
             "specband_version": self.specband_version,
             "features": self.features,
@@ -263,6 +267,9 @@ class Manifest:
             out["origin"] = self.origin.to_json()
         if self.files:
             out["files"] = dict(sorted(self.files.items()))
+        if self.action_set != "contract":
+            out["action_set"] = self.action_set
+            out["actions"] = [list(a) for a in ACTION_SETS[self.action_set]]
         if self.power_limits is not None:
             out["power_limits"] = dict(self.power_limits)
         return out
@@ -307,6 +314,8 @@ class Manifest:
             isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in files.items()
         ):
             raise bad("'files' must map relative paths to sha256 hex digests")
+        action_set = _manifest_action_set(obj, bad)
+        num_actions = len(ACTION_SETS[action_set])
         sizes = obj.get("batch_sizes") or {}
         if not isinstance(sizes, dict):
             raise bad("'batch_sizes' must be an object keyed by batch size")
@@ -322,8 +331,8 @@ class Manifest:
             if not isinstance(entry, dict):
                 raise bad(f"'batch_sizes.{key}' must be an object")
             idx = entry.get("allowed", [])
-            if not isinstance(idx, list) or not all(is_int(i) and 0 <= i < NUM_ACTIONS for i in idx):
-                raise bad(f"'batch_sizes.{key}.allowed' must be action indices in 0..{NUM_ACTIONS - 1}")
+            if not isinstance(idx, list) or not all(is_int(i) and 0 <= i < num_actions for i in idx):
+                raise bad(f"'batch_sizes.{key}.allowed' must be action indices in 0..{num_actions - 1}")
             if idx:
                 allowed[bs] = tuple(sorted(set(idx)))
             state = entry.get("state")
@@ -331,14 +340,16 @@ class Manifest:
                 if not isinstance(state, list) or len(state) != 4 or not all(_is_number(v) for v in state):
                     raise bad(f"'batch_sizes.{key}.state' must be 4 finite numbers")
                 states[bs] = tuple(float(v) for v in state)
-            means[bs] = _index_map(entry.get("mean_reward", {}), float, bad, f"batch_sizes.{key}.mean_reward")
-            counts[bs] = _index_map(entry.get("rows", {}), int, bad, f"batch_sizes.{key}.rows")
+            means[bs] = _index_map(
+                entry.get("mean_reward", {}), float, bad, f"batch_sizes.{key}.mean_reward", num_actions
+            )
+            counts[bs] = _index_map(entry.get("rows", {}), int, bad, f"batch_sizes.{key}.rows", num_actions)
             raw_stats = entry.get("stats")
             if isinstance(raw_stats, dict):
                 parsed = {
                     int(a): st
                     for a, v in raw_stats.items()
-                    if str(a).isdigit() and int(a) < NUM_ACTIONS and (st := ActionStats.from_json(v)) is not None
+                    if str(a).isdigit() and int(a) < num_actions and (st := ActionStats.from_json(v)) is not None
                 }
                 if parsed:
                     stats[bs] = parsed
@@ -355,6 +366,7 @@ class Manifest:
             row_counts=counts,
             specband_version=obj.get("specband_version"),
             files=files,
+            action_set=action_set,
             origin=DataOrigin.from_json(obj.get("origin")),
             stats=stats,
             power_limits=_power_limits(obj.get("power_limits"), bad),
@@ -379,7 +391,7 @@ _LIMIT_PICK_FIELDS: dict[str, bool] = {
 
 def _limit_pick_ok(pick: dict[str, Any]) -> str | None:
     """The first bad field of one pick of a manifest's ``power_limits.picks`` (``None``: good)."""
-    from specband.actions import ACTIONS
+    from specband.actions import EXTENDED_ACTIONS  # the contract's 19 first: right for either set
 
     for name, nullable in _LIMIT_PICK_FIELDS.items():
         v = pick[name]
@@ -387,7 +399,7 @@ def _limit_pick_ok(pick: dict[str, Any]) -> str | None:
             ok = isinstance(v, bool)
         elif name == "action":
             index = pick["action_index"]
-            ok = is_int(index) and 0 <= index < NUM_ACTIONS and v == list(ACTIONS[index])
+            ok = is_int(index) and 0 <= index < len(EXTENDED_ACTIONS) and v == list(EXTENDED_ACTIONS[index])
         elif name in ("action_index", "runs"):
             ok = is_int(v) and v >= 0
         else:
@@ -429,16 +441,36 @@ def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, 
     return dict(value)
 
 
+def _manifest_action_set(obj: Mapping[str, Any], bad: Callable[[str], ArtifactError]) -> str:
+    """The manifest's ``action_set`` (absent: ``contract``), held to the set in force: a
+    folder of one set is never read as the other (its indices would mean other triples).
+
+    Raises:
+        ArtifactError: an unknown name, an ``actions`` list that is not that set's triples,
+            or a set other than the one in force (naming ``--actions``).
+    """
+    name = obj.get("action_set", "contract")
+    if name not in ACTION_SETS:
+        raise bad(f"'action_set' must be one of {', '.join(ACTION_SETS)}, got {name!r}")
+    if name != "contract" and obj.get("actions") != [list(a) for a in ACTION_SETS[name]]:
+        raise bad(f"'actions' must list the {len(ACTION_SETS[name])} triples of the {name} action set in order")
+    if name != active_action_set():
+        raise bad(f"the models are of the {name} action set; pass --actions {name}")
+    return str(name)
+
+
 def _is_number(value: Any) -> bool:
     return is_finite_number(value)
 
 
-def _index_map(value: Any, kind: type, bad: Callable[[str], ArtifactError], where: str) -> dict[int, Any]:
+def _index_map(
+    value: Any, kind: type, bad: Callable[[str], ArtifactError], where: str, num_actions: int
+) -> dict[int, Any]:
     if not isinstance(value, dict):
         raise bad(f"'{where}' must be an object keyed by action index")
     out: dict[int, Any] = {}
     for k, v in value.items():
-        ok = str(k).isdigit() and int(k) < NUM_ACTIONS and _is_number(v)
+        ok = str(k).isdigit() and int(k) < num_actions and _is_number(v)
         if not ok:
             raise bad(f"'{where}' entry {k!r}: {v!r} is not an action index with a finite number")
         out[int(k)] = kind(v)

@@ -19,7 +19,6 @@ from typing import Protocol
 
 import numpy as np
 
-from specband.actions import NUM_ACTIONS
 from specband.batchlist import parse_weighted_batch_sizes
 from specband.errors import ConfigError
 from specband.fileio import read_text_bounded
@@ -205,7 +204,7 @@ def pick_for_mix(scorer: Scorer, mix: Mapping[int, float]) -> MixPick:
     rows = [(bs, w, *scorer.scores_at(bs)) for bs, w in sorted(mix.items())]
     matrix = np.vstack([scores for _, _, _, scores in rows])  # (n_bs, 19), NaN: not scored
     weights = np.array([w for _, w, _, _ in rows])
-    common = [a for a in range(NUM_ACTIONS) if not np.isnan(matrix[:, a]).any()]
+    common = [a for a in range(matrix.shape[1]) if not np.isnan(matrix[:, a]).any()]
     if not common:
         raise ConfigError(
             "no config is measured at every batch size of the mix; ask a model-based --algo, or a mix of "
@@ -215,6 +214,6 @@ def pick_for_mix(scorer: Scorer, mix: Mapping[int, float]) -> MixPick:
     best = max(common, key=lambda a: (expected[a], -a))
     out = []
     for (bs, w, measured, _scores), row in zip(rows, matrix, strict=True):
-        own = max((a for a in range(NUM_ACTIONS) if not math.isnan(row[a])), key=lambda a: (row[a], -a))
+        own = max((a for a in range(matrix.shape[1]) if not math.isnan(row[a])), key=lambda a: (row[a], -a))
         out.append(MixRow(bs, measured, float(w), own, float(row[own]), float(row[best])))
     return MixPick(best, expected[best], tuple(out))

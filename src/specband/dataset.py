@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from specband.actions import ACTIONS, NUM_ACTIONS, Action, action_index
+from specband.actions import ACTION_SETS, Action, action_index, active_action_set, active_actions
 from specband.benchfile import BENCH_COLUMNS, is_bench_record, read_bench
 from specband.errors import DataError, InvalidActionError
 from specband.jsonl import read_jsonl
@@ -285,6 +285,7 @@ class Sweep:
     format: str = "sweep"
     power_limit_w: float | None = None
     skipped: tuple[str, ...] = ()
+    action_set: str = "contract"
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -307,7 +308,9 @@ class Sweep:
 
     def subset(self, keep: Callable[[SweepRow], bool]) -> Sweep:
         """Rows for which ``keep(row)`` is true (no re-validation: used for held-out splits)."""
-        return Sweep(tuple(r for r in self.rows if keep(r)), self.path, self.format, self.power_limit_w)
+        return Sweep(
+            tuple(r for r in self.rows if keep(r)), self.path, self.format, self.power_limit_w, (), self.action_set
+        )
 
     # ----------------------------------------------------------------- queries
     @property
@@ -351,7 +354,7 @@ class Sweep:
 
     def allowed_mask(self, batch_size: int) -> np.ndarray:
         """(19,) bool: actions with a successful row at this batch size and no failed row there."""
-        mask = np.zeros(NUM_ACTIONS, dtype=bool)
+        mask = np.zeros(len(ACTION_SETS[self.action_set]), dtype=bool)
         for r in self.rows:
             if r.batch_size == batch_size and r.trainable:
                 mask[r.action_index] = True
@@ -562,7 +565,7 @@ def _validate(
             )
     if power_limit_w is None:
         _check_assumed_power_limit(rows, path)
-    return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped)
+    return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped, active_action_set())
 
 
 #: ``hardware`` values of the study's card, whose 80 W limit rows without
@@ -674,12 +677,14 @@ def _validate_row(record: Any, lineno: int, path: str | Path | None) -> SweepRow
         raise err("power_limit_watts", f"must be > 0 W, got {rec['power_limit_watts']}")
     if rec.get("propensity") is not None and not 0 < rec["propensity"] <= 1:
         raise err("propensity", f"must be in (0, 1], got {rec['propensity']}")
+    if rec.get("action_set", "contract") not in ACTION_SETS:
+        raise err("action_set", f"must be one of {', '.join(ACTION_SETS)}, got {rec['action_set']!r}")
     triple = (rec["steps"], rec["topk"], rec["num_draft_tokens"])
     try:
         idx = action_index(triple)
     except InvalidActionError as exc:
         raise err("steps/topk/num_draft_tokens", str(exc)) from None
-    action = ACTIONS[idx]
+    action = active_actions()[idx]
     error = rec.get("error")
     if error is not None and not error.strip():
         error = "unspecified error"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from specband.actions import ACTIONS
+from specband.actions import EXTENDED_ACTIONS  # the contract's 19 first: right for either set
 
 if TYPE_CHECKING:
     from specband.artifacts import Manifest
@@ -87,13 +87,13 @@ def explain_pick(
         u = utils[top]
         limit = manifest.origin.power_limit_w if manifest.origin is not None else None
         if u < BAND_LOW:
-            what = f"the highest is {ACTIONS[top]} at {u:.3f} of the limit"
+            what = f"the highest is {EXTENDED_ACTIONS[top]} at {u:.3f} of the limit"
             if limit is not None:
                 target_w = u * limit / ((BAND_LOW + BAND_HIGH) / 2)
                 what += f"; a power limit near {target_w:.0f} W (from {limit:g} W) would put it in the band"
         else:
             low = min(utils, key=lambda a: (utils[a], a))
-            what = f"the lowest is {ACTIONS[low]} at {utils[low]:.3f} of the limit"
+            what = f"the lowest is {EXTENDED_ACTIONS[low]} at {utils[low]:.3f} of the limit"
             if limit is not None:
                 target_w = utils[low] * limit / ((BAND_LOW + BAND_HIGH) / 2)
                 what += f"; a power limit near {target_w:.0f} W (from {limit:g} W) would put it in the band"
@@ -104,7 +104,7 @@ def explain_pick(
         "runner_up": None
         if runner is None
         else {
-            "action": list(ACTIONS[runner]),
+            "action": list(EXTENDED_ACTIONS[runner]),
             "mean_reward": round(float(means[runner]), 4),
             **_figures(stats[runner], baseline),
         },

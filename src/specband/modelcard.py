@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from specband.actions import ACTIONS
+from specband.actions import ACTION_SETS, EXTENDED_ACTIONS
 
 if TYPE_CHECKING:
     from specband.artifacts import Manifest
@@ -102,7 +102,7 @@ def _picks(manifest: Manifest, sweep: Sweep, picks: Sequence[PickRow]) -> list[s
         speed = "-" if mine is None else f"{mine.speed_tok_s:.1f}"
         speedup = "-" if mine is None or base is None else f"{mine.speed_tok_s / base.speed_tok_s:.2f}x"
         lines.append(
-            f"| {p.algorithm} | {p.batch_size} | {tuple(ACTIONS[p.action])} | {_fmt(p.mean_reward)} | "
+            f"| {p.algorithm} | {p.batch_size} | {tuple(EXTENDED_ACTIONS[p.action])} | {_fmt(p.mean_reward)} | "
             f"{_fmt(util, '.3f')} | {band_text} | {speed} | {speedup} | {rows} | "
             f"{'-' if mine is None else mine.repeats} |"
         )
@@ -118,6 +118,19 @@ def _provenance(sweep: Sweep) -> str:
     if derived:
         text += f"; the utilisation of {derived} row(s) is derived (back-computed from a published reward)"
     return text
+
+
+def _io_contract(manifest: Manifest) -> str:
+    """The I/O contract sentence (the extended set says it is not the published 19)."""
+    state = f"Input: a 4-float state {_STATE[manifest.features]}."
+    if manifest.action_set == "contract":
+        return f"{state} Output: an index into the 19 actions (steps, topk, draft tokens), in this order:"
+    n = len(ACTION_SETS[manifest.action_set])
+    return (
+        f"{state} Action set: **{manifest.action_set}** (sglang bench_speculative.py's full grid, not the "
+        f"published 19-action contract; `specband.json` lists the triples). Output: an index into these {n} "
+        "actions (steps, topk, draft tokens; the first 19 are the contract's), in this order:"
+    )
 
 
 def _energy(manifest: Manifest) -> str:
@@ -185,12 +198,9 @@ def render_model_card(
         "",
         "## I/O contract",
         "",
-        (
-            f"Input: a 4-float state {_STATE[manifest.features]}. Output: an index into the 19 actions "
-            "(steps, topk, draft tokens), in this order:"
-        ),
+        _io_contract(manifest),
         "",
-        " ".join(f"{i} {tuple(a)}" for i, a in enumerate(ACTIONS)),
+        " ".join(f"{i} {tuple(a)}" for i, a in enumerate(ACTION_SETS[manifest.action_set])),
         "",
         "## Pick per batch size",
         "",

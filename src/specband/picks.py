@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specband.actions import ACTIONS, REFERENCE_INDEX
+from specband.actions import EXTENDED_ACTIONS, REFERENCE_INDEX
 
 if TYPE_CHECKING:
     from specband.artifacts import Manifest
@@ -41,7 +41,7 @@ class PickRow:
     @property
     def triple(self) -> tuple[int, int, int]:
         """The picked (steps, topk, num_draft_tokens)."""
-        return ACTIONS[self.action]
+        return EXTENDED_ACTIONS[self.action]
 
 
 def pick_table(policies: Mapping[str, Policy], manifest: Manifest) -> list[PickRow]:

@@ -145,7 +145,7 @@ def recommend_power_limit(
 
     import numpy as np
 
-    from specband.actions import ACTIONS
+    from specband.actions import EXTENDED_ACTIONS
     from specband.errors import ConfigError, DataError
     from specband.policies.files import nearest_batch_size
     from specband.reward import RewardConfig
@@ -188,7 +188,7 @@ def recommend_power_limit(
             LimitPick(
                 power_limit_w=limit,
                 action_index=best,
-                action=tuple(ACTIONS[best]),  # type: ignore[arg-type]
+                action=tuple(EXTENDED_ACTIONS[best]),  # type: ignore[arg-type]
                 mean_reward=means[best],
                 speed_tok_s=float(np.mean([r.speed_tok_s for r in chosen])),
                 avg_power_w=power,

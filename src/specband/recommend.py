@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from specband.artifacts import Manifest
     from specband.transfer import UserSetup
 
+from specband.actions import action_set_field
 from specband.limits import MAX_BATCH_SIZE
 from specband.optionspec import option
 from specband.powerpicks import (
@@ -201,6 +202,7 @@ class RecommendRequest:
     )
     data: Path | None = data_field()
     trust_pickle: bool = trust_pickle_field()
+    actions: str = action_set_field("the models (an extended folder is read with 'extended' only)")
     allow_modified: bool = allow_modified_field()
     max_speed_loss: float = option(
         DEFAULT_MAX_SPEED_LOSS,
@@ -391,6 +393,7 @@ def load_models(
         else:
             note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
     if models is None:
+        _check_embedded_action_set()
         if data_path is not None:
             note("--data is used with --models only; ignored")
         if algo == "lookup_table":
@@ -454,6 +457,23 @@ def _load_folder(
     return LoadedModels(algo, folder, manifest, policy, lookup_means, tuple(notes))
 
 
+def _check_embedded_action_set() -> None:
+    """The embedded default is a contract model: refuse it under another action set.
+
+    Raises:
+        ConfigError: naming ``--models`` and ``--actions``.
+    """
+    from specband.actions import active_action_set
+    from specband.errors import ConfigError
+
+    name = active_action_set()
+    if name != "contract":
+        raise ConfigError(
+            f"--actions {name} needs --models DIR of a folder trained with `specband train --actions {name}` "
+            f"(./{DEFAULT_MODELS_DIR} and the embedded default are not)"
+        )
+
+
 def recommend(
     batch_size: int,
     algo: str = "lookup_table",
@@ -498,7 +518,7 @@ def recommend(
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
-    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+    from specband.actions import EXTENDED_ACTIONS, active_action_set, server_args_kwargs, sglang_cli_args
     from specband.errors import ConfigError
     from specband.explain import explain_pick
 
@@ -540,7 +560,7 @@ def recommend(
     else:
         assert policy is not None
         index = policy.act(state, manifest.allowed_for(batch_size))
-    action = ACTIONS[index]
+    action = EXTENDED_ACTIONS[index]  # the contract's 19 first: right for either set
     pick = {
         "algorithm": algo,
         "batch_size": batch_size,
@@ -557,6 +577,8 @@ def recommend(
         "explanation": explain_pick(manifest, measured, index),
         "transfer": checked.to_json(),
     }
+    if active_action_set() != "contract":
+        pick["action_set"] = active_action_set()
     return Recommendation(pick, tuple(notes))
 
 
@@ -584,21 +606,25 @@ def pick_origin(manifest: Manifest, measured_batch_size: int | None) -> dict[str
 
 def recommend_request(request: RecommendRequest, setup: UserSetup | None = None) -> Recommendation:
     """:func:`recommend` for a one-batch-size :class:`RecommendRequest`, the user's ``setup``
-    (:func:`specband.usersetup.user_setup`) checked against the data's. A first guess
-    (``request.is_first_guess``) is :func:`specband.firstguess.first_guess`, a floor up."""
+    (:func:`specband.usersetup.user_setup`) checked against the data's, read against
+    ``--actions``. A first guess (``request.is_first_guess``) is
+    :func:`specband.firstguess.first_guess`, a floor up."""
+    from specband.actions import use_action_set
+
     assert request.batch_size is not None  # checked when the request was built
-    return recommend(
-        request.batch_size,
-        request.algo,
-        request.models,
-        request.state,
-        request.draft_model,
-        request.data,
-        trust_pickle=request.trust_pickle,
-        allow_modified=request.allow_modified,
-        setup=setup,
-        allow_transfer=request.allow_transfer,
-    )
+    with use_action_set(request.actions):
+        return recommend(
+            request.batch_size,
+            request.algo,
+            request.models,
+            request.state,
+            request.draft_model,
+            request.data,
+            trust_pickle=request.trust_pickle,
+            allow_modified=request.allow_modified,
+            setup=setup,
+            allow_transfer=request.allow_transfer,
+        )
 
 
 def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None = None) -> dict[str, Any]:
@@ -613,10 +639,10 @@ def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None 
         ``default_power_limit_w``, ``default_joules_per_token``, ``default_utilization``,
         ``band``, ``provenance`` and ``picks`` (one object per limit).
     """
-    from specband.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+    from specband.actions import EXTENDED_ACTIONS, server_args_kwargs, sglang_cli_args
 
     chosen, default = decided.chosen, decided.default
-    action = ACTIONS[chosen.action_index]
+    action = EXTENDED_ACTIONS[chosen.action_index]  # the contract's 19 first: right for either set
     return {
         "batch_size": decided.batch_size,
         "measured_batch_size": decided.measured_batch_size,

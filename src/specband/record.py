@@ -146,6 +146,7 @@ class SweepRecord:
     time_scale: float | None = _col(float)  # real s per emulated s of the run (1: real time)
     draft_flag: str | None = _col(str)
     error_class: str | None = _col(str)  # of an error row: ERROR_CLASSES (error_class_of)
+    action_set: str | None = _col(str)  # "extended" on rows of the extended grid; absent on contract rows
     # the published live file's columns (docs/FACTS.md §3)
     trial: str | None = _col(str)
     tag: str | None = _col(str)
@@ -177,9 +178,9 @@ class SweepRecord:
 
     def as_row(self, columns: Iterable[str] | None = None, *, omit_null: Iterable[str] = ()) -> dict[str, Any]:
         """The row to write: ``columns`` (default :data:`RUN_COLUMNS`) in that order, a
-        NaN or infinite float as ``None`` (JSON has neither); a column in ``omit_null`` is
-        left out while it is ``None``."""
-        omit = set(omit_null)
+        NaN or infinite float as ``None`` (JSON has neither); a column in ``omit_null`` (and
+        ``action_set``: contract rows keep the published columns) is left out while it is ``None``."""
+        omit = {"action_set", *omit_null}
         out: dict[str, Any] = {}
         for name in RUN_COLUMNS if columns is None else columns:
             value = getattr(self, name)
@@ -197,8 +198,9 @@ _NAMES = [f.name for f in _FIELDS]
 SWEEP_COLUMNS: tuple[str, ...] = tuple(_NAMES[: _NAMES.index("gpu_throttling") + 1])
 #: Columns ``specband sweep`` writes after the published ones.
 EXTRA_COLUMNS: tuple[str, ...] = tuple(_NAMES[len(SWEEP_COLUMNS) : _NAMES.index("error_class") + 1])
-#: Every column of a measured sweep row, in order.
-RUN_COLUMNS: tuple[str, ...] = (*SWEEP_COLUMNS, *EXTRA_COLUMNS)
+#: Every column of a measured sweep row, in order (``action_set`` last, written only on rows of
+#: the extended grid: a contract row has the published columns and specband's, as before).
+RUN_COLUMNS: tuple[str, ...] = (*SWEEP_COLUMNS, *EXTRA_COLUMNS, "action_set")
 #: Column -> its JSON type (``int``, ``float``, ``str``, ``bool`` or ``list``).
 COLUMN_KINDS: dict[str, type] = {f.name: f.metadata["kind"] for f in _FIELDS}
 #: Numeric columns that must be >= 0 when present.

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specband.actions import ACTIONS, NUM_ACTIONS, Action
+from specband.actions import ACTION_SETS, ACTIONS, EXTENDED_ACTIONS, NUM_ACTIONS, Action
 from specband.errors import ConfigError
 from specband.fileio import read_text_bounded
 from specband.limits import MAX_CONFIG_FILE_BYTES, is_int
@@ -67,6 +67,7 @@ __all__ = [
     "Tier",
     "TierPick",
     "chain_action",
+    "chain_and_tree_indices",
     "check_sglang_adaptive_config",
     "check_vllm_schedule",
     "load_scorer",
@@ -84,6 +85,15 @@ __all__ = [
 CHAIN_INDICES: tuple[int, ...] = tuple(i for i, a in enumerate(ACTIONS) if a.is_baseline or a[1] == 1)
 #: Indices of the tree configs (topk > 1).
 TREE_INDICES: tuple[int, ...] = tuple(i for i in range(NUM_ACTIONS) if i not in CHAIN_INDICES)
+
+
+def chain_and_tree_indices(num_actions: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """:data:`CHAIN_INDICES` and :data:`TREE_INDICES` of the first ``num_actions`` actions of
+    :data:`~specband.actions.EXTENDED_ACTIONS` (19: the contract's; 44: the extended set's)."""
+    actions = EXTENDED_ACTIONS[:num_actions]
+    chain = tuple(i for i, a in enumerate(actions) if a.is_baseline or a[1] == 1)
+    return chain, tuple(i for i in range(num_actions) if i not in chain)
+
 
 #: Controller knobs of an sglang tier entry (``AdaptiveStepSlot.__init__``, sglang 0.5.23).
 SGLANG_CONTROLLER_KEYS: tuple[str, ...] = (
@@ -171,16 +181,17 @@ class PolicyScorer:
         if not known and self.policy is None:
             raise ConfigError(f"{self.source} knows no measured batch size; pass --data SWEEP")
         measured = nearest_batch_size(batch_size, known) if known else batch_size
+        n = len(ACTION_SETS[self.manifest.action_set])
         if self.lookup_means is not None:
             row = self.lookup_means.get(measured, {})
-            scores = np.array([row.get(i, math.nan) for i in range(NUM_ACTIONS)], dtype=np.float64)
+            scores = np.array([row.get(i, math.nan) for i in range(n)], dtype=np.float64)
         else:
             state = np.asarray(self.manifest.state_for(batch_size, self.telemetry), dtype=np.float32)
             scores = np.array(self.policy.scores(state[None, :])[0], dtype=np.float64)
             scores[~np.isfinite(scores)] = math.nan
         allowed = self.manifest.allowed_indices(batch_size) if self.measured_only else None
         if allowed is not None:
-            mask = np.zeros(NUM_ACTIONS, dtype=bool)
+            mask = np.zeros(n, dtype=bool)
             mask[list(allowed)] = True
             scores[~mask] = math.nan
         return measured, scores
@@ -285,12 +296,12 @@ class TierPick:
     @property
     def steps(self) -> tuple[int, ...]:
         """Sorted candidate step counts (0 = no speculation)."""
-        return tuple(sorted({ACTIONS[i][0] for i in self.chain}))
+        return tuple(sorted({EXTENDED_ACTIONS[i][0] for i in self.chain}))
 
     @property
     def best_steps(self) -> int:
         """Step count of the best chain config."""
-        return ACTIONS[self.chain[0]][0]
+        return EXTENDED_ACTIONS[self.chain[0]][0]
 
     @property
     def chain_cost(self) -> float | None:
@@ -324,17 +335,16 @@ def pick_chain_tiers(
     picks = []
     for bs in sizes:
         measured, scores = scorer.scores_at(bs)
-        best = _best(scores, CHAIN_INDICES)
+        chains, trees = chain_and_tree_indices(len(scores))
+        best = _best(scores, chains)
         if best is None:
             raise ConfigError(
                 f"{scorer.algorithm} has no estimate for any chain config (topk 1) or the baseline at batch size {bs}"
             )
-        near = [
-            i for i in CHAIN_INDICES if i != best and not math.isnan(scores[i]) and scores[i] >= scores[best] - margin
-        ]
+        near = [i for i in chains if i != best and not math.isnan(scores[i]) and scores[i] >= scores[best] - margin]
         chain = (best, *sorted(near, key=lambda i: (-scores[i], i)))
-        tree = _best(scores, TREE_INDICES)
-        spec_chain = [i for i in CHAIN_INDICES if i != 0 and not math.isnan(scores[i])]
+        tree = _best(scores, trees)
+        spec_chain = [i for i in chains if i != 0 and not math.isnan(scores[i])]
         best_spec = _best(scores, spec_chain)
         picks.append(
             TierPick(

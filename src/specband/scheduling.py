@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.actions import ACTIONS, Action
+from specband.actions import EXTENDED_ACTIONS, Action
 
 if TYPE_CHECKING:
     from specband.transfer import UserSetup
@@ -208,7 +208,7 @@ class MixRecommendation:
     @property
     def action(self) -> Action:
         """The one config for the mix."""
-        return ACTIONS[self.pick.index]
+        return EXTENDED_ACTIONS[self.pick.index]
 
     def flags(self) -> list[str]:
         """The sglang flags of :attr:`action`."""
@@ -233,7 +233,7 @@ class MixRecommendation:
             "expected_reward": self.pick.expected_reward,
             "expected_regret": self.pick.expected_regret,
             "per_batch_size": [
-                {**dataclasses.asdict(r), "own_action": list(ACTIONS[r.own_index]), "regret": r.regret}
+                {**dataclasses.asdict(r), "own_action": list(EXTENDED_ACTIONS[r.own_index]), "regret": r.regret}
                 for r in self.pick.rows
             ],
         }
@@ -257,9 +257,12 @@ def recommend_mix(request: Any) -> MixRecommendation:
         if request.batch_mix is not None
         else read_running_requests(request.batch_mix_from)
     )
-    scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
-    scorer = dataclasses.replace(scorer, telemetry=request.state)
-    pick = pick_for_mix(scorer, mix)
+    from specband.actions import use_action_set
+
+    with use_action_set(request.actions):
+        scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
+        scorer = dataclasses.replace(scorer, telemetry=request.state)
+        pick = pick_for_mix(scorer, mix)
     return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, scorer.notes)
 
 
@@ -268,6 +271,7 @@ ENGINES = ("sglang", "vllm")
 
 
 def _schedule_option_fields() -> dict[str, Any]:
+    from specband.actions import action_set_field
     from specband.optionspec import option
     from specband.recommend import (
         algo_field,
@@ -279,6 +283,7 @@ def _schedule_option_fields() -> dict[str, Any]:
     )
 
     return {
+        "actions": action_set_field("the models (an extended folder is read with 'extended' only)"),
         "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
         "models": models_field(),
         "algo": algo_field(),
@@ -369,6 +374,7 @@ class ScheduleRequest:
     draft_model: str | None = _F["draft_model"]
     include_unmeasured: bool = _F["include_unmeasured"]
     engine_check: bool = _F["engine_check"]
+    actions: str = _F["actions"]
     target: str | None = _F["target"]
     gpu: str | None = _F["gpu"]
     allow_transfer: bool = _F["allow_transfer"]
@@ -432,7 +438,7 @@ class WrittenSchedule:
                 {
                     "batch_size": p.batch_size,
                     "measured_batch_size": p.measured_batch_size,
-                    "chain_pick": list(ACTIONS[p.chain[0]]),
+                    "chain_pick": list(EXTENDED_ACTIONS[p.chain[0]]),
                     "candidate_steps": list(p.steps),
                     "speculation_off": p.off_reason,
                 }
@@ -454,18 +460,22 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
     """
     from collections.abc import Callable
 
+    from specband.actions import use_action_set
     from specband.batchlist import parse_batch_sizes
     from specband.errors import ConfigError
     from specband.fileio import write_text_atomic
 
     sizes = None if r.batch_sizes is None else parse_batch_sizes(r.batch_sizes)
-    scorer = load_scorer(r.algo, r.models, r.data, measured_only=not r.include_unmeasured, trust_pickle=r.trust_pickle)
-    transfer = None
-    if setup is not None:  # before anything is written: a refused transfer leaves --out alone
-        from specband.schedule import check_scorer_transfer
+    with use_action_set(r.actions):
+        scorer = load_scorer(
+            r.algo, r.models, r.data, measured_only=not r.include_unmeasured, trust_pickle=r.trust_pickle
+        )
+        transfer = None
+        if setup is not None:  # before anything is written: a refused transfer leaves --out alone
+            from specband.schedule import check_scorer_transfer
 
-        transfer = check_scorer_transfer(scorer, setup, allow=r.allow_transfer)
-    picks = pick_chain_tiers(scorer, sizes, r.margin)
+            transfer = check_scorer_transfer(scorer, setup, allow=r.allow_transfer)
+        picks = pick_chain_tiers(scorer, sizes, r.margin)
     tiers = merge_tiers(picks)
     checked: list[bool] = []
     check: Callable[[Path], None] | None = None

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specband.actions import action_set_field
 from specband.limits import MAX_SEED
 from specband.optionspec import option
+from specband.policies import EXTENDED_ALGORITHMS
 from specband.recommend import DEFAULT_MODELS_DIR
 from specband.state import FEATURE_KINDS
 
-__all__ = ["TrainOutcome", "TrainRequest", "run_training"]
+__all__ = ["EXTENDED_ALGORITHMS", "TrainOutcome", "TrainRequest", "run_training"]
 
 
 @dataclass(frozen=True)
@@ -75,12 +77,19 @@ class TrainRequest:
         help="Replace an --out folder trained on other data (checked before training).",
         panel="output",
     )
+    actions: str = action_set_field("the sweep's rows and the models")
 
     def __post_init__(self) -> None:
         from specband.artifacts import validate_algorithms
         from specband.devices.base import check_power_limit_w
+        from specband.errors import ConfigError
 
-        validate_algorithms(self.algo)
+        names = validate_algorithms(self.algo)
+        if self.actions == "extended" and self.algo and set(names) - set(EXTENDED_ALGORITHMS):
+            raise ConfigError(
+                f"--actions extended trains {', '.join(EXTENDED_ALGORITHMS)} only (the other model card formats "
+                f"hold 19 actions), got --algo {', '.join(n for n in names if n not in EXTENDED_ALGORITHMS)}"
+            )
         check_power_limit_w(self.power_limit)
         _ = self.out_path
 
@@ -157,7 +166,16 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
     Raises:
         DataError / HubError: an unreadable sweep; ArtifactError: the folder cannot be written;
         MissingExtraError: ``--algo`` names a torch algorithm and torch is not installed.
+        With ``--actions extended`` (rows read, policies trained and the manifest written
+        against the 44-action set) only :data:`EXTENDED_ALGORITHMS` are trained.
     """
+    from specband.actions import use_action_set
+
+    with use_action_set(r.actions):
+        return _run_training(r, loaded, list(EXTENDED_ALGORITHMS) if r.actions == "extended" and not r.algo else None)
+
+
+def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorithms: list[str] | None) -> TrainOutcome:
     import dataclasses
     import time
 
@@ -169,7 +187,7 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
     from specband.recommend import folder_algorithms
     from specband.training import build_manifest, split_power_limits, train_policies
 
-    names, skipped = _trainable(r.algo)
+    names, skipped = (algorithms, ()) if algorithms else _trainable(r.algo)
     sweep = load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
     from specband.training import check_out_folder
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specband.actions import active_action_set
 from specband.artifacts import Manifest, file_sha256, validate_algorithms
 from specband.errors import ConfigError
 from specband.policies import policy_class
@@ -86,6 +87,7 @@ def build_manifest(
         info["provenance"] = origin.provenance
     return Manifest(
         features=data.features,
+        action_set=active_action_set(),
         seed=seed,
         algorithms=tuple(validate_algorithms(algorithms)),
         data=info,

@@ -51,6 +51,7 @@ def test_plain_options_parse_to_the_callback_arguments() -> None:
         "batch_mix": None,
         "batch_mix_from": None,
         "trust_pickle": False,
+        "actions": "contract",
         "allow_modified": False,
         "target": None,
         "gpu": None,

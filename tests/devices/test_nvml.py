@@ -21,6 +21,26 @@ def _window(device, seconds: float = 0.25, period: float = 0.02):
     return window.stop()
 
 
+def _sampled_window(device, fake_gpu, samples: int = 5):
+    """A window held open until the background sampler read the power ``samples`` times
+    (a busy machine may starve the sampler thread: a fixed sleep could see none), and the
+    real seconds its power samples span at least and at most (clock reads around
+    ``start()`` and ``stop()``, which take the first and last sample)."""
+    window = TelemetryWindow(device, Clock(), sample_period_s=0.02)
+    before_start = time.monotonic()
+    window.start()
+    after_start = time.monotonic()
+    enough = fake_gpu.calls.get("power", 0) + samples
+    deadline = time.monotonic() + 60
+    time.sleep(0.25)
+    while fake_gpu.calls.get("power", 0) < enough and time.monotonic() < deadline:
+        time.sleep(0.02)
+    before_stop = time.monotonic()
+    result = window.stop()
+    after_stop = time.monotonic()
+    return result, before_stop - after_start, after_stop - before_start
+
+
 def test_energy_counter_is_used_when_supported(fake_gpu):
     fake_gpu.energy_mj = [4_000_000, 5_000_000, 5_012_500]  # probe, window start, window end
     dev = NvmlDevice(0)
@@ -40,12 +60,13 @@ def test_no_counter_falls_back_to_integrating_sampled_power(fake_gpu):
         dev = NvmlDevice(0)
     assert dev.energy_method == "power_integration"
     assert dev.read_energy_mj() is None
-    result = _window(dev)
+    result, shortest, longest = _sampled_window(dev, fake_gpu)
     assert result.energy_method == "power_integration"
     assert result.samples >= 5
     # constant 64 W: the trapezoid integral over the samples spans the whole window
-    assert result.energy_j == pytest.approx(64.0 * result.elapsed_s, rel=0.05)
-    assert result.avg_power_w == pytest.approx(64.0, rel=0.05)
+    assert 64.0 * shortest * (1 - 1e-9) <= result.energy_j <= 64.0 * longest * (1 + 1e-9)
+    assert shortest <= result.elapsed_s <= longest
+    assert result.avg_power_w == pytest.approx(result.energy_j / result.elapsed_s)
 
 
 def test_counter_going_backwards_is_a_flagged_window_not_negative_energy(fake_gpu):
@@ -53,11 +74,11 @@ def test_counter_going_backwards_is_a_flagged_window_not_negative_energy(fake_gp
     fake_gpu.power_mw = 40_000
     dev = NvmlDevice(0)
     assert dev.energy_method == "counter"
-    result = _window(dev)
+    result, shortest, longest = _sampled_window(dev, fake_gpu)
     assert result.energy_flag == "counter_went_backwards"
     assert result.energy_method == "power_integration"
-    assert result.energy_j is not None and result.energy_j > 0
-    assert result.avg_power_w == pytest.approx(40.0, rel=0.05)
+    assert 40.0 * shortest * (1 - 1e-9) <= result.energy_j <= 40.0 * longest * (1 + 1e-9)
+    assert result.avg_power_w == pytest.approx(result.energy_j / result.elapsed_s)
 
 
 def test_neither_counter_nor_power_gives_no_energy_never_zero(fake_gpu):
@@ -185,7 +206,12 @@ def test_window_records_throttling_seen_during_the_batch(fake_gpu):
     window.start()
     time.sleep(0.05)
     fake_gpu.reasons = pynvml.nvmlClocksEventReasonSwPowerCap
-    time.sleep(0.05)
+    # until the background sampler read the cap at least once (not a fixed sleep: on a
+    # busy machine the sampler thread may not run for a while)
+    seen = fake_gpu.calls.get("event_reasons", 0) + 2  # the next read may have begun before the cap
+    deadline = time.monotonic() + 60
+    while fake_gpu.calls.get("event_reasons", 0) < seen and time.monotonic() < deadline:
+        time.sleep(0.01)
     fake_gpu.reasons = 0
     result = window.stop()
     assert result.throttling is True

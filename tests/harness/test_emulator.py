@@ -39,7 +39,7 @@ def _start(
     options: str = "",
     env_extra: dict | None = None,
     mem: float = 0.65,
-    timeout_s: float = 60.0,
+    timeout_s: float = 60000.0,  # 600 s real: an emulator's Python start on a busy machine
 ) -> ServerProcess:
     cfg = ServerConfig(model_path="m", draft_model_path="d", port=port, server_command=emulator_command(options))
     env = {

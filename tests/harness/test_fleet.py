@@ -6,27 +6,44 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import emulator_command, free_port, one_error_line, processes_with
+from tests.harness.conftest import (
+    emulator_command,
+    emulator_running,
+    free_ports,
+    no_process_left_on,
+    one_error_line,
+    processes_with,
+)
 
 from specband.dataset import load_sweep
 from specband.harness.sweep import read_rows_for_resume
 
-#: Emulated seconds a launch and a request may take: several emulators run at once on a
-#: busy machine.
-LAUNCH_TIMEOUT = ["--launch-timeout", "6000", "--request-timeout", "6000"]
+#: Emulated seconds a launch and a request may take (600 s real, as ``sweep_args`` gives):
+#: several emulators run at once on a busy machine.
+LAUNCH_TIMEOUT = ["--launch-timeout", "60000", "--request-timeout", "60000"]
 GRID = ["--batch-sizes", "1,4", "--actions", "0 1"]
 ONCE = ["--repeats", "1"]
 
 
 def _keys(path: Path) -> list[tuple[int, int]]:
     return sorted((r["index"], r["repeat"]) for r in read_rows_for_resume(path))
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    """``--port`` for two workers: worker ``i`` serves on ``port + i``, so both ports are
+    free when the test starts (another test on this busy machine may hold ``port + 1``),
+    and no process of this session is left on either after it."""
+    base = free_ports(2)
+    yield base
+    no_process_left_on(base, base + 1)
 
 
 def test_two_gpus_measure_every_run_once_each_worker_on_its_own_gpu(run_cli, sweep_args, tmp_path):
@@ -104,32 +121,35 @@ def test_ray_on_a_cluster_without_gpus_is_one_error_line(run_cli, sweep_args, tm
     assert not (tmp_path / "s.jsonl").exists() and not ray.is_initialized()
 
 
+def _both_running(states: dict[int, Path]) -> bool:
+    return all(emulator_running(state, port) for port, state in states.items())
+
+
 def test_ctrl_c_with_two_gpus_leaves_no_server_on_any_worker(sweep_args, tmp_path, port):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # worker 1 serves on port + 1
-        if port + 1 > 65535 or s.connect_ex(("127.0.0.1", port + 1)) == 0:
-            pytest.skip(f"port {port + 1} is taken on this machine")
     out = tmp_path / "s.jsonl"
     args = [*sweep_args]
     args[args.index("--server-command") + 1] = emulator_command("--load-time", "100000")  # 1000 s real to load
     cmd = [sys.executable, "-m", "specband", *args, *GRID, "--gpus", "0,1", "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    markers = [f"--port {port}", f"--port {port + 1}"]
+    states = {port + i: tmp_path / f"s.jsonl.gpu-state.gpu{i}.json" for i in (0, 1)}
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None and not all(processes_with(m) for m in markers):
+        # Ctrl-C once both servers run (not merely once a process names the port: the
+        # sweep's own command line holds --port P); a busy machine may take a while
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and not _both_running(states):
             time.sleep(0.05)
         if proc.poll() is not None:  # the sweep ended before both servers ran: say why
             pytest.fail(f"the sweep exited {proc.returncode} before its servers ran: {proc.communicate()[1]}")
-        assert all(processes_with(m) for m in markers), "the two servers never started"
+        assert _both_running(states), "the two servers never started"
         os.kill(proc.pid, signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=120)  # far below the 1000 s load
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "--resume" in stderr
-    assert [pid for m in markers for pid in processes_with(m)] == []
+    assert [pid for p in states for pid in processes_with(f"--port {p}")] == []  # stopped before the sweep exits
     assert not out.exists() or out.read_text() == ""
 
 
@@ -206,9 +226,7 @@ def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int 
 
 
 def test_ray_with_two_fake_gpus_interrupted_and_resumed_duplicates_nothing(local_ray, tmp_path):
-    base = free_port()
-    while base + 1 > 65535 or processes_with(f"--port {base + 1}"):
-        base = free_port()
+    base = free_ports(2)  # a task on fake GPU g serves on base + g
     out, _, sweep = _ray_sweep(tmp_path, base, resume=True, stop_after=3)
     with pytest.raises(KeyboardInterrupt):
         sweep()

@@ -245,7 +245,7 @@ def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port:
         selector = selectors.DefaultSelector()
         selector.register(proc.stdout, selectors.EVENT_READ)
         ready = ""
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a busy machine may take a while
         while "ready" not in ready and time.monotonic() < deadline and proc.poll() is None:
             if selector.select(timeout=0.5):
                 ready += proc.stdout.readline()
@@ -262,7 +262,7 @@ def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port:
         assert info["max_running_requests"] == 16
         assert processes_with(f"--port {port}")
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         assert "stopping the server" in err
         assert "Traceback" not in err

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from specband.actions import ACTIONS
+from specband.actions import ACTIONS, EXTENDED_ACTIONS
 from specband.harness.server import ServerConfig, build_launch_command
 from specband.harness.sglang_flags import (
     NEWEST_VERSION,
@@ -166,6 +166,7 @@ def _same(resolved: Any, given: str) -> bool:
 
 
 def test_every_launch_line_parses_resolves_and_keeps_its_values_in_sglang(sglang, models):
+    """Every action of both sets (the extended one holds the contract's 19 first)."""
     target, draft = models
     dest_by_flag = _dest_by_flag(sglang)
     logging.disable(logging.WARNING)
@@ -177,7 +178,7 @@ def test_every_launch_line_parses_resolves_and_keeps_its_values_in_sglang(sglang
             )
             for bs in (1, 4, 8, 16):
                 for mem in (0.65, 0.55):
-                    for action in ACTIONS:
+                    for action in EXTENDED_ACTIONS:
                         line = build_launch_command(config, action, bs, mem)
                         argv = line[line.index("--model-path") :] + ["--device", "cuda"]
                         try:
@@ -196,7 +197,8 @@ def test_every_launch_line_parses_resolves_and_keeps_its_values_in_sglang(sglang
                         checked += 1
     finally:
         logging.disable(logging.NOTSET)
-    assert checked == 2 * 4 * 2 * len(ACTIONS) == 304
+    assert EXTENDED_ACTIONS[: len(ACTIONS)] == ACTIONS
+    assert checked == 2 * 4 * 2 * len(EXTENDED_ACTIONS) == 704
 
 
 def test_the_old_flag_spelling_is_what_sglang_refuses(sglang, models, capsys):

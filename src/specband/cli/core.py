@@ -69,12 +69,14 @@ def recommend_command(request: RecommendRequest) -> None:
 
         print_mix_recommendation(recommend_mix(request), request.output_format)
         return
+    from specband.actions import use_action_set
     from specband.explain import answer_lines
     from specband.recommend import power_limit_recommendation, recommend_request
     from specband.usersetup import user_setup
 
-    setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
-    with_limit = None if request.is_first_guess else power_limit_recommendation(request, setup)
+    with use_action_set(request.actions):  # a folder is read against its action set
+        setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
+        with_limit = None if request.is_first_guess else power_limit_recommendation(request, setup)
     if with_limit is not None:  # a sweep or folder over several power limits (issue 20)
         _print_power_limit(with_limit, request)
         return

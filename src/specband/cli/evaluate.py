@@ -21,6 +21,13 @@ def evaluate_command(request: EvaluateRequest) -> None:
     """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
     the held-out rows, for every split: pick, reward, oracle, reference (3,4,8), regret,
     utilisation and band, with 95 % bootstrap intervals, for contract and pre features."""
+    from specband.actions import use_action_set
+
+    with use_action_set(request.actions):  # rows read, policies trained against the set
+        _evaluate(request)
+
+
+def _evaluate(request: EvaluateRequest) -> None:
     import sys
 
     from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
@@ -56,7 +63,7 @@ def evaluate_command(request: EvaluateRequest) -> None:
         from specband.cli.schedule import evaluate_schedules_hook
 
         written += evaluate_schedules_hook(
-            sweep, r.holdout, r.algo, r.features, r.batch_mix, r.seed, r.n_bootstrap, out_dir, r.as_json
+            sweep, r.holdout, r.algorithms, r.features, r.batch_mix, r.seed, r.n_bootstrap, out_dir, r.as_json
         )
     if r.as_json:
         from specband.sim.power import unmeasured_power_note

@@ -251,7 +251,7 @@ def _run_sweep(job: Any) -> None:
         raise
     finally:
         reporter.stop()
-    _report(summary, job.out)
+    _report(summary, job.out, job.settings.action_set)
     if job.request.adaptive:
         _report_adaptive(job.out, grid(job.batch_sizes, job.actions), job.request.repeats)
 
@@ -268,7 +268,7 @@ def _report_adaptive(out: Path, points: Any, repeats: int) -> None:
     )
 
 
-def _report(summary: Any, out: Path) -> None:
+def _report(summary: Any, out: Path, action_set: str = "contract") -> None:
     """Print the sweep summary and check the file loads as a sweep."""
     from specband.dataset import load_sweep
     from specband.errors import DataError
@@ -284,7 +284,10 @@ def _report(summary: Any, out: Path) -> None:
         )
     if not out.exists() or out.stat().st_size == 0:
         return
+    from specband.actions import use_action_set
+
     try:
-        load_sweep(out)
+        with use_action_set(action_set):
+            load_sweep(out)
     except DataError as exc:
         say(f"warning: {out} does not load as a training sweep yet: {exc}", err=True)

@@ -72,7 +72,7 @@ def _print_table(picks: list[Any], algorithm: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from specband.actions import ACTIONS
+    from specband.actions import EXTENDED_ACTIONS
 
     table = Table(title=f"{algorithm}: chain schedule (topk 1) vs the best tree config (estimated reward)")
     for name in ("bs", "measured", "chain pick", "reward", "candidate steps", "best tree", "tree reward", "chain cost"):
@@ -81,10 +81,10 @@ def _print_table(picks: list[Any], algorithm: str) -> None:
         table.add_row(
             str(p.batch_size),
             str(p.measured_batch_size),
-            str(ACTIONS[p.chain[0]]),
+            str(EXTENDED_ACTIONS[p.chain[0]]),
             f"{p.chain_reward:.4f}",
             ",".join(map(str, p.steps)),
-            "-" if p.tree_index is None else str(ACTIONS[p.tree_index]),
+            "-" if p.tree_index is None else str(EXTENDED_ACTIONS[p.tree_index]),
             "-" if p.tree_reward is None else f"{p.tree_reward:.4f}",
             "-" if p.chain_cost is None else f"{p.chain_cost:+.4f}",
         )
@@ -110,10 +110,10 @@ def _print_mix_table(pick: Any, algorithm: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from specband.actions import ACTIONS
+    from specband.actions import EXTENDED_ACTIONS
 
     table = Table(
-        title=f"{algorithm}: one config for the mix, {ACTIONS[pick.index]} (expected reward "
+        title=f"{algorithm}: one config for the mix, {EXTENDED_ACTIONS[pick.index]} (expected reward "
         f"{pick.expected_reward:.4f}, expected regret {pick.expected_regret:.4f})"
     )
     for name in ("bs", "measured", "weight", "own pick", "own reward", "mix pick reward", "regret"):
@@ -123,7 +123,7 @@ def _print_mix_table(pick: Any, algorithm: str) -> None:
             str(r.batch_size),
             str(r.measured_batch_size),
             f"{r.weight:.3f}",
-            str(ACTIONS[r.own_index]),
+            str(EXTENDED_ACTIONS[r.own_index]),
             f"{r.own_reward:.4f}",
             f"{r.mix_reward:.4f}",
             f"{r.regret:.4f}",

@@ -55,7 +55,7 @@ def _print_picks(rows: list[Any], provenance: str = "measured") -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from specband.actions import ACTIONS, REFERENCE_ACTION
+    from specband.actions import EXTENDED_ACTIONS, REFERENCE_ACTION
 
     simulated = "simulated" in provenance
     kind = "simulated" if simulated else "emulated" if "emulated" in provenance else "measured"
@@ -73,11 +73,11 @@ def _print_picks(rows: list[Any], provenance: str = "measured") -> None:
     previous = None
     for r in rows:
         delta = None if r.mean_reward is None or r.reference_reward is None else r.mean_reward - r.reference_reward
-        best = "-" if r.best_action is None else f"{ACTIONS[r.best_action]} {_fmt(r.best_reward)}"
+        best = "-" if r.best_action is None else f"{EXTENDED_ACTIONS[r.best_action]} {_fmt(r.best_reward)}"
         table.add_row(
             r.algorithm if r.algorithm != previous else "",
             str(r.batch_size),
-            str(ACTIONS[r.action]),
+            str(EXTENDED_ACTIONS[r.action]),
             _fmt(r.mean_reward),
             _fmt(r.reference_reward),
             "-" if delta is None else f"{delta:+.4f}",

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from specband.actions import NUM_ACTIONS, REFERENCE_INDEX
+from specband.actions import REFERENCE_INDEX, num_active_actions
 from specband.dataset import FEATURE_KINDS, FeatureKind, Sweep, SweepRow, TrainingData
 from specband.errors import ConfigError, DataError
 from specband.evaluation.ope import (
@@ -327,7 +327,7 @@ def _off_policy_rounds(
 
     states = np.stack([o.row.state(kind) for o in obs]).astype(np.float32)
     row_batch_sizes = np.array([o.row.batch_size for o in obs], dtype=np.int64)
-    scores = np.asarray(policy.scores(states), dtype=np.float64).reshape(len(obs), NUM_ACTIONS)
+    scores = np.asarray(policy.scores(states), dtype=np.float64).reshape(len(obs), num_active_actions())
     picks = [masked_argmax(scores[i], training.allowed_for(int(row_batch_sizes[i]))) for i in range(len(obs))]
     return {
         "reward": np.array([o.reward for o in obs]),

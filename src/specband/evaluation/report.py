@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from specband.actions import ACTIONS, REFERENCE_INDEX
+from specband.actions import EXTENDED_ACTIONS, REFERENCE_INDEX
 from specband.errors import ConfigError, SpecbandError
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult, PickSummary
 from specband.evaluation.ope import ESTIMATORS, Interval
@@ -51,7 +51,7 @@ REPORT_FILES: tuple[str, ...] = ("report.md", "evaluation.json", *FIGURES)
 
 def action_json(index: int) -> dict[str, Any]:
     """``{"index": i, "action": [steps, topk, draft]}``."""
-    return {"index": int(index), "action": list(ACTIONS[index])}
+    return {"index": int(index), "action": list(EXTENDED_ACTIONS[index])}
 
 
 def _iv(interval: Interval | None) -> dict[str, Any] | None:
@@ -101,7 +101,7 @@ def format_utilization(interval: Interval | None, band: tuple[float, float], dig
 
 
 def _action_text(index: int) -> str:
-    a = ACTIONS[index]
+    a = EXTENDED_ACTIONS[index]
     return f"({a[0]},{a[1]},{a[2]})"
 
 

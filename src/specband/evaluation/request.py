@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specband.actions import action_set_field
 from specband.limits import MAX_BOOTSTRAP_RESAMPLES, MAX_SEED
 from specband.optionspec import option
 
@@ -101,11 +102,19 @@ class EvaluateRequest:
         show_default=False,
     )
 
+    actions: str = action_set_field("the sweep's rows")
+
     def __post_init__(self) -> None:
         from specband.devices.base import check_power_limit_w
         from specband.errors import ConfigError
+        from specband.policies import EXTENDED_ALGORITHMS
 
         check_power_limit_w(self.power_limit)
+        if self.actions == "extended" and self.algo and set(self.algo) - set(EXTENDED_ALGORITHMS):
+            raise ConfigError(
+                f"--actions extended evaluates {', '.join(EXTENDED_ALGORITHMS)} only (the others' model formats "
+                f"hold 19 actions), got --algo {', '.join(a for a in self.algo if a not in EXTENDED_ALGORITHMS)}"
+            )
         if self.seed < 0:
             raise ConfigError(f"--seed must be a whole number >= 0, got {self.seed}")
         if self.batch_mix is not None and not self.schedules:
@@ -114,6 +123,15 @@ class EvaluateRequest:
             from specband.batchmix import parse_batch_mix
 
             parse_batch_mix(self.batch_mix)  # checked before anything is computed
+
+    @property
+    def algorithms(self) -> list[str] | None:
+        """``--algo`` (``None``: all eight; with ``--actions extended``, those it trains)."""
+        from specband.policies import EXTENDED_ALGORITHMS
+
+        if self.algo:
+            return list(self.algo)
+        return list(EXTENDED_ALGORITHMS) if self.actions == "extended" else None
 
 
 def load_request_sweep(r: EvaluateRequest) -> Any:
@@ -132,7 +150,7 @@ def evaluate_request(r: EvaluateRequest, sweep: Any, progress: Callable[[str], N
     return evaluate(
         sweep,
         holdout=r.holdout,
-        algorithms=r.algo or None,
+        algorithms=r.algorithms,
         features=tuple(r.features) if r.features else FEATURE_KINDS,
         seed=r.seed,
         n_bootstrap=r.n_bootstrap,

@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from specband.actions import ACTIONS, NUM_ACTIONS
+from specband.actions import EXTENDED_ACTIONS, num_active_actions
 from specband.dataset import FEATURE_KINDS, Sweep
 from specband.errors import ConfigError, DataError
 from specband.evaluation.ope import DEFAULT_N_BOOTSTRAP, Interval
 from specband.reward import RewardConfig
-from specband.schedule import CHAIN_INDICES
+from specband.schedule import chain_and_tree_indices
 
 __all__ = [
     "FIGURE",
@@ -216,7 +216,7 @@ def evaluate_schedules(
                 scores = {}
                 for bs in weights:
                     state = np.mean(np.stack([o.row.state(k) for o in by_bs[bs]]), axis=0).astype(np.float32)
-                    s = np.asarray(policy.scores(state[None, :]), dtype=np.float64).reshape(NUM_ACTIONS)
+                    s = np.asarray(policy.scores(state[None, :]), dtype=np.float64).reshape(num_active_actions())
                     allowed = td.allowed_for(bs)
                     s = np.where(np.isfinite(s) & (allowed if allowed is not None else True), s, np.nan)
                     scores[bs] = s
@@ -255,12 +255,13 @@ def _variant_configs(scores: Mapping[int, np.ndarray], weights: Mapping[int, flo
     config at some batch size is left out."""
     out: dict[str, dict[int, int]] = {}
     per_bs = {bs: _argmax(dict(enumerate(s))) for bs, s in scores.items()}
-    chain = {bs: _argmax({i: s[i] for i in CHAIN_INDICES}) for bs, s in scores.items()}
+    chain = {bs: _argmax({i: s[i] for i in chain_and_tree_indices(len(s))[0]}) for bs, s in scores.items()}
     for name, configs in (("per-batch-size", per_bs), ("schedule", chain)):
         known = {bs: a for bs, a in configs.items() if a is not None}
         if len(known) == len(configs):
             out[name] = known
-    total = {a: sum(w * scores[bs][a] for bs, w in weights.items()) for a in range(NUM_ACTIONS)}
+    width = len(next(iter(scores.values()), ()))  # 19 or 44: the action set's
+    total = {a: sum(w * scores[bs][a] for bs, w in weights.items()) for a in range(width)}
     mix_pick = _argmax(total)
     if mix_pick is not None:
         out["batch-mix"] = dict.fromkeys(weights, mix_pick)
@@ -278,7 +279,7 @@ def schedules_to_json(result: ScheduleEvaluation) -> dict[str, Any]:
     """The evaluation as a JSON-ready dict (``schedules.json``)."""
 
     def configs(c: Mapping[int, int]) -> dict[str, list[int]]:
-        return {str(bs): list(ACTIONS[a]) for bs, a in c.items()}
+        return {str(bs): list(EXTENDED_ACTIONS[a]) for bs, a in c.items()}
 
     return {
         "schema": "specband.schedules/1",

@@ -69,7 +69,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specband.actions import ACTIONS, Action
+from specband.actions import ACTIONS, EXTENDED_ACTIONS, Action, use_action_set
 from specband.dataset import Sweep
 from specband.errors import ConfigError
 from specband.harness.pipeline import GridPoint, RowSink, RunResult, SweepPlan
@@ -143,6 +143,14 @@ def _check(level: float, min_measurements: int) -> None:
         raise ConfigError(f"min_measurements must be >= 1, got {min_measurements}")
 
 
+def _sweep_of(rows: Sequence[Mapping[str, Any]]) -> Sweep:
+    """The rows as a :class:`Sweep`, read against their own action set (a row of the
+    extended grid says ``action_set: "extended"``)."""
+    name = "extended" if any(r.get("action_set") == "extended" for r in rows) else "contract"
+    with use_action_set(name):
+        return Sweep.from_records(rows)
+
+
 def _rewards_by_config(sweep: Sweep, config: RewardConfig) -> dict[int, dict[Action, list[float]]]:
     """batch size -> action -> rewards of its successful rows, for the actions allowed
     there (a failed one is left out)."""
@@ -163,7 +171,7 @@ def mean_rewards(
     Raises:
         DataError: an invalid row (:meth:`specband.dataset.Sweep.from_records`).
     """
-    by_config = _rewards_by_config(Sweep.from_records(rows), config)
+    by_config = _rewards_by_config(_sweep_of(rows), config)
     return {bs: {a: sum(v) / len(v) for a, v in per.items()} for bs, per in by_config.items()}
 
 
@@ -201,7 +209,7 @@ def decide(
     sd, df = _pooled_sd(values)
     quantile = float(student_t.ppf((1.0 + level) / 2.0, df)) if df else math.inf
     intervals = []
-    for action, rewards in sorted(values.items(), key=lambda kv: ACTIONS.index(kv[0])):
+    for action, rewards in sorted(values.items(), key=lambda kv: EXTENDED_ACTIONS.index(kv[0])):
         mean = sum(rewards) / len(rewards)
         if math.isfinite(sd):
             half = quantile * sd / math.sqrt(len(rewards))
@@ -210,13 +218,14 @@ def decide(
         intervals.append(ConfigInterval(action, len(rewards), mean, mean - half, mean + half))
     if not intervals:
         return BatchSizeDecision(batch_size, (), None, (), True)
-    best = max(intervals, key=lambda c: (c.mean, -ACTIONS.index(c.action)))
+    best = max(intervals, key=lambda c: (c.mean, -EXTENDED_ACTIONS.index(c.action)))
     rivals = [c.action for c in intervals if c is not best and c.action != BASELINE
               and (c.n < min_measurements or c.high > best.low)]  # fmt: skip
     if not rivals:
         return BatchSizeDecision(batch_size, tuple(intervals), best.action, (), True)
     keep = {BASELINE, best.action, *rivals}
-    return BatchSizeDecision(batch_size, tuple(intervals), best.action, tuple(a for a in ACTIONS if a in keep), False)
+    kept = tuple(a for a in EXTENDED_ACTIONS if a in keep)
+    return BatchSizeDecision(batch_size, tuple(intervals), best.action, kept, False)
 
 
 def plan_pass(
@@ -248,7 +257,7 @@ def plan_pass(
     earlier = [r for r in rows if isinstance(r.get("repeat"), int) and r["repeat"] < repeat]
     if repeat == 0 or not earlier:
         return list(points), {}
-    samples = _rewards_by_config(Sweep.from_records(earlier), reward_config)
+    samples = _rewards_by_config(_sweep_of(earlier), reward_config)
     decisions = {
         bs: decide(bs, samples.get(bs, {}), level=level, min_measurements=min_measurements)
         for bs in sorted({p.batch_size for p in points})
@@ -263,7 +272,7 @@ def logging_propensities(rows: Sequence[Mapping[str, Any]]) -> list[float | None
     Raises:
         DataError: an invalid row (:meth:`specband.dataset.Sweep.from_records`).
     """
-    sweep = Sweep.from_records(rows)
+    sweep = _sweep_of(rows)
     ok = [r for r in sweep.rows if r.trainable]
     per_action = Counter((r.batch_size, r.action_index) for r in ok)
     per_bs = Counter(r.batch_size for r in ok)

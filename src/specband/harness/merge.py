@@ -69,6 +69,7 @@ class _RowSettings:
     settings: dict[str, Any]
     mem_fraction_static: float | None
     retry_mem_fraction: float | None
+    action_set: str = "contract"
 
     def run_settings(self) -> dict[str, Any]:
         return dict(self.settings)
@@ -96,6 +97,7 @@ def _reference(rows: Sequence[dict[str, Any]]) -> MeasureSettings:
         settings={key: _first(rows, key) for key in _run_setting_keys() if any(key in r for r in rows)},
         mem_fraction_static=first_mem,
         retry_mem_fraction=_first(rows, "retry_mem_fraction", when="retry_mem_fraction", retried=True),
+        action_set=rows[0].get("action_set", "contract") if rows else "contract",
     )
     return cast(MeasureSettings, settings)  # the comparison reads only what _RowSettings has
 

@@ -167,7 +167,9 @@ class SweepRequest:
     actions: str = option(
         "all",
         "--actions",
-        help="'all', or action indices / triples separated by spaces or ';' (e.g. '0 10 3,2,4').",
+        help="'all' (the 19 contract actions; also 'contract'), 'extended' (sglang bench_speculative.py's full "
+        "grid, 44 actions), or action indices / triples of the extended set separated by spaces or ';' (e.g. "
+        "'0 10 3,2,4 7,1,8'); a sweep with an action outside the contract writes extended-set rows.",
         panel="grid",
         metavar="LIST",
     )
@@ -430,28 +432,37 @@ def _folder_path(option_name: str, text: str) -> Path:
 
 
 def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
-    """``--actions``: ``all``, or action indices / triples separated by spaces or ``;``,
-    each action once (an index and its triple are the same action). For vLLM, ``all`` is
-    the actions it runs (:data:`~specband.harness.vllm_launch.VLLM_ACTIONS`) and a tree is refused.
+    """``--actions``: ``all`` or ``contract`` (the 19), ``extended`` (the 44 of
+    :data:`specband.actions.EXTENDED_ACTIONS`), or action indices / triples of the extended
+    set separated by spaces or ``;``, each action once (an index and its triple are the same
+    action; indices 0-18 are the contract's in both sets). For vLLM, ``all`` is the actions it
+    runs (:data:`~specband.harness.vllm_launch.VLLM_ACTIONS`) and a tree is refused.
 
     Raises:
-        ConfigError: none, an index or triple that is not a contract action, an action
-            given twice (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``), or a
-            tree action for vLLM.
+        ConfigError: none, an index or triple in neither set, an action given twice
+            (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``), or a tree action
+            for vLLM.
     """
-    from specband.actions import ACTIONS, parse_action
+    from specband.actions import ACTIONS, EXTENDED_ACTIONS, parse_action, use_action_set
     from specband.errors import ConfigError, InvalidActionError
     from specband.harness.vllm_launch import VLLM_ACTIONS, check_vllm_actions
 
     if text.strip().lower() == "all":
         return VLLM_ACTIONS if engine == "vllm" else ACTIONS
+    if text.strip().lower() == "contract":
+        return ACTIONS
+    if text.strip().lower() == "extended":
+        if engine == "vllm":  # refuses the first tree of the set in one line
+            check_vllm_actions(EXTENDED_ACTIONS)
+        return EXTENDED_ACTIONS
     items = [p for p in text.replace(";", " ").split() if p]
     if not items:
         raise ConfigError("--actions must name at least one action ('all', indices or triples)")
     seen: dict[Any, str] = {}
     for item in items:
         try:
-            action = parse_action(item)
+            with use_action_set("extended"):
+                action = parse_action(item)
         except InvalidActionError as exc:
             raise ConfigError(f"--actions: {exc}") from None
         if action in seen:
@@ -643,8 +654,11 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         vllm_version=version if r.engine == "vllm" else None,
     )
     real_time = r.time_scale == 1.0
+    from specband.actions import action_set_of
+
     settings = MeasureSettings(
         server=server,
+        action_set=action_set_of(acts),
         mem_fraction_static=r.mem_fraction,
         retry_mem_fraction=r.retry_mem_fraction if r.retry_mem_fraction > 0 else None,
         num_prompts=r.num_prompts,

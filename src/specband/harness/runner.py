@@ -101,11 +101,15 @@ class MeasureSettings:
         hardware: ``hardware`` column (``None``: the device's name).
         log_dir: where server logs go.
         env: the servers' environment (``None``: this process's plus :data:`SGLANG_ENV`).
+        action_set: the grid's action set (``contract``, or ``extended`` when an action is outside
+            the 19): written into every row as ``action_set`` when not ``contract`` (contract rows
+            keep the published columns); a resumed or merged sweep must share it.
         time_scale: real seconds per emulated second of the runs (``--time-scale``; 1 for
             real time): a row's ``time_scale``, which a resumed sweep must share.
     """
 
     server: ServerConfig
+    action_set: str = "contract"
     mem_fraction_static: float = 0.65
     retry_mem_fraction: float | None = 0.55
     num_prompts: int = 16
@@ -151,7 +155,7 @@ class MeasureSettings:
         """The row columns every run of one sweep shares (a resumed sweep must match)."""
         server = self.server
         vllm = server.engine == "vllm"
-        return {
+        out: dict[str, Any] = {
             "engine": server.engine,
             "sglang_version": None if vllm else server.sglang_version,
             "vllm_version": server.vllm_version if vllm else None,
@@ -163,6 +167,9 @@ class MeasureSettings:
             "workload_sha256": self.workload_sha256,
             "time_scale": self.time_scale,
         }
+        if self.action_set != "contract":
+            out["action_set"] = self.action_set
+        return out
 
     def server_env(self) -> dict[str, str]:
         """The environment every server gets (docs/FACTS.md §1 variables included; vLLM's:

@@ -767,6 +767,9 @@ class ServerProcess:
             LaunchError: the process exited (classified from its log), logged an
                 out-of-memory during CUDA-graph capture (at the next poll, even while it
                 keeps running) or the timeout passed.
+            KeyboardInterrupt: the clock's :meth:`~specband.devices.base.Clock.sleep` between
+                two polls raised it (a cancelled worker's
+                :class:`~specband.harness.fleet.CancellableClock`).
         """
         import httpx
 
@@ -808,7 +811,10 @@ class ServerProcess:
                     return self.clock.now() - t0
                 if time.monotonic() - real_start >= real_timeout:
                     raise LaunchError("launch_timeout", f"no healthy /health within {timeout_s:g} s")
-                time.sleep(real_poll)
+                # through the clock: a cancelled pool worker's clock raises KeyboardInterrupt
+                # here, so a server it registered after the pool's stop ran is stopped now
+                # (by the caller), not when the launch timeout passes
+                self.clock.sleep(real_poll / self.clock.time_scale)
 
     def check_own_listener(self) -> None:
         """Prove that what answers on the port is this server: every socket listening on

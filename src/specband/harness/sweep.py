@@ -736,6 +736,7 @@ def check_resumable(
     Raises:
         ConfigError: ``"<out>: cannot <verb>: ..."`` naming the first difference.
     """
+    check_same_action_set(existing, getattr(settings, "action_set", "contract"), out_path, verb)
     mine_by_key = {
         "target_model": settings.server.model_path,
         "draft_model": settings.server.draft_model_path,
@@ -771,6 +772,22 @@ def check_resumable(
                 f"{out_path}: cannot {verb}: its row index={index} is bs={ident[0]} {tuple(ident[1:])}, but in this "
                 f"sweep's grid it is {'nothing' if point is None else f'bs={point.batch_size} {point.action}'} "
                 f"(use the same --batch-sizes and --actions)"
+            )
+
+
+def check_same_action_set(existing: Sequence[dict[str, Any]], mine: str, out_path: Path | str, verb: str) -> None:
+    """Refuse rows of another action set than ``mine`` (a row without ``action_set`` is a
+    contract row): one file never mixes the 19-action contract and the extended set.
+
+    Raises:
+        ConfigError: ``"<out>: cannot <verb>: its rows are of the extended action set, ..."``.
+    """
+    for row in existing:
+        theirs = row.get("action_set", "contract")
+        if theirs != mine:
+            raise ConfigError(
+                f"{out_path}: cannot {verb}: its rows are of the {theirs} action set, this sweep's is {mine} "
+                f"(one file never mixes action sets; see --actions)"
             )
 
 

@@ -15,7 +15,7 @@ from specband.errors import ConfigError
 if TYPE_CHECKING:
     from specband.policies.base import Policy
 
-__all__ = ["ALGORITHMS", "create_policy", "policy_class"]
+__all__ = ["ALGORITHMS", "EXTENDED_ALGORITHMS", "create_policy", "policy_class"]
 
 #: The model card's algorithm names, in the model card's order.
 ALGORITHMS: tuple[str, ...] = (
@@ -28,6 +28,11 @@ ALGORITHMS: tuple[str, ...] = (
     "cql",
     "bcq",
 )
+#: Algorithms trained and evaluated on the extended action set (``--actions extended``): the
+#: model card's file of ``lookup_table`` names triples (``{"config": [s, k, d]}``); every
+#: other file is a 19-action format (``QNetwork(4, 19)``, ``action_idx/19`` features,
+#: ``(19, 3)`` action arrays) whose loaders must never be handed an index outside 0-18.
+EXTENDED_ALGORITHMS: tuple[str, ...] = ("lookup_table",)
 
 
 def policy_class(name: str) -> type[Policy]:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from specband.actions import ACTIONS, NUM_ACTIONS
+from specband.actions import ACTIONS, NUM_ACTIONS, num_active_actions
 from specband.dataset import BATCH_SIZE_SCALE, TrainingData
 from specband.errors import ArtifactError, ConfigError
 from specband.limits import MAX_SEED, is_finite_number, is_int
@@ -206,11 +206,12 @@ def mean_reward_by_cell(data: TrainingData) -> dict[int, tuple[np.ndarray, np.nd
         batch size -> ((19,) float64 mean reward, NaN where the action has no row there;
         (19,) int64 row counts).
     """
+    n = num_active_actions()
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for bs in sorted(int(b) for b in np.unique(data.batch_sizes)):
         rows = data.batch_sizes == bs
-        counts = np.bincount(data.actions[rows], minlength=NUM_ACTIONS).astype(np.int64)
-        sums = np.bincount(data.actions[rows], weights=data.rewards[rows], minlength=NUM_ACTIONS)
+        counts = np.bincount(data.actions[rows], minlength=n).astype(np.int64)
+        sums = np.bincount(data.actions[rows], weights=data.rewards[rows], minlength=n)
         with np.errstate(invalid="ignore", divide="ignore"):
             means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
         out[bs] = (means, counts)
@@ -230,14 +231,15 @@ def masked_argmax(scores: np.ndarray, allowed: np.ndarray | None) -> int:
     Raises:
         ConfigError: wrong shapes, or no action is allowed.
     """
+    n = num_active_actions()
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-    if scores.shape != (NUM_ACTIONS,):
-        raise ConfigError(f"expected {NUM_ACTIONS} action scores, got shape {scores.shape}")
+    if scores.shape != (n,):
+        raise ConfigError(f"expected {n} action scores, got shape {scores.shape}")
     if allowed is None:
-        allowed = np.ones(NUM_ACTIONS, dtype=bool)
+        allowed = np.ones(n, dtype=bool)
     allowed = np.asarray(allowed, dtype=bool).reshape(-1)
-    if allowed.shape != (NUM_ACTIONS,):
-        raise ConfigError(f"expected a {NUM_ACTIONS}-action mask, got shape {allowed.shape}")
+    if allowed.shape != (n,):
+        raise ConfigError(f"expected a {n}-action mask, got shape {allowed.shape}")
     if not allowed.any():
         raise ConfigError("no action is allowed at this batch size: there is no successful data to pick from")
     masked = np.where(allowed, np.nan_to_num(scores, nan=-np.inf, posinf=np.inf, neginf=-np.inf), -np.inf)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.actions import NUM_ACTIONS, action_index
+from specband.actions import action_index, num_active_actions
 from specband.errors import ArtifactError, InvalidActionError
 from specband.limits import is_finite_number, is_int
 from specband.policies.files import SIDECAR_FILE, nearest_batch_size, read_json
@@ -83,7 +83,7 @@ def parse_action_means(value: Any, where: str | Path) -> dict[int, dict[int, flo
             raise ArtifactError(f"{where}: 'action_mean_rewards' entry {key!r} must map a batch size to an object")
         means: dict[int, float] = {}
         for a, m in row.items():
-            if not (str(a).isdigit() and int(a) < NUM_ACTIONS) or not _is_number(m):
+            if not (str(a).isdigit() and int(a) < num_active_actions()) or not _is_number(m):
                 raise ArtifactError(
                     f"{where}: 'action_mean_rewards.{key}' entry {a!r}: {m!r} "
                     "is not an action index with a finite number"
@@ -151,7 +151,7 @@ def lookup_pick(means: Mapping[int, Mapping[int, float]], batch_size: int, allow
     from specband.errors import ConfigError
 
     row = means[nearest_batch_size(batch_size, means)]
-    allowed_set = set(range(NUM_ACTIONS)) if allowed is None else {int(a) for a in allowed}
+    allowed_set = set(range(num_active_actions())) if allowed is None else {int(a) for a in allowed}
     if not allowed_set:
         raise ConfigError("no action is allowed at this batch size: there is no successful data to pick from")
     candidates = [a for a in sorted(allowed_set) if a in row]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specband.actions import ACTIONS, NUM_ACTIONS
+from specband.actions import active_actions, num_active_actions
 from specband.dataset import TrainingData
 from specband.policies.base import (
     Policy,
@@ -90,7 +90,7 @@ class LookupTable(Policy):
         size; NaN where there is no data (shape (n, 19), or (19,) for one state)."""
         self._require_fitted()
         arr, single = as_states(states)
-        out = np.full((arr.shape[0], NUM_ACTIONS), np.nan)
+        out = np.full((arr.shape[0], num_active_actions()), np.nan)
         for i, bs in enumerate(batch_size_of(arr)):
             out[i] = self.means[nearest_batch_size(int(bs), self.means)]
         return out[0] if single else out
@@ -103,12 +103,12 @@ class LookupTable(Policy):
         """
         self._require_fitted()
         table = {
-            str(bs): {"config": list(ACTIONS[idx]), "mean_reward": mean}
+            str(bs): {"config": list(active_actions()[idx]), "mean_reward": mean}
             for bs, (idx, mean) in sorted(self.picks.items())
         }
         path = write_json_atomic(self.artifact_path(directory), table)
         means = {
-            str(bs): {str(a): float(m[a]) for a in range(NUM_ACTIONS) if math.isfinite(m[a])}
+            str(bs): {str(a): float(m[a]) for a in range(num_active_actions()) if math.isfinite(m[a])}
             for bs, m in sorted(self.means.items())
         }
         self._write_sidecar(directory, {"action_mean_rewards": means})
@@ -130,7 +130,7 @@ class LookupTable(Policy):
         policy.picks = dict(files.picks)
         policy.means = {}
         for bs, row in files.means.items():
-            means = np.full(NUM_ACTIONS, np.nan)
+            means = np.full(num_active_actions(), np.nan)
             for a, m in row.items():
                 means[a] = m
             policy.means[bs] = means
@@ -141,7 +141,7 @@ class LookupTable(Policy):
     def table(self) -> dict[int, tuple[tuple[int, int, int], float]]:
         """Batch size -> (picked triple, its mean reward), as in ``model.json``."""
         self._require_fitted()
-        return {bs: (ACTIONS[idx], mean) for bs, (idx, mean) in self.picks.items()}
+        return {bs: (active_actions()[idx], mean) for bs, (idx, mean) in self.picks.items()}
 
 
 POLICY = LookupTable

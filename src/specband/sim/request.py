@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specband.actions import action_set_field
 from specband.batchlist import check_batch_size_bound
 from specband.limits import MAX_REPEATS, MAX_SEED
 from specband.optionspec import option
@@ -56,14 +57,7 @@ class SimulateRequest:
         metavar="NAME",
         show_default=False,
     )
-    actions: str = option(
-        "contract",
-        "--actions",
-        help="Action set of the sweep: 'contract' (the 19 actions) or 'extended' (sglang "
-        "bench_speculative.py's full grid: steps 0-7, topk up to 8, draft tokens up to 32; 44 actions).",
-        panel="grid",
-        metavar="SET",
-    )
+    actions: str = action_set_field("the simulated sweep")
     batch_sizes: str = option(
         "1,4,8,16",
         "--batch-sizes",

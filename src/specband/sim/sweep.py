@@ -19,6 +19,7 @@ run-to-run spread of the five published bs 16 trials. Same seed, same rows.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -62,6 +63,7 @@ SIMULATED_COLUMNS: tuple[str, ...] = (
     "provenance",
     "profile",
     "seed",
+    "action_set",
     "gpu_mem_used_mb_before",
     "gpu_util_pct_before",
     "target_model",
@@ -107,7 +109,8 @@ def simulate_sweep(  # noqa: C901
         batch_sizes: batch sizes of a pass, in run order (each an integer >= 1, none twice).
         repeats: number of full passes (>= 1).
         seed: noise seed; the same seed gives the same rows.
-        actions: actions of a pass, in run order (default: the 19 contract actions).
+        actions: actions of a pass, in run order (default: the 19 contract actions); with one
+            outside the contract every row says ``action_set: "extended"``.
         start_temp_c: GPU temperature when the sweep starts (default: ambient).
 
     Returns:
@@ -180,6 +183,7 @@ def simulate_sweep(  # noqa: C901
                     num_draft_tokens=draft_tokens,
                     is_baseline=action.is_baseline,
                     error=error,
+                    action_set=_row_action_set(tuple(acts)),
                     retry_mem_fraction=retry,
                     power_limit_watts=limit_w,
                     provenance="simulated",
@@ -250,6 +254,15 @@ def simulate_sweep(  # noqa: C901
                 temp = model.advance_temperature(temp, p.idle_power_w, p.cooldown_s)
                 index += 1
     return rows
+
+
+@functools.cache
+def _row_action_set(actions: tuple[Action, ...]) -> str | None:
+    """The rows' ``action_set``: ``"extended"`` when an action is outside the contract, else
+    ``None`` (contract rows keep the published columns)."""
+    from specband.actions import action_set_of
+
+    return "extended" if action_set_of(actions) == "extended" else None
 
 
 def simulate_power_limits(model: Any, power_limits_w: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:

@@ -1,0 +1,64 @@
+"""The extended grid end to end on the emulator (issue 19 item 5): a sweep with a 7-step
+chain and an 8-wide tree, then train, evaluate, recommend and schedule on its rows; a
+resume with the contract grid is refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+from specband.actions import EXTENDED_ACTIONS
+
+from .conftest import one_error_line
+
+
+def test_the_extended_grid_runs_end_to_end_on_the_emulator(run_cli, sweep_args, tmp_path) -> None:
+    out = tmp_path / "ext.jsonl"
+    grid = ("--batch-sizes", "1,2", "--actions", "0 3,1,4 7,1,8 1,8,2", "--one-launch-per-config")
+    res = run_cli(*sweep_args, *grid, "--max-new-tokens", "64", "--num-prompts", "2", "--repeats", "2", "--out", out)
+    assert res.exit_code == 0, res.stderr
+    assert "does not load as a training sweep" not in res.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 16 and all(r["error"] is None and r["action_set"] == "extended" for r in rows)
+    run = {(r["steps"], r["topk"], r["num_draft_tokens"]) for r in rows}
+    assert run == {(0, 0, 0), (3, 1, 4), (7, 1, 8), (1, 8, 2)}
+    seven = [r for r in rows if r["steps"] == 7]
+    assert all(1.0 < r["accept_length"] <= 8 for r in seven)
+
+    # one file, one action set: resuming it with the contract grid is refused before any launch
+    res = run_cli(*sweep_args, "--batch-sizes", "1,2", "--actions", "0 10", "--resume", "--out", out)
+    assert res.exit_code == 2
+    assert "its rows are of the extended action set, this sweep's is contract" in one_error_line(res.stderr)
+    assert len(out.read_text().splitlines()) == 16
+
+    models = tmp_path / "models"
+    res = run_cli("train", out, "--out", models, "--actions", "extended")
+    assert res.exit_code == 0, res.stderr
+    manifest = json.loads((models / "specband.json").read_text())
+    assert manifest["action_set"] == "extended" and len(manifest["actions"]) == 44
+    assert {EXTENDED_ACTIONS[i] for i in manifest["batch_sizes"]["1"]["allowed"]} == {
+        (0, 0, 0), (3, 1, 4), (7, 1, 8), (1, 8, 2)
+    }  # fmt: skip
+
+    res = run_cli("evaluate", out, "--actions", "extended", "--holdout", "repeat", "--json", "--bootstrap", "50")
+    assert res.exit_code == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["holdout"]["kind"] == "repeat" and report["algorithms"] == ["lookup_table"]
+    oracles = {tuple(o["action"]) for b in report["features"]["pre"]["batch_sizes"] for o in b["oracles"]}
+    assert oracles and oracles <= {(0, 0, 0), (3, 1, 4), (7, 1, 8), (1, 8, 2)}  # extended indices, reported as triples
+
+    res = run_cli("recommend", "-b", "1", "--models", models, "--actions", "extended", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    pick = json.loads(res.stdout)
+    table = json.loads((models / "lookup_table" / "model.json").read_text())
+    assert pick["action"] == table["1"]["config"] and pick["action_set"] == "extended"
+
+    sched = tmp_path / "schedule.json"
+    res = run_cli("schedule", "--engine", "vllm", "--models", models, "--actions", "extended", "--out", sched)
+    assert res.exit_code == 0, res.stderr
+    config = json.loads(sched.read_text())
+    means = manifest["batch_sizes"]["1"]["mean_reward"]
+    chains = {i: m for i, m in means.items() if EXTENDED_ACTIONS[int(i)][1] <= 1}  # topk 1 and the baseline
+    best = EXTENDED_ACTIONS[int(max(chains, key=lambda i: (chains[i], -int(i))))]
+    ranges = config["num_speculative_tokens_per_batch_size"]
+    assert next(n for lo, hi, n in ranges if lo <= 1 <= hi) == best[0]
+    assert {n for _, _, n in ranges} <= {0, 3, 7}
