@@ -138,9 +138,15 @@ def detect_sglang_version(command: Sequence[str], env: Mapping[str, str] | None 
     interpreter = _interpreter(command[0]) if command else None
     if interpreter is None:
         return None
+    return run_version_probe(interpreter, _VERSION_PROBE, env)
+
+
+def run_version_probe(interpreter: str, probe: str, env: Mapping[str, str] | None = None) -> str | None:
+    """What ``interpreter -c probe`` prints (stripped; 30 s at most, no stdin), or ``None``
+    when it cannot start, times out, fails or prints nothing. Used for the engines' versions."""
     try:
         done = subprocess.run(
-            [interpreter, "-c", _VERSION_PROBE],
+            [interpreter, "-c", probe],
             capture_output=True,
             text=True,
             timeout=30,

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specband.actions import ACTIONS, Action, validate_action
 from specband.errors import ConfigError
+from specband.harness.sglang_flags import run_version_probe
 from specband.harness.vllm import VLLM_CPU_ENV, VLLM_SERVER_MODULE
 
 __all__ = [
@@ -164,19 +164,7 @@ def detect_vllm_version(server_command: str, env: Mapping[str, str] | None = Non
     interpreter = sys.executable if command[0] in ("python", "python3") else command[0]
     if not interpreter.rsplit("/", 1)[-1].startswith("python"):
         return None
-    try:
-        done = subprocess.run(
-            [interpreter, "-c", _VERSION_PROBE],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=dict(env) if env is not None else None,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = done.stdout.strip()
-    return text if done.returncode == 0 and text else None
+    return run_version_probe(interpreter, _VERSION_PROBE, env)
 
 
 #: Said once by a vLLM CPU sweep.
