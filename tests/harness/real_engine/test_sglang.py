@@ -202,7 +202,7 @@ def _launch(python: str, models: TinyModels, tmp_path: Path, *how: str) -> tuple
     env = {**os.environ, **preset.env, **engine_cache_env(tmp_path / "cache")}
     launch = subprocess.Popen(
         [sys.executable, "-m", "specband", "launch", "--target", str(models.predictable.target),
-         "--draft", str(models.predictable.draft), *how,
+         "--draft", str(models.predictable.draft), "--allow-transfer", *how,
          "--server-command", _sglang_command(python), "--sglang-version", VERSION, "--port", str(port),
          "--dtype", preset.dtype, "--attention-backend", preset.attention_backend,
          "--server-arg", " ".join(preset.extra_args), "--log", str(tmp_path / "server.log")],

@@ -108,10 +108,11 @@ class VllmServer:
 
 @pytest.fixture(scope="module")
 def schedule_file(tiny_models: TinyModels, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``specband schedule --engine vllm`` for batch sizes 1, 2 and 4 (the embedded policy)."""
+    """``specband schedule --engine vllm`` for batch sizes 1, 2 and 4 (the embedded policy,
+    taken for the tiny pair with ``--allow-transfer``: the study's data is of another draft)."""
     out = tmp_path_factory.mktemp("schedule") / "vllm.json"
     result = subprocess.run(
-        [sys.executable, "-m", "specband", "schedule", "--engine", "vllm",
+        [sys.executable, "-m", "specband", "schedule", "--engine", "vllm", "--allow-transfer",
          "--draft-model", str(tiny_models.predictable.draft), "--batch-sizes", "1,2,4", "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
