@@ -13,7 +13,7 @@ import pytest
 from specband.artifacts import embedded_manifest, load_manifest
 from specband.dataset import Sweep, load_sweep
 from specband.errors import ConfigError
-from specband.explain import band_status, explain_pick
+from specband.explain import band_note, band_status, explain_pick
 from specband.origin import DataOrigin, data_origin
 from specband.recommend import recommend
 from specband.sim.sweep import simulate_sweep
@@ -75,6 +75,15 @@ def test_a_bs1_pick_below_the_band_says_so_and_no_config_reaches_it() -> None:
     assert expl["band_reachable"] is False
     assert expl["band_note"].startswith("no config reaches the 0.95-0.98 band at this power limit")
     assert "a power limit near" in expl["band_note"]
+
+
+def test_the_band_note_names_the_highest_below_or_the_lowest_above() -> None:
+    below = band_note({0: 0.80, 7: 0.90}, 80.0)
+    assert "the highest is (3,2,4) at 0.900" in below and "near 75 W (from 80 W)" in below
+    both = band_note({0: 0.90, 7: 0.99, 8: 1.0}, 100.0)
+    assert "configs sit on both sides of it; the lowest above it is (3,2,4) at 0.990" in both
+    assert "near 103 W (from 100 W)" in both
+    assert band_note({7: 0.99}, None).endswith("the lowest above it is (3,2,4) at 0.990 of the limit")
 
 
 def test_simulated_rows_are_never_measured(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

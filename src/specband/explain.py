@@ -37,6 +37,35 @@ def band_status(utilization: float | None, low: float = BAND_LOW, high: float = 
     return {"status": "in", "by": 0.0, "low": low, "high": high}
 
 
+def band_note(utils: Mapping[int, float], limit_w: float | None) -> str:
+    """What to say when no config's mean utilisation is inside the band.
+
+    Args:
+        utils: action index -> mean energy utilisation (average power / power limit), none of
+            them inside [BAND_LOW, BAND_HIGH]; at least one.
+        limit_w: the data's power limit in W (``None``: unknown, no limit is suggested).
+
+    Returns:
+        When every config is below the band: the highest and the limit (W) that would put it
+        mid-band; otherwise the lowest config above the band and the limit that would bring it
+        down to mid-band, saying so when other configs sit below the band.
+    """
+    mid = (BAND_LOW + BAND_HIGH) / 2
+    above = {a: u for a, u in utils.items() if u > BAND_HIGH}
+    if not above:
+        chosen = max(utils, key=lambda a: (utils[a], -a))
+        what = f"the highest is {EXTENDED_ACTIONS[chosen]} at {utils[chosen]:.3f} of the limit"
+    else:
+        chosen = min(above, key=lambda a: (above[a], a))
+        what = f"the lowest above it is {EXTENDED_ACTIONS[chosen]} at {above[chosen]:.3f} of the limit"
+        if len(above) < len(utils):
+            what = "configs sit on both sides of it; " + what
+    if limit_w is not None:
+        target_w = utils[chosen] * limit_w / mid
+        what += f"; a power limit near {target_w:.0f} W (from {limit_w:g} W) would put it in the band"
+    return f"no config reaches the {BAND_LOW:.2f}-{BAND_HIGH:.2f} band at this power limit: {what}"
+
+
 def _figures(stats: ActionStats, baseline: ActionStats | None) -> dict[str, Any]:
     speedup = None if baseline is None or not baseline.speed_tok_s else stats.speed_tok_s / baseline.speed_tok_s
     return {
@@ -83,21 +112,8 @@ def explain_pick(
     reachable = None if not utils else any(BAND_LOW <= u <= BAND_HIGH for u in utils.values())
     note = None
     if reachable is False:
-        top = max(utils, key=lambda a: (utils[a], -a))
-        u = utils[top]
         limit = manifest.origin.power_limit_w if manifest.origin is not None else None
-        if u < BAND_LOW:
-            what = f"the highest is {EXTENDED_ACTIONS[top]} at {u:.3f} of the limit"
-            if limit is not None:
-                target_w = u * limit / ((BAND_LOW + BAND_HIGH) / 2)
-                what += f"; a power limit near {target_w:.0f} W (from {limit:g} W) would put it in the band"
-        else:
-            low = min(utils, key=lambda a: (utils[a], a))
-            what = f"the lowest is {EXTENDED_ACTIONS[low]} at {utils[low]:.3f} of the limit"
-            if limit is not None:
-                target_w = utils[low] * limit / ((BAND_LOW + BAND_HIGH) / 2)
-                what += f"; a power limit near {target_w:.0f} W (from {limit:g} W) would put it in the band"
-        note = f"no config reaches the {BAND_LOW:.2f}-{BAND_HIGH:.2f} band at this power limit: {what}"
+        note = band_note(utils, limit)
     return {
         "batch_size": measured_batch_size,
         "pick": _figures(stats[action_index], baseline) if action_index in stats else None,
