@@ -396,6 +396,13 @@ def test_validate_algorithms() -> None:
         load_manifest("/nonexistent/folder")
 
 
+def test_a_file_named_as_the_artifact_folder_is_not_a_folder(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# not a model folder\n")
+    with pytest.raises(ArtifactError, match=r"README\.md: not a folder \(an artifact folder is a directory\)"):
+        load_manifest(readme)
+
+
 def test_missing_algorithm_in_folder(tmp_path: Path, trained, sweep) -> None:
     data, policies = trained
     save_artifacts(

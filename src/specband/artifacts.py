@@ -585,11 +585,12 @@ def load_manifest(directory: str | Path) -> Manifest:
     when it has none.
 
     Raises:
-        ArtifactError: the folder does not exist, or the manifest is malformed.
+        ArtifactError: the folder does not exist or is a file, or the manifest is malformed.
     """
     d = Path(directory)
     if not d.is_dir():
-        raise ArtifactError(f"{d}: no such artifact folder")
+        what = "not a folder (an artifact folder is a directory)" if d.exists() else "no such artifact folder"
+        raise ArtifactError(f"{d}: {what}")
     path = d / MANIFEST_FILE
     if not path.is_file():
         return Manifest(algorithms=tuple(available_algorithms(d)), foreign=True)
