@@ -322,6 +322,15 @@ def given_path(option: str, text: str | os.PathLike[str]) -> Path:
     return path
 
 
+def out_option_path(text: str | os.PathLike[str]) -> Path:
+    """``--out`` of a command's request as a path (:func:`given_path`, its error re-raised as a
+    plain :class:`SpecbandError`, one line naming ``--out``)."""
+    try:
+        return given_path("--out", text)
+    except ConfigError as exc:
+        raise SpecbandError(str(exc)) from None
+
+
 #: Longest file name (one path component) in bytes: ``NAME_MAX`` of Linux file systems.
 NAME_MAX = 255
 

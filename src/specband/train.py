@@ -96,13 +96,9 @@ class TrainRequest:
     @property
     def out_path(self) -> Path:
         """``--out`` as a path (an empty one is refused, naming ``--out``)."""
-        from specband.errors import ConfigError, SpecbandError
-        from specband.fileio import given_path
+        from specband.fileio import out_option_path
 
-        try:
-            return given_path("--out", self.out)
-        except ConfigError as exc:
-            raise SpecbandError(str(exc)) from None
+        return out_option_path(self.out)
 
 
 @dataclass(frozen=True)
