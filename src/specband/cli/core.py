@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from specband.cli.output import note as _note
-from specband.cli.params import request_command
+from specband.cli.params import PANEL_TITLES, request_command
 from specband.recommend import RecommendRequest
 
 
@@ -28,7 +28,9 @@ def register(app: typer.Typer) -> None:
 
 
 def actions_command(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print JSON instead of a table.", rich_help_panel=PANEL_TITLES["output"]
+    ),
 ) -> None:
     """List the 19 contract actions with their index and sglang flags."""
     from specband.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
