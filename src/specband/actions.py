@@ -332,11 +332,11 @@ def action_index(triple: Sequence[int]) -> int:
         return index
     if action in _EXTENDED_INDEX:
         raise InvalidActionError(
-            f"{tuple(triple)} (canonical {tuple(action)}) is valid for sglang but not one of the "
+            f"({','.join(map(str, triple))}) (canonical {action}) is valid for sglang but not one of the "
             f"19 contract actions: it is in the extended action set (pass --actions extended)"
         )
     raise InvalidActionError(
-        f"{tuple(triple)} (canonical {tuple(action)}) is valid for sglang but not one of the "
+        f"({','.join(map(str, triple))}) (canonical {action}) is valid for sglang but not one of the "
         f"19 contract actions (run `specband actions`)"
     )
 

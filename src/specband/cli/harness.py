@@ -191,19 +191,19 @@ def import_bench_command(
         metavar="FILE",
         rich_help_panel=PANEL_TITLES["input"],
     ),
-    out_text: str | None = typer.Option(
-        None,
-        "--out",
-        help="Sweep JSONL to write (default: <file>.sweep.jsonl).",
-        metavar="FILE",
-        rich_help_panel=PANEL_TITLES["output"],
-    ),
     hardware: str = typer.Option(
         "unknown",
         "--hardware",
         help="GPU name written in every row's 'hardware' column (bench_speculative.py does not record it).",
         metavar="NAME",
         rich_help_panel=PANEL_TITLES["input"],
+    ),
+    out_text: str | None = typer.Option(
+        None,
+        "--out",
+        help="Sweep JSONL to write (default: <file>.sweep.jsonl).",
+        metavar="FILE",
+        rich_help_panel=PANEL_TITLES["output"],
     ),
     force: bool = typer.Option(
         False, "--force", help="Replace --out if it exists.", rich_help_panel=PANEL_TITLES["output"]

@@ -97,8 +97,15 @@ def _report(r: SimulateRequest) -> None:
 
 
 def _list_profiles() -> None:
-    from specband.sim import builtin_profiles, load_profile
+    from rich.table import Table
 
+    from specband.sim import builtin_profiles, load_profile
+    from specband.tables import print_table, table_console
+
+    table = Table(title="built-in simulator profiles", box=None, show_edge=False, pad_edge=False)
+    for name, justify in (("profile", "left"), ("hardware", "left"), ("limit W", "right"), ("VRAM GiB", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("calibration")
     for name in builtin_profiles():
         prof = load_profile(name)
         mark = "calibrated" if prof.calibrated else "UNCALIBRATED (datasheet)"
@@ -106,7 +113,8 @@ def _list_profiles() -> None:
             mark += ", power: published fit"
         elif not prof.power_measured:
             mark += ", power UNMEASURED"
-        typer.echo(f"{name:16} {prof.hardware:18} {prof.power_limit_w:6.0f} W {prof.vram_mb / 1024:6.1f} GiB  {mark}")
+        table.add_row(name, prof.hardware, f"{prof.power_limit_w:.0f}", f"{prof.vram_mb / 1024:.1f}", mark)
+    print_table(table, table_console())
 
 
 def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None:
