@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["fit_columns", "longest_word", "print_table", "table_console"]
+__all__ = ["fit_columns", "longest_word", "print_table", "table_console", "terminal_width", "text_table", "wrap_lines"]
 
 
 def longest_word(text: str) -> int:
@@ -24,6 +24,8 @@ def _padding(table: Any, index: int) -> int:
     """The left + right padding of column ``index`` (as rich's Table lays it out)."""
     _top, right, _bottom, left = table.padding
     last = len(table.columns) - 1
+    if table.collapse_padding and index > 0:
+        left = max(0, left - right)
     if not table.pad_edge:
         left = left if index > 0 else 0
         right = right if index < last else 0
@@ -75,6 +77,62 @@ def fit_columns(table: Any, width: int, minimums: Sequence[int] | None = None) -
         column.width = column_width
         column.overflow = "fold"  # never reached for a word: every column holds its longest
     return True
+
+
+def terminal_width() -> int | None:
+    """The width a text report is laid out for: ``COLUMNS`` when set, else the terminal's
+    when stdout is one; ``None`` (one line per row, as wide as it takes) for a pipe or file."""
+    import os
+    import shutil
+    import sys
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
+    """``headers`` and ``rows`` as the lines of a borderless table within ``width``
+    characters (:func:`print_table`: wrapped between words, or one block per row)."""
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="", collapse_padding=True)
+    for header in headers:
+        table.add_column(header)
+    for row in rows:
+        table.add_row(*row)
+    text = io.StringIO()
+    print_table(table, Console(file=text, width=width, color_system=None, highlight=False, legacy_windows=False))
+    return [line.rstrip() for line in text.getvalue().splitlines()]
+
+
+def wrap_lines(lines: Sequence[str], width: int | None, hang: int = 2) -> list[str]:
+    """``lines`` with each one longer than ``width`` wrapped between words (a word longer
+    than the width stays whole), its continuation indented ``hang`` more than the line;
+    ``width`` ``None``: unchanged."""
+    import textwrap
+
+    if width is None:
+        return list(lines)
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(
+            line.strip(),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + " " * hang,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return out
 
 
 def table_console(*, stderr: bool = False, piped_width: int = 160) -> Any:

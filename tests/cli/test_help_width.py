@@ -168,3 +168,37 @@ def test_a_table_too_wide_for_its_longest_words_is_printed_as_blocks() -> None:
     print_table(table, console)
     lines = [line.rstrip() for line in console.export_text().splitlines()]
     assert lines == ["picks", "algorithm: lookup_table", "  flags: --speculative-num-draft-tokens 4"]
+
+
+def _triples(text: str) -> list[str]:
+    return re.findall(r"\(\d+,\d+,\d+\)", text)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_calibration_reports_fit_and_keep_every_triple(
+    run_cli: Any, monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    for against in ("published", "aic", "published-datacenter"):
+        monkeypatch.delenv("COLUMNS", raising=False)
+        wide = run_cli("simulate", "--calibration-report", "--against", against)
+        monkeypatch.setenv("COLUMNS", str(width))
+        narrow = run_cli("simulate", "--calibration-report", "--against", against)
+        assert wide.exit_code == narrow.exit_code == 0, narrow.stderr
+        assert max(len(line) for line in wide.stdout.splitlines()) > 80  # a file keeps one line per row
+        _assert_fits(narrow.stdout, width)
+        assert _triples(narrow.stdout) == _triples(wide.stdout), against  # none cut, none lost
+        assert narrow.stdout.count("[MISSED]") == wide.stdout.count("[MISSED]"), against
+
+
+def test_doctor_and_schedule_fit(run_cli: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    res = run_cli("doctor", "--target", "llama-3.2-1b-instruct", "--draft", "eagle3-llama-3.2-1b-instruct")
+    assert res.exit_code in (0, 1, 2), res.stderr
+    _assert_fits(res.stdout, 60)
+    assert re.search(r"^ok +vocab: vocab_size 128256 in both$", res.stdout, re.MULTILINE)
+    res = run_cli("schedule", "-e", "sglang", "--out", tmp_path / "s.json")
+    assert res.exit_code == 0, res.stderr
+    messages = ("wrote ", "sglang flags:")  # one line each, as every message (the flags to paste)
+    table = [line for line in res.stdout.splitlines() if not line.startswith(messages)]
+    _assert_fits("\n".join(table), 60)
+    assert _triples(res.stdout)

@@ -24,6 +24,7 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
         format_aic_report,
         load_aic_reference,
     )
+    from specband.tables import terminal_width
 
     data = load_aic_reference()
     chosen: list = [profile] if profile is not None else list(data.profiles)
@@ -32,7 +33,7 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
     if refit:
         fits = [fit_profile_to_aic(name, data) for name in chosen]
         for fit in fits:
-            typer.echo(format_aic_fit(fit))
+            typer.echo(format_aic_fit(fit, terminal_width()))
         typer.echo("")
         chosen = [fit.profile for fit in fits]
         if write_profile is not None:
@@ -41,7 +42,7 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
             header = f"refitted from profile {profile} to {data.label} by specband simulate --refit --against aic"
             write_fn(fits[0].profile, write_profile, header=header, overwrite=force)
             say(f"wrote {write_profile}", err=True)
-    typer.echo(format_aic_report(aic_report(chosen, data)))
+    typer.echo(format_aic_report(aic_report(chosen, data), terminal_width()))
 
 
 def register(app: typer.Typer) -> None:
@@ -58,8 +59,9 @@ def simulate(request: SimulateRequest) -> None:
         return
     if r.against == "published-datacenter":  # checked: with --calibration-report, --profile alone
         from specband.sim.published import format_published_report, published_report
+        from specband.tables import terminal_width
 
-        typer.echo(format_published_report(published_report(r.profile)))
+        typer.echo(format_published_report(published_report(r.profile), terminal_width()))
         return
     if r.calibration_report:
         _report(r)
@@ -123,15 +125,16 @@ def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None
     from specband.sim.calibrate import format_fit, format_report, refit_profile
     from specband.sim.calibrate import write_profile as write_fn
     from specband.sim.model import SpeculativeDecodingModel
+    from specband.tables import terminal_width
 
     if r.refit:
         result = refit_profile(model, noise=True)  # type: ignore[arg-type]
         fitted = result.profile
-        typer.echo(format_fit(result))
+        typer.echo(format_fit(result, terminal_width()))
         typer.echo("")
         model = SpeculativeDecodingModel(fitted, model.target, model.draft)  # type: ignore[attr-defined]
         if r.write_profile is not None:
             header = f"refitted from profile {profile} by specband simulate --refit"
             write_fn(fitted, r.write_profile, header=header, overwrite=r.force)
             say(f"wrote {r.write_profile}", err=True)
-    typer.echo(format_report(report_fn(model)))  # type: ignore[arg-type]
+    typer.echo(format_report(report_fn(model), terminal_width()))  # type: ignore[arg-type]
