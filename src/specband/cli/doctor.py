@@ -34,13 +34,10 @@ def register(app: typer.Typer) -> None:
         2 on errors."""
         from specband.doctor import exit_status, run_doctor
         from specband.fileio import given_path
-        from specband.tables import terminal_width, wrap_lines
 
         for option, value in (("--target", target), ("--draft", draft)):
             given_path(option, value)  # an empty one is refused, not read as "."
         checks = run_doctor(target, draft)
-        width = terminal_width()  # each check's line wrapped under its message in a terminal
-        for check in checks:
-            for line in wrap_lines([check.line()], width, hang=6):
-                typer.echo(line)
+        for check in checks:  # one line per check (scripts read them; README, tests/test_readme.py)
+            typer.echo(check.line())
         raise typer.Exit(exit_status(checks))
