@@ -13,7 +13,8 @@ from tests.harness.conftest import TIME_SCALE, emulator_command, free_port, proc
 
 from specband.devices.base import Clock
 from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
-from specband.emulator.server import parse_fault, parse_launch_args
+from specband.emulator.faults import parse_fault
+from specband.emulator.launchargs import parse_launch_args
 from specband.errors import ConfigError
 from specband.harness.client import fetch_server_info, run_batch
 from specband.harness.server import (

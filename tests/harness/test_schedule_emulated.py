@@ -17,7 +17,7 @@ from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
 
 from specband.devices.base import Clock
 from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
-from specband.emulator.server import parse_launch_args
+from specband.emulator.launchargs import parse_launch_args
 from specband.errors import ConfigError
 from specband.harness.server import (
     SGLANG_ENV,

@@ -158,7 +158,9 @@ def emulate_command(ctx: typer.Context, **values: Any) -> None:
     """An sglang-compatible server driven by a performance model. Takes sglang's
     launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
     from specband.devices.base import Clock
-    from specband.emulator.server import EmulatorOptions, parse_fault, serve
+    from specband.emulator.faults import parse_fault
+    from specband.emulator.options import EmulatorOptions
+    from specband.emulator.server import serve
 
     r = EmulateRequest(**values)
     with _plain_warnings():
