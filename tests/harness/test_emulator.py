@@ -17,14 +17,9 @@ from specband.emulator.faults import parse_fault
 from specband.emulator.launchargs import parse_launch_args
 from specband.errors import ConfigError
 from specband.harness.client import fetch_server_info, run_batch
-from specband.harness.server import (
-    SGLANG_ENV,
-    LaunchError,
-    PortInUseError,
-    ServerConfig,
-    ServerProcess,
-    build_launch_command,
-)
+from specband.harness.failures import LaunchError, PortInUseError
+from specband.harness.server import ServerProcess
+from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
 from specband.sim import build_model
 
 #: The performance model behind the emulator in these tests (``SPECBAND_EMULATOR_MODEL=calibrated``).

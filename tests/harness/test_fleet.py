@@ -160,7 +160,7 @@ def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int 
     from specband.emulator.env import STATE_ENV, TIME_SCALE_ENV
     from specband.harness.fleet import GpuWorkerSetup
     from specband.harness.runner import MeasureSettings
-    from specband.harness.server import ServerConfig
+    from specband.harness.serverconfig import ServerConfig
     from specband.harness.sweep import run_sweep
     from specband.harness.workers import RayPool
 

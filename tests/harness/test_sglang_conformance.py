@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from specband.actions import ACTIONS, EXTENDED_ACTIONS
-from specband.harness.server import ServerConfig, build_launch_command
+from specband.harness.serverconfig import ServerConfig, build_launch_command
 from specband.harness.sglang_flags import (
     NEWEST_VERSION,
     STRICT_FLAGS_FILE,

@@ -27,7 +27,7 @@ from specband.errors import ConfigError, DataError, InvalidActionError
 from specband.fileio import write_jsonl_atomic
 from specband.harness.pipeline import GridPoint
 from specband.harness.runner import MeasureSettings
-from specband.harness.server import ServerConfig
+from specband.harness.serverconfig import ServerConfig
 from specband.harness.sweep import check_resumable, check_same_logging, check_same_world, parse_rows
 from specband.limits import is_int
 from specband.sim.sweep import check_out_path

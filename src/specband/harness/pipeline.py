@@ -48,7 +48,7 @@ from specband.harness.runner import (
     measure_on_server,
     measured_record,
 )
-from specband.harness.server import build_launch_command
+from specband.harness.serverconfig import build_launch_command
 from specband.record import SweepRecord
 
 __all__ = [

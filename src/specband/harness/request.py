@@ -597,7 +597,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     from specband.batchlist import parse_batch_sizes
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
-    from specband.harness.server import ServerConfig, split_server_args
+    from specband.harness.serverconfig import ServerConfig, split_server_args
     from specband.harness.sglang_flags import NEWEST_VERSION
     from specband.harness.shards import parse_shard
 
@@ -700,7 +700,7 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     """What ``sweep --dry-run`` prints: the sglang release, then every server command line
     in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``."""
     from specband.harness.pipeline import SweepPlan, grid
-    from specband.harness.server import format_launch
+    from specband.harness.serverconfig import format_launch
     from specband.harness.sweep import existing_rows, planned_sweep
 
     r = job.request

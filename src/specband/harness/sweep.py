@@ -25,10 +25,10 @@ compatibility, port free, log folder writable) runs before the emulated GPU stat
 log folder or the output is written, so a refused sweep leaves its folder as it was.
 A launch that fails is retried once at ``retry_mem_fraction``; a run that still fails
 becomes an error row. A server command that cannot be run at all
-(:class:`~specband.harness.server.LauncherError`: not found, not executable, exit status
+(:class:`~specband.harness.failures.LauncherError`: not found, not executable, exit status
 126/127 before ``/health``, ``python -m`` of a module that is not installed, ``python``
 of a script that does not exist) and a command line sglang refuses
-(:class:`~specband.harness.server.ServerArgsError`: its parser's ``error:``, the same for
+(:class:`~specband.harness.failures.ServerArgsError`: its parser's ``error:``, the same for
 every action) are configuration errors: the sweep stops at once, writing no row for it (rows already in the
 file stay; a file this sweep created and left empty is removed). Ctrl-C and SIGTERM stop
 the running server (without waiting for a request in flight) and leave the file with complete
@@ -68,8 +68,8 @@ from specband.harness.pipeline import (
     SweepSummary,
     grid,
 )
+from specband.harness.procfs import wait_port_free
 from specband.harness.runner import MeasureSettings
-from specband.harness.server import wait_port_free
 from specband.harness.shards import ShardSpec, shard_plan, shard_runs
 from specband.harness.workers import LocalGpuPool, WorkerPool
 from specband.jsonl import parse_jsonl
