@@ -23,7 +23,7 @@ from tests.harness.conftest import (
 )
 
 from specband.dataset import load_sweep
-from specband.harness.sweep import read_rows_for_resume
+from specband.harness.sweepfile import read_rows_for_resume
 
 #: Emulated seconds a launch and a request may take (600 s real, as ``sweep_args`` gives):
 #: several emulators run at once on a busy machine.

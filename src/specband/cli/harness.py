@@ -261,7 +261,7 @@ def _run_sweep(job: Any) -> None:
 def _report_adaptive(out: Path, points: Any, repeats: int) -> None:
     """Print the runs and GPU-seconds the adaptive sweep saved."""
     from specband.harness.adaptive import adaptive_savings
-    from specband.harness.sweep import read_rows_for_resume
+    from specband.harness.sweepfile import read_rows_for_resume
 
     saved = adaptive_savings(read_rows_for_resume(out), points, repeats)
     typer.echo(

@@ -443,7 +443,7 @@ class NoReporter:
 
 
 class RowAppender(Protocol):
-    """Where rows go (:class:`specband.harness.sweep.RowWriter`: one fsynced line each)."""
+    """Where rows go (:class:`specband.harness.sweepfile.RowWriter`: one fsynced line each)."""
 
     def append(self, row: dict[str, Any]) -> None:
         """Write one row durably."""

@@ -700,8 +700,9 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     """What ``sweep --dry-run`` prints: the sglang release, then every server command line
     in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``."""
     from specband.harness.pipeline import SweepPlan, grid
+    from specband.harness.resume import planned_sweep
     from specband.harness.serverconfig import format_launch
-    from specband.harness.sweep import existing_rows, planned_sweep
+    from specband.harness.sweepfile import existing_rows
 
     r = job.request
     plan, _ = planned_sweep(
