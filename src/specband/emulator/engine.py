@@ -27,7 +27,7 @@ from specband.emulator.launchargs import LaunchArgs
 from specband.emulator.options import EmulatorOptions
 from specband.schedule import AdaptiveController, chain_action
 
-__all__ = ["DECODE_LOG_INTERVAL", "Engine"]
+__all__ = ["DECODE_LOG_INTERVAL", "Engine", "EngineRequest"]
 
 #: Decode iterations per ``step_time_dict`` value (sglang's ``--decode-log-interval``
 #: default, 40).
@@ -35,7 +35,11 @@ DECODE_LOG_INTERVAL = 40
 
 
 @dataclass
-class _Request:
+class EngineRequest:
+    """One ``/generate`` prompt (or vLLM completion) in the scheduler: queued, decoding, then
+    done (``done`` set; ``error`` when the server stopped first). Times are real
+    :func:`time.monotonic` seconds."""
+
     max_new_tokens: int
     prompt_tokens: int
     arrived_real: float
@@ -70,8 +74,8 @@ class Engine:
         self.scale = options.time_scale
         self.rng = random.Random(hash((options.seed, launch.max_running_requests, tuple(launch.action))) & 0xFFFFFFFF)
         self.cond = threading.Condition()
-        self.waiting: deque[_Request] = deque()
-        self.running: list[_Request] = []
+        self.waiting: deque[EngineRequest] = deque()
+        self.running: list[EngineRequest] = []
         self.step_time_dict: dict[int, list[float]] = {}
         self.decode_ct = 0
         #: emulated seconds since the last step_time_dict value: decode steps, prefills and
@@ -106,9 +110,9 @@ class Engine:
             self.stopped = True
             self.cond.notify_all()
 
-    def submit(self, max_new_tokens: int, prompt_tokens: int) -> _Request:
+    def submit(self, max_new_tokens: int, prompt_tokens: int) -> EngineRequest:
         """Queue one request; wait on ``request.done``."""
-        req = _Request(max_new_tokens, prompt_tokens, time.monotonic())
+        req = EngineRequest(max_new_tokens, prompt_tokens, time.monotonic())
         with self.cond:
             self.waiting.append(req)
             self.cond.notify_all()
@@ -128,7 +132,7 @@ class Engine:
                 state["adaptive_steps_by_batch_size"] = {
                     str(k): sorted(v) for k, v in sorted(self.steps_by_batch_size.items())
                 }
-            if self.options.record_step_time and not self._fault("missing_step_times"):
+            if self.options.record_step_time and not self.has_fault("missing_step_times"):
                 state["step_time_dict"] = {str(k): list(v) for k, v in self.step_time_dict.items()}
         return state
 
@@ -141,10 +145,12 @@ class Engine:
             self.cum_accept_count = 0
             return True
 
-    def _fault(self, kind: str) -> bool:
+    def has_fault(self, kind: str) -> bool:
+        """True when a fault of ``kind`` applies to this launch."""
         return any(f.kind == kind and f.applies_to(self.launch) for f in self.options.faults)
 
-    def _set_idle(self) -> None:
+    def set_idle(self) -> None:
+        """Put the emulated GPU at idle power (model weights still in memory)."""
         temp = self.gpu.read().temp_c
         self.gpu.update(
             power_w=float(self.model.idle_power_w),
@@ -178,7 +184,7 @@ class Engine:
                     idle_from = idle_from or time.monotonic()
                     if busy:
                         busy = False
-                        self._set_idle()
+                        self.set_idle()
                     self.cond.wait()
                 if self.stopped:
                     for r in [*self.running, *self.waiting]:
@@ -205,7 +211,7 @@ class Engine:
                 mem_used_mb=self.mem_used_mb,
                 owner_pid=os.getpid(),
             )
-            rejected = action.is_baseline or self._fault("draft_rejected")
+            rejected = action.is_baseline or self.has_fault("draft_rejected")
             accept = 1.0 if rejected else min(float(pred.accept_length), action.speculative_num_steps + 1.0)
             base, frac = math.floor(accept), accept - math.floor(accept)
             chunk_start = emul
@@ -214,7 +220,7 @@ class Engine:
             if idle_from is not None:  # the idle gap goes into the next step_time_dict value, as in sglang
                 self.emul_since_tic += (time.monotonic() - idle_from) / self.scale
                 idle_from = None
-            finished: list[_Request] = []
+            finished: list[EngineRequest] = []
             tokens_out = 0
             while True:
                 dt = float(pred.step_time_s) * math.exp(sigma * self.rng.gauss(0.0, 1.0) - 0.5 * sigma * sigma)

@@ -52,7 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from specband.emulator.engine import Engine, _Request
+from specband.emulator.engine import Engine, EngineRequest
 from specband.emulator.gpu import EmulatedGpu
 from specband.emulator.launchargs import LaunchArgs, _log, parse_launch_args
 from specband.emulator.options import EmulatorOptions
@@ -156,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
         if max_tokens <= 0:
             self._send(400, _json_bytes({"error": {"message": "max_tokens must be at least 1", "code": 400}}))
             return
-        if em.engine._fault("hung_requests"):
+        if em.engine.has_fault("hung_requests"):
             _log("request received (fault injected: hung_requests): never answering")
             threading.Event().wait()
         prompt_tokens = _prompt_tokens(body["prompt"])
@@ -206,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         if max_new <= 0:
             self._send(400, _json_bytes({"error": {"message": "max_new_tokens must be > 0"}}))
             return
-        if em.engine._fault("hung_requests"):
+        if em.engine.has_fault("hung_requests"):
             _log("request received (fault injected: hung_requests): never answering")
             threading.Event().wait()
         reqs = [em.engine.submit(max_new, _prompt_tokens(p)) for p in prompts]
@@ -247,7 +247,7 @@ class _Emulator:
             return True
         return (time.monotonic() - self.bound_real) / self.options.time_scale >= self.health_delay_s
 
-    def response(self, r: _Request) -> dict[str, Any]:
+    def response(self, r: EngineRequest) -> dict[str, Any]:
         tokens = r.max_new_tokens
         meta: dict[str, Any] = {
             "id": uuid.uuid4().hex,
@@ -379,7 +379,7 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
             )
             return 1
         Handler.emulator = _Emulator(launch, options, engine, health_delay)
-        engine._set_idle()
+        engine.set_idle()
         engine.start()
         if launch.engine == "vllm":  # uvicorn's line, as the real vLLM server logs it
             print("INFO:     Application startup complete.", flush=True)
