@@ -90,6 +90,7 @@ def run_sweep(  # noqa: PLR0913
     clock: Clock | None = None,
     reporter: SweepReporter | None = None,
     allow_rope_mismatch: bool = False,
+    check_pair: bool = True,
     shard: ShardSpec | None = None,
     pool: WorkerPool | None = None,
     setup: WorkerSetup | None = None,
@@ -127,6 +128,8 @@ def run_sweep(  # noqa: PLR0913
         reporter: progress callbacks.
         allow_rope_mismatch: launch even when the draft's RoPE settings differ from the
             target's (:func:`specband.pairchecks.check_pair_before_launch`).
+        check_pair: run that check here (``False``: the caller ran it and said its note,
+            as :func:`specband.harness.request.build_sweep` does).
         shard: measure only this shard's runs (:mod:`specband.harness.shards`, computed
             over the whole sweep); the others count neither as done nor as skipped.
         pool, setup: run the units on ``pool``'s workers, each with the executor
@@ -169,11 +172,12 @@ def run_sweep(  # noqa: PLR0913
         raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
         raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
-    from specband.pairchecks import check_pair_before_launch
+    if check_pair:
+        from specband.pairchecks import check_pair_before_launch
 
-    check_pair_before_launch(
-        settings.server.model_path, settings.server.draft_model_path, allow_rope_mismatch=allow_rope_mismatch
-    )
+        check_pair_before_launch(
+            settings.server.model_path, settings.server.draft_model_path, allow_rope_mismatch=allow_rope_mismatch
+        )
     with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
         # every check first, writing nothing: a refused sweep leaves the folder as it was
         numbered, complete = parse_rows(out_path)
