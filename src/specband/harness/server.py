@@ -74,7 +74,7 @@ class ServerProcess:
     """One server process group.
 
     Args:
-        command: the launch command (see :func:`build_launch_command`).
+        command: the launch command (see :func:`~specband.harness.serverconfig.build_launch_command`).
         host, port: where it will listen.
         log_path: its stdout and stderr go here (appended).
         env: the full environment (``None``: this process's plus :data:`SGLANG_ENV`).

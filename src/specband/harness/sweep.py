@@ -292,7 +292,7 @@ def _make_log_dir(path: Path) -> list[Path]:
     can be created in it.
 
     Returns:
-        the folders created, deepest first (for :func:`_remove_empty_dirs`).
+        the folders created, deepest first (for :func:`~specband.harness.sweeplock.remove_empty_dirs`).
 
     Raises:
         HarnessError: it cannot be created
