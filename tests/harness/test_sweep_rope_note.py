@@ -38,6 +38,13 @@ def test_sweep_and_its_dry_run_say_the_note_launch_says(run_cli, sweep_args, tmp
     assert _rope_notes(run.stderr) == notes
     assert len(out.read_text().splitlines()) == 1  # it measured: the note is not a refusal
 
+    # a refused sweep says its one error line only: notes come once every check passed
+    refused = run_cli(*sweep_args, *grid, "--out", out)  # rows there, no --resume
+    assert refused.exit_code == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {out} already has 1 rows; pass --resume to continue it or choose another --out"
+    ]
+
 
 def test_no_note_when_the_check_ran(run_cli, sweep_args, tmp_path: Path) -> None:
     for name in ("llama-3.2-1b-instruct", "eagle3-llama-3.2-1b-instruct"):  # a pair whose RoPE settings match
