@@ -52,13 +52,23 @@ def test_the_extended_grid_runs_end_to_end_on_the_emulator(run_cli, sweep_args, 
     table = json.loads((models / "lookup_table" / "model.json").read_text())
     assert pick["action"] == table["1"]["config"] and pick["action_set"] == "extended"
 
+    # the schedule's K per batch size is the best chain by the folder's measured mean reward
+    # (topk 1 and the baseline, lowest index on ties); on an emulator timed by the wall clock a
+    # loaded machine can make the baseline best at both batch sizes, and then vLLM's schedule
+    # is refused (K = 0 everywhere): both outcomes are read from the data, never assumed
+    best = {}
+    for bs in ("1", "2"):
+        means = manifest["batch_sizes"][bs]["mean_reward"]
+        chains = {i: m for i, m in means.items() if EXTENDED_ACTIONS[int(i)][1] <= 1}
+        best[int(bs)] = EXTENDED_ACTIONS[int(max(chains, key=lambda i: (chains[i], -int(i))))][0]
     sched = tmp_path / "schedule.json"
     res = run_cli("schedule", "--engine", "vllm", "--models", models, "--actions", "extended", "--out", sched)
+    if not any(best.values()):
+        assert res.exit_code == 2 and "the schedule never speculates" in one_error_line(res.stderr)
+        assert not sched.exists()
+        return
     assert res.exit_code == 0, res.stderr
-    config = json.loads(sched.read_text())
-    means = manifest["batch_sizes"]["1"]["mean_reward"]
-    chains = {i: m for i, m in means.items() if EXTENDED_ACTIONS[int(i)][1] <= 1}  # topk 1 and the baseline
-    best = EXTENDED_ACTIONS[int(max(chains, key=lambda i: (chains[i], -int(i))))]
-    ranges = config["num_speculative_tokens_per_batch_size"]
-    assert next(n for lo, hi, n in ranges if lo <= 1 <= hi) == best[0]
+    ranges = json.loads(sched.read_text())["num_speculative_tokens_per_batch_size"]
+    for bs, k in best.items():
+        assert next(n for lo, hi, n in ranges if lo <= bs <= hi) == k
     assert {n for _, _, n in ranges} <= {0, 3, 7}
