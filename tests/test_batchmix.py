@@ -116,7 +116,7 @@ def test_own_picks_are_recommends_picks(algo):
     scorer = load_scorer(algo, None)
     for bs in scorer.batch_sizes:
         pick = pick_for_mix(scorer, {bs: 1.0})
-        assert pick.rows[0].own_index == pick.index == recommend(bs, algo).pick["action_index"]
+        assert pick.rows[0].own_index == pick.index == recommend(bs, algo).pick.action_index
 
 
 def test_recommend_batch_mix_cli(run_cli, tmp_path):

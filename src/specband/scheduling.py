@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specband.actions import EXTENDED_ACTIONS, Action
+from specband.results import SchedulePick
 
 if TYPE_CHECKING:
     from specband.transfer import UserSetup
@@ -28,6 +29,7 @@ from specband.schedule import (
 __all__ = [
     "ENGINES",
     "MixRecommendation",
+    "SchedulePick",
     "ScheduleRequest",
     "WrittenSchedule",
     "new_auto_schedule_file",
@@ -70,7 +72,7 @@ def schedule_for_launch(
     trust_pickle: bool = False,
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
-) -> dict[str, Any]:
+) -> SchedulePick:
     """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
     has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
 
@@ -81,9 +83,10 @@ def schedule_for_launch(
     line names ``<log>.schedule-XXXXXXXX.json``.
 
     Returns:
-        ``path`` (the config file), ``entries`` (tier -> entry), ``action`` (the chain
-        config sglang starts from: ``--speculative-num-steps`` = sglang's own default) and
-        ``extra_args`` (``--speculative-adaptive --speculative-adaptive-config FILE``).
+        a :class:`~specband.results.SchedulePick` (engine ``sglang``): ``path`` (the config
+        file), ``tiers`` (tier -> entry), ``action`` (the chain config sglang starts from:
+        ``--speculative-num-steps`` = sglang's own default) and ``extra_args``
+        (``--speculative-adaptive --speculative-adaptive-config FILE``).
 
     Raises:
         ConfigError: an unreadable or invalid file, or a schedule that never speculates.
@@ -116,12 +119,13 @@ def schedule_for_launch(
         path = Path(schedule)
         entries = sch.read_sglang_adaptive_config(path)
     flags = sch.sglang_schedule_flags(path, entries, None)
-    return {
-        "path": path,
-        "entries": entries,
-        "action": sch.chain_action(sch.sglang_initial_steps(entries)),
-        "extra_args": flags[flags.index("--speculative-adaptive") :],
-    }
+    return SchedulePick(
+        engine="sglang",
+        path=path,
+        action=sch.chain_action(sch.sglang_initial_steps(entries)),
+        tiers=entries,
+        extra_args=tuple(flags[flags.index("--speculative-adaptive") :]),
+    )
 
 
 def vllm_schedule_for_launch(
@@ -135,7 +139,7 @@ def vllm_schedule_for_launch(
     trust_pickle: bool = False,
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
-) -> dict[str, Any]:
+) -> SchedulePick:
     """The per-batch-size part of ``specband launch --engine vllm --schedule FILE|auto``:
     ``FILE`` is a ``--speculative-config`` object (``specband schedule --engine vllm``'s
     output), checked with vLLM's rules (:func:`specband.schedule.check_vllm_schedule`) and
@@ -144,8 +148,9 @@ def vllm_schedule_for_launch(
     line).
 
     Returns:
-        ``path`` (the file, or ``auto``), ``entries`` (``[start, end, K]`` ranges), ``action``
-        (the chain of the largest K, ``num_speculative_tokens``) and ``speculative_config``.
+        a :class:`~specband.results.SchedulePick` (engine ``vllm``): ``path`` (the file, or
+        ``auto``), ``ranges`` (``(start, end, K)``), ``action`` (the chain of the largest K,
+        ``num_speculative_tokens``) and ``speculative_config``.
 
     Raises:
         ConfigError: an unreadable or invalid file, or a schedule that never speculates.
@@ -182,7 +187,9 @@ def vllm_schedule_for_launch(
     except ConfigError as exc:
         raise ConfigError(f"--schedule {schedule}: {exc}") from None
     k = int(obj["num_speculative_tokens"])
-    return {"path": schedule, "entries": ranges, "action": sch.chain_action(k), "speculative_config": obj}
+    return SchedulePick(
+        engine="vllm", path=schedule, action=sch.chain_action(k), tiers={}, ranges=tuple(ranges), speculative_config=obj
+    )
 
 
 @dataclass(frozen=True)

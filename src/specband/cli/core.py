@@ -97,10 +97,10 @@ def recommend_command(request: RecommendRequest) -> None:
         _note(line)
     result = decided.pick
     if request.output_format == "json":
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(json.dumps(result.to_json(), indent=2))
     else:
-        typer.echo(shlex.join(result["flags"]))
-    if result["action"] == [0, 0, 0]:
+        typer.echo(shlex.join(result.flags))
+    if result.action.is_baseline:
         _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
     elif request.draft_model is None:
         _note(
@@ -118,8 +118,8 @@ def _print_power_limit(decided: Any, request: RecommendRequest) -> None:
         _note(line)
     answer = power_limit_pick(decided, request.draft_model)
     if request.output_format == "json":
-        typer.echo(json.dumps(answer, indent=2))
+        typer.echo(json.dumps(answer.to_json(), indent=2))
         return
-    typer.echo(answer["nvidia_smi"])
-    typer.echo(shlex.join(answer["flags"]))
+    typer.echo(answer.nvidia_smi)
+    typer.echo(shlex.join(answer.flags))
     _note(power_limit_summary(decided))
