@@ -15,7 +15,7 @@ from specband.actions import EXTENDED_ACTIONS, Action
 from specband.results import SchedulePick
 
 if TYPE_CHECKING:
-    from specband.transfer import UserSetup
+    from specband.transfer import TransferCheck, UserSetup
 from specband.schedule import (
     PolicyScorer,
     load_scorer,
@@ -202,7 +202,9 @@ class MixRecommendation:
         mix: batch size -> weight (normalised).
         pick: the :class:`~specband.batchmix.MixPick` (expected reward and regret, per-batch-size rows).
         draft_model: ``--draft-model`` (or ``None``).
-        notes: the loading notes, in order.
+        notes: the loading notes and the transfer check's warnings, in order.
+        transfer: the transfer check (:class:`~specband.transfer.TransferCheck`: the
+            differences taken with ``--allow-transfer``), or ``None`` when not checked.
     """
 
     algorithm: str
@@ -211,6 +213,7 @@ class MixRecommendation:
     pick: Any
     draft_model: str | None = None
     notes: tuple[str, ...] = ()
+    transfer: TransferCheck | None = None
 
     @property
     def action(self) -> Action:
@@ -246,13 +249,18 @@ class MixRecommendation:
         }
 
 
-def recommend_mix(request: Any) -> MixRecommendation:
+def recommend_mix(request: Any, setup: UserSetup | None = None) -> MixRecommendation:
     """The single config with the best expected reward over the batch-size mix of a
     :class:`~specband.recommend.RecommendRequest` (``--batch-mix`` or ``--batch-mix-from``),
-    the policy loaded as ``recommend`` loads it (``--trust-pickle`` and the notes included).
+    the policy loaded as ``recommend`` loads it (``--trust-pickle`` and the notes included)
+    and the user's ``setup`` (:func:`specband.usersetup.user_setup`) checked against the
+    data's as ``recommend`` checks it (:func:`specband.schedule.check_scorer_transfer`:
+    ``request.allow_transfer`` takes another setup's pick, its differences as notes);
+    ``None``: not checked.
 
     Raises:
-        ConfigError / DataError: a bad mix or metrics file; the loading errors of
+        ConfigError / DataError: a bad mix or metrics file; TransferError: the data is from
+        another setup and ``--allow-transfer`` was not given; the loading errors of
         :func:`specband.recommend.load_models`.
     """
     import dataclasses
@@ -268,9 +276,15 @@ def recommend_mix(request: Any) -> MixRecommendation:
 
     with use_action_set(request.actions):
         scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
+        transfer = None
+        if setup is not None:  # before picking, as for one batch size: a refused transfer picks nothing
+            from specband.schedule import check_scorer_transfer
+
+            transfer = check_scorer_transfer(scorer, setup, allow=request.allow_transfer)
         scorer = dataclasses.replace(scorer, telemetry=request.state)
         pick = pick_for_mix(scorer, mix)
-    return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, scorer.notes)
+    notes = (*scorer.notes, *(() if transfer is None else transfer.warnings))
+    return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, notes, transfer)
 
 
 #: ``specband schedule --engine`` values.

@@ -63,16 +63,18 @@ def actions_command(
 def recommend_command(request: RecommendRequest) -> None:
     """Print the sglang flags for a batch size, ready to paste after
     `python -m sglang.launch_server`."""
+    from specband.usersetup import user_setup
+
     if request.is_mix:
         from specband.cli.schedule import print_mix_recommendation
         from specband.scheduling import recommend_mix
 
-        print_mix_recommendation(recommend_mix(request), request.output_format)
+        mix_setup = user_setup(request.target, request.draft_model, request.gpu)
+        print_mix_recommendation(recommend_mix(request, mix_setup), request.output_format)
         return
     from specband.actions import use_action_set
     from specband.explain import answer_lines
     from specband.recommend import power_limit_recommendation, recommend_request
-    from specband.usersetup import user_setup
 
     with use_action_set(request.actions):  # a folder is read against its action set
         setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
