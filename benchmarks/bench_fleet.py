@@ -140,7 +140,7 @@ def _sweep_args(out: Path, port: int, runs: int) -> list[str]:
 
 def _timed_cli(args: list[str]) -> tuple[float, int]:
     from specband.cli import main
-    from specband.harness.sweep import read_rows_for_resume
+    from specband.harness.sweepfile import read_rows_for_resume
 
     t0 = time.perf_counter()
     try:

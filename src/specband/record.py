@@ -48,7 +48,7 @@ _ENVIRONMENT_REASONS = ("port_in_use", "launch_timeout")
 
 def error_class_of(error: str) -> str:
     """The class (:data:`ERROR_CLASSES`) of an ``error`` text as the sweep writes it
-    (``launch_failed: <reason>...`` from :class:`specband.harness.server.LaunchError`,
+    (``launch_failed: <reason>...`` from :class:`specband.harness.failures.LaunchError`,
     ``server_died_mid_batch: ...``, or a failed request)."""
     text = error.strip()
     if text.startswith("launch_failed: "):

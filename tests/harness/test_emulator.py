@@ -13,17 +13,13 @@ from tests.harness.conftest import TIME_SCALE, emulator_command, free_port, proc
 
 from specband.devices.base import Clock
 from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
-from specband.emulator.server import parse_fault, parse_launch_args
+from specband.emulator.faults import parse_fault
+from specband.emulator.launchargs import parse_launch_args
 from specband.errors import ConfigError
 from specband.harness.client import fetch_server_info, run_batch
-from specband.harness.server import (
-    SGLANG_ENV,
-    LaunchError,
-    PortInUseError,
-    ServerConfig,
-    ServerProcess,
-    build_launch_command,
-)
+from specband.harness.failures import LaunchError, PortInUseError
+from specband.harness.server import ServerProcess
+from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
 from specband.sim import build_model
 
 #: The performance model behind the emulator in these tests (``SPECBAND_EMULATOR_MODEL=calibrated``).

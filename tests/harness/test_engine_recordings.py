@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specband.harness.server import ServerConfig, ServerProcess, build_launch_command
+from specband.harness.server import ServerProcess
+from specband.harness.serverconfig import ServerConfig, build_launch_command
 from specband.harness.vllm import parse_spec_decode_metrics
 
 from .conftest import TIME_SCALE, emulator_command

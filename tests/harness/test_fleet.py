@@ -23,7 +23,7 @@ from tests.harness.conftest import (
 )
 
 from specband.dataset import load_sweep
-from specband.harness.sweep import read_rows_for_resume
+from specband.harness.sweepfile import read_rows_for_resume
 
 #: Emulated seconds a launch and a request may take (600 s real, as ``sweep_args`` gives):
 #: several emulators run at once on a busy machine.
@@ -160,7 +160,7 @@ def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int 
     from specband.emulator.env import STATE_ENV, TIME_SCALE_ENV
     from specband.harness.fleet import GpuWorkerSetup
     from specband.harness.runner import MeasureSettings
-    from specband.harness.server import ServerConfig
+    from specband.harness.serverconfig import ServerConfig
     from specband.harness.sweep import run_sweep
     from specband.harness.workers import RayPool
 

@@ -17,14 +17,10 @@ from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
 
 from specband.devices.base import Clock
 from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
-from specband.emulator.server import parse_launch_args
+from specband.emulator.launchargs import parse_launch_args
 from specband.errors import ConfigError
-from specband.harness.server import (
-    SGLANG_ENV,
-    ServerConfig,
-    ServerProcess,
-    build_launch_command,
-)
+from specband.harness.server import ServerProcess
+from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
 
 SPEC = ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1"]
 

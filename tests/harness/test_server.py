@@ -16,17 +16,10 @@ from tests.harness.conftest import processes_with
 
 from specband.devices.base import Clock
 from specband.errors import ConfigError
-from specband.harness.server import (
-    SGLANG_ENV,
-    LaunchError,
-    PortInUseError,
-    ServerConfig,
-    ServerProcess,
-    build_launch_command,
-    classify_failure,
-    group_members,
-    split_server_args,
-)
+from specband.harness.failures import LaunchError, PortInUseError, classify_failure
+from specband.harness.procfs import group_members
+from specband.harness.server import ServerProcess
+from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command, split_server_args
 
 
 def _flag(cmd: list[str], name: str) -> str | None:
@@ -352,7 +345,7 @@ def test_an_unwritable_server_log_is_a_harness_error_and_starts_nothing(tmp_path
 
 
 def test_launcher_failure_tells_a_command_that_cannot_run_from_a_failed_launch():
-    from specband.harness.server import launcher_failure
+    from specband.harness.failures import launcher_failure
 
     header = "\n=== specband launch 2026-01-01T00:00:00: x --port 1\n"
     sglang = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m"]

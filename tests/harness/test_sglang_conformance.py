@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from specband.actions import ACTIONS, EXTENDED_ACTIONS
-from specband.harness.server import ServerConfig, build_launch_command
+from specband.harness.serverconfig import ServerConfig, build_launch_command
 from specband.harness.sglang_flags import (
     NEWEST_VERSION,
     STRICT_FLAGS_FILE,
@@ -244,7 +244,7 @@ def test_the_strict_parser_refuses_what_sglang_refuses_with_its_message(sglang, 
 
 
 def test_the_emulator_uses_sglangs_parser_and_resolves_as_sglang(sglang, models, monkeypatch, capsys):
-    from specband.emulator.server import SGLANG_PARSER_ENV, parse_launch_args
+    from specband.emulator.launchargs import SGLANG_PARSER_ENV, parse_launch_args
     from specband.errors import ConfigError
 
     target, draft = models

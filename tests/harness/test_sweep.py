@@ -27,7 +27,7 @@ from tests.harness.conftest import (
 from specband.actions import ACTIONS
 from specband.dataset import SWEEP_COLUMNS, load_sweep
 from specband.harness.pipeline import grid
-from specband.harness.sweep import read_rows_for_resume
+from specband.harness.sweepfile import read_rows_for_resume
 from specband.record import EXTRA_COLUMNS
 from specband.sim import build_model
 
@@ -462,7 +462,7 @@ def test_a_lock_left_by_a_killed_sweep_is_taken_over(run_cli, sweep_args, tmp_pa
 def test_the_lock_is_exclusive_and_released():
     import tempfile
 
-    from specband.harness.sweep import SweepBusyError, SweepLock
+    from specband.harness.sweeplock import SweepBusyError, SweepLock
 
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "new" / "s.jsonl"

@@ -11,7 +11,7 @@ import pytest
 
 from specband.actions import ACTIONS
 from specband.errors import ConfigError
-from specband.harness.server import ServerConfig, build_launch_command, check_server_env, split_server_args
+from specband.harness.serverconfig import ServerConfig, build_launch_command, check_server_env, split_server_args
 from specband.harness.sglang_flags import NEWEST_VERSION, detect_sglang_version, parse_version, strict_parser
 from specband.record import EXTRA_COLUMNS
 

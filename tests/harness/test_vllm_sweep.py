@@ -17,7 +17,8 @@ from specband.dataset import load_sweep
 from specband.errors import ConfigError, DataError
 from specband.harness.merge import merge_shards
 from specband.harness.request import SweepRequest, build_sweep, dry_run_lines
-from specband.harness.server import ServerConfig, ServerProcess, build_launch_command
+from specband.harness.server import ServerProcess
+from specband.harness.serverconfig import ServerConfig, build_launch_command
 from specband.harness.vllm import parse_spec_decode_metrics
 from specband.harness.vllm_launch import VLLM_ACTIONS
 

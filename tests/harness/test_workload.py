@@ -11,7 +11,7 @@ import pytest
 
 from specband.errors import ConfigError, DataError
 from specband.harness.runner import MeasureSettings
-from specband.harness.server import ServerConfig
+from specband.harness.serverconfig import ServerConfig
 from specband.harness.workload import load_prompts
 
 from .conftest import one_error_line

@@ -265,6 +265,17 @@ def test_sweep_refuses_a_rope_mismatch_before_touching_anything(run_cli, tmp_pat
     assert not (tmp_path / "runs").exists()
 
 
+def test_sweep_dry_run_refuses_a_rope_mismatch_as_the_sweep_does(run_cli, tmp_path: Path, target, draft) -> None:
+    t, d = _write_pair(tmp_path, target, published_head(draft))
+    args = ("sweep", "--target", t, "--draft", d, "--out", tmp_path / "s.jsonl", "--device", "none", "--dry-run")
+    res = run_cli(*args)
+    assert res.exit_code == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: rope: draft 10000/None"), res.stderr
+    res = run_cli(*args, "--allow-rope-mismatch")
+    assert res.exit_code == 0 and f"--model-path {t}" in res.stdout and "RoPE" not in res.stderr
+
+
 def test_check_pair_before_launch_skips_what_it_cannot_read(tmp_path: Path) -> None:
     check_pair_before_launch("m", "d")  # a fake pair (tests, or a model not cached): nothing to check
     check_pair_before_launch("m", None)

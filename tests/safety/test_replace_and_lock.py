@@ -12,7 +12,8 @@ import pytest
 
 from specband.errors import ConfigError, SpecbandError
 from specband.fileio import check_out_path, replace_target, write_bytes_atomic, write_jsonl_atomic
-from specband.harness.sweep import RowWriter, SweepBusyError, SweepLock
+from specband.harness.sweepfile import RowWriter
+from specband.harness.sweeplock import SweepBusyError, SweepLock
 
 
 def _make(kind: str, folder: Path, outside: Path) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specband.errors import ConfigError
-from specband.harness.server import split_server_args
+from specband.harness.serverconfig import split_server_args
 from specband.harness.workers import check_pool_env
 
 

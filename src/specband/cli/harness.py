@@ -58,13 +58,15 @@ def _warn(message: str | None) -> None:
 
 class _RichReporter:
     """A rich progress bar with ETA on stderr, plus one line per finished run; ``warning``
-    (e.g. sglang not found) is printed once, when the sweep starts running: after every
-    check passed, so that bad input stays one ``error:`` line."""
+    (e.g. sglang not found) and ``notes`` (``--cpu``'s, a skipped RoPE check) are printed
+    once, when the sweep starts running: after every check passed, so that bad input stays
+    one ``error:`` line."""
 
-    def __init__(self, quiet: bool, warning: str | None = None) -> None:
+    def __init__(self, quiet: bool, warning: str | None = None, notes: tuple[str, ...] = ()) -> None:
         from rich.console import Console
 
         self.warning = warning
+        self.notes = notes
         self.quiet = quiet
         self.console = Console(stderr=True)
         self.progress: Any = None
@@ -84,6 +86,9 @@ class _RichReporter:
 
         _warn(self.warning)
         self.warning = None
+        for line in self.notes:
+            say(f"note: {line}", err=True)
+        self.notes = ()
         if skipped:
             self.console.print(f"resuming: {skipped} runs already in the file")
         if self.quiet:
@@ -158,7 +163,9 @@ def emulate_command(ctx: typer.Context, **values: Any) -> None:
     """An sglang-compatible server driven by a performance model. Takes sglang's
     launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
     from specband.devices.base import Clock
-    from specband.emulator.server import EmulatorOptions, parse_fault, serve
+    from specband.emulator.faults import parse_fault
+    from specband.emulator.options import EmulatorOptions
+    from specband.emulator.server import serve
 
     r = EmulateRequest(**values)
     with _plain_warnings():
@@ -235,9 +242,7 @@ def _run_sweep(job: Any) -> None:
     from specband.harness.pipeline import grid
     from specband.harness.request import run_sweep_job
 
-    for note in job.notes:
-        say(f"note: {note}", err=True)
-    reporter = _RichReporter(job.request.quiet, job.version_warning)
+    reporter = _RichReporter(job.request.quiet, job.version_warning, job.notes)
     try:
         # the device is opened by the sweep once it holds the lock on --out and every
         # check passed (a refused sweep creates no emulated GPU state)
@@ -259,7 +264,7 @@ def _run_sweep(job: Any) -> None:
 def _report_adaptive(out: Path, points: Any, repeats: int) -> None:
     """Print the runs and GPU-seconds the adaptive sweep saved."""
     from specband.harness.adaptive import adaptive_savings
-    from specband.harness.sweep import read_rows_for_resume
+    from specband.harness.sweepfile import read_rows_for_resume
 
     saved = adaptive_savings(read_rows_for_resume(out), points, repeats)
     typer.echo(

@@ -43,7 +43,7 @@ def launch_command(request: LaunchRequest) -> None:
     for line in plan.notes:
         note(line)
     if request.dry_run:
-        from specband.harness.server import format_launch
+        from specband.harness.serverconfig import format_launch
 
         engine = "vLLM" if plan.config.engine == "vllm" else "sglang"
         typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")

@@ -12,7 +12,7 @@ TIME_SCALE_ENV = "SPECBAND_TIME_SCALE"
 #: Environment variable with the hardware profile of the emulated GPU.
 HARDWARE_ENV = "SPECBAND_EMULATOR_HARDWARE"
 #: Environment variable with injected emulator faults, ``;``-separated (see
-#: :mod:`specband.emulator.server`).
+#: :mod:`specband.emulator.faults`).
 FAULTS_ENV = "SPECBAND_EMULATOR_FAULTS"
 #: Environment variable choosing the performance model (``calibrated`` or
 #: ``module:function``; see :mod:`specband.emulator.models`).

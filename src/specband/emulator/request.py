@@ -1,6 +1,6 @@
 """``specband emulate``'s own options (:class:`EmulateRequest`, declared once; each takes
 its default from the variable the sweep sets, :mod:`specband.emulator.env`). The sglang
-launch flags after them are parsed by :func:`specband.emulator.server.parse_launch_args`."""
+launch flags after them are parsed by :func:`specband.emulator.launchargs.parse_launch_args`."""
 
 from __future__ import annotations
 

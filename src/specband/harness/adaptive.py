@@ -239,7 +239,7 @@ def plan_pass(
 
     Args:
         rows: the sweep's rows so far (dicts as in the JSONL; ``index`` is the grid's).
-        points: the grid (:func:`specband.harness.sweep.grid`).
+        points: the grid (:func:`specband.harness.pipeline.grid`).
         repeat: the pass to plan (0: every point, no decisions).
         level, min_measurements: as :func:`decide`.
         reward_config: the reward's constants.

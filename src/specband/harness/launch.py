@@ -167,12 +167,12 @@ class LaunchPlan:
 
 
 def _check(r: LaunchRequest) -> tuple[Any, str | None]:
-    """Every option, before the GPU is read; the :class:`~specband.harness.server.ServerConfig`
+    """Every option, before the GPU is read; the :class:`~specband.harness.serverconfig.ServerConfig`
     and the note of a skipped RoPE check (or ``None``)."""
     from specband.artifacts import validate_algorithms
     from specband.errors import ConfigError
     from specband.harness.runner import check_mem_fractions
-    from specband.harness.server import ServerConfig, split_server_args
+    from specband.harness.serverconfig import ServerConfig, split_server_args
     from specband.state import check_gpu_state
 
     if r.batch_size is None and r.schedule is None:
@@ -278,7 +278,7 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     from specband.actions import Action
     from specband.errors import ConfigError
     from specband.harness.request import engine_server
-    from specband.harness.server import build_launch_command
+    from specband.harness.serverconfig import build_launch_command
     from specband.harness.vllm_launch import check_vllm_actions
 
     config, rope_note = _check(r)

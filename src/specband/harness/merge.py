@@ -1,10 +1,10 @@
 """``specband merge OUT SHARD...``: join the files of a sharded sweep into one sweep file.
 
 Each shard file is read with the reader ``sweep --resume`` uses
-(:func:`specband.harness.sweep.parse_rows`, read-only: a merge never rewrites its inputs;
+(:func:`specband.harness.sweepfile.parse_rows`, read-only: a merge never rewrites its inputs;
 a shard that ends in a partial line, its sweep killed mid-write, is refused). Every row is
 held to the settings of the rows before it with the comparison ``--resume`` makes
-(:func:`specband.harness.sweep.check_resumable`): the same target and draft model, sglang
+(:func:`specband.harness.resume.check_resumable`): the same target and draft model, sglang
 version, dtype, attention backend, max new tokens, number of prompts, workload and its
 SHA-256, first and retry mem fraction, and the same grid (an ``index`` means the same
 batch size and action in every file). For each setting, the reference is the first row
@@ -26,9 +26,10 @@ from specband.actions import validate_action
 from specband.errors import ConfigError, DataError, InvalidActionError
 from specband.fileio import write_jsonl_atomic
 from specband.harness.pipeline import GridPoint
+from specband.harness.resume import check_resumable, check_same_logging, check_same_world
 from specband.harness.runner import MeasureSettings
-from specband.harness.server import ServerConfig
-from specband.harness.sweep import check_resumable, check_same_logging, check_same_world, parse_rows
+from specband.harness.serverconfig import ServerConfig
+from specband.harness.sweepfile import parse_rows
 from specband.limits import is_int
 from specband.sim.sweep import check_out_path
 

@@ -48,7 +48,7 @@ from specband.harness.runner import (
     measure_on_server,
     measured_record,
 )
-from specband.harness.server import build_launch_command
+from specband.harness.serverconfig import build_launch_command
 from specband.record import SweepRecord
 
 __all__ = [
@@ -443,7 +443,7 @@ class NoReporter:
 
 
 class RowAppender(Protocol):
-    """Where rows go (:class:`specband.harness.sweep.RowWriter`: one fsynced line each)."""
+    """Where rows go (:class:`specband.harness.sweepfile.RowWriter`: one fsynced line each)."""
 
     def append(self, row: dict[str, Any]) -> None:
         """Write one row durably."""

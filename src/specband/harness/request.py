@@ -394,7 +394,8 @@ class SweepJob:
     version_warning: str | None
     power_limits_w: tuple[float, ...] | None = None
     power_limit_notes: tuple[str, ...] = ()
-    #: lines to say once before the sweep runs (``--cpu``'s note)
+    #: lines to say once before the sweep runs, and before a dry run's lines (``--cpu``'s note,
+    #: the note of a skipped RoPE check)
     notes: tuple[str, ...] = ()
 
     def open_device(self) -> Any:
@@ -589,15 +590,19 @@ def _check_options(r: SweepRequest, shard: Any) -> None:
 
 def build_sweep(r: SweepRequest) -> SweepJob:
     """Check every value of ``r`` once and assemble the sweep; nothing is launched, no
-    device is opened and nothing is written.
+    device is opened and nothing is written. The pair's config checks run here
+    (:func:`specband.pairchecks.check_pair_before_launch`, as ``launch`` runs them): a pair
+    whose configs cannot be read here gets a note in ``notes`` saying the RoPE check was
+    skipped (``sweep`` and ``sweep --dry-run`` print it on stderr).
 
     Raises:
-        ConfigError / DataError: the first bad value, naming its option (one line).
+        ConfigError / DataError: the first bad value, naming its option (one line); a RoPE
+            mismatch without ``--allow-rope-mismatch``.
     """
     from specband.batchlist import parse_batch_sizes
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
-    from specband.harness.server import ServerConfig, split_server_args
+    from specband.harness.serverconfig import ServerConfig, split_server_args
     from specband.harness.sglang_flags import NEWEST_VERSION
     from specband.harness.shards import parse_shard
 
@@ -653,6 +658,10 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         sglang_version=NEWEST_VERSION if r.engine == "vllm" else version,
         vllm_version=version if r.engine == "vllm" else None,
     )
+    from specband.pairchecks import check_pair_before_launch
+
+    rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
+    notes += () if rope_note is None else (rope_note,)
     real_time = r.time_scale == 1.0
     from specband.actions import action_set_of
 
@@ -700,8 +709,9 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     """What ``sweep --dry-run`` prints: the sglang release, then every server command line
     in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``."""
     from specband.harness.pipeline import SweepPlan, grid
-    from specband.harness.server import format_launch
-    from specband.harness.sweep import existing_rows, planned_sweep
+    from specband.harness.resume import planned_sweep
+    from specband.harness.serverconfig import format_launch
+    from specband.harness.sweepfile import existing_rows
 
     r = job.request
     plan, _ = planned_sweep(
@@ -751,6 +761,7 @@ def run_sweep_job(job: SweepJob, reporter: Any, clock: Any = None) -> Any:
         clock=clock or Clock(r.time_scale),
         reporter=reporter,
         allow_rope_mismatch=r.allow_rope_mismatch,
+        check_pair=False,  # build_sweep ran it (its note is in job.notes)
         shard=job.shard,
         pool=job.pool,
         setup=job.setup,

@@ -41,7 +41,9 @@ from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWi
 from specband.errors import ConfigError, HarnessError
 from specband.harness.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
 from specband.harness.draft_health import draft_flag
-from specband.harness.server import SGLANG_ENV, LaunchError, ServerConfig, ServerProcess, build_launch_command
+from specband.harness.failures import LaunchError
+from specband.harness.server import ServerProcess
+from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
 from specband.harness.vllm import SpecDecodeCounters, fetch_spec_decode_counters
 from specband.harness.vllm_launch import vllm_server_env
 from specband.record import SweepRecord

@@ -22,7 +22,9 @@ import httpx
 import pytest
 
 from specband.harness.cpu_serving import sglang_cpu_preset
-from specband.harness.server import SGLANG_ENV, ServerConfig, ServerProcess, build_launch_command, group_members
+from specband.harness.procfs import group_members
+from specband.harness.server import ServerProcess
+from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
 
 from ..conftest import emulator_command, free_port, processes_with, server_marker
 from .conftest import RECORDED, TinyModels, engine_cache_env

@@ -23,7 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from specband.harness.server import ServerArgsError, ServerProcess, group_members
+from specband.harness.failures import ServerArgsError
+from specband.harness.procfs import group_members
+from specband.harness.server import ServerProcess
 from specband.harness.vllm import (
     VLLM_CPU_ENV,
     SpecDecodeCounters,

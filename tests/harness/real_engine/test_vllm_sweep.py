@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from specband.harness.server import group_members
+from specband.harness.procfs import group_members
 from specband.harness.vllm import fetch_spec_decode_counters
 
 from ..conftest import free_port, processes_with
