@@ -209,7 +209,7 @@ def test_cli_actions_lists_all(run_cli) -> None:  # type: ignore[no-untyped-def]
     assert listed[10]["flags"][-1] == "8"
     table = run_cli("actions")
     assert table.exit_code == 0
-    assert "(3, 4, 8)  (reference)" in table.stdout
+    assert "(3,4,8) (reference)" in table.stdout
 
 
 # ----------------------------------------------------------------------------- extended set (issue 19 item 5)

@@ -295,13 +295,14 @@ def action_set_of(actions: Sequence[Sequence[int]]) -> str:
     return name
 
 
-def action_set_field(what: str = "the sweep's rows") -> Any:
+def action_set_field(what: str = "the sweep's rows", panel: str = "grid") -> Any:
     """The ``--actions contract|extended`` option, declared once for every command that
     takes it (train, evaluate, recommend, schedule, simulate): a dataclass field (see
     :func:`specband.optionspec.option`) defaulting to ``contract``.
 
     Args:
         what: what the action set applies to, for the help text.
+        panel: its ``--help`` panel (``model`` where it is the action set of a policy).
     """
     from specband.optionspec import option
 
@@ -311,7 +312,7 @@ def action_set_field(what: str = "the sweep's rows") -> Any:
         help=f"Action set of {what}: 'contract' (the 19 actions of the published formats) or 'extended' "
         "(sglang bench_speculative.py's full grid: steps 0-7, topk up to 8, draft tokens up to 32; 44 "
         "actions, the contract's 19 first).",
-        panel="grid",
+        panel=panel,
         metavar="SET",
     )  # a plain string (the cold-fast parser takes it); checked by use_action_set / action_set
 
@@ -331,11 +332,11 @@ def action_index(triple: Sequence[int]) -> int:
         return index
     if action in _EXTENDED_INDEX:
         raise InvalidActionError(
-            f"{tuple(triple)} (canonical {tuple(action)}) is valid for sglang but not one of the "
+            f"({','.join(map(str, triple))}) (canonical {action}) is valid for sglang but not one of the "
             f"19 contract actions: it is in the extended action set (pass --actions extended)"
         )
     raise InvalidActionError(
-        f"{tuple(triple)} (canonical {tuple(action)}) is valid for sglang but not one of the "
+        f"({','.join(map(str, triple))}) (canonical {action}) is valid for sglang but not one of the "
         f"19 contract actions (run `specband actions`)"
     )
 

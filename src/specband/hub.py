@@ -56,6 +56,9 @@ HUB_PROBE_TIMEOUT_S = 2.0
 #: A look-up running longer than this prints a progress line on stderr, seconds.
 HUB_PROGRESS_AFTER_S = 1.0
 _reachable: dict[str, bool] = {}
+#: The error of an endpoint's probe that failed before the timeout (connection refused, no
+#: network), for the error line; a probe that ran out of time has none.
+_probe_errors: dict[str, str] = {}
 
 
 def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
@@ -72,6 +75,7 @@ def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
     if endpoint in _reachable:
         return _reachable[endpoint]
     answer: list[bool] = []
+    failure: list[str] = []  # the probe's error when it failed before the timeout
 
     def probe() -> None:
         try:
@@ -79,13 +83,17 @@ def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
 
             httpx.head(endpoint, timeout=timeout_s, follow_redirects=False)
             answer.append(True)
-        except Exception:
+        except Exception as exc:  # refused, no route, a name that does not resolve, a timeout
+            if not (isinstance(exc, TimeoutError) or type(exc).__name__.endswith("Timeout")):
+                failure.append(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             answer.append(False)
 
     thread = threading.Thread(target=probe, name="specband-hub-probe", daemon=True)
     thread.start()
     thread.join(timeout_s)
     _reachable[endpoint] = bool(answer and answer[0])
+    if answer and not answer[0] and failure:
+        _probe_errors[endpoint] = failure[0]
     return _reachable[endpoint]
 
 
@@ -190,14 +198,20 @@ def _hub_error(ref: HubRef, exc: Exception) -> HubError:
         return HubError(f"{ref}: no such file in the hub repo")
     if "RepositoryNotFound" in name or "RevisionNotFound" in name:
         return HubError(f"{ref}: no such hub repo or revision")
-    where = (
-        "HF_HUB_OFFLINE=1"
-        if constants.HF_HUB_OFFLINE
-        else f"the hub ({constants.ENDPOINT}) did not answer within {HUB_PROBE_TIMEOUT_S:g} s"
-        if _reachable.get(constants.ENDPOINT) is False
-        else "the hub is unreachable"
-    )
+    where = "HF_HUB_OFFLINE=1" if constants.HF_HUB_OFFLINE else _unreachable_why(constants.ENDPOINT)
     return HubError(f"{ref}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {where}")
+
+
+def _unreachable_why(endpoint: str) -> str:
+    """What the probe of ``endpoint`` found: its error when it failed at once (connection
+    refused, no network, a name that does not resolve), else that it did not answer within
+    :data:`HUB_PROBE_TIMEOUT_S`."""
+    if _reachable.get(endpoint) is not False:
+        return "the hub is unreachable"
+    error = _probe_errors.get(endpoint)
+    if error is not None:
+        return f"the hub ({endpoint}) could not be reached ({error})"
+    return f"the hub ({endpoint}) did not answer within {HUB_PROBE_TIMEOUT_S:g} s"
 
 
 @contextmanager

@@ -18,9 +18,21 @@ __all__ = ["OPTION_KEY", "PANELS", "OptionSpec", "option", "option_spec"]
 
 #: Key of a field's metadata holding its :class:`OptionSpec`.
 OPTION_KEY = "specband.option"
-#: ``--help`` panels of options, in their order (sweep: grid, server, telemetry, fleet,
-#: emulator; other commands: their own, then the shared ones).
-PANELS: tuple[str, ...] = ("grid", "pick", "model", "server", "telemetry", "fleet", "emulator", "calibration", "output")
+#: ``--help`` panels of options, in the order every command lists them (sweep: grid, server,
+#: telemetry, fleet, emulator; recommend: pick, setup, model, output; ...).
+PANELS: tuple[str, ...] = (
+    "input",
+    "pick",
+    "setup",
+    "model",
+    "grid",
+    "server",
+    "telemetry",
+    "fleet",
+    "emulator",
+    "calibration",
+    "output",
+)
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ def gpu_field() -> Any:
         "--gpu",
         help="Your GPU as a simulator profile (h100-sxm, h200, a100-sxm4-80gb, rtx4060-laptop), checked against "
         "the data's. Default: NVML's; without NVML the GPU is not checked (a note says so).",
-        panel="pick",
+        panel="setup",
         metavar="PROFILE",
         show_default=False,
     )
@@ -162,7 +162,7 @@ def allow_transfer_field() -> Any:
         "--allow-transfer",
         help="Take a pick whose data came from another GPU, model or power limit (the difference is printed "
         "as a warning) instead of stopping.",
-        panel="pick",
+        panel="setup",
     )
 
 
@@ -199,13 +199,13 @@ class RecommendRequest:
         None,
         "--draft-model",
         help="EAGLE3 draft model path or id, emitted as --speculative-draft-model-path.",
-        panel="pick",
+        panel="setup",
         metavar="PATH",
         show_default=False,
     )
     data: Path | None = data_field()
     trust_pickle: bool = trust_pickle_field()
-    actions: str = action_set_field("the models (an extended folder is read with 'extended' only)")
+    actions: str = action_set_field("the models (an extended folder is read with 'extended' only)", "model")
     allow_modified: bool = allow_modified_field()
     max_speed_loss: float = option(
         DEFAULT_MAX_SPEED_LOSS,
@@ -240,7 +240,7 @@ class RecommendRequest:
         None,
         "--target",
         help="Your target model (path or id), checked against the data's. Default: the data's own.",
-        panel="pick",
+        panel="setup",
         metavar="MODEL",
         show_default=False,
     )
@@ -250,7 +250,7 @@ class RecommendRequest:
         "--target-config",
         help="With --gpu: a simulated first guess for this target (config.json, folder, bundled name or hub id), "
         "labelled with the profile's calibration error against published measurements.",
-        panel="pick",
+        panel="setup",
         metavar="CONFIG",
         show_default=False,
     )
@@ -258,7 +258,7 @@ class RecommendRequest:
         None,
         "--draft-config",
         help="With --gpu: the EAGLE3 draft head's config.json for the simulated first guess.",
-        panel="pick",
+        panel="setup",
         metavar="CONFIG",
         show_default=False,
     )

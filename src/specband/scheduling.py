@@ -304,7 +304,7 @@ def _schedule_option_fields() -> dict[str, Any]:
     )
 
     return {
-        "actions": action_set_field("the models (an extended folder is read with 'extended' only)"),
+        "actions": action_set_field("the models (an extended folder is read with 'extended' only)", "model"),
         "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
         "models": models_field(),
         "algo": algo_field(),
@@ -332,7 +332,7 @@ def _schedule_option_fields() -> dict[str, Any]:
             None,
             "--draft-model",
             help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
-            panel="pick",
+            panel="setup",
             metavar="PATH",
             show_default=False,
         ),
@@ -353,7 +353,7 @@ def _schedule_option_fields() -> dict[str, Any]:
             None,
             "--target",
             help="Your target model (path or id), checked against the data's. Default: the data's own.",
-            panel="pick",
+            panel="setup",
             metavar="MODEL",
             show_default=False,
         ),

@@ -33,7 +33,7 @@ class TrainRequest:
         help="Sweep JSONL (published sweep schema, specband sweep/simulate output, or sglang "
         "bench_speculative.py output), a Parquet file, or a hub dataset id (datasets/org/name[@REV], "
         "hf://datasets/org/name). Default: the bundled published measurements.",
-        panel="grid",
+        panel="input",
         show_default=False,
         argument=True,
     )

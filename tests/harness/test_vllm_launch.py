@@ -39,14 +39,14 @@ def test_dry_run_puts_the_schedule_in_speculative_config(run_cli, tmp_path: Path
 
 
 def test_a_tree_pick_or_a_bad_schedule_is_one_error_line(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    # the embedded policy (published sglang data) picks (3, 2, 4) at batch size 16: a tree
+    # the embedded policy (published sglang data) picks (3,2,4) at batch size 16: a tree
     res = run_cli(
         "launch", "--engine", "vllm", "--target", "m", "--draft", "d", "-b", "16", "--device", "none", "--dry-run",
         "--allow-transfer", "--server-command", emulator_command(),
     )  # fmt: skip
     assert res.exit_code == 2
     assert one_error_line(res.stderr).startswith(
-        "error: --engine vllm: lookup_table's pick for batch size 16: (3, 2, 4) is a tree (topk 2)"
+        "error: --engine vllm: lookup_table's pick for batch size 16: (3,2,4) is a tree (topk 2)"
     )
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**SCHEDULE, "num_speculative_tokens_per_batch_size": [[4, 2, 1]]}))

@@ -98,7 +98,7 @@ def test_a_vllm_sweep_covers_the_chains_and_refuses_a_tree_in_one_line(tmp_path:
     )
     assert " --max-num-seqs 4 " in lines[3] and " --gpu-memory-utilization 0.65 " in lines[3]
     assert "--speculative-config" not in lines[1] and "SGLANG_" not in "".join(lines)
-    with pytest.raises(ConfigError, match=r"^--actions: \(3, 2, 4\) is a tree \(topk 2\); .* runs actions 0 "):
+    with pytest.raises(ConfigError, match=r"^--actions: \(3,2,4\) is a tree \(topk 2\); .* runs actions 0 "):
         build_sweep(SweepRequest(target="t", draft="d", engine="vllm", out=out, actions="0 3,2,4"))
     with pytest.raises(ConfigError, match="--speculative-config is set by specband sweep; use its --actions"):
         build_sweep(SweepRequest(target="t", engine="vllm", out=out, server_arg=["--speculative-config {}"]))

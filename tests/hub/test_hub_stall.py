@@ -84,3 +84,27 @@ def test_launch_says_on_stderr_that_it_skipped_the_rope_check(run_cli) -> None: 
     assert skipped[0].startswith(
         "note: RoPE check of the target and draft skipped: their config.json could not be read"
     )
+
+
+def test_a_refused_connection_says_what_happened(hub_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe that fails at once (nothing listens on the port: connection refused) names its
+    error, and is not reported as a hub that "did not answer within 2 s"."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()  # bound then closed: a connection to it is refused
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", endpoint)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub, "_reachable", {})
+    monkeypatch.setattr(hub, "_probe_errors", {})
+    import httpx  # noqa: F401  (imported before the probe's 2 s start)
+
+    with pytest.raises(hub.HubError) as info:
+        hub.resolve_folder("org/absent")
+    message = str(info.value)
+    prefix = (
+        f"org/absent: not in the local Hugging Face cache ({hub_cache}) and the hub ({endpoint}) could not be reached ("
+    )
+    assert message.startswith(prefix), message
+    assert "ConnectError" in message and "refused" in message.lower()
+    assert "did not answer" not in message

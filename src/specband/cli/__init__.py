@@ -65,6 +65,7 @@ def build_app(command: str | None = None) -> typer.Typer:
     )
     app.callback()(_root)
     _flags_without_type()
+    _help_that_fits()
     modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for module in modules:
         importlib.import_module(f"specband.cli.{module}").register(app)
@@ -107,6 +108,26 @@ def _flags_without_type() -> None:
 
     display_type_rich.specband = True  # type: ignore[attr-defined]
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+def _help_that_fits() -> None:
+    """``--help`` fits the terminal and cuts no flag (:mod:`specband.cli.helpfit`, which loads
+    rich: installed when a help text is printed, not at start-up)."""
+    from typer.core import TyperCommand, TyperGroup
+
+    for cls in (TyperCommand, TyperGroup):
+        original = cls.format_help
+        if getattr(original, "specband", False):
+            continue
+
+        def format_help(self: Any, ctx: Any, formatter: Any, _original: Any = original) -> None:
+            from specband.cli.helpfit import install
+
+            install()
+            return _original(self, ctx, formatter)
+
+        format_help.specband = True  # type: ignore[attr-defined]
+        cls.format_help = format_help  # type: ignore[method-assign]
 
 
 def _version(value: bool) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from specband.cli.output import note as _note
-from specband.cli.params import request_command
+from specband.cli.params import PANEL_TITLES, request_command
 from specband.recommend import RecommendRequest
 
 
@@ -28,7 +28,9 @@ def register(app: typer.Typer) -> None:
 
 
 def actions_command(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print JSON instead of a table.", rich_help_panel=PANEL_TITLES["output"]
+    ),
 ) -> None:
     """List the 19 contract actions with their index and sglang flags."""
     from specband.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
@@ -45,18 +47,22 @@ def actions_command(
         ]
         typer.echo(json.dumps(out, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="specband actions (index = position in every published policy file)")
+    from specband.tables import print_table, table_console
+
+    table = Table(
+        title="specband actions: index (its position in every published policy file), action "
+        "(steps,topk,draft) and its sglang flags"
+    )
     table.add_column("index", justify="right")
-    table.add_column("(steps, topk, draft)")
+    table.add_column("action")
     table.add_column("sglang flags")
     for i, a in enumerate(ACTIONS):
-        note = "  (baseline)" if a.is_baseline else "  (reference)" if i == REFERENCE_INDEX else ""
+        note = " (baseline)" if a.is_baseline else " (reference)" if i == REFERENCE_INDEX else ""
         flags = " ".join(sglang_cli_args(a)) or "(no speculative flags)"
-        table.add_row(str(i), f"({a[0]}, {a[1]}, {a[2]}){note}", flags)
-    Console().print(table)
+        table.add_row(str(i), f"{a}{note}", flags)
+    print_table(table, table_console())
 
 
 @request_command(RecommendRequest)

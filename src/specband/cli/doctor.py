@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from specband.cli.params import PANEL_TITLES
+
 
 def register(app: typer.Typer) -> None:
     """Add ``doctor`` to ``app``."""
@@ -15,9 +17,14 @@ def register(app: typer.Typer) -> None:
             "--target",
             help="Target model: folder, its config.json, or a hub id (org/name[@REV]).",
             metavar="ID|PATH",
+            rich_help_panel=PANEL_TITLES["input"],
         ),
         draft: str = typer.Option(
-            ..., "--draft", help="EAGLE3 draft head: folder, its config.json, or a hub id.", metavar="ID|PATH"
+            ...,
+            "--draft",
+            help="EAGLE3 draft head: folder, its config.json, or a hub id.",
+            metavar="ID|PATH",
+            rich_help_panel=PANEL_TITLES["input"],
         ),
     ) -> None:
         """Check a target/draft pair (RoPE in either config layout, dtype and the --dtype that
@@ -31,6 +38,6 @@ def register(app: typer.Typer) -> None:
         for option, value in (("--target", target), ("--draft", draft)):
             given_path(option, value)  # an empty one is refused, not read as "."
         checks = run_doctor(target, draft)
-        for check in checks:
+        for check in checks:  # one line per check (scripts read them; README, tests/test_readme.py)
             typer.echo(check.line())
         raise typer.Exit(exit_status(checks))

@@ -19,7 +19,7 @@ from typing import Any
 import typer
 
 from specband.cli.output import say
-from specband.cli.params import request_command, request_signature
+from specband.cli.params import PANEL_TITLES, request_command, request_signature
 from specband.emulator.request import EmulateRequest
 from specband.harness.request import SweepRequest
 
@@ -193,13 +193,28 @@ emulate_command.__signature__ = request_signature(  # type: ignore[attr-defined]
 
 def import_bench_command(
     file: Path = typer.Argument(
-        ..., help="JSONL written by sglang's scripts/playground/bench_speculative.py.", metavar="FILE"
+        ...,
+        help="JSONL written by sglang's scripts/playground/bench_speculative.py.",
+        metavar="FILE",
+        rich_help_panel=PANEL_TITLES["input"],
+    ),
+    hardware: str = typer.Option(
+        "unknown",
+        "--hardware",
+        help="GPU name written in every row's 'hardware' column (bench_speculative.py does not record it).",
+        metavar="NAME",
+        rich_help_panel=PANEL_TITLES["input"],
     ),
     out_text: str | None = typer.Option(
-        None, "--out", help="Sweep JSONL to write (default: <file>.sweep.jsonl).", metavar="FILE"
+        None,
+        "--out",
+        help="Sweep JSONL to write (default: <file>.sweep.jsonl).",
+        metavar="FILE",
+        rich_help_panel=PANEL_TITLES["output"],
     ),
-    hardware: str = typer.Option("unknown", "--hardware", help="'hardware' column.", metavar="NAME"),
-    force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace --out if it exists.", rich_help_panel=PANEL_TITLES["output"]
+    ),
 ) -> None:
     """Convert sglang bench_speculative.py output into sweep rows (no energy: rewards
     come from throughput only)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from specband.cli.params import PANEL_TITLES
+
 
 def register(app: typer.Typer) -> None:
     """Add ``merge`` to ``app``."""
@@ -14,7 +16,9 @@ def register(app: typer.Typer) -> None:
         shards: list[str] = typer.Argument(
             ..., help="The shard files, each written by sweep --shard K/N.", metavar="SHARD..."
         ),
-        force: bool = typer.Option(False, "--force", help="Replace an existing OUT."),
+        force: bool = typer.Option(
+            False, "--force", help="Replace an existing OUT.", rich_help_panel=PANEL_TITLES["output"]
+        ),
     ) -> None:
         """Join the files of a sharded sweep into one sweep file, refusing files of another
         target, draft, grid, workload or measurement settings and any (index, repeat) given

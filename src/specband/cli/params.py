@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from specband.optionspec import OptionSpec, option_spec
+from specband.optionspec import PANELS, OptionSpec, option_spec
 
 __all__ = ["PANEL_TITLES", "request_command", "typer_option"]
 
@@ -26,8 +26,10 @@ R = TypeVar("R")
 
 #: ``--help`` panel titles of :data:`specband.optionspec.PANELS`.
 PANEL_TITLES: dict[str, str] = {
-    "grid": "Grid (what is measured)",
+    "input": "Input (what is read)",
     "pick": "Pick (what to decide for)",
+    "setup": "Your setup (checked against the data)",
+    "grid": "Grid (what is measured)",
     "server": "Server (how each run is launched)",
     "telemetry": "Telemetry (how energy is read)",
     "fleet": "Fleet (several GPUs)",
@@ -90,10 +92,13 @@ def request_signature(request_type: type, *leading: inspect.Parameter) -> inspec
 
 
 def _request_params(request_type: type) -> tuple[list[inspect.Parameter], set[str]]:
-    """The typer parameters of ``request_type``'s option fields, and the names of those
-    whose values come back as enum members (fields with ``choices``)."""
+    """The typer parameters of ``request_type``'s option fields, panel by panel in
+    :data:`~specband.optionspec.PANELS` order (``--help`` lists its panels in the order their
+    first option comes; within a panel, the fields' order), and the names of those whose
+    values come back as enum members (fields with ``choices``)."""
     hints = typing.get_type_hints(request_type)
     params = []
+    panels: dict[str, int] = {}
     choices: set[str] = set()
     for field in dataclasses.fields(request_type):
         spec = option_spec(field)
@@ -114,6 +119,8 @@ def _request_params(request_type: type) -> tuple[list[inspect.Parameter], set[st
                 annotation=annotation,
             )
         )
+        panels[field.name] = PANELS.index(spec.panel)
+    params.sort(key=lambda param: panels[param.name])  # stable: the fields' order within a panel
     return params, choices
 
 

@@ -1,8 +1,22 @@
 """Parse a command's plain options without typer's coercion, for a cold-fast start.
 
 typer (0.16 and later) coerces every option value through a pydantic ``TypeAdapter``,
-and importing pydantic and building the adapters costs ~0.2 s on a 2-core machine,
-two thirds of a cold ``specband recommend``. For the commands in
+and importing pydantic and building the adapters costs ~0.07-0.15 s on the 2-core
+development machine: a cold ``specband recommend -b 16`` took 0.109 s median through this
+parser and 0.177 s through typer alone (11 runs each, 1-minute load 1.4; 0.15 s and 0.30 s
+under more load), against the 0.15 s target of issue 21.
+
+Why it is still here (typer 0.29.2, read from its source): typer has no supported way to
+skip pydantic for an option. Every parameter's value goes through
+``_TyperParameter.get_runtime_param()`` -> ``typer._coercion.build_runtime_param``, which
+imports ``typer._adapters`` (``from pydantic import ...`` at module level) for every
+annotation, bool flags given a default included; ``typer.Option(parser=...)`` is wrapped
+in a ``TypeAdapter`` too (``_adapters.build_leaf_adapter``), and ``click_type=`` is gone
+(typer 0.29 vendors its own click, ``typer._click``). Replacing the private
+``_TyperParameter.get_runtime_param`` with plain converters did skip pydantic (0.105 s
+median, same runs) but patches a private method of typer that any release may change, so
+this standard-library parser stays, held to typer's answers by
+``tests/cli/test_command_table.py``. For the commands in
 :data:`specband.cli.FAST_COMMANDS` this module reads the options from the command typer
 built (its click parameters: names, ``nargs``, defaults, ``min``/``max``) with the
 standard library's :mod:`argparse`, and converts the plain types itself (``int``,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +68,10 @@ def schedule_command(request: ScheduleRequest) -> None:
 
 
 def _print_table(picks: list[Any], algorithm: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from specband.actions import EXTENDED_ACTIONS
+    from specband.tables import print_table, table_console
 
     table = Table(title=f"{algorithm}: chain schedule (topk 1) vs the best tree config (estimated reward)")
     for name in ("bs", "measured", "chain pick", "reward", "candidate steps", "best tree", "tree reward", "chain cost"):
@@ -88,7 +87,7 @@ def _print_table(picks: list[Any], algorithm: str) -> None:
             "-" if p.tree_reward is None else f"{p.tree_reward:.4f}",
             "-" if p.chain_cost is None else f"{p.chain_cost:+.4f}",
         )
-    Console(width=None if sys.stdout.isatty() else 120, soft_wrap=False).print(table)
+    print_table(table, table_console(piped_width=120))
 
 
 def print_mix_recommendation(answer: Any, output_format: str) -> None:
@@ -107,10 +106,10 @@ def print_mix_recommendation(answer: Any, output_format: str) -> None:
 
 
 def _print_mix_table(pick: Any, algorithm: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from specband.actions import EXTENDED_ACTIONS
+    from specband.tables import print_table, table_console
 
     table = Table(
         title=f"{algorithm}: one config for the mix, {EXTENDED_ACTIONS[pick.index]} (expected reward "
@@ -128,7 +127,7 @@ def _print_mix_table(pick: Any, algorithm: str) -> None:
             f"{r.mix_reward:.4f}",
             f"{r.regret:.4f}",
         )
-    Console(width=None if sys.stdout.isatty() else 120, soft_wrap=False).print(table)
+    print_table(table, table_console(piped_width=120))
 
 
 def evaluate_schedules_hook(
@@ -150,8 +149,6 @@ def evaluate_schedules_hook(
     Returns:
         the written paths (empty without ``out_dir``).
     """
-    from rich.console import Console
-
     from specband.batchmix import parse_batch_mix
     from specband.dataset import FEATURE_KINDS
     from specband.evaluation.schedules import (
@@ -159,6 +156,7 @@ def evaluate_schedules_hook(
         render_schedule_table,
         write_schedule_report,
     )
+    from specband.tables import table_console
 
     result = evaluate_schedules(
         sweep,
@@ -169,6 +167,5 @@ def evaluate_schedules_hook(
         seed=seed,
         n_bootstrap=n_bootstrap,
     )
-    stream = sys.stderr if to_stderr else sys.stdout
-    render_schedule_table(result, Console(stderr=to_stderr, width=None if stream.isatty() else 160))
+    render_schedule_table(result, table_console(stderr=to_stderr))
     return write_schedule_report(result, out_dir) if out_dir is not None else []

@@ -4,6 +4,7 @@ model's calibration report (registered by :func:`register`)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 import typer
 
@@ -23,6 +24,7 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
         format_aic_report,
         load_aic_reference,
     )
+    from specband.tables import terminal_width
 
     data = load_aic_reference()
     chosen: list = [profile] if profile is not None else list(data.profiles)
@@ -31,7 +33,7 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
     if refit:
         fits = [fit_profile_to_aic(name, data) for name in chosen]
         for fit in fits:
-            typer.echo(format_aic_fit(fit))
+            typer.echo(format_aic_fit(fit, terminal_width()))
         typer.echo("")
         chosen = [fit.profile for fit in fits]
         if write_profile is not None:
@@ -40,7 +42,7 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
             header = f"refitted from profile {profile} to {data.label} by specband simulate --refit --against aic"
             write_fn(fits[0].profile, write_profile, header=header, overwrite=force)
             say(f"wrote {write_profile}", err=True)
-    typer.echo(format_aic_report(aic_report(chosen, data)))
+    typer.echo(format_aic_report(aic_report(chosen, data), terminal_width()))
 
 
 def register(app: typer.Typer) -> None:
@@ -51,76 +53,61 @@ def register(app: typer.Typer) -> None:
 @request_command(SimulateRequest)
 def simulate(request: SimulateRequest) -> None:
     """Simulate a sweep (rows marked "provenance": "simulated") or print the calibration report."""
-    from specband.sim import build_model, check_out_path
-
     r = request
     if r.list_profiles:
         _list_profiles()
         return
     if r.against == "published-datacenter":  # checked: with --calibration-report, --profile alone
         from specband.sim.published import format_published_report, published_report
+        from specband.tables import terminal_width
 
-        typer.echo(format_published_report(published_report(r.profile)))
+        typer.echo(format_published_report(published_report(r.profile), terminal_width()))
         return
     if r.calibration_report:
+        _report(r)
+        return
+    from specband.sim.run import plan_simulation, run_simulation
+
+    plan = plan_simulation(r)
+    _warn(plan.model.warnings)
+    written = run_simulation(plan)
+    for line in written.notes:
+        say(f"note: {line}", err=True)
+    say(written.summary())
+
+
+def _warn(warnings: Iterable[str]) -> None:
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def _report(r: SimulateRequest) -> None:
+    """``--calibration-report``: against the AIC reference, or the published rows."""
+    if r.against == "aic":
+        from specband.sim import check_out_path
+
         if r.write_profile is not None:
             check_out_path(r.write_profile, overwrite=r.force, option="--write-profile")
-        if r.against == "aic":
-            _aic_report(r.profile, refit=r.refit, write_profile=r.write_profile, force=r.force)
-            return
-    else:
-        from specband.batchlist import parse_batch_sizes
-
-        assert r.out is not None  # checked when the request was built
-        out_path = check_out_path(r.out, overwrite=r.force)
-        sizes = parse_batch_sizes(r.batch_sizes)
-        from specband.actions import action_set
-
-        chosen_actions = action_set(r.actions)
-    profile = r.profile or "rtx4060-laptop"
-    model = build_model(profile, target_config=r.target_config, draft_config=r.draft_config, workload=r.workload)
-    for warning in model.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    if r.calibration_report:
-        _calibration_report(model, profile, r)
+        _aic_report(r.profile, refit=r.refit, write_profile=r.write_profile, force=r.force)
         return
-    from specband.sim import simulate_power_limits, simulate_sweep, write_sweep
+    from specband.sim.profile import DEFAULT_PROFILE
+    from specband.sim.run import calibration_model
 
-    if r.power_limits is not None:
-        from specband.sim.power_limit import resolve_model_power_limits
-
-        limits_w, notes = resolve_model_power_limits(model, r.power_limits)
-        for line in notes:
-            say(f"note: {line}", err=True)
-        rows = simulate_power_limits(
-            model, limits_w, batch_sizes=sizes, repeats=r.repeats, seed=r.seed, actions=chosen_actions
-        )
-        say(
-            f"note: {len(limits_w)} power limit(s) {limits_w[0]:g}-{limits_w[-1]:g} W applied on top of the "
-            "model's power (DVFS: power above idle ~ clock^clock_exponent, compute-bound kernel time ~ 1/clock; "
-            "specband.sim.power_limit)",
-            err=True,
-        )
-    else:
-        rows = simulate_sweep(model, batch_sizes=sizes, repeats=r.repeats, seed=r.seed, actions=chosen_actions)
-    write_sweep(rows, out_path, overwrite=r.force)
-    errors = sum(1 for row in rows if row["error"])
-    mark = "" if model.profile.calibrated else " [UNCALIBRATED profile]"
-    if model.profile.power_source and not model.profile.power_measured:
-        mark += " [power: published fit, rows carry power_source]"
-    elif not model.profile.power_measured:
-        mark += " [power UNMEASURED: rows carry power_w_range]"
-    if r.actions != "contract":
-        mark += f" [{r.actions} action set: {len(chosen_actions)} actions]"
-    say(
-        f"SIMULATED sweep: {len(rows)} rows ({errors} error rows) from profile {model.profile.name}{mark}, "
-        f"seed {r.seed} -> {out_path}"
-    )
+    model = calibration_model(r)
+    _warn(model.warnings)
+    _calibration_report(model, r.profile or DEFAULT_PROFILE, r)
 
 
 def _list_profiles() -> None:
-    from specband.sim import builtin_profiles, load_profile
+    from rich.table import Table
 
+    from specband.sim import builtin_profiles, load_profile
+    from specband.tables import print_table, table_console
+
+    table = Table(title="built-in simulator profiles", box=None, show_edge=False, pad_edge=False)
+    for name, justify in (("profile", "left"), ("hardware", "left"), ("limit W", "right"), ("VRAM GiB", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("calibration")
     for name in builtin_profiles():
         prof = load_profile(name)
         mark = "calibrated" if prof.calibrated else "UNCALIBRATED (datasheet)"
@@ -128,7 +115,8 @@ def _list_profiles() -> None:
             mark += ", power: published fit"
         elif not prof.power_measured:
             mark += ", power UNMEASURED"
-        typer.echo(f"{name:16} {prof.hardware:18} {prof.power_limit_w:6.0f} W {prof.vram_mb / 1024:6.1f} GiB  {mark}")
+        table.add_row(name, prof.hardware, f"{prof.power_limit_w:.0f}", f"{prof.vram_mb / 1024:.1f}", mark)
+    print_table(table, table_console())
 
 
 def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None:
@@ -137,15 +125,16 @@ def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None
     from specband.sim.calibrate import format_fit, format_report, refit_profile
     from specband.sim.calibrate import write_profile as write_fn
     from specband.sim.model import SpeculativeDecodingModel
+    from specband.tables import terminal_width
 
     if r.refit:
         result = refit_profile(model, noise=True)  # type: ignore[arg-type]
         fitted = result.profile
-        typer.echo(format_fit(result))
+        typer.echo(format_fit(result, terminal_width()))
         typer.echo("")
         model = SpeculativeDecodingModel(fitted, model.target, model.draft)  # type: ignore[attr-defined]
         if r.write_profile is not None:
             header = f"refitted from profile {profile} by specband simulate --refit"
             write_fn(fitted, r.write_profile, header=header, overwrite=r.force)
             say(f"wrote {r.write_profile}", err=True)
-    typer.echo(format_report(report_fn(model)))  # type: ignore[arg-type]
+    typer.echo(format_report(report_fn(model), terminal_width()))  # type: ignore[arg-type]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import typer
@@ -52,10 +51,10 @@ def _fmt(value: float | None) -> str:
 
 
 def _print_picks(rows: list[Any], provenance: str = "measured") -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from specband.actions import EXTENDED_ACTIONS, REFERENCE_ACTION
+    from specband.tables import print_table, table_console
 
     simulated = "simulated" in provenance
     kind = "simulated" if simulated else "emulated" if "emulated" in provenance else "measured"
@@ -85,5 +84,4 @@ def _print_picks(rows: list[Any], provenance: str = "measured") -> None:
             end_section=False,
         )
         previous = r.algorithm
-    console = Console(width=None if sys.stdout.isatty() else 110, soft_wrap=False)
-    console.print(table)
+    print_table(table, table_console(piped_width=110))

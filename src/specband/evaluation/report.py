@@ -409,13 +409,12 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
         console: a ``rich.console.Console`` (default: a new one on stdout, 160 columns wide
             when stdout is not a terminal).
     """
-    from rich.console import Console
     from rich.table import Table
 
+    from specband.tables import table_console
+
     if console is None:
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=160)
+        console = table_console()
 
     def table(title: str, headers: tuple[str, ...], rows: list[list[str]]) -> Table:
         t = Table(title=title, title_justify="left")
@@ -440,15 +439,17 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
 
 
 def _render_features(result: EvaluationResult, console: Any, table: Any) -> None:
+    from specband.tables import print_table
+
     for k, fr in result.features.items():
         title = _title(result, k)
         rows = [
             _pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())
         ]
-        console.print(table(f"{title}: picks", _PICK_HEADERS, rows))
+        print_table(table(f"{title}: picks", _PICK_HEADERS, rows), console)
         ctx = [_context_cells(result, fr, bs) for bs in sorted(fr.contexts)]
-        console.print(table(f"{title}: oracle and reference", _CONTEXT_HEADERS, ctx))
-        console.print(table(f"{title}: summary over batch sizes", _SUMMARY_HEADERS, _summary_cells(result, fr)))
+        print_table(table(f"{title}: oracle and reference", _CONTEXT_HEADERS, ctx), console)
+        print_table(table(f"{title}: summary over batch sizes", _SUMMARY_HEADERS, _summary_cells(result, fr)), console)
         for note in _feature_notes(fr):
             console.print(note, highlight=False, markup=False)
 

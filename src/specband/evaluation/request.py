@@ -29,7 +29,7 @@ class EvaluateRequest:
         None,
         "DATA",
         help="Sweep JSONL file (default: the bundled 29 published measurements).",
-        panel="grid",
+        panel="input",
         show_default=False,
         argument=True,
     )

@@ -322,10 +322,11 @@ def _cell(s: ScheduleSummary) -> str:
 
 def render_schedule_table(result: ScheduleEvaluation, console: Any | None = None) -> None:
     """Print one table: per feature kind and algorithm, the held-out mix value of each variant."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from specband.tables import print_table, table_console
+
+    console = console or table_console()
     mix = (
         "uniform over held-out batch sizes"
         if result.mix is None
@@ -343,7 +344,7 @@ def render_schedule_table(result: ScheduleEvaluation, console: Any | None = None
     for (k, algo), cells in by_row.items():
         row = [k, algo] + [_cell(cells[v]) if v in cells else "-" for v in VARIANTS[:3]]
         table.add_row(*row, "-" if best_fixed is None else _cell(best_fixed))
-    console.print(table)
+    print_table(table, console)
 
 
 def _figure(result: ScheduleEvaluation) -> bytes:

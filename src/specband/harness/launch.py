@@ -45,12 +45,14 @@ __all__ = ["LaunchPlan", "LaunchRequest", "plan_launch", "serve_launch"]
 class LaunchRequest:
     """Every option of ``specband launch``, as given (checked by :func:`plan_launch`)."""
 
-    target: str = option(..., "--target", help="Target model path or id (--model-path).", panel="pick", metavar="MODEL")
+    target: str = option(
+        ..., "--target", help="Target model path or id (--model-path).", panel="setup", metavar="MODEL"
+    )
     draft: str | None = option(
         None,
         "--draft",
         help="EAGLE3 draft model path or id (needed unless the pick is the baseline).",
-        panel="pick",
+        panel="setup",
         metavar="MODEL",
         show_default=False,
     )
@@ -115,7 +117,7 @@ class LaunchRequest:
     server_arg: list[str] = server_field("server_arg")
     launch_timeout: float = launch_timeout_field()
     sglang_version: str | None = sglang_version_field()
-    allow_rope_mismatch: bool = server_field("allow_rope_mismatch")
+    allow_rope_mismatch: bool = server_field("allow_rope_mismatch", panel="setup")
     log: Path = option(
         Path("specband-server.log"), "--log", help="Server output (appended).", panel="output", metavar="FILE"
     )

@@ -138,10 +138,12 @@ def engine_field(panel: str = "server") -> Any:
     )
 
 
-def server_field(name: str) -> Any:
-    """The field of the shared server option ``name`` (a key of :data:`_SERVER_OPTIONS`)."""
+def server_field(name: str, panel: str | None = None) -> Any:
+    """The field of the shared server option ``name`` (a key of :data:`_SERVER_OPTIONS`), in
+    ``panel`` (default: ``grid`` for ``allow_rope_mismatch``, else ``server``)."""
     default, flag, help_text, metavar = _SERVER_OPTIONS[name]
-    panel = "grid" if name == "allow_rope_mismatch" else "server"
+    if panel is None:
+        panel = "grid" if name == "allow_rope_mismatch" else "server"
     return option(default, flag, help=help_text, panel=panel, metavar=metavar)
 
 
@@ -176,8 +178,8 @@ class SweepRequest:
     repeats: int = option(
         3, "--repeats", help="Full passes over the grid.", panel="grid", metavar="N", min=1, max=MAX_REPEATS
     )
-    out: str = option("sweep.jsonl", "--out", help="Output JSONL (one row per run).", panel="grid", metavar="FILE")
-    resume: bool = option(False, "--resume", help="Skip (index, repeat) rows already in --out.", panel="grid")
+    out: str = option("sweep.jsonl", "--out", help="Output JSONL (one row per run).", panel="output", metavar="FILE")
+    resume: bool = option(False, "--resume", help="Skip (index, repeat) rows already in --out.", panel="output")
     one_launch_per_config: bool = option(
         False, "--one-launch-per-config", help="One server per action serves every batch size.", panel="grid"
     )
@@ -199,14 +201,17 @@ class SweepRequest:
         show_default=False,
     )
     dry_run: bool = option(
-        False, "--dry-run", help="Print every server command line in launch order and exit; nothing runs.", panel="grid"
+        False,
+        "--dry-run",
+        help="Print every server command line in launch order and exit; nothing runs.",
+        panel="output",
     )
     allow_rope_mismatch: bool = server_field("allow_rope_mismatch")
     shard: str | None = option(
         None,
         "--shard",
         help="Measure only shard K of N (e.g. 1/4); join the files with `specband merge`.",
-        panel="grid",
+        panel="fleet",
         metavar="K/N",
     )
     adaptive: bool = option(
@@ -216,7 +221,7 @@ class SweepRequest:
         "the pick, and the baseline. Rows get a 'propensity' column.",
         panel="grid",
     )
-    quiet: bool = option(False, "--quiet", help="No progress bar.", panel="grid")
+    quiet: bool = option(False, "--quiet", help="No progress bar.", panel="output")
     # server: how each run is launched
     engine: str = engine_field()
     server_command: str = server_field("server_command")

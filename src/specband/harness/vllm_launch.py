@@ -88,9 +88,9 @@ def check_vllm_actions(actions: Sequence[Action], option: str = "--actions") -> 
     for action in actions:
         act = validate_action(action)
         if act not in VLLM_ACTIONS:
-            covered = ", ".join(f"{ACTIONS.index(a)} {tuple(a)}" for a in VLLM_ACTIONS)
+            covered = ", ".join(f"{ACTIONS.index(a)} {a}" for a in VLLM_ACTIONS)
             raise ConfigError(
-                f"{option}: {tuple(act)} is a tree (topk {act.speculative_eagle_topk}); vLLM's EAGLE3 drafts a "
+                f"{option}: {act} is a tree (topk {act.speculative_eagle_topk}); vLLM's EAGLE3 drafts a "
                 f"chain of K = steps tokens: --engine vllm runs actions {covered}"
             )
 

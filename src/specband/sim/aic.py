@@ -330,23 +330,33 @@ def _summary_line(label: str, rows: Sequence[StepComparison]) -> str:
     return f"  {label}: median |error| {100 * statistics.median(errors):.1f} %, worst {100 * max(errors):.1f} %"
 
 
-def format_aic_report(report: AicReport) -> str:
+_AIC_HEADERS = ("profile", "source", "target", "kind", "bs", "tokens", "reference", "simulated", "error")
+
+
+def format_aic_report(report: AicReport, width: int | None = None) -> str:
     """The report as text: one line per reference step (GPU profile, model, kind, batch
     size, tokens, reference and simulated ms, error), then per profile and kind the median
-    and worst |error|, then the criteria."""
+    and worst |error|, then the criteria; within ``width`` columns when given
+    (:mod:`specband.tables`)."""
+    from specband.tables import text_table, wrap_lines
+
     lines = [f"calibration report vs {report.label}: simulated vs reference step times (ms)", ""]
-    header = (
-        f"{'profile':16} {'source':6} {'target':24} {'kind':6} {'bs':>3} {'tokens':>6} "
-        f"{'reference':>10} {'simulated':>10} {'error':>8}"
-    )
+    h = _AIC_HEADERS
+    header = f"{h[0]:16} {h[1]:6} {h[2]:24} {h[3]:6} {h[4]:>3} {h[5]:>6} {h[6]:>10} {h[7]:>10} {h[8]:>8}"
     for name, rows in report.comparisons.items():
-        lines.append(header)
-        for c in rows:
-            r = c.reference
-            lines.append(
-                f"{name:16} {r.source:6} {r.target:24} {r.kind:6} {r.batch_size:>3} {r.tokens:>6} "
-                f"{r.step_ms:10.3f} {c.simulated_ms:10.3f} {100 * c.error:+7.1f}%"
-            )
+        cells = [
+            [name, c.reference.source, c.reference.target, c.reference.kind, str(c.reference.batch_size),
+             str(c.reference.tokens), f"{c.reference.step_ms:.3f}", f"{c.simulated_ms:.3f}", f"{100 * c.error:+.1f}%"]
+            for c in rows
+        ]  # fmt: skip
+        if width is None:
+            lines.append(header)
+            lines += [
+                f"{c[0]:16} {c[1]:6} {c[2]:24} {c[3]:6} {c[4]:>3} {c[5]:>6} {c[6]:>10} {c[7]:>10} {c[8]:>8}"
+                for c in cells
+            ]
+        else:
+            lines += text_table(_AIC_HEADERS, cells, width)
         for kind in _KINDS:
             lines.append(_summary_line(f"{name} {kind}", [c for c in rows if c.reference.kind == kind]))
         lines.append(_summary_line(f"{name} all", rows))
@@ -363,7 +373,7 @@ def format_aic_report(report: AicReport) -> str:
                 f"  [{'met' if met else 'MISSED'}] {label}: worst |error| {100 * value:.1f} % "
                 f"(threshold {100 * threshold:.0f} %)"
             )
-    return "\n".join(lines)
+    return "\n".join(wrap_lines(lines, width))
 
 
 @dataclass(frozen=True)
@@ -433,9 +443,12 @@ def fit_profile_to_aic(profile: str | Path | HardwareProfile, data: AicReference
     return AicFit(fitted, before, after, 0.5 * float(start @ start), float(result.cost))
 
 
-def format_aic_fit(fit: AicFit) -> str:
-    """The fit as text: each parameter before -> after, and the costs."""
+def format_aic_fit(fit: AicFit, width: int | None = None) -> str:
+    """The fit as text: each parameter before -> after, and the costs (lines longer than
+    ``width`` wrapped between words)."""
+    from specband.tables import wrap_lines
+
     head = f"refit of profile {fit.profile.name} to the AIC reference steps (cost {fit.cost_before:.4g} -> "
     lines = [head + f"{fit.cost_after:.4g}):"]
     lines += [f"  {n} = {fit.before[n]:.6g} -> {fit.after[n]:.6g}" for n in fit.after]
-    return "\n".join(lines)
+    return "\n".join(wrap_lines(lines, width))

@@ -279,9 +279,12 @@ def fit_profile(model: SpeculativeDecodingModel, sweep: Sweep | None = None, *, 
     return refit_profile(model, sweep, max_nfev=max_nfev).profile
 
 
-def format_fit(result: FitResult) -> str:
+def format_fit(result: FitResult, width: int | None = None) -> str:
     """What a refit did, as plain text: the costs of both stages, then every parameter it
-    sets as ``before -> after`` (6 significant digits, as a written profile holds them)."""
+    sets as ``before -> after`` (6 significant digits, as a written profile holds them);
+    lines longer than ``width`` wrapped between words."""
+    from specband.tables import wrap_lines
+
     acc0, acc1 = result.accept_cost
     c0, c1 = result.cost
     lines = [
@@ -294,7 +297,7 @@ def format_fit(result: FitResult) -> str:
         "utilisation per 0.01, J/token per 3 %)",
     ]
     changes = result.changes()
-    width = max(len(n) for n, _, _ in changes)
+    name_width = max(len(n) for n, _, _ in changes)
     changed = 0
     for name, before, after in changes:
         b, a = f"{before:.6g}", f"{after:.6g}"
@@ -303,9 +306,9 @@ def format_fit(result: FitResult) -> str:
         else:
             changed += 1
             note = f"{100 * (after / before - 1):+.3g} %" if before else "was 0"
-        lines.append(f"  {name:{width}}  {b:>12} -> {a:<12} {note}")
+        lines.append(f"  {name:{name_width}}  {b:>12} -> {a:<12} {note}")
     lines.append(f"  {changed} of {len(changes)} parameters changed")
-    return "\n".join(lines)
+    return "\n".join(wrap_lines(lines, width))
 
 
 def noise_from_trials(sweep: Sweep | None = None) -> dict[str, float]:
@@ -546,27 +549,56 @@ def _dense_gflops_per_output_token(
     return flops / accept / 1e9
 
 
-def format_report(report: CalibrationReport) -> str:
-    """The report as plain text (one line per published row, then the summaries)."""
+_REPORT_HEADERS = ("trial", "set", "bs", "action", "accept m/p", "speed m/p (err)", "J/tok m/p (err)", "util m/p (err)")
+
+
+def _report_cells(r: RowComparison, *, aligned: bool) -> list[str]:
+    """One published row's cells (measured/predicted and the error) in the report, padded
+    to the one-line layout's widths when ``aligned``."""
+    jm = "-" if r.jpt_measured is None else f"{r.jpt_measured:.5f}"
+    je = "" if r.jpt_error is None else f"{100 * r.jpt_error:+.1f}%"
+    um = "-" if r.util_measured is None else f"{r.util_measured:.3f}"
+    ue = "" if r.util_error is None else f"{r.util_error:+.3f}"
+    if not aligned:
+        return [
+            r.trial,
+            "fit" if r.fitted else "held",
+            str(r.batch_size),
+            str(r.action),
+            f"{r.accept_measured:.3f}/{r.accept_predicted:.3f}",
+            f"{r.speed_measured:.2f}/{r.speed_predicted:.2f} ({100 * r.speed_error:+.1f}%)",
+            f"{jm}/{r.jpt_predicted:.5f}" + (f" ({je})" if je else ""),
+            f"{um}/{r.util_predicted:.3f}" + (f" ({ue})" if ue else ""),
+        ]
+    return [
+        r.trial,
+        "fit" if r.fitted else "held",
+        str(r.batch_size),
+        str(r.action),
+        f"{r.accept_measured:6.3f}/{r.accept_predicted:6.3f}",
+        f"{r.speed_measured:8.2f}/{r.speed_predicted:8.2f} ({100 * r.speed_error:+5.1f}%)",
+        f"{jm:>8}/{r.jpt_predicted:.5f} ({je:>6})",
+        f"{um:>6}/{r.util_predicted:.3f} ({ue:>6})",
+    ]
+
+
+def format_report(report: CalibrationReport, width: int | None = None) -> str:
+    """The report as plain text (one line per published row, then the summaries); within
+    ``width`` columns when given (:mod:`specband.tables`), else one line per row."""
+    from specband.tables import text_table, wrap_lines
+
     lines = [
         f"calibration report: profile {report.profile} vs the published RTX 4060 Laptop live rows",
         "fitted: trial validate; held out: seed0..seed3 (bs 16)",
         "",
-        f"{'trial':9} {'set':4} {'bs':>3} {'action':9} {'accept m/p':>13} {'speed m/p (err)':>26} "
-        f"{'J/tok m/p (err)':>28} {'util m/p (err)':>24}",
     ]
-    for r in report.rows:
-        jm = "-" if r.jpt_measured is None else f"{r.jpt_measured:.5f}"
-        je = "" if r.jpt_error is None else f"{100 * r.jpt_error:+.1f}%"
-        um = "-" if r.util_measured is None else f"{r.util_measured:.3f}"
-        ue = "" if r.util_error is None else f"{r.util_error:+.3f}"
-        lines.append(
-            f"{r.trial:9} {'fit' if r.fitted else 'held':4} {r.batch_size:>3} {r.action!s:9} "
-            f"{r.accept_measured:6.3f}/{r.accept_predicted:6.3f} "
-            f"{r.speed_measured:8.2f}/{r.speed_predicted:8.2f} ({100 * r.speed_error:+5.1f}%) "
-            f"{jm:>8}/{r.jpt_predicted:.5f} ({je:>6}) "
-            f"{um:>6}/{r.util_predicted:.3f} ({ue:>6})"
-        )
+    cells = [_report_cells(r, aligned=width is None) for r in report.rows]
+    if width is None:
+        h = _REPORT_HEADERS
+        lines.append(f"{h[0]:9} {h[1]:4} {h[2]:>3} {h[3]:9} {h[4]:>13} {h[5]:>26} {h[6]:>28} {h[7]:>24}")
+        lines += [f"{c[0]:9} {c[1]:4} {c[2]:>3} {c[3]:9} {' '.join(c[4:])}" for c in cells]
+    else:
+        lines += text_table(_REPORT_HEADERS, cells, width)
     lines.append("")
     for label, flag in (("fitted", True), ("held-out", False), ("all", None)):
         s = report.summary(flag)
@@ -598,7 +630,7 @@ def format_report(report: CalibrationReport) -> str:
     lines.append("targets:")
     for name, (value, threshold, met) in report.targets.items():
         lines.append(f"  [{'met' if met else 'MISSED'}] {name}: {value:.4g} (threshold {threshold:.4g})")
-    return "\n".join(lines)
+    return "\n".join(wrap_lines(lines, width))
 
 
 def _order(actions: tuple[Action, ...]) -> str:

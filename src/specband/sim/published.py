@@ -300,13 +300,22 @@ def _fmt_action(action: Action | None) -> str:
     return "-" if action is None else ("baseline" if action.is_baseline else str(action))
 
 
-def format_published_report(report: PublishedReport) -> str:
-    """The report as text: a line per row, the per-metric errors, the ordering and the criteria."""
+_PUBLISHED_HEADERS = ("row", "profile", "bs", "action", "metric", "measured", "simulated", "error")
+
+
+def format_published_report(report: PublishedReport, width: int | None = None) -> str:
+    """The report as text: a line per row, the per-metric errors, the ordering and the
+    criteria; within ``width`` columns when given (:mod:`specband.tables`)."""
+    from specband.tables import text_table, wrap_lines
+
+    h = _PUBLISHED_HEADERS
     lines = [
         "SIMULATED vs PUBLISHED (datacenter GPUs): every row names its source; simulated = specband.sim",
-        f"{'row':34} {'profile':9} {'bs':>4} {'action':9} {'metric':16} {'measured':>13} {'simulated':>15} "
-        f"{'error':>7}",
+        f"{h[0]:34} {h[1]:9} {h[2]:>4} {h[3]:9} {h[4]:16} {h[5]:>13} {h[6]:>15} {h[7]:>7}",
     ]
+    if width is not None:
+        lines.pop()
+    cells: list[list[str]] = []
     for c in report.comparisons:
         r = c.row
         bs = "-" if r.batch_size is None else str(r.batch_size)
@@ -320,12 +329,18 @@ def format_published_report(report: PublishedReport) -> str:
             sim, err = f"{c.simulated[0]:.0f}-{c.simulated[1]:.0f}", "inside" if c.within else "OUTSIDE"
         else:
             sim, err = f"{c.simulated:.3f}", f"{100 * (c.error or 0.0):+.1f}%"
+        note = f"({r.note})" if c.simulated is None and r.note else ""
+        if width is not None:
+            cells.append([r.id, r.profile or "-", bs, _fmt_action(r.action), r.metric, measured, f"{sim} {note}", err])
+            continue
         lines.append(
             f"{r.id:34} {r.profile or '-':9} {bs:>4} {_fmt_action(r.action):9} {r.metric:16} {measured:>13} "
             f"{sim:>15} {err:>7}"
         )
-        if c.simulated is None and r.note:
-            lines.append(f"{'':34}   ({r.note})")
+        if note:
+            lines.append(f"{'':34}   {note}")
+    if width is not None:
+        lines += text_table(_PUBLISHED_HEADERS, [[cell.strip() for cell in row] for row in cells], width)
     lines.append("")
     lines.append("errors (|simulated / measured - 1|):")
     for (prof, metric), e in report.errors.items():
@@ -350,4 +365,4 @@ def format_published_report(report: PublishedReport) -> str:
         f"criteria (speeds, speed-ups, accept lengths within {100 * TOLERANCE:.0f} %; bs-1 ordering; decode power "
         f"inside the published range): {'met' if report.met else 'NOT met: ' + ', '.join(bad)}"
     )
-    return "\n".join(lines)
+    return "\n".join(wrap_lines(lines, width))

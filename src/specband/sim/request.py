@@ -124,7 +124,7 @@ class SimulateRequest:
         help="Simulate the sweep at each power limit (nvidia-smi -pl): watts '300,450,700', fractions of the "
         "profile's limit '0.6,0.8,1.0', or LOW:HIGH:STEP ('200:700:5'); the limit is applied on top of the "
         "model's power (DVFS, specband.sim.power_limit).",
-        panel="output",
+        panel="grid",
         metavar="LIST",
         show_default=False,
     )
