@@ -116,7 +116,7 @@ def test_own_picks_are_recommends_picks(algo):
     scorer = load_scorer(algo, None)
     for bs in scorer.batch_sizes:
         pick = pick_for_mix(scorer, {bs: 1.0})
-        assert pick.rows[0].own_index == pick.index == recommend(bs, algo).pick["action_index"]
+        assert pick.rows[0].own_index == pick.index == recommend(bs, algo).pick.action_index
 
 
 def test_recommend_batch_mix_cli(run_cli, tmp_path):
@@ -155,3 +155,64 @@ def test_recommend_batch_mix_from_metrics(run_cli, tmp_path):
 def test_recommend_mix_option_errors(run_cli, args, message):
     res = run_cli("recommend", *args)
     assert res.exit_code == 2 and message in res.stderr and res.stderr.count("\n") == 1
+
+
+# --- the transfer check of a mix (issue 21): the one-batch-size recommend's rules
+
+
+def _mix_request(**kwargs):
+    from specband.recommend import RecommendRequest
+
+    return RecommendRequest(batch_mix="1:1,16:1", **kwargs)
+
+
+def test_a_mix_for_another_target_is_refused_unless_allowed():
+    from specband.recommend import recommend
+    from specband.scheduling import recommend_mix
+    from specband.transfer import TransferError, UserSetup
+
+    setup = UserSetup(target="meta-llama/Llama-3.1-70B-Instruct")
+    with pytest.raises(TransferError, match=r"^the embedded study policy answers for another setup: target "):
+        recommend_mix(_mix_request(), setup)
+    taken = recommend_mix(_mix_request(allow_transfer=True), setup)
+    differences = ("target meta-llama/Llama-3.1-70B-Instruct vs the data's unsloth/Llama-3.2-1B-Instruct",)
+    assert taken.transfer is not None and taken.transfer.differences == differences
+    assert f"transferred (--allow-transfer): {differences[0]}" in taken.notes
+    # the same differences, in the same words, as a one-batch-size recommend for that setup
+    one = recommend(16, setup=setup, allow_transfer=True)
+    assert one.pick.transfer.differences == differences
+    assert taken.action == (3, 4, 8)  # the pick itself is the unchecked mix's
+
+
+def test_a_mix_checks_the_gpu_and_power_limit_of_a_profile():
+    from specband.scheduling import recommend_mix
+    from specband.transfer import TransferError
+    from specband.usersetup import user_setup
+
+    setup = user_setup(gpu="h100-sxm")
+    with pytest.raises(TransferError, match=r"GPU H100_SXM5_80GB \(--gpu h100-sxm\) vs the data's RTX4060_Laptop; "):
+        recommend_mix(_mix_request(gpu="h100-sxm"), setup)
+    taken = recommend_mix(_mix_request(gpu="h100-sxm", allow_transfer=True), setup)
+    assert taken.transfer is not None
+    assert taken.transfer.differences[-1] == "power limit 700 W vs the data's 80 W"
+
+
+def test_a_mix_for_the_datas_own_setup_passes_with_the_unchecked_gpu_said():
+    from specband.scheduling import recommend_mix
+    from specband.transfer import UserSetup
+
+    setup = UserSetup(target="meta-llama/Llama-3.2-1B-Instruct", gpu_unchecked="no NVML here")
+    answer = recommend_mix(_mix_request(), setup)
+    assert answer.transfer is not None and answer.transfer.differences == ()
+    assert answer.notes[-1].startswith("the GPU could not be checked (no NVML here); the embedded study policy")
+    unchecked = recommend_mix(_mix_request())  # no setup: nothing checked, nothing said
+    assert unchecked.transfer is None and unchecked.notes == ()
+    assert unchecked.as_json() == answer.as_json()  # the JSON answer is the same either way
+
+
+def test_recommend_batch_mix_cli_passes_the_users_setup(run_cli):
+    res = run_cli("recommend", "--batch-mix", "1:1,8:1", "--draft-model", "org/another-draft")
+    assert res.exit_code == 2 and res.stdout == "" and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("error: the embedded study policy answers for another setup: draft org/another-draft")
+    res = run_cli("recommend", "--batch-mix", "1:1,8:1", "--draft-model", "org/another-draft", "--allow-transfer")
+    assert res.exit_code == 0 and "note: transferred (--allow-transfer): draft org/another-draft" in res.stderr

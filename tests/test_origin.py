@@ -41,14 +41,14 @@ def test_the_bundled_origin_names_the_study_setup() -> None:
 
 def test_recommend_json_carries_the_origin_and_explanation() -> None:
     pick = recommend(16).pick
-    origin = pick["origin"]
+    origin = pick.origin
     assert origin["hardware"] == "RTX4060_Laptop" and origin["power_limit_w"] == 80.0
     assert origin["provenance"] == "published" and origin["power_measured"] is True
     assert origin["target_model"] == "unsloth/Llama-3.2-1B-Instruct"
     assert origin["rows"] == 17 and origin["repeats"] == 5  # the bs-16 rows of the bundled file
     assert origin["sglang_version"] is None and origin["workload"] is None  # not recorded in the study's rows
-    expl = pick["explanation"]
-    assert pick["action"] == [3, 2, 4]
+    expl = pick.explanation
+    assert expl is not None and pick.action == (3, 2, 4)
     rows = [r for r in load_sweep(None).rows if r.batch_size == 16 and r.trainable]
     picked = [r.speed_tok_s for r in rows if tuple(r.action) == (3, 2, 4)]
     base = [r.speed_tok_s for r in rows if r.is_baseline]
@@ -68,7 +68,7 @@ def test_band_status_says_in_below_or_above_and_by_how_much() -> None:
 
 def test_a_bs1_pick_below_the_band_says_so_and_no_config_reaches_it() -> None:
     manifest = embedded_manifest()
-    index = recommend(1).pick["action_index"]
+    index = recommend(1).pick.action_index
     expl = explain_pick(manifest, 1, index)
     assert expl is not None
     assert expl["pick"]["band"]["status"] == "below" and expl["pick"]["energy_utilization"] < 0.95
@@ -105,9 +105,9 @@ def test_simulated_rows_are_never_measured(tmp_path: Path, run_cli) -> None:  # 
     assert bs16.split(" | ")[5].startswith("below by ")  # the simulated H100 is far below the band at 700 W
     assert bs16.rstrip(" |").endswith("| 2")  # two repeats
     picked = recommend(16, models="sim-models")
-    assert picked.pick["origin"]["provenance"] == "simulated"
+    assert picked.pick.origin["provenance"] == "simulated"
     assert any("trained on SIMULATED rows" in n for n in picked.notes)
-    assert picked.pick["explanation"]["figures_are"] == "simulated"
+    assert picked.pick.explanation is not None and picked.pick.explanation["figures_are"] == "simulated"
 
 
 def test_the_manifest_round_trips_origin_and_stats(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -11,8 +11,8 @@ from specband.recommend import Recommendation, recommend
 def test_recommend_returns_pick_and_notes_without_printing(capsys) -> None:
     result = recommend(12, draft_model="drafts/eagle3")
     assert isinstance(result, Recommendation)
-    assert result.pick["measured_batch_size"] == 16 and result.pick["action"] == [3, 2, 4]
-    assert "--speculative-draft-model-path" in result.pick["flags"]
+    assert result.pick.measured_batch_size == 16 and result.pick.action == (3, 2, 4)
+    assert "--speculative-draft-model-path" in result.pick.flags
     assert result.notes == ("batch size 12 was not measured; picking for the nearest measured batch size 16",)
     assert capsys.readouterr() == ("", "")
 
@@ -20,7 +20,7 @@ def test_recommend_returns_pick_and_notes_without_printing(capsys) -> None:
 def test_the_automatic_folder_is_a_note(run_cli) -> None:
     assert run_cli("train", "--algo", "lookup_table", "--out", "specband-models").exit_code == 0
     result = recommend(16)
-    assert result.pick["source"] == "specband-models"
+    assert result.pick.source == "specband-models"
     assert result.notes[0].startswith("using ./specband-models")
 
 

@@ -36,8 +36,8 @@ def test_on_simulated_h100_data_the_limit_is_below_700_w_in_band_within_the_spee
         if pick.power_limit_w < chosen.power_limit_w:
             assert not pick.in_band or pick.speed_tok_s < 0.98 * decided.fastest.speed_tok_s
     answer = power_limit_pick(decided, "draft")
-    assert answer["nvidia_smi"] == f"sudo nvidia-smi -pl {chosen.power_limit_w:g}"
-    assert "--speculative-num-steps" in answer["flags"] and answer["provenance"] == "simulated"
+    assert answer.nvidia_smi == f"sudo nvidia-smi -pl {chosen.power_limit_w:g}"
+    assert "--speculative-num-steps" in answer.flags and answer.provenance == "simulated"
 
 
 @pytest.mark.parametrize("batch_size", [1, 8])

@@ -9,8 +9,8 @@ Only the standard library is imported (``recommend`` stays cold-fast).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specband.actions import EXTENDED_ACTIONS  # the contract's 19 first: right for either set
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from specband.artifacts import Manifest
     from specband.origin import ActionStats
 
-__all__ = ["answer_lines", "band_status", "explain_pick", "explanation_lines", "origin_line"]
+__all__ = ["Answer", "answer_lines", "band_status", "explain_pick", "explanation_lines", "origin_line"]
 
 #: The energy band of the reward (:class:`specband.reward.RewardConfig` defaults), fractions of the limit.
 BAND_LOW = 0.95
@@ -193,8 +193,24 @@ def origin_line(origin: Mapping[str, Any] | None) -> str | None:
     )
 
 
-def answer_lines(pick: Mapping[str, Any]) -> list[str]:
+class Answer(Protocol):
+    """What :func:`answer_lines` reads of a pick (:class:`specband.results.Pick` has it)."""
+
+    @property
+    def action(self) -> Sequence[int]:
+        """The picked triple."""
+
+    @property
+    def origin(self) -> Mapping[str, Any] | None:
+        """:func:`specband.recommend.pick_origin`'s fields."""
+
+    @property
+    def explanation(self) -> Mapping[str, Any] | None:
+        """:func:`explain_pick`'s object."""
+
+
+def answer_lines(pick: Answer) -> list[str]:
     """What ``recommend`` and ``launch`` print on stderr beside the flags: the origin line and
     the explanation (:func:`explanation_lines`)."""
-    line = origin_line(pick.get("origin"))
-    return ([] if line is None else [line]) + explanation_lines(pick.get("explanation"), pick["action"])
+    line = origin_line(pick.origin)
+    return ([] if line is None else [line]) + explanation_lines(pick.explanation, tuple(pick.action))

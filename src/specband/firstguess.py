@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from specband.recommend import Recommendation
+from specband.results import Pick
 
 __all__ = ["FIRST_GUESS_REPEATS", "FIRST_GUESS_SEED", "first_guess"]
 
@@ -42,7 +43,7 @@ def first_guess(
         draft_model: emitted as ``--speculative-draft-model-path`` (default: none).
 
     Returns:
-        a :class:`Recommendation` whose ``pick`` has the fields of
+        a :class:`Recommendation` whose :class:`~specband.results.Pick` has the fields of
         :func:`specband.recommend.recommend` (``source`` says "simulated first guess"), with
         ``origin.provenance`` ``"simulated"``, ``explanation`` (simulated figures) and
         ``calibration`` (per metric ``median_abs_error`` / ``worst_abs_error`` / ``rows``
@@ -58,6 +59,7 @@ def first_guess(
     from specband.sim.profile import builtin_profiles, load_profile
     from specband.sim.sweep import simulate_sweep
     from specband.training import build_manifest
+    from specband.transfer import TransferCheck
 
     prof = load_profile(profile)
     sizes = sorted({*_GRID, batch_size})
@@ -95,23 +97,23 @@ def first_guess(
         "repeats": FIRST_GUESS_REPEATS,
         "heldout_interval": None,
     }
-    pick = {
-        "algorithm": "lookup_table",
-        "batch_size": batch_size,
-        "measured_batch_size": measured,
-        "features": manifest.features,
-        "state": [float(f"{float(v):.7g}") for v in manifest.state_for(batch_size)],
-        "source": f"simulated first guess ({prof.name}, seed {FIRST_GUESS_SEED}, {FIRST_GUESS_REPEATS} repeats)",
-        "action_index": index,
-        "action": list(action),
-        "flags": sglang_cli_args(action, draft_model),
-        "kwargs": server_args_kwargs(action, draft_model),
-        "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
-        "origin": origin,
-        "explanation": explain_pick(manifest, measured, index, "simulated"),
-        "calibration": calibration,
-        "transfer": {"differences": [], "transferred": False},
-    }
+    pick = Pick(
+        algorithm="lookup_table",
+        batch_size=batch_size,
+        measured_batch_size=measured,
+        features=manifest.features,
+        state=tuple(float(f"{float(v):.7g}") for v in manifest.state_for(batch_size)),
+        source=f"simulated first guess ({prof.name}, seed {FIRST_GUESS_SEED}, {FIRST_GUESS_REPEATS} repeats)",
+        action_index=index,
+        action=action,
+        flags=tuple(sglang_cli_args(action, draft_model)),
+        kwargs=server_args_kwargs(action, draft_model),
+        mean_reward=None if measured is None else manifest.mean_reward(measured, index),
+        origin=origin,
+        explanation=explain_pick(manifest, measured, index, "simulated"),
+        transfer=TransferCheck(),  # a first guess for the setup named: nothing transferred
+        calibration=calibration,
+    )
     if calibration:
         errs = ", ".join(
             f"{m} median {c['median_abs_error']:.1%} (worst {c['worst_abs_error']:.1%}, {c['rows']} rows)"

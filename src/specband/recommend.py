@@ -28,12 +28,15 @@ from specband.powerpicks import (
     recommend_power_limit_from_table,
     sweep_power_limits,
 )
+from specband.results import Pick, PowerLimitPick
 
 __all__ = [
     "DEFAULT_MAX_SPEED_LOSS",
     "DEFAULT_MODELS_DIR",
     "LimitPick",
     "LoadedModels",
+    "Pick",
+    "PowerLimitPick",
     "PowerLimitRecommendation",
     "RecommendRequest",
     "Recommendation",
@@ -302,11 +305,12 @@ class Recommendation:
     """A pick and what the user should know about it.
 
     Attributes:
-        pick: the JSON-ready pick (see :func:`recommend`).
+        pick: the :class:`~specband.results.Pick` (``pick.to_json()`` is what
+            ``--format json`` prints).
         notes: one-line notes (which folder was used, an unmeasured batch size, ...), in order.
     """
 
-    pick: dict[str, Any]
+    pick: Pick
     notes: tuple[str, ...] = ()
 
 
@@ -487,9 +491,9 @@ def recommend(
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
 ) -> Recommendation:
-    """The pick of one algorithm for a batch size (the ``pick`` dict is what
-    ``specband recommend --format json`` prints) and the notes that go with it, as data:
-    the caller decides whether and when to print them.
+    """The pick of one algorithm for a batch size (a :class:`~specband.results.Pick`, whose
+    ``to_json()`` is what ``specband recommend --format json`` prints) and the notes that go
+    with it, as data: the caller decides whether and when to print them.
 
     Args:
         batch_size: concurrent requests; an unmeasured one uses the nearest measured one.
@@ -507,10 +511,11 @@ def recommend(
             become notes) instead of stopping.
 
     Returns:
-        a :class:`Recommendation`; its ``pick`` has ``action_index``, ``action`` (triple),
-        ``flags``, ``kwargs``, ``features``, ``state``, ``source``, ``measured_batch_size``,
-        ``mean_reward``, ``origin`` (:func:`pick_origin`), ``explanation``
-        (:func:`specband.explain.explain_pick`) and ``transfer`` (the differences taken).
+        a :class:`Recommendation`; its ``pick`` (:class:`~specband.results.Pick`) has
+        ``action_index``, ``action`` (triple), ``flags``, ``kwargs``, ``features``, ``state``,
+        ``source``, ``measured_batch_size``, ``mean_reward``, ``origin`` (:func:`pick_origin`),
+        ``explanation`` (:func:`specband.explain.explain_pick`) and ``transfer`` (the
+        :class:`~specband.transfer.TransferCheck`: the differences taken).
 
     Raises:
         ConfigError: unknown algorithm, an empty ``draft_model``; TransferError: the data is
@@ -561,24 +566,23 @@ def recommend(
         assert policy is not None
         index = policy.act(state, manifest.allowed_for(batch_size))
     action = EXTENDED_ACTIONS[index]  # the contract's 19 first: right for either set
-    pick = {
-        "algorithm": algo,
-        "batch_size": batch_size,
-        "measured_batch_size": measured,
-        "features": manifest.features,
-        "state": [float(f"{float(v):.7g}") for v in state],  # float32 precision
-        "source": source,
-        "action_index": index,
-        "action": list(action),
-        "flags": sglang_cli_args(action, draft_model),
-        "kwargs": server_args_kwargs(action, draft_model),
-        "mean_reward": None if measured is None else manifest.mean_reward(measured, index),
-        "origin": pick_origin(manifest, measured),
-        "explanation": explain_pick(manifest, measured, index),
-        "transfer": checked.to_json(),
-    }
-    if active_action_set() != "contract":
-        pick["action_set"] = active_action_set()
+    pick = Pick(
+        algorithm=algo,
+        batch_size=batch_size,
+        measured_batch_size=measured,
+        features=manifest.features,
+        state=tuple(float(f"{float(v):.7g}") for v in state),  # float32 precision
+        source=source,
+        action_index=index,
+        action=action,
+        flags=tuple(sglang_cli_args(action, draft_model)),
+        kwargs=server_args_kwargs(action, draft_model),
+        mean_reward=None if measured is None else manifest.mean_reward(measured, index),
+        origin=pick_origin(manifest, measured),
+        explanation=explain_pick(manifest, measured, index),
+        transfer=checked,
+        action_set=None if active_action_set() == "contract" else active_action_set(),
+    )
     return Recommendation(pick, tuple(notes))
 
 
@@ -627,58 +631,11 @@ def recommend_request(request: RecommendRequest, setup: UserSetup | None = None)
         )
 
 
-def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None = None) -> dict[str, Any]:
-    """The JSON-ready answer of ``recommend`` when the data holds several power limits
-    (what ``--format json`` prints): the limit and its command, the flags, and the pick at
-    every limit.
-
-    Returns:
-        ``power_limit_w``, ``nvidia_smi``, ``action`` (triple), ``action_index``, ``flags``,
-        ``kwargs``, ``batch_size``, ``measured_batch_size``, ``in_band``, ``utilization``,
-        ``speed_tok_s``, ``speed_loss``, ``max_speed_loss``, ``joules_per_token``,
-        ``default_power_limit_w``, ``default_joules_per_token``, ``default_utilization``,
-        ``band``, ``provenance`` and ``picks`` (one object per limit).
-    """
-    from specband.actions import EXTENDED_ACTIONS, server_args_kwargs, sglang_cli_args
-
-    chosen, default = decided.chosen, decided.default
-    action = EXTENDED_ACTIONS[chosen.action_index]  # the contract's 19 first: right for either set
-    return {
-        "batch_size": decided.batch_size,
-        "measured_batch_size": decided.measured_batch_size,
-        "power_limit_w": chosen.power_limit_w,
-        "nvidia_smi": decided.nvidia_smi_command,
-        "action_index": chosen.action_index,
-        "action": list(action),
-        "flags": sglang_cli_args(action, draft_model),
-        "kwargs": server_args_kwargs(action, draft_model),
-        "in_band": chosen.in_band,
-        "utilization": chosen.utilization,
-        "speed_tok_s": chosen.speed_tok_s,
-        "speed_loss": decided.speed_loss,
-        "max_speed_loss": decided.max_speed_loss,
-        "joules_per_token": chosen.joules_per_token,
-        "default_power_limit_w": default.power_limit_w,
-        "default_joules_per_token": default.joules_per_token,
-        "default_utilization": default.utilization,
-        "band": list(decided.band),
-        "provenance": decided.provenance,
-        "origin": decided.origin,
-        "transfer": decided.transfer,
-        "picks": [
-            {
-                "power_limit_w": p.power_limit_w,
-                "action": list(p.action),
-                "speed_tok_s": p.speed_tok_s,
-                "utilization": p.utilization,
-                "joules_per_token": p.joules_per_token,
-                "in_band": p.in_band,
-                "mean_reward": p.mean_reward,
-                "runs": p.runs,
-            }
-            for p in decided.picks
-        ],
-    }
+def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None = None) -> PowerLimitPick:
+    """The answer of ``recommend`` when the data holds several power limits (its
+    ``to_json()`` is what ``--format json`` prints): the limit and its command, the flags,
+    and the pick at every limit (:meth:`specband.results.PowerLimitPick.of`)."""
+    return PowerLimitPick.of(decided, draft_model)
 
 
 def power_limit_summary(decided: PowerLimitRecommendation) -> str:

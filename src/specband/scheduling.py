@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specband.actions import EXTENDED_ACTIONS, Action
+from specband.results import SchedulePick
 
 if TYPE_CHECKING:
-    from specband.transfer import UserSetup
+    from specband.transfer import TransferCheck, UserSetup
 from specband.schedule import (
     PolicyScorer,
     load_scorer,
@@ -28,6 +29,7 @@ from specband.schedule import (
 __all__ = [
     "ENGINES",
     "MixRecommendation",
+    "SchedulePick",
     "ScheduleRequest",
     "WrittenSchedule",
     "new_auto_schedule_file",
@@ -70,7 +72,7 @@ def schedule_for_launch(
     trust_pickle: bool = False,
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
-) -> dict[str, Any]:
+) -> SchedulePick:
     """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
     has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
 
@@ -81,9 +83,10 @@ def schedule_for_launch(
     line names ``<log>.schedule-XXXXXXXX.json``.
 
     Returns:
-        ``path`` (the config file), ``entries`` (tier -> entry), ``action`` (the chain
-        config sglang starts from: ``--speculative-num-steps`` = sglang's own default) and
-        ``extra_args`` (``--speculative-adaptive --speculative-adaptive-config FILE``).
+        a :class:`~specband.results.SchedulePick` (engine ``sglang``): ``path`` (the config
+        file), ``tiers`` (tier -> entry), ``action`` (the chain config sglang starts from:
+        ``--speculative-num-steps`` = sglang's own default) and ``extra_args``
+        (``--speculative-adaptive --speculative-adaptive-config FILE``).
 
     Raises:
         ConfigError: an unreadable or invalid file, or a schedule that never speculates.
@@ -116,12 +119,13 @@ def schedule_for_launch(
         path = Path(schedule)
         entries = sch.read_sglang_adaptive_config(path)
     flags = sch.sglang_schedule_flags(path, entries, None)
-    return {
-        "path": path,
-        "entries": entries,
-        "action": sch.chain_action(sch.sglang_initial_steps(entries)),
-        "extra_args": flags[flags.index("--speculative-adaptive") :],
-    }
+    return SchedulePick(
+        engine="sglang",
+        path=path,
+        action=sch.chain_action(sch.sglang_initial_steps(entries)),
+        tiers=entries,
+        extra_args=tuple(flags[flags.index("--speculative-adaptive") :]),
+    )
 
 
 def vllm_schedule_for_launch(
@@ -135,7 +139,7 @@ def vllm_schedule_for_launch(
     trust_pickle: bool = False,
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
-) -> dict[str, Any]:
+) -> SchedulePick:
     """The per-batch-size part of ``specband launch --engine vllm --schedule FILE|auto``:
     ``FILE`` is a ``--speculative-config`` object (``specband schedule --engine vllm``'s
     output), checked with vLLM's rules (:func:`specband.schedule.check_vllm_schedule`) and
@@ -144,8 +148,9 @@ def vllm_schedule_for_launch(
     line).
 
     Returns:
-        ``path`` (the file, or ``auto``), ``entries`` (``[start, end, K]`` ranges), ``action``
-        (the chain of the largest K, ``num_speculative_tokens``) and ``speculative_config``.
+        a :class:`~specband.results.SchedulePick` (engine ``vllm``): ``path`` (the file, or
+        ``auto``), ``ranges`` (``(start, end, K)``), ``action`` (the chain of the largest K,
+        ``num_speculative_tokens``) and ``speculative_config``.
 
     Raises:
         ConfigError: an unreadable or invalid file, or a schedule that never speculates.
@@ -182,7 +187,9 @@ def vllm_schedule_for_launch(
     except ConfigError as exc:
         raise ConfigError(f"--schedule {schedule}: {exc}") from None
     k = int(obj["num_speculative_tokens"])
-    return {"path": schedule, "entries": ranges, "action": sch.chain_action(k), "speculative_config": obj}
+    return SchedulePick(
+        engine="vllm", path=schedule, action=sch.chain_action(k), tiers={}, ranges=tuple(ranges), speculative_config=obj
+    )
 
 
 @dataclass(frozen=True)
@@ -195,7 +202,9 @@ class MixRecommendation:
         mix: batch size -> weight (normalised).
         pick: the :class:`~specband.batchmix.MixPick` (expected reward and regret, per-batch-size rows).
         draft_model: ``--draft-model`` (or ``None``).
-        notes: the loading notes, in order.
+        notes: the loading notes and the transfer check's warnings, in order.
+        transfer: the transfer check (:class:`~specband.transfer.TransferCheck`: the
+            differences taken with ``--allow-transfer``), or ``None`` when not checked.
     """
 
     algorithm: str
@@ -204,6 +213,7 @@ class MixRecommendation:
     pick: Any
     draft_model: str | None = None
     notes: tuple[str, ...] = ()
+    transfer: TransferCheck | None = None
 
     @property
     def action(self) -> Action:
@@ -239,13 +249,18 @@ class MixRecommendation:
         }
 
 
-def recommend_mix(request: Any) -> MixRecommendation:
+def recommend_mix(request: Any, setup: UserSetup | None = None) -> MixRecommendation:
     """The single config with the best expected reward over the batch-size mix of a
     :class:`~specband.recommend.RecommendRequest` (``--batch-mix`` or ``--batch-mix-from``),
-    the policy loaded as ``recommend`` loads it (``--trust-pickle`` and the notes included).
+    the policy loaded as ``recommend`` loads it (``--trust-pickle`` and the notes included)
+    and the user's ``setup`` (:func:`specband.usersetup.user_setup`) checked against the
+    data's as ``recommend`` checks it (:func:`specband.schedule.check_scorer_transfer`:
+    ``request.allow_transfer`` takes another setup's pick, its differences as notes);
+    ``None``: not checked.
 
     Raises:
-        ConfigError / DataError: a bad mix or metrics file; the loading errors of
+        ConfigError / DataError: a bad mix or metrics file; TransferError: the data is from
+        another setup and ``--allow-transfer`` was not given; the loading errors of
         :func:`specband.recommend.load_models`.
     """
     import dataclasses
@@ -261,9 +276,15 @@ def recommend_mix(request: Any) -> MixRecommendation:
 
     with use_action_set(request.actions):
         scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
+        transfer = None
+        if setup is not None:  # before picking, as for one batch size: a refused transfer picks nothing
+            from specband.schedule import check_scorer_transfer
+
+            transfer = check_scorer_transfer(scorer, setup, allow=request.allow_transfer)
         scorer = dataclasses.replace(scorer, telemetry=request.state)
         pick = pick_for_mix(scorer, mix)
-    return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, scorer.notes)
+    notes = (*scorer.notes, *(() if transfer is None else transfer.warnings))
+    return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, notes, transfer)
 
 
 #: ``specband schedule --engine`` values.

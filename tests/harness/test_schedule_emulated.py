@@ -272,7 +272,7 @@ def test_launch_schedule_auto_writes_a_new_file_of_its_own_beside_the_log(tmp_pa
     assert first != second and first.parent == tmp_path and first.name.startswith("server.log.schedule-")
     notes: list[str] = []
     pick = schedule_for_launch("auto", "lookup_table", None, None, notes=notes, auto_file=first, log=log)
-    assert pick["path"] == first and pick["extra_args"][-1] == str(first)
+    assert pick.path == first and pick.extra_args[-1] == str(first) and pick.engine == "sglang"
     assert sorted(json.loads(first.read_text())) == ["1", "12", "3", "6"]
     assert notes == [
         # the bundled data has no chain config at bs 1 and 16 (issue 18: say why speculation is off)

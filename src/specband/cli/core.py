@@ -69,16 +69,18 @@ def actions_command(
 def recommend_command(request: RecommendRequest) -> None:
     """Print the sglang flags for a batch size, ready to paste after
     `python -m sglang.launch_server`."""
+    from specband.usersetup import user_setup
+
     if request.is_mix:
         from specband.cli.schedule import print_mix_recommendation
         from specband.scheduling import recommend_mix
 
-        print_mix_recommendation(recommend_mix(request), request.output_format)
+        mix_setup = user_setup(request.target, request.draft_model, request.gpu)
+        print_mix_recommendation(recommend_mix(request, mix_setup), request.output_format)
         return
     from specband.actions import use_action_set
     from specband.explain import answer_lines
     from specband.recommend import power_limit_recommendation, recommend_request
-    from specband.usersetup import user_setup
 
     with use_action_set(request.actions):  # a folder is read against its action set
         setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
@@ -103,10 +105,10 @@ def recommend_command(request: RecommendRequest) -> None:
         _note(line)
     result = decided.pick
     if request.output_format == "json":
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(json.dumps(result.to_json(), indent=2))
     else:
-        typer.echo(shlex.join(result["flags"]))
-    if result["action"] == [0, 0, 0]:
+        typer.echo(shlex.join(result.flags))
+    if result.action.is_baseline:
         _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
     elif request.draft_model is None:
         _note(
@@ -124,8 +126,8 @@ def _print_power_limit(decided: Any, request: RecommendRequest) -> None:
         _note(line)
     answer = power_limit_pick(decided, request.draft_model)
     if request.output_format == "json":
-        typer.echo(json.dumps(answer, indent=2))
+        typer.echo(json.dumps(answer.to_json(), indent=2))
         return
-    typer.echo(answer["nvidia_smi"])
-    typer.echo(shlex.join(answer["flags"]))
+    typer.echo(answer.nvidia_smi)
+    typer.echo(shlex.join(answer.flags))
     _note(power_limit_summary(decided))

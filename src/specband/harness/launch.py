@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specband.harness.request import (
     engine_field,
@@ -33,6 +33,10 @@ from specband.recommend import (
     state_field,
     trust_pickle_field,
 )
+from specband.results import PowerLimitPick, SchedulePick
+
+if TYPE_CHECKING:
+    from specband.results import Pick
 
 __all__ = ["LaunchPlan", "LaunchRequest", "plan_launch", "serve_launch"]
 
@@ -141,7 +145,9 @@ class LaunchPlan:
         config: the server's configuration (sglang version included).
         action: the triple sglang starts with.
         command: the server's command line.
-        pick: the recommendation's JSON pick, or the schedule (``path``, ``entries``, ...).
+        pick: the :class:`~specband.results.Pick`; with ``--set-power-limit auto`` the
+            :class:`~specband.results.PowerLimitPick`; with ``--schedule`` the
+            :class:`~specband.results.SchedulePick`.
         notes: what to tell the user, in order (after ``version_warning``).
         sglang_version, sglang_version_source, version_warning: the flag spellings' release.
         auto_file: the schedule file ``--schedule auto`` wrote (removed when the launch ends).
@@ -153,7 +159,7 @@ class LaunchPlan:
     config: Any
     action: tuple[int, int, int]
     command: list[str]
-    pick: dict[str, Any]
+    pick: Pick | PowerLimitPick | SchedulePick
     notes: tuple[str, ...]
     sglang_version: str
     sglang_version_source: str
@@ -205,7 +211,9 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
     return config, rope_note
 
 
-def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None) -> tuple[Any, dict[str, Any]]:
+def _decide(
+    r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None
+) -> tuple[Any, Pick | PowerLimitPick | SchedulePick]:
     """The pick (or the schedule) and the config with its flags, the user's setup checked
     against the data's (:mod:`specband.transfer`)."""
     from specband.usersetup import user_setup
@@ -220,7 +228,7 @@ def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | N
         )  # fmt: skip
         mns = ("--max-num-seqs", str(r.max_running_requests)) if r.max_running_requests else ()
         config = dataclasses.replace(
-            config, speculative_config=pick["speculative_config"], extra_args=(*mns, *config.extra_args)
+            config, speculative_config=pick.speculative_config, extra_args=(*mns, *config.extra_args)
         )
         return config, pick
     if r.schedule is not None:
@@ -231,7 +239,7 @@ def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | N
             trust_pickle=r.trust_pickle, setup=setup, allow_transfer=r.allow_transfer,
         )  # fmt: skip
         mrr = ["--max-running-requests", str(r.max_running_requests)] if r.max_running_requests else []
-        return dataclasses.replace(config, extra_args=(*pick["extra_args"], *mrr, *config.extra_args)), pick
+        return dataclasses.replace(config, extra_args=(*pick.extra_args, *mrr, *config.extra_args)), pick
     if r.set_power_limit == "auto":
         return config, _auto_power_limit_pick(r, notes)
     from specband.recommend import recommend
@@ -248,7 +256,7 @@ def _decide(r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | N
     return config, result.pick
 
 
-def _auto_power_limit_pick(r: LaunchRequest, notes: list[str]) -> dict[str, Any]:
+def _auto_power_limit_pick(r: LaunchRequest, notes: list[str]) -> PowerLimitPick:
     """``--set-power-limit auto``: the limit and the flags from a sweep over several limits
     (:func:`specband.powerpicks.recommend_power_limit`); the pick carries ``power_limit_w``."""
     from specband.dataset import load_sweep
@@ -293,7 +301,8 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
 
             auto_file = new_auto_schedule_file(r.log)
         config, pick = _decide(r, config, notes, auto_file)
-        action = tuple(pick["action"])
+        steps, topk, draft_tokens = pick.action
+        action = (steps, topk, draft_tokens)  # a plain tuple: printed as "(3, 2, 4)" in the notes
         if r.engine == "vllm" and r.schedule is None:
             check_vllm_actions(
                 [Action(*action)], option=f"--engine vllm: {r.algo}'s pick for batch size {r.batch_size}"
@@ -304,7 +313,7 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                 f"(the EAGLE3 draft model path)"
             )
         command = build_launch_command(config, action, r.batch_size, r.mem_fraction)
-        limit_w = pick.get("power_limit_w") if r.set_power_limit == "auto" else None
+        limit_w = pick.power_limit_w if isinstance(pick, PowerLimitPick) else None
         if r.set_power_limit is not None and r.set_power_limit != "auto":
             from specband.harness.power_limits import launch_power_limit_w
 
@@ -317,16 +326,16 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                     r.log.unlink()
         remove(auto_file)
         raise
-    if r.schedule is not None and r.engine == "vllm":
-        notes.append(f"vLLM per-batch-size K with {pick['path']}: [start, end, K] {[list(e) for e in pick['entries']]}")
-    elif r.schedule is not None:
-        notes.append(f"adaptive speculation with {pick['path']}: tiers {sorted(pick['entries'])}, starting at {action}")
-    elif r.set_power_limit == "auto":
-        notes.append(f"power limit {limit_w:g} W with {pick['action']} for batch size {r.batch_size}")
+    if isinstance(pick, SchedulePick) and pick.engine == "vllm":
+        notes.append(f"vLLM per-batch-size K with {pick.path}: [start, end, K] {[list(e) for e in pick.ranges]}")
+    elif isinstance(pick, SchedulePick):
+        notes.append(f"adaptive speculation with {pick.path}: tiers {sorted(pick.tiers)}, starting at {action}")
+    elif isinstance(pick, PowerLimitPick):
+        notes.append(f"power limit {pick.power_limit_w:g} W with {list(pick.action)} for batch size {r.batch_size}")
     else:
         notes.append(
-            f"{r.algo} picks {pick['action']} for batch size {r.batch_size} "
-            f"(features={pick['features']}, state={[round(v, 4) for v in pick['state']]}, source: {pick['source']})"
+            f"{r.algo} picks {list(pick.action)} for batch size {r.batch_size} "
+            f"(features={pick.features}, state={[round(v, 4) for v in pick.state]}, source: {pick.source})"
         )
     return LaunchPlan(
         r, config, action, command, pick, tuple(notes), version, version_source, version_warning, auto_file, limit_w
@@ -369,9 +378,9 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
                 else ""
             )
             what = (
-                f"{tuple(plan.action)} for batch size {r.batch_size}"
-                if r.schedule is None
-                else f"the schedule {plan.pick['path']}"
+                f"the schedule {plan.pick.path}"
+                if isinstance(plan.pick, SchedulePick)
+                else f"{tuple(plan.action)} for batch size {r.batch_size}"
             )
             engine = "vLLM" if r.engine == "vllm" else "sglang"
             say(
