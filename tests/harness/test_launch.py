@@ -56,7 +56,7 @@ def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-un
     ):
         assert flag in line
     assert line.endswith("--log-level warning --trust-remote-code")
-    assert "lookup_table picks [3, 2, 4] for batch size 16" in res.stderr
+    assert "lookup_table picks (3,2,4) for batch size 16" in res.stderr
 
 
 @pytest.mark.parametrize(
@@ -249,7 +249,7 @@ def test_launch_serves_the_pick_and_ctrl_c_stops_the_group(tmp_path: Path, port:
         while "ready" not in ready and time.monotonic() < deadline and proc.poll() is None:
             if selector.select(timeout=0.5):
                 ready += proc.stdout.readline()
-        assert f"sglang ready at http://127.0.0.1:{port} with (3, 2, 4) for batch size 16" in ready, (
+        assert f"sglang ready at http://127.0.0.1:{port} with (3,2,4) for batch size 16" in ready, (
             ready,
             proc.stderr.read() if proc.poll() is not None else "",
         )
@@ -403,7 +403,7 @@ def test_a_speculative_pick_without_draft_is_the_only_line(run_cli, tmp_path, mo
         assert res.exit_code == 2
         # the NVML note and the pick note are not printed: the error is the only line
         assert res.stderr.splitlines() == [
-            "error: lookup_table picks (3, 4, 8) for batch size 4, a speculative action that needs --draft "
+            "error: lookup_table picks (3,4,8) for batch size 4, a speculative action that needs --draft "
             "(the EAGLE3 draft model path)"
         ], res.stderr
         assert res.stdout == "" and not log.exists()  # the log checked for writing is not left behind

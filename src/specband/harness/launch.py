@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specband.actions import Action
 from specband.harness.request import (
     engine_field,
     gpu_index_field,
@@ -277,7 +278,6 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     Raises:
         ConfigError (and the loading errors of :func:`specband.recommend.load_models`): one line.
     """
-    from specband.actions import Action
     from specband.errors import ConfigError
     from specband.harness.request import engine_server
     from specband.harness.serverconfig import build_launch_command
@@ -302,11 +302,9 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
             auto_file = new_auto_schedule_file(r.log)
         config, pick = _decide(r, config, notes, auto_file)
         steps, topk, draft_tokens = pick.action
-        action = (steps, topk, draft_tokens)  # a plain tuple: printed as "(3, 2, 4)" in the notes
+        action = Action(steps, topk, draft_tokens)  # printed as "(3,2,4)", the one spelling of a triple
         if r.engine == "vllm" and r.schedule is None:
-            check_vllm_actions(
-                [Action(*action)], option=f"--engine vllm: {r.algo}'s pick for batch size {r.batch_size}"
-            )
+            check_vllm_actions([action], option=f"--engine vllm: {r.algo}'s pick for batch size {r.batch_size}")
         if r.draft is None and any(action):
             raise ConfigError(
                 f"{r.algo} picks {action} for batch size {r.batch_size}, a speculative action that needs --draft "
@@ -331,10 +329,10 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     elif isinstance(pick, SchedulePick):
         notes.append(f"adaptive speculation with {pick.path}: tiers {sorted(pick.tiers)}, starting at {action}")
     elif isinstance(pick, PowerLimitPick):
-        notes.append(f"power limit {pick.power_limit_w:g} W with {list(pick.action)} for batch size {r.batch_size}")
+        notes.append(f"power limit {pick.power_limit_w:g} W with {action} for batch size {r.batch_size}")
     else:
         notes.append(
-            f"{r.algo} picks {list(pick.action)} for batch size {r.batch_size} "
+            f"{r.algo} picks {action} for batch size {r.batch_size} "
             f"(features={pick.features}, state={[round(v, 4) for v in pick.state]}, source: {pick.source})"
         )
     return LaunchPlan(
@@ -380,7 +378,7 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
             what = (
                 f"the schedule {plan.pick.path}"
                 if isinstance(plan.pick, SchedulePick)
-                else f"{tuple(plan.action)} for batch size {r.batch_size}"
+                else f"{Action(*plan.action)} for batch size {r.batch_size}"
             )
             engine = "vLLM" if r.engine == "vllm" else "sglang"
             say(
