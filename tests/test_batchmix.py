@@ -195,6 +195,8 @@ def test_a_mix_checks_the_gpu_and_power_limit_of_a_profile():
     taken = recommend_mix(_mix_request(gpu="h100-sxm", allow_transfer=True), setup)
     assert taken.transfer is not None
     assert taken.transfer.differences[-1] == "power limit 700 W vs the data's 80 W"
+    # the JSON answer says the differences taken, as a one-batch-size pick's "transfer" does
+    assert taken.as_json()["transfer"] == {"differences": list(taken.transfer.differences), "transferred": True}
 
 
 def test_a_mix_for_the_datas_own_setup_passes_with_the_unchecked_gpu_said():
@@ -208,6 +210,7 @@ def test_a_mix_for_the_datas_own_setup_passes_with_the_unchecked_gpu_said():
     unchecked = recommend_mix(_mix_request())  # no setup: nothing checked, nothing said
     assert unchecked.transfer is None and unchecked.notes == ()
     assert unchecked.as_json() == answer.as_json()  # the JSON answer is the same either way
+    assert answer.as_json()["transfer"] == {"differences": [], "transferred": False}
 
 
 def test_recommend_batch_mix_cli_passes_the_users_setup(run_cli):

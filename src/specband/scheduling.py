@@ -231,6 +231,7 @@ class MixRecommendation:
         import dataclasses
 
         from specband.actions import server_args_kwargs
+        from specband.transfer import TransferCheck
 
         return {
             "algorithm": self.algorithm,
@@ -246,6 +247,7 @@ class MixRecommendation:
                 {**dataclasses.asdict(r), "own_action": list(EXTENDED_ACTIONS[r.own_index]), "regret": r.regret}
                 for r in self.pick.rows
             ],
+            "transfer": (self.transfer or TransferCheck()).to_json(),  # as one batch size's pick has it
         }
 
 

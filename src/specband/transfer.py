@@ -86,7 +86,8 @@ class TransferCheck:
     warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
-        """``{"differences": [...], "allowed": bool}`` for ``--format json``."""
+        """``{"differences": [...], "transferred": bool}`` for ``--format json`` (``transferred``:
+        the pick was taken from data of another setup, with ``--allow-transfer``)."""
         return {"differences": list(self.differences), "transferred": bool(self.differences)}
 
 
