@@ -49,6 +49,7 @@ __all__ = [
     "power_limit_recommendation",
     "power_limit_summary",
     "power_limit_table",
+    "power_limit_with_origin",
     "power_limits_of_file",
     "recommend",
     "recommend_power_limit",
@@ -709,7 +710,7 @@ def power_limit_recommendation(
         from specband.origin import data_origin
 
         decided = recommend_power_limit(sweep, request.batch_size, max_speed_loss=request.max_speed_loss)
-        return _with_origin(decided, data_origin(sweep), str(request.data), setup, request.allow_transfer)
+        return power_limit_with_origin(decided, data_origin(sweep), str(request.data), setup, request.allow_transfer)
     if request.models is not None:
         table = folder_power_limits(request.models)
         if table is not None:
@@ -718,19 +719,25 @@ def power_limit_recommendation(
 
             decided = recommend_power_limit_from_table(table, request.batch_size, max_speed_loss=request.max_speed_loss)
             origin = load_manifest(resolve_folder(request.models)).origin
-            return _with_origin(decided, origin, str(request.models), setup, request.allow_transfer)
+            return power_limit_with_origin(decided, origin, str(request.models), setup, request.allow_transfer)
     return None
 
 
-def _with_origin(
+def power_limit_with_origin(
     decided: PowerLimitRecommendation,
     origin: Any,
     source: str,
     setup: UserSetup | None,
     allow_transfer: bool,
 ) -> PowerLimitRecommendation:
-    """The answer with a limit, with the data's origin and the transfer check (the power
-    limit is not compared: it is the answer's lever)."""
+    """The answer with a limit, with the data's origin (``origin``: a
+    :class:`~specband.origin.DataOrigin` or ``None``) and the user's ``setup`` checked
+    against it (:func:`specband.transfer.check_transfer`; the power limit is not compared:
+    it is the answer's lever). ``setup`` ``None``: the origin only.
+
+    Raises:
+        TransferError: the data is from another setup and ``allow_transfer`` is False.
+    """
     import dataclasses
 
     from specband.transfer import check_transfer

@@ -100,3 +100,21 @@ def test_set_power_limit_refused_with_device_none(run_cli, tmp_path):
     assert result.exit_code == 2 and "not with --device none" in one_error_line(result.stderr)
     result = run_cli(*_ARGS, "--set-power-limit", "auto", "--log", tmp_path / "s.log")
     assert result.exit_code == 2 and "needs --data SWEEP" in one_error_line(result.stderr)
+
+
+def test_auto_checks_the_users_setup_against_the_sweeps_as_recommend_does(run_cli, tmp_path, monkeypatch, fake_gpu):
+    fake_gpu.max_limit_mw = fake_gpu.default_mw = fake_gpu.enforced_mw = 700_000
+    model = build_model("h100-sxm", target_config="llama-3.1-8b-instruct", draft_config="eagle3-llama-3.1-8b-instruct")
+    rows = simulate_power_limits(model, [400.0, 550.0, 700.0], batch_sizes=(4,), repeats=1)
+    data = tmp_path / "h100.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ("launch", "--target", "org/another-target", "--draft", "d", "-b", "4", "--sglang-version", "0.5.23")
+    auto = ("--set-power-limit", "auto", "--data", data, "--dry-run", "--log", tmp_path / "s.log")
+    refused = run_cli(*args, *auto)
+    assert refused.exit_code == 2 and refused.stdout == ""
+    line = one_error_line(refused.stderr)
+    assert line.startswith(f"error: {data} answers for another setup: target org/another-target")
+    taken = run_cli(*args, *auto, "--allow-transfer")
+    assert taken.exit_code == 0, taken.stderr
+    assert "note: transferred (--allow-transfer): target org/another-target" in taken.stderr
+    assert any(x.startswith("# sudo nvidia-smi -pl ") for x in taken.stdout.splitlines())

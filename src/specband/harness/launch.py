@@ -38,6 +38,7 @@ from specband.results import PowerLimitPick, SchedulePick
 
 if TYPE_CHECKING:
     from specband.results import Pick
+    from specband.transfer import UserSetup
 
 __all__ = ["LaunchPlan", "LaunchRequest", "plan_launch", "serve_launch"]
 
@@ -242,7 +243,7 @@ def _decide(
         mrr = ["--max-running-requests", str(r.max_running_requests)] if r.max_running_requests else []
         return dataclasses.replace(config, extra_args=(*pick.extra_args, *mrr, *config.extra_args)), pick
     if r.set_power_limit == "auto":
-        return config, _auto_power_limit_pick(r, notes)
+        return config, _auto_power_limit_pick(r, notes, setup)
     from specband.recommend import recommend
 
     assert r.batch_size is not None  # checked: --batch-size or --schedule
@@ -257,15 +258,25 @@ def _decide(
     return config, result.pick
 
 
-def _auto_power_limit_pick(r: LaunchRequest, notes: list[str]) -> PowerLimitPick:
+def _auto_power_limit_pick(r: LaunchRequest, notes: list[str], setup: UserSetup) -> PowerLimitPick:
     """``--set-power-limit auto``: the limit and the flags from a sweep over several limits
-    (:func:`specband.powerpicks.recommend_power_limit`); the pick carries ``power_limit_w``."""
+    (:func:`specband.powerpicks.recommend_power_limit`), with the data's origin and the
+    user's ``setup`` checked against it as ``recommend`` checks it; the pick carries
+    ``power_limit_w``."""
     from specband.dataset import load_sweep
     from specband.hub import resolve_data_file
-    from specband.recommend import power_limit_pick, power_limit_summary, recommend_power_limit
+    from specband.origin import data_origin
+    from specband.recommend import (
+        power_limit_pick,
+        power_limit_summary,
+        power_limit_with_origin,
+        recommend_power_limit,
+    )
 
     assert r.batch_size is not None and r.data is not None  # checked
-    decided = recommend_power_limit(load_sweep(resolve_data_file(r.data)), r.batch_size)
+    sweep = load_sweep(resolve_data_file(r.data))
+    decided = recommend_power_limit(sweep, r.batch_size)
+    decided = power_limit_with_origin(decided, data_origin(sweep), str(r.data), setup, r.allow_transfer)
     notes += [*decided.notes, power_limit_summary(decided)]
     return power_limit_pick(decided, r.draft)
 
