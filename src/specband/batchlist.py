@@ -103,7 +103,6 @@ def check_batch_size_bound(value: str) -> str:
         digits = part.lstrip("+")
         if digits.isdigit() and (len(digits) > len(str(MAX_BATCH_SIZE)) or int(digits) > MAX_BATCH_SIZE):
             raise ConfigError(
-                f"batch size {part} is above {MAX_BATCH_SIZE}, the largest specband accepts "
-                "(specband.limits.MAX_BATCH_SIZE)"
+                f"batch size {part} is above {MAX_BATCH_SIZE} (2**20), the largest batch size specband accepts"
             )
     return value

@@ -333,15 +333,24 @@ def out_option_path(text: str | os.PathLike[str]) -> Path:
 
 #: Longest file name (one path component) in bytes: ``NAME_MAX`` of Linux file systems.
 NAME_MAX = 255
+#: Longest path in bytes, its terminating NUL included: ``PATH_MAX`` of Linux (``<linux/limits.h>``).
+PATH_MAX = 4096
 
 
 def check_name_lengths(path: str | os.PathLike[str], *, option: str, error: type[SpecbandError] = ConfigError) -> None:
     """Refuse a path with a component over :data:`NAME_MAX` bytes (and room for the
-    ``.<name>.<random>.tmp`` temporary file an atomic write makes next to it).
+    ``.<name>.<random>.tmp`` temporary file an atomic write makes next to it), or a whole
+    path over :data:`PATH_MAX` bytes less the same room.
 
     Raises:
-        error: ``"<option> <path>: file name too long (<n> bytes; at most 230)"``.
+        error: ``"<option> <path>: file name too long (<n> bytes; at most 230)"``, or
+            ``"<option> <path>: path too long (<n> bytes; at most 4070)"``.
     """
+    total = len(os.fsencode(os.fspath(path)))
+    if total > PATH_MAX - 26:
+        text = os.fspath(path)
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise error(f"{option} {shown}: path too long ({total} bytes; at most {PATH_MAX - 26})")
     limit = NAME_MAX - 25  # ".<name>.<12 hex>.tmp" and a ".lock" / ".logs" suffix fit
     for part in Path(path).parts:
         n = len(os.fsencode(part))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OPTION_KEY", "PANELS", "OptionSpec", "option", "option_spec"]
+__all__ = ["GIVE", "NAME_METAVARS", "OPTION_KEY", "PANELS", "OptionSpec", "option", "option_spec"]
 
 #: Key of a field's metadata holding its :class:`OptionSpec`.
 OPTION_KEY = "specband.option"
@@ -34,6 +34,21 @@ PANELS: tuple[str, ...] = (
     "output",
 )
 
+#: What to give instead of an empty value, by ``metavar`` (the ``"; give ..."`` of the message).
+GIVE: dict[str, str] = {
+    "MODEL": "a model path or hub id",
+    "PATH": "a path or hub id",
+    "PROFILE": "a GPU profile name (h100-sxm, h200, a100-sxm4-80gb, rtx4060-laptop) or a profile file",
+    "CONFIG": "a config.json path or a bundled name",
+    "SWEEP": "a sweep file or folder",
+    "FILE|auto": "a file or 'auto'",
+    "CMD": "the server launcher (e.g. 'python -m sglang.launch_server')",
+}
+#: ``metavar`` of the string options whose value names a file, a folder, a model or a profile:
+#: each part of the value is at most :data:`specband.fileio.NAME_MAX` bytes (a path option's
+#: is, whatever its metavar).
+NAME_METAVARS = frozenset({"FILE", "DIR", "SWEEP", "MODEL", "PATH", "PROFILE", "CONFIG", "DATA", "FILE|auto"})
+
 
 @dataclass(frozen=True)
 class OptionSpec:
@@ -51,6 +66,13 @@ class OptionSpec:
             :class:`~specband.errors.ConfigError`: a usage error naming the option).
         argument: a positional argument (``flags`` is then its one name, e.g. ``("DATA",)``).
         envvar: the environment variable giving the default.
+        allow_empty: a string or path value may be empty or blank (otherwise refused as
+            ``"<option>: empty; give <give>"`` by the CLI, for every command).
+        give: what to give instead of an empty value (``None``: from :data:`GIVE`, by
+            ``metavar``).
+        finite: a float value must be finite (otherwise ``"<option>: must be a finite
+            number, got nan"``); ``False`` lets ``inf``/``nan`` through to the request's own
+            check (one that names what the number is, e.g. ``--power-limit``'s range in W).
     """
 
     flags: tuple[str, ...]
@@ -64,6 +86,9 @@ class OptionSpec:
     check: Callable[[Any], Any] | None = None
     argument: bool = False
     envvar: str | None = None
+    allow_empty: bool = False
+    give: str | None = None
+    finite: bool = True
 
     def __post_init__(self) -> None:
         if not self.flags or not (self.argument or self.flags[0].startswith("--")) or not self.help.strip():

@@ -87,6 +87,7 @@ def models_field() -> Any:
         panel="model",
         metavar="DIR",
         show_default=False,
+        give="an artifact folder or hub id",
     )
 
 
@@ -136,7 +137,15 @@ def state_field(help_text: str) -> Any:
     """``--state TEMP_C MEM_MB UTIL_PCT``: the GPU state to decide from."""
     from specband.optionspec import option
 
-    return option(None, "--state", help=help_text, panel="pick", metavar="TEMP_C MEM_MB UTIL_PCT", show_default=False)
+    return option(
+        None,
+        "--state",
+        help=help_text,
+        panel="pick",
+        metavar="TEMP_C MEM_MB UTIL_PCT",
+        show_default=False,
+        finite=False,  # check_gpu_state names the quantity and its range, nan and inf included
+    )
 
 
 def gpu_field() -> Any:
@@ -202,6 +211,7 @@ class RecommendRequest:
         help="EAGLE3 draft model path or id, emitted as --speculative-draft-model-path.",
         panel="setup",
         metavar="PATH",
+        give="the EAGLE3 draft model's path or hub id",
         show_default=False,
     )
     data: Path | None = data_field()

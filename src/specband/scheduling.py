@@ -336,6 +336,7 @@ def _schedule_option_fields() -> dict[str, Any]:
             help="EAGLE3 draft model path or id (vLLM's `model`; sglang's launch flag).",
             panel="setup",
             metavar="PATH",
+            give="the EAGLE3 draft model's path or hub id",
             show_default=False,
         ),
         "include_unmeasured": option(

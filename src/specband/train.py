@@ -56,6 +56,7 @@ class TrainRequest:
         help="GPU power limit in W, overriding the rows' own.",
         panel="grid",
         metavar="W",
+        finite=False,  # its own check says what a power limit must be, nan and inf included
         show_default=False,
     )
     seed: int = option(

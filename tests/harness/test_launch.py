@@ -361,8 +361,8 @@ def test_every_option_is_checked_before_nvml_and_the_error_is_the_only_line(run_
         (["--gpu-index", "-1"], "Invalid value for '--gpu-index': Input should be greater than or equal to 0"),
         (["--launch-timeout", "0"], "--launch-timeout must be > 0 s, got 0.0"),
         (["--algo", "dqn"], "unknown algorithm 'dqn'"),
-        (["--server-command", ""], "--server-command must not be empty"),
-        (["--target", ""], "--target (the model path) must not be empty"),
+        (["--server-command", ""], "--server-command: empty; give the server launcher"),
+        (["--target", ""], "--target: empty; give a model path or hub id"),
     ]:
         res = run_cli(
             "launch",

@@ -19,7 +19,7 @@ from typing import Any
 import typer
 
 from specband.cli.output import say
-from specband.cli.params import PANEL_TITLES, request_command, request_signature
+from specband.cli.params import PANEL_TITLES, build_request, request_command, request_signature
 from specband.emulator.request import EmulateRequest
 from specband.harness.request import SweepRequest
 
@@ -167,7 +167,7 @@ def emulate_command(ctx: typer.Context, **values: Any) -> None:
     from specband.emulator.options import EmulatorOptions
     from specband.emulator.server import serve
 
-    r = EmulateRequest(**values)
+    r = build_request(EmulateRequest, values)
     with _plain_warnings():
         if r.time_scale is not None:
             Clock(r.time_scale)

@@ -20,7 +20,7 @@ import typer
 
 from specband.optionspec import PANELS, OptionSpec, option_spec
 
-__all__ = ["PANEL_TITLES", "request_command", "typer_option"]
+__all__ = ["PANEL_TITLES", "build_request", "check_values", "request_command", "typer_option"]
 
 R = TypeVar("R")
 
@@ -40,17 +40,24 @@ PANEL_TITLES: dict[str, str] = {
 }
 
 
-def typer_option(spec: OptionSpec, default: Any) -> Any:  # typer.Option's own return type
-    """The typer option of ``spec`` with ``default`` (``...``: required)."""
+def typer_option(spec: OptionSpec, default: Any, *, bounds: bool = True) -> Any:  # typer.Option's own return type
+    """The typer option of ``spec`` with ``default`` (``...``: required); ``bounds=False``
+    leaves ``min``/``max`` to :func:`check_values` (a float's: ``nan`` must not be reported as
+    out of range)."""
     extra: dict[str, Any] = {}
-    if spec.min is not None:
+    if bounds and spec.min is not None:
         extra["min"] = spec.min
-    if spec.max is not None:
+    if bounds and spec.max is not None:
         extra["max"] = spec.max
     if spec.check is not None:
         extra["callback"] = _usage_check(spec.check)
     if spec.envvar is not None:
         extra["envvar"] = spec.envvar
+    metavar = spec.metavar
+    if not bounds and (spec.min is not None or spec.max is not None):  # the range --help shows, as typer's own
+        low, high = spec.min, spec.max
+        shown = f"x<={high}" if low is None else f"x>={low}" if high is None else f"{low}<=x<={high}"
+        metavar = f"{metavar or 'FLOAT'} [{shown}]"
     if spec.argument:
         return typer.Argument(
             default,
@@ -63,7 +70,7 @@ def typer_option(spec: OptionSpec, default: Any) -> Any:  # typer.Option's own r
         default,
         *spec.flags,
         help=spec.help,
-        metavar=spec.metavar,
+        metavar=metavar,
         show_default=spec.show_default and default is not None and default is not ... and default != [],
         rich_help_panel=PANEL_TITLES[spec.panel],
         **extra,
@@ -106,7 +113,8 @@ def _request_params(request_type: type) -> tuple[list[inspect.Parameter], set[st
             continue
         factory: Any = field.default_factory
         default = field.default if field.default is not dataclasses.MISSING else factory()
-        annotation: Any = hints[field.name]
+        # an argument keeps its path type: typer shows it in --help's type column (<path>)
+        annotation: Any = hints[field.name] if spec.argument else _as_text(hints[field.name])
         if spec.choices is not None:  # typer lists an enum's values in --help and refuses others
             choice: Any = enum.Enum(f"{field.name}_choice", {c: c for c in spec.choices}, type=str)  # type: ignore[misc]
             choices.add(field.name)
@@ -115,7 +123,7 @@ def _request_params(request_type: type) -> tuple[list[inspect.Parameter], set[st
             inspect.Parameter(
                 field.name,
                 inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=typer_option(spec, default),
+                default=typer_option(spec, default, bounds=float not in _leaf_types(hints[field.name])),
                 annotation=annotation,
             )
         )
@@ -134,7 +142,7 @@ def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Cal
         @functools.wraps(body)
         def command(**values: Any) -> Any:
             values = {k: v.value if k in choices else v for k, v in values.items()}
-            return body(request_type(**values))
+            return body(build_request(request_type, values))
 
         del command.__wrapped__  # typer reads __signature__, not the body's
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -142,3 +150,92 @@ def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Cal
         return command
 
     return decorate
+
+
+def _leaf_types(annotation: Any) -> set[Any]:
+    """The plain types inside ``annotation`` (``Path | None`` -> {Path, NoneType};
+    ``tuple[float, float]`` -> {float})."""
+    args = typing.get_args(annotation)
+    if not args:
+        return {annotation}
+    return set().union(*(_leaf_types(a) for a in args if a is not Ellipsis))
+
+
+def _as_text(annotation: Any) -> Any:
+    """``annotation`` with :class:`~pathlib.Path` read as ``str``: the parsers hand over the
+    raw text (``Path("")`` would already be ``.``, the working folder), which
+    :func:`check_values` checks and turns into a path."""
+    from pathlib import Path
+
+    if annotation is Path:
+        return str
+    if annotation == (Path | None):
+        return str | None
+    if annotation == list[Path]:
+        return list[str]
+    return annotation
+
+
+def _values_of(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def check_values(request_type: type, values: dict[str, Any]) -> dict[str, Any]:
+    """Check the parsed option values of ``request_type`` against their declarations (every
+    command, whichever parser read the command line) and turn path texts into paths.
+
+    The rules, one for every option (:class:`~specband.optionspec.OptionSpec`):
+    a string or path is not empty or blank (unless ``allow_empty``); a path, or a string whose
+    ``metavar`` names a file, folder, model or profile (:data:`~specband.optionspec.NAME_METAVARS`),
+    has no part over 230 bytes (:func:`specband.fileio.check_name_lengths`); a float is
+    finite (unless ``finite=False``) and within ``min``/``max``.
+
+    Returns:
+        ``values`` with the :class:`~pathlib.Path` fields' texts as paths.
+
+    Raises:
+        ConfigError: one line naming the option.
+    """
+    import math
+    from pathlib import Path
+
+    from specband.errors import ConfigError
+    from specband.fileio import check_name_lengths
+    from specband.optionspec import GIVE, NAME_METAVARS
+
+    hints = typing.get_type_hints(request_type)
+    out = dict(values)
+    for field in dataclasses.fields(request_type):
+        spec = option_spec(field)
+        if spec is None or field.name not in values or values[field.name] is None:
+            continue
+        value = values[field.name]
+        kinds = _leaf_types(hints[field.name])
+        name = spec.flags[0]
+        for item in _values_of(value):
+            if isinstance(item, str | Path) and not isinstance(item, bool):
+                text = str(item)
+                if not text.strip() and not spec.allow_empty:
+                    give = spec.give or GIVE.get(spec.metavar or "")
+                    raise ConfigError(f"{name}: empty" + (f"; give {give}" if give else ""))
+                if Path in kinds or spec.metavar in NAME_METAVARS or (spec.argument and name in NAME_METAVARS):
+                    check_name_lengths(text, option=name)
+            elif isinstance(item, float) and float in kinds:
+                if spec.finite and not math.isfinite(item):
+                    raise ConfigError(f"{name}: must be a finite number, got {item}")
+                shown = " / ".join(f"'{flag}'" for flag in spec.flags)
+                if spec.min is not None and item < spec.min:
+                    raise ConfigError(f"Invalid value for {shown}: Input should be greater than or equal to {spec.min}")
+                if spec.max is not None and item > spec.max:
+                    raise ConfigError(f"Invalid value for {shown}: Input should be less than or equal to {spec.max}")
+        if Path in kinds and isinstance(value, str):
+            out[field.name] = Path(value)
+        elif Path in kinds and isinstance(value, list):
+            out[field.name] = [Path(v) for v in value]
+    return out
+
+
+def build_request(request_type: type[R], values: dict[str, Any]) -> R:
+    """``request_type(**values)`` after :func:`check_values`: the one place the CLI builds a
+    request from parsed options (both parsers: typer's and :mod:`specband.cli.plain_options`)."""
+    return request_type(**check_values(request_type, values))

@@ -83,6 +83,7 @@ class EvaluateRequest:
         help="GPU power limit in W, overriding the rows' own (power_limit_watts).",
         panel="grid",
         metavar="W",
+        finite=False,  # its own check says what a power limit must be, nan and inf included
         show_default=False,
     )
     schedules: bool = option(

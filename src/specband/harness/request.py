@@ -144,7 +144,9 @@ def server_field(name: str, panel: str | None = None) -> Any:
     default, flag, help_text, metavar = _SERVER_OPTIONS[name]
     if panel is None:
         panel = "grid" if name == "allow_rope_mismatch" else "server"
-    return option(default, flag, help=help_text, panel=panel, metavar=metavar)
+    # check_mem_fractions says a fraction must be in (0, 1), nan included
+    finite = name not in ("mem_fraction", "retry_mem_fraction")
+    return option(default, flag, help=help_text, panel=panel, metavar=metavar, finite=finite)
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,7 @@ class SweepRequest:
         help="Power limit in W (finite, > 0) when NVML gives none.",
         panel="telemetry",
         metavar="W",
+        finite=False,  # its own check says what a power limit must be, nan and inf included
         show_default=False,
     )
     power_limits: str | None = option(

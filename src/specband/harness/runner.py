@@ -136,9 +136,14 @@ class MeasureSettings:
         for name in ("num_prompts", "max_new_tokens"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("launch_timeout_s", "health_poll_s", "request_timeout_s", "sample_period_s"):
+        for name, shown in (
+            ("launch_timeout_s", "--launch-timeout"),
+            ("health_poll_s", "health poll period"),
+            ("request_timeout_s", "--request-timeout"),
+            ("sample_period_s", "telemetry sample period"),
+        ):
             if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+                raise ConfigError(f"{shown} must be > 0 s, got {getattr(self, name)}")
         if not (math.isfinite(self.cooldown_s) and self.cooldown_s >= 0):
             raise ConfigError(f"--cooldown must be a finite number of seconds >= 0, got {self.cooldown_s}")
         if not (math.isfinite(self.stop_grace_s) and self.stop_grace_s >= 0):
