@@ -130,3 +130,15 @@ def test_a_path_option_still_reaches_the_request_as_a_path(run_cli: Any, tmp_pat
 
     values = check_values(RecommendRequest, {"models": "m", "data": None, "target": "org/name"})
     assert values == {"models": Path("m"), "data": None, "target": "org/name"}
+
+
+def test_a_profile_file_whose_base_is_over_255_bytes_is_an_unknown_profile(run_cli: Any, tmp_path: Path) -> None:
+    profile = tmp_path / "p.toml"
+    profile.write_text(
+        '[hardware]\nhardware = "h"\npower_limit_w = 100\nvram_mb = 1000\nmem_bandwidth_gbs = 100\n'
+        f'peak_tflops = 10\nidle_power_w = 10\nbase = "{LONG}"\n'
+    )
+    res = run_cli("simulate", "--out", "o.jsonl", "--profile", str(profile))
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert res.stderr.startswith(f"error: {profile}: field 'hardware.base': unknown profile '{LONG}'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -360,10 +361,12 @@ def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
 def _load(profile: str | Path, stack: tuple[str, ...]) -> HardwareProfile:
     text = str(profile)
     candidate = Path(text)
-    if candidate.suffix.lower() in (".toml", ".json") or candidate.exists():
+    # os.path's exists/isfile say False for a name the OS refuses (over NAME_MAX bytes, e.g. a
+    # profile file's hardware.base): an unknown profile, not an OSError
+    if candidate.suffix.lower() in (".toml", ".json") or os.path.exists(text):
         return _load_file(candidate, stack)
     builtin = _profiles_dir() / f"{text}.toml"
-    if not builtin.is_file():
+    if not os.path.isfile(builtin):
         raise ConfigError(
             f"unknown profile '{text}': expected one of {', '.join(builtin_profiles())} or a .toml/.json file"
         )
