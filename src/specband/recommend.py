@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from specband.artifacts import Manifest
     from specband.transfer import UserSetup
 
@@ -389,14 +391,11 @@ def load_models(
         models = resolve_folder(models)
     if data_path is not None:
         data_path = resolve_data_file(data_path)
-    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
-        if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
-            models = Path(DEFAULT_MODELS_DIR)
-            implicit = True
-            trust_pickle = False  # a folder nobody named is never unpickled
-            note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
-        else:
-            note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
+    if models is None and _implicit_folder(algo, note):
+        models = Path(DEFAULT_MODELS_DIR)
+        implicit = True
+        trust_pickle = False  # a folder nobody named is never unpickled
+        note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
     if models is None:
         _check_embedded_action_set()
         if data_path is not None:
@@ -418,6 +417,52 @@ def load_models(
         raise type(exc)(
             f"{exc} (./{DEFAULT_MODELS_DIR} was picked up without --models; --models DIR names a folder)"
         ) from None
+
+
+def _implicit_folder(algo: str, note: Callable[[str], None]) -> bool:
+    """Whether ``./specband-models`` is picked up for ``algo`` without ``--models``: only a
+    folder with specband's manifest (written by ``specband train``) that holds ``algo``.
+    Anything else found under that name is announced through ``note`` (what was found, and
+    that the embedded default is used instead); nothing there: no note.
+
+    Raises:
+        ArtifactError: the folder's ``specband.json`` is unreadable or malformed (as with
+            ``--models``), the message saying the folder was picked up without ``--models``.
+    """
+    import os
+
+    from specband.artifacts import ARTIFACT_FILES, MANIFEST_FILE, available_algorithms, load_manifest
+    from specband.errors import ArtifactError
+
+    folder = Path(DEFAULT_MODELS_DIR)
+    shown = f"./{DEFAULT_MODELS_DIR}"
+    instead = "using the embedded default"
+    if not os.path.lexists(folder):
+        return False
+    if folder.is_symlink() and not folder.exists():
+        note(f"{shown} is a dangling symlink (to {os.readlink(folder)}); {instead}")
+        return False
+    if not folder.is_dir():
+        note(f"{shown} is not a folder (a file named like specband's default folder); {instead}")
+        return False
+    if not (folder / MANIFEST_FILE).is_file():
+        found = [ARTIFACT_FILES[a] for a in available_algorithms(folder)]
+        holds = f" (it holds {', '.join(found)})" if found else ""
+        note(
+            f"{shown} has no {MANIFEST_FILE}, so `specband train` did not write it{holds}; not picked up "
+            f"without --models: {instead} (--models {shown} reads it)"
+        )
+        return False
+    try:
+        algorithms = load_manifest(folder).algorithms
+    except ArtifactError as exc:
+        raise ArtifactError(
+            f"{exc} ({shown} was picked up without --models; --models DIR names another folder)"
+        ) from None
+    if algo not in algorithms:
+        note(f"{shown} has no {algo}; {instead}")
+        return False
+    return True
 
 
 def _load_folder(
