@@ -143,8 +143,9 @@ def _config_fix(model: str | Path, exc: ConfigError) -> str:
     if "no such" in str(exc):
         return f"check the hub id {ref.repo_id} (org/name), or give a local model folder or its config.json"
     return (
-        f"the hub was not reached (offline or unreachable) and {ref.repo_id} is not in its cache: run `hf download {ref.repo_id}` "
-        "where the hub is reachable (the same HF_HOME), or give a local model folder or its config.json"
+        f"the hub was not reached (offline or unreachable) and {ref.repo_id} is not in its cache: "
+        f"run `hf download {ref.repo_id}` where the hub is reachable (the same HF_HOME), "
+        "or give a local model folder or its config.json"
     )
 
 
