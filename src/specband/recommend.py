@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from specband.artifacts import Manifest
     from specband.transfer import UserSetup
@@ -43,6 +43,7 @@ __all__ = [
     "RecommendRequest",
     "Recommendation",
     "choose_power_limit",
+    "data_notes",
     "folder_algorithms",
     "folder_power_limits",
     "load_models",
@@ -58,6 +59,7 @@ __all__ = [
     "recommend_power_limit_from_table",
     "recommend_request",
     "sweep_power_limits",
+    "unmeasured_notes",
 ]
 
 #: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
@@ -577,7 +579,6 @@ def recommend(
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
     loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle, allow_modified=allow_modified)
     notes = list(loaded.notes)
-    note = notes.append
     manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
     source = "embedded (bundled published measurements)" if loaded.folder is None else str(loaded.folder)
     from specband.transfer import TransferCheck, check_transfer
@@ -587,20 +588,9 @@ def recommend(
         label = "the embedded study policy" if loaded.folder is None else str(loaded.folder)
         checked = check_transfer(manifest.origin, setup, allow=allow_transfer, source=label)
         notes.extend(checked.warnings)
-    if manifest.origin is not None and manifest.origin.simulated:
-        note(
-            f"{source}: trained on SIMULATED rows ({manifest.origin.profile or 'simulator'}); every figure is a "
-            "simulation, not a measurement (a sweep on the GPU settles it)"
-        )
-    if telemetry is not None and manifest.features == "contract":
-        note(
-            "these policies use the contract state, whose memory and utilisation were read after each "
-            "run; the readings given here are not what they were trained on (train with --features pre "
-            "for decisions from the idle GPU)"
-        )
+    notes.extend(data_notes(manifest, source, telemetry))
     measured = manifest.measured_batch_size(batch_size)
-    if measured is not None and measured != batch_size:
-        note(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
+    notes.extend(unmeasured_notes(manifest, [batch_size]))
     state = manifest.state_for(batch_size, telemetry)
     if lookup_means is not None:
         from specband.policies.lookup_core import lookup_pick
@@ -630,6 +620,39 @@ def recommend(
         action_set=None if active_action_set() == "contract" else active_action_set(),
     )
     return Recommendation(pick, tuple(notes))
+
+
+def data_notes(manifest: Manifest, source: str, telemetry: tuple[float, float, float] | None) -> list[str]:
+    """What a pick from ``manifest``'s data must say beside its origin line
+    (:func:`specband.explain.origin_line`), as ``recommend`` and ``recommend --batch-mix``
+    say it: rows that are a simulation (``source`` names the folder), and GPU readings
+    (``telemetry``) read against a policy trained on the contract state."""
+    notes = []
+    if manifest.origin is not None and manifest.origin.simulated:
+        notes.append(
+            f"{source}: trained on SIMULATED rows ({manifest.origin.profile or 'simulator'}); every figure is a "
+            "simulation, not a measurement (a sweep on the GPU settles it)"
+        )
+    if telemetry is not None and manifest.features == "contract":
+        notes.append(
+            "these policies use the contract state, whose memory and utilisation were read after each "
+            "run; the readings given here are not what they were trained on (train with --features pre "
+            "for decisions from the idle GPU)"
+        )
+    return notes
+
+
+def unmeasured_notes(manifest: Manifest, batch_sizes: Iterable[int]) -> list[str]:
+    """One note per batch size of ``batch_sizes`` that was not measured, naming the nearest
+    measured one the pick is made for."""
+    notes = []
+    for batch_size in batch_sizes:
+        measured = manifest.measured_batch_size(batch_size)
+        if measured is not None and measured != batch_size:
+            notes.append(
+                f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
+            )
+    return notes
 
 
 def pick_origin(manifest: Manifest, measured_batch_size: int | None) -> dict[str, Any]:
