@@ -509,6 +509,13 @@ def test_files_whose_real_path_leaves_the_folder_are_refused(folder: Path, tmp_p
             f"{bad}: a link to {real.resolve()}, outside the artifact folder {copy}; refused "
             "(copy the file into the folder)"
         )
+    # the manifest itself is not read through a link out of the folder
+    linked = tmp_path / "linked-manifest"
+    linked.mkdir()
+    (outside / MANIFEST_FILE).write_bytes((folder / MANIFEST_FILE).read_bytes())
+    os.symlink(outside / MANIFEST_FILE, linked / MANIFEST_FILE)
+    with pytest.raises(ArtifactError, match=f"^{linked / MANIFEST_FILE}: a link to .*outside the artifact folder"):
+        load_manifest(linked)
     # a link that stays inside the folder is fine
     inside = tmp_path / "inside"
     (inside / "lookup_table").mkdir(parents=True)

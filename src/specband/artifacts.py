@@ -596,7 +596,8 @@ def load_manifest(directory: str | Path) -> Manifest:
     when it has none.
 
     Raises:
-        ArtifactError: the folder does not exist or is a file, or the manifest is malformed.
+        ArtifactError: the folder does not exist or is a file, the manifest is malformed
+            or a link whose real path leaves the folder.
     """
     d = Path(directory)
     if not d.is_dir():
@@ -605,6 +606,9 @@ def load_manifest(directory: str | Path) -> Manifest:
     path = d / MANIFEST_FILE
     if not path.is_file():
         return Manifest(algorithms=tuple(available_algorithms(d)), foreign=True)
+    from specband.safeload import check_files_inside
+
+    check_files_inside(d, (MANIFEST_FILE,))  # not read through a link out of the folder
     return Manifest.from_json(read_json(path), path)
 
 
