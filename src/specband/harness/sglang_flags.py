@@ -39,6 +39,8 @@ from typing import Any
 from specband.errors import ConfigError
 
 __all__ = [
+    "ATTENTION_BACKEND_CHOICES",
+    "DTYPE_CHOICES",
     "FLAG_SPELLINGS",
     "NEWEST_VERSION",
     "OLDEST_VERSION",
@@ -58,6 +60,18 @@ NEWEST_VERSION = "0.5.23"
 STRICT_FLAGS_FILE = Path(__file__).resolve().parent.parent / "data" / f"sglang_flags_{NEWEST_VERSION}.jsonl"
 
 Version = tuple[int, int, int]
+
+#: ``--dtype``'s choices in sglang ``NEWEST_VERSION`` (``ServerArgs.add_cli_args``; the
+#: conformance test holds them to the installed sglang's parser).
+DTYPE_CHOICES: tuple[str, ...] = ("auto", "half", "float16", "bfloat16", "float", "float32")
+#: ``--attention-backend``'s choices in sglang ``NEWEST_VERSION`` (its
+#: ``ATTENTION_BACKEND_CHOICES``, read by its parser; held to it by the conformance test).
+ATTENTION_BACKEND_CHOICES: tuple[str, ...] = (
+    "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4",
+    "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla",
+    "trtllm_mha", "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer", "aiter", "wave", "intel_amx", "ascend",
+    "intel_xpu",
+)  # fmt: skip
 
 #: ServerArgs field -> ((first release, spelling), ...), oldest first. A field absent
 #: here is spelled ``--`` + the field with ``-`` for ``_`` in every supported release.
