@@ -310,7 +310,7 @@ def _schedule_option_fields() -> dict[str, Any]:
         "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
         "models": models_field(),
         "algo": algo_field(),
-        "data": data_field(),
+        "data": data_field("schedule"),
         "trust_pickle": trust_pickle_field(),
         "batch_sizes": option(
             None,

@@ -94,3 +94,12 @@ def test_ip_addresses_and_hostnames_are_hosts(host) -> None:  # type: ignore[no-
     assert job.settings.server.base_url == (f"http://[{host}]:30000" if ":" in host else f"http://{host}:30000")
     lines = dry_run_lines(job)
     assert f" --host {host} " in lines[1] and "X_1=''\"'\"'$(id)'\"'\"''" in lines[1]
+
+
+def test_a_newer_sglang_than_specband_knows_is_one_note_and_the_newest_spellings() -> None:
+    job = build_sweep(SweepRequest(target="t", draft="d", sglang_version="99.0.0", device="none"))
+    note = "sglang 99.0.0 is newer than the newest release specband knows (0.5.23): flags are spelled as in sglang "
+    assert job.notes.count(note + "0.5.23") == 1 and job.version_warning is None
+    assert "--cuda-graph-max-bs-decode" in dry_run_lines(job)[1]  # 0.5.23's spelling
+    known = build_sweep(SweepRequest(target="t", draft="d", sglang_version="0.5.23", device="none"))
+    assert not any("newer than" in n for n in known.notes)

@@ -621,7 +621,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
     from specband.harness.serverconfig import ServerConfig, split_server_args
-    from specband.harness.sglang_flags import NEWEST_VERSION
+    from specband.harness.sglang_flags import NEWEST_VERSION, newer_version_note
     from specband.harness.shards import parse_shard
 
     out = file_path("--out", r.out)
@@ -662,6 +662,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     command, (version, source, warning) = engine_server(
         r.engine, r.server_command, r.sglang_version, r.attention_backend, server_env
     )
+    newer = None if r.engine == "vllm" else newer_version_note(version)
+    notes += () if newer is None else (newer,)
     server = ServerConfig(
         model_path=r.target,
         draft_model_path=r.draft,

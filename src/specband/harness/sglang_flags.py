@@ -48,6 +48,7 @@ __all__ = [
     "detect_sglang_version",
     "flag_for",
     "flag_table_from_sglang",
+    "newer_version_note",
     "parse_version",
     "resolve_sglang_version",
     "strict_parser",
@@ -107,6 +108,21 @@ def parse_version(text: str, *, option: str = "--sglang-version") -> Version:
             f"(supported: {OLDEST_VERSION} .. {NEWEST_VERSION})"
         )
     return version
+
+
+def newer_version_note(version: str) -> str | None:
+    """The note for a sglang release newer than :data:`NEWEST_VERSION` (its flags are spelled
+    as in the newest release specband knows: :data:`FLAG_SPELLINGS` ends there), else ``None``.
+
+    Raises:
+        ConfigError: ``version`` is not a supported version (:func:`parse_version`).
+    """
+    if parse_version(version) <= _as_tuple(NEWEST_VERSION):
+        return None
+    return (
+        f"sglang {version} is newer than the newest release specband knows ({NEWEST_VERSION}): "
+        f"flags are spelled as in sglang {NEWEST_VERSION}"
+    )
 
 
 def _as_tuple(text: str) -> Version:
