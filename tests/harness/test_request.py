@@ -71,6 +71,7 @@ def test_a_new_sweep_option_is_one_field_and_its_use(run_cli) -> None:  # type: 
         ({"host": "ü🙂"}, "--host 'ü🙂': expected an IP address or a hostname"),
         ({"host": "1.2.3.4; rm -rf"}, "--host '1.2.3.4; rm -rf': expected an IP address or a hostname"),
         ({"host": "-a.example"}, "--host '-a.example': expected"),
+        ({"host": "999.1.1.1"}, "--host '999.1.1.1': expected"),  # neither an address nor a hostname
         ({"host": "a" * 64}, f"--host '{'a' * 64}': expected"),  # a label of 64 characters
         ({"env": ["A B=1"]}, "--env 'A B=1': 'A B' is not a variable name"),
         ({"env": ["1A=x"]}, "--env 1A=x: '1A' is not a variable name"),

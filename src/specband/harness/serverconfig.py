@@ -141,7 +141,8 @@ _HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 def check_host(host: str) -> None:
     """``--host``: an IP address (:mod:`ipaddress`) or a hostname (RFC 1123: dot-separated
-    labels of letters, digits and inner hyphens, 1-63 characters each, 253 in all).
+    labels of letters, digits and inner hyphens, 1-63 characters each, 253 in all; the last
+    not all digits, RFC 3696).
 
     Raises:
         ConfigError: anything else (``''``, a space, a shell metacharacter, non-ASCII).
@@ -152,7 +153,9 @@ def check_host(host: str) -> None:
     except ValueError:
         pass
     name = host[:-1] if host.endswith(".") else host
-    if 0 < len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in name.split(".")):
+    labels = name.split(".")
+    # an all-digit last label is no hostname (RFC 3696 §2): "999.1.1.1" is a bad address
+    if 0 < len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels) and not labels[-1].isdigit():
         return
     raise ConfigError(f"--host {host!r}: expected an IP address or a hostname")
 
