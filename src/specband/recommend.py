@@ -90,21 +90,30 @@ def models_field() -> Any:
     )
 
 
-def data_field() -> Any:
-    """``--data``: the sweep of a foreign folder (:func:`load_models`)."""
+#: ``--data``'s first sentence, the same in every command (:func:`load_models`).
+_DATA_HELP = (
+    "Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder without a specband manifest."
+)
+#: ``--data``'s help per command: what else the sweep answers there (``recommend``: a power
+#: limit within its --max-speed-loss; ``launch``: with --set-power-limit auto, within
+#: :data:`specband.powerpicks.DEFAULT_MAX_SPEED_LOSS`; ``schedule``: nothing).
+DATA_HELP: dict[str, str] = {
+    "recommend": _DATA_HELP + " Without --models, a sweep over several power limits (sweep/simulate "
+    "--power-limits) answers with a limit: the lowest whose pick is within --max-speed-loss of the fastest "
+    "and in the band.",
+    "launch": _DATA_HELP + " With --set-power-limit auto, a sweep over several power limits (sweep/simulate "
+    "--power-limits) answers with the limit: the lowest whose pick is within "
+    f"{DEFAULT_MAX_SPEED_LOSS:.0%} of the fastest and in the band.",
+    "schedule": _DATA_HELP + " Used with such a --models folder only (ignored without --models).",
+}
+
+
+def data_field(command: str = "recommend") -> Any:
+    """``--data`` of ``command`` (``recommend``, ``launch`` or ``schedule``: the sweep of a
+    foreign folder, :func:`load_models`; its help per command, :data:`DATA_HELP`)."""
     from specband.optionspec import option
 
-    return option(
-        None,
-        "--data",
-        help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder "
-        "without a specband manifest. Without --models, a sweep over several power limits (sweep/simulate "
-        "--power-limits) answers with a limit: the lowest whose pick is within --max-speed-loss of the "
-        "fastest and in the band.",
-        panel="model",
-        metavar="SWEEP",
-        show_default=False,
-    )
+    return option(None, "--data", help=DATA_HELP[command], panel="model", metavar="SWEEP", show_default=False)
 
 
 def trust_pickle_field() -> Any:

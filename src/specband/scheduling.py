@@ -165,7 +165,7 @@ def vllm_schedule_for_launch(
         notes += scorer.notes
         if setup is not None:  # the user's setup against the data's, as for sglang's schedule
             notes.extend(sch.check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
-        obj = sch.vllm_speculative_config(sch.merge_tiers(sch.pick_chain_tiers(scorer)), draft)
+        obj = sch.vllm_speculative_config(sch.merge_tiers(sch.pick_chain_tiers(scorer, engine="vllm")), draft)
         notes.append(f"--schedule auto: {algo}'s vLLM schedule {json.dumps(obj)}")
     else:
         try:
@@ -310,7 +310,7 @@ def _schedule_option_fields() -> dict[str, Any]:
         "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
         "models": models_field(),
         "algo": algo_field(),
-        "data": data_field(),
+        "data": data_field("schedule"),
         "trust_pickle": trust_pickle_field(),
         "batch_sizes": option(
             None,
@@ -494,7 +494,7 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
             from specband.schedule import check_scorer_transfer
 
             transfer = check_scorer_transfer(scorer, setup, allow=r.allow_transfer)
-        picks = pick_chain_tiers(scorer, sizes, r.margin)
+        picks = pick_chain_tiers(scorer, sizes, r.margin, engine=r.engine)
     tiers = merge_tiers(picks)
     checked: list[bool] = []
     check: Callable[[Path], None] | None = None

@@ -95,7 +95,7 @@ class LaunchRequest:
     )
     algo: str = algo_field()
     models: Path | None = models_field()
-    data: Path | None = data_field()
+    data: Path | None = data_field("launch")
     trust_pickle: bool = trust_pickle_field()
     allow_modified: bool = allow_modified_field()
     device: str = option(
@@ -305,6 +305,11 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     versions = {"vllm_version": version} if r.engine == "vllm" else {"sglang_version": version}
     config = dataclasses.replace(config, server_command=command_line, env=env, **versions)
     notes: list[str] = [] if rope_note is None else [rope_note]
+    if r.engine != "vllm":
+        from specband.harness.sglang_flags import newer_version_note
+
+        newer = newer_version_note(version)
+        notes += [] if newer is None else [newer]
     auto_file: Path | None = None
     try:
         if r.schedule == "auto" and not r.dry_run:
