@@ -49,7 +49,7 @@ def actions_command(
         return
     from rich.table import Table
 
-    from specband.tables import print_table, table_console
+    from specband.tables import flag_units, print_table, table_console
 
     table = Table(
         title="specband actions: index (its position in every published policy file), action "
@@ -60,7 +60,7 @@ def actions_command(
     table.add_column("sglang flags")
     for i, a in enumerate(ACTIONS):
         note = " (baseline)" if a.is_baseline else " (reference)" if i == REFERENCE_INDEX else ""
-        flags = " ".join(sglang_cli_args(a)) or "(no speculative flags)"
+        flags = flag_units(sglang_cli_args(a)) or "(no speculative flags)"
         table.add_row(str(i), f"{a}{note}", flags)
     print_table(table, table_console())
 
