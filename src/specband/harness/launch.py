@@ -266,12 +266,8 @@ def _auto_power_limit_pick(r: LaunchRequest, notes: list[str], setup: UserSetup)
     from specband.dataset import load_sweep
     from specband.hub import resolve_data_file
     from specband.origin import data_origin
-    from specband.recommend import (
-        power_limit_pick,
-        power_limit_summary,
-        power_limit_with_origin,
-        recommend_power_limit,
-    )
+    from specband.poweranswer import power_limit_pick, power_limit_summary, power_limit_with_origin
+    from specband.powerpicks import recommend_power_limit
 
     assert r.batch_size is not None and r.data is not None  # checked
     sweep = load_sweep(resolve_data_file(r.data))
