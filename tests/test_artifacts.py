@@ -450,3 +450,75 @@ def test_new_folder_gets_mkdirs_mode(tmp_path: Path, umask: int) -> None:
     finally:
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
+
+
+@pytest.mark.parametrize(
+    ("fmt", "words"),
+    [
+        (999, "'format' 999 is newer than this specband reads (up to 1); upgrade specband"),
+        ("1", "'format' must be a positive integer, got '1'"),
+        (0, "'format' must be a positive integer, got 0"),
+    ],
+)
+def test_a_manifest_format_this_specband_does_not_know_is_refused(
+    folder: Path, tmp_path: Path, fmt: object, words: str
+) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    obj = json.loads((copy / MANIFEST_FILE).read_text())
+    assert obj["format"] == 1  # what this specband writes
+    (copy / MANIFEST_FILE).write_text(json.dumps({**obj, "format": fmt}))
+    with pytest.raises(ArtifactError) as caught:
+        load_manifest(copy)
+    message = str(caught.value)
+    assert message.startswith(f"{copy / MANIFEST_FILE}: {words}") and "\n" not in message
+
+
+def test_a_manifest_without_format_reads_as_format_1(folder: Path) -> None:
+    obj = json.loads((folder / MANIFEST_FILE).read_text())
+    del obj["format"]
+    assert Manifest.from_json(obj, "x").algorithms == load_manifest(folder).algorithms
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_files_whose_real_path_leaves_the_folder_are_refused(folder: Path, tmp_path: Path, link: str) -> None:
+    """A ``lookup_table/model.json`` (or ``lookup_table/``) linked to ``/etc/passwd`` is not
+    read, not even with ``allow_modified`` and not in a folder without manifest."""
+    from specband.recommend import load_models
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "model.json").write_text('{"1": {"config": [0, 0, 0], "mean_reward": 9.0}}')
+    for with_manifest in (True, False):
+        copy = tmp_path / f"copy-{with_manifest}"
+        (copy / "lookup_table").mkdir(parents=True)
+        if with_manifest:
+            (copy / MANIFEST_FILE).write_bytes((folder / MANIFEST_FILE).read_bytes())
+        if link == "file":
+            os.symlink(outside / "model.json", copy / "lookup_table" / "model.json")
+            bad, real = copy / "lookup_table" / "model.json", outside / "model.json"
+        else:
+            (copy / "lookup_table").rmdir()
+            os.symlink(outside, copy / "lookup_table")
+            bad, real = copy / "lookup_table", outside
+        with pytest.raises(ArtifactError) as caught:
+            load_models("lookup_table", copy, allow_modified=True)
+        assert str(caught.value) == (
+            f"{bad}: a link to {real.resolve()}, outside the artifact folder {copy}; refused "
+            "(copy the file into the folder)"
+        )
+    # the manifest itself is not read through a link out of the folder
+    linked = tmp_path / "linked-manifest"
+    linked.mkdir()
+    (outside / MANIFEST_FILE).write_bytes((folder / MANIFEST_FILE).read_bytes())
+    os.symlink(outside / MANIFEST_FILE, linked / MANIFEST_FILE)
+    with pytest.raises(ArtifactError, match=f"^{linked / MANIFEST_FILE}: a link to .*outside the artifact folder"):
+        load_manifest(linked)
+    # a link that stays inside the folder is fine
+    inside = tmp_path / "inside"
+    (inside / "lookup_table").mkdir(parents=True)
+    (inside / "real.json").write_text('{"1": {"config": [3, 4, 8], "mean_reward": 0.5}}')
+    os.symlink(inside / "real.json", inside / "lookup_table" / "model.json")
+    assert load_models("lookup_table", inside).lookup_means == {1: {10: 0.5}}

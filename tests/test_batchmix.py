@@ -206,9 +206,11 @@ def test_a_mix_for_the_datas_own_setup_passes_with_the_unchecked_gpu_said():
     setup = UserSetup(target="meta-llama/Llama-3.2-1B-Instruct", gpu_unchecked="no NVML here")
     answer = recommend_mix(_mix_request(), setup)
     assert answer.transfer is not None and answer.transfer.differences == ()
-    assert answer.notes[-1].startswith("the GPU could not be checked (no NVML here); the embedded study policy")
-    unchecked = recommend_mix(_mix_request())  # no setup: nothing checked, nothing said
-    assert unchecked.transfer is None and unchecked.notes == ()
+    gpu = "the GPU could not be checked (no NVML here); the embedded study policy"
+    assert answer.notes[0].startswith(gpu)  # the transfer check's line, before the data's notes
+    unchecked = recommend_mix(_mix_request())  # no setup: nothing checked, nothing said about it
+    assert unchecked.transfer is None and unchecked.notes == answer.notes[1:]
+    assert not any(n.startswith(gpu) for n in unchecked.notes)
     assert unchecked.as_json() == answer.as_json()  # the JSON answer is the same either way
     assert answer.as_json()["transfer"] == {"differences": [], "transferred": False}
 
@@ -219,3 +221,74 @@ def test_recommend_batch_mix_cli_passes_the_users_setup(run_cli):
     assert res.stderr.startswith("error: the embedded study policy answers for another setup: draft org/another-draft")
     res = run_cli("recommend", "--batch-mix", "1:1,8:1", "--draft-model", "org/another-draft", "--allow-transfer")
     assert res.exit_code == 0 and "note: transferred (--allow-transfer): draft org/another-draft" in res.stderr
+
+
+# --- what the mix left out and what its rewards rest on (the one-batch-size pick's notes)
+
+
+def test_a_better_own_pick_left_out_of_the_mix_is_named():
+    """The tester's mix: bs 16 carries all the weight, yet the pick is (3,4,8), because bs
+    16's own pick (3,2,4) has no lookup-table mean at bs 1."""
+    from specband.recommend import RecommendRequest
+    from specband.scheduling import recommend_mix
+
+    answer = recommend_mix(RecommendRequest(batch_mix="1:1e-300,16:1"))
+    assert answer.action == (3, 4, 8)
+    assert answer.pick.expected_regret == pytest.approx(0.3890 - 0.2659, abs=2e-4)
+    assert [(left.index, left.own_pick_at, left.not_scored_at) for left in answer.pick.left_out] == [(7, (16,), (1,))]
+    note = (
+        "(3,2,4), bs 16's own pick, was not scored at bs 1: the mix considers only configs scored at every "
+        "batch size of it"
+    )
+    assert answer.notes[-1] == note
+    obj = answer.as_json()
+    assert obj["left_out"] == [{"action_index": 7, "action": [3, 2, 4], "own_pick_at": [16], "not_scored_at": [1]}]
+    # an own pick scored everywhere is not "left out": a mix of bs 1 and 4 picks (3,4,8), both own picks
+    both = recommend_mix(RecommendRequest(batch_mix="1:1,4:1"))
+    assert both.pick.left_out == () and both.as_json()["left_out"] == []
+    assert not any("was not scored at" in n for n in both.notes)
+
+
+def test_a_mix_says_what_its_rewards_rest_on_as_one_batch_size_does():
+    from specband.explain import origin_line
+    from specband.recommend import RecommendRequest, recommend
+    from specband.scheduling import recommend_mix
+
+    answer = recommend_mix(RecommendRequest(batch_mix="1:1,12:1"))
+    one = recommend(16)
+    line = (
+        "pick rests on published data: RTX4060_Laptop at 80 W, target unsloth/Llama-3.2-1B-Instruct, draft "
+        "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct, sglang not recorded, workload not recorded, "
+        "power measured"
+    )
+    assert line in answer.notes and origin_line(one.pick.origin).startswith(line + "; 17 rows, 5 repeat(s)")
+    assert "batch size 12 was not measured; picking for the nearest measured batch size 16" in answer.notes
+    obj = answer.as_json()
+    assert {k: obj["origin"][k] for k in ("provenance", "hardware", "power_limit_w", "power_measured")} == {
+        "provenance": "published",
+        "hardware": "RTX4060_Laptop",
+        "power_limit_w": 80.0,
+        "power_measured": True,
+    }
+    assert obj["origin"]["rows"] is None  # per batch size, below
+    assert [(r["batch_size"], r["measured_batch_size"], r["rows"], r["repeats"]) for r in obj["per_batch_size"]] == [
+        (1, 1, 4, 1),
+        (12, 16, 17, 5),
+    ]
+    for r, bs in zip(obj["per_batch_size"], (1, 16), strict=True):  # what pick_origin counts for recommend
+        origin = recommend(bs).pick.origin
+        assert (r["rows"], r["repeats"]) == (origin["rows"], origin["repeats"])
+
+
+def test_readings_against_a_contract_policy_are_said_for_a_mix_too(run_cli):
+    from specband.recommend import RecommendRequest, recommend
+    from specband.scheduling import recommend_mix
+
+    res = run_cli("train", "--algo", "lookup_table", "--features", "contract", "--out", "m")
+    assert res.exit_code == 0, res.stderr
+    state = (60.0, 4000.0, 90.0)
+    one = recommend(16, models="m", telemetry=state)
+    words = "these policies use the contract state"
+    (expected,) = [n for n in one.notes if n.startswith(words)]
+    answer = recommend_mix(RecommendRequest(batch_mix="1:1,16:1", models="m", state=state))
+    assert [n for n in answer.notes if n.startswith(words)] == [expected]

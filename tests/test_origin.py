@@ -108,6 +108,15 @@ def test_simulated_rows_are_never_measured(tmp_path: Path, run_cli) -> None:  # 
     assert picked.pick.origin["provenance"] == "simulated"
     assert any("trained on SIMULATED rows" in n for n in picked.notes)
     assert picked.pick.explanation is not None and picked.pick.explanation["figures_are"] == "simulated"
+    # a batch-size mix says it too, in the same words, and its JSON origin says "simulated"
+    from specband.recommend import RecommendRequest
+    from specband.scheduling import recommend_mix
+
+    mixed = recommend_mix(RecommendRequest(batch_mix="1:1,16:1", models="sim-models"))
+    simulated = [n for n in picked.notes if "SIMULATED" in n]
+    assert len(simulated) == 1 and [n for n in mixed.notes if "SIMULATED" in n] == simulated
+    assert mixed.as_json()["origin"]["provenance"] == "simulated"
+    assert any(n.startswith("pick rests on simulated data: H100_SXM5_80GB") for n in mixed.notes)
 
 
 def test_the_manifest_round_trips_origin_and_stats(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

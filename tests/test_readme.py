@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.harness.conftest import free_port
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: issue 22: the README is the front door, the reference lives in docs/
 MAX_README_LINES = 250
@@ -130,6 +132,9 @@ def test_readme_emulated_loop_runs(tmp_path: Path) -> None:
     """The CPU loop against the emulator: sweep (6 runs), train, evaluate, recommend."""
     commands = _bash_block("specband emulate")
     assert [c.split()[1] for c in commands] == ["sweep", "train", "evaluate", "recommend"], commands
+    # the README's sweep serves on sglang's default port (30000); the test gives it a free one,
+    # so that another server on this machine (another test, a CI job) cannot take it
+    commands[0] += f" --port {free_port()}"
     sweep, train, evaluate, recommend = (_run(c, tmp_path) for c in commands)
     assert sweep.returncode == 0, sweep.stderr
     rows = [json.loads(line) for line in (tmp_path / "emulated.jsonl").read_text().splitlines()]

@@ -80,6 +80,8 @@ __all__ = [
 MANIFEST_FILE = "specband.json"
 #: The model card (hub README with YAML front matter) that ``specband train`` writes.
 MODEL_CARD_FILE = "README.md"
+#: The manifest layout this specband writes and the newest it reads (``"format"`` in
+#: ``specband.json``; a folder without the key is read as this one).
 MANIFEST_FORMAT = 1
 #: Model card file of each algorithm, relative to the artifact folder (docs/FACTS.md §5).
 ARTIFACT_FILES: dict[str, str] = {
@@ -279,7 +281,8 @@ class Manifest:
         """Parse a manifest dict.
 
         Raises:
-            ArtifactError: wrong types, an unknown feature kind or algorithm, an action
+            ArtifactError: a ``format`` newer than :data:`MANIFEST_FORMAT` (or not a positive
+                integer), wrong types, an unknown feature kind or algorithm, an action
                 index outside 0..18, or a state that is not 4 finite numbers.
         """
 
@@ -288,6 +291,14 @@ class Manifest:
 
         if not isinstance(obj, dict):
             raise bad("expected a JSON object")
+        fmt = obj.get("format", MANIFEST_FORMAT)
+        if not is_int(fmt) or fmt < 1:
+            raise bad(f"'format' must be a positive integer, got {fmt!r}")
+        if fmt > MANIFEST_FORMAT:
+            raise bad(
+                f"'format' {fmt} is newer than this specband reads (up to {MANIFEST_FORMAT}); "
+                "upgrade specband or retrain the folder with this one"
+            )
         features = obj.get("features", "contract")
         if features not in FEATURE_KINDS:
             raise bad(f"'features' must be one of {FEATURE_KINDS}, got {features!r}")
@@ -585,7 +596,8 @@ def load_manifest(directory: str | Path) -> Manifest:
     when it has none.
 
     Raises:
-        ArtifactError: the folder does not exist or is a file, or the manifest is malformed.
+        ArtifactError: the folder does not exist or is a file, the manifest is malformed
+            or a link whose real path leaves the folder.
     """
     d = Path(directory)
     if not d.is_dir():
@@ -594,6 +606,9 @@ def load_manifest(directory: str | Path) -> Manifest:
     path = d / MANIFEST_FILE
     if not path.is_file():
         return Manifest(algorithms=tuple(available_algorithms(d)), foreign=True)
+    from specband.safeload import check_files_inside
+
+    check_files_inside(d, (MANIFEST_FILE,))  # not read through a link out of the folder
     return Manifest.from_json(read_json(path), path)
 
 
@@ -607,13 +622,18 @@ def verify_algorithm_files(directory: str | Path, name: str, *, allow_modified: 
     """Check the files of ``name`` in a specband folder against the sha256 its manifest
     records (nothing to check in a foreign folder); see :func:`specband.safeload.verify_files`.
 
+    Files whose real path leaves the folder (a symlink to ``/etc/passwd``) are refused
+    first, whatever ``allow_modified`` says (:func:`specband.safeload.check_files_inside`).
+
     Raises:
         ArtifactError: a file modified since ``specband train`` wrote it (unless
-            ``allow_modified``: a warning line on stderr), or a malformed manifest.
+            ``allow_modified``: a warning line on stderr), a file outside the folder, or a
+            malformed manifest.
     """
-    from specband.safeload import verify_files
+    from specband.safeload import check_files_inside, verify_files
 
     d = Path(directory)
+    check_files_inside(d, (MANIFEST_FILE, ARTIFACT_FILES[name].split("/")[0]))
     manifest = load_manifest(d)
     if not manifest.foreign:
         verify_files(d, dict(manifest.files), name, allow_modified=allow_modified)

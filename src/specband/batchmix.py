@@ -26,6 +26,7 @@ from specband.limits import MAX_BATCH_SIZE, MAX_CONFIG_FILE_BYTES
 
 __all__ = [
     "RUNNING_REQS_METRIC",
+    "LeftOut",
     "MixPick",
     "MixRow",
     "normalise_mix",
@@ -163,6 +164,34 @@ class MixRow:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A batch size's own pick that the mix could not consider: it is not scored at every
+    batch size of the mix (the lookup table has no mean for it there).
+
+    Attributes:
+        index: its action index.
+        own_pick_at: the batch sizes whose own pick it is (ascending).
+        not_scored_at: the batch sizes of the mix where it has no score (ascending).
+    """
+
+    index: int
+    own_pick_at: tuple[int, ...]
+    not_scored_at: tuple[int, ...]
+
+    def note(self) -> str:
+        """The line ``recommend --batch-mix`` prints, e.g. ``"(3,2,4), bs 16's own pick, was
+        not scored at bs 1: the mix considers only configs scored at every batch size of it"``."""
+        from specband.actions import EXTENDED_ACTIONS
+
+        own = " and ".join(f"bs {bs}'s" for bs in self.own_pick_at)
+        at = ", ".join(str(bs) for bs in self.not_scored_at)
+        return (
+            f"{EXTENDED_ACTIONS[self.index]}, {own} own pick, was not scored at bs {at}: "
+            "the mix considers only configs scored at every batch size of it"
+        )
+
+
+@dataclass(frozen=True)
 class MixPick:
     """The single config for a mix.
 
@@ -170,11 +199,14 @@ class MixPick:
         index: action index with the best expected reward over the mix.
         expected_reward: ``sum(weight * reward)`` of it.
         rows: one :class:`MixRow` per batch size.
+        left_out: the batch sizes' own picks other than ``index`` that were not scored at
+            every batch size of the mix, so not considered (:class:`LeftOut`), by index.
     """
 
     index: int
     expected_reward: float
     rows: tuple[MixRow, ...]
+    left_out: tuple[LeftOut, ...] = ()
 
     @property
     def expected_regret(self) -> float:
@@ -216,4 +248,12 @@ def pick_for_mix(scorer: Scorer, mix: Mapping[int, float]) -> MixPick:
     for (bs, w, measured, _scores), row in zip(rows, matrix, strict=True):
         own = max((a for a in range(matrix.shape[1]) if not math.isnan(row[a])), key=lambda a: (row[a], -a))
         out.append(MixRow(bs, measured, float(w), own, float(row[own]), float(row[best])))
-    return MixPick(best, expected[best], tuple(out))
+    left_out = tuple(
+        LeftOut(
+            a,
+            tuple(r.batch_size for r in out if r.own_index == a),
+            tuple(bs for (bs, *_), scores in zip(rows, matrix, strict=True) if np.isnan(scores[a])),
+        )
+        for a in sorted({r.own_index for r in out} - set(common))
+    )
+    return MixPick(best, expected[best], tuple(out), left_out)

@@ -131,6 +131,24 @@ def environment_checks(open_nvml: Callable[[], Any] | None = None) -> list[Check
     return [_sglang_check(), _flashinfer_check(), *_nvml_checks(open_nvml)]
 
 
+def _config_fix(model: str | Path, exc: ConfigError) -> str:
+    """The fix of an unreadable config: for a hub id the hub's answer (not in the cache
+    and the hub unreachable or offline: ``hf download``; no such repo: check the id),
+    else what ``--target``/``--draft`` accept."""
+    from specband.hub import HubError, parse_hub_ref
+
+    ref = parse_hub_ref(model) if isinstance(exc, HubError) else None
+    if ref is None:
+        return "give a model folder, its config.json or a hub id"
+    if "no such" in str(exc):
+        return f"check the hub id {ref.repo_id} (org/name), or give a local model folder or its config.json"
+    return (
+        f"the hub was not reached (offline or unreachable) and {ref.repo_id} is not in its cache: "
+        f"run `hf download {ref.repo_id}` where the hub is reachable (the same HF_HOME), "
+        "or give a local model folder or its config.json"
+    )
+
+
 def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[], Any] | None = None) -> list[Check]:
     """Every check of ``specband doctor``: the two configs (an unreadable one is an
     ``error`` check naming it), then the machine."""
@@ -140,7 +158,7 @@ def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[],
         try:
             configs[name] = read_model_config(model)
         except ConfigError as exc:
-            checks.append(Check(name, "error", str(exc), "give a model folder, its config.json or a hub id"))
+            checks.append(Check(name, "error", str(exc), _config_fix(model, exc)))
     if len(configs) == 2:
         (t, tsrc), (d, dsrc) = configs["target-config"], configs["draft-config"]
         try:

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from specband.artifacts import Manifest
     from specband.transfer import UserSetup
 
@@ -41,21 +43,17 @@ __all__ = [
     "RecommendRequest",
     "Recommendation",
     "choose_power_limit",
+    "data_notes",
     "folder_algorithms",
-    "folder_power_limits",
     "load_models",
     "pick_origin",
-    "power_limit_pick",
-    "power_limit_recommendation",
-    "power_limit_summary",
     "power_limit_table",
-    "power_limit_with_origin",
-    "power_limits_of_file",
     "recommend",
     "recommend_power_limit",
     "recommend_power_limit_from_table",
     "recommend_request",
     "sweep_power_limits",
+    "unmeasured_notes",
 ]
 
 #: Default artifact folder of ``specband train``, picked up by ``recommend`` and ``launch``.
@@ -91,21 +89,30 @@ def models_field() -> Any:
     )
 
 
-def data_field() -> Any:
-    """``--data``: the sweep of a foreign folder (:func:`load_models`)."""
+#: ``--data``'s first sentence, the same in every command (:func:`load_models`).
+_DATA_HELP = (
+    "Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder without a specband manifest."
+)
+#: ``--data``'s help per command: what else the sweep answers there (``recommend``: a power
+#: limit within its --max-speed-loss; ``launch``: with --set-power-limit auto, within
+#: :data:`specband.powerpicks.DEFAULT_MAX_SPEED_LOSS`; ``schedule``: nothing).
+DATA_HELP: dict[str, str] = {
+    "recommend": _DATA_HELP + " Without --models, a sweep over several power limits (sweep/simulate "
+    "--power-limits) answers with a limit: the lowest whose pick is within --max-speed-loss of the fastest "
+    "and in the band.",
+    "launch": _DATA_HELP + " With --set-power-limit auto, a sweep over several power limits (sweep/simulate "
+    "--power-limits) answers with the limit: the lowest whose pick is within "
+    f"{DEFAULT_MAX_SPEED_LOSS:.0%} of the fastest and in the band.",
+    "schedule": _DATA_HELP + " Used with such a --models folder only (ignored without --models).",
+}
+
+
+def data_field(command: str = "recommend") -> Any:
+    """``--data`` of ``command`` (``recommend``, ``launch`` or ``schedule``: the sweep of a
+    foreign folder, :func:`load_models`; its help per command, :data:`DATA_HELP`)."""
     from specband.optionspec import option
 
-    return option(
-        None,
-        "--data",
-        help="Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder "
-        "without a specband manifest. Without --models, a sweep over several power limits (sweep/simulate "
-        "--power-limits) answers with a limit: the lowest whose pick is within --max-speed-loss of the "
-        "fastest and in the band.",
-        panel="model",
-        metavar="SWEEP",
-        show_default=False,
-    )
+    return option(None, "--data", help=DATA_HELP[command], panel="model", metavar="SWEEP", show_default=False)
 
 
 def trust_pickle_field() -> Any:
@@ -399,14 +406,11 @@ def load_models(
         models = resolve_folder(models)
     if data_path is not None:
         data_path = resolve_data_file(data_path)
-    if models is None and (Path(DEFAULT_MODELS_DIR) / "specband.json").is_file():
-        if algo in folder_algorithms(Path(DEFAULT_MODELS_DIR)):
-            models = Path(DEFAULT_MODELS_DIR)
-            implicit = True
-            trust_pickle = False  # a folder nobody named is never unpickled
-            note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
-        else:
-            note(f"./{DEFAULT_MODELS_DIR} has no {algo}; using the embedded default")
+    if models is None and _implicit_folder(algo, note):
+        models = Path(DEFAULT_MODELS_DIR)
+        implicit = True
+        trust_pickle = False  # a folder nobody named is never unpickled
+        note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
     if models is None:
         _check_embedded_action_set()
         if data_path is not None:
@@ -428,6 +432,52 @@ def load_models(
         raise type(exc)(
             f"{exc} (./{DEFAULT_MODELS_DIR} was picked up without --models; --models DIR names a folder)"
         ) from None
+
+
+def _implicit_folder(algo: str, note: Callable[[str], None]) -> bool:
+    """Whether ``./specband-models`` is picked up for ``algo`` without ``--models``: only a
+    folder with specband's manifest (written by ``specband train``) that holds ``algo``.
+    Anything else found under that name is announced through ``note`` (what was found, and
+    that the embedded default is used instead); nothing there: no note.
+
+    Raises:
+        ArtifactError: the folder's ``specband.json`` is unreadable or malformed (as with
+            ``--models``), the message saying the folder was picked up without ``--models``.
+    """
+    import os
+
+    from specband.artifacts import ARTIFACT_FILES, MANIFEST_FILE, available_algorithms, load_manifest
+    from specband.errors import ArtifactError
+
+    folder = Path(DEFAULT_MODELS_DIR)
+    shown = f"./{DEFAULT_MODELS_DIR}"
+    instead = "using the embedded default"
+    if not os.path.lexists(folder):
+        return False
+    if folder.is_symlink() and not folder.exists():
+        note(f"{shown} is a dangling symlink (to {os.readlink(folder)}); {instead}")
+        return False
+    if not folder.is_dir():
+        note(f"{shown} is not a folder (a file named like specband's default folder); {instead}")
+        return False
+    if not (folder / MANIFEST_FILE).is_file():
+        found = [ARTIFACT_FILES[a] for a in available_algorithms(folder)]
+        holds = f" (it holds {', '.join(found)})" if found else ""
+        note(
+            f"{shown} has no {MANIFEST_FILE}, so `specband train` did not write it{holds}; not picked up "
+            f"without --models: {instead} (--models {shown} reads it)"
+        )
+        return False
+    try:
+        algorithms = load_manifest(folder).algorithms
+    except ArtifactError as exc:
+        raise ArtifactError(
+            f"{exc} ({shown} was picked up without --models; --models DIR names another folder)"
+        ) from None
+    if algo not in algorithms:
+        note(f"{shown} has no {algo}; {instead}")
+        return False
+    return True
 
 
 def _load_folder(
@@ -542,7 +592,6 @@ def recommend(
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
     loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle, allow_modified=allow_modified)
     notes = list(loaded.notes)
-    note = notes.append
     manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
     source = "embedded (bundled published measurements)" if loaded.folder is None else str(loaded.folder)
     from specband.transfer import TransferCheck, check_transfer
@@ -552,20 +601,9 @@ def recommend(
         label = "the embedded study policy" if loaded.folder is None else str(loaded.folder)
         checked = check_transfer(manifest.origin, setup, allow=allow_transfer, source=label)
         notes.extend(checked.warnings)
-    if manifest.origin is not None and manifest.origin.simulated:
-        note(
-            f"{source}: trained on SIMULATED rows ({manifest.origin.profile or 'simulator'}); every figure is a "
-            "simulation, not a measurement (a sweep on the GPU settles it)"
-        )
-    if telemetry is not None and manifest.features == "contract":
-        note(
-            "these policies use the contract state, whose memory and utilisation were read after each "
-            "run; the readings given here are not what they were trained on (train with --features pre "
-            "for decisions from the idle GPU)"
-        )
+    notes.extend(data_notes(manifest, source, telemetry))
     measured = manifest.measured_batch_size(batch_size)
-    if measured is not None and measured != batch_size:
-        note(f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}")
+    notes.extend(unmeasured_notes(manifest, [batch_size]))
     state = manifest.state_for(batch_size, telemetry)
     if lookup_means is not None:
         from specband.policies.lookup_core import lookup_pick
@@ -595,6 +633,39 @@ def recommend(
         action_set=None if active_action_set() == "contract" else active_action_set(),
     )
     return Recommendation(pick, tuple(notes))
+
+
+def data_notes(manifest: Manifest, source: str, telemetry: tuple[float, float, float] | None) -> list[str]:
+    """What a pick from ``manifest``'s data must say beside its origin line
+    (:func:`specband.explain.origin_line`), as ``recommend`` and ``recommend --batch-mix``
+    say it: rows that are a simulation (``source`` names the folder), and GPU readings
+    (``telemetry``) read against a policy trained on the contract state."""
+    notes = []
+    if manifest.origin is not None and manifest.origin.simulated:
+        notes.append(
+            f"{source}: trained on SIMULATED rows ({manifest.origin.profile or 'simulator'}); every figure is a "
+            "simulation, not a measurement (a sweep on the GPU settles it)"
+        )
+    if telemetry is not None and manifest.features == "contract":
+        notes.append(
+            "these policies use the contract state, whose memory and utilisation were read after each "
+            "run; the readings given here are not what they were trained on (train with --features pre "
+            "for decisions from the idle GPU)"
+        )
+    return notes
+
+
+def unmeasured_notes(manifest: Manifest, batch_sizes: Iterable[int]) -> list[str]:
+    """One note per batch size of ``batch_sizes`` that was not measured, naming the nearest
+    measured one the pick is made for."""
+    notes = []
+    for batch_size in batch_sizes:
+        measured = manifest.measured_batch_size(batch_size)
+        if measured is not None and measured != batch_size:
+            notes.append(
+                f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
+            )
+    return notes
 
 
 def pick_origin(manifest: Manifest, measured_batch_size: int | None) -> dict[str, Any]:
@@ -640,124 +711,3 @@ def recommend_request(request: RecommendRequest, setup: UserSetup | None = None)
             setup=setup,
             allow_transfer=request.allow_transfer,
         )
-
-
-def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None = None) -> PowerLimitPick:
-    """The answer of ``recommend`` when the data holds several power limits (its
-    ``to_json()`` is what ``--format json`` prints): the limit and its command, the flags,
-    and the pick at every limit (:meth:`specband.results.PowerLimitPick.of`)."""
-    return PowerLimitPick.of(decided, draft_model)
-
-
-def power_limit_summary(decided: PowerLimitRecommendation) -> str:
-    """One line saying what the chosen limit does against the default, with where the data
-    came from (``recommend`` prints it beside the ``nvidia-smi -pl`` line)."""
-    chosen, default = decided.chosen, decided.default
-
-    def pct(value: float | None) -> str:
-        return "?" if value is None else f"{value:.1%}"
-
-    def jpt(value: float | None) -> str:
-        return "?" if value is None else f"{value:.4g} J/token"
-
-    band = f"{decided.band[0]:.0%}-{decided.band[1]:.0%}"
-    return (
-        f"power limit {chosen.power_limit_w:g} W (default as swept: {default.power_limit_w:g} W): "
-        f"pick {chosen.action} at {pct(chosen.utilization)} of the limit "
-        f"({'in' if chosen.in_band else 'NOT in'} the band {band}); {chosen.speed_tok_s:.4g} tok/s, "
-        f"{decided.speed_loss:.1%} below the fastest pick (bound {decided.max_speed_loss:.1%}); "
-        f"energy {jpt(chosen.joules_per_token)} vs {jpt(default.joules_per_token)} at {default.power_limit_w:g} W "
-        f"(utilisation there {pct(default.utilization)}); from {decided.provenance} rows"
-    )
-
-
-def power_limits_of_file(path: str | Path) -> tuple[float, ...]:
-    """The distinct ``power_limit_watts`` of a sweep file's rows (read through the bounded
-    sweep reader; a hub id is resolved first), increasing."""
-    from specband.dataset import load_sweep
-    from specband.hub import resolve_data_file
-
-    return sweep_power_limits(load_sweep(resolve_data_file(path)))
-
-
-def folder_power_limits(models: str | Path) -> dict[str, Any] | None:
-    """The ``power_limits`` of a specband folder's manifest (a folder trained on a sweep over
-    several limits), or ``None`` (one limit, a foreign folder, no manifest).
-
-    Raises:
-        ArtifactError: an unreadable or invalid manifest; HubError: a hub id not found.
-    """
-    from specband.artifacts import MANIFEST_FILE, load_manifest
-    from specband.hub import resolve_folder
-
-    folder = Path(resolve_folder(models))
-    if not (folder / MANIFEST_FILE).is_file():
-        return None
-    table = load_manifest(folder).power_limits
-    return None if table is None else dict(table)
-
-
-def power_limit_recommendation(
-    request: RecommendRequest, setup: UserSetup | None = None
-) -> PowerLimitRecommendation | None:
-    """``recommend``'s answer with a power limit, when there is one to give: ``--data SWEEP``
-    (without ``--models``) over several limits, or ``--models DIR`` trained on several
-    (its manifest's ``power_limits``); ``None`` otherwise (the ordinary pick).
-
-    Raises:
-        DataError, ArtifactError, HubError, ConfigError: as the sweep or folder reading and
-            :func:`~specband.powerpicks.recommend_power_limit`.
-    """
-    if request.batch_size is None:
-        return None
-    if request.data is not None and request.models is None:
-        from specband.dataset import load_sweep
-        from specband.hub import resolve_data_file
-
-        sweep = load_sweep(resolve_data_file(request.data))
-        if len(sweep_power_limits(sweep)) < 2:
-            return None
-        from specband.origin import data_origin
-
-        decided = recommend_power_limit(sweep, request.batch_size, max_speed_loss=request.max_speed_loss)
-        return power_limit_with_origin(decided, data_origin(sweep), str(request.data), setup, request.allow_transfer)
-    if request.models is not None:
-        table = folder_power_limits(request.models)
-        if table is not None:
-            from specband.artifacts import load_manifest
-            from specband.hub import resolve_folder
-
-            decided = recommend_power_limit_from_table(table, request.batch_size, max_speed_loss=request.max_speed_loss)
-            origin = load_manifest(resolve_folder(request.models)).origin
-            return power_limit_with_origin(decided, origin, str(request.models), setup, request.allow_transfer)
-    return None
-
-
-def power_limit_with_origin(
-    decided: PowerLimitRecommendation,
-    origin: Any,
-    source: str,
-    setup: UserSetup | None,
-    allow_transfer: bool,
-) -> PowerLimitRecommendation:
-    """The answer with a limit, with the data's origin (``origin``: a
-    :class:`~specband.origin.DataOrigin` or ``None``) and the user's ``setup`` checked
-    against it (:func:`specband.transfer.check_transfer`; the power limit is not compared:
-    it is the answer's lever). ``setup`` ``None``: the origin only.
-
-    Raises:
-        TransferError: the data is from another setup and ``allow_transfer`` is False.
-    """
-    import dataclasses
-
-    from specband.transfer import check_transfer
-
-    fields = None if origin is None else {**origin.to_json(), "heldout_interval": None}
-    if setup is None:
-        return dataclasses.replace(decided, origin=fields)
-    checked = check_transfer(
-        origin, dataclasses.replace(setup, power_limit_w=None), allow=allow_transfer, source=source
-    )
-    return dataclasses.replace(
-        decided, origin=fields, transfer=checked.to_json(), notes=(*decided.notes, *checked.warnings)
-    )

@@ -169,7 +169,7 @@ def _limit_pick_json(p: LimitPick) -> dict[str, Any]:
 @dataclass(frozen=True)
 class PowerLimitPick:
     """``recommend``'s answer when the data holds several power limits: "set the limit to
-    ``power_limit_w`` and use these flags" (:func:`specband.recommend.power_limit_pick`).
+    ``power_limit_w`` and use these flags" (:func:`specband.poweranswer.power_limit_pick`).
 
     Attributes:
         batch_size: the batch size asked for; ``measured_batch_size`` the one the data has.

@@ -31,7 +31,7 @@ import os
 import struct
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ __all__ = [
     "TRUST_OPTION",
     "UntrustedPickleError",
     "check_file_size",
+    "check_files_inside",
     "check_npz_arrays",
     "check_pickle_trusted",
     "check_safetensors_header",
@@ -95,6 +96,49 @@ def in_hub_cache(path: str | Path) -> bool:
     target = resolved(path)
     cache = resolved(constants.HF_HUB_CACHE)
     return target == cache or cache in target.parents
+
+
+#: At most this many entries of an algorithm's folder are checked by :func:`check_files_inside`
+#: (a specband algorithm folder holds under ten; bounded work on an untrusted folder).
+MAX_CHECKED_ENTRIES = 256
+
+
+def check_files_inside(folder: str | Path, names: Iterable[str]) -> None:
+    """Refuse a file of an artifact folder whose real path (symlinks resolved) leaves the
+    folder: ``folder/<name>`` itself and, for a name that is a folder, its entries (the
+    first :data:`MAX_CHECKED_ENTRIES`). A folder in the Hugging Face hub cache may point
+    into its repo's ``blobs/`` (that is how the cache stores files). Missing names are left
+    to the loaders.
+
+    Raises:
+        ArtifactError: ``"<file>: a link to <real path>, outside the artifact folder
+            <folder>; refused (copy the file into the folder)"``.
+    """
+    root = resolved(folder)
+    allowed = root
+    for name in names:
+        path = Path(folder) / name
+        paths = [path]
+        if path.is_dir() and not path.is_symlink():
+            with os.scandir(path) as entries:
+                paths += [Path(e.path) for _, e in zip(range(MAX_CHECKED_ENTRIES), entries, strict=False)]
+        for p in paths:
+            if not os.path.lexists(p):
+                continue
+            real = resolved(p)
+            if real == allowed or allowed in real.parents:
+                continue
+            if allowed is root and in_hub_cache(root):  # snapshots/<commit>/... -> ../../blobs/<sha>
+                from huggingface_hub import constants
+
+                cache = resolved(constants.HF_HUB_CACHE)
+                parts = root.relative_to(cache).parts
+                allowed = cache / parts[0] if parts else root
+                if allowed in real.parents:
+                    continue
+            raise ArtifactError(
+                f"{p}: a link to {real}, outside the artifact folder {folder}; refused (copy the file into the folder)"
+            )
 
 
 def resolved(path: str | os.PathLike[str]) -> Path:

@@ -264,6 +264,8 @@ class TierPick:
         chain_scored: speculative chain configs (topk 1, steps > 0) with an estimate here
             (measured there, for ``measured_only`` scorers).
         best_chain_reward: the best of them, or ``None`` when there is none.
+        engine: the engine the schedule is for (``"sglang"``: adaptive tiers; ``"vllm"``:
+            a per-batch-size K), named in :attr:`off_reason`.
     """
 
     batch_size: int
@@ -274,6 +276,7 @@ class TierPick:
     tree_reward: float | None
     chain_scored: int = 0
     best_chain_reward: float | None = None
+    engine: str = "sglang"
 
     @property
     def off_reason(self) -> str | None:
@@ -282,9 +285,10 @@ class TierPick:
         if self.best_steps != 0:
             return None
         if self.chain_scored == 0:
+            runs = "vLLM's per-batch-size K runs" if self.engine == "vllm" else "sglang's adaptive tiers run"
             return (
                 f"batch size {self.batch_size}: speculation off: no chain config (topk 1) was measured at batch "
-                f"size {self.measured_batch_size}, and sglang's adaptive tiers run chains only"
+                f"size {self.measured_batch_size}, and {runs} chains only"
             )
         behind = "" if self.best_chain_reward is None else f" (best chain {self.best_chain_reward:.4f}"
         behind += "" if not behind else f" vs baseline {self.chain_reward:.4f})"
@@ -311,7 +315,7 @@ class TierPick:
 
 
 def pick_chain_tiers(
-    scorer: PolicyScorer, batch_sizes: Sequence[int] | None = None, margin: float = 0.0
+    scorer: PolicyScorer, batch_sizes: Sequence[int] | None = None, margin: float = 0.0, *, engine: str = "sglang"
 ) -> list[TierPick]:
     """The best chain config per batch size (and those within ``margin`` of it).
 
@@ -320,6 +324,8 @@ def pick_chain_tiers(
         batch_sizes: batch sizes to schedule (default: the measured ones).
         margin: reward units; chain configs scoring at least ``best - margin`` join the
             candidate set (sglang's acceptance controller moves inside it).
+        engine: the engine the schedule is for (``"sglang"`` or ``"vllm"``; named in the
+            picks' :attr:`TierPick.off_reason`).
 
     Raises:
         ConfigError: a negative margin or a non-positive batch size, or a batch size where
@@ -356,6 +362,7 @@ def pick_chain_tiers(
                 None if tree is None else float(scores[tree]),
                 chain_scored=len(spec_chain),
                 best_chain_reward=None if best_spec is None else float(scores[best_spec]),
+                engine=engine,
             )
         )
     return picks

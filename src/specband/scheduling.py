@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,7 +165,7 @@ def vllm_schedule_for_launch(
         notes += scorer.notes
         if setup is not None:  # the user's setup against the data's, as for sglang's schedule
             notes.extend(sch.check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
-        obj = sch.vllm_speculative_config(sch.merge_tiers(sch.pick_chain_tiers(scorer)), draft)
+        obj = sch.vllm_speculative_config(sch.merge_tiers(sch.pick_chain_tiers(scorer, engine="vllm")), draft)
         notes.append(f"--schedule auto: {algo}'s vLLM schedule {json.dumps(obj)}")
     else:
         try:
@@ -205,6 +205,10 @@ class MixRecommendation:
         notes: the loading notes and the transfer check's warnings, in order.
         transfer: the transfer check (:class:`~specband.transfer.TransferCheck`: the
             differences taken with ``--allow-transfer``), or ``None`` when not checked.
+        origin: what the rewards rest on (:func:`specband.recommend.pick_origin` of the
+            data, no batch size: ``rows``/``repeats`` are per batch size in ``counts``).
+        counts: measured batch size -> ``{"rows": int | None, "repeats": int | None}``
+            behind it, as :func:`specband.recommend.pick_origin` counts them.
     """
 
     algorithm: str
@@ -214,6 +218,8 @@ class MixRecommendation:
     draft_model: str | None = None
     notes: tuple[str, ...] = ()
     transfer: TransferCheck | None = None
+    origin: Mapping[str, Any] | None = None
+    counts: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def action(self) -> Action:
@@ -227,11 +233,19 @@ class MixRecommendation:
         return sglang_cli_args(self.action, self.draft_model)
 
     def as_json(self) -> dict[str, Any]:
-        """What ``recommend --batch-mix --format json`` prints."""
+        """What ``recommend --batch-mix --format json`` prints: ``algorithm``, ``source``,
+        ``batch_mix``, ``action_index``, ``action``, ``flags``, ``kwargs``,
+        ``expected_reward``, ``expected_regret``, ``per_batch_size`` (each row's fields, its
+        ``own_action``, ``regret``, and the ``rows``/``repeats`` measured there), ``left_out``
+        (own picks not scored at every batch size: ``action_index``, ``action``,
+        ``own_pick_at``, ``not_scored_at``), ``origin`` (as a one-batch-size pick's, or
+        ``null``) and ``transfer``."""
         import dataclasses
 
         from specband.actions import server_args_kwargs
         from specband.transfer import TransferCheck
+
+        counts = self.counts
 
         return {
             "algorithm": self.algorithm,
@@ -244,9 +258,24 @@ class MixRecommendation:
             "expected_reward": self.pick.expected_reward,
             "expected_regret": self.pick.expected_regret,
             "per_batch_size": [
-                {**dataclasses.asdict(r), "own_action": list(EXTENDED_ACTIONS[r.own_index]), "regret": r.regret}
+                {
+                    **dataclasses.asdict(r),
+                    "own_action": list(EXTENDED_ACTIONS[r.own_index]),
+                    "regret": r.regret,
+                    **counts.get(r.measured_batch_size, {"rows": None, "repeats": None}),  # as pick_origin
+                }
                 for r in self.pick.rows
             ],
+            "left_out": [
+                {
+                    "action_index": left.index,
+                    "action": list(EXTENDED_ACTIONS[left.index]),
+                    "own_pick_at": list(left.own_pick_at),
+                    "not_scored_at": list(left.not_scored_at),
+                }
+                for left in self.pick.left_out
+            ],
+            "origin": None if self.origin is None else dict(self.origin),
             "transfer": (self.transfer or TransferCheck()).to_json(),  # as one batch size's pick has it
         }
 
@@ -285,8 +314,34 @@ def recommend_mix(request: Any, setup: UserSetup | None = None) -> MixRecommenda
             transfer = check_scorer_transfer(scorer, setup, allow=request.allow_transfer)
         scorer = dataclasses.replace(scorer, telemetry=request.state)
         pick = pick_for_mix(scorer, mix)
-    notes = (*scorer.notes, *(() if transfer is None else transfer.warnings))
-    return MixRecommendation(request.algo, scorer.source, mix, pick, request.draft_model, notes, transfer)
+    from specband.explain import origin_line
+    from specband.recommend import data_notes, pick_origin, unmeasured_notes
+
+    manifest = scorer.manifest
+    origin = origin_line(pick_origin(manifest, None))  # a one-batch-size pick's origin line, for the mix
+    notes = (
+        *scorer.notes,
+        *(() if transfer is None else transfer.warnings),
+        *data_notes(manifest, scorer.source, request.state),
+        *unmeasured_notes(manifest, sorted(mix)),
+        *(() if origin is None else (origin,)),
+        *(left.note() for left in pick.left_out),
+    )
+    counts = {}
+    for row in pick.rows:
+        at = pick_origin(manifest, row.measured_batch_size)
+        counts[row.measured_batch_size] = {"rows": at["rows"], "repeats": at["repeats"]}
+    return MixRecommendation(
+        request.algo,
+        scorer.source,
+        mix,
+        pick,
+        request.draft_model,
+        notes,
+        transfer,
+        pick_origin(manifest, None),
+        counts,
+    )
 
 
 #: ``specband schedule --engine`` values.
@@ -310,7 +365,7 @@ def _schedule_option_fields() -> dict[str, Any]:
         "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
         "models": models_field(),
         "algo": algo_field(),
-        "data": data_field(),
+        "data": data_field("schedule"),
         "trust_pickle": trust_pickle_field(),
         "batch_sizes": option(
             None,
@@ -495,7 +550,7 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
             from specband.schedule import check_scorer_transfer
 
             transfer = check_scorer_transfer(scorer, setup, allow=r.allow_transfer)
-        picks = pick_chain_tiers(scorer, sizes, r.margin)
+        picks = pick_chain_tiers(scorer, sizes, r.margin, engine=r.engine)
     tiers = merge_tiers(picks)
     checked: list[bool] = []
     check: Callable[[Path], None] | None = None

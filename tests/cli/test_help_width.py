@@ -15,11 +15,13 @@ from rich.table import Table
 from typer.main import get_command
 
 from specband.cli import COMMANDS, build_app
+from specband.cli.helpfit import READABLE_HELP
 from specband.cli.params import PANEL_TITLES
 from specband.optionspec import PANELS
-from specband.tables import fit_columns, print_table
+from specband.tables import NO_BREAK, fit_columns, flag_units, print_table, unit
 
 WIDTHS = (80, 60)
+LAYOUT_WIDTHS = (60, 80, 120)
 _ORDER = [PANEL_TITLES[key] for key in PANELS]
 
 
@@ -198,3 +200,109 @@ def test_the_schedule_table_fits(run_cli: Any, monkeypatch: pytest.MonkeyPatch, 
     table = [line for line in res.stdout.splitlines() if not line.startswith(messages)]
     _assert_fits("\n".join(table), 60)
     assert _triples(res.stdout)
+
+
+def _description_starts(text: str) -> list[tuple[int, int, str]]:
+    """Per line inside an options panel: (the column its description text starts at, the
+    panel's inner right edge, the line). The description is the text after the line's last
+    run of two or more spaces (table layout), or the whole text (a stacked line)."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("│ ") or not line.rstrip().endswith("│"):
+            continue
+        inner = line.rstrip()[:-1].rstrip()
+        gaps = list(re.finditer(r" {2,}", inner[2:]))
+        start = gaps[-1].end() + 2 if gaps else 2
+        out.append((start, len(line.rstrip()) - 2, line))
+    return out
+
+
+@pytest.mark.parametrize("width", LAYOUT_WIDTHS)
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_panels_keep_a_readable_description_column_or_stack(
+    run_cli: Any, monkeypatch: pytest.MonkeyPatch, command: str, width: int
+) -> None:
+    """Tester's finding (COLUMNS=60: schedule's Pick, launch's Telemetry, sweep's Emulator;
+    80: sweep's Grid kept a 17-24 character description column): every description gets
+    at least READABLE_HELP columns, beside its flags or beneath them; no title touches the
+    panel's corner."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    text = run_cli(command, "--help").stdout
+    _assert_fits(text, width)
+    narrow = [line for start, edge, line in _description_starts(text) if edge - start < READABLE_HELP]
+    assert narrow == [], f"{command} at {width}: {narrow[:3]}"
+    for line in text.splitlines():
+        if line.startswith("╭─ "):
+            assert re.search(r" ──+╮$", line), (command, width, line)
+
+
+def test_a_narrow_terminal_stacks_the_panels_that_had_a_narrow_column(
+    run_cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    text = run_cli("schedule", "--help").stdout
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("╭─ Pick"))
+    assert lines[at + 1].rstrip("│ ") == "│ --batch-sizes N,N,..."  # flags alone on their line
+    assert lines[at + 2].startswith("│     Comma-separated batch sizes to schedule.")  # the help beneath
+    model = next(line for line in lines if line.startswith("╭─ Model"))
+    assert model.startswith("╭─ Model ─") and "(the policy asked, or the simulated GPU and pair)" in text
+
+
+_FLAG_VALUE = re.compile(r"(--speculative-[a-z-]+)(\s*│?\s*)(\S+)")
+
+
+@pytest.mark.parametrize("width", LAYOUT_WIDTHS)
+def test_the_actions_table_never_splits_a_flag_from_its_value(
+    run_cli: Any, monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    """Tester's finding at 80 columns: ``--speculative-eagle-topk │ 1`` (value on the next line)."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    text = run_cli("actions").stdout
+    _assert_fits(text, width)
+    pairs = re.findall(r"--speculative-[a-z-]+ \S+", text)
+    assert len(pairs) == 18 * 4  # every flag of the 18 speculative actions, with its value on its line
+    for line in text.splitlines():
+        assert not re.search(r"--speculative-[a-z-]+\s*│?$", line.rstrip("│ ")), line
+    assert NO_BREAK not in text
+
+
+def test_a_pipe_keeps_one_line_per_row(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without COLUMNS, a pipe or a file is not wrapped: each row of actions and of evaluate's
+    tables is one line, whatever its width, and an estimate stays beside its interval."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    rows = [line for line in run_cli("actions").stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 19 and all("--speculative-num-draft-tokens" in row for row in rows[1:])
+    res = run_cli("evaluate", "--algo", "lookup_table", "--features", "contract", "--bootstrap", "50")
+    assert res.exit_code == 0, res.stderr
+    table_rows = [line for line in res.stdout.splitlines() if line.startswith("│")]
+    assert table_rows and all(line.rstrip().endswith("│") for line in table_rows)  # no row continues
+    assert not re.search(r"\d \[[\d.-]+,\s*(│.*)?$", res.stdout, re.M)
+
+
+@pytest.mark.parametrize("width", LAYOUT_WIDTHS)
+def test_evaluate_never_splits_an_estimate_from_its_interval(
+    run_cli: Any, monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    res = run_cli("evaluate", "--algo", "lookup_table", "--features", "contract", "--bootstrap", "50")
+    assert res.exit_code == 0, res.stderr
+    _assert_fits(res.stdout, width)
+    intervals = re.findall(r"\d\.\d+ \[\d\.\d+, \d\.\d+\]", res.stdout)
+    assert len(intervals) >= 8  # reward, regret, utilisation, oracle, reference... each whole
+    for line in res.stdout.splitlines():
+        assert not re.search(r"\d\.\d+ \[\d\.\d+,\s*(│.*)?$", line), line  # cut after the low end
+    assert re.search(r"band: (below|above|in band)$|│ (below|above|in band) ", res.stdout, re.M)
+    assert not re.search(r"band: out$|│ out ", res.stdout, re.M)
+
+
+def test_print_table_wraps_between_units_only() -> None:
+    table = Table(title="t")
+    table.add_column("flags")
+    cell = flag_units(["--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1", "--enable-x"])
+    assert cell.count(NO_BREAK) == 2 and unit("0.1 [0.0, 0.2]") == "0.1\u00a0[0.0,\u00a00.2]"
+    table.add_row(cell)
+    console = Console(width=34, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    print_table(table, console)
+    lines = [line.strip("│ ") for line in console.export_text().splitlines() if line.startswith("│")]
+    assert lines == ["--speculative-algorithm EAGLE3", "--speculative-eagle-topk 1", "--enable-x"]

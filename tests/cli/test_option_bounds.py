@@ -73,3 +73,23 @@ def test_a_retry_mem_fraction_not_below_the_first_is_refused(
         "the retry after a failed launch asks for less memory"
     )
     assert res.stdout == ""
+
+
+@pytest.mark.parametrize("command", [SWEEP, LAUNCH])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--dtype", "nosuch"), "error: --dtype 'nosuch': sglang 0.5.23 takes one of auto, half, float16, "),
+        (("--attention-backend", ""), "error: --attention-backend '': sglang 0.5.23 takes one of triton, "),
+        (("--host", "1.2.3.4; rm -rf"), "error: --host '1.2.3.4; rm -rf': expected an IP address or a hostname"),
+        (("--engine", "vllm", "--dtype", ""), "error: --dtype '': vLLM takes one of auto, half, float16, "),
+    ],
+)
+def test_a_server_value_the_engine_refuses_is_one_error_line(
+    run_cli: Any, command: tuple[str, ...], args: tuple[str, ...], message: str
+) -> None:
+    res = run_cli(*command, "--sglang-version", "0.5.23", *args) if "vllm" not in args else run_cli(*command, *args)
+    assert res.exit_code == 2
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(message), res.stderr
+    assert res.stdout == "" and list(Path().iterdir()) == []

@@ -25,3 +25,17 @@ def test_the_device_choices_are_the_device_kinds() -> None:
 
 def test_the_feature_choices_are_the_feature_kinds() -> None:
     assert _choices(TrainRequest, "features") == FEATURE_KINDS
+
+
+def test_help_says_what_the_option_does_in_that_command(run_cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    for name, value in {"COLUMNS": "400", "TERMINAL_WIDTH": "400", "NO_COLOR": "1"}.items():
+        monkeypatch.setenv(name, value)
+    sweep = " ".join(run_cli("sweep", "--help").stdout.split())
+    # markdown help kept <out> (it was read as an HTML tag: "default: .gpu-state.json")
+    assert "GPU state file (default: <out>.gpu-state.json)." in sweep and "(default: <out>.logs/)" in sweep
+    schedule = " ".join(run_cli("schedule", "--help").stdout.split())
+    assert "--max-speed-loss" not in schedule and "(ignored without --models)" in schedule
+    launch = " ".join(run_cli("launch", "--help").stdout.split())
+    assert "--max-speed-loss" not in launch and "With --set-power-limit auto" in launch and "within 2% of" in launch
+    recommend = " ".join(run_cli("recommend", "--help").stdout.split())
+    assert "within --max-speed-loss of the fastest" in recommend

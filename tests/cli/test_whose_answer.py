@@ -121,6 +121,13 @@ def test_schedule_says_whose_it_is_and_why_speculation_is_off(run_cli, tmp_path:
     assert off[16] is not None and off[16].startswith("batch size 16: speculation off")
     text = run_cli("schedule", "--engine", "sglang", "--out", str(out), "--force", "--no-engine-check")
     assert "note: batch size 16: speculation off: no chain config" in text.stderr
+    vllm = run_cli("schedule", "--engine", "vllm", "--out", str(tmp_path / "k.json"), "--format", "json")
+    assert vllm.exit_code == 0, vllm.stderr
+    off_vllm = {b["batch_size"]: b["speculation_off"] for b in json.loads(vllm.stdout)["batch_sizes"]}
+    assert off_vllm[1] == (  # the vLLM schedule names vLLM's K, not sglang's tiers
+        "batch size 1: speculation off: no chain config (topk 1) was measured at batch size 1, and vLLM's "
+        "per-batch-size K runs chains only"
+    )
     refused = run_cli("schedule", "--engine", "vllm", "--out", str(tmp_path / "v.json"), "--gpu", "h200")
     assert refused.exit_code == 2 and "GPU H200_SXM_141GB (--gpu h200) vs the data's RTX4060_Laptop" in refused.stderr
     assert not (tmp_path / "v.json").exists()  # refused before anything is written

@@ -190,7 +190,7 @@ def test_format_utilization_never_crosses_the_band(interval: Interval | None, te
 
 def test_out_of_band_utilisation_does_not_print_as_in_band(held_out: EvaluationResult) -> None:
     """A pick at utilisation 0.9805 (above the 0.98 band edge) is printed 0.9805 beside
-    "out", in the table and in report.md (it used to print as "0.980 ... out")."""
+    "above", in the table and in report.md (it used to print as "0.980 ... out")."""
     import dataclasses
 
     fr = held_out.features["contract"]
@@ -203,12 +203,30 @@ def test_out_of_band_utilisation_does_not_print_as_in_band(held_out: EvaluationR
     )
     md = report_markdown(result)
     row = next(line for line in md.splitlines() if line.startswith("| lookup_table | 16 |"))
-    assert "| 0.9805 [0.9796, 0.9812] | out |" in row
+    assert "| 0.9805 [0.9796, 0.9812] | above |" in row
     assert "0.980 " not in row
     buf = io.StringIO()
     render_tables(result, Console(file=buf, width=240))
     line = next(t for t in buf.getvalue().splitlines() if "lookup_table" in t and "│ 16" in t)
-    assert "0.9805 [0.9796, 0.9812]" in line and "│ out " in line
+    assert "0.9805 [0.9796, 0.9812]" in line and "│ above " in line
+
+
+def test_below_band_pick_says_below(held_out: EvaluationResult) -> None:
+    """A pick at utilisation 0.90 (under the 0.95 edge) says "below" (not a bare "out")."""
+    import dataclasses
+
+    fr = held_out.features["contract"]
+    pick = fr.picks["lookup_table"][16]
+    bad_pick = dataclasses.replace(pick, utilization=Interval(0.90, 0.89, 0.91, 0.95, 5, 100), in_band=False)
+    result = dataclasses.replace(
+        held_out,
+        features=dict(
+            held_out.features, contract=dataclasses.replace(fr, picks=dict(fr.picks, lookup_table={16: bad_pick}))
+        ),
+        in_sample=None,
+    )
+    row = next(line for line in report_markdown(result).splitlines() if line.startswith("| lookup_table | 16 |"))
+    assert "| 0.9000 [0.8900, 0.9100] | below |" in row
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027], ids=["umask022", "umask027"])

@@ -57,3 +57,50 @@ def test_a_new_sweep_option_is_one_field_and_its_use(run_cli) -> None:  # type: 
     assert res.exit_code == 0 and "--stop-grace" in res.stdout and "SIGKILL" in res.stdout
     bad = run_cli("sweep", "--target", "t", "--stop-grace", "-1", "--dry-run")
     assert bad.exit_code == 2 and "--stop-grace" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"dtype": "nosuch"}, "--dtype 'nosuch': sglang 0.5.23 takes one of auto, half, float16, bfloat16, float, "),
+        ({"dtype": ""}, "--dtype '': sglang 0.5.23 takes one of auto, "),
+        ({"engine": "vllm", "sglang_version": None, "dtype": "fp8"}, "--dtype 'fp8': vLLM takes one of auto, half, "),
+        ({"attention_backend": "nosuch"}, "--attention-backend 'nosuch': sglang 0.5.23 takes one of triton, "),
+        ({"attention_backend": ""}, "--attention-backend '': sglang 0.5.23 takes one of triton, "),
+        ({"host": ""}, "--host '': expected an IP address or a hostname"),
+        ({"host": "ü🙂"}, "--host 'ü🙂': expected an IP address or a hostname"),
+        ({"host": "1.2.3.4; rm -rf"}, "--host '1.2.3.4; rm -rf': expected an IP address or a hostname"),
+        ({"host": "-a.example"}, "--host '-a.example': expected"),
+        ({"host": "999.1.1.1"}, "--host '999.1.1.1': expected"),  # neither an address nor a hostname
+        ({"host": "a" * 64}, f"--host '{'a' * 64}': expected"),  # a label of 64 characters
+        ({"env": ["A B=1"]}, "--env 'A B=1': 'A B' is not a variable name"),
+        ({"env": ["1A=x"]}, "--env 1A=x: '1A' is not a variable name"),
+        ({"env": ["A-B=x"]}, "--env A-B=x: 'A-B' is not a variable name"),
+    ],
+)
+def test_values_the_engine_or_a_shell_would_refuse_are_one_error(tmp_path, changes, message) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "s.jsonl"
+    request = SweepRequest(target="t", draft="d", out=str(out), sglang_version="0.5.23", device="none")
+    with pytest.raises(ConfigError) as info:
+        build_sweep(dataclasses.replace(request, **changes))
+    assert str(info.value).startswith(message)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::1", "localhost", "gpu-node-7.example.com", "node.", "10.0.0.5"])
+def test_ip_addresses_and_hostnames_are_hosts(host) -> None:  # type: ignore[no-untyped-def]
+    job = build_sweep(SweepRequest(target="t", draft="d", host=host, dtype="bfloat16", attention_backend="auto",
+                                   env=["X_1='$(id)'"], sglang_version="0.5.23", device="none"))  # fmt: skip
+    assert job.settings.server.host == host and job.settings.server.env["X_1"] == "'$(id)'"
+    assert job.settings.server.base_url == (f"http://[{host}]:30000" if ":" in host else f"http://{host}:30000")
+    lines = dry_run_lines(job)
+    assert f" --host {host} " in lines[1] and "X_1=''\"'\"'$(id)'\"'\"''" in lines[1]
+
+
+def test_a_newer_sglang_than_specband_knows_is_one_note_and_the_newest_spellings() -> None:
+    job = build_sweep(SweepRequest(target="t", draft="d", sglang_version="99.0.0", device="none"))
+    note = "sglang 99.0.0 is newer than the newest release specband knows (0.5.23): flags are spelled as in sglang "
+    assert job.notes.count(note + "0.5.23") == 1 and job.version_warning is None
+    assert "--cuda-graph-max-bs-decode" in dry_run_lines(job)[1]  # 0.5.23's spelling
+    known = build_sweep(SweepRequest(target="t", draft="d", sglang_version="0.5.23", device="none"))
+    assert not any("newer than" in n for n in known.notes)

@@ -29,6 +29,8 @@ import pytest
 from specband.actions import ACTIONS, EXTENDED_ACTIONS
 from specband.harness.serverconfig import ServerConfig, build_launch_command
 from specband.harness.sglang_flags import (
+    ATTENTION_BACKEND_CHOICES,
+    DTYPE_CHOICES,
     NEWEST_VERSION,
     STRICT_FLAGS_FILE,
     field_for,
@@ -216,6 +218,19 @@ def test_the_strict_flag_table_is_sglangs_parser(sglang):
     list exactly sglang's options (regenerate: ``python -m specband.harness.sglang_flags``)."""
     lines = [json.loads(line) for line in Path(STRICT_FLAGS_FILE).read_text().splitlines() if line.strip()]
     assert lines == flag_table_from_sglang()
+
+
+def test_specbands_dtype_and_attention_backend_choices_are_sglangs(sglang, models):
+    """``--dtype``/``--attention-backend`` values specband takes (checked before a line is
+    printed or started) are exactly the choices of sglang's own parser; each of them parses there."""
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    sglang.ServerArgs.add_cli_args(parser)
+    choices = {action.dest: action.choices for action in parser._actions}
+    assert tuple(choices["dtype"]) == DTYPE_CHOICES
+    assert tuple(choices["attention_backend"]) == ATTENTION_BACKEND_CHOICES
+    target, _ = models
+    for flag, value in (("--dtype", DTYPE_CHOICES[-1]), ("--attention-backend", ATTENTION_BACKEND_CHOICES[-1])):
+        assert getattr(parser.parse_args(["--model-path", target, flag, value]), flag[2:].replace("-", "_")) == value
 
 
 @pytest.mark.parametrize(

@@ -229,6 +229,13 @@ def test_doctor_with_hub_ids(run_cli, hub_cache: Path, target, draft, monkeypatc
     lines = res.stdout.splitlines()
     assert res.exit_code == 2 and lines[0].startswith("error target-config: org/missing/config.json: not in the local")
     assert lines[1].startswith("error draft-config: org/missing-draft/config.json")
+    # a hub id was given: the fix is the hub's, not "give ... a hub id"
+    assert lines[0].endswith(
+        "fix: the hub was not reached (offline or unreachable) and org/missing is not in its cache: run "
+        "`hf download org/missing` where the hub is reachable (the same HF_HOME), or give a local model folder "
+        "or its config.json"
+    ), lines[0]
+    assert "give a model folder, its config.json or a hub id" not in res.stdout
 
 
 def test_launch_refuses_a_rope_mismatch_unless_allowed(run_cli, tmp_path: Path, target, draft) -> None:

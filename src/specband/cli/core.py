@@ -49,7 +49,7 @@ def actions_command(
         return
     from rich.table import Table
 
-    from specband.tables import print_table, table_console
+    from specband.tables import flag_units, print_table, table_console
 
     table = Table(
         title="specband actions: index (its position in every published policy file), action "
@@ -60,7 +60,7 @@ def actions_command(
     table.add_column("sglang flags")
     for i, a in enumerate(ACTIONS):
         note = " (baseline)" if a.is_baseline else " (reference)" if i == REFERENCE_INDEX else ""
-        flags = " ".join(sglang_cli_args(a)) or "(no speculative flags)"
+        flags = flag_units(sglang_cli_args(a)) or "(no speculative flags)"
         table.add_row(str(i), f"{a}{note}", flags)
     print_table(table, table_console())
 
@@ -80,7 +80,8 @@ def recommend_command(request: RecommendRequest) -> None:
         return
     from specband.actions import use_action_set
     from specband.explain import answer_lines
-    from specband.recommend import power_limit_recommendation, recommend_request
+    from specband.poweranswer import power_limit_recommendation
+    from specband.recommend import recommend_request
 
     with use_action_set(request.actions):  # a folder is read against its action set
         setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
@@ -120,7 +121,7 @@ def recommend_command(request: RecommendRequest) -> None:
 def _print_power_limit(decided: Any, request: RecommendRequest) -> None:
     """The answer with a power limit: the ``nvidia-smi -pl`` line and the flags (or JSON), the
     notes and what the limit does on stderr."""
-    from specband.recommend import power_limit_pick, power_limit_summary
+    from specband.poweranswer import power_limit_pick, power_limit_summary
 
     for line in decided.notes:
         _note(line)

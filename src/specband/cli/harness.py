@@ -19,7 +19,7 @@ from typing import Any
 import typer
 
 from specband.cli.output import say
-from specband.cli.params import PANEL_TITLES, build_request, request_command, request_signature
+from specband.cli.params import PANEL_TITLES, build_request, help_text, request_command, request_signature
 from specband.emulator.request import EmulateRequest
 from specband.harness.request import SweepRequest
 
@@ -208,7 +208,7 @@ def import_bench_command(
     out_text: str | None = typer.Option(
         None,
         "--out",
-        help="Sweep JSONL to write (default: <file>.sweep.jsonl).",
+        help=help_text("Sweep JSONL to write (default: <file>.sweep.jsonl)."),
         metavar="FILE",
         rich_help_panel=PANEL_TITLES["output"],
     ),

@@ -40,6 +40,12 @@ PANEL_TITLES: dict[str, str] = {
 }
 
 
+def help_text(text: str) -> str:
+    """``text`` as the CLI's markdown help renders it literally: a ``<out>`` would be read as
+    an HTML tag and dropped (``default: <out>.logs/`` printed as ``default: .logs/``)."""
+    return text.replace("<", "\\<")
+
+
 def typer_option(spec: OptionSpec, default: Any, *, bounds: bool = True) -> Any:  # typer.Option's own return type
     """The typer option of ``spec`` with ``default`` (``...``: required); ``bounds=False``
     leaves ``min``/``max`` to :func:`check_values` (a float's: ``nan`` must not be reported as
@@ -61,7 +67,7 @@ def typer_option(spec: OptionSpec, default: Any, *, bounds: bool = True) -> Any:
     if spec.argument:
         return typer.Argument(
             default,
-            help=spec.help,
+            help=help_text(spec.help),
             metavar=spec.metavar or spec.flags[0],
             show_default=spec.show_default and default is not None,
             rich_help_panel=PANEL_TITLES[spec.panel],
@@ -69,7 +75,7 @@ def typer_option(spec: OptionSpec, default: Any, *, bounds: bool = True) -> Any:
     return typer.Option(
         default,
         *spec.flags,
-        help=spec.help,
+        help=help_text(spec.help),
         metavar=metavar,
         show_default=spec.show_default and default is not None and default is not ... and default != [],
         rich_help_panel=PANEL_TITLES[spec.panel],

@@ -87,7 +87,7 @@ def _print_table(picks: list[Any], algorithm: str) -> None:
             "-" if p.tree_reward is None else f"{p.tree_reward:.4f}",
             "-" if p.chain_cost is None else f"{p.chain_cost:+.4f}",
         )
-    print_table(table, table_console(piped_width=120))
+    print_table(table, table_console())
 
 
 def print_mix_recommendation(answer: Any, output_format: str) -> None:
@@ -127,7 +127,7 @@ def _print_mix_table(pick: Any, algorithm: str) -> None:
             f"{r.mix_reward:.4f}",
             f"{r.regret:.4f}",
         )
-    print_table(table, table_console(piped_width=120))
+    print_table(table, table_console())
 
 
 def evaluate_schedules_hook(

@@ -84,4 +84,4 @@ def _print_picks(rows: list[Any], provenance: str = "measured") -> None:
             end_section=False,
         )
         previous = r.algorithm
-    print_table(table, table_console(piped_width=110))
+    print_table(table, table_console())

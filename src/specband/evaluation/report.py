@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -98,6 +99,20 @@ def format_utilization(interval: Interval | None, band: tuple[float, float], dig
             return format_interval(interval, d)
     # closer to an edge than 1e-7: float noise (0.9800000000000001), not a measurable difference
     return format_interval(interval, _MAX_UTILIZATION_DIGITS)
+
+
+#: The band cell of a pick by :func:`_band_side` (the side :attr:`PickSummary.in_band` tests).
+_BAND_CELL = {-1: "below", 0: "in band", 1: "above"}
+
+#: An estimate and its interval (``0.123 [0.070, 0.209]``, ``0.532 (n=1)``): one unit in a table.
+_INTERVAL = re.compile(r"-?\d[\d.eE+-]* (?:\[[^\]]*\]|\(n=\d+\))")
+
+
+def _interval_units(cell: str) -> str:
+    """``cell`` with each estimate and its interval made one unbreakable unit (:func:`specband.tables.unit`)."""
+    from specband.tables import unit
+
+    return _INTERVAL.sub(lambda m: unit(m.group(0)), cell)
 
 
 def _action_text(index: int) -> str:
@@ -297,7 +312,10 @@ def _pick_cells(result: EvaluationResult, fr: FeatureResult, algo: str, p: PickS
         reward = format_interval(p.reward)
         if p.not_measured:
             reward += f"; not measured in {len(p.not_measured)} split(s)"
-    band = "-" if p.in_band is None else ("in band" if p.in_band else "out")
+    limits = (result.reward_config.band_low, result.reward_config.band_high)
+    band = "-"  # no utilisation measured
+    if p.in_band is not None and p.utilization is not None:  # in_band is set exactly when utilization is
+        band = _BAND_CELL[_band_side(p.utilization.estimate, limits)]
     return [
         algo,
         str(p.batch_size),
@@ -305,7 +323,7 @@ def _pick_cells(result: EvaluationResult, fr: FeatureResult, algo: str, p: PickS
         reward,
         format_interval(p.regret),
         "yes" if p.reaches_oracle else "no",
-        format_utilization(p.utilization, (result.reward_config.band_low, result.reward_config.band_high)),
+        format_utilization(p.utilization, limits),
         band,
         p.label,
     ]
@@ -421,7 +439,7 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
         for i, h in enumerate(headers):
             t.add_column(h, no_wrap=i == 0, overflow="fold")
         for r in rows:
-            t.add_row(*r)
+            t.add_row(*(_interval_units(c) for c in r))
         return t
 
     for note in _notes(result):

@@ -95,7 +95,7 @@ class LaunchRequest:
     )
     algo: str = algo_field()
     models: Path | None = models_field()
-    data: Path | None = data_field()
+    data: Path | None = data_field("launch")
     trust_pickle: bool = trust_pickle_field()
     allow_modified: bool = allow_modified_field()
     device: str = option(
@@ -266,12 +266,8 @@ def _auto_power_limit_pick(r: LaunchRequest, notes: list[str], setup: UserSetup)
     from specband.dataset import load_sweep
     from specband.hub import resolve_data_file
     from specband.origin import data_origin
-    from specband.recommend import (
-        power_limit_pick,
-        power_limit_summary,
-        power_limit_with_origin,
-        recommend_power_limit,
-    )
+    from specband.poweranswer import power_limit_pick, power_limit_summary, power_limit_with_origin
+    from specband.powerpicks import recommend_power_limit
 
     assert r.batch_size is not None and r.data is not None  # checked
     sweep = load_sweep(resolve_data_file(r.data))
@@ -305,6 +301,11 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     versions = {"vllm_version": version} if r.engine == "vllm" else {"sglang_version": version}
     config = dataclasses.replace(config, server_command=command_line, env=env, **versions)
     notes: list[str] = [] if rope_note is None else [rope_note]
+    if r.engine != "vllm":
+        from specband.harness.sglang_flags import newer_version_note
+
+        newer = newer_version_note(version)
+        notes += [] if newer is None else [newer]
     auto_file: Path | None = None
     try:
         if r.schedule == "auto" and not r.dry_run:

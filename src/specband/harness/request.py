@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -482,8 +483,18 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
     return tuple(seen)
 
 
+#: A name the printed shell line can set (POSIX shell variable names).
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def parse_env(pairs: list[str]) -> dict[str, str]:
-    """``--env KEY=VALUE`` pairs as a mapping (ConfigError for one without ``=`` or a key)."""
+    """``--env KEY=VALUE`` pairs as a mapping.
+
+    Raises:
+        ConfigError: a pair without ``=`` or a key, or a key that is not a shell variable
+            name (``[A-Za-z_][A-Za-z0-9_]*``: ``A B=1`` would run ``A`` as a command when
+            the printed line is pasted into a shell).
+    """
     from specband.errors import ConfigError
 
     env = {}
@@ -491,6 +502,8 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"--env expects KEY=VALUE, got {pair!r}")
+        if _ENV_NAME.fullmatch(key) is None:
+            raise ConfigError(f"--env {shlex.quote(pair)}: {key!r} is not a variable name")
         env[key] = value
     return env
 
@@ -611,7 +624,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
     from specband.harness.serverconfig import ServerConfig, split_server_args
-    from specband.harness.sglang_flags import NEWEST_VERSION
+    from specband.harness.sglang_flags import NEWEST_VERSION, newer_version_note
     from specband.harness.shards import parse_shard
 
     out = file_path("--out", r.out)
@@ -652,6 +665,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     command, (version, source, warning) = engine_server(
         r.engine, r.server_command, r.sglang_version, r.attention_backend, server_env
     )
+    newer = None if r.engine == "vllm" else newer_version_note(version)
+    notes += () if newer is None else (newer,)
     server = ServerConfig(
         model_path=r.target,
         draft_model_path=r.draft,

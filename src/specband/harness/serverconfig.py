@@ -14,6 +14,8 @@ specband sets itself are refused in ``--server-arg`` (:func:`split_server_args`)
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import shlex
 import shutil
 import sys
@@ -24,8 +26,20 @@ from typing import Any
 from specband.actions import Action, sglang_cli_args, validate_action
 from specband.errors import ConfigError
 from specband.harness.failures import LauncherError
-from specband.harness.sglang_flags import NEWEST_VERSION, flag_for, parse_version
-from specband.harness.vllm_launch import ENGINES, VLLM_OWNED_FLAGS, vllm_launch_args, vllm_spec_config
+from specband.harness.sglang_flags import (
+    ATTENTION_BACKEND_CHOICES,
+    DTYPE_CHOICES,
+    NEWEST_VERSION,
+    flag_for,
+    parse_version,
+)
+from specband.harness.vllm_launch import (
+    ENGINES,
+    VLLM_DTYPE_CHOICES,
+    VLLM_OWNED_FLAGS,
+    vllm_launch_args,
+    vllm_spec_config,
+)
 
 __all__ = [
     "DEFAULT_SERVER_COMMAND",
@@ -33,7 +47,9 @@ __all__ = [
     "SGLANG_ENV",
     "ServerConfig",
     "build_launch_command",
+    "check_host",
     "check_server_env",
+    "check_server_values",
     "format_launch",
     "split_server_args",
 ]
@@ -97,6 +113,7 @@ class ServerConfig:
             raise ConfigError("--target (the model path) must not be empty")
         if not 0 < self.port < 65536:
             raise ConfigError(f"--port must be in 1..65535, got {self.port}")
+        check_server_values(self.engine, self.host, self.dtype, self.attention_backend)
         try:
             parts = shlex.split(self.server_command)
         except ValueError as exc:
@@ -113,8 +130,60 @@ class ServerConfig:
 
     @property
     def base_url(self) -> str:
-        """``http://host:port``."""
-        return f"http://{self.host}:{self.port}"
+        """``http://host:port`` (an IPv6 host in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+#: One DNS label (RFC 1123): letters, digits and inner hyphens, 1-63 characters.
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def check_host(host: str) -> None:
+    """``--host``: an IP address (:mod:`ipaddress`) or a hostname (RFC 1123: dot-separated
+    labels of letters, digits and inner hyphens, 1-63 characters each, 253 in all; the last
+    not all digits, RFC 3696).
+
+    Raises:
+        ConfigError: anything else (``''``, a space, a shell metacharacter, non-ASCII).
+    """
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    labels = name.split(".")
+    # an all-digit last label is no hostname (RFC 3696 §2): "999.1.1.1" is a bad address
+    if 0 < len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels) and not labels[-1].isdigit():
+        return
+    raise ConfigError(f"--host {host!r}: expected an IP address or a hostname")
+
+
+def check_server_values(engine: str, host: str, dtype: str, attention_backend: str) -> None:
+    """``--host``, ``--dtype`` and ``--attention-backend`` as the engine's parser takes them,
+    so that a printed or started launch line is one the engine accepts.
+
+    ``--dtype``: sglang's choices (:data:`~specband.harness.sglang_flags.DTYPE_CHOICES`), or
+    vLLM's (:data:`~specband.harness.vllm_launch.VLLM_DTYPE_CHOICES`) with ``engine="vllm"``;
+    ``--attention-backend`` (sglang only; vLLM picks its own): sglang's choices
+    (:data:`~specband.harness.sglang_flags.ATTENTION_BACKEND_CHOICES`) or specband's
+    ``auto`` (upstream's pick per action).
+
+    Raises:
+        ConfigError: the first value the engine would refuse, naming the option.
+    """
+    check_host(host)
+    engine_name, dtypes = (
+        ("vLLM", VLLM_DTYPE_CHOICES) if engine == "vllm" else (f"sglang {NEWEST_VERSION}", DTYPE_CHOICES)
+    )
+    if dtype not in dtypes:
+        raise ConfigError(f"--dtype {dtype!r}: {engine_name} takes one of {', '.join(dtypes)}")
+    if engine != "vllm" and attention_backend != "auto" and attention_backend not in ATTENTION_BACKEND_CHOICES:
+        raise ConfigError(
+            f"--attention-backend {attention_backend!r}: sglang {NEWEST_VERSION} takes one of "
+            f"{', '.join(ATTENTION_BACKEND_CHOICES)} (or auto: upstream's pick per action)"
+        )
 
 
 #: Server flags specband sets itself, with the specband option that sets them

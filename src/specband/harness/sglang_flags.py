@@ -39,6 +39,8 @@ from typing import Any
 from specband.errors import ConfigError
 
 __all__ = [
+    "ATTENTION_BACKEND_CHOICES",
+    "DTYPE_CHOICES",
     "FLAG_SPELLINGS",
     "NEWEST_VERSION",
     "OLDEST_VERSION",
@@ -46,6 +48,7 @@ __all__ = [
     "detect_sglang_version",
     "flag_for",
     "flag_table_from_sglang",
+    "newer_version_note",
     "parse_version",
     "resolve_sglang_version",
     "strict_parser",
@@ -58,6 +61,18 @@ NEWEST_VERSION = "0.5.23"
 STRICT_FLAGS_FILE = Path(__file__).resolve().parent.parent / "data" / f"sglang_flags_{NEWEST_VERSION}.jsonl"
 
 Version = tuple[int, int, int]
+
+#: ``--dtype``'s choices in sglang ``NEWEST_VERSION`` (``ServerArgs.add_cli_args``; the
+#: conformance test holds them to the installed sglang's parser).
+DTYPE_CHOICES: tuple[str, ...] = ("auto", "half", "float16", "bfloat16", "float", "float32")
+#: ``--attention-backend``'s choices in sglang ``NEWEST_VERSION`` (its
+#: ``ATTENTION_BACKEND_CHOICES``, read by its parser; held to it by the conformance test).
+ATTENTION_BACKEND_CHOICES: tuple[str, ...] = (
+    "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4",
+    "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla",
+    "trtllm_mha", "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer", "aiter", "wave", "intel_amx", "ascend",
+    "intel_xpu",
+)  # fmt: skip
 
 #: ServerArgs field -> ((first release, spelling), ...), oldest first. A field absent
 #: here is spelled ``--`` + the field with ``-`` for ``_`` in every supported release.
@@ -93,6 +108,21 @@ def parse_version(text: str, *, option: str = "--sglang-version") -> Version:
             f"(supported: {OLDEST_VERSION} .. {NEWEST_VERSION})"
         )
     return version
+
+
+def newer_version_note(version: str) -> str | None:
+    """The note for a sglang release newer than :data:`NEWEST_VERSION` (its flags are spelled
+    as in the newest release specband knows: :data:`FLAG_SPELLINGS` ends there), else ``None``.
+
+    Raises:
+        ConfigError: ``version`` is not a supported version (:func:`parse_version`).
+    """
+    if parse_version(version) <= _as_tuple(NEWEST_VERSION):
+        return None
+    return (
+        f"sglang {version} is newer than the newest release specband knows ({NEWEST_VERSION}): "
+        f"flags are spelled as in sglang {NEWEST_VERSION}"
+    )
 
 
 def _as_tuple(text: str) -> Version:

