@@ -145,9 +145,11 @@ def server_field(name: str, panel: str | None = None) -> Any:
     default, flag, help_text, metavar = _SERVER_OPTIONS[name]
     if panel is None:
         panel = "grid" if name == "allow_rope_mismatch" else "server"
-    # check_mem_fractions says a fraction must be in (0, 1), nan included
+    # check_mem_fractions says a fraction must be in (0, 1), nan included; the engine's own
+    # check of --dtype and --attention-backend lists the values it takes, '' included
     finite = name not in ("mem_fraction", "retry_mem_fraction")
-    return option(default, flag, help=help_text, panel=panel, metavar=metavar, finite=finite)
+    allow_empty = name in ("dtype", "attention_backend")
+    return option(default, flag, help=help_text, panel=panel, metavar=metavar, finite=finite, allow_empty=allow_empty)
 
 
 @dataclass(frozen=True)
