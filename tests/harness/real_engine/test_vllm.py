@@ -32,6 +32,7 @@ from specband.harness.vllm import (
     build_vllm_command,
     fetch_spec_decode_counters,
 )
+from specband.harness.vllm_launch import VLLM_DTYPE_CHOICES
 from specband.schedule import check_vllm_schedule
 
 from ..conftest import free_port
@@ -164,6 +165,15 @@ def test_vllm_builds_this_accepts_the_per_batch_size_schedule(vllm_python: str) 
     out = subprocess.run([vllm_python, "-c", probe], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_specbands_vllm_dtype_choices_are_vllms_own(vllm_python: str) -> None:
+    # sweep/launch --engine vllm refuse a --dtype outside VLLM_DTYPE_CHOICES: the list must be
+    # the one the installed vLLM's ModelDType (its --dtype argument) declares, in its order
+    probe = "import typing, json; import vllm.config.model as m; print(json.dumps(typing.get_args(m.ModelDType)))"
+    out = subprocess.run([vllm_python, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert tuple(json.loads(out.stdout.strip().splitlines()[-1])) == VLLM_DTYPE_CHOICES
 
 
 def test_schedule_output_starts_vllm_and_sets_k_per_batch_size(
