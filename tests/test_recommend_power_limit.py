@@ -11,7 +11,7 @@ from tests.harness.conftest import one_error_line
 from specband.dataset import Sweep
 from specband.errors import ConfigError, DataError
 from specband.poweranswer import power_limit_pick
-from specband.recommend import recommend_power_limit
+from specband.powerpicks import recommend_power_limit
 from specband.sim import build_model, simulate_power_limits, simulate_sweep
 
 H100_8B = {"target_config": "llama-3.1-8b-instruct", "draft_config": "eagle3-llama-3.1-8b-instruct"}

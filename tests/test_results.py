@@ -47,7 +47,7 @@ def test_the_action_set_goes_last_only_when_it_is_not_the_contract() -> None:
 def test_a_power_limit_pick_mirrors_the_decision_and_its_json_keys(tmp_path) -> None:
     from specband.dataset import Sweep
     from specband.poweranswer import power_limit_pick
-    from specband.recommend import recommend_power_limit
+    from specband.powerpicks import recommend_power_limit
     from specband.sim import build_model, simulate_power_limits
 
     model = build_model("h100-sxm", target_config="llama-3.1-8b-instruct", draft_config="eagle3-llama-3.1-8b-instruct")

@@ -160,7 +160,7 @@ class Manifest:
         stats: batch size -> action index -> what its rows showed
             (:class:`specband.origin.ActionStats`: speed, utilisation, J/token, repeats).
         power_limits: for a folder trained on a sweep over several power limits, what it
-            says about them (:func:`specband.recommend.power_limit_table`: the limits, the
+            says about them (:func:`specband.powerpicks.power_limit_table`: the limits, the
             band, the rows' provenance, the pick at every limit per batch size); the policies
             were then trained on the rows at the highest limit. ``None`` (and no key in the
             file) otherwise.
@@ -385,7 +385,7 @@ class Manifest:
 
 
 #: The fields of one pick in a manifest's ``power_limits.picks`` (those of
-#: :class:`specband.recommend.LimitPick`) and whether each may be null.
+#: :class:`specband.powerpicks.LimitPick`) and whether each may be null.
 _LIMIT_PICK_FIELDS: dict[str, bool] = {
     "power_limit_w": False,
     "action_index": False,

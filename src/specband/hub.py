@@ -19,7 +19,6 @@ foreign: its pickles load only when trusted (:mod:`specband.safeload`).
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -217,6 +216,8 @@ def _unreachable_why(endpoint: str) -> str:
 @contextmanager
 def _quiet_hub() -> Iterator[None]:
     """huggingface_hub's own retry warnings off: a failure is one specband error line."""
+    import logging  # here: the cold recommend path does not need it
+
     logger = logging.getLogger("huggingface_hub")
     level = logger.level
     logger.setLevel(logging.ERROR)

@@ -81,6 +81,12 @@ MAX_NUM_PROMPTS = MAX_BATCH_SIZE
 #: current models are ~1 M tokens (Llama 3.1 has 128 K); a request cannot decode more.
 MAX_NEW_TOKENS = 1 << 20
 
+#: Default speed loss (fraction of tok/s) ``recommend --max-speed-loss`` and ``launch
+#: --set-power-limit auto`` accept against the fastest pick when they lower the power limit
+#: (:func:`specband.powerpicks.choose_power_limit`). Basis: a default chosen by specband,
+#: not a measurement; ``--max-speed-loss`` sets it per call.
+DEFAULT_MAX_SPEED_LOSS = 0.02
+
 #: Power limit, W, given with ``--power-limit``: [1, 2000]. Basis: NVML's enforced limits
 #: of data-centre GPUs are 300-1200 W (H200 SXM 700 W, B200 1000 W, GB200 1200 W per GPU),
 #: laptop GPUs 35-175 W; under 1 W or over 2000 W is no GPU's limit, and energy utilisation

@@ -2,7 +2,9 @@
 limit (and its ``nvidia-smi -pl`` command) and the flags at it, with the data's origin and
 the user's setup checked against it (:mod:`specband.transfer`); the decision itself is
 :func:`specband.powerpicks.recommend_power_limit`. Split from :mod:`specband.recommend`
-(the one-limit pick), which it reads the request of.
+(the one-limit pick), which it reads the request of. Only the standard library is imported
+at module level: a cold ``recommend`` without ``--data``/``--models`` loads none of the
+power-limit code.
 """
 
 from __future__ import annotations
@@ -10,16 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.powerpicks import (
-    PowerLimitRecommendation,
-    recommend_power_limit,
-    recommend_power_limit_from_table,
-    sweep_power_limits,
-)
-from specband.results import PowerLimitPick
-
 if TYPE_CHECKING:
+    from specband.powerpicks import PowerLimitRecommendation
     from specband.recommend import RecommendRequest
+    from specband.results import PowerLimitPick
     from specband.transfer import UserSetup
 
 __all__ = [
@@ -36,6 +32,8 @@ def power_limit_pick(decided: PowerLimitRecommendation, draft_model: str | None 
     """The answer of ``recommend`` when the data holds several power limits (its
     ``to_json()`` is what ``--format json`` prints): the limit and its command, the flags,
     and the pick at every limit (:meth:`specband.results.PowerLimitPick.of`)."""
+    from specband.results import PowerLimitPick
+
     return PowerLimitPick.of(decided, draft_model)
 
 
@@ -66,6 +64,7 @@ def power_limits_of_file(path: str | Path) -> tuple[float, ...]:
     sweep reader; a hub id is resolved first), increasing."""
     from specband.dataset import load_sweep
     from specband.hub import resolve_data_file
+    from specband.powerpicks import sweep_power_limits
 
     return sweep_power_limits(load_sweep(resolve_data_file(path)))
 
@@ -98,8 +97,10 @@ def power_limit_recommendation(
         DataError, ArtifactError, HubError, ConfigError: as the sweep or folder reading and
             :func:`~specband.powerpicks.recommend_power_limit`.
     """
-    if request.batch_size is None:
-        return None
+    if request.batch_size is None or (request.data is None and request.models is None):
+        return None  # the embedded default holds one limit (and the power-limit code is not imported)
+    from specband.powerpicks import recommend_power_limit, recommend_power_limit_from_table, sweep_power_limits
+
     if request.data is not None and request.models is None:
         from specband.dataset import load_sweep
         from specband.hub import resolve_data_file

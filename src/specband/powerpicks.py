@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specband.limits import DEFAULT_MAX_SPEED_LOSS
+
 __all__ = [
     "DEFAULT_MAX_SPEED_LOSS",
     "LimitPick",
@@ -25,10 +27,6 @@ __all__ = [
     "sweep_power_limits",
     "unmeasured_power_line",
 ]
-
-
-#: Default speed loss ``recommend`` accepts against the fastest pick when it lowers the limit.
-DEFAULT_MAX_SPEED_LOSS = 0.02
 
 
 @dataclass(frozen=True)

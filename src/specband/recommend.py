@@ -18,41 +18,22 @@ if TYPE_CHECKING:
     from specband.transfer import UserSetup
 
 from specband.actions import action_set_field
-from specband.limits import MAX_BATCH_SIZE
+from specband.limits import DEFAULT_MAX_SPEED_LOSS, MAX_BATCH_SIZE
 from specband.optionspec import option
-from specband.powerpicks import (
-    DEFAULT_MAX_SPEED_LOSS,
-    LimitPick,
-    PowerLimitRecommendation,
-    choose_power_limit,
-    power_limit_table,
-    recommend_power_limit,
-    recommend_power_limit_from_table,
-    sweep_power_limits,
-)
-from specband.results import Pick, PowerLimitPick
+from specband.results import Pick
 
 __all__ = [
-    "DEFAULT_MAX_SPEED_LOSS",
     "DEFAULT_MODELS_DIR",
-    "LimitPick",
     "LoadedModels",
     "Pick",
-    "PowerLimitPick",
-    "PowerLimitRecommendation",
     "RecommendRequest",
     "Recommendation",
-    "choose_power_limit",
     "data_notes",
     "folder_algorithms",
     "load_models",
     "pick_origin",
-    "power_limit_table",
     "recommend",
-    "recommend_power_limit",
-    "recommend_power_limit_from_table",
     "recommend_request",
-    "sweep_power_limits",
     "unmeasured_notes",
 ]
 
@@ -95,7 +76,7 @@ _DATA_HELP = (
 )
 #: ``--data``'s help per command: what else the sweep answers there (``recommend``: a power
 #: limit within its --max-speed-loss; ``launch``: with --set-power-limit auto, within
-#: :data:`specband.powerpicks.DEFAULT_MAX_SPEED_LOSS`; ``schedule``: nothing).
+#: :data:`specband.limits.DEFAULT_MAX_SPEED_LOSS`; ``schedule``: nothing).
 DATA_HELP: dict[str, str] = {
     "recommend": _DATA_HELP + " Without --models, a sweep over several power limits (sweep/simulate "
     "--power-limits) answers with a limit: the lowest whose pick is within --max-speed-loss of the fastest "

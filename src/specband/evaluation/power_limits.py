@@ -38,7 +38,7 @@ class PowerLimitCurves:
     """Per batch size, the pick at every power limit and the limit recommended.
 
     Attributes:
-        answers: batch size -> :class:`~specband.recommend.PowerLimitRecommendation`.
+        answers: batch size -> :class:`~specband.powerpicks.PowerLimitRecommendation`.
         source: where the rows came from, e.g. ``"simulated rows"``, plus the start of the
             power label when their power was not measured on this GPU.
         power_label: that label in full (:func:`specband.sim.power.unmeasured_power_note`).
@@ -61,7 +61,7 @@ def power_limit_curves(
             (:func:`specband.sim.power.unmeasured_power_note`), added to the source.
 
     Raises:
-        DataError: as :func:`~specband.recommend.recommend_power_limit` (one limit only, a
+        DataError: as :func:`~specband.powerpicks.recommend_power_limit` (one limit only, a
             batch size without rows at some limit).
     """
     from specband.powerpicks import recommend_power_limit
