@@ -23,12 +23,25 @@ import math
 import warnings
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from specband.errors import ConfigError, DeviceError
 
-if TYPE_CHECKING:
-    from specband.devices.base import GpuDevice
+
+class PowerLimitedDevice(Protocol):
+    """What :class:`PowerLimitGuard` needs of a GPU (a
+    :class:`~specband.devices.base.GpuDevice` is one): its name, its limit in W (``None``:
+    unknown) and a setter returning the limit in force, W. A protocol here, so that this
+    module does not import the device interface that imports it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def power_limit_w(self) -> float | None: ...
+
+    def set_power_limit_w(self, watts: float) -> float: ...
+
 
 __all__ = [
     "MAX_POWER_LIMITS",
@@ -36,6 +49,7 @@ __all__ = [
     "PowerLimitGuard",
     "PowerLimitPermissionError",
     "PowerLimitRange",
+    "PowerLimitedDevice",
     "parse_power_limits",
     "resolve_power_limits",
 ]
@@ -180,7 +194,7 @@ class PowerLimitGuard:
         current_w: the limit last set, W.
     """
 
-    def __init__(self, device: GpuDevice) -> None:
+    def __init__(self, device: PowerLimitedDevice) -> None:
         self.device = device
         self.original_w: float | None = None
         self.current_w: float | None = None

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from specband.actions import Action, validate_action
 from specband.errors import ConfigError
@@ -39,8 +41,14 @@ from specband.limits import is_finite_number, is_int
 from specband.sim.accept import accept_length
 from specband.sim.acceptance import resolve_acceptance
 from specband.sim.base import RunPrediction
-from specband.sim.hfconfig import ModelSpec, rope_mismatch
-from specband.sim.profile import HardwareProfile
+from specband.sim.hfconfig import (
+    BUNDLED_DRAFT_CONFIG,
+    BUNDLED_TARGET_CONFIG,
+    ModelSpec,
+    load_model_spec,
+    rope_mismatch,
+)
+from specband.sim.profile import DEFAULT_PROFILE, HardwareProfile, load_profile
 
 __all__ = [
     "MAX_NEW_TOKENS",
@@ -48,6 +56,7 @@ __all__ = [
     "RunCost",
     "SpeculativeDecodingModel",
     "StepCost",
+    "build_model",
 ]
 
 #: Workload of one sweep row (docs/FACTS.md §4, sglang bench_speculative.py): max(16, bs) requests of 512 tokens.
@@ -439,3 +448,35 @@ class SpeculativeDecodingModel:
             raise ConfigError(f"seconds must be >= 0, got {seconds}")
         target = self.steady_temp_c(power_w)
         return target + (gpu_temp_c - target) * math.exp(-seconds / self.profile.thermal_time_constant_s)
+
+
+def build_model(
+    profile: str | Path | HardwareProfile = DEFAULT_PROFILE,
+    *,
+    target_config: str | Path | dict[str, Any] | ModelSpec | None = None,
+    draft_config: str | Path | dict[str, Any] | ModelSpec | None = None,
+    workload: str | None = None,
+) -> SpeculativeDecodingModel:
+    """The performance model for a hardware profile and a target/draft pair.
+
+    Args:
+        profile: a built-in profile name (``rtx4060-laptop``, ``a100-sxm4-80gb``,
+            ``h100-sxm``, ``h200``), a TOML/JSON profile file, or a :class:`HardwareProfile`.
+        target_config: the target's Hugging Face ``config.json`` (path or dict) or a
+            :class:`ModelSpec`; ``None``: bundled Llama-3.2-1B-Instruct.
+        draft_config: the EAGLE3 draft head's ``config.json`` or spec; ``None``: the
+            bundled SpecForge EAGLE3 head for Llama-3.2-1B-Instruct.
+        workload: the acceptance workload (``mt-bench``, ...); ``None``: the pair's default
+            (:mod:`specband.sim.acceptance`; an uncovered pair or workload borrows a profile
+            and says so in ``model.warnings``).
+
+    Returns:
+        a :class:`SpeculativeDecodingModel` (satisfies :class:`PerformanceModel`).
+
+    Raises:
+        ConfigError: unknown profile, unreadable or invalid profile or model config.
+    """
+    prof = load_profile(profile)
+    target = load_model_spec(target_config, draft=False, default=BUNDLED_TARGET_CONFIG)
+    draft = load_model_spec(draft_config, draft=True, default=BUNDLED_DRAFT_CONFIG)
+    return SpeculativeDecodingModel(prof, target, draft, workload)

@@ -122,7 +122,7 @@ def simulate_sweep(  # noqa: C901
         InvalidActionError: an action breaks an sglang rule.
     """
     if model is None:
-        from specband.sim import build_model
+        from specband.sim.model import build_model
 
         model = build_model(
             profile if profile is not None else "rtx4060-laptop", target_config=target_config, draft_config=draft_config
