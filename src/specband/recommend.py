@@ -151,6 +151,19 @@ def gpu_field() -> Any:
     )
 
 
+def target_field() -> Any:
+    """``--target MODEL``: the user's target model, checked against the data's
+    (:func:`specband.transfer.check_transfer`)."""
+    return option(
+        None,
+        "--target",
+        help="Your target model (path or id), checked against the data's. Default: the data's own.",
+        panel="setup",
+        metavar="MODEL",
+        show_default=False,
+    )
+
+
 def allow_transfer_field() -> Any:
     """``--allow-transfer`` (:func:`specband.transfer.check_transfer`)."""
     from specband.optionspec import option
@@ -235,14 +248,7 @@ class RecommendRequest:
         show_default=False,
     )
 
-    target: str | None = option(
-        None,
-        "--target",
-        help="Your target model (path or id), checked against the data's. Default: the data's own.",
-        panel="setup",
-        metavar="MODEL",
-        show_default=False,
-    )
+    target: str | None = target_field()
     gpu: str | None = gpu_field()
     target_config: str | None = option(
         None,

@@ -318,7 +318,8 @@ def recommend_mix(request: Any, setup: UserSetup | None = None) -> MixRecommenda
     from specband.recommend import data_notes, pick_origin, unmeasured_notes
 
     manifest = scorer.manifest
-    origin = origin_line(pick_origin(manifest, None))  # a one-batch-size pick's origin line, for the mix
+    mix_origin = pick_origin(manifest, None)
+    origin = origin_line(mix_origin)  # a one-batch-size pick's origin line, for the mix
     notes = (
         *scorer.notes,
         *(() if transfer is None else transfer.warnings),
@@ -339,7 +340,7 @@ def recommend_mix(request: Any, setup: UserSetup | None = None) -> MixRecommenda
         request.draft_model,
         notes,
         transfer,
-        pick_origin(manifest, None),
+        mix_origin,
         counts,
     )
 
@@ -357,6 +358,7 @@ def _schedule_option_fields() -> dict[str, Any]:
         data_field,
         gpu_field,
         models_field,
+        target_field,
         trust_pickle_field,
     )
 
@@ -407,14 +409,7 @@ def _schedule_option_fields() -> dict[str, Any]:
             help="Load the sglang file with sglang's own _load_adaptive_config when sglang is importable.",
             panel="output",
         ),
-        "target": option(
-            None,
-            "--target",
-            help="Your target model (path or id), checked against the data's. Default: the data's own.",
-            panel="setup",
-            metavar="MODEL",
-            show_default=False,
-        ),
+        "target": target_field(),
         "gpu": gpu_field(),
         "allow_transfer": allow_transfer_field(),
         "output_format": option(
