@@ -147,6 +147,8 @@ def test_readme_emulated_loop_runs(tmp_path: Path) -> None:
     assert evaluate.returncode == 0, evaluate.stderr
     assert "in-sample" in evaluate.stdout
     assert recommend.returncode == 0, recommend.stderr
+    # the draft note names the folder's own draft (the sweep's --draft d), not the study's
+    assert "pass --draft-model PATH to include it (the data's rows used d)" in recommend.stderr
     # the emulated RTX 4060 Laptop's pick at bs 16: one of the two speculative configs measured
     (flags,) = recommend.stdout.strip().splitlines()
     assert re.fullmatch(

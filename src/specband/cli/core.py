@@ -112,9 +112,10 @@ def recommend_command(request: RecommendRequest) -> None:
     if result.action.is_baseline:
         _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
     elif request.draft_model is None:
+        draft = result.origin.get("draft_model")  # the data's own draft (the study's for the embedded policy)
         _note(
-            "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to "
-            "include it (the published study used rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct)"
+            "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to include it"
+            + (f" (the data's rows used {draft})" if draft else "")
         )
 
 
