@@ -3,7 +3,7 @@
 workers (``--gpus 0,1``, Ray with two fake GPUs) over one on the emulator. Prints figures;
 asserts nothing.
 
-Part 1 (simulated, :func:`specband.sim.sweep.simulate_sweep`): an exhaustive sweep of
+Part 1 (simulated, :func:`specband.sim.simulated.simulate_sweep`): an exhaustive sweep of
 ``--repeats`` passes is simulated; the adaptive modes replay
 :func:`specband.harness.adaptive.plan_pass` on it (each pass takes the simulated rows of
 the configs it measures, as ``sweep --adaptive`` would measure them). GPU-seconds: the
@@ -43,8 +43,8 @@ def _free_port() -> int:
 
 
 def _grid_rows(model: Any, batch_sizes: tuple[int, ...], repeats: int, seed: int) -> list[dict[str, Any]]:
-    from specband.actions import ACTIONS
-    from specband.sim.sweep import simulate_sweep
+    from specband.contract.actions import ACTIONS
+    from specband.sim.simulated import simulate_sweep
 
     rows = simulate_sweep(model, batch_sizes=batch_sizes, repeats=repeats, seed=seed)
     n = len(batch_sizes) * len(ACTIONS)
@@ -52,7 +52,7 @@ def _grid_rows(model: Any, batch_sizes: tuple[int, ...], repeats: int, seed: int
 
 
 def _picks(means: dict[int, dict[Any, float]]) -> dict[int, Any]:
-    from specband.actions import ACTIONS
+    from specband.contract.actions import ACTIONS
 
     return {bs: max(m, key=lambda a: (m[a], -ACTIONS.index(a))) for bs, m in means.items()}
 
@@ -79,7 +79,7 @@ def _cost(rows: list[dict[str, Any]], launch_s: float, one_launch: bool) -> tupl
 
 
 def simulated(profile: str, pair: str, repeats: int, oracle_repeats: int) -> None:
-    from specband.actions import ACTIONS
+    from specband.contract.actions import ACTIONS
     from specband.harness.adaptive import mean_rewards
     from specband.harness.pipeline import DEFAULT_BATCH_SIZES, grid
     from specband.sim import build_model
@@ -126,7 +126,7 @@ def simulated(profile: str, pair: str, repeats: int, oracle_repeats: int) -> Non
 
 
 def _sweep_args(out: Path, port: int, runs: int) -> list[str]:
-    from specband.actions import ACTIONS
+    from specband.contract.actions import ACTIONS
 
     actions = " ".join(str(i) for i in range(max(1, runs // 2)))
     assert len(ACTIONS) >= runs // 2

@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
 
-    from specband.actions import ACTIONS
+    from specband.contract.actions import ACTIONS
     from specband.emulator.models import load_performance_model
 
     model = load_performance_model(args.model, "rtx4060-laptop")

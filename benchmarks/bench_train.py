@@ -31,7 +31,7 @@ from bench_recommend import time_recommend
 
 def replicated_bundled(rows: int, out: Path) -> Path:
     """The bundled rows copied until there are ``rows`` of them (copy k is trial "<trial>#k")."""
-    from specband.dataset import bundled_data_path
+    from specband.sweeps.dataset import bundled_data_path
 
     base = [json.loads(line) for line in bundled_data_path().read_text().splitlines() if line.strip()]
     records = []
@@ -52,11 +52,11 @@ def replicated_bundled(rows: int, out: Path) -> Path:
 def time_training(path: Path, seed: int) -> dict[str, float]:
     """Fit all eight in this process (fresh training cache), then save them; wall seconds
     (and "fit all eight (CPU)": CPU seconds of this process, less sensitive to other load)."""
-    from specband.artifacts import save_artifacts
-    from specband.dataset import load_sweep
+    from specband.artifacts.fit import build_manifest, train_policies
+    from specband.artifacts.folder import save_artifacts
     from specband.policies import ALGORITHMS
     from specband.policies.nets import clear_training_cache
-    from specband.training import build_manifest, train_policies
+    from specband.sweeps.dataset import load_sweep
 
     clear_training_cache()
     times: dict[str, float] = {}
@@ -80,7 +80,8 @@ def time_training(path: Path, seed: int) -> dict[str, float]:
 def time_fresh_process(path: Path, seed: int) -> float:
     """Wall time of a fresh interpreter that imports specband and fits all eight."""
     code = (
-        "import sys; from specband.dataset import load_sweep; from specband.training import train_policies; "
+        "import sys; from specband.sweeps.dataset import load_sweep; "
+        "from specband.artifacts.fit import train_policies; "
         f"train_policies(load_sweep(sys.argv[1]).training_data('contract'), seed={seed})"
     )
     start = time.perf_counter()
@@ -98,15 +99,15 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    import specband.artifacts
-    import specband.dataset
+    import specband.artifacts.folder
+    import specband.sweeps.dataset
 
     imported = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as tmp:
         path = args.sweep or replicated_bundled(args.rows, Path(tmp) / "replicated.jsonl")
         label = str(args.sweep) if args.sweep else f"bundled published rows replicated to {args.rows}"
         print(f"sweep: {label}")
-        print(f"import {specband.dataset.__name__}, {specband.artifacts.__name__}: {imported:.2f} s")
+        print(f"import {specband.sweeps.dataset.__name__}, {specband.artifacts.folder.__name__}: {imported:.2f} s")
         runs = [time_training(path, args.seed) for _ in range(args.repeats)]
         keys = [k for k in runs[0] if k not in ("rows", "training rows")]
         print(

@@ -27,7 +27,7 @@ os.environ.setdefault("SPECBAND_EMULATOR_SGLANG_PARSER", "0")
 # session, even inside another session's process.
 os.environ["SPECBAND_TEST_SESSION"] = f"{os.getpid()}-{os.urandom(8).hex()}"
 
-from specband.dataset import bundled_data_path
+from specband.sweeps.dataset import bundled_data_path
 
 PUBLISHED_DATA = bundled_data_path()
 

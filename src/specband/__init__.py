@@ -5,7 +5,7 @@ Importing the package is cheap: heavy modules (torch, scikit-learn) load only wh
 policy that needs them is used.
 """
 
-from specband.errors import SpecbandError
+from specband.core.errors import SpecbandError
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,4 @@
-"""One parser of batch-size lists (:mod:`specband.batchlist`): every command refuses a
+"""One parser of batch-size lists (:mod:`specband.core.batchlist`): every command refuses a
 repeated batch size (naming it) and an empty list the same way."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from specband.artifacts import ARTIFACT_FILES, MANIFEST_FILE
+from specband.artifacts.folder import ARTIFACT_FILES, MANIFEST_FILE
 from specband.policies import ALGORITHMS
 
 FLAGS_324 = (
@@ -247,7 +247,7 @@ def test_recommend_foreign_folder(run_cli, tmp_path: Path) -> None:
     assert "--speculative-num-draft-tokens 16" in res.stdout
     assert "no specband manifest" in res.stderr
     # with the raw sweep, only configs measured there are allowed: (5,4,16) was measured at bs 4
-    from specband.dataset import bundled_data_path
+    from specband.sweeps.dataset import bundled_data_path
 
     res = run_cli("recommend", "-b", "4", "--models", tmp_path, "--data", bundled_data_path(), "--format", "json")
     assert json.loads(res.stdout)["action"] == [5, 4, 16]

@@ -103,7 +103,7 @@ def test_a_float_is_finite_and_in_its_bounds(run_cli: Any, args: tuple[str, ...]
 def test_a_batch_size_above_the_bound_says_the_number_not_a_python_name(run_cli: Any) -> None:
     line = _one_error_line(run_cli, (*SWEEP, "--batch-sizes", "9999999"))
     assert "batch size 9999999 is above 1048576 (2**20), the largest batch size specband accepts" in line
-    assert "specband.limits" not in line
+    assert "specband.core.limits" not in line
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_the_fast_path_and_typer_give_the_same_line(run_cli: Any, monkeypatch: A
 
 def test_a_path_option_still_reaches_the_request_as_a_path(run_cli: Any, tmp_path: Path) -> None:
     from specband.cli.params import check_values
-    from specband.recommend import RecommendRequest
+    from specband.deploy.recommend import RecommendRequest
 
     values = check_values(RecommendRequest, {"models": "m", "data": None, "target": "org/name"})
     assert values == {"models": Path("m"), "data": None, "target": "org/name"}

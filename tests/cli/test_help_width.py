@@ -17,8 +17,8 @@ from typer.main import get_command
 from specband.cli import COMMANDS, build_app
 from specband.cli.helpfit import READABLE_HELP
 from specband.cli.params import PANEL_TITLES
-from specband.optionspec import PANELS
-from specband.tables import NO_BREAK, fit_columns, flag_units, print_table, unit
+from specband.core.optionspec import PANELS
+from specband.core.tables import NO_BREAK, fit_columns, flag_units, print_table, unit
 
 WIDTHS = (80, 60)
 LAYOUT_WIDTHS = (60, 80, 120)

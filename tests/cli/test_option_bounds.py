@@ -1,4 +1,4 @@
-"""Every count and duration option has an upper bound (specband.limits, each with its
+"""Every count and duration option has an upper bound (specband.core.limits, each with its
 basis), declared with typer's own ``min``/``max``: one ``error:`` line, exit 2, nothing
 written, before any memory is taken for the count."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from specband.limits import (
+from specband.core.limits import (
     MAX_BOOTSTRAP_RESAMPLES,
     MAX_NEW_TOKENS,
     MAX_NUM_PROMPTS,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from specband.dataset import FEATURE_KINDS
+from specband.artifacts.request import TrainRequest
+from specband.core.optionspec import option_spec
+from specband.deploy.launch import LaunchRequest
 from specband.devices import DEVICE_KINDS
-from specband.harness.launch import LaunchRequest
 from specband.harness.request import SweepRequest
-from specband.optionspec import option_spec
-from specband.train import TrainRequest
+from specband.sweeps.dataset import FEATURE_KINDS
 
 
 def _choices(request: type, name: str) -> tuple[str, ...] | None:

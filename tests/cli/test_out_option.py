@@ -1,4 +1,4 @@
-"""One ``--out`` check (:func:`specband.fileio.given_path`, :func:`specband.fileio.check_out_path`):
+"""One ``--out`` check (:func:`specband.files.fileio.given_path`, :func:`specband.files.fileio.check_out_path`):
 an empty ``--out`` is ``--out: empty`` for every command, and ``schedule`` refuses to
 replace an existing file without ``--force``, like ``simulate`` and ``import-bench``."""
 

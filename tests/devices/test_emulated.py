@@ -10,10 +10,10 @@ import time
 
 import pytest
 
+from specband.core.errors import DeviceError
 from specband.devices import open_device
 from specband.devices.base import Clock, TelemetryWindow
 from specband.emulator.gpu import EmulatedDevice, EmulatedGpu
-from specband.errors import DeviceError
 from specband.sim import build_model
 
 MODEL = build_model("rtx4060-laptop")
@@ -121,7 +121,7 @@ def test_another_time_scale_rebases_and_keeps_the_temperature(tmp_path):
 
 
 def test_open_device_emulated_needs_its_settings(tmp_path):
-    from specband.errors import ConfigError
+    from specband.core.errors import ConfigError
 
     with pytest.raises(ConfigError):
         open_device("emulated")

@@ -8,10 +8,10 @@ import time
 import pynvml
 import pytest
 
+from specband.core.errors import DeviceError
 from specband.devices import NullDevice, open_device
 from specband.devices.base import THROTTLE_REASON_MASK, Clock, DeviceWarning, TelemetryWindow, is_throttling
 from specband.devices.nvml import NvmlDevice
-from specband.errors import DeviceError
 
 
 def _window(device, seconds: float = 0.25, period: float = 0.02):
@@ -263,7 +263,7 @@ def test_close_shuts_nvml_down_once(fake_gpu):
 
 @pytest.mark.parametrize("bad", [0, 0.0, -5, float("nan"), float("inf"), True])
 def test_a_power_limit_given_by_hand_must_be_finite_and_positive(fake_gpu, bad):
-    from specband.errors import ConfigError
+    from specband.core.errors import ConfigError
 
     message = r"--power-limit must be a power limit in W in \[1, 2000\], got "
     for make in (

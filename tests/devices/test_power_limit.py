@@ -9,6 +9,7 @@ import signal
 import pynvml
 import pytest
 
+from specband.core.errors import ConfigError
 from specband.devices.nvml import NvmlDevice
 from specband.devices.power_limit import (
     PowerLimitError,
@@ -18,7 +19,6 @@ from specband.devices.power_limit import (
     parse_power_limits,
     resolve_power_limits,
 )
-from specband.errors import ConfigError
 from specband.harness.interrupts import interrupts_as_keyboard_interrupt
 
 

@@ -12,10 +12,10 @@ from typing import ClassVar
 
 import pytest
 
+from specband.core.errors import DeviceError
 from specband.devices import open_device
 from specband.devices.base import Clock, NullDevice, TelemetryWindow
 from specband.devices.zeus import ZeusDevice
-from specband.errors import DeviceError
 
 
 @dataclass

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specband.actions import NUM_ACTIONS
-from specband.dataset import TrainingData
+from specband.contract.actions import NUM_ACTIONS
 from specband.policies.base import Policy
+from specband.sweeps.dataset import TrainingData
 
 
 class MeanTablePolicy(Policy):

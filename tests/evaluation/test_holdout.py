@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specband.actions import REFERENCE_INDEX, action_index
-from specband.dataset import Sweep, load_sweep
-from specband.errors import ConfigError, DataError
+from specband.contract.actions import REFERENCE_INDEX, action_index
+from specband.core.errors import ConfigError, DataError
 from specband.evaluation.holdout import evaluate, make_splits, provenance_label, resolve_holdout
+from specband.sweeps.dataset import Sweep, load_sweep
 
 from .conftest import MeanTablePolicy, repeat_records
 

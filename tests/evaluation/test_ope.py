@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specband.errors import ConfigError, DataError
+from specband.core.errors import ConfigError, DataError
 from specband.evaluation.ope import (
     ESTIMATORS,
     DirectMethod,

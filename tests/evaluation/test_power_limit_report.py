@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from specband.dataset import Sweep
-from specband.evaluation.power_limits import power_limit_curves, power_limit_markdown
+from specband.evaluation.limit_curves import power_limit_curves, power_limit_markdown
 from specband.sim import build_model, simulate_power_limits
 from specband.sim.power import unmeasured_power_note
+from specband.sweeps.dataset import Sweep
 
 H100_8B = {"target_config": "llama-3.1-8b-instruct", "draft_config": "eagle3-llama-3.1-8b-instruct"}
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from specband.actions import REFERENCE_INDEX, action_index
-from specband.dataset import load_sweep
+from specband.contract.actions import REFERENCE_INDEX, action_index
 from specband.evaluation.holdout import EvaluationResult, evaluate
 from specband.policies import ALGORITHMS
+from specband.sweeps.dataset import load_sweep
 
 
 @pytest.fixture(scope="module")

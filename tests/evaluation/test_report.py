@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from specband.dataset import load_sweep
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
 from specband.evaluation.holdout import EvaluationResult, evaluate
 from specband.evaluation.ope import Interval
 from specband.evaluation.report import (
@@ -25,6 +24,7 @@ from specband.evaluation.report import (
     result_to_json,
     write_report,
 )
+from specband.sweeps.dataset import load_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -8,10 +8,10 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from specband.dataset import Sweep
-from specband.errors import ConfigError, DataError
+from specband.core.errors import ConfigError, DataError
 from specband.evaluation.holdout import evaluate
 from specband.evaluation.schedules import evaluate_schedules
+from specband.sweeps.dataset import Sweep
 
 from .conftest import repeat_records
 

@@ -8,9 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from specband.actions import ACTIONS
-from specband.dataset import Sweep
-from specband.errors import ConfigError
+from specband.contract.actions import ACTIONS
+from specband.core.errors import ConfigError
 from specband.evaluation.ope import uniform_propensities
 from specband.harness.adaptive import (
     adaptive_savings,
@@ -21,7 +20,8 @@ from specband.harness.adaptive import (
     row_gpu_seconds,
 )
 from specband.harness.pipeline import grid
-from specband.sim.sweep import simulate_sweep
+from specband.sim.simulated import simulate_sweep
+from specband.sweeps.dataset import Sweep
 
 BASE, A, B, C = ACTIONS[0], ACTIONS[1], ACTIONS[2], ACTIONS[3]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specband.errors import ConfigError
-from specband.harness.cpu_serving import (
+from specband.core.errors import ConfigError
+from specband.engines.cpu import (
     SGLANG_CPU_FLAGS,
     apply_cpu_preset,
     cpu_has_amx,

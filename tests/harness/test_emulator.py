@@ -11,15 +11,15 @@ import httpx
 import pytest
 from tests.harness.conftest import TIME_SCALE, emulator_command, free_port, processes_with
 
+from specband.core.errors import ConfigError
 from specband.devices.base import Clock
 from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
 from specband.emulator.faults import parse_fault
 from specband.emulator.launchargs import parse_launch_args
-from specband.errors import ConfigError
-from specband.harness.client import fetch_server_info, run_batch
-from specband.harness.failures import LaunchError, PortInUseError
-from specband.harness.server import ServerProcess
-from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
+from specband.engines.client import fetch_server_info, run_batch
+from specband.engines.failures import LaunchError, PortInUseError
+from specband.engines.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
+from specband.harness.process import ServerProcess
 from specband.sim import build_model
 
 #: The performance model behind the emulator in these tests (``SPECBAND_EMULATOR_MODEL=calibrated``).
@@ -185,7 +185,7 @@ def test_missing_step_times_fault(tmp_path, port):
 
 
 def test_death_mid_batch(tmp_path, port):
-    from specband.harness.client import RequestError
+    from specband.engines.client import RequestError
 
     with _start(tmp_path, port, (1, 1, 2), 2, options="--fault die_mid_batch:after_steps=5") as server:
         run_batch(server.base_url, num_requests=2, concurrency=2, max_new_tokens=30, timeout_s=30)  # warm-up

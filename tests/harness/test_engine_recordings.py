@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specband.harness.server import ServerProcess
-from specband.harness.serverconfig import ServerConfig, build_launch_command
-from specband.harness.vllm import parse_spec_decode_metrics
+from specband.engines.serverconfig import ServerConfig, build_launch_command
+from specband.engines.vllm_server import parse_spec_decode_metrics
+from specband.harness.process import ServerProcess
 
 from .conftest import TIME_SCALE, emulator_command
 

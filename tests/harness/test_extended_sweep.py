@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from specband.actions import EXTENDED_ACTIONS
+from specband.contract.actions import EXTENDED_ACTIONS
 
 from .conftest import one_error_line
 

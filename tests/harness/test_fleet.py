@@ -22,8 +22,8 @@ from tests.harness.conftest import (
     processes_with,
 )
 
-from specband.dataset import load_sweep
 from specband.harness.sweepfile import read_rows_for_resume
+from specband.sweeps.dataset import load_sweep
 
 #: Emulated seconds a launch and a request may take (600 s real, as ``sweep_args`` gives):
 #: several emulators run at once on a busy machine.
@@ -158,9 +158,9 @@ def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int 
 
     from specband.devices.base import Clock
     from specband.emulator.env import STATE_ENV, TIME_SCALE_ENV
+    from specband.engines.serverconfig import ServerConfig
     from specband.harness.fleet import GpuWorkerSetup
     from specband.harness.runner import MeasureSettings
-    from specband.harness.serverconfig import ServerConfig
     from specband.harness.sweep import run_sweep
     from specband.harness.workers import RayPool
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specband.dataset import load_sweep
-from specband.errors import ConfigError, DataError
+from specband.core.errors import ConfigError, DataError
 from specband.harness.import_bench import import_bench
+from specband.sweeps.dataset import load_sweep
 
 from .conftest import one_error_line
 
@@ -179,7 +179,7 @@ def test_an_unwritable_output_is_one_error_line(run_cli, tmp_path):
         (["--out", out, "--force"], f"error: --out {out}: is a folder; name a file"),
         (["--out", out], f"error: --out {out}: is a folder; name a file"),
         (["--out", ""], "error: --out: empty"),
-        (["--out", "/proc/specband.jsonl", "--force"], "error: /proc/specband.jsonl: cannot write ("),
+        (["--out", "/proc/specband.files.jsonl", "--force"], "error: /proc/specband.files.jsonl: cannot write ("),
         (["--out", tmp_path / "file" / "o.jsonl"], f"error: {tmp_path}/file/o.jsonl: cannot write (File exists)"),
     ]:
         result = run_cli("import-bench", src, *args)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.harness.conftest import processes_with
 
-from specband.harness import server as server_module
+from specband.harness import process as server_module
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

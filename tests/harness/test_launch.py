@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specband.harness.sglang_flags import NEWEST_VERSION
+from specband.engines.sglang_flags import NEWEST_VERSION
 
 from .conftest import TIME_SCALE, emulator_command, one_error_line, processes_with
 
@@ -438,7 +438,7 @@ def test_help_says_ctrl_c_stops_the_server_with_exit_status_0(run_cli) -> None: 
 
 
 def test_help_gives_the_default_models_folder_as_recommend_uses_it(run_cli) -> None:  # type: ignore[no-untyped-def]
-    from specband.recommend import DEFAULT_MODELS_DIR
+    from specband.artifacts.folder import DEFAULT_MODELS_DIR
 
     res = run_cli("launch", "--allow-transfer", "--help")
     assert res.exit_code == 0

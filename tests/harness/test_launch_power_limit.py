@@ -60,7 +60,7 @@ def test_the_limit_is_set_before_the_launch_and_restored_when_the_server_stops(
 
 
 def test_a_failed_launch_restores_the_limit(run_cli, tmp_path, monkeypatch, fake_gpu):
-    from specband.errors import HarnessError
+    from specband.core.errors import HarnessError
 
     def failing(*args, **kwargs):
         raise HarnessError("the server exited during start-up")

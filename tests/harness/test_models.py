@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from specband.core.errors import ConfigError
 from specband.emulator.models import DEFAULT_MODEL, MODEL_CHOICES, load_performance_model
-from specband.errors import ConfigError
 from specband.sim import build_model
 from specband.sim.base import PerformanceModel
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from specband.harness.failures import PortInUseError
+from specband.contract.record import error_class_of, row_error_class
+from specband.engines.failures import PortInUseError
+from specband.harness.process import ServerProcess
 from specband.harness.procfs import listening_socket_inodes, socket_inodes_of
-from specband.harness.server import ServerProcess
-from specband.record import error_class_of, row_error_class
 
 from .conftest import one_error_line
 

@@ -8,7 +8,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from specband.actions import ACTIONS
+from specband.contract.actions import ACTIONS
+from specband.contract.record import RUN_COLUMNS, SweepRecord
 from specband.harness.pipeline import (
     NoReporter,
     PlannedRun,
@@ -18,7 +19,6 @@ from specband.harness.pipeline import (
     SweepSummary,
     grid,
 )
-from specband.record import RUN_COLUMNS, SweepRecord
 
 A0, A10, A5 = ACTIONS[0], ACTIONS[10], ACTIONS[5]
 

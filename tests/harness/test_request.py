@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
+from specband.core.optionspec import option_spec
 from specband.harness.request import SweepRequest, build_sweep, dry_run_lines
-from specband.optionspec import option_spec
 
 
 def test_every_sweep_option_is_declared_once_with_help_and_panel() -> None:

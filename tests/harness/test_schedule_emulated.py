@@ -15,12 +15,12 @@ import httpx
 import pytest
 from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
 
+from specband.core.errors import ConfigError
 from specband.devices.base import Clock
 from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
 from specband.emulator.launchargs import parse_launch_args
-from specband.errors import ConfigError
-from specband.harness.server import ServerProcess
-from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
+from specband.engines.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
+from specband.harness.process import ServerProcess
 
 SPEC = ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "1"]
 
@@ -264,7 +264,7 @@ def test_launch_schedule_starts_the_emulator_with_it(tmp_path: Path, port: int) 
 
 
 def test_launch_schedule_auto_writes_a_new_file_of_its_own_beside_the_log(tmp_path):
-    from specband.scheduling import new_auto_schedule_file, schedule_for_launch
+    from specband.deploy.schedule import new_auto_schedule_file, schedule_for_launch
 
     log = tmp_path / "server.log"
     (tmp_path / "specband-schedule.json").write_text("a user's file")

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from tests.harness.conftest import processes_with
 
+from specband.core.errors import ConfigError
 from specband.devices.base import Clock
-from specband.errors import ConfigError
-from specband.harness.failures import LaunchError, PortInUseError, classify_failure
+from specband.engines.failures import LaunchError, PortInUseError, classify_failure
+from specband.engines.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command, split_server_args
+from specband.harness.process import ServerProcess
 from specband.harness.procfs import group_members
-from specband.harness.server import ServerProcess
-from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command, split_server_args
 
 
 def _flag(cmd: list[str], name: str) -> str | None:
@@ -196,7 +196,7 @@ def test_the_server_dies_with_a_killed_sweep(tmp_path, port):
         tmp_path,
         f"""
         import sys, time
-        from specband.harness.server import ServerProcess
+        from specband.harness.process import ServerProcess
         s = ServerProcess([sys.executable, "-c", "import time; time.sleep(600)", "{marker}"],
                           host="127.0.0.1", port={port}, log_path="{tmp_path / "d.log"}")
         s.start()
@@ -334,7 +334,7 @@ def test_split_server_args_names_launch_options():
 
 
 def test_an_unwritable_server_log_is_a_harness_error_and_starts_nothing(tmp_path):
-    from specband.errors import HarnessError
+    from specband.core.errors import HarnessError
 
     (tmp_path / "afile").write_text("")
     log = tmp_path / "afile" / "server.log"
@@ -345,7 +345,7 @@ def test_an_unwritable_server_log_is_a_harness_error_and_starts_nothing(tmp_path
 
 
 def test_launcher_failure_tells_a_command_that_cannot_run_from_a_failed_launch():
-    from specband.harness.failures import launcher_failure
+    from specband.engines.failures import launcher_failure
 
     header = "\n=== specband launch 2026-01-01T00:00:00: x --port 1\n"
     sglang = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m"]

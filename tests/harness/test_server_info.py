@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specband.harness.client import p20, parse_server_info
+from specband.engines.client import p20, parse_server_info
 
 
 def test_step_times_inside_internal_states_with_str_keys():

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from specband.actions import ACTIONS, EXTENDED_ACTIONS
-from specband.harness.serverconfig import ServerConfig, build_launch_command
-from specband.harness.sglang_flags import (
+from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS
+from specband.engines.serverconfig import ServerConfig, build_launch_command
+from specband.engines.sglang_flags import (
     ATTENTION_BACKEND_CHOICES,
     DTYPE_CHOICES,
     NEWEST_VERSION,
@@ -215,7 +215,7 @@ def test_the_old_flag_spelling_is_what_sglang_refuses(sglang, models, capsys):
 
 def test_the_strict_flag_table_is_sglangs_parser(sglang):
     """The emulator's strict parser (without sglang) is built from this file: it must
-    list exactly sglang's options (regenerate: ``python -m specband.harness.sglang_flags``)."""
+    list exactly sglang's options (regenerate: ``python -m specband.engines.sglang_flags``)."""
     lines = [json.loads(line) for line in Path(STRICT_FLAGS_FILE).read_text().splitlines() if line.strip()]
     assert lines == flag_table_from_sglang()
 
@@ -259,8 +259,8 @@ def test_the_strict_parser_refuses_what_sglang_refuses_with_its_message(sglang, 
 
 
 def test_the_emulator_uses_sglangs_parser_and_resolves_as_sglang(sglang, models, monkeypatch, capsys):
+    from specband.core.errors import ConfigError
     from specband.emulator.launchargs import SGLANG_PARSER_ENV, parse_launch_args
-    from specband.errors import ConfigError
 
     target, draft = models
     monkeypatch.setenv(SGLANG_PARSER_ENV, "1")

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specband.actions import ACTIONS
-from specband.dataset import load_sweep
-from specband.errors import ConfigError, DataError
+from specband.contract.actions import ACTIONS
+from specband.core.errors import ConfigError, DataError
 from specband.harness.merge import merge_shards
 from specband.harness.pipeline import SweepPlan, grid
 from specband.harness.shards import ShardSpec, parse_shard, shard_runs, shard_units, unit_cost
-from specband.sim.sweep import simulate_sweep
+from specband.sim.simulated import simulate_sweep
+from specband.sweeps.dataset import load_sweep
 
 BATCH_SIZES = (1, 4, 8)
 ACTS = ACTIONS[:6]

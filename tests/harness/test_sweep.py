@@ -24,12 +24,12 @@ from tests.harness.conftest import (
     server_marker,
 )
 
-from specband.actions import ACTIONS
-from specband.dataset import SWEEP_COLUMNS, load_sweep
+from specband.contract.actions import ACTIONS
+from specband.contract.record import EXTRA_COLUMNS
 from specband.harness.pipeline import grid
 from specband.harness.sweepfile import read_rows_for_resume
-from specband.record import EXTRA_COLUMNS
 from specband.sim import build_model
+from specband.sweeps.dataset import SWEEP_COLUMNS, load_sweep
 
 #: The emulator's default performance model (``--emulator-model calibrated``).
 MODEL = build_model("rtx4060-laptop")
@@ -615,8 +615,8 @@ def test_a_bad_grid_names_the_option_and_the_culprit(run_cli, sweep_args, tmp_pa
 
 
 def test_a_resume_rewrite_that_fails_is_a_harness_error_and_keeps_the_file(tmp_path, monkeypatch):
-    from specband import fileio
-    from specband.errors import HarnessError
+    from specband.core.errors import HarnessError
+    from specband.files import fileio
 
     out = tmp_path / "s.jsonl"
     out.write_text('{"index": 0, "repeat": 0}\n{"index": 1, "rep')
@@ -652,7 +652,7 @@ def test_a_resume_rewrite_that_fails_is_a_harness_error_and_keeps_the_file(tmp_p
             lambda d: ["--out", d / "s.jsonl", "--log-dir", "/proc/specband-logs"],
             "error: /proc/specband-logs: cannot create the server-log folder (",
         ),
-        (lambda d: ["--out", "/proc/specband.jsonl"], "error: /proc/specband.jsonl: cannot write ("),
+        (lambda d: ["--out", "/proc/specband.files.jsonl"], "error: /proc/specband.files.jsonl: cannot write ("),
     ],
 )
 def test_bad_output_paths_are_one_error_line_and_create_nothing(run_cli, tmp_path, options, message):

@@ -168,7 +168,7 @@ def test_request_timeout_must_be_positive(run_cli, sweep_args, tmp_path):
 
 
 def test_train_and_evaluate_warn_on_data_with_rejected_drafts(run_cli, tmp_path):
-    from specband.dataset import bundled_data_path
+    from specband.sweeps.dataset import bundled_data_path
 
     rows = [json.loads(line) for line in Path(bundled_data_path()).read_text().splitlines() if line.strip()]
     spec = next(i for i, r in enumerate(rows) if r.get("steps") and not r.get("error"))

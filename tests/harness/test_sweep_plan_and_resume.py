@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from specband.actions import ACTIONS
-from specband.errors import ConfigError
-from specband.harness.serverconfig import ServerConfig, build_launch_command, check_server_env, split_server_args
-from specband.harness.sglang_flags import NEWEST_VERSION, detect_sglang_version, parse_version, strict_parser
-from specband.record import EXTRA_COLUMNS
+from specband.contract.actions import ACTIONS
+from specband.contract.record import EXTRA_COLUMNS
+from specband.core.errors import ConfigError
+from specband.engines.serverconfig import ServerConfig, build_launch_command, check_server_env, split_server_args
+from specband.engines.sglang_flags import NEWEST_VERSION, detect_sglang_version, parse_version, strict_parser
 
 from .conftest import emulator_command, one_error_line
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from specband.harness.vllm import fetch_spec_decode_counters
+from specband.engines.vllm_server import fetch_spec_decode_counters
 
 from .conftest import emulator_command, one_error_line, processes_with
 from .launching import launched

@@ -1,4 +1,4 @@
-"""``specband.harness.vllm``: the launch command and the ``/metrics`` spec-decode parser (the
+"""``specband.engines.vllm_server``: the launch command and the ``/metrics`` spec-decode parser (the
 real server's page is held in ``test_engine_recordings.py``)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from specband.errors import ConfigError, HarnessError
-from specband.harness.vllm import SpecDecodeCounters, build_vllm_command, parse_spec_decode_metrics
+from specband.core.errors import ConfigError, HarnessError
+from specband.engines.vllm_server import SpecDecodeCounters, build_vllm_command, parse_spec_decode_metrics
 
 
 def test_the_command_is_the_api_server_module_with_the_config_as_one_json_flag() -> None:

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from specband.dataset import load_sweep
-from specband.errors import ConfigError, DataError
+from specband.core.errors import ConfigError, DataError
+from specband.engines.serverconfig import ServerConfig, build_launch_command
+from specband.engines.vllm import VLLM_ACTIONS
+from specband.engines.vllm_server import parse_spec_decode_metrics
 from specband.harness.merge import merge_shards
+from specband.harness.process import ServerProcess
 from specband.harness.request import SweepRequest, build_sweep, dry_run_lines
-from specband.harness.server import ServerProcess
-from specband.harness.serverconfig import ServerConfig, build_launch_command
-from specband.harness.vllm import parse_spec_decode_metrics
-from specband.harness.vllm_launch import VLLM_ACTIONS
+from specband.sweeps.dataset import load_sweep
 
 from .conftest import emulator_command, free_port
 from .real_engine.recording import vllm_answers

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
 from specband.harness.workers import Cancellation, LocalGpuPool, RayPool, WorkerContext, parse_gpus
 
 #: A guard against a deadlocked test, never a timing assumption.

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from specband.errors import ConfigError, DataError
+from specband.core.errors import ConfigError, DataError
+from specband.engines.serverconfig import ServerConfig
 from specband.harness.runner import MeasureSettings
-from specband.harness.serverconfig import ServerConfig
 from specband.harness.workload import load_prompts
 
 from .conftest import one_error_line

@@ -58,7 +58,7 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def model_card_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """The eight files of the study's model card, as `specband train` writes them (no
     manifest, no sidecars, no skops copies: what the hub repo holds)."""
-    from specband.artifacts import ARTIFACT_FILES
+    from specband.artifacts.folder import ARTIFACT_FILES
     from specband.cli import main
 
     out = tmp_path_factory.mktemp("card") / "models"

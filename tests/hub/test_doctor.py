@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from specband.doctor import (
+from specband.core.errors import ConfigError, DeviceError
+from specband.doctor.machine import (
     Check,
     check_pair_before_launch,
     config_checks,
@@ -17,7 +18,6 @@ from specband.doctor import (
     exit_status,
     sglang_version_check,
 )
-from specband.errors import ConfigError, DeviceError
 from specband.sim.hfconfig import bundled_model_config_path, load_model_spec, rope_settings
 
 from .conftest import add_snapshot, config_bytes
@@ -196,7 +196,7 @@ def _write_pair(tmp_path: Path, target: dict, draft: dict) -> tuple[Path, Path]:
 
 
 def test_doctor_cli_exit_statuses(run_cli, tmp_path: Path, target, draft, monkeypatch) -> None:
-    monkeypatch.setattr("specband.doctor.environment_checks", lambda open_nvml=None: [])
+    monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None: [])
     t, d = _write_pair(tmp_path, target, {**draft, "torch_dtype": "bfloat16"})
     res = run_cli("doctor", "--target", t, "--draft", d)
     assert res.exit_code == 0, res.stdout
@@ -210,7 +210,7 @@ def test_doctor_cli_exit_statuses(run_cli, tmp_path: Path, target, draft, monkey
 
 
 def test_doctor_with_hub_ids(run_cli, hub_cache: Path, target, draft, monkeypatch) -> None:
-    monkeypatch.setattr("specband.doctor.environment_checks", lambda open_nvml=None: [])
+    monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None: [])
     add_snapshot(hub_cache, "unsloth/Llama-3.2-1B-Instruct", {"config.json": config_bytes(target)})
     add_snapshot(
         hub_cache,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specband.dataset import bundled_data_path, load_sweep
-from specband.hub import HubRef, parse_hub_ref, resolve_data_file
+from specband.files.hub import HubRef, parse_hub_ref, resolve_data_file
+from specband.sweeps.dataset import bundled_data_path, load_sweep
 
 from .conftest import DATASET_REPO, POLICY_REPO, add_snapshot, config_bytes
 

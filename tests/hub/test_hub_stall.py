@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specband import hub
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
+from specband.files import hub
 
 from .conftest import add_snapshot, config_bytes
 

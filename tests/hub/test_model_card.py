@@ -8,7 +8,7 @@ from pathlib import Path
 
 from huggingface_hub import ModelCard
 
-from specband.dataset import bundled_data_path
+from specband.sweeps.dataset import bundled_data_path
 
 from .conftest import DATASET_REPO, add_snapshot
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from specband.dataset import TrainingData, load_sweep
 from specband.policies import ALGORITHMS, create_policy
 from specband.policies.base import Policy
+from specband.sweeps.dataset import TrainingData, load_sweep
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +28,6 @@ def fitted(bundled_data: TrainingData) -> dict[str, Policy]:
 @pytest.fixture(scope="session")
 def state_at() -> Callable[[int], np.ndarray]:
     """The bundled data's state at a batch size (its telemetry is missing: upstream fills)."""
-    from specband.dataset import state_vector
+    from specband.sweeps.dataset import state_vector
 
     return lambda bs: state_vector(bs)

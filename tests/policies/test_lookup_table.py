@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specband.actions import ACTIONS, NUM_ACTIONS
-from specband.errors import ArtifactError
+from specband.contract.actions import ACTIONS, NUM_ACTIONS
+from specband.core.errors import ArtifactError
 from specband.policies.base import Policy
 from specband.policies.lookup_core import lookup_pick, read_lookup_folder
 from specband.policies.lookup_table import LookupTable
@@ -30,7 +30,7 @@ def test_model_json_is_the_model_card_format(fitted: dict[str, Policy], tmp_path
 
 
 def test_numpy_free_pick_equals_the_policy(fitted: dict[str, Policy], tmp_path: Path) -> None:
-    from specband.dataset import state_vector
+    from specband.sweeps.dataset import state_vector
 
     policy = fitted["lookup_table"]
     policy.save(tmp_path)
@@ -56,7 +56,7 @@ def test_foreign_model_json_without_sidecar(tmp_path: Path) -> None:
     )
     policy = LookupTable.load(tmp_path)
     assert policy.table() == {1: ((3, 4, 8), 0.53), 16: ((3, 1, 4), 0.3)}  # topk=1 canonicalised
-    from specband.dataset import state_vector
+    from specband.sweeps.dataset import state_vector
 
     assert ACTIONS[policy.act(state_vector(16))] == (3, 1, 4)
     assert ACTIONS[policy.act(state_vector(2))] == (3, 4, 8)

@@ -128,7 +128,7 @@ def test_weight_averaging_window() -> None:
 
 
 def test_state_dict_shape_errors() -> None:
-    from specband.errors import ArtifactError
+    from specband.core.errors import ArtifactError
 
     net = MLP.init(QNETWORK_LAYERS, np.random.default_rng(0))
     state = net.state_dict_arrays()

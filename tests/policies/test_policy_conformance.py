@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specband.actions import NUM_ACTIONS
-from specband.dataset import TrainingData
-from specband.errors import ArtifactError, ConfigError
+from specband.contract.actions import NUM_ACTIONS
+from specband.core.errors import ArtifactError, ConfigError
 from specband.policies import ALGORITHMS, create_policy, policy_class
 from specband.policies.base import Policy, masked_argmax
 from specband.policies.nets import clear_training_cache
+from specband.sweeps.dataset import TrainingData
 
 MODEL_CARD_FILES = {
     "mlp_bandit": "policy.pth",
@@ -149,7 +149,7 @@ def test_bad_state_shape(fitted: dict[str, Policy]) -> None:
 
 
 def test_no_rows_is_a_data_error(bundled_data: TrainingData) -> None:
-    from specband.errors import DataError
+    from specband.core.errors import DataError
 
     empty = TrainingData(
         states=np.zeros((0, 4), np.float32),

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specband.actions import ACTIONS, BASELINE_INDEX, NUM_ACTIONS, REFERENCE_INDEX, action_index
-from specband.dataset import TrainingData, state_vector
+from specband.contract.actions import ACTIONS, BASELINE_INDEX, NUM_ACTIONS, REFERENCE_INDEX, action_index
 from specband.policies import ALGORITHMS, create_policy
 from specband.policies.base import Policy
+from specband.sweeps.dataset import TrainingData, state_vector
 
 #: Best measured config per batch size on the bundled data (docs/FACTS.md §6): (3,4,8) = 10, (3,2,4) = 7.
 BEST_MEASURED = {1: 10, 4: 10, 8: 10, 16: 7}

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from specband.bounded import BoundedError, run_bounded
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
+from specband.files.bounded import BoundedError, run_bounded
 from specband.harness.workload import load_prompts
 
 MESSAGES = [[{"role": "user", "content": "hi"}]]
@@ -100,7 +100,7 @@ def test_a_prompt_longer_than_the_targets_context_is_refused(tmp_path: Path, req
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
-    from specband.errors import DataError
+    from specband.core.errors import DataError
 
     inner = Tokenizer(WordLevel({"<unk>": 0}, unk_token="<unk>"))
     inner.pre_tokenizer = pre_tokenizers.Whitespace()

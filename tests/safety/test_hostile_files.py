@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specband.artifacts import ARTIFACT_FILES, load_policy
-from specband.errors import ArtifactError
-from specband.safeload import (
+from specband.artifacts.folder import ARTIFACT_FILES, load_policy
+from specband.core.errors import ArtifactError
+from specband.files.safeload import (
     MAX_MODEL_ARRAY_BYTES,
     check_npz_arrays,
     check_safetensors_header,
@@ -89,7 +89,7 @@ def test_safetensors_header_length_is_bounded(tmp_path: Path) -> None:
 
 
 def _skops(path: Path, model) -> None:
-    from specband.safeload import skops_bytes
+    from specband.files.safeload import skops_bytes
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(".skops").write_bytes(skops_bytes(model))
@@ -196,7 +196,7 @@ def test_paths_are_resolved_before_the_checks(trained_copy: Path, tmp_path: Path
 
 
 def test_hub_cache_guard_resolves_symlinks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specband.safeload import in_hub_cache
+    from specband.files.safeload import in_hub_cache
 
     cache = tmp_path / "hub"
     (cache / "models--a--b").mkdir(parents=True)

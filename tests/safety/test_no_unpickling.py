@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from specband.artifacts import load_manifest, load_policies, load_policy
-from specband.errors import ArtifactError
+from specband.artifacts.folder import load_manifest, load_policies, load_policy
+from specband.core.errors import ArtifactError
+from specband.files.safeload import UntrustedPickleError, load_sklearn_model
 from specband.policies.doubly_robust import DoublyRobust
 from specband.policies.gbt import GBT
-from specband.safeload import UntrustedPickleError, load_sklearn_model
 
 from .conftest import write_marker_pickle
 
@@ -98,7 +98,7 @@ def test_matching_sha_in_the_manifest_is_no_licence_to_unpickle(
     """Whoever writes the joblib file writes its sha256 too: the manifest proves nothing."""
     import json
 
-    from specband.artifacts import file_sha256
+    from specband.artifacts.folder import file_sha256
 
     folder = tmp_path / "copy"
     shutil.copytree(trained_folder, folder)
@@ -197,7 +197,7 @@ def test_version_mismatch_in_a_skops_file_is_one_note(tmp_path: Path, monkeypatc
     import numpy as np
     from sklearn.linear_model import LinearRegression
 
-    from specband.safeload import skops_bytes
+    from specband.files.safeload import skops_bytes
 
     model = LinearRegression().fit(np.eye(5), np.arange(5.0))
     monkeypatch.setattr("sklearn.base.__version__", "0.0.2")
@@ -226,8 +226,8 @@ def test_torch_policies_load_from_safetensors(name: str, tmp_path: Path) -> None
     """The safetensors copy is what loads (the .pth is not read), and it gives the same net."""
     import numpy as np
 
-    from specband.dataset import load_sweep
-    from specband.training import train_policies
+    from specband.artifacts.fit import train_policies
+    from specband.sweeps.dataset import load_sweep
 
     data = load_sweep(None).training_data("contract")
     policy = train_policies(data, [name], seed=0)[name]

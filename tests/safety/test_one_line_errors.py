@@ -31,7 +31,7 @@ def test_deeply_nested_json_in_every_reader(run_cli, tmp_path: Path, deep: str) 
     assert not (tmp_path / "b.jsonl").exists()
     sharegpt = tmp_path / "deep.json"
     sharegpt.write_text(deep if deep.startswith("[") else "[" + deep + "]")
-    from specband.errors import SpecbandError
+    from specband.core.errors import SpecbandError
     from specband.harness.workload import load_prompts
 
     for prompts in (sharegpt, data):
@@ -80,8 +80,8 @@ def test_batch_mix_weights_that_overflow_are_refused(run_cli, mix: str) -> None:
 
 
 def test_nested_manifest_json_via_python(tmp_path: Path) -> None:
-    from specband.artifacts import load_manifest
-    from specband.errors import ArtifactError
+    from specband.artifacts.folder import load_manifest
+    from specband.core.errors import ArtifactError
 
     (tmp_path / "specband.json").write_text(json.dumps({"features": "pre"})[:-1] + ', "x": ' + DEEP + "}")
     with pytest.raises(ArtifactError, match="nested too deeply"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specband.errors import ConfigError, HarnessError
+from specband.core.errors import ConfigError, HarnessError
 from specband.harness import interrupts
 from specband.harness.workers import _ray_init, check_ray_address
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specband.errors import ConfigError, SpecbandError
-from specband.fileio import check_out_path, replace_target, write_bytes_atomic, write_jsonl_atomic
+from specband.core.errors import ConfigError, SpecbandError
+from specband.files.fileio import check_out_path, replace_target, write_bytes_atomic, write_jsonl_atomic
 from specband.harness.sweepfile import RowWriter
 from specband.harness.sweeplock import SweepBusyError, SweepLock
 

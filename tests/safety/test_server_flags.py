@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from specband.errors import ConfigError
-from specband.harness.serverconfig import split_server_args
+from specband.core.errors import ConfigError
+from specband.engines.serverconfig import split_server_args
 from specband.harness.workers import check_pool_env
 
 

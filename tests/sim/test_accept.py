@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specband.actions import ACTIONS
-from specband.errors import ConfigError
-from specband.sim.accept import AcceptParams, accept_length, tree_node_values
+from specband.contract.actions import ACTIONS
+from specband.core.errors import ConfigError
+from specband.sim.draft_tree import AcceptParams, accept_length, tree_node_values
 
 #: Published accept lengths (docs/FACTS.md §6/§7; means of the published rows).
 PUBLISHED = {

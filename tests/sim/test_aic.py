@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from specband.dataset import load_sweep
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
 from specband.sim import build_model, load_profile, simulate_sweep
 from specband.sim.aic import (
     AIC_FIT_PARAMETERS,
@@ -20,6 +19,7 @@ from specband.sim.aic import (
 )
 from specband.sim.power import ACTIVITY_LOW, unmeasured_power_note
 from specband.sim.published_fit import H200_STEP_PARAMETERS
+from specband.sweeps.dataset import load_sweep
 
 PAIR_8B = ("--target-config", "llama-3.1-8b-instruct", "--draft-config", "eagle3-llama-3.1-8b-instruct")
 

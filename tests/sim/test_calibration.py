@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specband.actions import Action
+from specband.contract.actions import Action
 from specband.sim import SpeculativeDecodingModel
 from specband.sim.calibrate import (
     FIT_PARAMETERS,

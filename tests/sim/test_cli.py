@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specband.dataset import load_sweep
+from specband.sweeps.dataset import load_sweep
 
 
 def test_simulate_writes_a_loadable_sweep(run_cli, tmp_path) -> None:
@@ -192,7 +192,7 @@ def test_simulate_help_has_metavars_not_python_types(run_cli) -> None:
         "--force",
     ):
         assert option in text, option
-    # typer's ranges of --seed and --repeats (specband.limits.MAX_SEED, MAX_REPEATS)
+    # typer's ranges of --seed and --repeats (specband.core.limits.MAX_SEED, MAX_REPEATS)
     without_ranges = res.stdout.replace("x<=4294967295", "").replace("1<=x<=1000", "")
     assert "<" not in without_ranges and "FACTS" not in res.stdout.replace("docs/FACTS.md", "")
 

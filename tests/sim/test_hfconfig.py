@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
 from specband.sim.hfconfig import (
     BUNDLED_DRAFT_CONFIG,
     BUNDLED_TARGET_CONFIG,

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from specband.actions import ACTIONS
-from specband.errors import ConfigError, InvalidActionError
+from specband.contract.actions import ACTIONS
+from specband.core.errors import ConfigError, InvalidActionError
 from specband.sim import PerformanceModel, SpeculativeDecodingModel, build_model
 
 

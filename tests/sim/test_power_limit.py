@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from specband.actions import ACTIONS
-from specband.errors import ConfigError
+from specband.contract.actions import ACTIONS
+from specband.core.errors import ConfigError
 from specband.sim import build_model, simulate_power_limits
-from specband.sim.power_limit import (
+from specband.sim.power_capped import (
     PowerLimitedModel,
     clock_fraction_at_limit,
     limited_power_w,

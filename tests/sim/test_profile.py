@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
 from specband.sim import build_model, builtin_profiles, load_profile
 from specband.sim.profile import HardwareProfile, profile_to_toml
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specband.actions import Action
-from specband.errors import ConfigError
+from specband.contract.actions import Action
+from specband.core.errors import ConfigError
 from specband.sim import build_model, simulate_sweep
 from specband.sim.acceptance import resolve_acceptance
 from specband.sim.power import prefill_power_w, serving_power_w, unmeasured_power_note
@@ -218,7 +218,7 @@ def test_simulator_page_states_the_published_errors(report) -> None:
 
 
 def test_simulate_extended_action_set_and_train_refuses_it(run_cli, tmp_path) -> None:
-    from specband.actions import EXTENDED_ACTIONS
+    from specband.contract.actions import EXTENDED_ACTIONS
 
     out = tmp_path / "ext.jsonl"
     res = run_cli(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
 from specband.sim.request import SimulateRequest
 from specband.sim.run import plan_simulation, run_simulation
 

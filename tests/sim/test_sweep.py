@@ -8,10 +8,10 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from specband.actions import ACTIONS, Action
-from specband.dataset import SWEEP_COLUMNS, load_sweep
-from specband.errors import ConfigError
+from specband.contract.actions import ACTIONS, Action
+from specband.core.errors import ConfigError
 from specband.sim import simulate_sweep, write_sweep
+from specband.sweeps.dataset import SWEEP_COLUMNS, load_sweep
 
 EXTRA = ("power_limit_watts", "provenance", "profile", "seed", "gpu_mem_used_mb_before", "gpu_util_pct_before")
 
@@ -81,8 +81,8 @@ def test_noise_and_thermal_drift(rtx_sweep_rows) -> None:
 
 
 def _recipe(rows) -> dict[int, tuple[int, int, int]]:
-    from specband.dataset import Sweep
     from specband.policies import create_policy
+    from specband.sweeps.dataset import Sweep
 
     sweep = Sweep.from_records(rows)
     policy = create_policy("lookup_table").fit(sweep.training_data())

@@ -8,7 +8,7 @@ command's module, so a cold ``specband recommend`` stays fast; heavy libraries l
 inside commands. ``recommend``'s ordinary command lines skip typer's pydantic-based
 option coercion (:mod:`specband.cli.plain_options`).
 
-Errors: a :class:`~specband.errors.SpecbandError` prints ``error: <message>`` on one line
+Errors: a :class:`~specband.core.errors.SpecbandError` prints ``error: <message>`` on one line
 to stderr and exits with status 2, without a traceback; usage errors also exit 2.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import typer
 
-from specband.errors import SpecbandError, one_line
-from specband.exitcodes import ExitCode
+from specband.core.errors import SpecbandError, one_line
+from specband.core.exitcodes import ExitCode
 
 #: Every command: name -> the module of :mod:`specband.cli` whose ``register(app)`` adds it.
 #: Adding a command is one line here (plus its module's ``register``). A run registers
@@ -179,7 +179,7 @@ def _run(args: list[str]) -> Any:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI and exit: 0 on success, 2 on bad input, 130 on Ctrl-C, 143 on SIGTERM.
 
-    Bad input, whether a :class:`~specband.errors.SpecbandError` from a command or a usage
+    Bad input, whether a :class:`~specband.core.errors.SpecbandError` from a command or a usage
     error found while parsing options (unknown option, missing or out-of-range value), is
     one line ``error: <message>`` on stderr with exit status 2, never a traceback.
 

@@ -14,7 +14,7 @@ import typer
 
 from specband.cli.output import note as _note
 from specband.cli.params import PANEL_TITLES, request_command
-from specband.recommend import RecommendRequest
+from specband.deploy.recommend import RecommendRequest
 
 
 def _fmt(value: float | None) -> str:
@@ -33,7 +33,7 @@ def actions_command(
     ),
 ) -> None:
     """List the 19 contract actions with their index and sglang flags."""
-    from specband.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
+    from specband.contract.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
 
     if as_json:
         out = [
@@ -49,7 +49,7 @@ def actions_command(
         return
     from rich.table import Table
 
-    from specband.tables import flag_units, print_table, table_console
+    from specband.core.tables import flag_units, print_table, table_console
 
     table = Table(
         title="specband actions: index (its position in every published policy file), action "
@@ -69,19 +69,19 @@ def actions_command(
 def recommend_command(request: RecommendRequest) -> None:
     """Print the sglang flags for a batch size, ready to paste after
     `python -m sglang.launch_server`."""
-    from specband.usersetup import user_setup
+    from specband.deploy.usersetup import user_setup
 
     if request.is_mix:
         from specband.cli.schedule import print_mix_recommendation
-        from specband.scheduling import recommend_mix
+        from specband.deploy.schedule import recommend_mix
 
         mix_setup = user_setup(request.target, request.draft_model, request.gpu)
         print_mix_recommendation(recommend_mix(request, mix_setup), request.output_format)
         return
-    from specband.actions import use_action_set
-    from specband.explain import answer_lines
-    from specband.poweranswer import power_limit_recommendation
-    from specband.recommend import recommend_request
+    from specband.contract.actions import use_action_set
+    from specband.deploy.explain import answer_lines
+    from specband.deploy.power_answer import power_limit_recommendation
+    from specband.deploy.recommend import recommend_request
 
     with use_action_set(request.actions):  # a folder is read against its action set
         setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
@@ -90,7 +90,7 @@ def recommend_command(request: RecommendRequest) -> None:
         _print_power_limit(with_limit, request)
         return
     if request.is_first_guess:
-        from specband.firstguess import first_guess
+        from specband.deploy.firstguess import first_guess
 
         assert request.batch_size is not None and request.gpu is not None  # checked when the request was built
         decided = first_guess(
@@ -122,7 +122,7 @@ def recommend_command(request: RecommendRequest) -> None:
 def _print_power_limit(decided: Any, request: RecommendRequest) -> None:
     """The answer with a power limit: the ``nvidia-smi -pl`` line and the flags (or JSON), the
     notes and what the limit does on stderr."""
-    from specband.poweranswer import power_limit_pick, power_limit_summary
+    from specband.deploy.power_answer import power_limit_pick, power_limit_summary
 
     for line in decided.notes:
         _note(line)

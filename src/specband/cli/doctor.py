@@ -32,8 +32,8 @@ def register(app: typer.Typer) -> None:
         (sglang and its version, flashinfer, NVML energy counter and power limit). One line
         per check: ok, warn or error with its fix. Exit 0 when all are ok, 1 on warnings,
         2 on errors."""
-        from specband.doctor import exit_status, run_doctor
-        from specband.fileio import given_path
+        from specband.doctor.machine import exit_status, run_doctor
+        from specband.files.fileio import given_path
 
         for option, value in (("--target", target), ("--draft", draft)):
             given_path(option, value)  # an empty one is refused, not read as "."

@@ -21,7 +21,7 @@ def evaluate_command(request: EvaluateRequest) -> None:
     """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
     the held-out rows, for every split: pick, reward, oracle, reference (3,4,8), regret,
     utilisation and band, with 95 % bootstrap intervals, for contract and pre features."""
-    from specband.actions import use_action_set
+    from specband.contract.actions import use_action_set
 
     with use_action_set(request.actions):  # rows read, policies trained against the set
         _evaluate(request)
@@ -40,7 +40,7 @@ def _evaluate(request: EvaluateRequest) -> None:
     warn_if_draft_rejected(sweep)
     if sweep.power_limit_assumed:
         note(str(sweep.energy_note()))
-    from specband.training import at_highest_power_limit
+    from specband.artifacts.fit import at_highest_power_limit
 
     full_sweep = sweep  # several power limits (issue 20): the policies on the highest limit's rows
     sweep, limit_note = at_highest_power_limit(sweep, "are evaluated")
@@ -54,7 +54,7 @@ def _evaluate(request: EvaluateRequest) -> None:
     result = evaluate_request(r, sweep, progress)
     written = write_report(result, out_dir) if out_dir is not None else []
     if out_dir is not None and limit_note:  # the pair (limit, flags) at every limit
-        from specband.evaluation.power_limits import power_limit_curves, write_power_limit_report
+        from specband.evaluation.limit_curves import power_limit_curves, write_power_limit_report
         from specband.sim.power import unmeasured_power_note
 
         curves = power_limit_curves(full_sweep, power_label=unmeasured_power_note(full_sweep.rows))

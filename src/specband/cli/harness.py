@@ -241,7 +241,7 @@ def _plug_emulator(request: SweepRequest) -> SweepRequest:
         return request
     from specband.emulator.models import load_performance_model
     from specband.emulator.spec import EmulatedGpuSpec
-    from specband.fileio import given_path
+    from specband.files.fileio import given_path
 
     out = given_path("--out", request.out)
     if not (request.dry_run and ":" in request.emulator_model):  # a dry run imports no module:function factory
@@ -290,8 +290,8 @@ def _report_adaptive(out: Path, points: Any, repeats: int) -> None:
 
 def _report(summary: Any, out: Path, action_set: str = "contract") -> None:
     """Print the sweep summary and check the file loads as a sweep."""
-    from specband.dataset import load_sweep
-    from specband.errors import DataError
+    from specband.core.errors import DataError
+    from specband.sweeps.dataset import load_sweep
 
     say(
         f"wrote {summary.written} rows ({summary.errors} errors) to {out}; skipped {summary.skipped}; "
@@ -304,7 +304,7 @@ def _report(summary: Any, out: Path, action_set: str = "contract") -> None:
         )
     if not out.exists() or out.stat().st_size == 0:
         return
-    from specband.actions import use_action_set
+    from specband.contract.actions import use_action_set
 
     try:
         with use_action_set(action_set):

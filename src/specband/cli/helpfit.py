@@ -4,7 +4,7 @@ typer lays each options panel out as a rich table whose columns rich shrinks bel
 longest word when the terminal is narrow, cutting flag names (``--one-launch-per-…``) and
 the flags inside help texts with an ellipsis. :func:`install` wraps typer's panel printer
 (``typer.rich_utils._print_options_panel``, typer 0.29) so that the panel's table gets
-column widths that hold every word (:func:`specband.tables.fit_columns`), and where even
+column widths that hold every word (:func:`specband.core.tables.fit_columns`), and where even
 that cannot fit (a long flag, its value and the longest word of its help side by side),
 each option is printed as its flags line with its help beneath, indented.
 
@@ -64,7 +64,7 @@ def _help_words(cell: Any) -> int:
     measure), from its text rendered on one long line."""
     from rich.console import Console
 
-    from specband.tables import longest_word
+    from specband.core.tables import longest_word
 
     text = io.StringIO()
     Console(file=text, width=10_000, color_system=None, legacy_windows=False).print(cell)
@@ -89,7 +89,7 @@ def _fitted(panel: Any, params: Any, ctx: Any, markup_mode: Any, console: Any) -
     from rich.table import Table
     from rich.text import Text
 
-    from specband.tables import fit_columns
+    from specband.core.tables import fit_columns
 
     table = panel.renderable
     if not isinstance(table, Table) or not table.columns:

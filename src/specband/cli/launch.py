@@ -21,7 +21,7 @@ import typer
 
 from specband.cli.output import note, say, warn
 from specband.cli.params import request_command
-from specband.harness.launch import LaunchRequest
+from specband.deploy.launch import LaunchRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -36,14 +36,14 @@ def launch_command(request: LaunchRequest) -> None:
     status 0, since stopping is the normal way to end it. If the server exits on its
     own, its exit status is returned. Every option is checked before the GPU is read:
     bad input is one error line (exit 2)."""
-    from specband.harness.launch import plan_launch, serve_launch
+    from specband.deploy.launch import plan_launch, serve_launch
 
     plan = plan_launch(request)
     warn(plan.version_warning)
     for line in plan.notes:
         note(line)
     if request.dry_run:
-        from specband.harness.serverconfig import format_launch
+        from specband.engines.serverconfig import format_launch
 
         engine = "vLLM" if plan.config.engine == "vllm" else "sglang"
         typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")

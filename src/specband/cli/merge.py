@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         """Join the files of a sharded sweep into one sweep file, refusing files of another
         target, draft, grid, workload or measurement settings and any (index, repeat) given
         twice. OUT is written all or nothing; the shards are only read."""
-        from specband.fileio import given_path
+        from specband.files.fileio import given_path
         from specband.harness.merge import merge_shards
 
         summary = merge_shards(given_path("OUT", out), [given_path("SHARD", s) for s in shards], force=force)

@@ -10,10 +10,10 @@ __all__ = ["note", "print_power_label", "say", "warn"]
 
 def say(text: str, *, err: bool = False) -> None:
     """Print ``text`` as one line (on stderr with ``err``), its unprintable characters
-    escaped (:func:`specband.errors.one_line`): the one way every success, note and
+    escaped (:func:`specband.core.errors.one_line`): the one way every success, note and
     warning line that names a path or a value from the user is printed, so that a file
     name holding a newline cannot split it or pose as a second line."""
-    from specband.errors import one_line
+    from specband.core.errors import one_line
 
     print(one_line(text), file=sys.stderr if err else sys.stdout)
 

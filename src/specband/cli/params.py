@@ -1,4 +1,4 @@
-"""typer options from the request dataclasses' declarations (:mod:`specband.optionspec`):
+"""typer options from the request dataclasses' declarations (:mod:`specband.core.optionspec`):
 the one place an option's flags, help text, bounds and ``--help`` panel become a typer
 option. A command whose request is a dataclass is :func:`request_command`: its signature
 is the request's option fields, and its body receives the built request.
@@ -18,13 +18,13 @@ from typing import Any, TypeVar
 
 import typer
 
-from specband.optionspec import PANELS, OptionSpec, option_spec
+from specband.core.optionspec import PANELS, OptionSpec, option_spec
 
 __all__ = ["PANEL_TITLES", "build_request", "check_values", "request_command", "typer_option"]
 
 R = TypeVar("R")
 
-#: ``--help`` panel titles of :data:`specband.optionspec.PANELS`.
+#: ``--help`` panel titles of :data:`specband.core.optionspec.PANELS`.
 PANEL_TITLES: dict[str, str] = {
     "input": "Input (what is read)",
     "pick": "Pick (what to decide for)",
@@ -87,7 +87,7 @@ def _usage_check(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``check`` as a typer callback: its ConfigError becomes a usage error (one line, exit 2)."""
 
     def callback(value: Any) -> Any:
-        from specband.errors import ConfigError
+        from specband.core.errors import ConfigError
 
         try:
             check(value)
@@ -106,7 +106,7 @@ def request_signature(request_type: type, *leading: inspect.Parameter) -> inspec
 
 def _request_params(request_type: type) -> tuple[list[inspect.Parameter], set[str]]:
     """The typer parameters of ``request_type``'s option fields, panel by panel in
-    :data:`~specband.optionspec.PANELS` order (``--help`` lists its panels in the order their
+    :data:`~specband.core.optionspec.PANELS` order (``--help`` lists its panels in the order their
     first option comes; within a panel, the fields' order), and the names of those whose
     values come back as enum members (fields with ``choices``)."""
     hints = typing.get_type_hints(request_type)
@@ -140,7 +140,7 @@ def _request_params(request_type: type) -> tuple[list[inspect.Parameter], set[st
 
 def request_command(request_type: type[R]) -> Callable[[Callable[[R], Any]], Callable[..., Any]]:
     """Decorate ``body(request)`` into a typer command whose options are the fields of the
-    dataclass ``request_type`` declared with :func:`specband.optionspec.option`; typer
+    dataclass ``request_type`` declared with :func:`specband.core.optionspec.option`; typer
     parses them (usage errors: one line, exit 2) and ``body`` gets ``request_type(**values)``."""
     params, choices = _request_params(request_type)
 
@@ -190,10 +190,10 @@ def check_values(request_type: type, values: dict[str, Any]) -> dict[str, Any]:
     """Check the parsed option values of ``request_type`` against their declarations (every
     command, whichever parser read the command line) and turn path texts into paths.
 
-    The rules, one for every option (:class:`~specband.optionspec.OptionSpec`):
+    The rules, one for every option (:class:`~specband.core.optionspec.OptionSpec`):
     a string or path is not empty or blank (unless ``allow_empty``); a path, or a string whose
-    ``metavar`` names a file, folder, model or profile (:data:`~specband.optionspec.NAME_METAVARS`),
-    has no part over 230 bytes (:func:`specband.fileio.check_name_lengths`); a float is
+    ``metavar`` names a file, folder, model or profile (:data:`~specband.core.optionspec.NAME_METAVARS`),
+    has no part over 230 bytes (:func:`specband.files.fileio.check_name_lengths`); a float is
     finite (unless ``finite=False``) and within ``min``/``max``.
 
     Returns:
@@ -205,9 +205,9 @@ def check_values(request_type: type, values: dict[str, Any]) -> dict[str, Any]:
     import math
     from pathlib import Path
 
-    from specband.errors import ConfigError
-    from specband.fileio import check_name_lengths
-    from specband.optionspec import GIVE, NAME_METAVARS
+    from specband.core.errors import ConfigError
+    from specband.core.optionspec import GIVE, NAME_METAVARS
+    from specband.files.fileio import check_name_lengths
 
     hints = typing.get_type_hints(request_type)
     out = dict(values)

@@ -1,7 +1,7 @@
 """``specband schedule``: a per-batch-size speculation schedule in sglang's or vLLM's format.
 
 Only typer and the standard library are imported at module level (see
-:mod:`specband.cli`); the work is in :mod:`specband.schedule`.
+:mod:`specband.cli`); the work is in :mod:`specband.deploy.tiers`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import typer
 from specband.cli.output import note as _note
 from specband.cli.output import say
 from specband.cli.params import request_command
-from specband.scheduling import ScheduleRequest
+from specband.deploy.schedule import ScheduleRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -29,12 +29,12 @@ def schedule_command(request: ScheduleRequest) -> None:
     """Write the energy-band speculation schedule (one chain config, topk 1, per
     batch-size tier) in the engine's own format, and print how far each tier's chain
     config falls behind the best tree config (topk > 1)."""
-    from specband.errors import ConfigError
-    from specband.explain import origin_line
-    from specband.recommend import pick_origin
-    from specband.schedule import check_sglang_adaptive_config, sglang_schedule_flags
-    from specband.scheduling import write_schedule
-    from specband.usersetup import user_setup
+    from specband.core.errors import ConfigError
+    from specband.deploy.explain import origin_line
+    from specband.deploy.recommend import pick_origin
+    from specband.deploy.schedule import write_schedule
+    from specband.deploy.usersetup import user_setup
+    from specband.engines.schedule_files import check_sglang_adaptive_config, sglang_schedule_flags
 
     written = write_schedule(request, user_setup(request.target, request.draft_model, request.gpu))
     origin = origin_line(pick_origin(written.scorer.manifest, None))
@@ -70,8 +70,8 @@ def schedule_command(request: ScheduleRequest) -> None:
 def _print_table(picks: list[Any], algorithm: str) -> None:
     from rich.table import Table
 
-    from specband.actions import EXTENDED_ACTIONS
-    from specband.tables import print_table, table_console
+    from specband.contract.actions import EXTENDED_ACTIONS
+    from specband.core.tables import print_table, table_console
 
     table = Table(title=f"{algorithm}: chain schedule (topk 1) vs the best tree config (estimated reward)")
     for name in ("bs", "measured", "chain pick", "reward", "candidate steps", "best tree", "tree reward", "chain cost"):
@@ -91,7 +91,7 @@ def _print_table(picks: list[Any], algorithm: str) -> None:
 
 
 def print_mix_recommendation(answer: Any, output_format: str) -> None:
-    """Print ``recommend --batch-mix``'s answer (:class:`specband.schedule.MixRecommendation`):
+    """Print ``recommend --batch-mix``'s answer (:class:`specband.deploy.tiers.MixRecommendation`):
     its notes, then the flags line and each batch size's own pick with the regret of using one
     config for all (JSON on stdout with ``--format json``)."""
     for line in answer.notes:
@@ -108,8 +108,8 @@ def print_mix_recommendation(answer: Any, output_format: str) -> None:
 def _print_mix_table(pick: Any, algorithm: str) -> None:
     from rich.table import Table
 
-    from specband.actions import EXTENDED_ACTIONS
-    from specband.tables import print_table, table_console
+    from specband.contract.actions import EXTENDED_ACTIONS
+    from specband.core.tables import print_table, table_console
 
     table = Table(
         title=f"{algorithm}: one config for the mix, {EXTENDED_ACTIONS[pick.index]} (expected reward "
@@ -149,14 +149,14 @@ def evaluate_schedules_hook(
     Returns:
         the written paths (empty without ``out_dir``).
     """
-    from specband.batchmix import parse_batch_mix
-    from specband.dataset import FEATURE_KINDS
+    from specband.core.batchlist import parse_batch_mix
+    from specband.core.tables import table_console
     from specband.evaluation.schedules import (
         evaluate_schedules,
         render_schedule_table,
         write_schedule_report,
     )
-    from specband.tables import table_console
+    from specband.sweeps.dataset import FEATURE_KINDS
 
     result = evaluate_schedules(
         sweep,

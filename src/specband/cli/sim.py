@@ -16,7 +16,8 @@ from specband.sim.request import SimulateRequest
 def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, force: bool) -> None:
     """``--calibration-report --against aic [--refit [--write-profile FILE]]``: compare (and
     refit) one profile, or every profile of the bundled AIC reference."""
-    from specband.errors import ConfigError
+    from specband.core.errors import ConfigError
+    from specband.core.tables import terminal_width
     from specband.sim.aic import (
         aic_report,
         fit_profile_to_aic,
@@ -24,7 +25,6 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
         format_aic_report,
         load_aic_reference,
     )
-    from specband.tables import terminal_width
 
     data = load_aic_reference()
     chosen: list = [profile] if profile is not None else list(data.profiles)
@@ -58,8 +58,8 @@ def simulate(request: SimulateRequest) -> None:
         _list_profiles()
         return
     if r.against == "published-datacenter":  # checked: with --calibration-report, --profile alone
+        from specband.core.tables import terminal_width
         from specband.sim.published import format_published_report, published_report
-        from specband.tables import terminal_width
 
         typer.echo(format_published_report(published_report(r.profile), terminal_width()))
         return
@@ -101,8 +101,8 @@ def _report(r: SimulateRequest) -> None:
 def _list_profiles() -> None:
     from rich.table import Table
 
+    from specband.core.tables import print_table, table_console
     from specband.sim import builtin_profiles, load_profile
-    from specband.tables import print_table, table_console
 
     table = Table(title="built-in simulator profiles", box=None, show_edge=False, pad_edge=False)
     for name, justify in (("profile", "left"), ("hardware", "left"), ("limit W", "right"), ("VRAM GiB", "right")):
@@ -121,11 +121,11 @@ def _list_profiles() -> None:
 
 def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None:
     """``--calibration-report`` against the published rows (``--refit`` first)."""
+    from specband.core.tables import terminal_width
     from specband.sim.calibrate import calibration_report as report_fn
     from specband.sim.calibrate import format_fit, format_report, refit_profile
     from specband.sim.calibrate import write_profile as write_fn
     from specband.sim.model import SpeculativeDecodingModel
-    from specband.tables import terminal_width
 
     if r.refit:
         result = refit_profile(model, noise=True)  # type: ignore[arg-type]

@@ -18,10 +18,10 @@ from __future__ import annotations
 import warnings
 from typing import Protocol, runtime_checkable
 
+from specband.core.errors import ConfigError, DeviceError
 from specband.devices import base as _base
 from specband.devices.base import *  # noqa: F403  (the interface: every name in base.__all__)
 from specband.devices.base import DeviceWarning, GpuDevice, NullDevice, check_power_limit_w
-from specband.errors import ConfigError, DeviceError
 
 __all__ = ["DEVICE_KINDS", "DeviceSpec", "open_device", *_base.__all__]
 
@@ -39,7 +39,7 @@ class DeviceSpec(Protocol):
     """
 
     def open(self) -> GpuDevice:
-        """Open the device (raises :class:`~specband.errors.SpecbandError` subclasses)."""
+        """Open the device (raises :class:`~specband.core.errors.SpecbandError` subclasses)."""
         ...
 
     def for_gpu(self, index: int) -> tuple[DeviceSpec, dict[str, str]]:

@@ -26,9 +26,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import cast
 
+from specband.core.errors import ConfigError
+from specband.core.limits import POWER_LIMIT_RANGE_W, is_finite_number
 from specband.devices.power_limit import PowerLimitError, PowerLimitRange
-from specband.errors import ConfigError
-from specband.limits import POWER_LIMIT_RANGE_W, is_finite_number
 
 __all__ = [
     "ENERGY_METHODS",
@@ -92,7 +92,7 @@ def check_power_limit_w(value: float | None) -> float | None:
         ``value`` as a float, or ``None``.
 
     Raises:
-        ConfigError: not a finite number in :data:`~specband.limits.POWER_LIMIT_RANGE_W`
+        ConfigError: not a finite number in :data:`~specband.core.limits.POWER_LIMIT_RANGE_W`
             (0, negative, NaN, infinity, 1e-300, a non-number): a row's
             ``power_limit_watts`` must be a real limit, since energy utilisation divides by
             it (``"--power-limit must be a power limit in W in [1, 2000], got X"``).

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from specband.core.errors import DeviceError
 from specband.devices.base import DeviceWarning, GpuDevice, check_power_limit_w
 from specband.devices.power_limit import PowerLimitError, PowerLimitPermissionError, PowerLimitRange
-from specband.errors import DeviceError
 
 __all__ = ["NvmlDevice", "import_pynvml"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
-from specband.errors import ConfigError, DeviceError
+from specband.core.errors import ConfigError, DeviceError
 
 
 class PowerLimitedDevice(Protocol):

@@ -18,9 +18,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from specband.core.errors import DeviceError
 from specband.devices.base import DeviceWarning, GpuDevice, NullDevice, check_power_limit_w
 from specband.devices.power_limit import PowerLimitRange
-from specband.errors import DeviceError
 
 __all__ = ["ZeusDevice"]
 

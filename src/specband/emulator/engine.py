@@ -21,11 +21,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from specband.actions import Action
+from specband.contract.actions import Action, chain_action
+from specband.emulator.controller import AdaptiveController
 from specband.emulator.gpu import EmulatedGpu, reasons_for
 from specband.emulator.launchargs import LaunchArgs
 from specband.emulator.options import EmulatorOptions
-from specband.schedule import AdaptiveController, chain_action
 
 __all__ = ["DECODE_LOG_INTERVAL", "Engine", "EngineRequest"]
 
@@ -307,7 +307,7 @@ class Engine:
         ``--speculative-adaptive`` the chain config of the step count the batch size's tier
         is at (sglang 0.5.23 ``activate_step_by_batch``; no CUDA-graph padding)."""
         if self.launch.vllm_schedule is not None:
-            from specband.emulator.vllm import action_at
+            from specband.emulator.vllm_answers import action_at
 
             act = action_at(self.launch.vllm_schedule, self.launch.action, batch_size)
             with self.cond:

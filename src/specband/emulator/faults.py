@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from specband.core.errors import ConfigError
 from specband.emulator.launchargs import LaunchArgs
-from specband.errors import ConfigError
 
 __all__ = ["FAULT_KINDS", "Fault", "parse_fault"]
 

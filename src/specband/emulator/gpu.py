@@ -14,7 +14,7 @@ counter growing by ``power_w * dt``. Only the emulator server that owns the GPU 
 writing (SIGKILL) is detected by its dead ``owner_pid``; readers then treat the GPU as
 released (idle power, idle memory) from the last update on.
 
-Writes are atomic (:func:`specband.fileio.write_text_atomic`: temporary file +
+Writes are atomic (:func:`specband.files.fileio.write_text_atomic`: temporary file +
 ``os.replace``, not fsynced) and serialised by ``flock`` on the state file's folder
 (a lock that leaves no file behind, and that no rename can swap: the state file itself
 is replaced at every write); reads never lock.
@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from specband.core.errors import DeviceError
+from specband.core.limits import MAX_CONFIG_FILE_BYTES
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, is_throttling
 from specband.devices.power_limit import PowerLimitRange
-from specband.errors import DeviceError
-from specband.fileio import read_text_bounded, write_text_atomic
-from specband.limits import MAX_CONFIG_FILE_BYTES
+from specband.files.fileio import read_text_bounded, write_text_atomic
 
 __all__ = [
     "EmulatedDevice",
@@ -336,13 +336,13 @@ class EmulatedDevice(GpuDevice):
 
     def power_limit_range_w(self) -> PowerLimitRange:
         """The emulated GPU's limits: its profile's limit is the default and the highest; the
-        lowest is :data:`~specband.sim.power_limit.MIN_LIMIT_FRACTION` of it, above idle power (a profile
+        lowest is :data:`~specband.sim.power_capped.MIN_LIMIT_FRACTION` of it, above idle power (a profile
         holds no NVML constraint, so this range is the emulator's own assumption)."""
         return emulated_power_limit_range(self.gpu.model)
 
     def set_power_limit_w(self, watts: float) -> float:
         """Write the limit into the state file: the emulator server launched next runs under
-        it (speed falls where the demand exceeds it, :func:`specband.sim.power_limit.with_power_limit`)."""
+        it (speed falls where the demand exceeds it, :func:`specband.sim.power_capped.with_power_limit`)."""
         limits = self.power_limit_range_w()
         clamped = round(min(limits.max_w, max(limits.min_w, float(watts))), 3)
         self.gpu.update(power_limit_w=clamped)
@@ -384,8 +384,8 @@ class EmulatedDevice(GpuDevice):
 
 def emulated_power_limit_range(model: Any) -> PowerLimitRange:
     """:class:`~specband.devices.power_limit.PowerLimitRange` of an emulated GPU built on
-    ``model`` (:func:`specband.sim.power_limit.model_power_limit_range`); reads no state file."""
-    from specband.sim.power_limit import model_power_limit_range
+    ``model`` (:func:`specband.sim.power_capped.model_power_limit_range`); reads no state file."""
+    from specband.sim.power_capped import model_power_limit_range
 
     return model_power_limit_range(model)
 

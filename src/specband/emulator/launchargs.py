@@ -1,6 +1,6 @@
 """The sglang launch flags the emulator takes (:func:`parse_launch_args`): parsed with sglang's
 own parser when sglang is importable, else with the strict copy of it
-(:func:`specband.harness.sglang_flags.strict_parser`), then sglang's resolution of the
+(:func:`specband.engines.sglang_flags.strict_parser`), then sglang's resolution of the
 speculative flags and of ``--speculative-adaptive-config``."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.actions import Action, validate_action
-from specband.errors import ConfigError, InvalidActionError
-from specband.fileio import read_text_bounded
-from specband.limits import MAX_CONFIG_FILE_BYTES
+from specband.contract.actions import Action, validate_action
+from specband.core.errors import ConfigError, InvalidActionError
+from specband.core.limits import MAX_CONFIG_FILE_BYTES
+from specband.files.fileio import read_text_bounded
 
 __all__ = ["SGLANG_PARSER_ENV", "LaunchArgs", "parse_launch_args"]
 
@@ -33,10 +33,10 @@ class LaunchArgs:
         action: the resolved speculative triple (``(0,0,0)`` without
             ``--speculative-algorithm``).
         adaptive: with ``--speculative-adaptive``, the schedule's tiers (tier key -> entry,
-            :func:`specband.schedule.check_sglang_adaptive_config`; sglang's default
+            :func:`specband.deploy.tiers.check_sglang_adaptive_config`; sglang's default
             without ``--speculative-adaptive-config``), else ``None``.
         adaptive_config: the ``--speculative-adaptive-config`` path, or ``None``.
-        engine: the engine the flags are for (``sglang``; ``vllm``: :mod:`specband.emulator.vllm`).
+        engine: the engine the flags are for (``sglang``; ``vllm``: :mod:`specband.emulator.vllm_answers`).
         vllm_schedule: vLLM's ``num_speculative_tokens_per_batch_size`` ranges, or ``None``.
     """
 
@@ -82,7 +82,7 @@ class LaunchArgs:
 
 #: ``SPECBAND_EMULATOR_SGLANG_PARSER``: ``auto`` (default: sglang's own parser when sglang is
 #: importable), ``1`` (sglang's, required) or ``0`` (the strict copy,
-#: :func:`specband.harness.sglang_flags.strict_parser`).
+#: :func:`specband.engines.sglang_flags.strict_parser`).
 SGLANG_PARSER_ENV = "SPECBAND_EMULATOR_SGLANG_PARSER"
 #: Defaults of the flags the emulator uses when a launch leaves them out (sglang's, or
 #: the emulator's where sglang derives them from the GPU).
@@ -161,7 +161,7 @@ def _resolve_triple(ns: argparse.Namespace) -> tuple[int, int, int]:
 def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
     """Parse and resolve sglang launch flags as sglang does: with sglang's own parser
     when sglang is importable (:data:`SGLANG_PARSER_ENV`), else with the strict copy of
-    it (:func:`specband.harness.sglang_flags.strict_parser`): an unknown, ambiguous or
+    it (:func:`specband.engines.sglang_flags.strict_parser`): an unknown, ambiguous or
     badly typed flag exits 2 with sglang's ``sglang serve: error: ...`` on stderr. Then
     sglang's resolution of the speculative flags (:func:`_resolve_triple`).
 
@@ -170,7 +170,7 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
         ConfigError: a missing ``--model-path``, a bad value, or an invalid speculative
             configuration (the message names sglang's rule).
     """
-    from specband.harness.sglang_flags import strict_parser
+    from specband.engines.sglang_flags import strict_parser
 
     parser = _sglang_parser() or strict_parser()
     ns = parser.parse_args(list(argv))
@@ -219,7 +219,7 @@ def _adaptive_tiers(enabled: bool, config_path: str | None, action: Action) -> d
         ConfigError: an unreadable or invalid config, or steps not among the candidates
             (sglang's message).
     """
-    from specband.schedule import read_sglang_adaptive_config
+    from specband.engines.schedule_files import read_sglang_adaptive_config
 
     if not enabled:
         return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
 
 __all__ = ["DEFAULT_HARDWARE", "DEFAULT_MODEL", "MODEL_CHOICES", "load_performance_model"]
 

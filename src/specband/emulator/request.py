@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from specband.core.limits import MAX_SEED, MAX_TIMEOUT_S
+from specband.core.optionspec import option
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
-from specband.harness.vllm_launch import EMULATOR_ENGINE_ENV
-from specband.limits import MAX_SEED, MAX_TIMEOUT_S
-from specband.optionspec import option
+from specband.engines.vllm import EMULATOR_ENGINE_ENV
 
 __all__ = ["EmulateRequest"]
 

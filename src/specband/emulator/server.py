@@ -122,8 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, _json_bytes({"detail": "Not Found"}))
 
     def _vllm_get(self, path: str) -> None:
-        """vLLM's GET endpoints (:mod:`specband.emulator.vllm`)."""
-        from specband.emulator import vllm
+        """vLLM's GET endpoints (:mod:`specband.emulator.vllm_answers`)."""
+        from specband.emulator import vllm_answers as vllm
 
         em = self.emulator
         launch = em.launch
@@ -143,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _vllm_completions(self, body: Any) -> None:
         """``POST /v1/completions`` (``prompt`` a string, ``max_tokens``; non-streaming)."""
-        from specband.emulator import vllm
+        from specband.emulator import vllm_answers as vllm
 
         em = self.emulator
         if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
@@ -287,9 +287,9 @@ def _raise_exit(signum: int, frame: Any) -> None:
 
 
 def _parse_launch(argv: Sequence[str], engine: str) -> LaunchArgs:
-    """The launch flags of ``engine`` (sglang's, or vLLM's: :mod:`specband.emulator.vllm`)."""
+    """The launch flags of ``engine`` (sglang's, or vLLM's: :mod:`specband.emulator.vllm_answers`)."""
     if engine == "vllm":
-        from specband.emulator.vllm import parse_vllm_launch_args
+        from specband.emulator.vllm_answers import parse_vllm_launch_args
 
         return parse_vllm_launch_args(argv)
     return parse_launch_args(argv)
@@ -322,7 +322,7 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     )
     gpu = EmulatedGpu(state_path, model, options.hardware, options.time_scale)
     # the limit set on the GPU (``sweep --power-limits``, ``launch --set-power-limit``) holds for this server
-    from specband.sim.power_limit import with_power_limit
+    from specband.sim.power_capped import with_power_limit
 
     model = with_power_limit(model, gpu.read().power_limit_w)
     faults = [f for f in options.faults if f.applies_to(launch)]

@@ -48,9 +48,9 @@ class EmulatedGpuSpec:
         return EmulatedDevice(self.state_path, self.performance_model(), self.hardware, self.time_scale)
 
     def power_limit_range_w(self) -> PowerLimitRange:
-        """The limits this emulated GPU accepts (:func:`specband.sim.power_limit.model_power_limit_range`
+        """The limits this emulated GPU accepts (:func:`specband.sim.power_capped.model_power_limit_range`
         of its model); reads no state file, so a refused sweep creates none."""
-        from specband.sim.power_limit import model_power_limit_range
+        from specband.sim.power_capped import model_power_limit_range
 
         return model_power_limit_range(self.performance_model())
 

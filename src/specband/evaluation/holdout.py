@@ -5,7 +5,7 @@ each policy is trained on the other rows and its pick at each batch size is scor
 held-out rows:
 
 * **decision state**: the mean of the held-out rows' states at that batch size, for the
-  feature kind (``contract`` or ``pre``, see :mod:`specband.dataset`). The published study
+  feature kind (``contract`` or ``pre``, see :mod:`specband.sweeps.dataset`). The published study
   decided from one "representative" row's state;
 * **pick**: the best-scored action among those the *training* rows allow at that batch
   size (successful there, never failed there);
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from specband.actions import REFERENCE_INDEX, num_active_actions
-from specband.dataset import FEATURE_KINDS, FeatureKind, Sweep, SweepRow, TrainingData
-from specband.errors import ConfigError, DataError
+from specband.contract.actions import REFERENCE_INDEX, num_active_actions
+from specband.contract.reward import RewardConfig
+from specband.core.errors import ConfigError, DataError
 from specband.evaluation.ope import (
     DEFAULT_N_BOOTSTRAP,
     ESTIMATORS,
@@ -74,7 +74,7 @@ from specband.evaluation.splits import (
     provenance_label,
     resolve_holdout,
 )
-from specband.reward import RewardConfig
+from specband.sweeps.dataset import FEATURE_KINDS, FeatureKind, Sweep, SweepRow, TrainingData
 
 if TYPE_CHECKING:
     from specband.policies.base import Policy
@@ -547,7 +547,7 @@ def evaluate(  # noqa: PLR0913
     score the picks and the off-policy values; evaluate in-sample what no split can hold out.
 
     Args:
-        sweep: the data (:func:`specband.dataset.load_sweep`).
+        sweep: the data (:func:`specband.sweeps.dataset.load_sweep`).
         holdout: ``auto``, ``repeat``, ``trial`` or ``none`` (in-sample).
         algorithms: names from :data:`specband.policies.ALGORITHMS` (default: all eight).
         features: feature kinds to evaluate, ``contract`` and/or ``pre``.

@@ -39,9 +39,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from specband.actions import num_active_actions
-from specband.errors import ConfigError, DataError
-from specband.limits import is_int, is_number
+from specband.contract.actions import num_active_actions
+from specband.core.errors import ConfigError, DataError
+from specband.core.limits import is_int, is_number
 
 __all__ = [
     "DEFAULT_N_BOOTSTRAP",

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from specband.actions import EXTENDED_ACTIONS, REFERENCE_INDEX
-from specband.errors import ConfigError, SpecbandError
+from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_INDEX
+from specband.core.errors import ConfigError, SpecbandError
+from specband.core.limits import MAX_CONFIG_FILE_BYTES
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult, PickSummary
 from specband.evaluation.ope import ESTIMATORS, Interval
-from specband.fileio import given_path, read_text_bounded
-from specband.limits import MAX_CONFIG_FILE_BYTES
+from specband.files.fileio import given_path, read_text_bounded
 
 __all__ = [
     "FIGURES",
@@ -109,8 +109,8 @@ _INTERVAL = re.compile(r"-?\d[\d.eE+-]* (?:\[[^\]]*\]|\(n=\d+\))")
 
 
 def _interval_units(cell: str) -> str:
-    """``cell`` with each estimate and its interval made one unbreakable unit (:func:`specband.tables.unit`)."""
-    from specband.tables import unit
+    """``cell`` with each estimate and its interval made one unbreakable unit (:func:`specband.core.tables.unit`)."""
+    from specband.core.tables import unit
 
     return _INTERVAL.sub(lambda m: unit(m.group(0)), cell)
 
@@ -429,7 +429,7 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
     """
     from rich.table import Table
 
-    from specband.tables import table_console
+    from specband.core.tables import table_console
 
     if console is None:
         console = table_console()
@@ -457,7 +457,7 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
 
 
 def _render_features(result: EvaluationResult, console: Any, table: Any) -> None:
-    from specband.tables import print_table
+    from specband.core.tables import print_table
 
     for k, fr in result.features.items():
         title = _title(result, k)
@@ -657,7 +657,7 @@ def write_report(result: EvaluationResult, out_dir: str | Path) -> list[Path]:
             os.chmod(tmp, 0o777 & ~_umask())
             os.replace(tmp, out)
             return [out / n for n in REPORT_FILES]
-        from specband.fileio import replace_target
+        from specband.files.fileio import replace_target
 
         targets = [replace_target(out / n, error=ConfigError) for n in REPORT_FILES]  # regular files only
         for n, dest in zip(REPORT_FILES, targets, strict=True):

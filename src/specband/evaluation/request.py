@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.actions import action_set_field
-from specband.limits import MAX_BOOTSTRAP_RESAMPLES, MAX_SEED
-from specband.optionspec import option
+from specband.contract.actions import action_set_field
+from specband.core.limits import MAX_BOOTSTRAP_RESAMPLES, MAX_SEED
+from specband.core.optionspec import option
 
 __all__ = ["EvaluateRequest", "evaluate_request", "load_request_sweep"]
 
@@ -106,8 +106,8 @@ class EvaluateRequest:
     actions: str = action_set_field("the sweep's rows")
 
     def __post_init__(self) -> None:
+        from specband.core.errors import ConfigError
         from specband.devices.base import check_power_limit_w
-        from specband.errors import ConfigError
         from specband.policies import EXTENDED_ALGORITHMS
 
         check_power_limit_w(self.power_limit)
@@ -121,7 +121,7 @@ class EvaluateRequest:
         if self.batch_mix is not None and not self.schedules:
             raise ConfigError("--batch-mix goes with --schedules")
         if self.batch_mix is not None:
-            from specband.batchmix import parse_batch_mix
+            from specband.core.batchlist import parse_batch_mix
 
             parse_batch_mix(self.batch_mix)  # checked before anything is computed
 
@@ -137,16 +137,16 @@ class EvaluateRequest:
 
 def load_request_sweep(r: EvaluateRequest) -> Any:
     """The request's sweep (``DATA``, a hub id, or the bundled measurements), at ``--power-limit``."""
-    from specband.dataset import load_sweep
-    from specband.hub import resolve_data_file
+    from specband.files.hub import resolve_data_file
+    from specband.sweeps.dataset import load_sweep
 
     return load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
 
 
 def evaluate_request(r: EvaluateRequest, sweep: Any, progress: Callable[[str], None] | None = None) -> Any:
     """Evaluate ``sweep`` held out as the request says (:func:`specband.evaluation.holdout.evaluate`)."""
-    from specband.dataset import FEATURE_KINDS
     from specband.evaluation.holdout import evaluate
+    from specband.sweeps.dataset import FEATURE_KINDS
 
     return evaluate(
         sweep,

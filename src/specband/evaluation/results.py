@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from specband.dataset import SweepRow
+from specband.contract.reward import RewardConfig
 from specband.evaluation.ope import (
     Interval,
 )
-from specband.reward import RewardConfig
+from specband.sweeps.dataset import SweepRow
 
 if TYPE_CHECKING:
     pass

@@ -8,7 +8,7 @@ batch sizes held out in the split) are scored on the held-out rows:
 
 * ``per-batch-size``: each batch size's own pick (any of the allowed configs);
 * ``schedule``: each batch size's best chain config (topk 1 or the baseline), what
-  ``specband schedule`` deploys (:data:`specband.schedule.CHAIN_INDICES`);
+  ``specband schedule`` deploys (:data:`specband.deploy.tiers.CHAIN_INDICES`);
 * ``batch-mix``: the one config with the best expected score over the mix
   (``recommend --batch-mix``);
 * ``best fixed``: the one config with the best held-out reward over the mix, in
@@ -33,12 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from specband.actions import EXTENDED_ACTIONS, num_active_actions
-from specband.dataset import FEATURE_KINDS, Sweep
-from specband.errors import ConfigError, DataError
+from specband.contract.actions import EXTENDED_ACTIONS, chain_and_tree_indices, num_active_actions
+from specband.contract.reward import RewardConfig
+from specband.core.errors import ConfigError, DataError
 from specband.evaluation.ope import DEFAULT_N_BOOTSTRAP, Interval
-from specband.reward import RewardConfig
-from specband.schedule import chain_and_tree_indices
+from specband.sweeps.dataset import FEATURE_KINDS, Sweep
 
 __all__ = [
     "FIGURE",
@@ -324,7 +323,7 @@ def render_schedule_table(result: ScheduleEvaluation, console: Any | None = None
     """Print one table: per feature kind and algorithm, the held-out mix value of each variant."""
     from rich.table import Table
 
-    from specband.tables import print_table, table_console
+    from specband.core.tables import print_table, table_console
 
     console = console or table_console()
     mix = (
@@ -390,7 +389,7 @@ def write_schedule_report(result: ScheduleEvaluation, out_dir: str | Path) -> li
     Raises:
         ConfigError: the folder cannot be written.
     """
-    from specband.fileio import write_bytes_atomic, write_text_atomic
+    from specband.files.fileio import write_bytes_atomic, write_text_atomic
 
     out = Path(out_dir)
     paths = [

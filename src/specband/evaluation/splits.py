@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specband.dataset import Sweep, SweepRow
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
+from specband.sweeps.dataset import Sweep, SweepRow
 
 if TYPE_CHECKING:
     pass

@@ -4,13 +4,13 @@ Pass 0 measures every grid point. Before pass ``r`` (``1 <= r < repeats``), the 
 passes ``0 .. r-1`` decide, per batch size, which configs pass ``r`` measures
 (:func:`plan_pass`):
 
-* every reward is specband's reward (:mod:`specband.reward`) of a row scored against the
+* every reward is specband's reward (:mod:`specband.contract.reward`) of a row scored against the
   baseline ``(0, 0, 0)`` of the *same* repeat and batch size
-  (:meth:`specband.dataset.Sweep.reward_parts`), so the baseline is re-measured whenever
+  (:meth:`specband.sweeps.dataset.Sweep.reward_parts`), so the baseline is re-measured whenever
   any other config at that batch size is;
 * a config that failed at a batch size (an error row: out of memory at both mem
   fractions, a server that died) is never picked there (:meth:`Sweep.allowed_mask
-  <specband.dataset.Sweep.allowed_mask>`) and is not re-measured;
+  <specband.sweeps.dataset.Sweep.allowed_mask>`) and is not re-measured;
 * interval: ``mean_a +- t_{(1+level)/2, df} * s_p / sqrt(n_a)``, a Student t interval
   with the *pooled* standard deviation ``s_p`` of the rewards of every config at that
   batch size (each config's squared deviations from its own mean, summed, over ``df =
@@ -69,12 +69,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specband.actions import ACTIONS, EXTENDED_ACTIONS, Action, use_action_set
-from specband.dataset import Sweep
-from specband.errors import ConfigError
+from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS, Action, use_action_set
+from specband.contract.record import RUN_COLUMNS
+from specband.contract.reward import RewardConfig
+from specband.core.errors import ConfigError
 from specband.harness.pipeline import GridPoint, RowSink, RunResult, SweepPlan
-from specband.record import RUN_COLUMNS
-from specband.reward import RewardConfig
+from specband.sweeps.dataset import Sweep
 
 __all__ = [
     "ADAPTIVE_COLUMNS",
@@ -169,7 +169,7 @@ def mean_rewards(
     there (the pick is the best mean; the oracle's means are those of many passes).
 
     Raises:
-        DataError: an invalid row (:meth:`specband.dataset.Sweep.from_records`).
+        DataError: an invalid row (:meth:`specband.sweeps.dataset.Sweep.from_records`).
     """
     by_config = _rewards_by_config(_sweep_of(rows), config)
     return {bs: {a: sum(v) / len(v) for a, v in per.items()} for bs, per in by_config.items()}
@@ -250,7 +250,7 @@ def plan_pass(
 
     Raises:
         DataError: a row is invalid, or a batch size has successful rows but no
-            successful baseline (:meth:`specband.dataset.Sweep.from_records`).
+            successful baseline (:meth:`specband.sweeps.dataset.Sweep.from_records`).
         ConfigError: as :func:`decide`.
     """
     _check(level, min_measurements)
@@ -270,7 +270,7 @@ def logging_propensities(rows: Sequence[Mapping[str, Any]]) -> list[float | None
     (see the module docstring), ``None`` on an error row; aligned with ``rows``.
 
     Raises:
-        DataError: an invalid row (:meth:`specband.dataset.Sweep.from_records`).
+        DataError: an invalid row (:meth:`specband.sweeps.dataset.Sweep.from_records`).
     """
     sweep = _sweep_of(rows)
     ok = [r for r in sweep.rows if r.trainable]

@@ -5,7 +5,7 @@ the target rejects the draft's tokens: a rope mismatch between target and draft,
 ``--speculative-algorithm`` for this draft, or a dtype problem. Such a row measures a
 broken set-up, not a configuration; the sweep flags it (``draft_flag``) and warns after
 the first one, and ``train``/``evaluate`` warn on data holding such rows. Only the
-standard library and :mod:`specband.actions` are imported.
+standard library and :mod:`specband.contract.actions` are imported.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from specband.actions import validate_action
+from specband.contract.actions import validate_action
 
 __all__ = [
     "DRAFT_REJECTED_ACCEPT_LENGTH",
@@ -73,7 +73,7 @@ def draft_rejected_warning(rows: Iterable[Mapping[str, Any]], source: str) -> st
 
 
 def warn_if_draft_rejected(sweep: Any) -> None:
-    """Print ``warning: ...`` on stderr when a loaded :class:`specband.dataset.Sweep`
+    """Print ``warning: ...`` on stderr when a loaded :class:`specband.sweeps.dataset.Sweep`
     holds rows whose drafts were all rejected (``train`` and ``evaluate`` call this)."""
     import sys
 

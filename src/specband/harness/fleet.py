@@ -10,7 +10,7 @@ back to the driver, whose sink alone writes rows (fsynced, one at a time), so a 
 locked, interrupted multi-GPU sweep behaves as a one-GPU sweep.
 
 Stopping (Ctrl-C, SIGTERM, an error): the pool cancels; a local worker's server is
-stopped at once (:func:`~specband.harness.server.stop_live_servers` on its port) and its
+stopped at once (:func:`~specband.harness.process.stop_live_servers` on its port) and its
 :class:`CancellableClock` raises ``KeyboardInterrupt`` at the executor's next sleep (the
 cool-down after a stop, a retry), so no worker launches again; a Ray task gets
 ``KeyboardInterrupt`` from ``ray.cancel``. The results of a cancelled unit are dropped
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from specband.devices import DeviceSpec
 from specband.devices.base import Clock, GpuDevice
 from specband.harness.pipeline import LaunchExecutor, LaunchUnit, RowSink, RunResult, SweepPlan
+from specband.harness.process import stop_live_servers
 from specband.harness.runner import MeasureSettings
-from specband.harness.server import stop_live_servers
 from specband.harness.workers import Cancellation, WorkerContext, WorkerPool
 
 __all__ = ["CancellableClock", "GpuWorkerSetup", "WorkerSetup", "execute_on_pool", "run_unit"]

@@ -1,7 +1,7 @@
 """Convert sglang ``scripts/playground/bench_speculative.py`` output into a sweep file.
 
 The reading (grid index and repeats, skipped triples, no energy) is
-:mod:`specband.benchfile`'s, the one :func:`specband.dataset.load_sweep` uses too.
+:mod:`specband.sweeps.benchfile`'s, the one :func:`specband.sweeps.dataset.load_sweep` uses too.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.benchfile import BENCH_COLUMNS, read_bench
-from specband.dataset import load_sweep
-from specband.errors import ConfigError, DataError
-from specband.fileio import write_jsonl_atomic
-from specband.jsonl import read_jsonl
+from specband.core.errors import ConfigError, DataError
+from specband.files.fileio import write_jsonl_atomic
+from specband.files.jsonl import read_jsonl
+from specband.sweeps.benchfile import BENCH_COLUMNS, read_bench
+from specband.sweeps.dataset import load_sweep
 
 __all__ = ["ImportResult", "import_bench"]
 
@@ -52,7 +52,7 @@ def import_bench(
     path: str | os.PathLike[str], out_path: str | os.PathLike[str], hardware: str = "unknown", overwrite: bool = False
 ) -> ImportResult:
     """Read a bench_speculative.py JSONL and write it as a sweep file (atomically), then
-    check that the result loads with :func:`specband.dataset.load_sweep`.
+    check that the result loads with :func:`specband.sweeps.dataset.load_sweep`.
 
     Raises:
         DataError: the input is missing, not JSONL, has a bad row, has no contract

@@ -11,7 +11,7 @@ batch size and action in every file). For each setting, the reference is the fir
 (in the order the files are given) that has that column; a column a row lacks (an older
 file) is not compared. An ``(index, repeat)`` found twice, in one file or in two, is
 refused. Every check runs before anything is written; the merged rows, in ``(repeat,
-index)`` order, then replace ``OUT`` all or nothing (:func:`specband.fileio.write_jsonl_atomic`).
+index)`` order, then replace ``OUT`` all or nothing (:func:`specband.files.fileio.write_jsonl_atomic`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
-from specband.actions import validate_action
-from specband.errors import ConfigError, DataError, InvalidActionError
-from specband.fileio import write_jsonl_atomic
+from specband.contract.actions import validate_action
+from specband.core.errors import ConfigError, DataError, InvalidActionError
+from specband.core.limits import is_int
+from specband.engines.serverconfig import ServerConfig
+from specband.files.fileio import write_jsonl_atomic
 from specband.harness.pipeline import GridPoint
 from specband.harness.resume import check_resumable, check_same_logging, check_same_world
 from specband.harness.runner import MeasureSettings
-from specband.harness.serverconfig import ServerConfig
 from specband.harness.sweepfile import parse_rows
-from specband.limits import is_int
-from specband.sim.sweep import check_out_path
+from specband.sim.simulated import check_out_path
 
 __all__ = ["MergeSummary", "merge_shards"]
 

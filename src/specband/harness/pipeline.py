@@ -14,7 +14,7 @@
   the :class:`PlannedRun` s it serves) in launch order. A subset of units is a shard.
 * :class:`LaunchExecutor` runs one unit on one GPU (its settings name the server port,
   its device the GPU) and yields one :class:`RunResult` per run, each a finished
-  :class:`~specband.record.SweepRecord`: launch, measure, stop, cool down, read top to
+  :class:`~specband.contract.record.SweepRecord`: launch, measure, stop, cool down, read top to
   bottom in :meth:`LaunchExecutor.execute`. It writes nothing; a result is plain data
   (picklable), so a unit can run in another process (``list(executor.execute(unit))``).
 * :class:`RowSink` consumes results: it writes the row (flushed and fsynced), counts it
@@ -33,10 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from specband.actions import ACTIONS, Action, validate_action
+from specband.contract.actions import ACTIONS, Action, validate_action
+from specband.contract.record import SweepRecord
+from specband.core.errors import ConfigError, HarnessError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample
 from specband.devices.power_limit import PowerLimitGuard
-from specband.errors import ConfigError, HarnessError
+from specband.engines.serverconfig import build_launch_command
 from specband.harness.draft_health import draft_rejected_message
 from specband.harness.runner import (
     LaunchOutcome,
@@ -48,8 +50,6 @@ from specband.harness.runner import (
     measure_on_server,
     measured_record,
 )
-from specband.harness.serverconfig import build_launch_command
-from specband.record import SweepRecord
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -506,7 +506,7 @@ class RowSink:
         writer: where rows go.
         reporter: progress.
         summary: the counts.
-        columns: the columns written (``None``: :data:`~specband.record.RUN_COLUMNS`;
+        columns: the columns written (``None``: :data:`~specband.contract.record.RUN_COLUMNS`;
             ``sweep --adaptive`` adds ``propensity``).
     """
 
@@ -517,7 +517,7 @@ class RowSink:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def consume(self, result: RunResult) -> None:
-        """Write ``result``'s row (:data:`~specband.record.RUN_COLUMNS`), count it, warn
+        """Write ``result``'s row (:data:`~specband.contract.record.RUN_COLUMNS`), count it, warn
         once about a draft whose every token was rejected, and report it.
 
         Raises:

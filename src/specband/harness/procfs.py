@@ -1,6 +1,6 @@
 """Ports and process groups as the operating system sees them (a TCP connect, ``/proc``).
 
-What :class:`~specband.harness.server.ServerProcess` asks before a launch (is the port
+What :class:`~specband.harness.process.ServerProcess` asks before a launch (is the port
 free), while it runs (which sockets its process group holds: the server that answers is
 its own) and when it stops (is any process of the group left).
 """
@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from specband.harness.failures import PortInUseError
+from specband.engines.failures import PortInUseError
 
 __all__ = [
     "group_members",

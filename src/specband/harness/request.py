@@ -1,5 +1,5 @@
 """``specband sweep`` as data: :class:`SweepRequest` (every option, declared once with its
-``--help`` text, :mod:`specband.optionspec`) and :func:`build_sweep`, which checks the
+``--help`` text, :mod:`specband.core.optionspec`) and :func:`build_sweep`, which checks the
 values once and assembles what the sweep runs (:class:`SweepJob`).
 
 Adding a sweep option is one field here (``option(default, "--flag", help=..., panel=...)``)
@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.batchlist import check_batch_size_bound
-from specband.devices import DeviceSpec
-from specband.limits import (
+from specband.core.batchlist import check_batch_size_bound
+from specband.core.limits import (
     MAX_GPU_INDEX,
     MAX_NEW_TOKENS,
     MAX_NUM_PROMPTS,
@@ -28,7 +27,8 @@ from specband.limits import (
     MAX_TIMEOUT_S,
     PORT_RANGE,
 )
-from specband.optionspec import option
+from specband.core.optionspec import option
+from specband.devices import DeviceSpec
 
 __all__ = [
     "SweepJob",
@@ -48,7 +48,7 @@ DEVICE_CHOICES = ("auto", "nvml", "zeus", "emulated", "none")
 
 
 def port_field(panel: str = "server") -> Any:
-    """``--port`` (``sweep``, ``launch``): the server's TCP port in :data:`~specband.limits.PORT_RANGE`."""
+    """``--port`` (``sweep``, ``launch``): the server's TCP port in :data:`~specband.core.limits.PORT_RANGE`."""
     return option(
         30000,
         "--port",
@@ -355,7 +355,7 @@ class SweepRequest:
     def device_kind(self) -> str:
         """``--device``, with ``auto`` read as ``emulated`` when the server command runs
         ``specband emulate``."""
-        if self.cpu:  # sglang's CPU engine: no telemetry (specband.harness.cpu_serving)
+        if self.cpu:  # sglang's CPU engine: no telemetry (specband.engines.cpu)
             return "none"
         return "emulated" if self.device == "auto" and runs_emulator(self.server_command) else self.device
 
@@ -422,8 +422,8 @@ class SweepJob:
 
 
 def file_path(option_name: str, text: str) -> Path:
-    from specband.errors import ConfigError
-    from specband.fileio import given_path
+    from specband.core.errors import ConfigError
+    from specband.files.fileio import given_path
 
     path = given_path(option_name, text)
     if path.name in ("", ".", ".."):
@@ -434,8 +434,8 @@ def file_path(option_name: str, text: str) -> Path:
 
 
 def _folder_path(option_name: str, text: str) -> Path:
-    from specband.errors import ConfigError
-    from specband.fileio import given_path
+    from specband.core.errors import ConfigError
+    from specband.files.fileio import given_path
 
     path = given_path(option_name, text)
     if path.exists() and not path.is_dir():
@@ -445,19 +445,19 @@ def _folder_path(option_name: str, text: str) -> Path:
 
 def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
     """``--actions``: ``all`` or ``contract`` (the 19), ``extended`` (the 44 of
-    :data:`specband.actions.EXTENDED_ACTIONS`), or action indices / triples of the extended
+    :data:`specband.contract.actions.EXTENDED_ACTIONS`), or action indices / triples of the extended
     set separated by spaces or ``;``, each action once (an index and its triple are the same
     action; indices 0-18 are the contract's in both sets). For vLLM, ``all`` is the actions it
-    runs (:data:`~specband.harness.vllm_launch.VLLM_ACTIONS`) and a tree is refused.
+    runs (:data:`~specband.engines.vllm.VLLM_ACTIONS`) and a tree is refused.
 
     Raises:
         ConfigError: none, an index or triple in neither set, an action given twice
             (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``), or a tree action
             for vLLM.
     """
-    from specband.actions import ACTIONS, EXTENDED_ACTIONS, parse_action, use_action_set
-    from specband.errors import ConfigError, InvalidActionError
-    from specband.harness.vllm_launch import VLLM_ACTIONS, check_vllm_actions
+    from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS, parse_action, use_action_set
+    from specband.core.errors import ConfigError, InvalidActionError
+    from specband.engines.vllm import VLLM_ACTIONS, check_vllm_actions
 
     if text.strip().lower() == "all":
         return VLLM_ACTIONS if engine == "vllm" else ACTIONS
@@ -497,7 +497,7 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
             name (``[A-Za-z_][A-Za-z0-9_]*``: ``A B=1`` would run ``A`` as a command when
             the printed line is pasted into a shell).
     """
-    from specband.errors import ConfigError
+    from specband.core.errors import ConfigError
 
     env = {}
     for pair in pairs:
@@ -517,7 +517,7 @@ def sglang_version_for(
     the line to print when the version had to be assumed (sglang not found in
     --server-command's interpreter), else ``None``. The caller prints it once every input
     is checked, so that bad input stays one ``error:`` line."""
-    from specband.harness.sglang_flags import resolve_sglang_version
+    from specband.engines.sglang_flags import resolve_sglang_version
 
     version, source = resolve_sglang_version(given, server_command, {**os.environ, **server_env})
     warning = None
@@ -541,8 +541,8 @@ def engine_server(
     Raises:
         ConfigError: ``--sglang-version`` or a non-default ``--attention-backend`` with vLLM.
     """
-    from specband.errors import ConfigError
-    from specband.harness.vllm_launch import (
+    from specband.core.errors import ConfigError
+    from specband.engines.vllm import (
         DEFAULT_VLLM_COMMAND,
         EMULATOR_ENGINE_ENV,
         VLLM_VERSION,
@@ -575,7 +575,7 @@ def worker_pool(r: SweepRequest) -> Any:
             GPUs itself), ``--ray-address`` without ``--ray``, a bad ``--gpus`` list, or Ray
             not installed (one line each).
     """
-    from specband.errors import ConfigError
+    from specband.core.errors import ConfigError
     from specband.harness.workers import LocalGpuPool, RayPool, parse_gpus
 
     if r.gpu_index is not None and (r.ray or r.gpus is not None):
@@ -592,8 +592,8 @@ def worker_pool(r: SweepRequest) -> Any:
 
 def _check_options(r: SweepRequest, shard: Any) -> None:
     """The checks of single options and pairs that no parser makes (ConfigError, one line)."""
+    from specband.core.errors import ConfigError
     from specband.devices.base import Clock, check_power_limit_w
-    from specband.errors import ConfigError
 
     if r.adaptive and shard is not None:
         raise ConfigError("--adaptive and --shard exclude each other: each pass is planned from every shard's rows")
@@ -614,7 +614,7 @@ def _check_options(r: SweepRequest, shard: Any) -> None:
 def build_sweep(r: SweepRequest) -> SweepJob:
     """Check every value of ``r`` once and assemble the sweep; nothing is launched, no
     device is opened and nothing is written. The pair's config checks run here
-    (:func:`specband.pairchecks.check_pair_before_launch`, as ``launch`` runs them): a pair
+    (:func:`specband.doctor.pairs.check_pair_before_launch`, as ``launch`` runs them): a pair
     whose configs cannot be read here gets a note in ``notes`` saying the RoPE check was
     skipped (``sweep`` and ``sweep --dry-run`` print it on stderr).
 
@@ -622,11 +622,11 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         ConfigError / DataError: the first bad value, naming its option (one line); a RoPE
             mismatch without ``--allow-rope-mismatch``.
     """
-    from specband.batchlist import parse_batch_sizes
+    from specband.core.batchlist import parse_batch_sizes
+    from specband.engines.serverconfig import ServerConfig, split_server_args
+    from specband.engines.sglang_flags import NEWEST_VERSION, newer_version_note
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
-    from specband.harness.serverconfig import ServerConfig, split_server_args
-    from specband.harness.sglang_flags import NEWEST_VERSION, newer_version_note
     from specband.harness.shards import parse_shard
 
     out = file_path("--out", r.out)
@@ -644,12 +644,12 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     dtype, attention_backend, hardware = r.dtype, r.attention_backend, r.hardware
     notes: tuple[str, ...] = ()
     if r.cpu and r.engine == "vllm":
-        from specband.harness.vllm_launch import vllm_cpu_settings
+        from specband.engines.vllm import vllm_cpu_settings
 
         dtype, hardware, note = vllm_cpu_settings(r.dtype, r.hardware, r.device)
         notes = (note,)
     elif r.cpu:
-        from specband.harness.cpu_serving import apply_cpu_preset
+        from specband.engines.cpu import apply_cpu_preset
 
         cpu = apply_cpu_preset(
             r.server_command, dtype=r.dtype, attention_backend=r.attention_backend, extra_args=extra_args,
@@ -683,12 +683,12 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         sglang_version=NEWEST_VERSION if r.engine == "vllm" else version,
         vllm_version=version if r.engine == "vllm" else None,
     )
-    from specband.pairchecks import check_pair_before_launch
+    from specband.doctor.pairs import check_pair_before_launch
 
     rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
     notes += () if rope_note is None else (rope_note,)
     real_time = r.time_scale == 1.0
-    from specband.actions import action_set_of
+    from specband.contract.actions import action_set_of
 
     settings = MeasureSettings(
         server=server,
@@ -716,7 +716,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     limits_w: tuple[float, ...] | None = None
     limit_notes: tuple[str, ...] = ()
     if r.power_limits is not None:  # read from the GPU (NVML) or the plugged device; nothing is set yet
-        from specband.harness.power_limits import sweep_power_limits_w
+        from specband.harness.gpu_limits import sweep_power_limits_w
 
         limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
     return SweepJob(
@@ -733,9 +733,9 @@ def _plugged_env(plugged: DeviceSpec) -> dict[str, str]:
 def dry_run_lines(job: SweepJob) -> list[str]:
     """What ``sweep --dry-run`` prints: the sglang release, then every server command line
     in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``."""
+    from specband.engines.serverconfig import format_launch
     from specband.harness.pipeline import SweepPlan, grid
     from specband.harness.resume import planned_sweep
-    from specband.harness.serverconfig import format_launch
     from specband.harness.sweepfile import existing_rows
 
     r = job.request

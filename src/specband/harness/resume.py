@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specband.errors import ConfigError
+from specband.contract.record import row_error_class
+from specband.core.errors import ConfigError
 from specband.harness.pipeline import GridPoint, SweepPlan
 from specband.harness.runner import MeasureSettings
 from specband.harness.shards import ShardSpec, shard_plan, shard_runs
-from specband.record import row_error_class
 
 __all__ = [
     "WORLD_COLUMNS",

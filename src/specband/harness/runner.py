@@ -4,7 +4,7 @@ For one ``(batch size, action)``:
 
 1. read the idle GPU (the ``pre`` decision state: temperature, memory, utilisation)
    before the server launches;
-2. launch the server (:mod:`specband.harness.server`) and wait for ``/health``; a failed
+2. launch the server (:mod:`specband.harness.process`) and wait for ``/health``; a failed
    launch is retried once at ``retry_mem_fraction`` (0.65 -> 0.55);
 3. send one warm-up batch of ``bs`` requests;
 4. read ``/get_server_info`` (to know which step times were recorded before the timed
@@ -36,17 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specband.actions import Action, validate_action
+from specband.contract.actions import Action, validate_action
+from specband.contract.record import SweepRecord
+from specband.core.errors import ConfigError, HarnessError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
-from specband.errors import ConfigError, HarnessError
-from specband.harness.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
+from specband.engines.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
+from specband.engines.failures import LaunchError
+from specband.engines.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
+from specband.engines.vllm import vllm_server_env
+from specband.engines.vllm_server import SpecDecodeCounters, fetch_spec_decode_counters
 from specband.harness.draft_health import draft_flag
-from specband.harness.failures import LaunchError
-from specband.harness.server import ServerProcess
-from specband.harness.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
-from specband.harness.vllm import SpecDecodeCounters, fetch_spec_decode_counters
-from specband.harness.vllm_launch import vllm_server_env
-from specband.record import SweepRecord
+from specband.harness.process import ServerProcess
 
 __all__ = [
     "LaunchOutcome",
@@ -180,7 +180,7 @@ class MeasureSettings:
 
     def server_env(self) -> dict[str, str]:
         """The environment every server gets (docs/FACTS.md §1 variables included; vLLM's:
-        :func:`~specband.harness.vllm_launch.vllm_server_env`)."""
+        :func:`~specband.engines.vllm.vllm_server_env`)."""
         base = dict(self.env) if self.env is not None else dict(os.environ)
         if self.server.engine == "vllm":
             return vllm_server_env(base, self.server.env)
@@ -426,7 +426,7 @@ def settled_spec_decode_counters(url: str, wait_s: float = 0.05, tries: int = 40
 class _VllmProbe:
     """vLLM's accept length: the ``/metrics`` spec-decode counters read right before and
     right after the timed batch, ``1 + accepted / drafts`` of their difference
-    (:class:`~specband.harness.vllm.SpecDecodeCounters`; source ``metrics``). vLLM records
+    (:class:`~specband.engines.vllm_server.SpecDecodeCounters`; source ``metrics``). vLLM records
     no per-step times: the speed is the wall clock's (``speed_source`` ``wall_clock``)."""
 
     def __init__(self, url: str, action: Action) -> None:
@@ -508,8 +508,8 @@ def error_record(
     base: SweepRecord, error: str, retry_mem_fraction: float | None, mem_fraction_static: float | None
 ) -> SweepRecord:
     """``base`` as the row of a run that failed: ``error`` (first 500 characters) and its
-    ``error_class`` (:func:`specband.record.error_class_of`), no measurements."""
-    from specband.record import error_class_of
+    ``error_class`` (:func:`specband.contract.record.error_class_of`), no measurements."""
+    from specband.contract.record import error_class_of
 
     return dataclasses.replace(
         base,

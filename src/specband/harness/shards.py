@@ -31,9 +31,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
+from specband.core.limits import MAX_SHARDS
 from specband.harness.pipeline import LaunchUnit, SweepPlan
-from specband.limits import MAX_SHARDS
 
 __all__ = ["ShardSpec", "parse_shard", "shard_plan", "shard_runs", "shard_units", "unit_cost"]
 

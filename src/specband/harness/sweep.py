@@ -25,10 +25,10 @@ compatibility, port free, log folder writable) runs before the emulated GPU stat
 log folder or the output is written, so a refused sweep leaves its folder as it was.
 A launch that fails is retried once at ``retry_mem_fraction``; a run that still fails
 becomes an error row. A server command that cannot be run at all
-(:class:`~specband.harness.failures.LauncherError`: not found, not executable, exit status
+(:class:`~specband.engines.failures.LauncherError`: not found, not executable, exit status
 126/127 before ``/health``, ``python -m`` of a module that is not installed, ``python``
 of a script that does not exist) and a command line sglang refuses
-(:class:`~specband.harness.failures.ServerArgsError`: its parser's ``error:``, the same for
+(:class:`~specband.engines.failures.ServerArgsError`: its parser's ``error:``, the same for
 every action) are configuration errors: the sweep stops at once, writing no row for it (rows already in the
 file stay; a file this sweep created and left empty is removed). Ctrl-C and SIGTERM stop
 the running server (without waiting for a request in flight) and leave the file with complete
@@ -49,10 +49,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from specband.actions import ACTIONS, Action
+from specband.contract.actions import ACTIONS, Action
+from specband.contract.record import row_error_class
+from specband.core.errors import ConfigError, HarnessError
 from specband.devices.base import Clock, GpuDevice
-from specband.errors import ConfigError, HarnessError
-from specband.fileio import write_bytes_atomic
+from specband.files.fileio import write_bytes_atomic
 from specband.harness.fleet import WorkerSetup, execute_on_pool
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.pipeline import (
@@ -72,7 +73,6 @@ from specband.harness.shards import ShardSpec
 from specband.harness.sweepfile import RowWriter, parse_rows, sweep_file_bytes, without_lines
 from specband.harness.sweeplock import SweepLock, make_dirs, remove_empty_dirs
 from specband.harness.workers import LocalGpuPool, WorkerPool
-from specband.record import row_error_class
 
 __all__ = ["execute_plan", "run_sweep"]
 
@@ -127,7 +127,7 @@ def run_sweep(  # noqa: PLR0913
         clock: time base (``Clock(time_scale)`` for the emulator).
         reporter: progress callbacks.
         allow_rope_mismatch: launch even when the draft's RoPE settings differ from the
-            target's (:func:`specband.pairchecks.check_pair_before_launch`).
+            target's (:func:`specband.doctor.pairs.check_pair_before_launch`).
         check_pair: run that check here (``False``: the caller ran it and said its note,
             as :func:`specband.harness.request.build_sweep` does).
         shard: measure only this shard's runs (:mod:`specband.harness.shards`, computed
@@ -173,7 +173,7 @@ def run_sweep(  # noqa: PLR0913
     if settings.log_dir.exists() and not settings.log_dir.is_dir():
         raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
     if check_pair:
-        from specband.pairchecks import check_pair_before_launch
+        from specband.doctor.pairs import check_pair_before_launch
 
         check_pair_before_launch(
             settings.server.model_path, settings.server.draft_model_path, allow_rope_mismatch=allow_rope_mismatch

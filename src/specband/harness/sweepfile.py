@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from specband.errors import DataError, HarnessError
-from specband.fileio import read_bytes_bounded, write_bytes_atomic
+from specband.core.errors import DataError, HarnessError
+from specband.core.limits import MAX_DATA_FILE_BYTES
+from specband.files.fileio import read_bytes_bounded, write_bytes_atomic
+from specband.files.jsonl import parse_jsonl
 from specband.harness.interrupts import deferred
-from specband.jsonl import parse_jsonl
-from specband.limits import MAX_DATA_FILE_BYTES
 
 __all__ = ["RowWriter", "existing_rows", "parse_rows", "read_rows_for_resume", "sweep_file_bytes", "without_lines"]
 
@@ -41,7 +41,7 @@ def read_rows_for_resume(path: Path) -> list[dict[str, Any]]:
 
 def parse_rows(path: Path, *, verb: str = "resume") -> tuple[list[tuple[int, dict[str, Any]]], bytes | None]:
     """``(line number, row)`` of the rows already in ``path`` (none when it does not
-    exist), read with :func:`specband.jsonl.parse_jsonl` and without writing anything
+    exist), read with :func:`specband.files.jsonl.parse_jsonl` and without writing anything
     (``sweep --resume`` and ``merge`` read sweep files here; ``verb`` ends a bad line's
     message: ``"; cannot resume"``).
 
@@ -74,7 +74,7 @@ def parse_rows(path: Path, *, verb: str = "resume") -> tuple[list[tuple[int, dic
 
 
 def sweep_file_bytes(path: Path) -> bytes:
-    """The whole sweep file, bounded (:data:`~specband.limits.MAX_DATA_FILE_BYTES`).
+    """The whole sweep file, bounded (:data:`~specband.core.limits.MAX_DATA_FILE_BYTES`).
 
     Raises:
         HarnessError: it cannot be read (``"<path>: cannot read (<reason>)"``) or is too large.
@@ -121,7 +121,7 @@ class RowWriter:
         new = not path.exists()
         if path.parent.exists() and not path.parent.is_dir():
             raise HarnessError(f"{path}: cannot write ({path.parent} is not a folder)")
-        from specband.fileio import replace_target
+        from specband.files.fileio import replace_target
 
         replace_target(path, error=HarnessError)  # appends to a regular file only (never a FIFO or device)
         try:

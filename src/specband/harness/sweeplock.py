@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from specband.errors import ConfigError, HarnessError
+from specband.core.errors import ConfigError, HarnessError
 
 __all__ = ["SweepBusyError", "SweepLock", "make_dirs", "remove_empty_dirs"]
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
-from specband.errors import ConfigError
-from specband.limits import MAX_GPU_INDEX
+from specband.core.errors import ConfigError
+from specband.core.limits import MAX_GPU_INDEX
 
 __all__ = ["Cancellation", "LocalGpuPool", "RayPool", "Results", "WorkerContext", "WorkerPool", "parse_gpus"]
 
@@ -296,7 +296,7 @@ def check_ray_address(address: str, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S)
     """
     import socket
 
-    from specband.errors import HarnessError
+    from specband.core.errors import HarnessError
 
     text = address.strip()
     if text in ("auto", "local"):
@@ -333,7 +333,7 @@ def _ray_init(ray: Any, address: str | None, kwargs: Mapping[str, Any]) -> None:
     """
     import signal
 
-    from specband.errors import HarnessError
+    from specband.core.errors import HarnessError
     from specband.harness.interrupts import note_received
 
     main = threading.current_thread() is threading.main_thread()

@@ -1,7 +1,7 @@
 """The sweep's workload: the user's own traffic sample (``sweep --prompts FILE``).
 
 Speculation's benefit depends on the text, so a sweep can time the user's prompts
-instead of the four built-in ones (:data:`specband.harness.client.PROMPTS`). Formats:
+instead of the four built-in ones (:data:`specband.engines.client.PROMPTS`). Formats:
 
 * JSONL, one object a line: ``{"prompt": "..."}``, or OpenAI-style
   ``{"messages": [{"role": "user", "content": "..."}, ...]}``, rendered through the
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.errors import ConfigError, DataError
-from specband.fileio import read_text_bounded
-from specband.jsonl import parse_jsonl
-from specband.limits import MAX_DATA_FILE_BYTES
+from specband.core.errors import ConfigError, DataError
+from specband.core.limits import MAX_DATA_FILE_BYTES
+from specband.files.fileio import read_text_bounded
+from specband.files.jsonl import parse_jsonl
 
 __all__ = ["Workload", "load_prompts"]
 
@@ -86,7 +86,7 @@ def target_context(target: str) -> int | None:
 
 def check_context(prompts: Sequence[str], target: str, path: Path) -> None:
     """Refuse a prompt longer than the target's context (tokens counted with the target's
-    own tokenizer, in a bounded child: :func:`specband.bounded.run_bounded`). Nothing is
+    own tokenizer, in a bounded child: :func:`specband.files.bounded.run_bounded`). Nothing is
     checked for a target without a local ``config.json`` and tokenizer, or without
     transformers.
 
@@ -97,7 +97,7 @@ def check_context(prompts: Sequence[str], target: str, path: Path) -> None:
     """
     import importlib.util
 
-    from specband.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
+    from specband.files.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
 
     context = target_context(target)
     folder = Path(target)
@@ -181,7 +181,7 @@ def _check_messages(messages: Any, path: Path, lineno: int) -> None:
 def _chat_template(target: str, path: Path, lineno: int) -> Any:
     """A function rendering a list of ``messages`` lists with the target tokenizer's chat
     template, in a child process under a time and memory limit
-    (:func:`specband.bounded.run_bounded`: the Jinja sandbox bounds neither).
+    (:func:`specband.files.bounded.run_bounded`: the Jinja sandbox bounds neither).
 
     Raises:
         ConfigError: transformers is missing; the target has no loadable tokenizer with a
@@ -191,7 +191,7 @@ def _chat_template(target: str, path: Path, lineno: int) -> Any:
     """
     import importlib.util
 
-    from specband.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
+    from specband.files.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
 
     where = f"--prompts {path}:{lineno}: messages need the target's chat template"
     if importlib.util.find_spec("transformers") is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from specband.errors import ConfigError
+from specband.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from specband.policies.base import Policy

@@ -2,7 +2,7 @@
 
 A policy is a contextual-bandit decision rule over the 19 contract actions:
 
-* ``fit(data)`` learns from logged :class:`~specband.dataset.TrainingData`;
+* ``fit(data)`` learns from logged :class:`~specband.sweeps.dataset.TrainingData`;
 * ``scores(states)`` returns an estimated reward for every action, shape (n, 19);
 * ``act(state, allowed)`` picks the best-scored allowed action (ties go to the lower index);
 * ``save(directory)`` writes the model card's file ``<directory>/<name>/<artifact_file>``;
@@ -29,17 +29,12 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from specband.actions import ACTIONS, NUM_ACTIONS, num_active_actions
-from specband.dataset import BATCH_SIZE_SCALE, TrainingData
-from specband.errors import ArtifactError, ConfigError
-from specband.limits import MAX_SEED, is_finite_number, is_int
-from specband.policies.files import (
-    SIDECAR_FILE,
-    nearest_batch_size,
-    read_json,
-    write_bytes_atomic,
-    write_json_atomic,
-)
+from specband.contract.actions import ACTIONS, NUM_ACTIONS, num_active_actions
+from specband.core.batchlist import nearest_batch_size
+from specband.core.errors import ArtifactError, ConfigError
+from specband.core.limits import MAX_SEED, is_finite_number, is_int
+from specband.policies.files import SIDECAR_FILE, read_json, write_bytes_atomic, write_json_atomic
+from specband.sweeps.dataset import BATCH_SIZE_SCALE, TrainingData
 
 __all__ = [
     "ACTIONS_ARRAY",
@@ -296,7 +291,7 @@ class Policy(ABC):
 
     @staticmethod
     def _check_data(data: TrainingData) -> None:
-        from specband.errors import DataError
+        from specband.core.errors import DataError
 
         if len(data) == 0:
             raise DataError("no successful rows to train on")
@@ -314,7 +309,7 @@ class Policy(ABC):
         """Estimated reward of each action for each state.
 
         Args:
-            states: (n, 4) or (4,) float states (see :func:`specband.dataset.state_vector`).
+            states: (n, 4) or (4,) float states (see :func:`specband.sweeps.dataset.state_vector`).
 
         Returns:
             (n, 19) float64 (or (19,) for a single state). NaN or -inf marks an action

@@ -38,10 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from specband.actions import ACTIONS, NUM_ACTIONS
-from specband.dataset import TrainingData
-from specband.errors import ArtifactError
-from specband.limits import is_number
+from specband.contract.actions import ACTIONS, NUM_ACTIONS
+from specband.core.errors import ArtifactError
+from specband.core.limits import is_number
 from specband.policies.base import as_states, check_actions_entry, check_number
 from specband.policies.nets import (
     BEHAVIOR_LAYERS,
@@ -55,6 +54,7 @@ from specband.policies.nets import (
     state_dict_tensors,
     train_mlp,
 )
+from specband.sweeps.dataset import TrainingData
 
 __all__ = ["BCQ", "POLICY", "PUBLISHED_THRESHOLD", "UNSUPPORTED_OFFSET", "BCQConfig", "min_logging_ratio"]
 

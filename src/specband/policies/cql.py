@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from specband.dataset import TrainingData
 from specband.policies.base import check_number
 from specband.policies.nets import NetConfig, QNetworkPolicy, TrainSettings
+from specband.sweeps.dataset import TrainingData
 
 __all__ = ["CQL", "POLICY", "CQLConfig", "resolve_alpha"]
 

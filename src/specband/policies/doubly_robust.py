@@ -29,10 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from specband.actions import NUM_ACTIONS
-from specband.dataset import TrainingData
-from specband.errors import ArtifactError
-from specband.limits import is_finite_number
+from specband.contract.actions import NUM_ACTIONS
+from specband.core.errors import ArtifactError
+from specband.core.limits import is_finite_number
 from specband.policies.base import Policy, PolicyConfig, as_states, batch_size_of, nearest_batch_size
 from specband.policies.gbt import (
     action_features,
@@ -41,6 +40,7 @@ from specband.policies.gbt import (
     predict_per_action,
     write_model_files,
 )
+from specband.sweeps.dataset import TrainingData
 
 __all__ = ["POLICY", "DoublyRobust", "DoublyRobustConfig", "ips_correction"]
 

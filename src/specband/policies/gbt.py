@@ -8,7 +8,7 @@ max_depth=3)`` (``joblib.load(...)``; features ``[state, action_idx/19]``). ``ra
 is the seed, so the same seed gives the same trees.
 
 Loading a joblib file runs pickle: specband reads the skops copy it writes beside it, and
-unpickles only files it wrote or the user trusts (:mod:`specband.safeload`).
+unpickles only files it wrote or the user trusts (:mod:`specband.files.safeload`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from specband.actions import NUM_ACTIONS
-from specband.dataset import TrainingData
-from specband.errors import ArtifactError
+from specband.contract.actions import NUM_ACTIONS
+from specband.core.errors import ArtifactError
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
+from specband.sweeps.dataset import TrainingData
 
 __all__ = [
     "GBT",
@@ -102,12 +102,12 @@ def write_joblib_atomic(path: Path, model: Any) -> Path:
 
 def write_model_files(path: Path, model: Any) -> Path:
     """Write the model card's ``model.joblib`` at ``path`` and its pickle-free skops copy
-    beside it (``model.skops``, preferred when loading; see :mod:`specband.safeload`).
+    beside it (``model.skops``, preferred when loading; see :mod:`specband.files.safeload`).
 
     Raises:
         ArtifactError: a file cannot be written.
     """
-    from specband.safeload import SKOPS_SUFFIX, skops_bytes
+    from specband.files.safeload import SKOPS_SUFFIX, skops_bytes
 
     write_bytes_atomic(path.with_suffix(SKOPS_SUFFIX), skops_bytes(model))
     return write_joblib_atomic(path, model)
@@ -116,14 +116,14 @@ def write_model_files(path: Path, model: Any) -> Path:
 def load_joblib(path: Path, expected: str, n_features: int = 5, *, trust_pickle: bool = False) -> Any:
     """A scikit-learn regressor from ``path`` (``model.joblib``), checked: read from its
     skops copy when present, else unpickled only when specband wrote it (sha256 in the
-    manifest) or ``trust_pickle`` (see :func:`specband.safeload.load_sklearn_model`).
+    manifest) or ``trust_pickle`` (see :func:`specband.files.safeload.load_sklearn_model`).
 
     Raises:
         ArtifactError: missing or unreadable file, no ``predict``, a class other than
             ``expected``, or a feature count other than ``n_features``.
-        specband.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
+        specband.files.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
     """
-    from specband.safeload import load_sklearn_model
+    from specband.files.safeload import load_sklearn_model
 
     model = load_sklearn_model(path, trust_pickle=trust_pickle)
     if type(model).__name__ != expected or not hasattr(model, "predict"):

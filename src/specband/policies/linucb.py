@@ -26,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specband.actions import NUM_ACTIONS
-from specband.dataset import TrainingData
-from specband.errors import ArtifactError
+from specband.contract.actions import NUM_ACTIONS
+from specband.core.errors import ArtifactError
 from specband.policies.base import (
     ACTIONS_ARRAY,
     Policy,
@@ -38,6 +37,7 @@ from specband.policies.base import (
     check_number,
     write_npz_atomic,
 )
+from specband.sweeps.dataset import TrainingData
 
 __all__ = ["POLICY", "LinUCB", "LinUCBConfig", "load_npz", "load_ridge_npz", "ridge_per_action"]
 
@@ -93,7 +93,7 @@ def load_npz(path: Path, keys: tuple[str, ...], shapes: dict[str, tuple[int, ...
     """
     if not path.is_file():
         raise ArtifactError(f"{path}: no such file")
-    from specband.safeload import check_npz_arrays
+    from specband.files.safeload import check_npz_arrays
 
     check_npz_arrays(path)  # declared sizes bounded before np.load allocates them
     try:

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.actions import action_index, num_active_actions
-from specband.errors import ArtifactError, InvalidActionError
-from specband.limits import is_finite_number, is_int
-from specband.policies.files import SIDECAR_FILE, nearest_batch_size, read_json
+from specband.contract.actions import action_index, num_active_actions
+from specband.core.batchlist import nearest_batch_size
+from specband.core.errors import ArtifactError, InvalidActionError
+from specband.core.limits import is_finite_number, is_int
+from specband.policies.files import SIDECAR_FILE, read_json
 
 __all__ = ["LookupFiles", "lookup_pick", "parse_action_means", "parse_lookup_table", "read_lookup_folder"]
 
@@ -148,7 +149,7 @@ def lookup_pick(means: Mapping[int, Mapping[int, float]], batch_size: int, allow
         ArtifactError: ``means`` is empty.
         ConfigError: ``allowed`` is empty.
     """
-    from specband.errors import ConfigError
+    from specband.core.errors import ConfigError
 
     row = means[nearest_batch_size(batch_size, means)]
     allowed_set = set(range(num_active_actions())) if allowed is None else {int(a) for a in allowed}

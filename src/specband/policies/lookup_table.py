@@ -24,8 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specband.actions import active_actions, num_active_actions
-from specband.dataset import TrainingData
+from specband.contract.actions import active_actions, num_active_actions
 from specband.policies.base import (
     Policy,
     PolicyConfig,
@@ -37,6 +36,7 @@ from specband.policies.base import (
     write_json_atomic,
 )
 from specband.policies.lookup_core import read_lookup_folder
+from specband.sweeps.dataset import TrainingData
 
 __all__ = ["POLICY", "LookupTable", "LookupTableConfig"]
 

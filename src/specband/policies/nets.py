@@ -57,10 +57,10 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from specband.dataset import TrainingData
-from specband.errors import ArtifactError, ConfigError, MissingExtraError
-from specband.limits import is_int
+from specband.core.errors import ArtifactError, ConfigError, MissingExtraError
+from specband.core.limits import is_int
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
+from specband.sweeps.dataset import TrainingData
 
 __all__ = [
     "BEHAVIOR_LAYERS",
@@ -585,7 +585,7 @@ def _load_safetensors(path: Path) -> Any:
     its tensors as NumPy arrays (so that reading needs no torch)."""
     from safetensors import safe_open
 
-    from specband.safeload import check_safetensors_header
+    from specband.files.safeload import check_safetensors_header
 
     check_safetensors_header(path)  # sizes and keys checked before a tensor is allocated
     try:
@@ -622,7 +622,7 @@ def load_state_dict(path: str | Path) -> Any:
     torch = require_torch(f"{p} (a .pth file without a {SAFETENSORS_SUFFIX} copy)")
     import zipfile
 
-    from specband.safeload import check_file_size, check_zip_members
+    from specband.files.safeload import check_file_size, check_zip_members
 
     check_file_size(p)
     if zipfile.is_zipfile(p):

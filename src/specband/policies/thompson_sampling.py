@@ -26,10 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specband.actions import NUM_ACTIONS
-from specband.dataset import TrainingData
-from specband.errors import ConfigError
-from specband.limits import is_finite_number
+from specband.contract.actions import NUM_ACTIONS
+from specband.core.errors import ConfigError
+from specband.core.limits import is_finite_number
 from specband.policies.base import (
     ACTIONS_ARRAY,
     Policy,
@@ -39,6 +38,7 @@ from specband.policies.base import (
     write_npz_atomic,
 )
 from specband.policies.linucb import STATE_DIM, load_ridge_npz, ridge_per_action
+from specband.sweeps.dataset import TrainingData
 
 __all__ = ["POLICY", "ThompsonSampling", "ThompsonSamplingConfig"]
 

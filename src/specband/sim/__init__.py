@@ -16,7 +16,7 @@ from specband.sim.base import PerformanceModel, RunPrediction
 from specband.sim.hfconfig import ModelSpec
 from specband.sim.model import SpeculativeDecodingModel, build_model
 from specband.sim.profile import DEFAULT_PROFILE, HardwareProfile, builtin_profiles, load_profile
-from specband.sim.sweep import check_out_path, simulate_power_limits, simulate_sweep, write_sweep
+from specband.sim.simulated import check_out_path, simulate_power_limits, simulate_sweep, write_sweep
 
 __all__ = [
     "DEFAULT_PROFILE",

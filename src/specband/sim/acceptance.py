@@ -26,8 +26,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specband.errors import ConfigError
-from specband.sim.accept import AcceptParams
+from specband.core.errors import ConfigError
+from specband.sim.draft_tree import AcceptParams
 from specband.sim.profile import HardwareProfile
 
 __all__ = ["AcceptanceChoice", "AcceptanceProfile", "acceptance_profiles", "resolve_acceptance", "workloads"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from specband.actions import Action
+from specband.contract.actions import Action
 
 __all__ = ["PerformanceModel", "RunPrediction"]
 

@@ -6,7 +6,7 @@ trial ``validate`` (17 rows, batch sizes 1/4/8/16) are fitted; the rows of trial
 
 Two stages, both ``scipy.optimize.least_squares`` (trust-region reflective, bounded):
 
-1. acceptance (:mod:`specband.sim.accept`, 7 parameters) on the fitted rows' accept lengths,
+1. acceptance (:mod:`specband.sim.draft_tree`, 7 parameters) on the fitted rows' accept lengths,
    started from the current profile's values and from a few fixed points;
 2. step time, power and wall clock (:data:`FIT_PARAMETERS`) on the fitted rows' speed
    (relative error, scale 1 %), energy utilisation (absolute, scale 0.01) and J/token
@@ -38,15 +38,15 @@ from pathlib import Path
 
 import numpy as np
 
-from specband.actions import Action
-from specband.dataset import Sweep, SweepRow, load_sweep
-from specband.errors import ConfigError
-from specband.fileio import write_text_atomic
-from specband.reward import RewardConfig, compute_reward
-from specband.sim.accept import AcceptParams, accept_length
+from specband.contract.actions import Action
+from specband.contract.reward import RewardConfig, compute_reward
+from specband.core.errors import ConfigError
+from specband.files.fileio import write_text_atomic
+from specband.sim.draft_tree import AcceptParams, accept_length
 from specband.sim.hfconfig import ModelSpec
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import HardwareProfile
+from specband.sweeps.dataset import Sweep, SweepRow, load_sweep
 
 __all__ = [
     "ACCEPT_PARAMETERS",
@@ -283,7 +283,7 @@ def format_fit(result: FitResult, width: int | None = None) -> str:
     """What a refit did, as plain text: the costs of both stages, then every parameter it
     sets as ``before -> after`` (6 significant digits, as a written profile holds them);
     lines longer than ``width`` wrapped between words."""
-    from specband.tables import wrap_lines
+    from specband.core.tables import wrap_lines
 
     acc0, acc1 = result.accept_cost
     c0, c1 = result.cost
@@ -584,8 +584,8 @@ def _report_cells(r: RowComparison, *, aligned: bool) -> list[str]:
 
 def format_report(report: CalibrationReport, width: int | None = None) -> str:
     """The report as plain text (one line per published row, then the summaries); within
-    ``width`` columns when given (:mod:`specband.tables`), else one line per row."""
-    from specband.tables import text_table, wrap_lines
+    ``width`` columns when given (:mod:`specband.core.tables`), else one line per row."""
+    from specband.core.tables import text_table, wrap_lines
 
     lines = [
         f"calibration report: profile {report.profile} vs the published RTX 4060 Laptop live rows",
@@ -652,7 +652,7 @@ def _reward_gaps(
 def write_profile(profile: HardwareProfile, path: str | Path, header: str = "", *, overwrite: bool = False) -> Path:
     """Write a profile as TOML (:func:`specband.sim.profile.profile_to_toml`, ``header`` as
     its leading comment) all or nothing: temporary file in the same folder, fsync, rename
-    (:func:`specband.fileio.write_text_atomic`).
+    (:func:`specband.files.fileio.write_text_atomic`).
 
     Args:
         overwrite: replace an existing file; by default one is refused.
@@ -662,11 +662,11 @@ def write_profile(profile: HardwareProfile, path: str | Path, header: str = "", 
 
     Raises:
         ConfigError: ``path`` is empty, a folder, or exists without ``overwrite``; its
-            folder does not exist (:func:`specband.sim.sweep.check_out_path`); or the file
+            folder does not exist (:func:`specband.sim.simulated.check_out_path`); or the file
             cannot be written (``"<path>: cannot write (<reason>)"``); nothing is written then.
     """
     from specband.sim.profile import profile_to_toml
-    from specband.sim.sweep import check_out_path
+    from specband.sim.simulated import check_out_path
 
     out = check_out_path(path, overwrite=overwrite, option="--write-profile")
     return write_text_atomic(out, profile_to_toml(profile, header), error=ConfigError)

@@ -40,9 +40,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specband.errors import ConfigError
-from specband.fileio import read_text_bounded
-from specband.limits import MAX_CONFIG_FILE_BYTES, is_finite_number, is_int
+from specband.core.errors import ConfigError
+from specband.core.limits import MAX_CONFIG_FILE_BYTES, is_finite_number, is_int
+from specband.files.fileio import read_text_bounded
 
 __all__ = [
     "BUNDLED_DRAFT_CONFIG",
@@ -297,13 +297,13 @@ def read_model_config(config: str | Path) -> tuple[dict[str, Any], str]:
 
     Raises:
         ConfigError: one line naming the file (missing, unreadable, invalid JSON, not an
-            object) or the hub id (:class:`specband.hub.HubError`).
+            object) or the hub id (:class:`specband.files.hub.HubError`).
     """
     path = Path(config)
     if not path.exists() and str(config) in bundled_model_configs():
         path = bundled_model_config_path(str(config))
     else:
-        from specband.hub import resolve_config_file
+        from specband.files.hub import resolve_config_file
 
         path = resolve_config_file(config)  # a folder's config.json, or a hub id's
     try:

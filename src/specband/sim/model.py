@@ -25,7 +25,7 @@ Temperature: first order, ``dT/dt = (ambient + R x P - T) / tau``.
 Memory: the launch fits when weights + KV cache of ``bs`` contexts + speculative buffers
 (``bs x N`` verified tokens) + runtime reservations <= VRAM x ``mem_fraction_static``.
 
-Accept length: :mod:`specband.sim.accept`. Model sizes: :mod:`specband.sim.hfconfig`.
+Accept length: :mod:`specband.sim.draft_tree`. Model sizes: :mod:`specband.sim.hfconfig`.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.actions import Action, validate_action
-from specband.errors import ConfigError
-from specband.limits import is_finite_number, is_int
-from specband.sim.accept import accept_length
+from specband.contract.actions import Action, validate_action
+from specband.core.errors import ConfigError
+from specband.core.limits import is_finite_number, is_int
 from specband.sim.acceptance import resolve_acceptance
 from specband.sim.base import RunPrediction
+from specband.sim.draft_tree import accept_length
 from specband.sim.hfconfig import (
     BUNDLED_DRAFT_CONFIG,
     BUNDLED_TARGET_CONFIG,
@@ -168,7 +168,7 @@ class SpeculativeDecodingModel:
 
     # ------------------------------------------------------------- pieces
     def accept_length(self, action: Action | tuple[int, int, int]) -> float:
-        """Expected accept length of an action (:func:`specband.sim.accept.accept_length`).
+        """Expected accept length of an action (:func:`specband.sim.draft_tree.accept_length`).
 
         Raises:
             InvalidActionError: the triple breaks an sglang rule.

@@ -42,8 +42,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from specband.actions import Action
-from specband.errors import ConfigError
+from specband.contract.actions import Action
+from specband.core.errors import ConfigError
 from specband.sim.base import RunPrediction
 from specband.sim.profile import HardwareProfile
 
@@ -86,7 +86,7 @@ def unmeasured_power_note(rows: Iterable[Any]) -> str | None:
     """The label for band figures computed from rows whose power rests on no measurement.
 
     Args:
-        rows: sweep rows (:class:`~specband.dataset.SweepRow`, read through their ``raw``
+        rows: sweep rows (:class:`~specband.sweeps.dataset.SweepRow`, read through their ``raw``
             mapping) or row mappings.
 
     Returns:

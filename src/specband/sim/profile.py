@@ -36,10 +36,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specband.errors import ConfigError
-from specband.fileio import read_bytes_bounded
-from specband.limits import MAX_CONFIG_FILE_BYTES, is_finite_number, is_int
-from specband.sim.accept import AcceptParams
+from specband.core.errors import ConfigError
+from specband.core.limits import MAX_CONFIG_FILE_BYTES, is_finite_number, is_int
+from specband.files.fileio import read_bytes_bounded
+from specband.sim.draft_tree import AcceptParams
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -171,13 +171,13 @@ class HardwareProfile:
     clock_exponent: float = _f(2.0, "power", 1.0, 4.0, "core power ~ clock ** exponent (DVFS)")
     min_clock_fraction: float = _f(0.3, "power", 0.05, 1.0, "lowest clock the cap or throttle may set")
     # [acceptance]
-    first_token_accept: float = _f(0.59, "acceptance", 1e-6, 0.999, "see specband.sim.accept")
-    depth_decay: float = _f(0.95, "acceptance", 1e-6, 1.5, "see specband.sim.accept")
-    rank2_ratio: float = _f(0.2, "acceptance", 0.0, 1.0, "see specband.sim.accept")
-    rank_decay: float = _f(0.8, "acceptance", 0.0, 1.0, "see specband.sim.accept")
-    alt_depth_decay: float = _f(0.55, "acceptance", 0.0, 1.5, "see specband.sim.accept")
-    off_track_factor: float = _f(0.55, "acceptance", 0.0, 1.0, "see specband.sim.accept")
-    chain_factor: float = _f(1.0, "acceptance", 0.0, 1.5, "see specband.sim.accept")
+    first_token_accept: float = _f(0.59, "acceptance", 1e-6, 0.999, "see specband.sim.draft_tree")
+    depth_decay: float = _f(0.95, "acceptance", 1e-6, 1.5, "see specband.sim.draft_tree")
+    rank2_ratio: float = _f(0.2, "acceptance", 0.0, 1.0, "see specband.sim.draft_tree")
+    rank_decay: float = _f(0.8, "acceptance", 0.0, 1.0, "see specband.sim.draft_tree")
+    alt_depth_decay: float = _f(0.55, "acceptance", 0.0, 1.5, "see specband.sim.draft_tree")
+    off_track_factor: float = _f(0.55, "acceptance", 0.0, 1.0, "see specband.sim.draft_tree")
+    chain_factor: float = _f(1.0, "acceptance", 0.0, 1.5, "see specband.sim.draft_tree")
     # [wallclock]
     ragged_overhead: float = _f(0.1, "wallclock", 0.0, 5.0, "wall-clock excess over step time at large bs")
     ragged_overhead_per_step: float = _f(0.01, "wallclock", 0.0, 5.0, "same, per draft step")
@@ -223,7 +223,7 @@ class HardwareProfile:
         return self.activity_power_w or (self.power_limit_w - self.idle_power_w)
 
     def accept_params(self) -> AcceptParams:
-        """The ``[acceptance]`` section as :class:`~specband.sim.accept.AcceptParams`."""
+        """The ``[acceptance]`` section as :class:`~specband.sim.draft_tree.AcceptParams`."""
         return AcceptParams(
             self.first_token_accept,
             self.depth_decay,

@@ -39,8 +39,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specband.actions import ACTIONS, Action
-from specband.errors import ConfigError
+from specband.contract.actions import ACTIONS, Action
+from specband.core.errors import ConfigError
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import HardwareProfile, load_profile
 
@@ -305,8 +305,8 @@ _PUBLISHED_HEADERS = ("row", "profile", "bs", "action", "metric", "measured", "s
 
 def format_published_report(report: PublishedReport, width: int | None = None) -> str:
     """The report as text: a line per row, the per-metric errors, the ordering and the
-    criteria; within ``width`` columns when given (:mod:`specband.tables`)."""
-    from specband.tables import text_table, wrap_lines
+    criteria; within ``width`` columns when given (:mod:`specband.core.tables`)."""
+    from specband.core.tables import text_table, wrap_lines
 
     h = _PUBLISHED_HEADERS
     lines = [

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from specband.actions import ACTIONS, Action
+from specband.contract.actions import ACTIONS, Action
 from specband.sim.profile import HardwareProfile, load_profile
 
 __all__ = ["H100_STEP_PARAMETERS", "H200_STEP_PARAMETERS", "POWER_PARAMETERS", "fit_all"]

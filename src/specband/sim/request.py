@@ -1,14 +1,14 @@
 """``specband simulate`` as data: :class:`SimulateRequest`, every option declared once
-(:mod:`specband.optionspec`) and checked when the request is built."""
+(:mod:`specband.core.optionspec`) and checked when the request is built."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specband.actions import action_set_field
-from specband.batchlist import check_batch_size_bound
-from specband.limits import MAX_REPEATS, MAX_SEED
-from specband.optionspec import option
+from specband.contract.actions import action_set_field
+from specband.core.batchlist import check_batch_size_bound
+from specband.core.limits import MAX_REPEATS, MAX_SEED
+from specband.core.optionspec import option
 
 __all__ = ["SimulateRequest"]
 
@@ -123,7 +123,7 @@ class SimulateRequest:
         "--power-limits",
         help="Simulate the sweep at each power limit (nvidia-smi -pl): watts '300,450,700', fractions of the "
         "profile's limit '0.6,0.8,1.0', or LOW:HIGH:STEP ('200:700:5'); the limit is applied on top of the "
-        "model's power (DVFS, specband.sim.power_limit).",
+        "model's power (DVFS, specband.sim.power_capped).",
         panel="grid",
         metavar="LIST",
         show_default=False,
@@ -132,8 +132,8 @@ class SimulateRequest:
     def _check_power_limits(self) -> None:
         """``--power-limits``: a list :func:`~specband.devices.power_limit.parse_power_limits`
         takes, with a simulated sweep (ConfigError, one line)."""
+        from specband.core.errors import ConfigError
         from specband.devices.power_limit import parse_power_limits
-        from specband.errors import ConfigError
 
         if self.power_limits is None:
             return
@@ -142,7 +142,7 @@ class SimulateRequest:
         parse_power_limits(self.power_limits)
 
     def __post_init__(self) -> None:
-        from specband.errors import ConfigError
+        from specband.core.errors import ConfigError
 
         if self.list_profiles:
             return

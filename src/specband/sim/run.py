@@ -74,8 +74,8 @@ def plan_simulation(r: SimulateRequest) -> SimulationPlan:
         ConfigError: an existing ``--out`` without ``--force``, a bad batch-size list, the
             errors of :func:`request_model`.
     """
-    from specband.actions import action_set
-    from specband.batchlist import parse_batch_sizes
+    from specband.contract.actions import action_set
+    from specband.core.batchlist import parse_batch_sizes
     from specband.sim import check_out_path
 
     assert r.out is not None  # checked when the request was built
@@ -126,7 +126,7 @@ class SimulatedSweep:
 
 def run_simulation(plan: SimulationPlan) -> SimulatedSweep:
     """Simulate ``plan``'s sweep (each ``--power-limits`` limit applied on top of the model's
-    power, :mod:`specband.sim.power_limit`) and write it atomically to ``plan.out_path``.
+    power, :mod:`specband.sim.power_capped`) and write it atomically to ``plan.out_path``.
 
     Raises:
         ConfigError: a bad ``--power-limits`` list.
@@ -137,7 +137,7 @@ def run_simulation(plan: SimulationPlan) -> SimulatedSweep:
     grid = {"batch_sizes": plan.batch_sizes, "repeats": r.repeats, "seed": r.seed, "actions": plan.actions}
     notes: list[str] = []
     if r.power_limits is not None:
-        from specband.sim.power_limit import resolve_model_power_limits
+        from specband.sim.power_capped import resolve_model_power_limits
 
         limits_w, clamped = resolve_model_power_limits(model, r.power_limits)
         notes += clamped
@@ -145,7 +145,7 @@ def run_simulation(plan: SimulationPlan) -> SimulatedSweep:
         notes.append(
             f"{len(limits_w)} power limit(s) {limits_w[0]:g}-{limits_w[-1]:g} W applied on top of the "
             "model's power (DVFS: power above idle ~ clock^clock_exponent, compute-bound kernel time ~ 1/clock; "
-            "specband.sim.power_limit)"
+            "specband.sim.power_capped)"
         )
     else:
         rows = simulate_sweep(model, **grid)

@@ -23,17 +23,17 @@ from typing import Any
 import httpx
 import pytest
 
-from specband.harness.failures import ServerArgsError
-from specband.harness.procfs import group_members
-from specband.harness.server import ServerProcess
-from specband.harness.vllm import (
+from specband.engines.failures import ServerArgsError
+from specband.engines.schedule_files import check_vllm_schedule
+from specband.engines.vllm import VLLM_DTYPE_CHOICES
+from specband.engines.vllm_server import (
     VLLM_CPU_ENV,
     SpecDecodeCounters,
     build_vllm_command,
     fetch_spec_decode_counters,
 )
-from specband.harness.vllm_launch import VLLM_DTYPE_CHOICES
-from specband.schedule import check_vllm_schedule
+from specband.harness.process import ServerProcess
+from specband.harness.procfs import group_members
 
 from ..conftest import free_port
 from .conftest import RECORDED, TinyModels, engine_cache_env

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from specband.engines.vllm_server import fetch_spec_decode_counters
 from specband.harness.procfs import group_members
-from specband.harness.vllm import fetch_spec_decode_counters
 
 from ..conftest import free_port, processes_with
 from ..launching import launched

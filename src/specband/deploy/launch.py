@@ -1,0 +1,469 @@
+"""``specband launch`` as data: :class:`LaunchRequest` (its options, declared once),
+:func:`plan_launch` (every check, the GPU's idle state, the pick or the schedule, the
+command line) and :func:`serve_launch` (run sglang in the foreground until it exits or is
+stopped). The CLI prints; it decides nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specband.contract.actions import Action
+from specband.core.limits import MAX_BATCH_SIZE
+from specband.core.optionspec import option
+from specband.deploy.answers import PowerLimitPick, SchedulePick
+from specband.deploy.recommend import (
+    algo_field,
+    allow_modified_field,
+    allow_transfer_field,
+    data_field,
+    gpu_field,
+    models_field,
+    state_field,
+    trust_pickle_field,
+)
+from specband.harness.request import (
+    engine_field,
+    gpu_index_field,
+    launch_timeout_field,
+    port_field,
+    server_field,
+    sglang_version_field,
+)
+
+if TYPE_CHECKING:
+    from specband.deploy.answers import Pick
+    from specband.deploy.transfer import UserSetup
+
+__all__ = ["LaunchPlan", "LaunchRequest", "plan_launch", "serve_launch"]
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Every option of ``specband launch``, as given (checked by :func:`plan_launch`)."""
+
+    target: str = option(
+        ..., "--target", help="Target model path or id (--model-path).", panel="setup", metavar="MODEL"
+    )
+    draft: str | None = option(
+        None,
+        "--draft",
+        help="EAGLE3 draft model path or id (needed unless the pick is the baseline).",
+        panel="setup",
+        metavar="MODEL",
+        show_default=False,
+    )
+    batch_size: int | None = option(
+        None,
+        "--batch-size",
+        "-b",
+        help="Concurrent requests (--max-running-requests and the CUDA-graph batch size). "
+        "Required unless --schedule is given.",
+        panel="pick",
+        metavar="N",
+        min=1,
+        max=MAX_BATCH_SIZE,
+        show_default=False,
+    )
+    schedule: str | None = option(
+        None,
+        "--schedule",
+        help="Adaptive speculation with a per-batch-size schedule: an sglang --speculative-adaptive-config "
+        "FILE, or 'auto' (build it from --algo/--models, as `specband schedule`). The batch size then moves: "
+        "neither --max-running-requests nor the CUDA-graph batch size is pinned.",
+        panel="pick",
+        metavar="FILE|auto",
+        show_default=False,
+    )  # with --engine vllm: a --speculative-config file of `specband schedule --engine vllm`, or auto
+    max_running_requests: int | None = option(
+        None,
+        "--max-running-requests",
+        help="With --schedule: sglang's --max-running-requests (vLLM's --max-num-seqs).",
+        panel="pick",
+        metavar="N",
+        min=1,
+        max=MAX_BATCH_SIZE,
+        show_default=False,
+    )
+    state: tuple[float, float, float] | None = state_field(
+        "Idle GPU state TEMP_C MEM_MB UTIL_PCT instead of reading it from --device."
+    )
+    algo: str = algo_field()
+    models: Path | None = models_field()
+    data: Path | None = data_field("launch")
+    trust_pickle: bool = trust_pickle_field()
+    allow_modified: bool = allow_modified_field()
+    device: str = option(
+        "auto",
+        "--device",
+        help="Where to read the idle GPU state: auto (NVML, else none with a note), nvml (an error without "
+        "NVML) or none.",
+        panel="telemetry",
+        metavar="KIND",
+        choices=("auto", "nvml", "none"),
+    )
+    gpu_index: int | None = gpu_index_field()
+    engine: str = engine_field()
+    server_command: str = server_field("server_command")
+    host: str = server_field("host")
+    port: int = port_field()
+    mem_fraction: float = server_field("mem_fraction")
+    retry_mem_fraction: float = server_field("retry_mem_fraction")
+    dtype: str = server_field("dtype")
+    attention_backend: str = server_field("attention_backend")
+    server_arg: list[str] = server_field("server_arg")
+    launch_timeout: float = launch_timeout_field()
+    sglang_version: str | None = sglang_version_field()
+    allow_rope_mismatch: bool = server_field("allow_rope_mismatch", panel="setup")
+    log: Path = option(
+        Path("specband-server.log"), "--log", help="Server output (appended).", panel="output", metavar="FILE"
+    )
+    set_power_limit: str | None = option(
+        None,
+        "--set-power-limit",
+        help="Set the GPU's power limit through NVML (root) while the server runs, restoring the old one when "
+        "it stops: W, a fraction of the default, or 'auto' (the limit and the flags `specband recommend --data "
+        "SWEEP` answers from a sweep over several limits).",
+        panel="telemetry",
+        metavar="W|auto",
+        show_default=False,
+    )
+    dry_run: bool = option(False, "--dry-run", help="Print the command line and exit.", panel="output")
+    gpu: str | None = gpu_field()
+    allow_transfer: bool = allow_transfer_field()
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """A checked launch (:func:`plan_launch`).
+
+    Attributes:
+        request: the request.
+        config: the server's configuration (sglang version included).
+        action: the triple sglang starts with.
+        command: the server's command line.
+        pick: the :class:`~specband.deploy.answers.Pick`; with ``--set-power-limit auto`` the
+            :class:`~specband.deploy.answers.PowerLimitPick`; with ``--schedule`` the
+            :class:`~specband.deploy.answers.SchedulePick`.
+        notes: what to tell the user, in order (after ``version_warning``).
+        sglang_version, sglang_version_source, version_warning: the flag spellings' release.
+        auto_file: the schedule file ``--schedule auto`` wrote (removed when the launch ends).
+        power_limit_w: ``--set-power-limit`` in W (clamped to the GPU's range; set while the
+            server runs), or ``None``.
+    """
+
+    request: LaunchRequest
+    config: Any
+    action: tuple[int, int, int]
+    command: list[str]
+    pick: Pick | PowerLimitPick | SchedulePick
+    notes: tuple[str, ...]
+    sglang_version: str
+    sglang_version_source: str
+    version_warning: str | None
+    auto_file: Path | None = None
+    power_limit_w: float | None = None
+
+
+def _check(r: LaunchRequest) -> tuple[Any, str | None]:
+    """Every option, before the GPU is read; the :class:`~specband.engines.serverconfig.ServerConfig`
+    and the note of a skipped RoPE check (or ``None``)."""
+    from specband.artifacts.folder import validate_algorithms
+    from specband.contract.state import check_gpu_state
+    from specband.core.errors import ConfigError
+    from specband.engines.serverconfig import ServerConfig, split_server_args
+    from specband.harness.runner import check_mem_fractions
+
+    if r.batch_size is None and r.schedule is None:
+        raise ConfigError("--batch-size is required (or --schedule FILE|auto for a server whose batch size moves)")
+    if r.max_running_requests is not None and (r.schedule is None or r.batch_size is not None):
+        raise ConfigError("--max-running-requests goes with --schedule and without --batch-size (which pins it)")
+    if r.schedule is not None and r.draft is None:
+        raise ConfigError("--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)")
+    check_mem_fractions(r.mem_fraction, r.retry_mem_fraction)
+    if not r.launch_timeout > 0:
+        raise ConfigError(f"--launch-timeout must be > 0 s, got {r.launch_timeout}")
+    if r.state is not None:
+        check_gpu_state(*r.state, option="--state")
+    if r.set_power_limit is not None:
+        if r.device == "none" or r.schedule is not None:
+            raise ConfigError("--set-power-limit sets the limit through NVML: not with --device none or --schedule")
+        if r.set_power_limit == "auto" and r.data is None:
+            raise ConfigError("--set-power-limit auto needs --data SWEEP (a sweep over several power limits)")
+    config = ServerConfig(  # checks --target, --port and --server-command
+        model_path=r.target,
+        draft_model_path=r.draft,
+        server_command=r.server_command,
+        host=r.host,
+        port=r.port,
+        dtype=r.dtype,
+        attention_backend=r.attention_backend,
+        extra_args=split_server_args(r.server_arg, command="launch", engine=r.engine),
+        engine=r.engine,
+    )
+    validate_algorithms([r.algo])
+    from specband.doctor.pairs import check_pair_before_launch
+
+    rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
+    return config, rope_note
+
+
+def _decide(
+    r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None
+) -> tuple[Any, Pick | PowerLimitPick | SchedulePick]:
+    """The pick (or the schedule) and the config with its flags, the user's setup checked
+    against the data's (:mod:`specband.deploy.transfer`)."""
+    from specband.deploy.usersetup import user_setup
+
+    setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
+    if r.schedule is not None and r.engine == "vllm":
+        from specband.deploy.schedule import vllm_schedule_for_launch
+
+        pick = vllm_schedule_for_launch(
+            r.schedule, r.algo, r.models, r.data, r.draft, notes=notes, trust_pickle=r.trust_pickle,
+            setup=setup, allow_transfer=r.allow_transfer,
+        )  # fmt: skip
+        mns = ("--max-num-seqs", str(r.max_running_requests)) if r.max_running_requests else ()
+        config = dataclasses.replace(
+            config, speculative_config=pick.speculative_config, extra_args=(*mns, *config.extra_args)
+        )
+        return config, pick
+    if r.schedule is not None:
+        from specband.deploy.schedule import schedule_for_launch
+
+        pick = schedule_for_launch(
+            r.schedule, r.algo, r.models, r.data, notes=notes, auto_file=auto_file, log=r.log,
+            trust_pickle=r.trust_pickle, setup=setup, allow_transfer=r.allow_transfer,
+        )  # fmt: skip
+        mrr = ["--max-running-requests", str(r.max_running_requests)] if r.max_running_requests else []
+        return dataclasses.replace(config, extra_args=(*pick.extra_args, *mrr, *config.extra_args)), pick
+    if r.set_power_limit == "auto":
+        return config, _auto_power_limit_pick(r, notes, setup)
+    from specband.deploy.recommend import recommend
+
+    assert r.batch_size is not None  # checked: --batch-size or --schedule
+    telemetry = r.state if r.state is not None else read_idle_state(r.device, r.gpu_index or 0, notes)
+    result = recommend(
+        r.batch_size, r.algo, r.models, telemetry, r.draft, r.data, trust_pickle=r.trust_pickle,
+        allow_modified=r.allow_modified, setup=setup, allow_transfer=r.allow_transfer,
+    )  # fmt: skip
+    from specband.deploy.explain import answer_lines
+
+    notes += [*result.notes, *answer_lines(result.pick)]
+    return config, result.pick
+
+
+def _auto_power_limit_pick(r: LaunchRequest, notes: list[str], setup: UserSetup) -> PowerLimitPick:
+    """``--set-power-limit auto``: the limit and the flags from a sweep over several limits
+    (:func:`specband.sweeps.limit_table.recommend_power_limit`), with the data's origin and the
+    user's ``setup`` checked against it as ``recommend`` checks it; the pick carries
+    ``power_limit_w``."""
+    from specband.deploy.power_answer import power_limit_pick, power_limit_summary, power_limit_with_origin
+    from specband.files.hub import resolve_data_file
+    from specband.sweeps.dataset import load_sweep
+    from specband.sweeps.limit_table import recommend_power_limit
+    from specband.sweeps.origin import data_origin
+
+    assert r.batch_size is not None and r.data is not None  # checked
+    sweep = load_sweep(resolve_data_file(r.data))
+    decided = recommend_power_limit(sweep, r.batch_size)
+    decided = power_limit_with_origin(decided, data_origin(sweep), str(r.data), setup, r.allow_transfer)
+    notes += [*decided.notes, power_limit_summary(decided)]
+    return power_limit_pick(decided, r.draft)
+
+
+def plan_launch(r: LaunchRequest) -> LaunchPlan:
+    """Check every option, read the idle GPU (unless ``--state``), pick (or build the
+    schedule) and spell the command line; nothing is started. A failed plan leaves
+    nothing behind (a log it created, the ``auto`` schedule file).
+
+    Raises:
+        ConfigError (and the loading errors of :func:`specband.deploy.recommend.load_models`): one line.
+    """
+    from specband.core.errors import ConfigError
+    from specband.engines.serverconfig import build_launch_command
+    from specband.engines.vllm import check_vllm_actions
+    from specband.harness.request import engine_server
+
+    config, rope_note = _check(r)
+    log_created = open_log(r.log, dry_run=r.dry_run)
+    # the version warning and the notes wait until the pick is known to be launchable,
+    # so that bad input (e.g. a speculative pick without --draft) is one error line
+    env: dict[str, str] = {}
+    command_line, (version, version_source, version_warning) = engine_server(
+        r.engine, r.server_command, r.sglang_version, r.attention_backend, env
+    )
+    versions = {"vllm_version": version} if r.engine == "vllm" else {"sglang_version": version}
+    config = dataclasses.replace(config, server_command=command_line, env=env, **versions)
+    notes: list[str] = [] if rope_note is None else [rope_note]
+    if r.engine != "vllm":
+        from specband.engines.sglang_flags import newer_version_note
+
+        newer = newer_version_note(version)
+        notes += [] if newer is None else [newer]
+    auto_file: Path | None = None
+    try:
+        if r.schedule == "auto" and not r.dry_run:
+            from specband.deploy.schedule import new_auto_schedule_file
+
+            auto_file = new_auto_schedule_file(r.log)
+        config, pick = _decide(r, config, notes, auto_file)
+        steps, topk, draft_tokens = pick.action
+        action = Action(steps, topk, draft_tokens)  # printed as "(3,2,4)", the one spelling of a triple
+        if r.engine == "vllm" and r.schedule is None:
+            check_vllm_actions([action], option=f"--engine vllm: {r.algo}'s pick for batch size {r.batch_size}")
+        if r.draft is None and any(action):
+            raise ConfigError(
+                f"{r.algo} picks {action} for batch size {r.batch_size}, a speculative action that needs --draft "
+                f"(the EAGLE3 draft model path)"
+            )
+        command = build_launch_command(config, action, r.batch_size, r.mem_fraction)
+        limit_w = pick.power_limit_w if isinstance(pick, PowerLimitPick) else None
+        if r.set_power_limit is not None and r.set_power_limit != "auto":
+            from specband.harness.gpu_limits import launch_power_limit_w
+
+            limit_w, limit_notes = launch_power_limit_w(r.set_power_limit, r.gpu_index or 0)
+            notes += limit_notes
+    except BaseException:
+        if log_created:
+            with contextlib.suppress(OSError):
+                if r.log.stat().st_size == 0:
+                    r.log.unlink()
+        remove(auto_file)
+        raise
+    if isinstance(pick, SchedulePick) and pick.engine == "vllm":
+        notes.append(f"vLLM per-batch-size K with {pick.path}: [start, end, K] {[list(e) for e in pick.ranges]}")
+    elif isinstance(pick, SchedulePick):
+        notes.append(f"adaptive speculation with {pick.path}: tiers {sorted(pick.tiers)}, starting at {action}")
+    elif isinstance(pick, PowerLimitPick):
+        notes.append(f"power limit {pick.power_limit_w:g} W with {action} for batch size {r.batch_size}")
+    else:
+        notes.append(
+            f"{r.algo} picks {action} for batch size {r.batch_size} "
+            f"(features={pick.features}, state={[round(v, 4) for v in pick.state]}, source: {pick.source})"
+        )
+    return LaunchPlan(
+        r, config, action, command, pick, tuple(notes), version, version_source, version_warning, auto_file, limit_w
+    )
+
+
+def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[str], None]) -> int:
+    """Start sglang with the plan (one retry at ``--retry-mem-fraction``) and wait in the
+    foreground; Ctrl-C or SIGTERM stops the server and everything it started (status 0).
+
+    Returns:
+        the server's exit status when it exits by itself, else 0.
+    """
+    from specband.devices.base import Clock
+    from specband.harness.interrupts import interrupts_as_keyboard_interrupt
+    from specband.harness.runner import MeasureSettings, launch_with_retry
+
+    r = plan.request
+    settings = MeasureSettings(
+        server=plan.config,
+        mem_fraction_static=r.mem_fraction,
+        retry_mem_fraction=r.retry_mem_fraction,
+        launch_timeout_s=r.launch_timeout,
+    )
+    server = None
+    # SIGTERM too; never inside an import or the server's start. The limit (--set-power-limit)
+    # is restored when the block ends: after the server stopped (the finally below)
+    with interrupts_as_keyboard_interrupt(), contextlib.ExitStack() as held:
+        if plan.power_limit_w is not None:
+            from specband.harness.gpu_limits import held_power_limit
+
+            in_force = held.enter_context(held_power_limit(plan.power_limit_w, r.gpu_index or 0))
+            note(f"power limit set to {in_force:g} W (the old limit is restored when the server stops)")
+        try:
+            outcome = launch_with_retry(settings, Clock(), plan.action, r.batch_size, r.log)
+            server = outcome.server
+            retried = (
+                f" (retried at --mem-fraction-static {outcome.retry_mem_fraction:g})"
+                if outcome.retry_mem_fraction
+                else ""
+            )
+            what = (
+                f"the schedule {plan.pick.path}"
+                if isinstance(plan.pick, SchedulePick)
+                else f"{Action(*plan.action)} for batch size {r.batch_size}"
+            )
+            engine = "vLLM" if r.engine == "vllm" else "sglang"
+            say(
+                f"{engine} ready at {server.base_url} with {what}{retried}; log: {r.log}; "
+                "Ctrl-C stops it (exit status 0)"
+            )
+            code = server.proc.wait() if server.proc is not None else 0
+            note(f"the server exited with status {code}; the end of its log:\n{server.log_tail(2000)}")
+            return code
+        except KeyboardInterrupt:
+            note("stopping the server")
+            return 0
+        finally:
+            if server is not None:
+                server.stop()
+            remove(plan.auto_file)  # the launch's own schedule file: sglang read it at start-up
+
+
+def open_log(path: Path, *, dry_run: bool = False) -> bool:
+    """Check that the server log can be appended to, creating it if missing; True when
+    it was created. A dry run checks the same and leaves nothing: an existing log is
+    opened for appending without a write, a missing one is created and removed at once.
+
+    Raises:
+        ConfigError: ``"--log <path>: cannot write (<reason>)"`` (a folder, a missing
+            folder, no permission).
+    """
+    import errno
+    import os
+
+    from specband.core.errors import ConfigError
+
+    existed = path.exists()
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
+    except OSError as exc:
+        raise ConfigError(f"--log {path}: cannot write ({exc.strerror or exc})") from None
+    if dry_run and not existed:
+        remove(path)
+        return False
+    return not existed
+
+
+def remove(path: Path | None) -> None:
+    """Remove ``path`` (nothing for ``None`` or a file already gone)."""
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def read_idle_state(kind: str, index: int, notes: list[str]) -> tuple[float, float, float] | None:
+    """``(temp_c, mem_used_mb, util_pct)`` of the idle GPU, or ``None`` when no telemetry
+    (missing readings get the contract's fills downstream); what the device says on the
+    way (e.g. no NVML, so no telemetry) is appended to ``notes``."""
+    if kind == "none":
+        return None
+    import warnings
+
+    from specband.devices import open_device
+    from specband.sweeps.dataset import DEFAULT_GPU_MEM_USED_MB, DEFAULT_GPU_TEMP_C, DEFAULT_GPU_UTIL_PCT
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        device = open_device(kind, index=index)
+    notes += [str(warning.message) for warning in caught]
+    with device:
+        temp, mem, util = device.read_temp_c(), device.read_mem_used_mb(), device.read_util_pct()
+    if temp is None and mem is None and util is None:
+        return None
+    return (
+        DEFAULT_GPU_TEMP_C if temp is None else temp,
+        DEFAULT_GPU_MEM_USED_MB if mem is None else mem,
+        DEFAULT_GPU_UTIL_PCT if util is None else util,
+    )

@@ -1,0 +1,224 @@
+"""No silent transfer: a pick answers for the setup its data came from. :func:`check_transfer`
+compares the user's setup (:class:`UserSetup`: target and draft, GPU, power limit) with the
+data's :class:`~specband.sweeps.origin.DataOrigin` and stops with one line naming every difference
+and the ways forward, unless the user allowed the transfer (then the difference is a warning).
+
+Rules (documented in the README, "Whose answer is it"):
+
+* a model matches by name (the part after the hub org, case and punctuation ignored:
+  ``unsloth/Llama-3.2-1B-Instruct`` is ``meta-llama/Llama-3.2-1B-Instruct``) or, for a local
+  folder, by config (architecture, hidden size, layers) against the bundled config of the
+  data's model; a model the user does not name is the data's own (not a transfer);
+* a GPU matches by its model token (``RTX 4060`` + laptop, ``H100``, ...) of the NVML name or
+  of a ``--gpu PROFILE``'s hardware; with neither (no NVML here) the GPU cannot be checked:
+  that is said, not refused;
+* a power limit differs when it is more than :data:`POWER_LIMIT_TOLERANCE` away.
+
+Only the standard library is imported (the user's GPU is read one floor up, in
+:mod:`specband.deploy.usersetup`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specband.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from specband.sweeps.origin import DataOrigin
+
+__all__ = [
+    "ALLOW_TRANSFER_OPTION",
+    "POWER_LIMIT_TOLERANCE",
+    "TransferCheck",
+    "TransferError",
+    "UserSetup",
+    "check_transfer",
+    "gpu_key",
+    "model_key",
+    "transfer_differences",
+]
+
+ALLOW_TRANSFER_OPTION = "--allow-transfer"
+#: Relative difference of power limits above which they differ (2 %: NVML reports the
+#: limit in mW; a board's default and enforced limits agree to well within this).
+POWER_LIMIT_TOLERANCE = 0.02
+
+
+class TransferError(ConfigError):
+    """The user's setup differs from the data's and the transfer was not allowed."""
+
+
+@dataclass(frozen=True)
+class UserSetup:
+    """What the user runs (``None``: not known, not checked).
+
+    Attributes:
+        target, draft: the target and EAGLE3 draft model (path or hub id).
+        gpu_name: the GPU's name (NVML's, or a profile's ``hardware``).
+        gpu_source: where ``gpu_name`` came from (``"NVML"``, ``"--gpu h100-sxm"``).
+        power_limit_w: the GPU's power limit, W.
+        gpu_unchecked: why the GPU could not be checked (e.g. no NVML), or ``None``.
+    """
+
+    target: str | None = None
+    draft: str | None = None
+    gpu_name: str | None = None
+    gpu_source: str | None = None
+    power_limit_w: float | None = None
+    gpu_unchecked: str | None = None
+
+
+@dataclass(frozen=True)
+class TransferCheck:
+    """The outcome of :func:`check_transfer` when it does not stop.
+
+    Attributes:
+        differences: every difference (empty when the setup matches), each ``"what: user's vs data's"``.
+        warnings: lines to print on stderr (the differences of an allowed transfer, an unchecked GPU).
+    """
+
+    differences: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """``{"differences": [...], "transferred": bool}`` for ``--format json`` (``transferred``:
+        the pick was taken from data of another setup, with ``--allow-transfer``)."""
+        return {"differences": list(self.differences), "transferred": bool(self.differences)}
+
+
+def model_key(name: str) -> str:
+    """A model's name for comparison: the last path part, lower case, letters and digits only."""
+    last = str(name).rstrip("/").split("/")[-1]
+    return re.sub(r"[^a-z0-9]", "", last.lower())
+
+
+def gpu_key(name: str) -> str:
+    """A GPU's model for comparison: its first letters+digits token after the vendor words
+    (``"NVIDIA GeForce RTX 4060 Laptop GPU"`` and ``"RTX4060_Laptop"`` -> ``"rtx4060-laptop"``,
+    ``"NVIDIA H100 80GB HBM3"`` and ``"H100_SXM5_80GB"`` -> ``"h100"``)."""
+    tokens = [t for t in re.findall(r"[a-z]+|\d+", name.lower()) if t not in ("nvidia", "geforce", "tesla", "quadro")]
+    key = next(
+        (a + b for a, b in itertools.pairwise(tokens) if a.isalpha() and b.isdigit()),
+        "".join(tokens),
+    )
+    return f"{key}-laptop" if "laptop" in tokens else key
+
+
+def _config_triple(config: str | Path) -> tuple[str, int, int] | None:
+    """``(architecture, hidden_size, num_hidden_layers)`` of a local model folder or
+    config.json, or of a bundled config whose ``_name_or_path`` is ``config``; ``None`` when
+    none can be read here (a hub id is never looked up)."""
+    import json
+    from importlib import resources
+
+    path = Path(config)
+    data = None
+    try:
+        if path.is_dir() and (path / "config.json").is_file():
+            path = path / "config.json"
+        if path.is_file() and path.stat().st_size < 1 << 20:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            folder = Path(str(resources.files("specband").joinpath("data/models")))
+            for bundled in sorted(folder.glob("*.json")):
+                candidate = json.loads(bundled.read_text(encoding="utf-8"))
+                if model_key(str(candidate.get("_name_or_path", ""))) == model_key(str(config)):
+                    data = candidate
+                    break
+    except (OSError, ValueError, ConfigError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    arch = data.get("architectures")
+    hidden, layers = data.get("hidden_size"), data.get("num_hidden_layers")
+    if not isinstance(arch, list) or not arch or not isinstance(hidden, int) or not isinstance(layers, int):
+        return None
+    return str(arch[0]), hidden, layers
+
+
+def _model_difference(kind: str, user: str, data: str) -> str | None:
+    candidates = data.split(" + ")
+    if any(model_key(user) == model_key(c) for c in candidates):
+        return None
+    mine = _config_triple(user) if Path(user).exists() else None
+    if mine is not None:
+        for c in candidates:
+            theirs = _config_triple(c)
+            if theirs == mine:
+                return None
+        theirs = _config_triple(candidates[0])
+        if theirs is not None:
+            fields = [
+                f"{name} {a} vs {b}"
+                for name, a, b in zip(("architecture", "hidden size", "layers"), mine, theirs, strict=True)
+                if a != b
+            ]
+            return f"{kind} {user} vs the data's {data} ({', '.join(fields)})"
+    return f"{kind} {user} vs the data's {data}"
+
+
+def transfer_differences(origin: DataOrigin, setup: UserSetup) -> list[str]:
+    """Every difference between the user's setup and the data's (see the module docstring)."""
+    out: list[str] = []
+    if setup.target is not None and origin.target_model is not None:
+        diff = _model_difference("target", setup.target, origin.target_model)
+        if diff:
+            out.append(diff)
+    if setup.draft is not None and origin.draft_model is not None:
+        diff = _model_difference("draft", setup.draft, origin.draft_model)
+        if diff:
+            out.append(diff)
+    if setup.gpu_name is not None and origin.hardware is not None:
+        keys = {gpu_key(h) for h in origin.hardware.split(" + ")}
+        if gpu_key(setup.gpu_name) not in keys:
+            out.append(f"GPU {setup.gpu_name} ({setup.gpu_source or 'given'}) vs the data's {origin.hardware}")
+    if (
+        setup.power_limit_w is not None
+        and origin.power_limit_w is not None
+        and abs(setup.power_limit_w / origin.power_limit_w - 1.0) > POWER_LIMIT_TOLERANCE
+    ):
+        out.append(f"power limit {setup.power_limit_w:g} W vs the data's {origin.power_limit_w:g} W")
+    return out
+
+
+def check_transfer(
+    origin: DataOrigin | None, setup: UserSetup, *, allow: bool = False, source: str = "the data"
+) -> TransferCheck:
+    """Stop unless the user's setup is the data's, or the transfer is allowed.
+
+    Args:
+        origin: the data's origin (``None``: a folder that does not say; nothing can be
+            checked, which is said as a warning).
+        setup: the user's setup.
+        allow: ``--allow-transfer``: take the pick anyway, the differences as warnings.
+        source: what the pick rests on, for the messages (a folder, "the embedded study policy").
+
+    Raises:
+        TransferError: one line naming every difference and the ways forward.
+    """
+    if origin is None:
+        return TransferCheck(warnings=(f"{source} does not say which GPU, models and power limit it was trained on",))
+    differences = transfer_differences(origin, setup)
+    warnings: list[str] = []
+    if differences and not allow:
+        raise TransferError(
+            f"{source} answers for another setup: {'; '.join(differences)}. Ways forward: `specband sweep` "
+            f"on this GPU (then `specband train` on it), `specband recommend --gpu PROFILE --target-config CONFIG "
+            f"--draft-config CONFIG` or `specband simulate --profile PROFILE` for a simulated first guess, or "
+            f"{ALLOW_TRANSFER_OPTION} to take this pick anyway"
+        )
+    if differences:
+        warnings.append(f"transferred ({ALLOW_TRANSFER_OPTION}): {'; '.join(differences)}")
+    if setup.gpu_name is None and origin.hardware is not None:
+        why = setup.gpu_unchecked or "no GPU was read"
+        warnings.append(
+            f"the GPU could not be checked ({why}); {source} is from {origin.hardware}"
+            + (f" at {origin.power_limit_w:g} W" if origin.power_limit_w is not None else "")
+            + " (--gpu PROFILE names yours)"
+        )
+    return TransferCheck(tuple(differences), tuple(warnings))

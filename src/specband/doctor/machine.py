@@ -1,0 +1,168 @@
+"""``specband doctor``: check a target/draft pair and the machine before hours of measuring.
+
+Checks come back as data (:class:`~specband.doctor.pairs.Check`: ``ok``/``warn``/``error`` with
+a fix); the CLI prints them, one line each. The pair's config checks live one floor down in
+:mod:`specband.doctor.pairs` (the sweep runs them too) and are re-exported here;
+:func:`environment_checks` looks at sglang, flashinfer and NVML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specband.core.errors import ConfigError, SpecbandError
+from specband.doctor.pairs import (
+    ALLOW_ROPE_OPTION,
+    LEVELS,
+    Check,
+    check_pair_before_launch,
+    config_checks,
+    exit_status,
+    read_model_config,
+)
+
+__all__ = [
+    "ALLOW_ROPE_OPTION",
+    "LEVELS",
+    "Check",
+    "check_pair_before_launch",
+    "config_checks",
+    "environment_checks",
+    "exit_status",
+    "read_model_config",
+    "run_doctor",
+]
+
+
+def _sglang_check() -> Check:
+    """The installed sglang's version and the flag spellings specband emits for it
+    (:func:`specband.engines.sglang_flags.flag_for`): ``warn`` for a version outside
+    ``OLDEST_VERSION``..``NEWEST_VERSION``, ``error`` when sglang is not installed."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("sglang")
+    except metadata.PackageNotFoundError:
+        return Check("sglang", "error", "sglang is not installed", "pip install sglang (on the GPU machine)")
+    return sglang_version_check(version)
+
+
+def sglang_version_check(version: str) -> Check:
+    """The ``sglang`` check for sglang ``version`` (see :func:`_sglang_check`)."""
+    from specband.contract.actions import ACTIONS, REFERENCE_INDEX, sglang_cli_args
+    from specband.engines.sglang_flags import (
+        FLAG_SPELLINGS,
+        NEWEST_VERSION,
+        OLDEST_VERSION,
+        flag_for,
+        parse_version,
+    )
+
+    supported = f"supported: {OLDEST_VERSION} .. {NEWEST_VERSION}"
+    try:
+        parsed = parse_version(version, option="sglang")
+    except ConfigError as exc:
+        return Check("sglang", "warn", str(exc), f"install an sglang release in {OLDEST_VERSION} .. {NEWEST_VERSION}")
+    flags = " ".join(sglang_cli_args(ACTIONS[REFERENCE_INDEX]))
+    spelled = ", ".join(flag_for(field, parsed) for field in FLAG_SPELLINGS)
+    message = f"sglang {version}; specband emits: {flags}; version-dependent spellings: {spelled}"
+    newest = parse_version(NEWEST_VERSION)
+    if parsed > newest:
+        return Check(
+            "sglang",
+            "warn",
+            f"{message}; newer than {NEWEST_VERSION} ({supported}): the {NEWEST_VERSION} spellings are assumed",
+            f"check the launch lines, or install sglang {NEWEST_VERSION}",
+        )
+    return Check("sglang", "ok", message)
+
+
+def _flashinfer_check() -> Check:
+    from importlib.util import find_spec
+
+    if find_spec("flashinfer") is not None:
+        return Check("flashinfer", "ok", "flashinfer importable (--attention-backend flashinfer)")
+    return Check(
+        "flashinfer",
+        "warn",
+        "flashinfer is not importable",
+        "pip install flashinfer-python, or --attention-backend triton",
+    )
+
+
+def _nvml_checks(open_nvml: Callable[[], Any]) -> list[Check]:
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the checks below say the same, one line each
+            device = open_nvml()
+    except SpecbandError as exc:
+        return [Check("nvml", "warn", str(exc), "run on the GPU machine with the NVIDIA driver (or --device emulated)")]
+    with device:
+        checks = [Check("nvml", "ok", f"NVML sees {device.name}")]
+        if device.energy_method == "counter":
+            checks.append(Check("energy", "ok", "NVML energy counter supported"))
+        elif device.energy_method == "power_integration":
+            checks.append(Check("energy", "warn", "no energy counter: energy is integrated from sampled power", None))
+        else:
+            checks.append(Check("energy", "error", "neither energy counter nor power readable", "use --device zeus"))
+        if device.power_limit_w is not None:
+            checks.append(Check("power-limit", "ok", f"{device.power_limit_w:g} W ({device.power_limit_source})"))
+        else:
+            checks.append(Check("power-limit", "warn", "NVML gives no power limit", "pass --power-limit W"))
+    return checks
+
+
+def environment_checks(open_nvml: Callable[[], Any] | None = None) -> list[Check]:
+    """sglang (version and the flag spellings specband emits), flashinfer, NVML (energy
+    counter, power limit).
+
+    Args:
+        open_nvml: opens the GPU's telemetry (default: NVML device 0); raises a
+            :class:`~specband.core.errors.SpecbandError` when there is none.
+    """
+    if open_nvml is None:
+        from specband.devices.nvml import NvmlDevice
+
+        open_nvml = NvmlDevice
+    return [_sglang_check(), _flashinfer_check(), *_nvml_checks(open_nvml)]
+
+
+def _config_fix(model: str | Path, exc: ConfigError) -> str:
+    """The fix of an unreadable config: for a hub id the hub's answer (not in the cache
+    and the hub unreachable or offline: ``hf download``; no such repo: check the id),
+    else what ``--target``/``--draft`` accept."""
+    from specband.files.hub import HubError, parse_hub_ref
+
+    ref = parse_hub_ref(model) if isinstance(exc, HubError) else None
+    if ref is None:
+        return "give a model folder, its config.json or a hub id"
+    if "no such" in str(exc):
+        return f"check the hub id {ref.repo_id} (org/name), or give a local model folder or its config.json"
+    return (
+        f"the hub was not reached (offline or unreachable) and {ref.repo_id} is not in its cache: "
+        f"run `hf download {ref.repo_id}` where the hub is reachable (the same HF_HOME), "
+        "or give a local model folder or its config.json"
+    )
+
+
+def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[], Any] | None = None) -> list[Check]:
+    """Every check of ``specband doctor``: the two configs (an unreadable one is an
+    ``error`` check naming it), then the machine."""
+    checks: list[Check] = []
+    configs = {}
+    for name, model in (("target-config", target), ("draft-config", draft)):
+        try:
+            configs[name] = read_model_config(model)
+        except ConfigError as exc:
+            checks.append(Check(name, "error", str(exc), _config_fix(model, exc)))
+    if len(configs) == 2:
+        (t, tsrc), (d, dsrc) = configs["target-config"], configs["draft-config"]
+        try:
+            checks += config_checks(t, d, target_source=tsrc, draft_source=dsrc)
+        except ConfigError as exc:
+            checks.append(Check("config", "error", str(exc), "fix the field's type"))
+    return checks + environment_checks(open_nvml)

@@ -1,0 +1,220 @@
+"""The config checks of a target/draft pair (:class:`Check` data): RoPE in either layout,
+dtype, vocabulary, hidden size, architectures, maximum positions; and
+:func:`check_pair_before_launch`, what ``sweep`` and ``launch`` run before their first launch:
+it refuses a RoPE mismatch (docs/FACTS.md §6: accept length about 1.0) unless overridden.
+
+Below the harness (the sweep calls it); ``specband doctor`` (:mod:`specband.doctor.machine`) adds the
+machine's checks on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specband.core.errors import ConfigError
+from specband.core.exitcodes import ExitCode
+from specband.core.limits import is_int
+
+__all__ = [
+    "ALLOW_ROPE_OPTION",
+    "LEVELS",
+    "Check",
+    "check_pair_before_launch",
+    "config_checks",
+    "exit_status",
+    "read_model_config",
+]
+
+#: Check levels, mildest first.
+LEVELS: tuple[str, ...] = ("ok", "warn", "error")
+#: The option of ``sweep`` and ``launch`` that overrides the RoPE refusal.
+ALLOW_ROPE_OPTION = "--allow-rope-mismatch"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor check.
+
+    Attributes:
+        name: what was checked (``rope``, ``dtype``, ``vocab``, ``hidden``, ``architecture``,
+            ``positions``, ``sglang``, ``flashinfer``, ``nvml``, ``energy``, ``power-limit``,
+            ``target-config``, ``draft-config``).
+        level: ``"ok"``, ``"warn"`` or ``"error"``.
+        message: what was found.
+        fix: what to do (``None`` for ``ok``).
+    """
+
+    name: str
+    level: str
+    message: str
+    fix: str | None = None
+
+    def line(self) -> str:
+        """``"<level> <name>: <message>[; fix: <fix>]"``, one line."""
+        tail = f"; fix: {self.fix}" if self.fix else ""
+        return f"{self.level:5} {self.name}: {self.message}{tail}"
+
+
+def exit_status(checks: list[Check]) -> int:
+    """0 when every check is ok, 1 with a warning, 2 with an error (:class:`~specband.core.exitcodes.ExitCode`)."""
+    levels = {c.level for c in checks}
+    if "error" in levels:
+        return ExitCode.BAD_INPUT
+    return ExitCode.WARNINGS if "warn" in levels else ExitCode.OK
+
+
+def read_model_config(model: str | Path) -> tuple[dict[str, Any], str]:
+    """The parsed ``config.json`` of a model given as a file, a folder, a bundled config's
+    name or a hub id, and the file it came from (:func:`specband.sim.hfconfig.read_model_config`).
+
+    Raises:
+        ConfigError: one line naming the file or the hub id.
+    """
+    from specband.sim.hfconfig import read_model_config as read
+
+    return read(model)
+
+
+def _rope_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:
+    from specband.sim.hfconfig import rope_settings
+
+    t_theta, t_scaling = rope_settings(target, tsrc)
+    d_theta, d_scaling = rope_settings(draft, dsrc)
+    shown = f"target {t_theta:g}/{t_scaling}" if t_theta is not None else f"target ?/{t_scaling}"
+    if (t_theta, t_scaling) == (d_theta, d_scaling):
+        return Check("rope", "ok", f"rope_theta/rope_scaling match ({shown})")
+    d_shown = f"{d_theta:g}/{d_scaling}" if d_theta is not None else f"?/{d_scaling}"
+    return Check(
+        "rope",
+        "error",
+        f"draft {d_shown} differs from {shown}: accept length collapses to about 1.0 on long prompts "
+        "(docs/FACTS.md §6)",
+        f"copy the target's rope_theta ({t_theta:g}) and rope_scaling into {dsrc}"
+        if t_theta is not None
+        else f"copy the target's RoPE settings into {dsrc}",
+    )
+
+
+def _dtype_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:
+    from specband.sim.hfconfig import config_dtype
+
+    t, d = config_dtype(target, tsrc), config_dtype(draft, dsrc)
+    if t is None or d is None:
+        return Check("dtype", "warn", f"target {t}, draft {d}: a config names no dtype", "pass --dtype explicitly")
+    if t == d:
+        return Check("dtype", "ok", f"target and draft are {t}: --dtype {t}")
+    return Check(
+        "dtype",
+        "warn",
+        f"target {t}, draft {d}: both run in one dtype, and a {d} EAGLE3 head under --dtype {t} fails "
+        "CUDA-graph capture",
+        f"--dtype {d} (specband's launch and sweep default to float16)",
+    )
+
+
+def _int(config: Mapping[str, Any], key: str, source: str) -> int | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if not is_int(value):
+        raise ConfigError(f"{source}: field '{key}': expected an integer, got {value!r}")
+    return value
+
+
+def _equal_check(name: str, key: str, t: int | None, d: int | None, fix: str) -> Check:
+    if t is None or d is None:
+        return Check(name, "warn", f"{key}: target {t}, draft {d} (missing in a config)", "check the configs")
+    if t == d:
+        return Check(name, "ok", f"{key} {t} in both")
+    return Check(name, "error", f"{key}: target {t}, draft {d}", fix)
+
+
+def _architecture_check(draft: Mapping[str, Any], dsrc: str) -> Check:
+    archs = draft.get("architectures") or []
+    if not isinstance(archs, list):
+        raise ConfigError(f"{dsrc}: field 'architectures': expected a list of names, got {archs!r}")
+    names = ", ".join(str(a) for a in archs) or "none"
+    if any("eagle3" in str(a).lower() for a in archs):
+        return Check("architecture", "ok", f"draft {names}: --speculative-algorithm EAGLE3 (specband's actions)")
+    if any("eagle" in str(a).lower() for a in archs):
+        return Check(
+            "architecture",
+            "warn",
+            f"draft {names} is an EAGLE (not EAGLE3) head: it needs --speculative-algorithm EAGLE",
+            "use an EAGLE3 head, or launch with --speculative-algorithm EAGLE (specband's actions assume EAGLE3)",
+        )
+    return Check(
+        "architecture", "error", f"draft {names} is not an EAGLE/EAGLE3 head", "give the draft model's folder or id"
+    )
+
+
+def _positions_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:
+    t, d = _int(target, "max_position_embeddings", tsrc), _int(draft, "max_position_embeddings", dsrc)
+    if t is None or d is None or d >= t:
+        return Check("positions", "ok", f"max_position_embeddings: target {t}, draft {d}")
+    return Check(
+        "positions",
+        "warn",
+        f"max_position_embeddings: draft {d} < target {t}",
+        f"keep prompts plus output under {d} tokens, or pass --context-length {d}",
+    )
+
+
+def config_checks(
+    target: Mapping[str, Any], draft: Mapping[str, Any], *, target_source: str = "target", draft_source: str = "draft"
+) -> list[Check]:
+    """The config checks of a target and its EAGLE3 draft head (parsed ``config.json``).
+
+    Raises:
+        ConfigError: a field of the wrong type (one line naming file and key).
+    """
+    tsrc, dsrc = target_source, draft_source
+    t_hidden = _int(target, "hidden_size", tsrc)
+    d_hidden = _int(draft, "target_hidden_size", dsrc) or _int(draft, "hidden_size", dsrc)
+    return [
+        _rope_check(target, draft, tsrc, dsrc),
+        _dtype_check(target, draft, tsrc, dsrc),
+        _equal_check(
+            "vocab",
+            "vocab_size",
+            _int(target, "vocab_size", tsrc),
+            _int(draft, "vocab_size", dsrc),
+            "use the draft head trained for this target (its tokenizer)",
+        ),
+        _equal_check(
+            "hidden", "hidden_size", t_hidden, d_hidden, "use the draft head trained for this target (its width)"
+        ),
+        _architecture_check(draft, dsrc),
+        _positions_check(target, draft, tsrc, dsrc),
+    ]
+
+
+def check_pair_before_launch(
+    target: str | Path, draft: str | Path | None, *, allow_rope_mismatch: bool = False
+) -> str | None:
+    """What ``sweep`` and ``launch`` run before their first launch: the config checks of
+    the pair, refusing a RoPE mismatch. A pair whose configs cannot be read here (a hub id
+    not in the cache, a test's fake model) is not checked: the returned note says so, for
+    the caller to print on stderr.
+
+    Returns:
+        ``None`` when the check ran (or there is no draft), else one line saying that the
+        RoPE check was skipped and why.
+
+    Raises:
+        ConfigError: the RoPE settings differ and ``allow_rope_mismatch`` is False.
+    """
+    if draft is None:
+        return None
+    try:
+        (t, tsrc), (d, dsrc) = read_model_config(target), read_model_config(draft)
+        checks = config_checks(t, d, target_source=tsrc, draft_source=dsrc)
+    except ConfigError as exc:
+        return f"RoPE check of the target and draft skipped: their config.json could not be read here ({exc})"
+    rope = next(c for c in checks if c.name == "rope")
+    if rope.level == "error" and not allow_rope_mismatch:
+        raise ConfigError(f"rope: {rope.message}; fix: {rope.fix} (or pass {ALLOW_ROPE_OPTION})")
+    return None

@@ -1,0 +1,263 @@
+"""The engines' schedule formats: sglang's adaptive-speculation config file and vLLM's per-batch-size
+speculative tokens, read, checked and written (the sources each rule comes from are cited below).
+
+sglang 0.5.23, ``python/sglang/srt/speculative/adaptive_spec_params.py`` (``_load_adaptive_config``,
+``AdaptiveStepSlot``, ``AdaptiveSpeculativeParams``) and ``srt/arg_groups/speculative_hook.py``: the file of
+``--speculative-adaptive --speculative-adaptive-config FILE`` maps integer-string batch-size tier thresholds to
+``candidate_steps`` and controller knobs. vLLM (``vllm/config/speculative.py``,
+``num_speculative_tokens_per_batch_size``; rules in ``vllm/v1/spec_decode/dynamic/utils.py``): a list of
+``[start, end, K]`` inclusive batch-size ranges. The full rules are in :mod:`specband.deploy.tiers`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specband.core.errors import ConfigError
+from specband.core.limits import MAX_CONFIG_FILE_BYTES, is_int
+from specband.files.fileio import read_text_bounded
+
+if TYPE_CHECKING:
+    pass
+
+
+#: Controller knobs of an sglang tier entry (``AdaptiveStepSlot.__init__``, sglang 0.5.23).
+SGLANG_CONTROLLER_KEYS: tuple[str, ...] = (
+    "ema_alpha",
+    "update_interval",
+    "warmup_batches",
+    "up_hysteresis",
+    "down_hysteresis",
+    "ceiling_coeff",
+)
+
+
+#: Controller defaults when a key is absent (``AdaptiveStepSlot.__init__``, sglang 0.5.23).
+SLOT_DEFAULTS: dict[str, float] = {
+    "ema_alpha": 0.2,
+    "update_interval": 5,
+    "warmup_batches": 10,
+    "down_hysteresis": -0.25,
+    "up_hysteresis": 0.0,
+    "ceiling_coeff": 0,
+}
+
+
+#: sglang's built-in schedule, used without ``--speculative-adaptive-config``
+#: (``DEFAULT_ADAPTIVE_CONFIG`` in ``srt/speculative/adaptive_spec_params.py``, sglang 0.5.23;
+#: a test holds this copy to sglang's own). Chosen for acceptance, not energy.
+SGLANG_DEFAULT_ADAPTIVE_CONFIG: dict[str, dict[str, Any]] = {
+    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+}
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One schedule tier: batch sizes ``start`` .. ``end`` (inclusive; ``None``: no end).
+
+    Attributes:
+        start: first batch size of the tier (the sglang key; the first tier starts at 1).
+        end: last batch size, ``None`` for the last tier.
+        steps: sorted candidate step counts.
+        best_steps: the step count of the best chain config (vLLM's K).
+        batch_sizes: the scheduled batch sizes the tier merges.
+    """
+
+    start: int
+    end: int | None
+    steps: tuple[int, ...]
+    best_steps: int
+    batch_sizes: tuple[int, ...] = field(default=())
+
+
+def sglang_adaptive_config(tiers: Sequence[Tier], knobs: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The ``--speculative-adaptive-config`` JSON object (sglang 0.5.23 format, see the
+    module docstring): one ``"<start>"`` key per tier with ``candidate_steps``; ``knobs``
+    (controller keys of :data:`SGLANG_CONTROLLER_KEYS`) go into every tier.
+
+    Raises:
+        ConfigError: an unknown knob.
+    """
+    extra = dict(knobs or {})
+    unknown = sorted(set(extra) - set(SGLANG_CONTROLLER_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown sglang adaptive knob(s) {', '.join(unknown)}; expected {', '.join(SGLANG_CONTROLLER_KEYS)}"
+        )
+    obj = {str(t.start): {"candidate_steps": list(t.steps), **extra} for t in tiers}
+    check_sglang_adaptive_config(obj)
+    return obj
+
+
+def check_sglang_adaptive_config(obj: Any, where: str = "adaptive config") -> dict[int, dict[str, Any]]:
+    """Check an sglang adaptive config with the rules of sglang 0.5.23's
+    ``_load_adaptive_config``, and return ``{tier key: entry}`` (``{**defaults, **entry}``).
+
+    Raises:
+        ConfigError: not a JSON object; a digit key whose ``candidate_steps`` is not a
+            non-empty list of ints >= 0; no digit key (the message names ``where`` and the key).
+    """
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    defaults = {k: v for k, v in obj.items() if not k.isdigit()}
+    entries: dict[int, dict[str, Any]] = {}
+    for key, entry in obj.items():
+        if not key.isdigit():
+            continue
+        steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
+        if not (isinstance(steps, list) and steps and all(is_int(s) and s >= 0 for s in steps)):
+            raise ConfigError(
+                f"{where}: tier {key!r}: candidate_steps must be a non-empty list of ints >= 0, got {steps!r}"
+            )
+        entries[int(key)] = {**defaults, **entry}
+    if not entries:
+        raise ConfigError(f'{where}: no batch-size tier (an integer-string key such as "1"); keys: {list(obj)}')
+    return entries
+
+
+def read_sglang_adaptive_config(path: str | Path | None) -> dict[int, dict[str, Any]]:
+    """Read and check an sglang adaptive config file (``None``: sglang's built-in default).
+
+    Raises:
+        ConfigError: unreadable file, bad JSON (with line) or a rule broken.
+    """
+    if path is None:
+        return check_sglang_adaptive_config(SGLANG_DEFAULT_ADAPTIVE_CONFIG, "sglang default adaptive config")
+    try:
+        text = read_text_bounded(path, limit=MAX_CONFIG_FILE_BYTES, kind="JSON schedule file", error=ConfigError)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    except (RecursionError, ValueError):
+        raise ConfigError(f"{path}: not JSON (nested too deeply, or a number too long)") from None
+    return check_sglang_adaptive_config(obj, str(path))
+
+
+def validate_with_sglang(path: str | Path) -> bool:
+    """Load ``path`` with sglang's own ``_load_adaptive_config`` when sglang is importable.
+
+    Returns:
+        True when sglang accepted it, False when sglang is not importable.
+
+    Raises:
+        ConfigError: sglang rejected the file (its message).
+    """
+    try:
+        from sglang.srt.speculative.adaptive_spec_params import _load_adaptive_config
+    except ImportError:
+        return False
+    try:
+        _load_adaptive_config(str(path))
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise ConfigError(f"{path}: sglang's _load_adaptive_config rejects it: {exc}") from None
+    return True
+
+
+def sglang_initial_steps(entries: Mapping[int, Mapping[str, Any]]) -> int:
+    """The ``--speculative-num-steps`` sglang picks for a schedule when none is given: the
+    middle element of the union of every tier's ``candidate_steps``
+    (``_init_adaptive_speculative_params``, sglang 0.5.23)."""
+    union = sorted({int(s) for e in entries.values() for s in e["candidate_steps"]})
+    return union[len(union) // 2]
+
+
+def sglang_schedule_flags(
+    config_path: str | Path, entries: Mapping[int, Mapping[str, Any]], draft_model: str | None
+) -> list[str]:
+    """sglang launch flags for adaptive speculation with a schedule file: EAGLE3, topk 1,
+    ``--speculative-num-steps`` = :func:`sglang_initial_steps` and draft tokens = steps + 1
+    (what sglang resolves itself, written out so the command line says it).
+
+    Raises:
+        ConfigError: the schedule never speculates (every candidate is 0).
+    """
+    steps = sglang_initial_steps(entries)
+    if all(int(s) == 0 for e in entries.values() for s in e["candidate_steps"]):
+        raise ConfigError(
+            f"{config_path}: every tier's candidate_steps is [0]: the schedule never speculates; launch without it"
+        )
+    flags = ["--speculative-algorithm", "EAGLE3"]
+    if draft_model is not None:
+        flags += ["--speculative-draft-model-path", draft_model]
+    return flags + [
+        "--speculative-num-steps",
+        str(steps),
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        str(steps + 1),
+        "--speculative-adaptive",
+        "--speculative-adaptive-config",
+        str(config_path),
+    ]
+
+
+def vllm_speculative_config(tiers: Sequence[Tier], draft_model: str | None, method: str = "eagle3") -> dict[str, Any]:
+    """The ``--speculative-config`` JSON object for vLLM with a per-batch-size schedule:
+    ``method``, ``model`` (when given), ``num_speculative_tokens`` = the largest K and
+    ``num_speculative_tokens_per_batch_size`` = ``[[start, end, K], ...]`` (the last range
+    ends at its last scheduled batch size; vLLM keeps the last K past it).
+
+    Raises:
+        ConfigError: every tier has K = 0 (vLLM needs ``num_speculative_tokens`` > 0:
+            run it without ``--speculative-config`` then).
+    """
+    ranges = [[t.start, t.end if t.end is not None else max(t.batch_sizes[-1], t.start), t.best_steps] for t in tiers]
+    max_k = max(r[2] for r in ranges)
+    if max_k <= 0:
+        raise ConfigError(
+            "the schedule never speculates (K = 0 at every batch size): run vLLM without --speculative-config"
+        )
+    obj: dict[str, Any] = {"method": method}
+    if draft_model is not None:
+        obj["model"] = draft_model
+    obj["num_speculative_tokens"] = max_k
+    obj["num_speculative_tokens_per_batch_size"] = ranges
+    check_vllm_schedule(ranges, max_k)
+    return obj
+
+
+def check_vllm_schedule(schedule: Any, num_speculative_tokens: Any) -> list[tuple[int, int, int]]:
+    """Check a 3-item ``num_speculative_tokens_per_batch_size`` with vLLM's rules
+    (``validate_and_normalize_dynamic_sd_schedule`` and ``build_dynamic_sd_schedule_lookup``
+    in ``vllm/v1/spec_decode/dynamic/utils.py``, commit 14b450ca590c; see the module
+    docstring) and return it sorted.
+
+    Raises:
+        ConfigError: the rule broken, in vLLM's terms.
+    """
+    if not is_int(num_speculative_tokens) or num_speculative_tokens <= 0:
+        raise ConfigError(f"num_speculative_tokens must be an int > 0, got {num_speculative_tokens!r}")
+    if not isinstance(schedule, list) or not schedule:
+        raise ConfigError("num_speculative_tokens_per_batch_size must be a non-empty list of [start, end, K]")
+    parsed = []
+    for entry in schedule:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not all(is_int(v) for v in entry):
+            raise ConfigError(f"each entry must be [start, end, K] with ints, got {entry!r}")
+        start, end, k = entry
+        if start <= 0 or end <= 0:
+            raise ConfigError(f"batch-size range ({start}, {end}) must be positive")
+        if start > end:
+            raise ConfigError(f"batch-size range start must be <= end for {entry!r}")
+        if k < 0:
+            raise ConfigError(f"K must be >= 0, got {k}")
+        parsed.append((start, end, k))
+    parsed.sort()
+    previous_end = 0
+    for start, end, _ in parsed:
+        if start <= previous_end:
+            raise ConfigError("batch-size ranges must be non-overlapping and sorted")
+        previous_end = end
+    if parsed[0][0] != 1:
+        raise ConfigError("the first batch-size range must start at 1")
+    return parsed

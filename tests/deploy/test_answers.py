@@ -1,0 +1,92 @@
+"""The typed answers (specband.deploy.answers): read by attribute, frozen, and ``to_json()`` in the
+shape ``--format json`` documents (its keys, in order)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from specband.deploy.answers import PICK_JSON_KEYS, POWER_LIMIT_PICK_JSON_KEYS, Pick, PowerLimitPick, SchedulePick
+from specband.deploy.firstguess import first_guess
+from specband.deploy.recommend import recommend
+from specband.deploy.transfer import TransferCheck
+
+_OPTIONAL = ("calibration", "action_set")
+
+
+def test_a_pick_is_typed_frozen_and_its_json_has_the_documented_keys_in_order() -> None:
+    pick = recommend(16, draft_model="drafts/eagle3").pick
+    assert isinstance(pick, Pick)
+    assert pick.action == (3, 2, 4) and pick.action.speculative_eagle_topk == 2
+    assert pick.action_index == 7 and pick.measured_batch_size == 16 and pick.features == "pre"
+    assert pick.flags[-2:] == ("--speculative-num-draft-tokens", "4") and pick.kwargs["speculative_num_steps"] == 3
+    assert pick.transfer == TransferCheck() and pick.calibration is None and pick.action_set is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pick.batch_size = 8  # type: ignore[misc]
+    out = pick.to_json()
+    assert tuple(out) == tuple(k for k in PICK_JSON_KEYS if k not in _OPTIONAL)
+    assert out["action"] == [3, 2, 4] and out["flags"] == list(pick.flags) and out["state"] == list(pick.state)
+    assert out["transfer"] == {"differences": [], "transferred": False}
+    assert json.loads(json.dumps(out)) == out  # plain JSON: lists, not tuples or NamedTuples
+
+
+def test_a_first_guess_carries_its_calibration_before_the_transfer() -> None:
+    out = first_guess(4, "a100-sxm4-80gb").pick.to_json()
+    assert tuple(out) == tuple(k for k in PICK_JSON_KEYS if k != "action_set")
+    assert out["calibration"] == {} and out["source"].startswith("simulated first guess (a100-sxm4-80gb")
+
+
+def test_the_action_set_goes_last_only_when_it_is_not_the_contract() -> None:
+    pick = dataclasses.replace(recommend(16).pick, action_set="extended")
+    out = pick.to_json()
+    assert list(out)[-2:] == ["transfer", "action_set"] and out["action_set"] == "extended"
+
+
+def test_a_power_limit_pick_mirrors_the_decision_and_its_json_keys(tmp_path) -> None:
+    from specband.deploy.power_answer import power_limit_pick
+    from specband.sim import build_model, simulate_power_limits
+    from specband.sweeps.dataset import Sweep
+    from specband.sweeps.limit_table import recommend_power_limit
+
+    model = build_model("h100-sxm", target_config="llama-3.1-8b-instruct", draft_config="eagle3-llama-3.1-8b-instruct")
+    rows = simulate_power_limits(model, [400.0, 550.0, 700.0], batch_sizes=(16,), repeats=1)
+    decided = recommend_power_limit(Sweep.from_records(rows), 16)
+    answer = power_limit_pick(decided, "d")
+    assert isinstance(answer, PowerLimitPick)
+    assert answer.power_limit_w == decided.chosen.power_limit_w and answer.action == decided.chosen.action
+    assert answer.default_power_limit_w == 700.0 and answer.picks == decided.picks
+    assert answer.nvidia_smi == f"sudo nvidia-smi -pl {answer.power_limit_w:g}" and "d" in answer.flags
+    out = answer.to_json()
+    assert tuple(out) == POWER_LIMIT_PICK_JSON_KEYS
+    assert [p["power_limit_w"] for p in out["picks"]] == [400.0, 550.0, 700.0]
+    assert list(out["picks"][0]) == [
+        "power_limit_w", "action", "speed_tok_s", "utilization", "joules_per_token", "in_band", "mean_reward", "runs",
+    ]  # fmt: skip
+    assert out["origin"] is None and out["transfer"] is None  # neither known to recommend_power_limit alone
+    assert json.loads(json.dumps(out)) == out
+
+
+def test_schedule_picks_for_sglang_and_vllm(tmp_path) -> None:
+    from specband.deploy.schedule import schedule_for_launch, vllm_schedule_for_launch
+
+    notes: list[str] = []
+    log = tmp_path / "server.log"
+    sglang = schedule_for_launch("auto", "lookup_table", None, None, notes=notes, log=log)  # a dry run
+    assert isinstance(sglang, SchedulePick) and sglang.engine == "sglang"
+    assert sglang.path == tmp_path / "server.log.schedule-XXXXXXXX.json" and not sglang.path.exists()
+    assert sorted(sglang.tiers) == [1, 3, 6, 12] and sglang.ranges == () and sglang.speculative_config is None
+    assert sglang.extra_args == ("--speculative-adaptive", "--speculative-adaptive-config", str(sglang.path))
+    out = sglang.to_json()
+    assert list(out) == ["engine", "path", "action", "tiers", "extra_args"]
+    assert list(out["tiers"]) == ["1", "3", "6", "12"] and out["path"] == str(sglang.path)
+    vllm = vllm_schedule_for_launch("auto", "lookup_table", None, None, "org/draft", notes=notes)
+    assert vllm.engine == "vllm" and vllm.path == "auto" and vllm.tiers == {} and vllm.extra_args == ()
+    assert vllm.speculative_config is not None and vllm.speculative_config["model"] == "org/draft"
+    k = vllm.speculative_config["num_speculative_tokens"]
+    assert vllm.action == (k, 1, k + 1) and max(r[2] for r in vllm.ranges) == k
+    out = vllm.to_json()
+    assert list(out) == ["engine", "path", "action", "ranges", "speculative_config"]
+    assert out["ranges"] == [list(r) for r in vllm.ranges]
+    assert json.loads(json.dumps(out)) == out
