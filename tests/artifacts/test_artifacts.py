@@ -293,14 +293,15 @@ def test_manifest_records_the_training(folder: Path, sweep) -> None:
     manifest = load_manifest(folder)
     assert not manifest.foreign and manifest.features == "contract" and manifest.seed == 0
     assert manifest.algorithms == ALGORITHMS
-    assert manifest.data["training_rows"] == 29 and manifest.data["format"] == "published_live"
+    assert manifest.data.training_rows == 29 and manifest.data.sweep is not None
+    assert manifest.data.sweep.format == "published_live"
     from specband.artifacts.folder import file_sha256
 
-    assert manifest.data["sha256"] == file_sha256(sweep.path)
+    assert manifest.data.sweep.sha256 == file_sha256(sweep.path)
     assert manifest.allowed[16] == (0, 3, 7, 10, 14)
     assert manifest.row_counts[16] == {0: 5, 3: 1, 7: 5, 10: 5, 14: 1}
     assert manifest.state_for(16) == pytest.approx(tuple(map(float, state_vector(16))))
-    assert manifest.reward_config["band_low"] == 0.95
+    assert manifest.reward_config is not None and manifest.reward_config.band_low == 0.95
     again = Manifest.from_json(json.loads(json.dumps(manifest.to_json())), "x")
     assert again == manifest
 
@@ -486,7 +487,7 @@ def test_a_manifest_without_format_reads_as_format_1(folder: Path) -> None:
 def test_files_whose_real_path_leaves_the_folder_are_refused(folder: Path, tmp_path: Path, link: str) -> None:
     """A ``lookup_table/model.json`` (or ``lookup_table/``) linked to ``/etc/passwd`` is not
     read, not even with ``allow_modified`` and not in a folder without manifest."""
-    from specband.deploy.recommend import load_models
+    from specband.artifacts.load import load_models
 
     outside = tmp_path / "outside"
     outside.mkdir()

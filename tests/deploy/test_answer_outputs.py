@@ -174,6 +174,18 @@ SCENARIOS: dict[str, tuple[tuple[str, ...], bool, str]] = {
 }
 
 
+def _unmeasured_note_first(stderr: str) -> str:
+    """A folder's answer over several limits now says the unmeasured batch size first, as the
+    sweep's answer always did (one path for both: the notes came in two orders before)."""
+    lines = stderr.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if " was not measured; " in line)
+    return "".join([lines[at], *lines[:at], *lines[at + 1 :]])
+
+
+#: Scenarios whose output changed on purpose: name -> what the old stderr became.
+CHANGED = {"limit-folder-unmeasured": _unmeasured_note_first}
+
+
 def _quiet_main(argv: list[str]) -> None:
     """``specband ARGV`` in-process, its output thrown away (building the inputs)."""
     from specband.cli import main
@@ -231,6 +243,8 @@ def test_each_answer_prints_what_it_printed_before(name, inputs, run_cli, monkey
         gpu.max_limit_mw = gpu.default_mw = gpu.enforced_mw = 700_000
     got = run_scenario(name, inputs, run_cli, monkeypatch)
     want = json.loads(GOLDEN.read_text())[name]
+    if name in CHANGED:
+        want["stderr"] = CHANGED[name](want["stderr"])
     assert got["argv"] == want["argv"]
     assert (got["exit_code"], got["stderr"]) == (want["exit_code"], want["stderr"])
     assert got["stdout"] == want["stdout"]

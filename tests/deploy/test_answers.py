@@ -1,5 +1,6 @@
 """The typed answers (specband.deploy.answers): read by attribute, frozen, and ``to_json()`` in the
-shape ``--format json`` documents (its keys, in order)."""
+shape ``--format json`` documents (its keys, in order; the bytes each command prints are held
+to what they were by test_answer_outputs.py)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,27 @@ import json
 
 import pytest
 
-from specband.deploy.answers import PICK_JSON_KEYS, POWER_LIMIT_PICK_JSON_KEYS, Pick, PowerLimitPick, SchedulePick
+from specband.deploy.answers import (
+    MIX_JSON_KEYS,
+    PICK_JSON_KEYS,
+    POWER_LIMIT_JSON_KEYS,
+    MixAnswer,
+    Pick,
+    PickOrigin,
+    PowerLimitAnswer,
+    RowCounts,
+    SchedulePick,
+)
 from specband.deploy.firstguess import first_guess
-from specband.deploy.recommend import recommend
+from specband.deploy.recommend import RecommendRequest, answer, power_limit_answer, recommend
 from specband.deploy.transfer import TransferCheck
+from specband.sweeps.origin import DataOrigin
 
 _OPTIONAL = ("calibration", "action_set")
 
 
 def test_a_pick_is_typed_frozen_and_its_json_has_the_documented_keys_in_order() -> None:
-    pick = recommend(16, draft_model="drafts/eagle3").pick
+    pick = recommend(16, draft_model="drafts/eagle3")
     assert isinstance(pick, Pick)
     assert pick.action == (3, 2, 4) and pick.action.speculative_eagle_topk == 2
     assert pick.action_index == 7 and pick.measured_batch_size == 16 and pick.features == "pre"
@@ -33,39 +45,60 @@ def test_a_pick_is_typed_frozen_and_its_json_has_the_documented_keys_in_order() 
 
 
 def test_a_first_guess_carries_its_calibration_before_the_transfer() -> None:
-    out = first_guess(4, "a100-sxm4-80gb").pick.to_json()
+    out = first_guess(4, "a100-sxm4-80gb").to_json()
     assert tuple(out) == tuple(k for k in PICK_JSON_KEYS if k != "action_set")
     assert out["calibration"] == {} and out["source"].startswith("simulated first guess (a100-sxm4-80gb")
 
 
 def test_the_action_set_goes_last_only_when_it_is_not_the_contract() -> None:
-    pick = dataclasses.replace(recommend(16).pick, action_set="extended")
+    pick = dataclasses.replace(recommend(16), action_set="extended")
     out = pick.to_json()
     assert list(out)[-2:] == ["transfer", "action_set"] and out["action_set"] == "extended"
 
 
-def test_a_power_limit_pick_mirrors_the_decision_and_its_json_keys(tmp_path) -> None:
-    from specband.deploy.power_answer import power_limit_pick
+def test_a_power_limit_answer_mirrors_the_choice_and_its_json_keys(tmp_path) -> None:
     from specband.sim import build_model, simulate_power_limits
     from specband.sweeps.dataset import Sweep
-    from specband.sweeps.limit_table import recommend_power_limit
+    from specband.sweeps.limit_table import limit_table
 
     model = build_model("h100-sxm", target_config="llama-3.1-8b-instruct", draft_config="eagle3-llama-3.1-8b-instruct")
     rows = simulate_power_limits(model, [400.0, 550.0, 700.0], batch_sizes=(16,), repeats=1)
-    decided = recommend_power_limit(Sweep.from_records(rows), 16)
-    answer = power_limit_pick(decided, "d")
-    assert isinstance(answer, PowerLimitPick)
-    assert answer.power_limit_w == decided.chosen.power_limit_w and answer.action == decided.chosen.action
-    assert answer.default_power_limit_w == 700.0 and answer.picks == decided.picks
-    assert answer.nvidia_smi == f"sudo nvidia-smi -pl {answer.power_limit_w:g}" and "d" in answer.flags
-    out = answer.to_json()
-    assert tuple(out) == POWER_LIMIT_PICK_JSON_KEYS
+    table = limit_table(Sweep.from_records(rows))
+    answer_ = power_limit_answer(table, 16, draft_model="d")
+    assert isinstance(answer_, PowerLimitAnswer)
+    assert answer_.chosen in table.picks[16] and answer_.action == answer_.chosen.action
+    assert answer_.default.power_limit_w == answer_.to_json()["default_power_limit_w"] == 700.0
+    assert answer_.picks == table.picks[16]
+    assert answer_.nvidia_smi == f"sudo nvidia-smi -pl {answer_.power_limit_w:g}" and "d" in answer_.flags
+    out = answer_.to_json()
+    assert tuple(out) == POWER_LIMIT_JSON_KEYS
     assert [p["power_limit_w"] for p in out["picks"]] == [400.0, 550.0, 700.0]
     assert list(out["picks"][0]) == [
         "power_limit_w", "action", "speed_tok_s", "utilization", "joules_per_token", "in_band", "mean_reward", "runs",
     ]  # fmt: skip
-    assert out["origin"] is None and out["transfer"] is None  # neither known to recommend_power_limit alone
+    assert out["origin"] is None and out["transfer"] is None  # neither known to the table alone
     assert json.loads(json.dumps(out)) == out
+    told = dataclasses.replace(answer_, origin=PickOrigin(DataOrigin(hardware="H100")), transfer=TransferCheck())
+    out = told.to_json()
+    assert list(out["origin"])[-1] == "heldout_interval" and "rows" not in out["origin"]  # a limit counts no rows
+    assert out["origin"]["hardware"] == "H100" and out["transfer"] == {"differences": [], "transferred": False}
+
+
+def test_the_origin_json_is_the_data_s_fields_then_the_counts() -> None:
+    origin = PickOrigin(DataOrigin(hardware="H100", provenance="simulated"), RowCounts(rows=19, repeats=2))
+    out = origin.to_json()
+    assert list(out) == [*DataOrigin().to_json(), "rows", "repeats", "heldout_interval"]
+    assert (out["hardware"], out["rows"], out["repeats"], out["heldout_interval"]) == ("H100", 19, 2, None)
+    assert origin.rows == 19 and PickOrigin(DataOrigin()).rows is None
+
+
+def test_a_mix_answer_has_the_documented_keys_in_order() -> None:
+    mixed = answer(RecommendRequest(batch_mix="1:1,16:1").answer_request())
+    assert isinstance(mixed, MixAnswer) and mixed.action == (3, 4, 8)
+    out = mixed.to_json()
+    assert tuple(out) == MIX_JSON_KEYS
+    assert [(r["batch_size"], r["rows"], r["repeats"]) for r in out["per_batch_size"]] == [(1, 4, 1), (16, 17, 5)]
+    assert out["origin"]["rows"] is None and out["transfer"] == {"differences": [], "transferred": False}
 
 
 def test_schedule_picks_for_sglang_and_vllm(tmp_path) -> None:

@@ -112,7 +112,7 @@ def test_own_picks_are_recommends_picks(algo):
     scorer = load_scorer(algo, None)
     for bs in scorer.batch_sizes:
         pick = pick_for_mix(scorer, {bs: 1.0})
-        assert pick.rows[0].own_index == pick.index == recommend(bs, algo).pick.action_index
+        assert pick.rows[0].own_index == pick.index == recommend(bs, algo).action_index
 
 
 def test_recommend_batch_mix_cli(run_cli, tmp_path):
@@ -156,6 +156,16 @@ def test_recommend_mix_option_errors(run_cli, args, message):
 # --- the transfer check of a mix (issue 21): the one-batch-size recommend's rules
 
 
+def recommend_mix(request, setup=None):
+    """``recommend --batch-mix``'s answer to ``request`` (the one dispatch), ``setup`` checked."""
+    from specband.deploy.answers import MixAnswer
+    from specband.deploy.recommend import answer
+
+    mixed = answer(request.answer_request(), setup)
+    assert isinstance(mixed, MixAnswer)
+    return mixed
+
+
 def _mix_request(**kwargs):
     from specband.deploy.recommend import RecommendRequest
 
@@ -164,7 +174,6 @@ def _mix_request(**kwargs):
 
 def test_a_mix_for_another_target_is_refused_unless_allowed():
     from specband.deploy.recommend import recommend
-    from specband.deploy.schedule import recommend_mix
     from specband.deploy.transfer import TransferError, UserSetup
 
     setup = UserSetup(target="meta-llama/Llama-3.1-70B-Instruct")
@@ -176,12 +185,11 @@ def test_a_mix_for_another_target_is_refused_unless_allowed():
     assert f"transferred (--allow-transfer): {differences[0]}" in taken.notes
     # the same differences, in the same words, as a one-batch-size recommend for that setup
     one = recommend(16, setup=setup, allow_transfer=True)
-    assert one.pick.transfer.differences == differences
+    assert one.transfer.differences == differences
     assert taken.action == (3, 4, 8)  # the pick itself is the unchecked mix's
 
 
 def test_a_mix_checks_the_gpu_and_power_limit_of_a_profile():
-    from specband.deploy.schedule import recommend_mix
     from specband.deploy.transfer import TransferError
     from specband.deploy.usersetup import user_setup
 
@@ -192,11 +200,10 @@ def test_a_mix_checks_the_gpu_and_power_limit_of_a_profile():
     assert taken.transfer is not None
     assert taken.transfer.differences[-1] == "power limit 700 W vs the data's 80 W"
     # the JSON answer says the differences taken, as a one-batch-size pick's "transfer" does
-    assert taken.as_json()["transfer"] == {"differences": list(taken.transfer.differences), "transferred": True}
+    assert taken.to_json()["transfer"] == {"differences": list(taken.transfer.differences), "transferred": True}
 
 
 def test_a_mix_for_the_datas_own_setup_passes_with_the_unchecked_gpu_said():
-    from specband.deploy.schedule import recommend_mix
     from specband.deploy.transfer import UserSetup
 
     setup = UserSetup(target="meta-llama/Llama-3.2-1B-Instruct", gpu_unchecked="no NVML here")
@@ -207,8 +214,8 @@ def test_a_mix_for_the_datas_own_setup_passes_with_the_unchecked_gpu_said():
     unchecked = recommend_mix(_mix_request())  # no setup: nothing checked, nothing said about it
     assert unchecked.transfer is None and unchecked.notes == answer.notes[1:]
     assert not any(n.startswith(gpu) for n in unchecked.notes)
-    assert unchecked.as_json() == answer.as_json()  # the JSON answer is the same either way
-    assert answer.as_json()["transfer"] == {"differences": [], "transferred": False}
+    assert unchecked.to_json() == answer.to_json()  # the JSON answer is the same either way
+    assert answer.to_json()["transfer"] == {"differences": [], "transferred": False}
 
 
 def test_recommend_batch_mix_cli_passes_the_users_setup(run_cli):
@@ -226,7 +233,6 @@ def test_a_better_own_pick_left_out_of_the_mix_is_named():
     """The tester's mix: bs 16 carries all the weight, yet the pick is (3,4,8), because bs
     16's own pick (3,2,4) has no lookup-table mean at bs 1."""
     from specband.deploy.recommend import RecommendRequest
-    from specband.deploy.schedule import recommend_mix
 
     answer = recommend_mix(RecommendRequest(batch_mix="1:1e-300,16:1"))
     assert answer.action == (3, 4, 8)
@@ -237,18 +243,17 @@ def test_a_better_own_pick_left_out_of_the_mix_is_named():
         "batch size of it"
     )
     assert answer.notes[-1] == note
-    obj = answer.as_json()
+    obj = answer.to_json()
     assert obj["left_out"] == [{"action_index": 7, "action": [3, 2, 4], "own_pick_at": [16], "not_scored_at": [1]}]
     # an own pick scored everywhere is not "left out": a mix of bs 1 and 4 picks (3,4,8), both own picks
     both = recommend_mix(RecommendRequest(batch_mix="1:1,4:1"))
-    assert both.pick.left_out == () and both.as_json()["left_out"] == []
+    assert both.pick.left_out == () and both.to_json()["left_out"] == []
     assert not any("was not scored at" in n for n in both.notes)
 
 
 def test_a_mix_says_what_its_rewards_rest_on_as_one_batch_size_does():
     from specband.deploy.explain import origin_line
     from specband.deploy.recommend import RecommendRequest, recommend
-    from specband.deploy.schedule import recommend_mix
 
     answer = recommend_mix(RecommendRequest(batch_mix="1:1,12:1"))
     one = recommend(16)
@@ -257,9 +262,9 @@ def test_a_mix_says_what_its_rewards_rest_on_as_one_batch_size_does():
         "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct, sglang not recorded, workload not recorded, "
         "power measured"
     )
-    assert line in answer.notes and origin_line(one.pick.origin).startswith(line + "; 17 rows, 5 repeat(s)")
+    assert line in answer.notes and origin_line(one.origin).startswith(line + "; 17 rows, 5 repeat(s)")
     assert "batch size 12 was not measured; picking for the nearest measured batch size 16" in answer.notes
-    obj = answer.as_json()
+    obj = answer.to_json()
     assert {k: obj["origin"][k] for k in ("provenance", "hardware", "power_limit_w", "power_measured")} == {
         "provenance": "published",
         "hardware": "RTX4060_Laptop",
@@ -272,13 +277,12 @@ def test_a_mix_says_what_its_rewards_rest_on_as_one_batch_size_does():
         (12, 16, 17, 5),
     ]
     for r, bs in zip(obj["per_batch_size"], (1, 16), strict=True):  # what pick_origin counts for recommend
-        origin = recommend(bs).pick.origin
-        assert (r["rows"], r["repeats"]) == (origin["rows"], origin["repeats"])
+        origin = recommend(bs).origin
+        assert (r["rows"], r["repeats"]) == (origin.rows, origin.repeats)
 
 
 def test_readings_against_a_contract_policy_are_said_for_a_mix_too(run_cli):
     from specband.deploy.recommend import RecommendRequest, recommend
-    from specband.deploy.schedule import recommend_mix
 
     res = run_cli("train", "--algo", "lookup_table", "--features", "contract", "--out", "m")
     assert res.exit_code == 0, res.stderr

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from specband.core.errors import ArtifactError, ConfigError
-from specband.deploy.recommend import Recommendation, recommend
+from specband.deploy.answers import Pick
+from specband.deploy.recommend import recommend
 
 
 def test_recommend_returns_pick_and_notes_without_printing(capsys) -> None:
     result = recommend(12, draft_model="drafts/eagle3")
-    assert isinstance(result, Recommendation)
-    assert result.pick.measured_batch_size == 16 and result.pick.action == (3, 2, 4)
-    assert "--speculative-draft-model-path" in result.pick.flags
+    assert isinstance(result, Pick)
+    assert result.measured_batch_size == 16 and result.action == (3, 2, 4)
+    assert "--speculative-draft-model-path" in result.flags
     assert result.notes == ("batch size 12 was not measured; picking for the nearest measured batch size 16",)
     assert capsys.readouterr() == ("", "")
 
@@ -24,7 +25,7 @@ def test_recommend_returns_pick_and_notes_without_printing(capsys) -> None:
 def test_the_automatic_folder_is_a_note(run_cli) -> None:
     assert run_cli("train", "--algo", "lookup_table", "--out", "specband-models").exit_code == 0
     result = recommend(16)
-    assert result.pick.source == "specband-models"
+    assert result.source == "specband-models"
     assert result.notes[0].startswith("using ./specband-models")
 
 
@@ -69,7 +70,7 @@ def test_what_the_default_folder_pickup_skips_is_a_note(make: Callable[[], objec
     result = recommend(16)
     assert result.notes[0] == expected
     # the embedded default's pick, not the junk table's (0,0,0) with reward 9.0
-    assert result.pick.source.startswith("embedded") and result.pick.action == (3, 2, 4)
+    assert result.source.startswith("embedded") and result.action == (3, 2, 4)
 
 
 def test_nothing_named_specband_models_is_no_note() -> None:

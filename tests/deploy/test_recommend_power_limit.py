@@ -9,12 +9,21 @@ import pytest
 from tests.harness.conftest import one_error_line
 
 from specband.core.errors import ConfigError, DataError
-from specband.deploy.power_answer import power_limit_pick
+from specband.deploy.answers import PowerLimitAnswer
+from specband.deploy.recommend import power_limit_answer
 from specband.sim import build_model, simulate_power_limits, simulate_sweep
 from specband.sweeps.dataset import Sweep
-from specband.sweeps.limit_table import recommend_power_limit
+from specband.sweeps.limit_table import BandWithinSpeedLoss, limit_table
 
 H100_8B = {"target_config": "llama-3.1-8b-instruct", "draft_config": "eagle3-llama-3.1-8b-instruct"}
+
+
+def recommend_power_limit(sweep: Sweep, batch_size: int, max_speed_loss: float = 0.02, draft: str | None = None):
+    """``recommend --data SWEEP``'s answer with a limit: the sweep's table, the selector's choice."""
+    selector = BandWithinSpeedLoss(max_speed_loss)
+    return power_limit_answer(
+        limit_table(sweep, nearest_to=batch_size), batch_size, selector=selector, draft_model=draft
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +45,8 @@ def test_on_simulated_h100_data_the_limit_is_below_700_w_in_band_within_the_spee
     for pick in decided.picks:
         if pick.power_limit_w < chosen.power_limit_w:
             assert not pick.in_band or pick.speed_tok_s < 0.98 * decided.fastest.speed_tok_s
-    answer = power_limit_pick(decided, "draft")
+    answer = recommend_power_limit(Sweep.from_records(h100_rows), batch_size, draft="draft")
+    assert isinstance(answer, PowerLimitAnswer) and answer.chosen == chosen
     assert answer.nvidia_smi == f"sudo nvidia-smi -pl {chosen.power_limit_w:g}"
     assert "--speculative-num-steps" in answer.flags and answer.provenance == "simulated"
 
@@ -61,9 +71,9 @@ def test_a_tighter_speed_bound_never_picks_a_slower_pair(h100_rows):
 def test_one_limit_or_a_bad_bound_is_refused():
     rows = simulate_sweep(build_model("h100-sxm"), batch_sizes=(1,), repeats=1)
     with pytest.raises(DataError, match="one power limit"):
-        recommend_power_limit(Sweep.from_records(rows), 1)
+        limit_table(Sweep.from_records(rows))
     with pytest.raises(ConfigError, match="max-speed-loss"):
-        recommend_power_limit(Sweep.from_records(rows), 1, max_speed_loss=1.5)
+        BandWithinSpeedLoss(1.5)
 
 
 def test_cli_prints_the_nvidia_smi_line_then_the_flags(run_cli, tmp_path, h100_rows):

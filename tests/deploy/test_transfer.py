@@ -96,7 +96,7 @@ def test_recommend_with_a_setup_checks_and_reports_the_transfer() -> None:
     with pytest.raises(TransferError):
         recommend(16, setup=UserSetup(target="meta-llama/Llama-3.1-70B-Instruct"))
     taken = recommend(16, setup=UserSetup(target="meta-llama/Llama-3.1-70B-Instruct"), allow_transfer=True)
-    assert taken.pick.transfer.to_json() == {
+    assert taken.transfer.to_json() == {
         "differences": ["target meta-llama/Llama-3.1-70B-Instruct vs the data's unsloth/Llama-3.2-1B-Instruct"],
         "transferred": True,
     }
@@ -104,25 +104,27 @@ def test_recommend_with_a_setup_checks_and_reports_the_transfer() -> None:
 
 
 def test_the_first_guess_is_a_labelled_simulation_with_its_calibration_error() -> None:
-    guess = first_guess(16, "h100-sxm", "llama-3.1-8b-instruct", "eagle3-llama-3.1-8b-instruct")
-    pick = guess.pick
+    pick = first_guess(16, "h100-sxm", "llama-3.1-8b-instruct", "eagle3-llama-3.1-8b-instruct")
     assert pick.source.startswith("simulated first guess (h100-sxm")
-    assert pick.origin["provenance"] == "simulated" and pick.origin["power_measured"] is False
-    assert pick.origin["hardware"] == "H100_SXM5_80GB" and pick.origin["power_limit_w"] == 700.0
-    assert pick.origin["target_model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    origin = pick.origin.data
+    assert origin.provenance == "simulated" and origin.power_measured is False
+    assert origin.hardware == "H100_SXM5_80GB" and origin.power_limit_w == 700.0
+    assert origin.target_model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert pick.origin.repeats == 3  # the first guess's passes
     errors = calibration_errors("h100-sxm")
     assert pick.calibration is not None and set(pick.calibration) == set(errors) and errors
     for metric, err in errors.items():
-        assert pick.calibration[metric]["median_abs_error"] == pytest.approx(err.median_abs_error, abs=1e-4)
-    assert guess.notes[0].startswith("SIMULATED on h100-sxm, not measured; calibration error against published")
-    assert "a sweep settles" in guess.notes[-1]
+        assert pick.calibration[metric].median_abs_error == pytest.approx(err.median_abs_error, abs=1e-4)
+        assert pick.calibration[metric].rows == err.rows
+    assert pick.notes[0].startswith("SIMULATED on h100-sxm, not measured; calibration error against published")
+    assert "a sweep settles" in pick.notes[-1]
     expl = pick.explanation
-    assert expl is not None and expl["figures_are"] == "simulated" and expl["pick"]["speedup"] > 1.0
+    assert expl is not None and expl.figures_are == "simulated" and expl.pick is not None and expl.pick.speedup > 1.0
     assert pick.action.speculative_eagle_topk == 1  # a chain at bs 16 on H100 (trees cost more there)
 
 
 def test_a_first_guess_for_a_profile_without_published_rows_says_so() -> None:
     guess = first_guess(4, "a100-sxm4-80gb")
-    assert guess.pick.calibration == calibration_errors("a100-sxm4-80gb")
-    assert guess.pick.calibration == {}
+    assert calibration_errors("a100-sxm4-80gb") == {}
+    assert guess.calibration == {}
     assert "no published measurement holds this profile" in guess.notes[0]

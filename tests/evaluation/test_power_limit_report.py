@@ -20,11 +20,11 @@ def _rows() -> list[dict]:
 def test_curves_and_table_say_the_answer_and_the_source():
     sweep = Sweep.from_records(_rows())
     curves = power_limit_curves(sweep, power_label=unmeasured_power_note(sweep.rows))
-    assert sorted(curves.answers) == [8, 16]
+    assert sorted(curves.chosen) == [8, 16] and curves.max_speed_loss == 0.02
     assert curves.source.startswith("simulated rows; power SIMULATED from a published fit")
-    for answer in curves.answers.values():
-        assert [p.power_limit_w for p in answer.picks] == [180.0, 185.0, 210.0, 215.0, 700.0]
-        assert answer.chosen.power_limit_w < 700.0 and answer.chosen.in_band
+    for bs, chosen in curves.chosen.items():
+        assert [p.power_limit_w for p in curves.table.picks[bs]] == [180.0, 185.0, 210.0, 215.0, 700.0]
+        assert chosen.power_limit_w < 700.0 and chosen.in_band
     text = power_limit_markdown(curves)
     assert "Source: simulated rows; power SIMULATED from a published fit" in text
     assert "not measured on this setup" in text  # the label in full

@@ -41,23 +41,26 @@ def test_the_bundled_origin_names_the_study_setup() -> None:
 
 
 def test_recommend_json_carries_the_origin_and_explanation() -> None:
-    pick = recommend(16).pick
-    origin = pick.origin
-    assert origin["hardware"] == "RTX4060_Laptop" and origin["power_limit_w"] == 80.0
-    assert origin["provenance"] == "published" and origin["power_measured"] is True
-    assert origin["target_model"] == "unsloth/Llama-3.2-1B-Instruct"
-    assert origin["rows"] == 17 and origin["repeats"] == 5  # the bs-16 rows of the bundled file
-    assert origin["sglang_version"] is None and origin["workload"] is None  # not recorded in the study's rows
+    pick = recommend(16)
+    origin = pick.origin.data
+    assert origin.hardware == "RTX4060_Laptop" and origin.power_limit_w == 80.0
+    assert origin.provenance == "published" and origin.power_measured is True
+    assert origin.target_model == "unsloth/Llama-3.2-1B-Instruct"
+    assert pick.origin.rows == 17 and pick.origin.repeats == 5  # the bs-16 rows of the bundled file
+    assert origin.sglang_version is None and origin.workload is None  # not recorded in the study's rows
     expl = pick.explanation
     assert expl is not None and pick.action == (3, 2, 4)
     rows = [r for r in load_sweep(None).rows if r.batch_size == 16 and r.trainable]
     picked = [r.speed_tok_s for r in rows if tuple(r.action) == (3, 2, 4)]
     base = [r.speed_tok_s for r in rows if r.is_baseline]
-    assert expl["pick"]["rows"] == len(picked) == 5
-    assert expl["pick"]["speed_tok_s"] == pytest.approx(sum(picked) / 5, abs=1e-3)
-    assert expl["pick"]["speedup"] == pytest.approx(sum(picked) / 5 / (sum(base) / len(base)), abs=1e-3)
-    assert expl["runner_up"] is not None and expl["runner_up"]["action"] != [3, 2, 4]
-    assert expl["figures_are"] == "published"
+    assert expl.pick is not None and expl.pick.rows == len(picked) == 5
+    assert expl.pick.speed_tok_s == pytest.approx(sum(picked) / 5, abs=1e-3)
+    assert expl.pick.speedup == pytest.approx(sum(picked) / 5 / (sum(base) / len(base)), abs=1e-3)
+    assert expl.runner_up is not None and expl.runner_up.action != (3, 2, 4)
+    assert expl.figures_are == "published"
+    # the JSON of the typed parts: the origin's fields, then the counts
+    assert list(pick.to_json()["origin"])[-3:] == ["rows", "repeats", "heldout_interval"]
+    assert pick.to_json()["explanation"]["pick"]["band"] == band_status(expl.pick.energy_utilization)
 
 
 def test_band_status_says_in_below_or_above_and_by_how_much() -> None:
@@ -69,13 +72,13 @@ def test_band_status_says_in_below_or_above_and_by_how_much() -> None:
 
 def test_a_bs1_pick_below_the_band_says_so_and_no_config_reaches_it() -> None:
     manifest = embedded_manifest()
-    index = recommend(1).pick.action_index
+    index = recommend(1).action_index
     expl = explain_pick(manifest, 1, index)
-    assert expl is not None
-    assert expl["pick"]["band"]["status"] == "below" and expl["pick"]["energy_utilization"] < 0.95
-    assert expl["band_reachable"] is False
-    assert expl["band_note"].startswith("no config reaches the 0.95-0.98 band at this power limit")
-    assert "a power limit near" in expl["band_note"]
+    assert expl is not None and expl.pick is not None and expl.pick.energy_utilization is not None
+    assert expl.pick.band.status == "below" and expl.pick.energy_utilization < 0.95
+    assert expl.band_reachable is False and expl.band_note is not None
+    assert expl.band_note.startswith("no config reaches the 0.95-0.98 band at this power limit")
+    assert "a power limit near" in expl.band_note
 
 
 def test_the_band_note_names_the_highest_below_or_the_lowest_above() -> None:
@@ -106,17 +109,18 @@ def test_simulated_rows_are_never_measured(tmp_path: Path, run_cli) -> None:  # 
     assert bs16.split(" | ")[5].startswith("below by ")  # the simulated H100 is far below the band at 700 W
     assert bs16.rstrip(" |").endswith("| 2")  # two repeats
     picked = recommend(16, models="sim-models")
-    assert picked.pick.origin["provenance"] == "simulated"
+    assert picked.origin.data.provenance == "simulated"
     assert any("trained on SIMULATED rows" in n for n in picked.notes)
-    assert picked.pick.explanation is not None and picked.pick.explanation["figures_are"] == "simulated"
+    assert picked.explanation is not None and picked.explanation.figures_are == "simulated"
     # a batch-size mix says it too, in the same words, and its JSON origin says "simulated"
-    from specband.deploy.recommend import RecommendRequest
-    from specband.deploy.schedule import recommend_mix
+    from specband.deploy.answers import MixAnswer
+    from specband.deploy.recommend import RecommendRequest, answer
 
-    mixed = recommend_mix(RecommendRequest(batch_mix="1:1,16:1", models="sim-models"))
+    mixed = answer(RecommendRequest(batch_mix="1:1,16:1", models="sim-models").answer_request())
+    assert isinstance(mixed, MixAnswer)
     simulated = [n for n in picked.notes if "SIMULATED" in n]
     assert len(simulated) == 1 and [n for n in mixed.notes if "SIMULATED" in n] == simulated
-    assert mixed.as_json()["origin"]["provenance"] == "simulated"
+    assert mixed.to_json()["origin"]["provenance"] == "simulated"
     assert any(n.startswith("pick rests on simulated data: H100_SXM5_80GB") for n in mixed.notes)
 
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from specband.artifacts.folder import SweepRecord
 from specband.contract.actions import ACTION_SETS, EXTENDED_ACTIONS
 
 if TYPE_CHECKING:
@@ -135,8 +136,8 @@ def _io_contract(manifest: Manifest) -> str:
 
 def _energy(manifest: Manifest) -> str:
     """The model card's "energy measured" line: simulated or emulated power is never measured."""
-    origin, data = manifest.origin, manifest.data
-    if not data.get("energy_in_rewards", data.get("energy_measured")):
+    origin = manifest.origin
+    if not manifest.data.energy_in_rewards:
         return "no (rewards from throughput alone)"
     if origin is not None and not origin.power_measured:
         return f"no: the power is {origin.provenance} ({origin.power_source or 'not measured'}), not measured"
@@ -157,7 +158,7 @@ def render_model_card(
     from specband import __version__
     from specband.artifacts.folder import ARTIFACT_FILES
 
-    data = manifest.data
+    data, recorded = manifest.data, manifest.data.sweep or SweepRecord()
     limit = manifest.power_limit_w
     limits = (
         [f"{limit:g} W (given to `specband train`)"]
@@ -224,8 +225,8 @@ def render_model_card(
         "## Data",
         "",
         (
-            f"- file: `{data.get('path')}` (sha256 `{data.get('sha256')}`), {data.get('rows')} rows, "
-            f"{data.get('training_rows')} used for training, format `{data.get('format')}`"
+            f"- file: `{recorded.path}` (sha256 `{recorded.sha256}`), {data.rows} rows, "
+            f"{data.training_rows} used for training, format `{recorded.format}`"
         ),
         f"- provenance: {_provenance(sweep)}",
         f"- energy measured: {_energy(manifest)}",

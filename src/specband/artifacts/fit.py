@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.artifacts.folder import Manifest, file_sha256, validate_algorithms
+from specband.artifacts.folder import DataRecord, Manifest, SweepRecord, file_sha256, validate_algorithms
 from specband.contract.actions import active_action_set
 from specband.contract.state import FEATURE_KINDS
 from specband.core.errors import ConfigError
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from specband.contract.reward import RewardConfig
     from specband.policies.base import Policy
     from specband.sweeps.dataset import Sweep, TrainingData
+    from specband.sweeps.limit_table import LimitTable
 
 __all__ = [
     "BUNDLED_DATA_LABEL",
@@ -59,8 +60,6 @@ def build_manifest(
 ) -> Manifest:
     """The manifest of a folder trained on ``data`` (from ``sweep``, when known) with the
     reward constants ``reward_config`` (default: :class:`specband.contract.reward.RewardConfig`)."""
-    from dataclasses import asdict
-
     import numpy as np
 
     from specband import __version__
@@ -72,19 +71,21 @@ def build_manifest(
         reward_config = RewardConfig()
 
     cells = mean_reward_by_cell(data)
-    info: dict[str, Any] = {"rows": len(sweep.rows) if sweep is not None else None, "training_rows": len(data)}
-    if sweep is not None:
-        info["path"] = sweep.path
-        info["format"] = sweep.format
-        info["sha256"] = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None
     origin = None if sweep is None else data_origin(sweep, sweep.power_limit_w)
+    record = None
     if sweep is not None:
         assert origin is not None
-        # simulated or emulated power is never "measured" (issue 18): energy in the rewards,
-        # measured or not, is ``energy_in_rewards``
-        info["energy_measured"] = sweep.energy_measured and origin.power_measured
-        info["energy_in_rewards"] = sweep.energy_measured
-        info["provenance"] = origin.provenance
+        record = SweepRecord(
+            path=sweep.path,
+            format=sweep.format,
+            sha256=file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None,
+            # simulated or emulated power is never "measured" (issue 18): energy in the rewards,
+            # measured or not, is ``energy_in_rewards``
+            energy_measured=sweep.energy_measured and origin.power_measured,
+            energy_in_rewards=sweep.energy_measured,
+            provenance=origin.provenance,
+        )
+    info = DataRecord(rows=len(sweep.rows) if sweep is not None else None, training_rows=len(data), sweep=record)
     return Manifest(
         features=data.features,
         action_set=active_action_set(),
@@ -92,7 +93,7 @@ def build_manifest(
         algorithms=tuple(validate_algorithms(algorithms)),
         data=info,
         power_limit_w=None if sweep is None else sweep.power_limit_w,
-        reward_config=asdict(reward_config),
+        reward_config=reward_config,
         # a batch size where every config failed at least once has nothing to pick from
         allowed={
             bs: tuple(int(a) for a in np.flatnonzero(mask)) for bs, mask in sorted(data.allowed.items()) if np.any(mask)
@@ -198,12 +199,13 @@ def check_out_folder(out: str | Path, sweep: Sweep, *, force: bool = False, data
     except ArtifactError:
         return  # an unreadable manifest: save_artifacts decides
     new_sha = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None
-    old_sha, old_path = old.get("sha256"), old.get("path")
+    recorded = old.sweep or SweepRecord()
+    old_sha, old_path = recorded.sha256, recorded.path
     same = old_sha == new_sha if old_sha and new_sha else old_path is not None and str(old_path) == str(sweep.path)
     if same:
         return
-    rows = old.get("rows")
-    provenance = old.get("provenance")
+    rows = old.rows
+    provenance = recorded.provenance
     what = (
         f"{old_path or 'unknown data'}"
         + (f" ({rows} rows" if rows is not None else "")
@@ -239,22 +241,23 @@ def at_highest_power_limit(sweep: Sweep, verb: str = "train") -> tuple[Sweep, st
     return kept, note
 
 
-def split_power_limits(sweep: Sweep) -> tuple[Sweep, dict[str, Any] | None, str | None]:
+def split_power_limits(sweep: Sweep) -> tuple[Sweep, LimitTable | None, str | None]:
     """A sweep over several power limits, split for ``specband train``: the policies train on
     the rows at the highest limit (:func:`at_highest_power_limit`) and the manifest records the
-    pick at every limit (:func:`specband.sweeps.limit_table.power_limit_table`), from which
+    pick at every limit (:func:`specband.sweeps.limit_table.limit_table`), from which
     ``recommend --models DIR`` answers with a limit.
 
     Returns:
-        ``(sweep to train on, power_limits table or None, note or None)``; a sweep with one
+        ``(sweep to train on, its LimitTable or None, note or None)``; a sweep with one
         limit is returned as it is.
 
     Raises:
-        DataError: as :func:`specband.sweeps.limit_table.recommend_power_limit`.
+        DataError: as :func:`specband.sweeps.limit_table.limit_table` (a batch size without a
+            successful row at some limit).
     """
-    from specband.sweeps.limit_table import power_limit_table
+    from specband.sweeps.limit_table import limit_table
 
     kept, note = at_highest_power_limit(sweep)
     if note is None:
         return sweep, None, None
-    return kept, power_limit_table(sweep), note
+    return kept, limit_table(sweep), note

@@ -33,11 +33,12 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specband.contract.actions import ACTION_SETS, active_action_set
+from specband.contract.reward import RewardConfig
 from specband.contract.state import FEATURE_KINDS, state_tuple
 from specband.core.batchlist import nearest_batch_size
 from specband.core.errors import ArtifactError, ConfigError
@@ -47,6 +48,7 @@ from specband.core.limits import (
 )
 from specband.policies import ALGORITHMS, policy_class
 from specband.policies.files import read_json, write_bytes_atomic, write_json_atomic
+from specband.sweeps.limit_table import LimitTable
 from specband.sweeps.origin import ActionStats, DataOrigin
 
 if TYPE_CHECKING:
@@ -60,7 +62,9 @@ __all__ = [
     "MANIFEST_FILE",
     "MODEL_CARD_FILE",
     "PICKLED_ALGORITHMS",
+    "DataRecord",
     "Manifest",
+    "SweepRecord",
     "available_algorithms",
     "embedded_manifest",
     "file_sha256",
@@ -129,6 +133,91 @@ def file_sha256(path: str | Path) -> str:
 
 
 @dataclass(frozen=True)
+class SweepRecord:
+    """The sweep file a folder was trained on (part of the manifest's ``data``).
+
+    Attributes:
+        path: the file as given (a hub dataset as ``hf://...``; ``None``: rows not read from a file).
+        format: the sweep's format (``published_live``, ``specband``, ...).
+        sha256: the file's sha256 (``None``: not a file here).
+        energy_measured: some row's power was measured on a GPU (``None``: not recorded, a
+            folder written before it was).
+        energy_in_rewards: the rewards count energy, measured or not (``None``: not recorded).
+        provenance: the rows' provenance (:attr:`specband.sweeps.origin.DataOrigin.provenance`;
+            ``None``: not recorded).
+    """
+
+    path: str | None = None
+    format: str | None = None
+    sha256: str | None = None
+    energy_measured: bool | None = None
+    energy_in_rewards: bool | None = None
+    provenance: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``path``, ``format``, ``sha256``, then the others that are recorded."""
+        out: dict[str, Any] = {"path": self.path, "format": self.format, "sha256": self.sha256}
+        for key in ("energy_measured", "energy_in_rewards", "provenance"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+@dataclass(frozen=True)
+class DataRecord:
+    """What a manifest records about the data a folder was trained on (its ``data``).
+
+    Attributes:
+        rows: the sweep's rows (``None``: not from a sweep).
+        training_rows: the rows the policies were trained on.
+        sweep: the sweep file (:class:`SweepRecord`), or ``None`` when the training rows
+            came from no sweep (and for a folder written by another tool).
+    """
+
+    rows: int | None = None
+    training_rows: int | None = None
+    sweep: SweepRecord | None = None
+
+    @property
+    def energy_in_rewards(self) -> bool:
+        """The rewards count energy (an older folder's ``energy_measured`` when it does not say)."""
+        if self.sweep is None:
+            return False
+        if self.sweep.energy_in_rewards is not None:
+            return self.sweep.energy_in_rewards
+        return bool(self.sweep.energy_measured)
+
+    def to_json(self) -> dict[str, Any]:
+        """``rows``, ``training_rows`` and the sweep's keys (:meth:`SweepRecord.to_json`), flat."""
+        return {
+            "rows": self.rows,
+            "training_rows": self.training_rows,
+            **({} if self.sweep is None else self.sweep.to_json()),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> DataRecord:
+        """Parse :meth:`to_json`'s object (a foreign folder's ``{}`` too); a value of the wrong
+        type is read as not recorded (``None``), unknown keys are ignored."""
+
+        def typed(key: str, kind: type | tuple[type, ...]) -> Any:
+            value = obj.get(key)
+            return value if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) else None
+
+        sweep = None
+        if any(key in obj for key in ("path", "format", "sha256")):
+            sweep = SweepRecord(
+                path=typed("path", str),
+                format=typed("format", str),
+                sha256=typed("sha256", str),
+                energy_measured=typed("energy_measured", bool),
+                energy_in_rewards=typed("energy_in_rewards", bool),
+                provenance=typed("provenance", str),
+            )
+        return cls(rows=typed("rows", int), training_rows=typed("training_rows", int), sweep=sweep)
+
+
+@dataclass(frozen=True)
 class Manifest:
     """What specband records about an artifact folder (``specband.json``).
 
@@ -136,9 +225,10 @@ class Manifest:
         features: ``"contract"`` or ``"pre"``: the state the policies were trained on.
         seed: training seed (``None`` for a folder written by another tool).
         algorithms: the algorithms in the folder.
-        data: ``path``, ``sha256``, ``rows``, ``training_rows``, ``format`` of the sweep.
+        data: the data trained on (:class:`DataRecord`: rows, training rows, the sweep file).
         power_limit_w: power limit (W) that overrode the rows' own, or ``None``.
-        reward_config: the reward constants used (see :class:`specband.contract.reward.RewardConfig`).
+        reward_config: the reward constants used (:class:`specband.contract.reward.RewardConfig`),
+            or ``None`` for a folder that does not say.
         allowed: batch size -> sorted indices of the actions with data there and no failure.
         states: batch size -> the 4-float state the picks are made from.
         mean_rewards: batch size -> action index -> observed mean reward.
@@ -155,19 +245,18 @@ class Manifest:
             folder written before origins were recorded, or by another tool.
         stats: batch size -> action index -> what its rows showed
             (:class:`specband.sweeps.origin.ActionStats`: speed, utilisation, J/token, repeats).
-        power_limits: for a folder trained on a sweep over several power limits, what it
-            says about them (:func:`specband.sweeps.limit_table.power_limit_table`: the limits, the
-            band, the rows' provenance, the pick at every limit per batch size); the policies
-            were then trained on the rows at the highest limit. ``None`` (and no key in the
-            file) otherwise.
+        power_limits: for a folder trained on a sweep over several power limits, the pick at
+            every limit per batch size (:class:`specband.sweeps.limit_table.LimitTable`, with
+            the limits, the band and the rows' provenance); the policies were then trained on
+            the rows at the highest limit. ``None`` (and no key in the file) otherwise.
     """
 
     features: str = "contract"
     seed: int | None = None
     algorithms: tuple[str, ...] = ()
-    data: Mapping[str, Any] = field(default_factory=dict)
+    data: DataRecord = field(default_factory=DataRecord)
     power_limit_w: float | None = None
-    reward_config: Mapping[str, Any] | None = None
+    reward_config: RewardConfig | None = None
     allowed: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     states: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
     mean_rewards: Mapping[int, Mapping[int, float]] = field(default_factory=dict)
@@ -178,7 +267,7 @@ class Manifest:
     action_set: str = "contract"
     origin: DataOrigin | None = None
     stats: Mapping[int, Mapping[int, ActionStats]] = field(default_factory=dict)
-    power_limits: Mapping[str, Any] | None = None
+    power_limits: LimitTable | None = None
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -243,9 +332,9 @@ class Manifest:
             "features": self.features,
             "seed": self.seed,
             "algorithms": {name: {"file": ARTIFACT_FILES[name]} for name in self.algorithms},
-            "data": dict(self.data),
+            "data": self.data.to_json(),
             "power_limit_w": self.power_limit_w,
-            "reward_config": None if self.reward_config is None else dict(self.reward_config),
+            "reward_config": None if self.reward_config is None else asdict(self.reward_config),
             "batch_sizes": {
                 str(bs): {
                     "allowed": [int(i) for i in self.allowed.get(bs, ())],
@@ -269,7 +358,7 @@ class Manifest:
             out["action_set"] = self.action_set
             out["actions"] = [list(a) for a in ACTION_SETS[self.action_set]]
         if self.power_limits is not None:
-            out["power_limits"] = dict(self.power_limits)
+            out["power_limits"] = self.power_limits.to_json()
         return out
 
     @classmethod
@@ -313,9 +402,7 @@ class Manifest:
         limit = obj.get("power_limit_w")
         if limit is not None and (not _is_number(limit) or not limit > 0):
             raise bad(f"'power_limit_w' must be a positive number or null, got {limit!r}")
-        reward = obj.get("reward_config")
-        if reward is not None and not isinstance(reward, dict):
-            raise bad("'reward_config' must be an object or null")
+        reward = _reward_config(obj.get("reward_config"), bad)
         files = obj.get("files") or {}
         if not isinstance(files, dict) or not all(
             isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in files.items()
@@ -364,7 +451,7 @@ class Manifest:
             features=features,
             seed=seed,
             algorithms=tuple(a for a in ALGORITHMS if a in algos),
-            data=data,
+            data=DataRecord.from_json(data),
             power_limit_w=None if limit is None else float(limit),
             reward_config=reward,
             allowed=allowed,
@@ -376,76 +463,26 @@ class Manifest:
             action_set=action_set,
             origin=DataOrigin.from_json(obj.get("origin")),
             stats=stats,
-            power_limits=_power_limits(obj.get("power_limits"), bad),
+            power_limits=None if obj.get("power_limits") is None else LimitTable.from_json(obj["power_limits"], bad),
         )
 
 
-#: The fields of one pick in a manifest's ``power_limits.picks`` (those of
-#: :class:`specband.sweeps.limit_table.LimitPick`) and whether each may be null.
-_LIMIT_PICK_FIELDS: dict[str, bool] = {
-    "power_limit_w": False,
-    "action_index": False,
-    "action": False,
-    "mean_reward": False,
-    "speed_tok_s": False,
-    "avg_power_w": True,
-    "utilization": True,
-    "joules_per_token": True,
-    "in_band": False,
-    "runs": False,
-}
+def _reward_config(value: Any, bad: Callable[[str], ArtifactError]) -> RewardConfig | None:
+    """A manifest's ``reward_config`` (``None`` when absent): its constants over the defaults
+    of :class:`~specband.contract.reward.RewardConfig` (unknown keys are ignored).
 
-
-def _limit_pick_ok(pick: dict[str, Any]) -> str | None:
-    """The first bad field of one pick of a manifest's ``power_limits.picks`` (``None``: good)."""
-    from specband.contract.actions import EXTENDED_ACTIONS  # the contract's 19 first: right for either set
-
-    for name, nullable in _LIMIT_PICK_FIELDS.items():
-        v = pick[name]
-        if name == "in_band":
-            ok = isinstance(v, bool)
-        elif name == "action":
-            index = pick["action_index"]
-            ok = is_int(index) and 0 <= index < len(EXTENDED_ACTIONS) and v == list(EXTENDED_ACTIONS[index])
-        elif name in ("action_index", "runs"):
-            ok = is_int(v) and v >= 0
-        else:
-            ok = (nullable and v is None) or (_is_number(v) and not isinstance(v, bool))
-        if not ok:
-            return f"bad {name!r}: {v!r}"
-    if not pick["power_limit_w"] > 0 or not pick["speed_tok_s"] > 0:
-        return "power_limit_w and speed_tok_s must be > 0"
-    return None
-
-
-def _power_limits(value: Any, bad: Callable[[str], ArtifactError]) -> dict[str, Any] | None:
-    """Validate a manifest's ``power_limits`` (``None`` when absent)."""
+    Raises:
+        ArtifactError: not an object, or a constant out of its range.
+    """
     if value is None:
         return None
-    where = "'power_limits'"
-    if not isinstance(value, dict) or not isinstance(value.get("picks"), dict) or not value["picks"]:
-        raise bad(f"{where} must be an object with 'limits_w', 'band', 'provenance' and 'picks'")
-    band = value.get("band")
-    if not (isinstance(band, list) and len(band) == 2 and all(_is_number(v) for v in band) and band[0] < band[1]):
-        raise bad(f"{where}.band must be [low, high]")
-    if not isinstance(value.get("provenance"), str):
-        raise bad(f"{where}.provenance must be a string")
-    unmeasured = value.get("power_unmeasured_rows", 0)
-    if not is_int(unmeasured) or unmeasured < 0:
-        raise bad(f"{where}.power_unmeasured_rows must be a count")
-    sources = value.get("power_sources", [])
-    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
-        raise bad(f"{where}.power_sources must be a list of strings")
-    for key, picks in value["picks"].items():
-        if not str(key).isdigit() or int(key) <= 0 or not isinstance(picks, list) or not picks:
-            raise bad(f"{where}.picks: {key!r} must be a batch size with a list of picks")
-        for pick in picks:
-            if not isinstance(pick, dict) or set(pick) != set(_LIMIT_PICK_FIELDS):
-                raise bad(f"{where}.picks.{key}: each pick has exactly {sorted(_LIMIT_PICK_FIELDS)}")
-            why = _limit_pick_ok(pick)
-            if why:
-                raise bad(f"{where}.picks.{key}: {why}")
-    return dict(value)
+    if not isinstance(value, dict):
+        raise bad("'reward_config' must be an object or null")
+    names = {f.name for f in fields(RewardConfig)}
+    try:
+        return RewardConfig(**{k: v for k, v in value.items() if k in names})
+    except ConfigError as exc:
+        raise bad(f"'reward_config': {exc}") from None
 
 
 def _manifest_action_set(obj: Mapping[str, Any], bad: Callable[[str], ArtifactError]) -> str:
@@ -614,9 +651,12 @@ def available_algorithms(directory: str | Path) -> list[str]:
     return [name for name in ALGORITHMS if (d / ARTIFACT_FILES[name]).is_file()]
 
 
-def verify_algorithm_files(directory: str | Path, name: str, *, allow_modified: bool = False) -> None:
+def verify_algorithm_files(
+    directory: str | Path, name: str, *, allow_modified: bool = False, manifest: Manifest | None = None
+) -> None:
     """Check the files of ``name`` in a specband folder against the sha256 its manifest
     records (nothing to check in a foreign folder); see :func:`specband.files.safeload.verify_files`.
+    ``manifest``: the folder's, when the caller has read it already (else it is read here).
 
     Files whose real path leaves the folder (a symlink to ``/etc/passwd``) are refused
     first, whatever ``allow_modified`` says (:func:`specband.files.safeload.check_files_inside`).
@@ -630,7 +670,8 @@ def verify_algorithm_files(directory: str | Path, name: str, *, allow_modified: 
 
     d = Path(directory)
     check_files_inside(d, (MANIFEST_FILE, ARTIFACT_FILES[name].split("/")[0]))
-    manifest = load_manifest(d)
+    if manifest is None:
+        manifest = load_manifest(d)
     if not manifest.foreign:
         verify_files(d, dict(manifest.files), name, allow_modified=allow_modified)
 
@@ -642,6 +683,7 @@ def load_policy(
     *,
     trust_pickle: bool = False,
     allow_modified: bool = False,
+    manifest: Manifest | None = None,
 ) -> Policy:
     """Load one algorithm from an artifact folder.
 
@@ -659,6 +701,8 @@ def load_policy(
             :mod:`specband.files.safeload`).
         allow_modified: load files whose sha256 no longer matches the manifest, with a
             warning on stderr.
+        manifest: the folder's manifest when the caller has read it already (else it is
+            read here).
 
     Raises:
         ConfigError: an unknown algorithm.
@@ -675,7 +719,7 @@ def load_policy(
             f"{Path(directory) / ARTIFACT_FILES[name]}: no such file "
             f"(the folder has: {', '.join(have) if have else 'no policy files'})"
         )
-    verify_algorithm_files(d, name, allow_modified=allow_modified)
+    verify_algorithm_files(d, name, allow_modified=allow_modified, manifest=manifest)
     cls = policy_class(name)
     kwargs: dict[str, Any] = {"trust_pickle": trust_pickle} if name in PICKLED_ALGORITHMS else {}
     if name == "doubly_robust" and data is not None:

@@ -205,7 +205,11 @@ def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorit
         manifest = dataclasses.replace(manifest, power_limits=limit_table)
     hub_data = None if r.data is None else parse_hub_ref(r.data)
     if hub_data is not None:  # record the hub id, not the cache path
-        manifest = dataclasses.replace(manifest, data={**manifest.data, "path": f"hf://{hub_data}"})
+        assert manifest.data.sweep is not None  # trained on a sweep
+        data = dataclasses.replace(
+            manifest.data, sweep=dataclasses.replace(manifest.data.sweep, path=f"hf://{hub_data}")
+        )
+        manifest = dataclasses.replace(manifest, data=data)
     previous = folder_algorithms(r.out_path)
     rows = pick_table(policies, manifest)
     dataset_id = hub_data.repo_id if hub_data is not None and hub_data.repo_type == "dataset" else None

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
 
 import typer
 
 from specband.cli.output import note as _note
 from specband.cli.params import PANEL_TITLES, request_command
+from specband.deploy.answers import MixAnswer, Pick, PowerLimitAnswer
 from specband.deploy.recommend import RecommendRequest
 
 
@@ -69,67 +69,51 @@ def actions_command(
 def recommend_command(request: RecommendRequest) -> None:
     """Print the sglang flags for a batch size, ready to paste after
     `python -m sglang.launch_server`."""
+    from specband.deploy.recommend import answer
     from specband.deploy.usersetup import user_setup
 
-    if request.is_mix:
+    decided = answer(request.answer_request(), user_setup(request.target, request.draft_model, request.gpu))
+    if isinstance(decided, MixAnswer):
         from specband.cli.schedule import print_mix_recommendation
-        from specband.deploy.schedule import recommend_mix
 
-        mix_setup = user_setup(request.target, request.draft_model, request.gpu)
-        print_mix_recommendation(recommend_mix(request, mix_setup), request.output_format)
-        return
-    from specband.contract.actions import use_action_set
+        print_mix_recommendation(decided, request.output_format)
+    elif isinstance(decided, PowerLimitAnswer):  # a sweep or folder over several power limits (issue 20)
+        _print_power_limit(decided, request.output_format)
+    else:
+        assert isinstance(decided, Pick)
+        _print_pick(decided, request.output_format)
+
+
+def _print_pick(pick: Pick, output_format: str) -> None:
+    """A pick (:class:`specband.deploy.answers.Pick`): its notes, origin and explanation on
+    stderr, the flags (or JSON) on stdout, and what the flags leave out."""
     from specband.deploy.explain import answer_lines
-    from specband.deploy.power_answer import power_limit_recommendation
-    from specband.deploy.recommend import recommend_request
 
-    with use_action_set(request.actions):  # a folder is read against its action set
-        setup = None if request.is_first_guess else user_setup(request.target, request.draft_model, request.gpu)
-        with_limit = None if request.is_first_guess else power_limit_recommendation(request, setup)
-    if with_limit is not None:  # a sweep or folder over several power limits (issue 20)
-        _print_power_limit(with_limit, request)
-        return
-    if request.is_first_guess:
-        from specband.deploy.firstguess import first_guess
-
-        assert request.batch_size is not None and request.gpu is not None  # checked when the request was built
-        decided = first_guess(
-            request.batch_size,
-            request.gpu,
-            request.target_config,
-            request.draft_config,
-            draft_model=request.draft_model,
-        )
-    else:
-        decided = recommend_request(request, setup)
-    for line in (*decided.notes, *answer_lines(decided.pick)):
+    for line in (*pick.notes, *answer_lines(pick)):
         _note(line)
-    result = decided.pick
-    if request.output_format == "json":
-        typer.echo(json.dumps(result.to_json(), indent=2))
+    if output_format == "json":
+        typer.echo(json.dumps(pick.to_json(), indent=2))
     else:
-        typer.echo(shlex.join(result.flags))
-    if result.action.is_baseline:
+        typer.echo(shlex.join(pick.flags))
+    if pick.action.is_baseline:
         _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
-    elif request.draft_model is None:
-        draft = result.origin.get("draft_model")  # the data's own draft (the study's for the embedded policy)
+    elif pick.draft_model is None:
+        draft = pick.origin.data.draft_model  # the data's own draft (the study's for the embedded policy)
         _note(
             "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to include it"
             + (f" (the data's rows used {draft})" if draft else "")
         )
 
 
-def _print_power_limit(decided: Any, request: RecommendRequest) -> None:
-    """The answer with a power limit: the ``nvidia-smi -pl`` line and the flags (or JSON), the
-    notes and what the limit does on stderr."""
-    from specband.deploy.power_answer import power_limit_pick, power_limit_summary
-
+def _print_power_limit(decided: PowerLimitAnswer, output_format: str) -> None:
+    """The answer with a power limit (:class:`specband.deploy.answers.PowerLimitAnswer`): the
+    notes, then the ``nvidia-smi -pl`` line and the flags (or JSON), and what the limit does
+    on stderr."""
     for line in decided.notes:
         _note(line)
-    answer = power_limit_pick(decided, request.draft_model)
-    if request.output_format == "json":
-        typer.echo(json.dumps(answer.to_json(), indent=2))
+    if output_format == "json":
+        typer.echo(json.dumps(decided.to_json(), indent=2))
         return
-    typer.echo(answer.nvidia_smi)
-    typer.echo(shlex.join(answer.flags))
-    _note(power_limit_summary(decided))
+    typer.echo(decided.nvidia_smi)
+    typer.echo(shlex.join(decided.flags))
+    _note(decided.summary())

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -17,6 +18,10 @@ from specband.cli.output import note as _note
 from specband.cli.output import say
 from specband.cli.params import request_command
 from specband.deploy.schedule import ScheduleRequest
+
+if TYPE_CHECKING:
+    from specband.deploy.answers import MixAnswer, MixPick
+    from specband.deploy.tiers import TierPick
 
 
 def register(app: typer.Typer) -> None:
@@ -31,22 +36,21 @@ def schedule_command(request: ScheduleRequest) -> None:
     config falls behind the best tree config (topk > 1)."""
     from specband.core.errors import ConfigError
     from specband.deploy.explain import origin_line
-    from specband.deploy.recommend import pick_origin
     from specband.deploy.schedule import write_schedule
     from specband.deploy.usersetup import user_setup
     from specband.engines.schedule_files import check_sglang_adaptive_config, sglang_schedule_flags
 
     written = write_schedule(request, user_setup(request.target, request.draft_model, request.gpu))
-    origin = origin_line(pick_origin(written.scorer.manifest, None))
-    for line in (*written.scorer.notes, *written.transfer.warnings, *([origin] if origin else [])):
+    origin = origin_line(written.answer.origin)
+    for line in (*written.answer.notes, *([origin] if origin else [])):
         _note(line)
     if request.engine == "vllm" and request.margin:
         _note("--margin is for sglang's candidate sets; vLLM takes one K per range (the best)")
     if request.output_format == "json":
-        typer.echo(json.dumps(written.summary(request.engine), indent=2))
+        typer.echo(json.dumps(written.to_json(request.engine), indent=2))
         return
-    _print_table(written.picks, written.scorer.algorithm)
-    for pick in written.picks:
+    _print_table(written.answer.picks, written.answer.algorithm)
+    for pick in written.answer.picks:
         if pick.off_reason:
             _note(pick.off_reason)
     out, n = written.path, len(written.tiers)
@@ -67,7 +71,7 @@ def schedule_command(request: ScheduleRequest) -> None:
         _note(str(exc))
 
 
-def _print_table(picks: list[Any], algorithm: str) -> None:
+def _print_table(picks: Sequence[TierPick], algorithm: str) -> None:
     from rich.table import Table
 
     from specband.contract.actions import EXTENDED_ACTIONS
@@ -90,22 +94,22 @@ def _print_table(picks: list[Any], algorithm: str) -> None:
     print_table(table, table_console())
 
 
-def print_mix_recommendation(answer: Any, output_format: str) -> None:
-    """Print ``recommend --batch-mix``'s answer (:class:`specband.deploy.tiers.MixRecommendation`):
+def print_mix_recommendation(answer: MixAnswer, output_format: str) -> None:
+    """Print ``recommend --batch-mix``'s answer (:class:`specband.deploy.answers.MixAnswer`):
     its notes, then the flags line and each batch size's own pick with the regret of using one
     config for all (JSON on stdout with ``--format json``)."""
     for line in answer.notes:
         _note(line)
     if output_format == "json":
-        typer.echo(json.dumps(answer.as_json(), indent=2))
+        typer.echo(json.dumps(answer.to_json(), indent=2))
     else:
         _print_mix_table(answer.pick, answer.algorithm)
-        typer.echo(shlex.join(answer.flags()))
+        typer.echo(shlex.join(answer.flags))
     if answer.action.is_baseline:
         _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
 
 
-def _print_mix_table(pick: Any, algorithm: str) -> None:
+def _print_mix_table(pick: MixPick, algorithm: str) -> None:
     from rich.table import Table
 
     from specband.contract.actions import EXTENDED_ACTIONS

@@ -83,7 +83,7 @@ MAX_NEW_TOKENS = 1 << 20
 
 #: Default speed loss (fraction of tok/s) ``recommend --max-speed-loss`` and ``launch
 #: --set-power-limit auto`` accept against the fastest pick when they lower the power limit
-#: (:func:`specband.sweeps.limit_table.choose_power_limit`). Basis: a default chosen by specband,
+#: (:class:`specband.sweeps.limit_table.BandWithinSpeedLoss`). Basis: a default chosen by specband,
 #: not a measurement; ``--max-speed-loss`` sets it per call.
 DEFAULT_MAX_SPEED_LOSS = 0.02
 

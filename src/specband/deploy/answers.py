@@ -1,79 +1,307 @@
-"""The typed answers of ``recommend`` and ``launch``: :class:`Pick` (one algorithm's pick for a
-batch size), :class:`PowerLimitPick` (the pair "power limit + flags" from data over several
-limits) and :class:`SchedulePick` (the per-batch-size schedule ``launch --schedule`` starts).
+"""Every answer ``recommend``, ``launch`` and ``schedule`` give, typed: what
+:func:`specband.deploy.recommend.answer` returns (:data:`Answer`) and the parts they are made of.
 
-Each is a frozen dataclass read by attribute; ``to_json()`` gives what ``--format json``
-prints (key order included). Only the standard library and :mod:`specband.contract.actions` are
+* :class:`Pick` -- one algorithm's pick for a batch size (and a simulated first guess);
+* :class:`PowerLimitAnswer` -- "set the limit to W and use these flags", from data over
+  several power limits (a sweep's or a folder's :class:`~specband.sweeps.limit_table.LimitTable`);
+* :class:`MixAnswer` -- one config for a batch-size mix (:class:`MixPick`, :class:`MixRow`,
+  :class:`LeftOut`);
+* :class:`ScheduleAnswer` -- the chain pick per batch size a schedule is written from
+  (:class:`~specband.deploy.tiers.TierPick`), and :class:`SchedulePick`, the schedule
+  ``launch --schedule`` starts;
+* their parts: :class:`PickOrigin` (what the data rests on: the typed
+  :class:`~specband.sweeps.origin.DataOrigin` and the rows behind a batch size,
+  :class:`RowCounts`), :class:`Explanation` (:class:`Figures` of the pick and the
+  :class:`RunnerUp`, :class:`BandPosition`), :class:`TransferCheck` (the user's setup
+  against the data's), :class:`CalibrationError` (a first guess against published
+  measurements).
+
+Each is a frozen dataclass read by attribute; ``to_json()`` is the one serialiser of
+``--format json`` (key order included); ``notes`` are the lines printed on stderr beside
+an answer, in order. Only the standard library and :mod:`specband.contract.actions` are
 imported here (``recommend`` stays cold-fast).
-
-Two parts stay JSON objects on purpose: a pick's ``origin`` (:func:`specband.deploy.recommend.pick_origin`:
-the typed :class:`~specband.sweeps.origin.DataOrigin`'s own JSON plus the row counts behind the batch
-size, the one shape ``recommend``, ``schedule --format json`` and the power-limit answer share,
-and what :func:`specband.deploy.explain.origin_line` reads) and ``explanation``
-(:func:`specband.deploy.explain.explain_pick`'s nested figures). Both are documented where they are built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
-from specband.contract.actions import Action
+from specband.contract.actions import EXTENDED_ACTIONS, Action, server_args_kwargs, sglang_cli_args
 
 if TYPE_CHECKING:
-    from specband.deploy.transfer import TransferCheck
-    from specband.sweeps.limit_table import LimitPick, PowerLimitRecommendation
+    from specband.deploy.tiers import TierPick
+    from specband.sweeps.limit_table import LimitPick
+    from specband.sweeps.origin import DataOrigin
 
-__all__ = ["PICK_JSON_KEYS", "POWER_LIMIT_PICK_JSON_KEYS", "Pick", "PowerLimitPick", "SchedulePick"]
+__all__ = [
+    "MIX_JSON_KEYS",
+    "PICK_JSON_KEYS",
+    "POWER_LIMIT_JSON_KEYS",
+    "Answer",
+    "BandPosition",
+    "CalibrationError",
+    "Explanation",
+    "Figures",
+    "JsonObject",
+    "LeftOut",
+    "MixAnswer",
+    "MixPick",
+    "MixRow",
+    "Pick",
+    "PickOrigin",
+    "PowerLimitAnswer",
+    "RowCounts",
+    "RunnerUp",
+    "ScheduleAnswer",
+    "SchedulePick",
+    "TransferCheck",
+]
 
+#: A JSON value, as an engine's own configuration objects hold them (sglang's adaptive
+#: config entries, vLLM's ``--speculative-config``).
+JsonValue: TypeAlias = Union[bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"], None]  # noqa: UP007
+#: A JSON object.
+JsonObject: TypeAlias = Mapping[str, JsonValue]
+
+# fmt: off
 #: The keys of :meth:`Pick.to_json`, in order (``calibration`` only in a first guess,
 #: ``action_set`` only under an action set other than ``contract``).
 PICK_JSON_KEYS = (
-    "algorithm",
-    "batch_size",
-    "measured_batch_size",
-    "features",
-    "state",
-    "source",
-    "action_index",
-    "action",
-    "flags",
-    "kwargs",
-    "mean_reward",
-    "origin",
-    "explanation",
-    "calibration",
-    "transfer",
-    "action_set",
+    "algorithm", "batch_size", "measured_batch_size", "features", "state", "source", "action_index", "action",
+    "flags", "kwargs", "mean_reward", "origin", "explanation", "calibration", "transfer", "action_set",
 )
 
-#: The keys of :meth:`PowerLimitPick.to_json`, in order.
-POWER_LIMIT_PICK_JSON_KEYS = (
-    "batch_size",
-    "measured_batch_size",
-    "power_limit_w",
-    "nvidia_smi",
-    "action_index",
-    "action",
-    "flags",
-    "kwargs",
-    "in_band",
-    "utilization",
-    "speed_tok_s",
-    "speed_loss",
-    "max_speed_loss",
-    "joules_per_token",
-    "default_power_limit_w",
-    "default_joules_per_token",
-    "default_utilization",
-    "band",
-    "provenance",
-    "origin",
-    "transfer",
-    "picks",
+#: The keys of :meth:`PowerLimitAnswer.to_json`, in order.
+POWER_LIMIT_JSON_KEYS = (
+    "batch_size", "measured_batch_size", "power_limit_w", "nvidia_smi", "action_index", "action", "flags",
+    "kwargs", "in_band", "utilization", "speed_tok_s", "speed_loss", "max_speed_loss", "joules_per_token",
+    "default_power_limit_w", "default_joules_per_token", "default_utilization", "band", "provenance", "origin",
+    "transfer", "picks",
 )
+
+#: The keys of :meth:`MixAnswer.to_json`, in order.
+MIX_JSON_KEYS = (
+    "algorithm", "source", "batch_mix", "action_index", "action", "flags", "kwargs", "expected_reward",
+    "expected_regret", "per_batch_size", "left_out", "origin", "transfer",
+)
+# fmt: on
+
+
+# --------------------------------------------------------------------------- parts
+
+
+@dataclass(frozen=True)
+class TransferCheck:
+    """The user's setup against the data's (:func:`specband.deploy.transfer.check_transfer`),
+    when it does not stop.
+
+    Attributes:
+        differences: every difference (empty when the setup matches), each ``"what: user's vs data's"``.
+        warnings: lines to print on stderr (the differences of an allowed transfer, an unchecked GPU).
+    """
+
+    differences: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """``{"differences": [...], "transferred": bool}`` for ``--format json`` (``transferred``:
+        the pick was taken from data of another setup, with ``--allow-transfer``)."""
+        return {"differences": list(self.differences), "transferred": bool(self.differences)}
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """The rows behind a pick's batch size.
+
+    Attributes:
+        rows: successful rows there (``None``: not known, e.g. a mix's origin, which is
+            for no one batch size).
+        repeats: distinct ``(trial, repeat)`` runs, the most of any action there (``None``:
+            not known).
+    """
+
+    rows: int | None = None
+    repeats: int | None = None
+
+    def to_json(self) -> dict[str, int | None]:
+        """``{"rows": ..., "repeats": ...}``."""
+        return {"rows": self.rows, "repeats": self.repeats}
+
+
+@dataclass(frozen=True)
+class PickOrigin:
+    """What an answer rests on (:func:`specband.deploy.explain.pick_origin`).
+
+    Attributes:
+        data: the data's :class:`~specband.sweeps.origin.DataOrigin` (hardware, power limit,
+            models, sglang version, workload, provenance, how the power was obtained).
+        counts: the rows behind the batch size answered (:class:`RowCounts`), or ``None``
+            for an answer that counts none (a power limit's, a schedule's: no ``rows`` and
+            ``repeats`` keys in its JSON).
+    """
+
+    data: DataOrigin
+    counts: RowCounts | None = None
+
+    @property
+    def rows(self) -> int | None:
+        """Successful rows behind the batch size, or ``None``."""
+        return None if self.counts is None else self.counts.rows
+
+    @property
+    def repeats(self) -> int | None:
+        """Runs behind the batch size, or ``None``."""
+        return None if self.counts is None else self.counts.repeats
+
+    def to_json(self) -> dict[str, Any]:
+        """The :class:`~specband.sweeps.origin.DataOrigin`'s fields, then ``rows`` and
+        ``repeats`` (when counted) and ``heldout_interval`` (always ``None``: ``specband
+        evaluate`` reports one; a folder records none)."""
+        counts = {} if self.counts is None else self.counts.to_json()
+        return {**self.data.to_json(), **counts, "heldout_interval": None}
+
+
+@dataclass(frozen=True)
+class BandPosition:
+    """Where a utilisation sits against the band (:func:`specband.contract.reward.band_status`).
+
+    Attributes:
+        status: ``"in"``, ``"below"``, ``"above"`` or ``"unknown"`` (no power).
+        by: the distance outside the band, fraction of the limit (0 inside; ``None``: unknown).
+        low, high: the band, fractions of the limit.
+    """
+
+    status: str
+    by: float | None
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, utilization: float | None) -> BandPosition:
+        """The position of ``utilization`` (average power / limit) against the reward's band."""
+        from specband.contract.reward import band_status
+
+        got = band_status(utilization)
+        return cls(got["status"], got["by"], got["low"], got["high"])
+
+    def to_json(self) -> dict[str, Any]:
+        """``status``, ``by``, ``low``, ``high``."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the rows of one config at one batch size showed (means over rows).
+
+    Attributes:
+        speed_tok_s: decode speed, tokens/s (3 decimals).
+        speedup: speed over the baseline (0,0,0) at this batch size (``None``: no baseline).
+        energy_utilization: average power / limit, fraction (``None``: no power).
+        band: its :class:`BandPosition`.
+        joules_per_token: J per output token (``None``: not measured).
+        rows, repeats: the rows and the distinct runs behind the means.
+    """
+
+    speed_tok_s: float
+    speedup: float | None
+    energy_utilization: float | None
+    band: BandPosition
+    joules_per_token: float | None
+    rows: int
+    repeats: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, in order (``band`` as :meth:`BandPosition.to_json`)."""
+        return {
+            "speed_tok_s": self.speed_tok_s,
+            "speedup": self.speedup,
+            "energy_utilization": self.energy_utilization,
+            "band": self.band.to_json(),
+            "joules_per_token": self.joules_per_token,
+            "rows": self.rows,
+            "repeats": self.repeats,
+        }
+
+
+@dataclass(frozen=True)
+class RunnerUp:
+    """The best other allowed config by mean reward, and what its rows showed.
+
+    Attributes:
+        action: its triple.
+        mean_reward: its mean reward (4 decimals).
+        figures: its :class:`Figures`.
+    """
+
+    action: Action
+    mean_reward: float
+    figures: Figures
+
+    def to_json(self) -> dict[str, Any]:
+        """``action``, ``mean_reward``, then the figures' keys."""
+        return {"action": list(self.action), "mean_reward": self.mean_reward, **self.figures.to_json()}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A pick explained (:func:`specband.deploy.explain.explain_pick`).
+
+    Attributes:
+        batch_size: the measured batch size the figures are from.
+        pick: the pick's :class:`Figures` (``None``: the pick has no rows there).
+        runner_up: the :class:`RunnerUp` (``None``: no other allowed config was scored).
+        band_reachable: some allowed config's mean utilisation is inside the band (``None``:
+            no power in the rows).
+        band_note: what would reach the band when none does (``None`` otherwise).
+        figures_are: the data's provenance (a simulation is never called a measurement).
+    """
+
+    batch_size: int
+    pick: Figures | None
+    runner_up: RunnerUp | None
+    band_reachable: bool | None
+    band_note: str | None
+    figures_are: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, in order (the figures as :meth:`Figures.to_json`)."""
+        return {
+            "batch_size": self.batch_size,
+            "pick": None if self.pick is None else self.pick.to_json(),
+            "runner_up": None if self.runner_up is None else self.runner_up.to_json(),
+            "band_reachable": self.band_reachable,
+            "band_note": self.band_note,
+            "figures_are": self.figures_are,
+        }
+
+
+@dataclass(frozen=True)
+class CalibrationError:
+    """A simulator profile's error on one metric against published measurements
+    (:func:`specband.sim.published.calibration_errors`).
+
+    Attributes:
+        median_abs_error, worst_abs_error: relative errors, fractions (4 decimals).
+        rows: published rows compared.
+    """
+
+    median_abs_error: float
+    worst_abs_error: float
+    rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``median_abs_error``, ``worst_abs_error``, ``rows``."""
+        return asdict(self)
+
+
+def _flags(action: Action, draft_model: str | None) -> tuple[str, ...]:
+    return tuple(sglang_cli_args(action, draft_model))
+
+
+# --------------------------------------------------------------------------- answers
 
 
 @dataclass(frozen=True)
@@ -93,20 +321,18 @@ class Pick:
         action_index: index of the pick in the action set (the contract's 19 first).
         action: the pick ``(speculative_num_steps, speculative_eagle_topk,
             speculative_num_draft_tokens)``.
-        flags: sglang ``launch_server`` flags of the pick (none for the baseline).
-        kwargs: the same as ``ServerArgs`` keyword arguments.
+        draft_model: the ``--speculative-draft-model-path`` its flags carry (``None``: none).
         mean_reward: observed mean reward of the pick at ``measured_batch_size``, or ``None``.
-        origin: what the pick rests on (:func:`specband.deploy.recommend.pick_origin`: the data's
-            :class:`~specband.sweeps.origin.DataOrigin` fields, ``rows``, ``repeats``,
-            ``heldout_interval``).
-        explanation: :func:`specband.deploy.explain.explain_pick` (figures of the pick and the
-            runner-up), or ``None`` without per-action figures.
-        transfer: the transfer check (:class:`~specband.deploy.transfer.TransferCheck`: the
-            differences taken with ``--allow-transfer``; empty when matched or unchecked).
-        calibration: a simulated first guess only: per metric ``median_abs_error``,
-            ``worst_abs_error`` (fractions) and ``rows`` against published measurements
-            (empty when none exist); ``None`` for a pick from data.
+        origin: what the pick rests on (:class:`PickOrigin`, counted at ``measured_batch_size``).
+        explanation: the figures of the pick and the runner-up (:class:`Explanation`), or
+            ``None`` without per-action figures.
+        transfer: the transfer check (:class:`TransferCheck`: the differences taken with
+            ``--allow-transfer``; empty when matched or unchecked).
+        calibration: a simulated first guess only: per metric its :class:`CalibrationError`
+            against published measurements (empty when none exist); ``None`` for a pick from data.
         action_set: the action set in force when it is not ``contract`` (else ``None``).
+        notes: what to tell the user beside the pick, in order (which folder was used, an
+            unmeasured batch size, a transfer taken, ...).
     """
 
     algorithm: str
@@ -117,14 +343,24 @@ class Pick:
     source: str
     action_index: int
     action: Action
-    flags: tuple[str, ...]
-    kwargs: Mapping[str, Any]
+    draft_model: str | None
     mean_reward: float | None
-    origin: Mapping[str, Any]
-    explanation: Mapping[str, Any] | None
+    origin: PickOrigin
+    explanation: Explanation | None
     transfer: TransferCheck
-    calibration: Mapping[str, Mapping[str, Any]] | None = None
+    calibration: Mapping[str, CalibrationError] | None = None
     action_set: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """sglang ``launch_server`` flags of the pick (none for the baseline)."""
+        return _flags(self.action, self.draft_model)
+
+    @property
+    def kwargs(self) -> dict[str, object]:
+        """The same as sglang ``ServerArgs`` keyword arguments."""
+        return server_args_kwargs(self.action, self.draft_model)
 
     def to_json(self) -> dict[str, Any]:
         """What ``recommend --format json`` prints (the keys of :data:`PICK_JSON_KEYS`, in
@@ -139,13 +375,13 @@ class Pick:
             "action_index": self.action_index,
             "action": list(self.action),
             "flags": list(self.flags),
-            "kwargs": dict(self.kwargs),
+            "kwargs": self.kwargs,
             "mean_reward": self.mean_reward,
-            "origin": dict(self.origin),
-            "explanation": None if self.explanation is None else dict(self.explanation),
+            "origin": self.origin.to_json(),
+            "explanation": None if self.explanation is None else self.explanation.to_json(),
         }
         if self.calibration is not None:
-            out["calibration"] = {metric: dict(errors) for metric, errors in self.calibration.items()}
+            out["calibration"] = {metric: error.to_json() for metric, error in self.calibration.items()}
         out["transfer"] = self.transfer.to_json()
         if self.action_set is not None:
             out["action_set"] = self.action_set
@@ -153,7 +389,7 @@ class Pick:
 
 
 def _limit_pick_json(p: LimitPick) -> dict[str, Any]:
-    """One limit's row of :meth:`PowerLimitPick.to_json` (``picks``)."""
+    """One limit's row of :meth:`PowerLimitAnswer.to_json` (``picks``)."""
     return {
         "power_limit_w": p.power_limit_w,
         "action": list(p.action),
@@ -167,98 +403,122 @@ def _limit_pick_json(p: LimitPick) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class PowerLimitPick:
-    """``recommend``'s answer when the data holds several power limits: "set the limit to
-    ``power_limit_w`` and use these flags" (:func:`specband.deploy.power_answer.power_limit_pick`).
+class PowerLimitAnswer:
+    """``recommend``'s (and ``launch --set-power-limit auto``'s) answer when the data holds
+    several power limits: "set the limit to ``power_limit_w`` and use these flags"
+    (:func:`specband.deploy.recommend.power_limit_answer`: the selector's choice over one
+    batch size's row of a :class:`~specband.sweeps.limit_table.LimitTable`).
 
     Attributes:
         batch_size: the batch size asked for; ``measured_batch_size`` the one the data has.
-        power_limit_w: the chosen limit, W.
-        nvidia_smi: the command that sets it (``sudo nvidia-smi -pl W``).
-        action_index, action: the pick at the chosen limit (index; steps, topk, draft tokens).
-        flags, kwargs: its sglang flags and ``ServerArgs`` keyword arguments.
-        in_band: its utilisation is inside the reward's band.
-        utilization: its average power / the limit, fraction (``None``: power not measured).
-        speed_tok_s: its mean decode speed, tokens/s.
-        speed_loss: speed given up against the fastest pick at any limit, fraction.
-        max_speed_loss: the speed loss accepted (``--max-speed-loss``), fraction.
-        joules_per_token: its mean energy per output token, J (``None``: not measured).
-        default_power_limit_w: the highest limit in the data (the GPU's default, as swept), W.
-        default_joules_per_token, default_utilization: the pick's figures there.
-        band: ``(band_low, band_high)`` of the reward, fractions of the limit.
-        provenance: where the rows came from (``measured``, ``simulated``, ... joined by ``+``).
-        origin: the data's :class:`~specband.sweeps.origin.DataOrigin` fields and
-            ``heldout_interval``, or ``None`` when not known.
-        transfer: the transfer check's JSON (:meth:`specband.deploy.transfer.TransferCheck.to_json`;
-            the power limit is not compared: it is the answer's lever), or ``None`` when not
-            checked. A mapping, not the check itself: it travels on
-            :class:`~specband.sweeps.limit_table.PowerLimitRecommendation`, whose module sits beside
-            :mod:`specband.artifacts.fit` and must not import :mod:`specband.deploy.transfer`.
+        chosen: the pick at the chosen limit: the lowest limit whose pick is within
+            ``max_speed_loss`` of the fastest pick (at any limit) and in the band; when no
+            limit's pick is in the band, the lowest limit within the speed loss
+            (``in_band`` False says so, and a note why).
         picks: the pick at every limit (:class:`~specband.sweeps.limit_table.LimitPick`), by
             increasing limit.
+        max_speed_loss: the speed loss accepted (``--max-speed-loss``), fraction.
+        band: ``(band_low, band_high)`` of the reward, fractions of the limit.
+        provenance: where the rows came from (``measured``, ``simulated``, ... joined by ``+``).
+        draft_model: the ``--speculative-draft-model-path`` its flags carry (``None``: none).
+        origin: what the data rests on (:class:`PickOrigin`, no rows counted), or ``None``
+            when not known.
+        transfer: the transfer check (:class:`TransferCheck`; the power limit is not
+            compared: it is the answer's lever), or ``None`` when not checked.
+        notes: what to tell the user, in order (an unmeasured batch size, what the power
+            rests on, why no limit lands in the band, the transfer check's warnings).
     """
 
     batch_size: int
     measured_batch_size: int
-    power_limit_w: float
-    nvidia_smi: str
-    action_index: int
-    action: Action
-    flags: tuple[str, ...]
-    kwargs: Mapping[str, Any]
-    in_band: bool
-    utilization: float | None
-    speed_tok_s: float
-    speed_loss: float
+    chosen: LimitPick
+    picks: tuple[LimitPick, ...]
     max_speed_loss: float
-    joules_per_token: float | None
-    default_power_limit_w: float
-    default_joules_per_token: float | None
-    default_utilization: float | None
     band: tuple[float, float]
     provenance: str
-    origin: Mapping[str, Any] | None
-    transfer: Mapping[str, Any] | None
-    picks: tuple[LimitPick, ...]
+    draft_model: str | None = None
+    origin: PickOrigin | None = None
+    transfer: TransferCheck | None = None
+    notes: tuple[str, ...] = ()
 
-    @classmethod
-    def of(cls, decided: PowerLimitRecommendation, draft_model: str | None = None) -> PowerLimitPick:
-        """The answer of ``decided``, its flags carrying ``--speculative-draft-model-path
-        draft_model`` (``None``: without)."""
-        from specband.contract.actions import EXTENDED_ACTIONS, server_args_kwargs, sglang_cli_args
+    @property
+    def default(self) -> LimitPick:
+        """The pick at the highest limit in the data (the GPU's default, as swept)."""
+        return self.picks[-1]
 
-        chosen, default = decided.chosen, decided.default
-        action = EXTENDED_ACTIONS[chosen.action_index]  # the contract's 19 first: right for either set
-        return cls(
-            batch_size=decided.batch_size,
-            measured_batch_size=decided.measured_batch_size,
-            power_limit_w=chosen.power_limit_w,
-            nvidia_smi=decided.nvidia_smi_command,
-            action_index=chosen.action_index,
-            action=action,
-            flags=tuple(sglang_cli_args(action, draft_model)),
-            kwargs=server_args_kwargs(action, draft_model),
-            in_band=chosen.in_band,
-            utilization=chosen.utilization,
-            speed_tok_s=chosen.speed_tok_s,
-            speed_loss=decided.speed_loss,
-            max_speed_loss=decided.max_speed_loss,
-            joules_per_token=chosen.joules_per_token,
-            default_power_limit_w=default.power_limit_w,
-            default_joules_per_token=default.joules_per_token,
-            default_utilization=default.utilization,
-            band=decided.band,
-            provenance=decided.provenance,
-            origin=decided.origin,
-            transfer=decided.transfer,
-            picks=decided.picks,
+    @property
+    def fastest(self) -> LimitPick:
+        """The fastest pick over all limits."""
+        from specband.sweeps.limit_table import fastest
+
+        return fastest(self.picks)
+
+    @property
+    def speed_loss(self) -> float:
+        """Speed given up against the fastest pick, fraction (>= 0)."""
+        from specband.sweeps.limit_table import speed_loss
+
+        return speed_loss(self.picks, self.chosen)
+
+    @property
+    def power_limit_w(self) -> float:
+        """The chosen limit, W."""
+        return self.chosen.power_limit_w
+
+    @property
+    def nvidia_smi(self) -> str:
+        """The command that sets it (``sudo nvidia-smi -pl W``)."""
+        from specband.sweeps.limit_table import nvidia_smi_command
+
+        return nvidia_smi_command(self.chosen.power_limit_w)
+
+    @property
+    def action_index(self) -> int:
+        """The pick's index at the chosen limit."""
+        return self.chosen.action_index
+
+    @property
+    def action(self) -> Action:
+        """The pick at the chosen limit."""
+        return EXTENDED_ACTIONS[self.chosen.action_index]  # the contract's 19 first: right for either set
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Its sglang flags."""
+        return _flags(self.action, self.draft_model)
+
+    @property
+    def kwargs(self) -> dict[str, object]:
+        """Its sglang ``ServerArgs`` keyword arguments."""
+        return server_args_kwargs(self.action, self.draft_model)
+
+    def summary(self) -> str:
+        """One line saying what the chosen limit does against the default, with where the
+        data came from (``recommend`` prints it beside the ``nvidia-smi -pl`` line)."""
+        chosen, default = self.chosen, self.default
+
+        def pct(value: float | None) -> str:
+            return "?" if value is None else f"{value:.1%}"
+
+        def jpt(value: float | None) -> str:
+            return "?" if value is None else f"{value:.4g} J/token"
+
+        band = f"{self.band[0]:.0%}-{self.band[1]:.0%}"
+        return (
+            f"power limit {chosen.power_limit_w:g} W (default as swept: {default.power_limit_w:g} W): "
+            f"pick {chosen.action} at {pct(chosen.utilization)} of the limit "
+            f"({'in' if chosen.in_band else 'NOT in'} the band {band}); {chosen.speed_tok_s:.4g} tok/s, "
+            f"{self.speed_loss:.1%} below the fastest pick (bound {self.max_speed_loss:.1%}); "
+            f"energy {jpt(chosen.joules_per_token)} vs {jpt(default.joules_per_token)} at "
+            f"{default.power_limit_w:g} W (utilisation there {pct(default.utilization)}); from {self.provenance} rows"
         )
 
     def to_json(self) -> dict[str, Any]:
         """What ``recommend --format json`` prints for data over several limits (the keys of
-        :data:`POWER_LIMIT_PICK_JSON_KEYS`, in order; ``picks``: ``power_limit_w``,
-        ``action``, ``speed_tok_s``, ``utilization``, ``joules_per_token``, ``in_band``,
-        ``mean_reward``, ``runs`` per limit)."""
+        :data:`POWER_LIMIT_JSON_KEYS`, in order; ``picks``: ``power_limit_w``, ``action``,
+        ``speed_tok_s``, ``utilization``, ``joules_per_token``, ``in_band``, ``mean_reward``,
+        ``runs`` per limit)."""
+        chosen, default = self.chosen, self.default
         return {
             "batch_size": self.batch_size,
             "measured_batch_size": self.measured_batch_size,
@@ -267,21 +527,216 @@ class PowerLimitPick:
             "action_index": self.action_index,
             "action": list(self.action),
             "flags": list(self.flags),
-            "kwargs": dict(self.kwargs),
-            "in_band": self.in_band,
-            "utilization": self.utilization,
-            "speed_tok_s": self.speed_tok_s,
+            "kwargs": self.kwargs,
+            "in_band": chosen.in_band,
+            "utilization": chosen.utilization,
+            "speed_tok_s": chosen.speed_tok_s,
             "speed_loss": self.speed_loss,
             "max_speed_loss": self.max_speed_loss,
-            "joules_per_token": self.joules_per_token,
-            "default_power_limit_w": self.default_power_limit_w,
-            "default_joules_per_token": self.default_joules_per_token,
-            "default_utilization": self.default_utilization,
+            "joules_per_token": chosen.joules_per_token,
+            "default_power_limit_w": default.power_limit_w,
+            "default_joules_per_token": default.joules_per_token,
+            "default_utilization": default.utilization,
             "band": list(self.band),
             "provenance": self.provenance,
-            "origin": None if self.origin is None else dict(self.origin),
-            "transfer": None if self.transfer is None else dict(self.transfer),
+            "origin": None if self.origin is None else self.origin.to_json(),
+            "transfer": None if self.transfer is None else self.transfer.to_json(),
             "picks": [_limit_pick_json(p) for p in self.picks],
+        }
+
+
+@dataclass(frozen=True)
+class MixRow:
+    """One batch size of a mix.
+
+    Attributes:
+        batch_size: running batch size; measured_batch_size: the one its scores come from.
+        weight: its share of the mix (sums to 1 over the rows).
+        own_index: the batch size's own pick (the best-scored allowed action there).
+        own_reward, mix_reward: estimated reward of its own pick and of the mix pick there.
+    """
+
+    batch_size: int
+    measured_batch_size: int
+    weight: float
+    own_index: int
+    own_reward: float
+    mix_reward: float
+
+    @property
+    def regret(self) -> float:
+        """Reward lost here by running the mix pick instead of the own pick (>= 0)."""
+        return self.own_reward - self.mix_reward
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A batch size's own pick that the mix could not consider: it is not scored at every
+    batch size of the mix (the lookup table has no mean for it there).
+
+    Attributes:
+        index: its action index.
+        own_pick_at: the batch sizes whose own pick it is (ascending).
+        not_scored_at: the batch sizes of the mix where it has no score (ascending).
+    """
+
+    index: int
+    own_pick_at: tuple[int, ...]
+    not_scored_at: tuple[int, ...]
+
+    def note(self) -> str:
+        """The line ``recommend --batch-mix`` prints, e.g. ``"(3,2,4), bs 16's own pick, was
+        not scored at bs 1: the mix considers only configs scored at every batch size of it"``."""
+        own = " and ".join(f"bs {bs}'s" for bs in self.own_pick_at)
+        at = ", ".join(str(bs) for bs in self.not_scored_at)
+        return (
+            f"{EXTENDED_ACTIONS[self.index]}, {own} own pick, was not scored at bs {at}: "
+            "the mix considers only configs scored at every batch size of it"
+        )
+
+
+@dataclass(frozen=True)
+class MixPick:
+    """The single config for a mix (:func:`specband.deploy.mix.pick_for_mix`).
+
+    Attributes:
+        index: action index with the best expected reward over the mix.
+        expected_reward: ``sum(weight * reward)`` of it.
+        rows: one :class:`MixRow` per batch size.
+        left_out: the batch sizes' own picks other than ``index`` that were not scored at
+            every batch size of the mix, so not considered (:class:`LeftOut`), by index.
+    """
+
+    index: int
+    expected_reward: float
+    rows: tuple[MixRow, ...]
+    left_out: tuple[LeftOut, ...] = ()
+
+    @property
+    def expected_regret(self) -> float:
+        """``sum(weight * regret)``: what one config for all costs against per-batch-size picks."""
+        return float(sum(r.weight * r.regret for r in self.rows))
+
+
+@dataclass(frozen=True)
+class MixAnswer:
+    """``recommend --batch-mix``'s answer: one config for a batch-size mix.
+
+    Attributes:
+        algorithm: model card algorithm name.
+        source: where the policy came from (a folder, ``"embedded"``).
+        mix: batch size -> weight (normalised).
+        pick: the :class:`MixPick` (expected reward and regret, per-batch-size rows).
+        draft_model: ``--draft-model`` (or ``None``).
+        notes: the loading notes, the transfer check's warnings, the data's notes, the origin
+            line and what the mix left out, in order.
+        transfer: the transfer check (:class:`TransferCheck`: the differences taken with
+            ``--allow-transfer``), or ``None`` when not checked.
+        origin: what the rewards rest on (:class:`PickOrigin` of the data; no one batch
+            size: its counts are ``None``, those per batch size are in ``counts``).
+        counts: measured batch size -> the :class:`RowCounts` behind it.
+    """
+
+    algorithm: str
+    source: str
+    mix: Mapping[int, float]
+    pick: MixPick
+    draft_model: str | None = None
+    notes: tuple[str, ...] = ()
+    transfer: TransferCheck | None = None
+    origin: PickOrigin | None = None
+    counts: Mapping[int, RowCounts] = field(default_factory=dict)
+
+    @property
+    def action(self) -> Action:
+        """The one config for the mix."""
+        return EXTENDED_ACTIONS[self.pick.index]
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The sglang flags of :attr:`action`."""
+        return _flags(self.action, self.draft_model)
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``recommend --batch-mix --format json`` prints (the keys of
+        :data:`MIX_JSON_KEYS`, in order): ``per_batch_size`` holds each row's fields, its
+        ``own_action``, ``regret``, and the ``rows``/``repeats`` measured there; ``left_out``
+        the own picks not scored at every batch size (``action_index``, ``action``,
+        ``own_pick_at``, ``not_scored_at``); ``origin`` as a one-batch-size pick's (or
+        ``null``); ``transfer`` as a pick's (not checked: no differences)."""
+        return {
+            "algorithm": self.algorithm,
+            "source": self.source,
+            "batch_mix": {str(bs): w for bs, w in self.mix.items()},
+            "action_index": self.pick.index,
+            "action": list(self.action),
+            "flags": list(self.flags),
+            "kwargs": server_args_kwargs(self.action, self.draft_model),
+            "expected_reward": self.pick.expected_reward,
+            "expected_regret": self.pick.expected_regret,
+            "per_batch_size": [
+                {
+                    **asdict(r),
+                    "own_action": list(EXTENDED_ACTIONS[r.own_index]),
+                    "regret": r.regret,
+                    **self.counts.get(r.measured_batch_size, RowCounts()).to_json(),
+                }
+                for r in self.pick.rows
+            ],
+            "left_out": [
+                {
+                    "action_index": left.index,
+                    "action": list(EXTENDED_ACTIONS[left.index]),
+                    "own_pick_at": list(left.own_pick_at),
+                    "not_scored_at": list(left.not_scored_at),
+                }
+                for left in self.pick.left_out
+            ],
+            "origin": None if self.origin is None else self.origin.to_json(),
+            "transfer": (self.transfer or TransferCheck()).to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class ScheduleAnswer:
+    """The chain pick (topk 1) per batch size that a schedule is written from
+    (``specband schedule``, ``launch --schedule auto``).
+
+    Attributes:
+        algorithm: model card algorithm name.
+        source: where the policy came from (a folder, ``"embedded"``).
+        picks: per batch size the chain pick beside the best tree config
+            (:class:`~specband.deploy.tiers.TierPick`), by batch size.
+        origin: what the scores rest on (:class:`PickOrigin`; no rows counted).
+        transfer: the transfer check (:class:`TransferCheck`; its warnings say when the data
+            is simulated), or ``None`` when not checked.
+        notes: the loading notes and the transfer check's warnings, in order.
+    """
+
+    algorithm: str
+    source: str
+    picks: tuple[TierPick, ...]
+    origin: PickOrigin
+    transfer: TransferCheck | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """``batch_sizes`` (per batch size: ``batch_size``, ``measured_batch_size``,
+        ``chain_pick``, ``candidate_steps`` and why speculation is off, ``speculation_off``,
+        ``None`` where it is on), ``origin`` and ``transfer``."""
+        return {
+            "batch_sizes": [
+                {
+                    "batch_size": p.batch_size,
+                    "measured_batch_size": p.measured_batch_size,
+                    "chain_pick": list(EXTENDED_ACTIONS[p.chain[0]]),
+                    "candidate_steps": list(p.steps),
+                    "speculation_off": p.off_reason,
+                }
+                for p in self.picks
+            ],
+            "origin": self.origin.to_json(),
+            "transfer": None if self.transfer is None else self.transfer.to_json(),
         }
 
 
@@ -308,10 +763,10 @@ class SchedulePick:
     engine: str
     path: Path | str
     action: Action
-    tiers: Mapping[int, Mapping[str, Any]]
+    tiers: Mapping[int, JsonObject]
     ranges: tuple[tuple[int, int, int], ...] = ()
     extra_args: tuple[str, ...] = ()
-    speculative_config: Mapping[str, Any] | None = None
+    speculative_config: JsonObject | None = None
 
     def to_json(self) -> dict[str, Any]:
         """``engine``, ``path`` (a string), ``action`` and the engine's part: sglang's ``tiers``
@@ -325,3 +780,7 @@ class SchedulePick:
             out["tiers"] = {str(tier): dict(entry) for tier, entry in self.tiers.items()}
             out["extra_args"] = list(self.extra_args)
         return out
+
+
+#: What :func:`specband.deploy.recommend.answer` returns.
+Answer: TypeAlias = Union[Pick, PowerLimitAnswer, MixAnswer, ScheduleAnswer]  # noqa: UP007

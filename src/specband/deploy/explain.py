@@ -1,25 +1,91 @@
 """The answer explained: for a pick at a measured batch size, what its rows showed
 (expected tok/s, speed-up over no speculation, energy utilisation and the band status,
 joules per token, rows and repeats), the runner-up and what it would give, and whether any
-config reaches the band at this power limit. Built from the manifest's per-action
-:class:`~specband.sweeps.origin.ActionStats`; the CLI prints :func:`explanation_lines`.
+config reaches the band at this power limit (a typed :class:`~specband.deploy.answers.Explanation`).
+Built from the manifest's per-action :class:`~specband.sweeps.origin.ActionStats`; the CLI
+prints :func:`answer_lines`.
 
 Only the standard library is imported (``recommend`` stays cold-fast).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from specband.contract.actions import EXTENDED_ACTIONS  # the contract's 19 first: right for either set
-from specband.contract.reward import BAND_HIGH, BAND_LOW, band_status
+from specband.contract.actions import EXTENDED_ACTIONS, Action  # the contract's 19 first: right for either set
+from specband.contract.reward import BAND_HIGH, BAND_LOW
+from specband.deploy.answers import BandPosition, Explanation, Figures, Pick, PickOrigin, RowCounts, RunnerUp
+from specband.sweeps.origin import DataOrigin
 
 if TYPE_CHECKING:
     from specband.artifacts.folder import Manifest
     from specband.sweeps.origin import ActionStats
 
-__all__ = ["Answer", "answer_lines", "explain_pick", "explanation_lines", "origin_line"]
+__all__ = [
+    "answer_lines",
+    "band_note",
+    "data_notes",
+    "explain_pick",
+    "explanation_lines",
+    "origin_line",
+    "pick_origin",
+    "unmeasured_notes",
+]
+
+
+def pick_origin(manifest: Manifest, measured_batch_size: int | None) -> PickOrigin:
+    """What a pick rests on, as ``recommend --format json`` prints it under ``origin``: the
+    data's :class:`~specband.sweeps.origin.DataOrigin` (``provenance`` ``"unknown"`` when the
+    folder does not say) and the rows behind the measured batch size (:class:`RowCounts`:
+    successful rows; distinct ``(trial, repeat)`` runs, the most of any action there;
+    ``None`` without a batch size or when the folder does not count them)."""
+    bs = measured_batch_size
+    counts = manifest.row_counts.get(bs, {}) if bs is not None else {}
+    stats = manifest.stats.get(bs, {}) if bs is not None else {}
+    return PickOrigin(
+        manifest.origin or DataOrigin(provenance="unknown"),
+        RowCounts(
+            rows=sum(counts.values()) if counts else None,
+            repeats=max((s.repeats for s in stats.values()), default=None),
+        ),
+    )
+
+
+def data_notes(manifest: Manifest, source: str, telemetry: tuple[float, float, float] | None) -> list[str]:
+    """What a pick from ``manifest``'s data must say beside its origin line
+    (:func:`origin_line`), as ``recommend`` and ``recommend --batch-mix`` say it: rows that are
+    a simulation (``source`` names the folder), and GPU readings (``telemetry``) read against
+    a policy trained on the contract state."""
+    notes = []
+    if manifest.origin is not None and manifest.origin.simulated:
+        notes.append(
+            f"{source}: trained on SIMULATED rows ({manifest.origin.profile or 'simulator'}); every figure is a "
+            "simulation, not a measurement (a sweep on the GPU settles it)"
+        )
+    if telemetry is not None and manifest.features == "contract":
+        notes.append(
+            "these policies use the contract state, whose memory and utilisation were read after each "
+            "run; the readings given here are not what they were trained on (train with --features pre "
+            "for decisions from the idle GPU)"
+        )
+    return notes
+
+
+def unmeasured_notes(manifest: Manifest, batch_sizes: Iterable[int]) -> list[str]:
+    """One note per batch size of ``batch_sizes`` that was not measured, naming the nearest
+    measured one the pick is made for."""
+    notes = []
+    for batch_size in batch_sizes:
+        measured = manifest.measured_batch_size(batch_size)
+        if measured is not None and measured != batch_size:
+            notes.append(unmeasured_note(batch_size, measured))
+    return notes
+
+
+def unmeasured_note(batch_size: int, measured: int) -> str:
+    """The note of an answer for ``batch_size`` made from the nearest measured one."""
+    return f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
 
 
 def band_note(utils: Mapping[int, float], limit_w: float | None) -> str:
@@ -51,35 +117,35 @@ def band_note(utils: Mapping[int, float], limit_w: float | None) -> str:
     return f"no config reaches the {BAND_LOW:.2f}-{BAND_HIGH:.2f} band at this power limit: {what}"
 
 
-def _figures(stats: ActionStats, baseline: ActionStats | None) -> dict[str, Any]:
+def _figures(stats: ActionStats, baseline: ActionStats | None) -> Figures:
     speedup = None if baseline is None or not baseline.speed_tok_s else stats.speed_tok_s / baseline.speed_tok_s
-    return {
-        "speed_tok_s": round(stats.speed_tok_s, 3),
-        "speedup": None if speedup is None else round(speedup, 3),
-        "energy_utilization": None if stats.energy_utilization is None else round(stats.energy_utilization, 4),
-        "band": band_status(stats.energy_utilization),
-        "joules_per_token": None if stats.joules_per_token is None else round(stats.joules_per_token, 5),
-        "rows": stats.rows,
-        "repeats": stats.repeats,
-    }
+    return Figures(
+        speed_tok_s=round(stats.speed_tok_s, 3),
+        speedup=None if speedup is None else round(speedup, 3),
+        energy_utilization=None if stats.energy_utilization is None else round(stats.energy_utilization, 4),
+        band=BandPosition.of(stats.energy_utilization),
+        joules_per_token=None if stats.joules_per_token is None else round(stats.joules_per_token, 5),
+        rows=stats.rows,
+        repeats=stats.repeats,
+    )
 
 
 def explain_pick(
     manifest: Manifest, measured_batch_size: int | None, action_index: int, provenance: str | None = None
-) -> dict[str, Any] | None:
+) -> Explanation | None:
     """The explanation of a pick (what ``recommend --format json`` prints as ``explanation``),
     or ``None`` when the manifest has no per-action figures (a foreign folder, or one written
     before they were recorded).
 
     Returns:
-        ``pick`` (:func:`_figures` of the pick: ``speed_tok_s`` tok/s, ``speedup`` over the
-        baseline (0,0,0) at this batch size, ``energy_utilization``, ``band``,
-        ``joules_per_token`` J/token, ``rows``, ``repeats``; ``None`` when the pick has no
-        rows), ``runner_up`` (the best other allowed config by mean reward, its ``action``
-        and figures, or ``None``), ``band_reachable`` (some allowed config's mean
-        utilisation is inside the band; ``None`` without power), ``band_note`` (what would
-        reach the band when none does) and ``figures_are`` (the data's provenance: a
-        simulation is never called a measurement).
+        an :class:`~specband.deploy.answers.Explanation`: ``pick`` (the pick's figures:
+        ``speed_tok_s`` tok/s, ``speedup`` over the baseline (0,0,0) at this batch size,
+        ``energy_utilization``, ``band``, ``joules_per_token`` J/token, ``rows``, ``repeats``;
+        ``None`` when the pick has no rows), ``runner_up`` (the best other allowed config by
+        mean reward, its ``action`` and figures, or ``None``), ``band_reachable`` (some allowed
+        config's mean utilisation is inside the band; ``None`` without power), ``band_note``
+        (what would reach the band when none does) and ``figures_are`` (the data's provenance
+        or ``provenance``: a simulation is never called a measurement).
     """
     if measured_batch_size is None or measured_batch_size not in manifest.stats:
         return None
@@ -99,103 +165,78 @@ def explain_pick(
     if reachable is False:
         limit = manifest.origin.power_limit_w if manifest.origin is not None else None
         note = band_note(utils, limit)
-    return {
-        "batch_size": measured_batch_size,
-        "pick": _figures(stats[action_index], baseline) if action_index in stats else None,
-        "runner_up": None
+    return Explanation(
+        batch_size=measured_batch_size,
+        pick=_figures(stats[action_index], baseline) if action_index in stats else None,
+        runner_up=None
         if runner is None
-        else {
-            "action": list(EXTENDED_ACTIONS[runner]),
-            "mean_reward": round(float(means[runner]), 4),
-            **_figures(stats[runner], baseline),
-        },
-        "band_reachable": reachable,
-        "band_note": note,
-        "figures_are": provenance or (manifest.origin.provenance if manifest.origin is not None else "measured"),
-    }
+        else RunnerUp(EXTENDED_ACTIONS[runner], round(float(means[runner]), 4), _figures(stats[runner], baseline)),
+        band_reachable=reachable,
+        band_note=note,
+        figures_are=provenance or (manifest.origin.provenance if manifest.origin is not None else "measured"),
+    )
 
 
-def _band_text(band: Mapping[str, Any]) -> str:
-    if band["status"] == "unknown":
+def _band_text(band: BandPosition) -> str:
+    if band.status == "unknown":
         return "band unknown (no power)"
-    if band["status"] == "in":
-        return f"in the {band['low']:.2f}-{band['high']:.2f} band"
-    return f"{band['status']} the {band['low']:.2f}-{band['high']:.2f} band by {band['by']:.3f}"
+    if band.status == "in":
+        return f"in the {band.low:.2f}-{band.high:.2f} band"
+    return f"{band.status} the {band.low:.2f}-{band.high:.2f} band by {band.by:.3f}"
 
 
-def _figure_text(fig: Mapping[str, Any]) -> str:
-    parts = [f"{fig['speed_tok_s']:.1f} tok/s"]
-    if fig["speedup"] is not None:
-        parts.append(f"{fig['speedup']:.2f}x the baseline")
-    if fig["energy_utilization"] is not None:
-        parts.append(f"utilisation {fig['energy_utilization']:.3f} ({_band_text(fig['band'])})")
+def _figure_text(fig: Figures) -> str:
+    parts = [f"{fig.speed_tok_s:.1f} tok/s"]
+    if fig.speedup is not None:
+        parts.append(f"{fig.speedup:.2f}x the baseline")
+    if fig.energy_utilization is not None:
+        parts.append(f"utilisation {fig.energy_utilization:.3f} ({_band_text(fig.band)})")
     else:
-        parts.append(_band_text(fig["band"]))
-    if fig["joules_per_token"] is not None:
-        parts.append(f"{fig['joules_per_token']:.3f} J/token")
-    parts.append(f"{fig['rows']} row(s), {fig['repeats']} repeat(s)")
+        parts.append(_band_text(fig.band))
+    if fig.joules_per_token is not None:
+        parts.append(f"{fig.joules_per_token:.3f} J/token")
+    parts.append(f"{fig.rows} row(s), {fig.repeats} repeat(s)")
     return ", ".join(parts)
 
 
-def _triple(action: Any) -> str:
-    """``(steps,topk,draft)`` as :class:`specband.contract.actions.Action` prints it."""
-    return "(" + ",".join(str(int(v)) for v in action) + ")"
-
-
-def explanation_lines(explanation: Mapping[str, Any] | None, action: list[int] | tuple[int, ...]) -> list[str]:
-    """The explanation as lines for stderr (empty for ``None``)."""
+def explanation_lines(explanation: Explanation | None, action: Action) -> list[str]:
+    """The explanation of the pick ``action`` as lines for stderr (empty for ``None``)."""
     if explanation is None:
         return []
-    kind = explanation["figures_are"]
-    bs = explanation["batch_size"]
+    kind, bs = explanation.figures_are, explanation.batch_size
     lines = []
-    if explanation["pick"] is not None:
-        lines.append(f"expected ({kind}, bs {bs}): {_triple(action)}: {_figure_text(explanation['pick'])}")
-    runner = explanation["runner_up"]
+    if explanation.pick is not None:
+        lines.append(f"expected ({kind}, bs {bs}): {action}: {_figure_text(explanation.pick)}")
+    runner = explanation.runner_up
     if runner is not None:
         lines.append(
-            f"runner-up: {_triple(runner['action'])} (mean reward {runner['mean_reward']:.4f}): {_figure_text(runner)}"
+            f"runner-up: {runner.action} (mean reward {runner.mean_reward:.4f}): {_figure_text(runner.figures)}"
         )
-    if explanation["band_note"]:
-        lines.append(explanation["band_note"])
+    if explanation.band_note:
+        lines.append(explanation.band_note)
     return lines
 
 
-def origin_line(origin: Mapping[str, Any] | None) -> str | None:
-    """One line saying what a pick rests on (a pick's ``origin``), or ``None`` without one."""
-    if not origin:
+def origin_line(origin: PickOrigin | None) -> str | None:
+    """One line saying what an answer rests on (its ``origin``), or ``None`` without one."""
+    if origin is None:
         return None
-    limit = "?" if origin.get("power_limit_w") is None else f"{origin['power_limit_w']:g} W"
-    power = "power measured" if origin.get("power_measured") else f"power NOT measured ({origin.get('power_source')})"
-    rows = "" if origin.get("rows") is None else f"; {origin['rows']} rows"
-    repeats = "" if origin.get("repeats") is None else f", {origin['repeats']} repeat(s)"
+    data = origin.data
+    limit = "?" if data.power_limit_w is None else f"{data.power_limit_w:g} W"
+    power = "power measured" if data.power_measured else f"power NOT measured ({data.power_source})"
+    rows = "" if origin.rows is None else f"; {origin.rows} rows"
+    repeats = "" if origin.repeats is None else f", {origin.repeats} repeat(s)"
     return (
-        f"pick rests on {origin.get('provenance')} data: {origin.get('hardware') or '? GPU'} at {limit}, "
-        f"target {origin.get('target_model') or '?'}, draft {origin.get('draft_model') or '?'}, "
-        f"sglang {origin.get('sglang_version') or 'not recorded'}, "
-        f"workload {origin.get('workload') or 'not recorded'}, "
+        f"pick rests on {data.provenance} data: {data.hardware or '? GPU'} at {limit}, "
+        f"target {data.target_model or '?'}, draft {data.draft_model or '?'}, "
+        f"sglang {data.sglang_version or 'not recorded'}, "
+        f"workload {data.workload or 'not recorded'}, "
         f"{power}{rows}{repeats}" + (" at this batch size" if rows else "")
     )
 
 
-class Answer(Protocol):
-    """What :func:`answer_lines` reads of a pick (:class:`specband.deploy.answers.Pick` has it)."""
-
-    @property
-    def action(self) -> Sequence[int]:
-        """The picked triple."""
-
-    @property
-    def origin(self) -> Mapping[str, Any] | None:
-        """:func:`specband.deploy.recommend.pick_origin`'s fields."""
-
-    @property
-    def explanation(self) -> Mapping[str, Any] | None:
-        """:func:`explain_pick`'s object."""
-
-
-def answer_lines(pick: Answer) -> list[str]:
-    """What ``recommend`` and ``launch`` print on stderr beside the flags: the origin line and
-    the explanation (:func:`explanation_lines`)."""
+def answer_lines(pick: Pick) -> list[str]:
+    """What ``recommend`` and ``launch`` print on stderr beside a pick's flags: the origin line
+    and the explanation (:func:`explanation_lines`)."""
     line = origin_line(pick.origin)
-    return ([] if line is None else [line]) + explanation_lines(pick.explanation, tuple(pick.action))
+    return ([] if line is None else [line]) + explanation_lines(pick.explanation, pick.action)

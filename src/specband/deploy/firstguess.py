@@ -10,10 +10,7 @@ answers.
 
 from __future__ import annotations
 
-from typing import Any
-
-from specband.deploy.answers import Pick
-from specband.deploy.recommend import Recommendation
+from specband.deploy.answers import CalibrationError, Pick, PickOrigin, RowCounts, TransferCheck
 
 __all__ = ["FIRST_GUESS_REPEATS", "FIRST_GUESS_SEED", "first_guess"]
 
@@ -32,7 +29,7 @@ def first_guess(
     draft_config: str | None = None,
     *,
     draft_model: str | None = None,
-) -> Recommendation:
+) -> Pick:
     """Simulate and pick for ``batch_size`` on ``profile``.
 
     Args:
@@ -43,19 +40,19 @@ def first_guess(
         draft_model: emitted as ``--speculative-draft-model-path`` (default: none).
 
     Returns:
-        a :class:`Recommendation` whose :class:`~specband.deploy.answers.Pick` has the fields of
+        a :class:`~specband.deploy.answers.Pick` with the fields of
         :func:`specband.deploy.recommend.recommend` (``source`` says "simulated first guess"), with
-        ``origin.provenance`` ``"simulated"``, ``explanation`` (simulated figures) and
-        ``calibration`` (per metric ``median_abs_error`` / ``worst_abs_error`` / ``rows``
-        against published measurements on this GPU; empty when none exist).
+        ``origin.data.provenance`` ``"simulated"``, ``explanation`` (simulated figures),
+        ``calibration`` (per metric a :class:`~specband.deploy.answers.CalibrationError` against
+        published measurements on this GPU; empty when none exist) and ``notes`` (the label of
+        a simulation and what a sweep would settle).
 
     Raises:
         ConfigError: a bad profile, config or batch size.
     """
     from specband.artifacts.fit import build_manifest
-    from specband.contract.actions import ACTIONS, server_args_kwargs, sglang_cli_args
+    from specband.contract.actions import ACTIONS
     from specband.deploy.explain import explain_pick
-    from specband.deploy.transfer import TransferCheck
     from specband.policies.lookup_core import lookup_pick
     from specband.sim.profile import builtin_profiles, load_profile
     from specband.sim.simulated import simulate_sweep
@@ -77,27 +74,29 @@ def first_guess(
     measured = manifest.measured_batch_size(batch_size)
     index = lookup_pick(manifest.mean_rewards, batch_size, manifest.allowed_indices(batch_size))
     action = ACTIONS[index]
-    calibration: dict[str, Any] = {}
+    calibration: dict[str, CalibrationError] = {}
     if str(profile) in builtin_profiles():
         from specband.sim.published import calibration_errors
 
         calibration = {
-            metric: {
-                "median_abs_error": round(err.median_abs_error, 4),
-                "worst_abs_error": round(err.worst_abs_error, 4),
-                "rows": err.rows,
-            }
+            metric: CalibrationError(round(err.median_abs_error, 4), round(err.worst_abs_error, 4), err.rows)
             for metric, err in calibration_errors(str(profile)).items()
         }
     assert manifest.origin is not None
     counts = manifest.row_counts.get(measured or batch_size, {})
-    origin = {
-        **manifest.origin.to_json(),
-        "rows": sum(counts.values()),
-        "repeats": FIRST_GUESS_REPEATS,
-        "heldout_interval": None,
-    }
-    pick = Pick(
+    origin = PickOrigin(manifest.origin, RowCounts(rows=sum(counts.values()), repeats=FIRST_GUESS_REPEATS))
+    errs = ", ".join(
+        f"{m} median {c.median_abs_error:.1%} (worst {c.worst_abs_error:.1%}, {c.rows} rows)"
+        for m, c in calibration.items()
+    )
+    if calibration:
+        label = f"SIMULATED on {prof.name}, not measured; calibration error against published measurements: {errs}"
+    else:
+        label = (
+            f"SIMULATED on {prof.name}, not measured; no published measurement holds this profile to a "
+            "calibration error"
+        )
+    return Pick(
         algorithm="lookup_table",
         batch_size=batch_size,
         measured_batch_size=measured,
@@ -106,29 +105,16 @@ def first_guess(
         source=f"simulated first guess ({prof.name}, seed {FIRST_GUESS_SEED}, {FIRST_GUESS_REPEATS} repeats)",
         action_index=index,
         action=action,
-        flags=tuple(sglang_cli_args(action, draft_model)),
-        kwargs=server_args_kwargs(action, draft_model),
+        draft_model=draft_model,
         mean_reward=None if measured is None else manifest.mean_reward(measured, index),
         origin=origin,
         explanation=explain_pick(manifest, measured, index, "simulated"),
         transfer=TransferCheck(),  # a first guess for the setup named: nothing transferred
         calibration=calibration,
+        notes=(
+            label,
+            "a sweep settles what this cannot: your GPU's real power and utilisation against its limit (the band), "
+            "the draft's acceptance on your workload, and whether the pick holds; run `specband sweep` on this GPU, "
+            "then `specband train` and `specband recommend`",
+        ),
     )
-    if calibration:
-        errs = ", ".join(
-            f"{m} median {c['median_abs_error']:.1%} (worst {c['worst_abs_error']:.1%}, {c['rows']} rows)"
-            for m, c in calibration.items()
-        )
-        label = f"SIMULATED on {prof.name}, not measured; calibration error against published measurements: {errs}"
-    else:
-        label = (
-            f"SIMULATED on {prof.name}, not measured; no published measurement holds this profile to a "
-            "calibration error"
-        )
-    notes = (
-        label,
-        "a sweep settles what this cannot: your GPU's real power and utilisation against its limit (the band), "
-        "the draft's acceptance on your workload, and whether the pick holds; run `specband sweep` on this GPU, "
-        "then `specband train` and `specband recommend`",
-    )
-    return Recommendation(pick, notes)

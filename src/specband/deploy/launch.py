@@ -11,16 +11,18 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from specband.contract.actions import Action
 from specband.core.limits import MAX_BATCH_SIZE
 from specband.core.optionspec import option
-from specband.deploy.answers import PowerLimitPick, SchedulePick
+from specband.deploy.answers import Pick, PowerLimitAnswer, SchedulePick
 from specband.deploy.recommend import (
+    AnswerRequest,
     algo_field,
     allow_modified_field,
     allow_transfer_field,
+    answer,
     data_field,
     gpu_field,
     models_field,
@@ -35,10 +37,6 @@ from specband.harness.request import (
     server_field,
     sglang_version_field,
 )
-
-if TYPE_CHECKING:
-    from specband.deploy.answers import Pick
-    from specband.deploy.transfer import UserSetup
 
 __all__ = ["LaunchPlan", "LaunchRequest", "plan_launch", "serve_launch"]
 
@@ -127,8 +125,8 @@ class LaunchRequest:
         None,
         "--set-power-limit",
         help="Set the GPU's power limit through NVML (root) while the server runs, restoring the old one when "
-        "it stops: W, a fraction of the default, or 'auto' (the limit and the flags `specband recommend --data "
-        "SWEEP` answers from a sweep over several limits).",
+        "it stops: W, a fraction of the default, or 'auto' (the limit and the flags `specband recommend` answers "
+        "from a sweep over several limits, --data SWEEP, or a folder trained on one, --models DIR).",
         panel="telemetry",
         metavar="W|auto",
         show_default=False,
@@ -148,7 +146,7 @@ class LaunchPlan:
         action: the triple sglang starts with.
         command: the server's command line.
         pick: the :class:`~specband.deploy.answers.Pick`; with ``--set-power-limit auto`` the
-            :class:`~specband.deploy.answers.PowerLimitPick`; with ``--schedule`` the
+            :class:`~specband.deploy.answers.PowerLimitAnswer`; with ``--schedule`` the
             :class:`~specband.deploy.answers.SchedulePick`.
         notes: what to tell the user, in order (after ``version_warning``).
         sglang_version, sglang_version_source, version_warning: the flag spellings' release.
@@ -161,7 +159,7 @@ class LaunchPlan:
     config: Any
     action: tuple[int, int, int]
     command: list[str]
-    pick: Pick | PowerLimitPick | SchedulePick
+    pick: Pick | PowerLimitAnswer | SchedulePick
     notes: tuple[str, ...]
     sglang_version: str
     sglang_version_source: str
@@ -193,8 +191,11 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
     if r.set_power_limit is not None:
         if r.device == "none" or r.schedule is not None:
             raise ConfigError("--set-power-limit sets the limit through NVML: not with --device none or --schedule")
-        if r.set_power_limit == "auto" and r.data is None:
-            raise ConfigError("--set-power-limit auto needs --data SWEEP (a sweep over several power limits)")
+        if r.set_power_limit == "auto" and r.data is None and r.models is None:
+            raise ConfigError(
+                "--set-power-limit auto needs --data SWEEP (a sweep over several power limits) or --models DIR "
+                "(a folder trained on one)"
+            )
     config = ServerConfig(  # checks --target, --port and --server-command
         model_path=r.target,
         draft_model_path=r.draft,
@@ -215,9 +216,13 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
 
 def _decide(
     r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None
-) -> tuple[Any, Pick | PowerLimitPick | SchedulePick]:
-    """The pick (or the schedule) and the config with its flags, the user's setup checked
-    against the data's (:mod:`specband.deploy.transfer`)."""
+) -> tuple[Any, Pick | PowerLimitAnswer | SchedulePick]:
+    """The pick, the power limit and its pick (``--set-power-limit auto``) or the schedule,
+    and the config with its flags, the user's setup checked against the data's
+    (:mod:`specband.deploy.transfer`). The pick and the limit are
+    :func:`specband.deploy.recommend.answer`'s, by ``recommend``'s rules: the limit comes from
+    ``--models DIR`` trained on several limits, else from ``--data SWEEP`` over several."""
+    from specband.deploy.explain import answer_lines
     from specband.deploy.usersetup import user_setup
 
     setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
@@ -242,39 +247,23 @@ def _decide(
         )  # fmt: skip
         mrr = ["--max-running-requests", str(r.max_running_requests)] if r.max_running_requests else []
         return dataclasses.replace(config, extra_args=(*pick.extra_args, *mrr, *config.extra_args)), pick
-    if r.set_power_limit == "auto":
-        return config, _auto_power_limit_pick(r, notes, setup)
-    from specband.deploy.recommend import recommend
-
     assert r.batch_size is not None  # checked: --batch-size or --schedule
-    telemetry = r.state if r.state is not None else read_idle_state(r.device, r.gpu_index or 0, notes)
-    result = recommend(
-        r.batch_size, r.algo, r.models, telemetry, r.draft, r.data, trust_pickle=r.trust_pickle,
-        allow_modified=r.allow_modified, setup=setup, allow_transfer=r.allow_transfer,
+    auto = r.set_power_limit == "auto"
+    telemetry = r.state
+    if telemetry is None and not auto:  # the idle GPU is read for a pick, not for a limit's answer
+        telemetry = read_idle_state(r.device, r.gpu_index or 0, notes)
+    request = AnswerRequest(
+        algo=r.algo, models=r.models, data=r.data, batch_size=r.batch_size, state=telemetry, draft_model=r.draft,
+        trust_pickle=r.trust_pickle, allow_modified=r.allow_modified, power_limit="required" if auto else "never",
+        allow_transfer=r.allow_transfer,
     )  # fmt: skip
-    from specband.deploy.explain import answer_lines
-
-    notes += [*result.notes, *answer_lines(result.pick)]
-    return config, result.pick
-
-
-def _auto_power_limit_pick(r: LaunchRequest, notes: list[str], setup: UserSetup) -> PowerLimitPick:
-    """``--set-power-limit auto``: the limit and the flags from a sweep over several limits
-    (:func:`specband.sweeps.limit_table.recommend_power_limit`), with the data's origin and the
-    user's ``setup`` checked against it as ``recommend`` checks it; the pick carries
-    ``power_limit_w``."""
-    from specband.deploy.power_answer import power_limit_pick, power_limit_summary, power_limit_with_origin
-    from specband.files.hub import resolve_data_file
-    from specband.sweeps.dataset import load_sweep
-    from specband.sweeps.limit_table import recommend_power_limit
-    from specband.sweeps.origin import data_origin
-
-    assert r.batch_size is not None and r.data is not None  # checked
-    sweep = load_sweep(resolve_data_file(r.data))
-    decided = recommend_power_limit(sweep, r.batch_size)
-    decided = power_limit_with_origin(decided, data_origin(sweep), str(r.data), setup, r.allow_transfer)
-    notes += [*decided.notes, power_limit_summary(decided)]
-    return power_limit_pick(decided, r.draft)
+    decided = answer(request, setup)
+    if isinstance(decided, PowerLimitAnswer):
+        notes += [*decided.notes, decided.summary()]
+    else:
+        assert isinstance(decided, Pick)
+        notes += [*decided.notes, *answer_lines(decided)]
+    return config, decided
 
 
 def plan_launch(r: LaunchRequest) -> LaunchPlan:
@@ -283,7 +272,7 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     nothing behind (a log it created, the ``auto`` schedule file).
 
     Raises:
-        ConfigError (and the loading errors of :func:`specband.deploy.recommend.load_models`): one line.
+        ConfigError (and the loading errors of :func:`specband.artifacts.load.load_models`): one line.
     """
     from specband.core.errors import ConfigError
     from specband.engines.serverconfig import build_launch_command
@@ -323,7 +312,7 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                 f"(the EAGLE3 draft model path)"
             )
         command = build_launch_command(config, action, r.batch_size, r.mem_fraction)
-        limit_w = pick.power_limit_w if isinstance(pick, PowerLimitPick) else None
+        limit_w = pick.power_limit_w if isinstance(pick, PowerLimitAnswer) else None
         if r.set_power_limit is not None and r.set_power_limit != "auto":
             from specband.harness.gpu_limits import launch_power_limit_w
 
@@ -340,7 +329,7 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
         notes.append(f"vLLM per-batch-size K with {pick.path}: [start, end, K] {[list(e) for e in pick.ranges]}")
     elif isinstance(pick, SchedulePick):
         notes.append(f"adaptive speculation with {pick.path}: tiers {sorted(pick.tiers)}, starting at {action}")
-    elif isinstance(pick, PowerLimitPick):
+    elif isinstance(pick, PowerLimitAnswer):
         notes.append(f"power limit {pick.power_limit_w:g} W with {action} for batch size {r.batch_size}")
     else:
         notes.append(

@@ -6,29 +6,33 @@ from sglang's Prometheus metrics text (``recommend --batch-mix-from FILE``): the
 the gauge ``sglang:num_running_reqs`` (sglang 0.5.23,
 ``srt/observability/metrics_collector.py``; one sample per scrape, so a file of
 concatenated scrapes is a sample of the running batch size), or a histogram family of that
-name. The text is parsed with ``prometheus_client``'s own parser.
+name. The text is parsed with ``prometheus_client``'s own parser. The pick is a
+:class:`~specband.deploy.answers.MixPick`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from specband.core.batchlist import normalise_mix
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BATCH_SIZE, MAX_CONFIG_FILE_BYTES
+from specband.deploy.answers import LeftOut, MixAnswer, MixPick, MixRow
+from specband.deploy.explain import data_notes, origin_line, pick_origin, unmeasured_notes
+
+if TYPE_CHECKING:
+    from specband.deploy.tiers import PolicyScorer
+    from specband.deploy.transfer import UserSetup
 from specband.files.fileio import read_text_bounded
 
 __all__ = [
     "RUNNING_REQS_METRIC",
-    "LeftOut",
-    "MixPick",
-    "MixRow",
+    "mix_answer",
     "pick_for_mix",
     "read_running_requests",
 ]
@@ -107,81 +111,6 @@ def _add_histogram(counts: dict[int, float], buckets: list[tuple[str, float]]) -
         counts[bs] = counts.get(bs, 0.0) + total - previous
 
 
-@dataclass(frozen=True)
-class MixRow:
-    """One batch size of the mix.
-
-    Attributes:
-        batch_size: running batch size; measured_batch_size: the one its scores come from.
-        weight: its share of the mix (sums to 1 over the rows).
-        own_index: the batch size's own pick (the best-scored allowed action there).
-        own_reward, mix_reward: estimated reward of its own pick and of the mix pick there.
-    """
-
-    batch_size: int
-    measured_batch_size: int
-    weight: float
-    own_index: int
-    own_reward: float
-    mix_reward: float
-
-    @property
-    def regret(self) -> float:
-        """Reward lost here by running the mix pick instead of the own pick (>= 0)."""
-        return self.own_reward - self.mix_reward
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    """A batch size's own pick that the mix could not consider: it is not scored at every
-    batch size of the mix (the lookup table has no mean for it there).
-
-    Attributes:
-        index: its action index.
-        own_pick_at: the batch sizes whose own pick it is (ascending).
-        not_scored_at: the batch sizes of the mix where it has no score (ascending).
-    """
-
-    index: int
-    own_pick_at: tuple[int, ...]
-    not_scored_at: tuple[int, ...]
-
-    def note(self) -> str:
-        """The line ``recommend --batch-mix`` prints, e.g. ``"(3,2,4), bs 16's own pick, was
-        not scored at bs 1: the mix considers only configs scored at every batch size of it"``."""
-        from specband.contract.actions import EXTENDED_ACTIONS
-
-        own = " and ".join(f"bs {bs}'s" for bs in self.own_pick_at)
-        at = ", ".join(str(bs) for bs in self.not_scored_at)
-        return (
-            f"{EXTENDED_ACTIONS[self.index]}, {own} own pick, was not scored at bs {at}: "
-            "the mix considers only configs scored at every batch size of it"
-        )
-
-
-@dataclass(frozen=True)
-class MixPick:
-    """The single config for a mix.
-
-    Attributes:
-        index: action index with the best expected reward over the mix.
-        expected_reward: ``sum(weight * reward)`` of it.
-        rows: one :class:`MixRow` per batch size.
-        left_out: the batch sizes' own picks other than ``index`` that were not scored at
-            every batch size of the mix, so not considered (:class:`LeftOut`), by index.
-    """
-
-    index: int
-    expected_reward: float
-    rows: tuple[MixRow, ...]
-    left_out: tuple[LeftOut, ...] = ()
-
-    @property
-    def expected_regret(self) -> float:
-        """``sum(weight * regret)``: what one config for all costs against per-batch-size picks."""
-        return float(sum(r.weight * r.regret for r in self.rows))
-
-
 class Scorer(Protocol):
     """What :func:`pick_for_mix` asks (:class:`specband.deploy.tiers.PolicyScorer`)."""
 
@@ -225,3 +154,55 @@ def pick_for_mix(scorer: Scorer, mix: Mapping[int, float]) -> MixPick:
         for a in sorted({r.own_index for r in out} - set(common))
     )
     return MixPick(best, expected[best], tuple(out), left_out)
+
+
+def mix_answer(
+    scorer: PolicyScorer,
+    mix: Mapping[int, float],
+    setup: UserSetup | None = None,
+    *,
+    state: tuple[float, float, float] | None = None,
+    draft_model: str | None = None,
+    allow: bool = False,
+) -> MixAnswer:
+    """``recommend --batch-mix``'s answer (rule 2 of :func:`specband.deploy.recommend.answer`):
+    the single config with the best expected reward over ``mix`` (:func:`pick_for_mix`), the
+    user's ``setup`` checked against the data's first as ``recommend`` checks it
+    (:func:`specband.deploy.transfer.check_scorer_transfer`; ``allow`` takes another setup's
+    pick, its differences as notes; ``None``: not checked), the policy asked from ``state``.
+
+    Raises:
+        ConfigError: no config is scored at every batch size of the mix; TransferError: the
+        data is from another setup and ``allow`` is False.
+    """
+    import dataclasses
+
+    from specband.deploy.transfer import check_scorer_transfer
+
+    transfer = None
+    if setup is not None:  # before picking, as for one batch size: a refused transfer picks nothing
+        transfer = check_scorer_transfer(scorer, setup, allow=allow)
+    pick = pick_for_mix(dataclasses.replace(scorer, telemetry=state), mix)
+    manifest = scorer.manifest
+    origin = pick_origin(manifest, None)
+    line = origin_line(origin)  # a one-batch-size pick's origin line, for the mix
+    notes = (
+        *scorer.notes,
+        *(() if transfer is None else transfer.warnings),
+        *data_notes(manifest, scorer.source, state),
+        *unmeasured_notes(manifest, sorted(mix)),
+        *(() if line is None else (line,)),
+        *(left.note() for left in pick.left_out),
+    )
+    counts = {row.measured_batch_size: pick_origin(manifest, row.measured_batch_size).counts for row in pick.rows}
+    return MixAnswer(
+        algorithm=scorer.algorithm,
+        source=scorer.source,
+        mix=mix,
+        pick=pick,
+        draft_model=draft_model,
+        notes=notes,
+        transfer=transfer,
+        origin=origin,
+        counts={bs: c for bs, c in counts.items() if c is not None},
+    )

@@ -1,5 +1,8 @@
-"""What ``specband recommend`` (and ``launch``) decide: the pick of one algorithm for a
-batch size and GPU state, with its notes, returned as data. The CLI prints; it never decides.
+"""Which answer ``specband recommend``, ``launch`` and ``schedule`` give, decided once:
+:func:`answer` takes an :class:`AnswerRequest` (what the command asks) and returns the
+typed :data:`~specband.deploy.answers.Answer` (a pick, a power limit, a mix, a first guess
+or a schedule's tier picks), with its notes, as data. The commands build the request and
+print the answer; they decide nothing.
 
 Only the standard library is imported at module level; the ``lookup_table`` path reads JSON
 only (no NumPy, torch or scikit-learn), so a cold ``specband recommend`` stays fast.
@@ -7,33 +10,35 @@ only (no NumPy, torch or scikit-learn), so a cold ``specband recommend`` stays f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Mapping
 
-    from specband.artifacts.folder import Manifest
     from specband.deploy.transfer import UserSetup
+    from specband.sweeps.limit_table import BandWithinSpeedLoss, LimitTable
+    from specband.sweeps.origin import DataOrigin
 
-from specband.artifacts.folder import DEFAULT_MODELS_DIR
-from specband.contract.actions import action_set_field
+from specband.artifacts.folder import DEFAULT_MODELS_DIR, validate_algorithms
+from specband.artifacts.load import ModelFolder, load_models, open_folder
+from specband.contract.actions import action_set_field, use_action_set
+from specband.core.errors import ConfigError
 from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, MAX_BATCH_SIZE
 from specband.core.optionspec import option
-from specband.deploy.answers import Pick
+from specband.deploy.answers import Answer, Pick, PowerLimitAnswer, ScheduleAnswer, TransferCheck
+from specband.deploy.explain import data_notes, explain_pick, pick_origin, unmeasured_note, unmeasured_notes
 
 __all__ = [
-    "LoadedModels",
-    "Pick",
+    "POWER_LIMIT_RULES",
+    "AnswerRequest",
+    "FirstGuessSpec",
     "RecommendRequest",
-    "Recommendation",
-    "data_notes",
-    "load_models",
-    "pick_origin",
+    "ScheduleSpec",
+    "answer",
+    "power_limit_answer",
     "recommend",
-    "recommend_request",
-    "unmeasured_notes",
 ]
 
 
@@ -266,8 +271,6 @@ class RecommendRequest:
     allow_transfer: bool = allow_transfer_field()
 
     def __post_init__(self) -> None:
-        from specband.core.errors import ConfigError
-
         if self.is_first_guess and self.gpu is None:
             raise ConfigError("--target-config/--draft-config make a simulated first guess: give --gpu PROFILE")
         if self.is_first_guess and self.is_mix:
@@ -300,218 +303,341 @@ class RecommendRequest:
         """A pick for a batch-size mix (``--batch-mix`` or ``--batch-mix-from``)."""
         return self.batch_mix is not None or self.batch_mix_from is not None
 
+    def answer_request(self) -> AnswerRequest:
+        """What :func:`answer` answers for this request: a first guess, a mix, a power limit
+        when the data holds several, else the pick."""
+        first = None
+        if self.is_first_guess:
+            assert self.gpu is not None  # checked when the request was built
+            first = FirstGuessSpec(self.gpu, self.target_config, self.draft_config)
+        return AnswerRequest(
+            algo=self.algo,
+            models=self.models,
+            data=self.data,
+            batch_size=self.batch_size,
+            batch_mix=self.batch_mix,
+            batch_mix_from=self.batch_mix_from,
+            first_guess=first,
+            state=self.state,
+            draft_model=self.draft_model,
+            trust_pickle=self.trust_pickle,
+            allow_modified=self.allow_modified,
+            actions=self.actions,
+            power_limit="when-several",
+            max_speed_loss=self.max_speed_loss,
+            allow_transfer=self.allow_transfer,
+        )
+
+
+#: When :func:`answer` answers with a power limit (:attr:`AnswerRequest.power_limit`):
+#: ``"when-several"`` (``recommend``: when the data holds several limits), ``"required"``
+#: (``launch --set-power-limit auto``: data with one limit is refused) or ``"never"``
+#: (``launch`` without it: the pick).
+POWER_LIMIT_RULES = ("when-several", "required", "never")
+
 
 @dataclass(frozen=True)
-class Recommendation:
-    """A pick and what the user should know about it.
+class FirstGuessSpec:
+    """A simulated first guess (:func:`specband.deploy.firstguess.first_guess`).
 
     Attributes:
-        pick: the :class:`~specband.deploy.answers.Pick` (``pick.to_json()`` is what
-            ``--format json`` prints).
-        notes: one-line notes (which folder was used, an unmeasured batch size, ...), in order.
+        profile: the user's GPU as a simulator profile (``--gpu``).
+        target_config, draft_config: the models' config.json (``None``: the profile's pair).
     """
 
-    pick: Pick
-    notes: tuple[str, ...] = ()
+    profile: str
+    target_config: str | None = None
+    draft_config: str | None = None
 
 
 @dataclass(frozen=True)
-class LoadedModels:
-    """One algorithm's policy as every command loads it (:func:`load_models`).
+class ScheduleSpec:
+    """A per-batch-size schedule (``specband schedule``, ``launch --schedule auto``).
 
     Attributes:
-        algorithm: model card algorithm name.
-        folder: the artifact folder, or ``None`` for the embedded default.
-        manifest: its :class:`~specband.artifacts.folder.Manifest` (rebuilt from ``--data`` for a
-            foreign folder).
-        policy: the fitted policy, or ``None`` for ``lookup_table``.
-        lookup_means: ``lookup_table``'s batch size -> action index -> mean reward.
-        notes: one-line notes for the user (which folder, what was ignored), in order.
+        batch_sizes: the batch sizes to schedule (``None``: the measured ones).
+        margin: reward units within which chain configs join a tier's candidates.
+        engine: the engine it is for (``"sglang"`` or ``"vllm"``), named in the off reasons.
+        measured_only: score only the configs measured at each batch size.
     """
 
-    algorithm: str
-    folder: Path | None
-    manifest: Any
-    policy: Any = None
-    lookup_means: Any = None
-    notes: tuple[str, ...] = ()
+    batch_sizes: tuple[int, ...] | None = None
+    margin: float = 0.0
+    engine: str = "sglang"
+    measured_only: bool = True
 
 
-def load_models(
-    algo: str,
-    models: str | Path | None = None,
-    data_path: str | Path | None = None,
-    *,
-    trust_pickle: bool = False,
-    allow_modified: bool = False,
-) -> LoadedModels:
-    """Load ``algo`` the one way ``recommend``, ``recommend --batch-mix``, ``schedule`` and
-    ``launch`` (``--schedule auto`` too) do: ``models`` (a folder or a hub id), else
-    ``./specband-models`` when it holds ``algo``, else the embedded default.
+@dataclass(frozen=True)
+class AnswerRequest:
+    """What a command asks :func:`answer`, whichever command it is (``recommend``:
+    :meth:`RecommendRequest.answer_request`; ``launch``; ``schedule``).
+
+    Attributes:
+        algo: model card algorithm name.
+        models: ``--models`` (an artifact folder or hub id), or ``None``.
+        data: ``--data`` (a sweep), or ``None``.
+        batch_size: the batch size to answer for (``None``: a mix or a schedule).
+        batch_mix, batch_mix_from: the mix (``--batch-mix`` text, or a Prometheus metrics file).
+        first_guess: a simulated first guess instead of data (:class:`FirstGuessSpec`).
+        schedule: a schedule's tier picks instead of one batch size (:class:`ScheduleSpec`).
+        state: the GPU state ``(temp_c, mem_used_mb, util_pct)`` to decide from (``None``:
+            the folder's).
+        draft_model: the draft the flags carry (``None``: none).
+        trust_pickle, allow_modified: how policy files are loaded (:mod:`specband.files.safeload`).
+        actions: the action set the folder is read against.
+        power_limit: when to answer with a power limit (one of :data:`POWER_LIMIT_RULES`).
+        max_speed_loss: the speed a lower limit may cost against the fastest pick, fraction.
+        allow_transfer: take data from another setup (its differences as notes).
+
+    Raises:
+        ConfigError: an unknown ``power_limit`` rule, or not exactly one of a batch size, a mix
+            and a schedule.
+    """
+
+    algo: str = "lookup_table"
+    models: str | Path | None = None
+    data: str | Path | None = None
+    batch_size: int | None = None
+    batch_mix: str | None = None
+    batch_mix_from: Path | None = None
+    first_guess: FirstGuessSpec | None = None
+    schedule: ScheduleSpec | None = None
+    state: tuple[float, float, float] | None = None
+    draft_model: str | None = None
+    trust_pickle: bool = False
+    allow_modified: bool = False
+    actions: str = "contract"
+    power_limit: str = "when-several"
+    max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS
+    allow_transfer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.power_limit not in POWER_LIMIT_RULES:
+            raise ConfigError(f"power_limit must be one of {', '.join(POWER_LIMIT_RULES)}, got {self.power_limit!r}")
+        asked = [self.batch_size is not None, self.is_mix, self.schedule is not None]
+        if sum(asked) != 1:
+            raise ConfigError("an answer is for one batch size, a batch-size mix or a schedule: give one")
+
+    @property
+    def is_mix(self) -> bool:
+        """A pick for a batch-size mix."""
+        return self.batch_mix is not None or self.batch_mix_from is not None
+
+
+def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
+    """The answer to ``request``: the one place that decides which answer a command gives.
+
+    The rules, in order:
+
+    1. a first guess (``request.first_guess``): a simulation for the pair and GPU named
+       (:class:`~specband.deploy.answers.Pick`, ``source`` "simulated first guess"); no data
+       is read and ``setup`` is not checked against it;
+    2. a batch-size mix: one config for the mix (:class:`~specband.deploy.answers.MixAnswer`);
+    3. a schedule: the chain pick per batch size (:class:`~specband.deploy.answers.ScheduleAnswer`);
+    4. a power limit (:class:`~specband.deploy.answers.PowerLimitAnswer`), unless
+       ``request.power_limit`` is ``"never"``, when the data holds several limits: a folder
+       named with ``--models`` whose manifest records them, else (no ``--models``) a
+       ``--data`` sweep over several; the embedded default and ``./specband-models`` picked
+       up without ``--models`` answer with the pick. ``"required"`` refuses data with one limit;
+    5. otherwise the pick of ``--algo`` for the batch size (:func:`recommend`).
+
+    The folder ``--models`` names is resolved once and its ``specband.json`` read once
+    (:func:`specband.artifacts.load.open_folder`); the policy is loaded as every command loads
+    it (:func:`specband.artifacts.load.load_models`), read against ``request.actions``.
 
     Args:
-        algo: model card algorithm name.
-        models: artifact folder or hub id, or ``None``.
-        data_path: sweep restricting a foreign folder's picks to measured configs.
-        trust_pickle: unpickle joblib files (:mod:`specband.files.safeload`); never applied to
-            ``./specband-models`` picked up without being named.
-        allow_modified: load files whose sha256 no longer matches the folder's manifest
-            (a warning on stderr).
+        request: what the command asks.
+        setup: the user's target, draft, GPU and power limit, checked against the data's
+            (:func:`specband.deploy.transfer.check_transfer`; a power limit's answer does not
+            compare the limit, its lever); ``None``: not checked.
 
     Raises:
-        ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
-        pickle; DataError: bad sweep; HubError: a hub id not found.
+        ConfigError: unknown algorithm, a bad mix, ``"required"`` without data over several
+        limits; TransferError: the data is from another setup and ``request.allow_transfer``
+        is False; ArtifactError, DataError, HubError: as the folder, sweep and hub reading.
     """
-    from specband.artifacts.folder import embedded_manifest, validate_algorithms
-    from specband.core.errors import SpecbandError
-    from specband.files.hub import resolve_data_file, resolve_folder
+    if request.first_guess is not None:
+        return _first_guess(request)
+    mix = _read_mix(request) if request.is_mix else None  # a bad mix is the first error: nothing is read before
+    validate_algorithms([request.algo])
+    with use_action_set(request.actions):  # a folder is read against its action set
+        folder = None if request.models is None else open_folder(request.models)
+        if mix is not None:
+            from specband.deploy.mix import mix_answer
+            from specband.deploy.tiers import load_scorer
 
-    validate_algorithms([algo])
-    notes: list[str] = []
-    note = notes.append
-    policy: Any = None
-    implicit = False
-    if models is not None:
-        models = resolve_folder(models)
-    if data_path is not None:
-        data_path = resolve_data_file(data_path)
-    if models is None and _implicit_folder(algo, note):
-        models = Path(DEFAULT_MODELS_DIR)
-        implicit = True
-        trust_pickle = False  # a folder nobody named is never unpickled
-        note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
-    if models is None:
-        _check_embedded_action_set()
-        if data_path is not None:
-            note("--data is used with --models only; ignored")
-        if algo == "lookup_table":
-            manifest = embedded_manifest()
-            return LoadedModels(algo, None, manifest, None, manifest.mean_rewards, tuple(notes))
-        from specband.artifacts.fit import embedded_policy
-
-        note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
-        policy, manifest = embedded_policy(algo)
-        return LoadedModels(algo, None, manifest, policy, None, tuple(notes))
-    folder = Path(models)
-    try:
-        return _load_folder(folder, algo, data_path, notes, trust_pickle=trust_pickle, allow_modified=allow_modified)
-    except SpecbandError as exc:
-        if not implicit:
-            raise
-        raise type(exc)(
-            f"{exc} (./{DEFAULT_MODELS_DIR} was picked up without --models; --models DIR names a folder)"
-        ) from None
+            scorer = load_scorer(request.algo, folder, request.data, trust_pickle=request.trust_pickle)
+            return mix_answer(
+                scorer, mix, setup, state=request.state, draft_model=request.draft_model, allow=request.allow_transfer
+            )
+        if request.schedule is not None:
+            return _schedule_answer(request, request.schedule, folder, setup)
+        assert request.batch_size is not None  # checked when the request was built
+        if request.power_limit != "never":
+            limited = _power_limit_answer(request, request.batch_size, folder, setup)
+            if limited is not None:
+                return limited
+        return recommend(
+            request.batch_size, request.algo, folder, request.state, request.draft_model, request.data,
+            trust_pickle=request.trust_pickle, allow_modified=request.allow_modified, setup=setup,
+            allow_transfer=request.allow_transfer,
+        )  # fmt: skip
 
 
-def _implicit_folder(algo: str, note: Callable[[str], None]) -> bool:
-    """Whether ``./specband-models`` is picked up for ``algo`` without ``--models``: only a
-    folder with specband's manifest (written by ``specband train``) that holds ``algo``.
-    Anything else found under that name is announced through ``note`` (what was found, and
-    that the embedded default is used instead); nothing there: no note.
+def _first_guess(request: AnswerRequest) -> Pick:
+    from specband.deploy.firstguess import first_guess
+
+    spec = request.first_guess
+    assert spec is not None and request.batch_size is not None  # checked when the request was built
+    return first_guess(
+        request.batch_size, spec.profile, spec.target_config, spec.draft_config, draft_model=request.draft_model
+    )
+
+
+def _read_mix(request: AnswerRequest) -> Mapping[int, float]:
+    """The mix of ``--batch-mix`` or ``--batch-mix-from`` (normalised).
 
     Raises:
-        ArtifactError: the folder's ``specband.json`` is unreadable or malformed (as with
-            ``--models``), the message saying the folder was picked up without ``--models``.
+        ConfigError: a bad mix or metrics file.
     """
-    import os
+    from specband.core.batchlist import parse_batch_mix
 
-    from specband.artifacts.folder import ARTIFACT_FILES, MANIFEST_FILE, available_algorithms, load_manifest
-    from specband.core.errors import ArtifactError
+    if request.batch_mix is not None:
+        return parse_batch_mix(request.batch_mix)
+    from specband.deploy.mix import read_running_requests
 
-    folder = Path(DEFAULT_MODELS_DIR)
-    shown = f"./{DEFAULT_MODELS_DIR}"
-    instead = "using the embedded default"
-    if not os.path.lexists(folder):
-        return False
-    if folder.is_symlink() and not folder.exists():
-        note(f"{shown} is a dangling symlink (to {os.readlink(folder)}); {instead}")
-        return False
-    if not folder.is_dir():
-        note(f"{shown} is not a folder (a file named like specband's default folder); {instead}")
-        return False
-    if not (folder / MANIFEST_FILE).is_file():
-        found = [ARTIFACT_FILES[a] for a in available_algorithms(folder)]
-        holds = f" (it holds {', '.join(found)})" if found else ""
-        note(
-            f"{shown} has no {MANIFEST_FILE}, so `specband train` did not write it{holds}; not picked up "
-            f"without --models: {instead} (--models {shown} reads it)"
-        )
-        return False
-    try:
-        algorithms = load_manifest(folder).algorithms
-    except ArtifactError as exc:
-        raise ArtifactError(
-            f"{exc} ({shown} was picked up without --models; --models DIR names another folder)"
-        ) from None
-    if algo not in algorithms:
-        note(f"{shown} has no {algo}; {instead}")
-        return False
-    return True
+    assert request.batch_mix_from is not None
+    return read_running_requests(request.batch_mix_from)
 
 
-def _load_folder(
-    folder: Path, algo: str, data_path: Path | None, notes: list[str], *, trust_pickle: bool, allow_modified: bool
-) -> LoadedModels:
-    """:func:`load_models` of a folder."""
-    from specband.artifacts.folder import load_manifest, verify_algorithm_files
+def _schedule_answer(
+    request: AnswerRequest, spec: ScheduleSpec, folder: ModelFolder | None, setup: UserSetup | None
+) -> ScheduleAnswer:
+    """The chain pick per batch size (:func:`specband.deploy.tiers.pick_chain_tiers`), the
+    user's setup checked first (a refused transfer picks nothing)."""
+    from specband.deploy.tiers import load_scorer, pick_chain_tiers
+    from specband.deploy.transfer import check_scorer_transfer
 
-    note = notes.append
-    policy: Any = None
-    manifest = load_manifest(folder)
-    training = None
-    if data_path is not None:
-        if manifest.foreign:
-            import dataclasses
+    scorer = load_scorer(
+        request.algo, folder, request.data, measured_only=spec.measured_only, trust_pickle=request.trust_pickle
+    )
+    transfer = None if setup is None else check_scorer_transfer(scorer, setup, allow=request.allow_transfer)
+    picks = pick_chain_tiers(scorer, spec.batch_sizes, spec.margin, engine=spec.engine)
+    return ScheduleAnswer(
+        algorithm=request.algo,
+        source=scorer.source,
+        picks=tuple(picks),
+        origin=replace(pick_origin(scorer.manifest, None), counts=None),
+        transfer=transfer,
+        notes=(*scorer.notes, *(() if transfer is None else transfer.warnings)),
+    )
 
-            from specband.artifacts.fit import build_manifest
-            from specband.sweeps.dataset import load_sweep
 
-            sweep = load_sweep(data_path)
-            training = sweep.training_data(manifest.features)
-            manifest = dataclasses.replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
-        else:
-            note(f"{folder} has a specband manifest; --data ignored")
-    lookup_means: Any = None
-    if algo == "lookup_table":
-        from specband.policies.lookup_core import read_lookup_folder
+def _power_limit_answer(
+    request: AnswerRequest, batch_size: int, folder: ModelFolder | None, setup: UserSetup | None
+) -> PowerLimitAnswer | None:
+    """Rule 4 of :func:`answer`: the answer with a limit, or ``None`` (the pick answers).
 
-        verify_algorithm_files(folder, algo, allow_modified=allow_modified)
-        lookup_means = read_lookup_folder(folder).means
+    Raises:
+        ConfigError: ``"required"`` without data over several limits (no data, or a folder
+            trained on one limit), or a bad ``max_speed_loss``; DataError: ``"required"`` and
+            a sweep with one limit, or a batch size without rows at some limit; TransferError:
+            as :func:`answer`.
+    """
+    from specband.sweeps.limit_table import BandWithinSpeedLoss
+
+    selector = BandWithinSpeedLoss(request.max_speed_loss)  # a bad bound is refused before anything is read
+    required = request.power_limit == "required"
+    table: LimitTable | None
+    origin: DataOrigin | None
+    if folder is not None:  # --models named: its manifest's table, when it was trained on several limits
+        table, origin, label = folder.manifest.power_limits, folder.manifest.origin, folder.given
+        if table is None and required:
+            what = "has no specband manifest" if folder.manifest.foreign else "was trained on one power limit"
+            raise ConfigError(
+                f"{folder.given} {what}; a limit is picked from a folder trained on a sweep over several "
+                "(sweep/simulate --power-limits) or from such a sweep (--data without --models)"
+            )
+    elif request.data is not None:  # a sweep without --models: its own table, when it holds several limits
+        from specband.files.hub import resolve_data_file
+        from specband.sweeps.dataset import load_sweep
+        from specband.sweeps.limit_table import limit_table, sweep_power_limits
+        from specband.sweeps.origin import data_origin
+
+        sweep = load_sweep(resolve_data_file(request.data))
+        if len(sweep_power_limits(sweep)) < 2 and not required:
+            return None
+        table, origin, label = limit_table(sweep, nearest_to=batch_size), data_origin(sweep), str(request.data)
+    elif required:
+        raise ConfigError("a power limit is picked from data over several limits: give --data SWEEP or --models DIR")
     else:
-        from specband.artifacts.folder import load_policy
+        return None  # the embedded default and ./specband-models picked up alone answer with the pick
+    if table is None:
+        return None
+    checked = None
+    if setup is not None:  # the power limit is the answer's lever: not compared
+        from specband.deploy.transfer import check_transfer
 
-        policy = load_policy(folder, algo, training, trust_pickle=trust_pickle, allow_modified=allow_modified)
-    if manifest.foreign and training is None:
-        note(
-            f"{folder} has no specband manifest: picking among all 19 actions from the default state "
-            "(pass --data SWEEP to restrict them to the configs measured there)"
-        )
-        if algo == "doubly_robust" and getattr(policy, "correction_source", "") == "none":
-            note("doubly_robust without its IPS correction (no sidecar, no --data): direct model only")
-    return LoadedModels(algo, folder, manifest, policy, lookup_means, tuple(notes))
+        checked = check_transfer(origin, replace(setup, power_limit_w=None), allow=request.allow_transfer, source=label)
+    return power_limit_answer(
+        table, batch_size, selector=selector, draft_model=request.draft_model, origin=origin, transfer=checked
+    )
 
 
-def _check_embedded_action_set() -> None:
-    """The embedded default is a contract model: refuse it under another action set.
+def power_limit_answer(
+    table: LimitTable,
+    batch_size: int,
+    *,
+    selector: BandWithinSpeedLoss | None = None,
+    draft_model: str | None = None,
+    origin: DataOrigin | None = None,
+    transfer: TransferCheck | None = None,
+) -> PowerLimitAnswer:
+    """The answer with a limit from ``table`` (a sweep's or a folder's): the selector's choice
+    among the picks at every limit of the measured batch size nearest ``batch_size``.
+
+    Args:
+        table: the pick at every limit per batch size (:class:`~specband.sweeps.limit_table.LimitTable`).
+        batch_size: the batch size asked for.
+        selector: the rule (:class:`~specband.sweeps.limit_table.BandWithinSpeedLoss`; default:
+            at :data:`~specband.core.limits.DEFAULT_MAX_SPEED_LOSS`).
+        draft_model: the draft its flags carry.
+        origin: what the data rests on (``None``: not known).
+        transfer: the user's setup checked against ``origin`` (``None``: not checked); its
+            warnings end the notes.
 
     Raises:
-        ConfigError: naming ``--models`` and ``--actions``.
+        ArtifactError: a table without batch sizes.
     """
-    from specband.contract.actions import active_action_set
-    from specband.core.errors import ConfigError
+    from specband.deploy.answers import PickOrigin
+    from specband.sweeps.limit_table import BandWithinSpeedLoss
 
-    name = active_action_set()
-    if name != "contract":
-        raise ConfigError(
-            f"--actions {name} needs --models DIR of a folder trained with `specband train --actions {name}` "
-            f"(./{DEFAULT_MODELS_DIR} and the embedded default are not)"
-        )
+    selector = selector if selector is not None else BandWithinSpeedLoss()
+    measured = table.measured_batch_size(batch_size)
+    picks = tuple(sorted(table.picks[measured], key=lambda p: p.power_limit_w))
+    chosen = selector.select(picks)
+    shortfall = selector.shortfall(picks, chosen, table.band)
+    notes = [unmeasured_note(batch_size, measured)] if measured != batch_size else []
+    notes += [*table.power_notes(), *([shortfall] if shortfall else [])]
+    return PowerLimitAnswer(
+        batch_size=batch_size,
+        measured_batch_size=measured,
+        chosen=chosen,
+        picks=picks,
+        max_speed_loss=float(selector.max_speed_loss),
+        band=table.band,
+        provenance=table.provenance,
+        draft_model=draft_model,
+        origin=None if origin is None else PickOrigin(origin),
+        transfer=transfer,
+        notes=(*notes, *(() if transfer is None else transfer.warnings)),
+    )
 
 
 def recommend(
     batch_size: int,
     algo: str = "lookup_table",
-    models: str | Path | None = None,
+    models: str | Path | ModelFolder | None = None,
     telemetry: tuple[float, float, float] | None = None,
     draft_model: str | None = None,
     data_path: str | Path | None = None,
@@ -520,32 +646,28 @@ def recommend(
     allow_modified: bool = False,
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
-) -> Recommendation:
-    """The pick of one algorithm for a batch size (a :class:`~specband.deploy.answers.Pick`, whose
-    ``to_json()`` is what ``specband recommend --format json`` prints) and the notes that go
-    with it, as data: the caller decides whether and when to print them.
+) -> Pick:
+    """The pick of one algorithm for a batch size (rule 5 of :func:`answer`): a
+    :class:`~specband.deploy.answers.Pick`, whose ``to_json()`` is what ``specband recommend
+    --format json`` prints and whose ``notes`` go with it, as data: the caller decides
+    whether and when to print them.
 
     Args:
         batch_size: concurrent requests; an unmeasured one uses the nearest measured one.
         algo: model card algorithm name.
-        models: artifact folder, or ``None`` for the embedded default (bundled data).
+        models: artifact folder (or hub id, or a :class:`~specband.artifacts.load.ModelFolder`
+            opened already), or ``None`` for ``./specband-models`` or the embedded default.
         telemetry: ``(temp_c, mem_used_mb, util_pct)`` of the GPU, or ``None`` for the
             state the folder's picks were made from.
         draft_model: EAGLE3 draft path for ``--speculative-draft-model-path`` (or ``None``).
         data_path: sweep restricting a foreign folder's picks to measured configs.
         trust_pickle: unpickle joblib files specband cannot vouch for (see
             :mod:`specband.files.safeload`).
+        allow_modified: load files whose sha256 no longer matches the folder's manifest.
         setup: the user's target, draft, GPU and power limit, checked against the data's
             (:func:`specband.deploy.transfer.check_transfer`); ``None``: not checked.
         allow_transfer: take a pick whose data came from another setup (the differences
             become notes) instead of stopping.
-
-    Returns:
-        a :class:`Recommendation`; its ``pick`` (:class:`~specband.deploy.answers.Pick`) has
-        ``action_index``, ``action`` (triple), ``flags``, ``kwargs``, ``features``, ``state``,
-        ``source``, ``measured_batch_size``, ``mean_reward``, ``origin`` (:func:`pick_origin`),
-        ``explanation`` (:func:`specband.deploy.explain.explain_pick`) and ``transfer`` (the
-        :class:`~specband.deploy.transfer.TransferCheck`: the differences taken).
 
     Raises:
         ConfigError: unknown algorithm, an empty ``draft_model``; TransferError: the data is
@@ -553,9 +675,8 @@ def recommend(
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
-    from specband.contract.actions import EXTENDED_ACTIONS, active_action_set, server_args_kwargs, sglang_cli_args
-    from specband.core.errors import ConfigError
-    from specband.deploy.explain import explain_pick
+    from specband.contract.actions import EXTENDED_ACTIONS, active_action_set
+    from specband.deploy.transfer import check_transfer
 
     if draft_model is not None and not draft_model.strip():
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
@@ -563,8 +684,6 @@ def recommend(
     notes = list(loaded.notes)
     manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
     source = "embedded (bundled published measurements)" if loaded.folder is None else str(loaded.folder)
-    from specband.deploy.transfer import TransferCheck, check_transfer
-
     checked = TransferCheck()
     if setup is not None:
         label = "the embedded study policy" if loaded.folder is None else str(loaded.folder)
@@ -583,8 +702,7 @@ def recommend(
     else:
         assert policy is not None
         index = policy.act(state, manifest.allowed_for(batch_size))
-    action = EXTENDED_ACTIONS[index]  # the contract's 19 first: right for either set
-    pick = Pick(
+    return Pick(
         algorithm=algo,
         batch_size=batch_size,
         measured_batch_size=measured,
@@ -592,91 +710,12 @@ def recommend(
         state=tuple(float(f"{float(v):.7g}") for v in state),  # float32 precision
         source=source,
         action_index=index,
-        action=action,
-        flags=tuple(sglang_cli_args(action, draft_model)),
-        kwargs=server_args_kwargs(action, draft_model),
+        action=EXTENDED_ACTIONS[index],  # the contract's 19 first: right for either set
+        draft_model=draft_model,
         mean_reward=None if measured is None else manifest.mean_reward(measured, index),
         origin=pick_origin(manifest, measured),
         explanation=explain_pick(manifest, measured, index),
         transfer=checked,
         action_set=None if active_action_set() == "contract" else active_action_set(),
+        notes=tuple(notes),
     )
-    return Recommendation(pick, tuple(notes))
-
-
-def data_notes(manifest: Manifest, source: str, telemetry: tuple[float, float, float] | None) -> list[str]:
-    """What a pick from ``manifest``'s data must say beside its origin line
-    (:func:`specband.deploy.explain.origin_line`), as ``recommend`` and ``recommend --batch-mix``
-    say it: rows that are a simulation (``source`` names the folder), and GPU readings
-    (``telemetry``) read against a policy trained on the contract state."""
-    notes = []
-    if manifest.origin is not None and manifest.origin.simulated:
-        notes.append(
-            f"{source}: trained on SIMULATED rows ({manifest.origin.profile or 'simulator'}); every figure is a "
-            "simulation, not a measurement (a sweep on the GPU settles it)"
-        )
-    if telemetry is not None and manifest.features == "contract":
-        notes.append(
-            "these policies use the contract state, whose memory and utilisation were read after each "
-            "run; the readings given here are not what they were trained on (train with --features pre "
-            "for decisions from the idle GPU)"
-        )
-    return notes
-
-
-def unmeasured_notes(manifest: Manifest, batch_sizes: Iterable[int]) -> list[str]:
-    """One note per batch size of ``batch_sizes`` that was not measured, naming the nearest
-    measured one the pick is made for."""
-    notes = []
-    for batch_size in batch_sizes:
-        measured = manifest.measured_batch_size(batch_size)
-        if measured is not None and measured != batch_size:
-            notes.append(
-                f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
-            )
-    return notes
-
-
-def pick_origin(manifest: Manifest, measured_batch_size: int | None) -> dict[str, Any]:
-    """What a pick rests on, as ``recommend --format json`` prints it under ``origin``: the
-    data's :class:`~specband.sweeps.origin.DataOrigin` fields (``hardware``, ``power_limit_w``,
-    ``target_model``, ``draft_model``, ``sglang_version``, ``workload``, ``provenance``,
-    ``power_measured``, ``power_source``, ``profile``; ``None`` where the folder does not
-    say), ``rows`` and ``repeats`` behind the batch size (successful rows; distinct
-    ``(trial, repeat)`` runs, the most of any action there) and ``heldout_interval``
-    (``None``: ``specband evaluate`` reports it, the folder does not record one)."""
-    from specband.sweeps.origin import DataOrigin
-
-    origin = manifest.origin or DataOrigin(provenance="unknown")
-    bs = measured_batch_size
-    counts = manifest.row_counts.get(bs, {}) if bs is not None else {}
-    stats = manifest.stats.get(bs, {}) if bs is not None else {}
-    return {
-        **origin.to_json(),
-        "rows": sum(counts.values()) if counts else None,
-        "repeats": max((s.repeats for s in stats.values()), default=None),
-        "heldout_interval": None,
-    }
-
-
-def recommend_request(request: RecommendRequest, setup: UserSetup | None = None) -> Recommendation:
-    """:func:`recommend` for a one-batch-size :class:`RecommendRequest`, the user's ``setup``
-    (:func:`specband.deploy.usersetup.user_setup`) checked against the data's, read against
-    ``--actions``. A first guess (``request.is_first_guess``) is
-    :func:`specband.deploy.firstguess.first_guess`, a floor up."""
-    from specband.contract.actions import use_action_set
-
-    assert request.batch_size is not None  # checked when the request was built
-    with use_action_set(request.actions):
-        return recommend(
-            request.batch_size,
-            request.algo,
-            request.models,
-            request.state,
-            request.draft_model,
-            request.data,
-            trust_pickle=request.trust_pickle,
-            allow_modified=request.allow_modified,
-            setup=setup,
-            allow_transfer=request.allow_transfer,
-        )

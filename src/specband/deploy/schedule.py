@@ -1,24 +1,25 @@
 """The schedule library's entry points for the commands: ``specband schedule``
-(:class:`ScheduleRequest`, :func:`write_schedule`), ``launch --schedule FILE|auto``
-(:func:`schedule_for_launch`) and ``recommend --batch-mix`` (:func:`recommend_mix`). The
-schedules themselves are :mod:`specband.deploy.tiers`'s."""
+(:class:`ScheduleRequest`, :func:`write_schedule`) and ``launch --schedule FILE|auto``
+(:func:`schedule_for_launch`). The tier picks are :func:`specband.deploy.recommend.answer`'s
+(a :class:`~specband.deploy.answers.ScheduleAnswer`); the schedules themselves are
+:mod:`specband.deploy.tiers`'s."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.contract.actions import EXTENDED_ACTIONS, Action
+from specband.contract.actions import chain_action
 from specband.core.errors import ConfigError
-from specband.deploy.answers import SchedulePick
+from specband.deploy.answers import JsonObject, ScheduleAnswer, SchedulePick
+from specband.deploy.recommend import AnswerRequest, ScheduleSpec, answer
+from specband.deploy.tiers import merge_tiers
 
 if TYPE_CHECKING:
-    from specband.deploy.transfer import TransferCheck, UserSetup
-from specband.contract.actions import chain_action
-from specband.deploy.tiers import PolicyScorer, check_scorer_transfer, load_scorer, merge_tiers, pick_chain_tiers
+    from specband.deploy.transfer import UserSetup
+    from specband.engines.schedule_files import Tier
 from specband.engines.schedule_files import (
     check_sglang_adaptive_config,
     check_vllm_schedule,
@@ -32,12 +33,10 @@ from specband.engines.schedule_files import (
 
 __all__ = [
     "ENGINES",
-    "MixRecommendation",
     "SchedulePick",
     "ScheduleRequest",
     "WrittenSchedule",
     "new_auto_schedule_file",
-    "recommend_mix",
     "schedule_for_launch",
     "write_schedule",
 ]
@@ -98,11 +97,9 @@ def schedule_for_launch(
     from specband.files.fileio import write_text_atomic
 
     if schedule == "auto":
-        scorer = load_scorer(algo, models, data, trust_pickle=trust_pickle)
-        notes += scorer.notes
-        if setup is not None:
-            notes.extend(check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
-        picks = pick_chain_tiers(scorer)
+        tiered = _tier_picks(algo, models, data, "sglang", trust_pickle, setup, allow_transfer)
+        notes += tiered.notes
+        picks = tiered.picks
         notes.extend(p.off_reason for p in picks if p.off_reason)
         obj = sglang_adaptive_config(merge_tiers(picks))
         entries = check_sglang_adaptive_config(obj)
@@ -161,12 +158,10 @@ def vllm_schedule_for_launch(
     from specband.core.limits import MAX_CONFIG_FILE_BYTES
     from specband.files.fileio import read_text_bounded
 
-    if schedule == "auto":
-        scorer = load_scorer(algo, models, data, trust_pickle=trust_pickle)
-        notes += scorer.notes
-        if setup is not None:  # the user's setup against the data's, as for sglang's schedule
-            notes.extend(check_scorer_transfer(scorer, setup, allow=allow_transfer).warnings)
-        obj = vllm_speculative_config(merge_tiers(pick_chain_tiers(scorer, engine="vllm")), draft)
+    if schedule == "auto":  # the user's setup checked against the data's, as for sglang's schedule
+        tiered = _tier_picks(algo, models, data, "vllm", trust_pickle, setup, allow_transfer)
+        notes += tiered.notes
+        obj = vllm_speculative_config(merge_tiers(tiered.picks), draft)
         notes.append(f"--schedule auto: {algo}'s vLLM schedule {json.dumps(obj)}")
     else:
         try:
@@ -196,158 +191,28 @@ def vllm_schedule_for_launch(
     )
 
 
-@dataclass(frozen=True)
-class MixRecommendation:
-    """``specband recommend --batch-mix``'s answer: one config for a batch-size mix.
-
-    Attributes:
-        algorithm: model card algorithm name.
-        source: where the policy came from.
-        mix: batch size -> weight (normalised).
-        pick: the :class:`~specband.deploy.mix.MixPick` (expected reward and regret, per-batch-size rows).
-        draft_model: ``--draft-model`` (or ``None``).
-        notes: the loading notes and the transfer check's warnings, in order.
-        transfer: the transfer check (:class:`~specband.deploy.transfer.TransferCheck`: the
-            differences taken with ``--allow-transfer``), or ``None`` when not checked.
-        origin: what the rewards rest on (:func:`specband.deploy.recommend.pick_origin` of the
-            data, no batch size: ``rows``/``repeats`` are per batch size in ``counts``).
-        counts: measured batch size -> ``{"rows": int | None, "repeats": int | None}``
-            behind it, as :func:`specband.deploy.recommend.pick_origin` counts them.
-    """
-
-    algorithm: str
-    source: str
-    mix: Mapping[int, float]
-    pick: Any
-    draft_model: str | None = None
-    notes: tuple[str, ...] = ()
-    transfer: TransferCheck | None = None
-    origin: Mapping[str, Any] | None = None
-    counts: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
-
-    @property
-    def action(self) -> Action:
-        """The one config for the mix."""
-        return EXTENDED_ACTIONS[self.pick.index]
-
-    def flags(self) -> list[str]:
-        """The sglang flags of :attr:`action`."""
-        from specband.contract.actions import sglang_cli_args
-
-        return sglang_cli_args(self.action, self.draft_model)
-
-    def as_json(self) -> dict[str, Any]:
-        """What ``recommend --batch-mix --format json`` prints: ``algorithm``, ``source``,
-        ``batch_mix``, ``action_index``, ``action``, ``flags``, ``kwargs``,
-        ``expected_reward``, ``expected_regret``, ``per_batch_size`` (each row's fields, its
-        ``own_action``, ``regret``, and the ``rows``/``repeats`` measured there), ``left_out``
-        (own picks not scored at every batch size: ``action_index``, ``action``,
-        ``own_pick_at``, ``not_scored_at``), ``origin`` (as a one-batch-size pick's, or
-        ``null``) and ``transfer``."""
-        import dataclasses
-
-        from specband.contract.actions import server_args_kwargs
-        from specband.deploy.transfer import TransferCheck
-
-        counts = self.counts
-
-        return {
-            "algorithm": self.algorithm,
-            "source": self.source,
-            "batch_mix": {str(bs): w for bs, w in self.mix.items()},
-            "action_index": self.pick.index,
-            "action": list(self.action),
-            "flags": self.flags(),
-            "kwargs": server_args_kwargs(self.action, self.draft_model),
-            "expected_reward": self.pick.expected_reward,
-            "expected_regret": self.pick.expected_regret,
-            "per_batch_size": [
-                {
-                    **dataclasses.asdict(r),
-                    "own_action": list(EXTENDED_ACTIONS[r.own_index]),
-                    "regret": r.regret,
-                    **counts.get(r.measured_batch_size, {"rows": None, "repeats": None}),  # as pick_origin
-                }
-                for r in self.pick.rows
-            ],
-            "left_out": [
-                {
-                    "action_index": left.index,
-                    "action": list(EXTENDED_ACTIONS[left.index]),
-                    "own_pick_at": list(left.own_pick_at),
-                    "not_scored_at": list(left.not_scored_at),
-                }
-                for left in self.pick.left_out
-            ],
-            "origin": None if self.origin is None else dict(self.origin),
-            "transfer": (self.transfer or TransferCheck()).to_json(),  # as one batch size's pick has it
-        }
-
-
-def recommend_mix(request: Any, setup: UserSetup | None = None) -> MixRecommendation:
-    """The single config with the best expected reward over the batch-size mix of a
-    :class:`~specband.deploy.recommend.RecommendRequest` (``--batch-mix`` or ``--batch-mix-from``),
-    the policy loaded as ``recommend`` loads it (``--trust-pickle`` and the notes included)
-    and the user's ``setup`` (:func:`specband.deploy.usersetup.user_setup`) checked against the
-    data's as ``recommend`` checks it (:func:`specband.deploy.tiers.check_scorer_transfer`:
-    ``request.allow_transfer`` takes another setup's pick, its differences as notes);
-    ``None``: not checked.
-
-    Raises:
-        ConfigError / DataError: a bad mix or metrics file; TransferError: the data is from
-        another setup and ``--allow-transfer`` was not given; the loading errors of
-        :func:`specband.deploy.recommend.load_models`.
-    """
-    import dataclasses
-
-    from specband.core.batchlist import parse_batch_mix
-    from specband.deploy.mix import pick_for_mix, read_running_requests
-
-    mix = (
-        parse_batch_mix(request.batch_mix)
-        if request.batch_mix is not None
-        else read_running_requests(request.batch_mix_from)
+def _tier_picks(
+    algo: str,
+    models: Path | None,
+    data: Path | None,
+    engine: str,
+    trust_pickle: bool,
+    setup: UserSetup | None,
+    allow_transfer: bool,
+) -> ScheduleAnswer:
+    """``--schedule auto``'s tier picks for ``engine``: :func:`specband.deploy.recommend.answer`
+    of ``--algo``/``--models`` as ``specband schedule`` asks it."""
+    request = AnswerRequest(
+        algo=algo,
+        models=models,
+        data=data,
+        schedule=ScheduleSpec(engine=engine),
+        trust_pickle=trust_pickle,
+        allow_transfer=allow_transfer,
     )
-    from specband.contract.actions import use_action_set
-
-    with use_action_set(request.actions):
-        scorer = load_scorer(request.algo, request.models, request.data, trust_pickle=request.trust_pickle)
-        transfer = None
-        if setup is not None:  # before picking, as for one batch size: a refused transfer picks nothing
-            from specband.deploy.tiers import check_scorer_transfer
-
-            transfer = check_scorer_transfer(scorer, setup, allow=request.allow_transfer)
-        scorer = dataclasses.replace(scorer, telemetry=request.state)
-        pick = pick_for_mix(scorer, mix)
-    from specband.deploy.explain import origin_line
-    from specband.deploy.recommend import data_notes, pick_origin, unmeasured_notes
-
-    manifest = scorer.manifest
-    mix_origin = pick_origin(manifest, None)
-    origin = origin_line(mix_origin)  # a one-batch-size pick's origin line, for the mix
-    notes = (
-        *scorer.notes,
-        *(() if transfer is None else transfer.warnings),
-        *data_notes(manifest, scorer.source, request.state),
-        *unmeasured_notes(manifest, sorted(mix)),
-        *(() if origin is None else (origin,)),
-        *(left.note() for left in pick.left_out),
-    )
-    counts = {}
-    for row in pick.rows:
-        at = pick_origin(manifest, row.measured_batch_size)
-        counts[row.measured_batch_size] = {"rows": at["rows"], "repeats": at["repeats"]}
-    return MixRecommendation(
-        request.algo,
-        scorer.source,
-        mix,
-        pick,
-        request.draft_model,
-        notes,
-        transfer,
-        mix_origin,
-        counts,
-    )
+    tiered = answer(request, setup)
+    assert isinstance(tiered, ScheduleAnswer)
+    return tiered
 
 
 #: ``specband schedule --engine`` values.
@@ -474,6 +339,19 @@ class ScheduleRequest:
 
         return out_option_path(self.out)
 
+    def answer_request(self, batch_sizes: tuple[int, ...] | None) -> AnswerRequest:
+        """What :func:`specband.deploy.recommend.answer` answers for this request: the tier
+        picks at ``batch_sizes`` (``--batch-sizes`` parsed; ``None``: the measured ones)."""
+        return AnswerRequest(
+            algo=self.algo,
+            models=self.models,
+            data=self.data,
+            schedule=ScheduleSpec(batch_sizes, self.margin, self.engine, measured_only=not self.include_unmeasured),
+            trust_pickle=self.trust_pickle,
+            actions=self.actions,
+            allow_transfer=self.allow_transfer,
+        )
+
 
 @dataclass(frozen=True)
 class WrittenSchedule:
@@ -482,76 +360,46 @@ class WrittenSchedule:
     Attributes:
         path: the file.
         config: its JSON object (sglang's adaptive config, or vLLM's speculative config).
-        picks: the chain pick per batch size (:class:`TierPick`).
+        answer: the tier picks it was written from (:class:`~specband.deploy.answers.ScheduleAnswer`:
+            the chain pick per batch size, the data's origin, the transfer check, the notes).
         tiers: the merged tiers.
-        scorer: the policy that scored them (its ``notes``: the loading notes).
         engine_checked: sglang's own loader accepted the file.
-        transfer: the transfer check (:class:`specband.deploy.transfer.TransferCheck`: the
-            differences taken with ``--allow-transfer``, the warnings to print).
     """
 
     path: Path
-    config: dict[str, Any]
-    picks: list[Any]
-    tiers: list[Any]
-    scorer: PolicyScorer
+    config: JsonObject
+    answer: ScheduleAnswer
+    tiers: list[Tier]
     engine_checked: bool
-    transfer: Any = None
 
-    def summary(self, engine: str) -> dict[str, Any]:
-        """What ``schedule --format json`` prints: the file, its config, per batch size the
-        chain pick and why speculation is off (``None`` where it is on), the data's origin
-        (:func:`specband.deploy.recommend.pick_origin`) and the transfer."""
-        from specband.deploy.recommend import pick_origin
-
-        origin = pick_origin(self.scorer.manifest, None)
-        return {
-            "engine": engine,
-            "path": str(self.path),
-            "config": self.config,
-            "batch_sizes": [
-                {
-                    "batch_size": p.batch_size,
-                    "measured_batch_size": p.measured_batch_size,
-                    "chain_pick": list(EXTENDED_ACTIONS[p.chain[0]]),
-                    "candidate_steps": list(p.steps),
-                    "speculation_off": p.off_reason,
-                }
-                for p in self.picks
-            ],
-            "origin": {k: v for k, v in origin.items() if k not in ("rows", "repeats")},
-            "transfer": None if self.transfer is None else self.transfer.to_json(),
-        }
+    def to_json(self, engine: str) -> dict[str, Any]:
+        """What ``schedule --format json`` prints: ``engine``, the file (``path``), its
+        ``config``, then the answer's :meth:`~specband.deploy.answers.ScheduleAnswer.to_json`
+        (per batch size the chain pick and why speculation is off, the origin, the transfer)."""
+        return {"engine": engine, "path": str(self.path), "config": dict(self.config), **self.answer.to_json()}
 
 
 def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> WrittenSchedule:
     """Build the energy-band speculation schedule of ``r`` (one chain config, topk 1, per
-    batch-size tier) and write it atomically in the engine's format (the sglang file is
-    checked with sglang's own loader when sglang is importable, before it replaces --out).
+    batch-size tier: :func:`specband.deploy.recommend.answer`, the user's ``setup`` checked
+    before anything is written) and write it atomically in the engine's format (the sglang
+    file is checked with sglang's own loader when sglang is importable, before it replaces --out).
 
     Raises:
-        ConfigError / DataError: a bad batch-size list; the loading errors of
-        :func:`specband.deploy.recommend.load_models`.
+        ConfigError / DataError: a bad batch-size list; TransferError: as
+        :func:`specband.deploy.recommend.answer`; the loading errors of
+        :func:`specband.artifacts.load.load_models`.
     """
     from collections.abc import Callable
 
-    from specband.contract.actions import use_action_set
     from specband.core.batchlist import parse_batch_sizes
     from specband.core.errors import ConfigError
     from specband.files.fileio import write_text_atomic
 
-    sizes = None if r.batch_sizes is None else parse_batch_sizes(r.batch_sizes)
-    with use_action_set(r.actions):
-        scorer = load_scorer(
-            r.algo, r.models, r.data, measured_only=not r.include_unmeasured, trust_pickle=r.trust_pickle
-        )
-        transfer = None
-        if setup is not None:  # before anything is written: a refused transfer leaves --out alone
-            from specband.deploy.tiers import check_scorer_transfer
-
-            transfer = check_scorer_transfer(scorer, setup, allow=r.allow_transfer)
-        picks = pick_chain_tiers(scorer, sizes, r.margin, engine=r.engine)
-    tiers = merge_tiers(picks)
+    sizes = None if r.batch_sizes is None else tuple(parse_batch_sizes(r.batch_sizes))
+    tiered = answer(r.answer_request(sizes), setup)  # a refused transfer leaves --out alone
+    assert isinstance(tiered, ScheduleAnswer)
+    tiers = merge_tiers(tiered.picks)
     checked: list[bool] = []
     check: Callable[[Path], None] | None = None
     if r.engine == "sglang":
@@ -565,4 +413,4 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
     else:
         obj = vllm_speculative_config(tiers, r.draft_model)
     write_text_atomic(r.out_path, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
-    return WrittenSchedule(r.out_path, obj, picks, tiers, scorer, bool(checked), transfer)
+    return WrittenSchedule(r.out_path, obj, tiered, tiers, bool(checked))

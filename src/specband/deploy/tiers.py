@@ -55,7 +55,7 @@ from specband.core.errors import ConfigError
 from specband.engines.schedule_files import Tier
 
 if TYPE_CHECKING:
-    from specband.deploy.transfer import TransferCheck, UserSetup
+    from specband.artifacts.load import ModelFolder
 
 __all__ = [
     "PolicyScorer",
@@ -83,7 +83,7 @@ class PolicyScorer:
             failure (the manifest's ``allowed``), as ``specband recommend`` does.
         telemetry: ``(temp_c, mem_used_mb, util_pct)`` of the GPU, or ``None`` for the
             state the folder's picks were made from (as ``recommend --state``).
-        notes: the loading notes (:attr:`specband.deploy.recommend.LoadedModels.notes`).
+        notes: the loading notes (:attr:`specband.artifacts.load.LoadedModels.notes`).
     """
 
     algorithm: str
@@ -132,41 +132,24 @@ class PolicyScorer:
         return measured, scores
 
 
-def check_scorer_transfer(scorer: PolicyScorer, setup: UserSetup, *, allow: bool = False) -> TransferCheck:
-    """:func:`specband.deploy.transfer.check_transfer` for a schedule's policy (the data behind
-    ``scorer``), plus a note when that data is simulated.
-
-    Raises:
-        TransferError: the data is from another setup and ``allow`` is False.
-    """
-    from specband.deploy.transfer import TransferCheck, check_transfer
-
-    label = "the embedded study policy" if scorer.source == "embedded" else scorer.source
-    checked = check_transfer(scorer.manifest.origin, setup, allow=allow, source=label)
-    origin = scorer.manifest.origin
-    if origin is not None and origin.simulated:
-        note = f"{label}: trained on SIMULATED rows; the schedule rests on a simulation, not a measurement"
-        checked = TransferCheck(checked.differences, (*checked.warnings, note))
-    return checked
-
-
 def load_scorer(
     algo: str,
-    models: Path | None,
-    data_path: Path | None = None,
+    models: str | Path | ModelFolder | None,
+    data_path: str | Path | None = None,
     *,
     measured_only: bool = True,
     trust_pickle: bool = False,
 ) -> PolicyScorer:
-    """Load a policy the way ``specband recommend`` does (:func:`specband.deploy.recommend.load_models`:
-    ``--models``, else ``./specband-models`` when it holds ``algo``, else the embedded
-    default) and wrap it; the loading notes travel on the scorer (``notes``).
+    """Load a policy the way ``specband recommend`` does (:func:`specband.artifacts.load.load_models`:
+    ``--models`` (a folder, or a :class:`~specband.artifacts.load.ModelFolder` opened already),
+    else ``./specband-models`` when it holds ``algo``, else the embedded default) and wrap it;
+    the loading notes travel on the scorer (``notes``).
 
     Raises:
         ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
         pickle; DataError: bad sweep.
     """
-    from specband.deploy.recommend import load_models
+    from specband.artifacts.load import load_models
 
     loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle)
     source = "embedded" if loaded.folder is None else str(loaded.folder)

@@ -15,7 +15,8 @@ Rules (documented in the README, "Whose answer is it"):
 * a power limit differs when it is more than :data:`POWER_LIMIT_TOLERANCE` away.
 
 Only the standard library is imported (the user's GPU is read one floor up, in
-:mod:`specband.deploy.usersetup`).
+:mod:`specband.deploy.usersetup`); the outcome, :class:`~specband.deploy.answers.TransferCheck`,
+is an answer's part and lives with the answers.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specband.core.errors import ConfigError
+from specband.deploy.answers import TransferCheck  # the check's outcome is part of every answer
 
 if TYPE_CHECKING:
+    from specband.deploy.tiers import PolicyScorer
     from specband.sweeps.origin import DataOrigin
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "TransferCheck",
     "TransferError",
     "UserSetup",
+    "check_scorer_transfer",
     "check_transfer",
     "gpu_key",
     "model_key",
@@ -71,24 +75,6 @@ class UserSetup:
     gpu_source: str | None = None
     power_limit_w: float | None = None
     gpu_unchecked: str | None = None
-
-
-@dataclass(frozen=True)
-class TransferCheck:
-    """The outcome of :func:`check_transfer` when it does not stop.
-
-    Attributes:
-        differences: every difference (empty when the setup matches), each ``"what: user's vs data's"``.
-        warnings: lines to print on stderr (the differences of an allowed transfer, an unchecked GPU).
-    """
-
-    differences: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, object]:
-        """``{"differences": [...], "transferred": bool}`` for ``--format json`` (``transferred``:
-        the pick was taken from data of another setup, with ``--allow-transfer``)."""
-        return {"differences": list(self.differences), "transferred": bool(self.differences)}
 
 
 def model_key(name: str) -> str:
@@ -222,3 +208,19 @@ def check_transfer(
             + " (--gpu PROFILE names yours)"
         )
     return TransferCheck(tuple(differences), tuple(warnings))
+
+
+def check_scorer_transfer(scorer: PolicyScorer, setup: UserSetup, *, allow: bool = False) -> TransferCheck:
+    """:func:`check_transfer` for a schedule's or a mix's policy (the data behind
+    ``scorer``), plus a note when that data is simulated.
+
+    Raises:
+        TransferError: the data is from another setup and ``allow`` is False.
+    """
+    label = "the embedded study policy" if scorer.source == "embedded" else scorer.source
+    checked = check_transfer(scorer.manifest.origin, setup, allow=allow, source=label)
+    origin = scorer.manifest.origin
+    if origin is not None and origin.simulated:
+        note = f"{label}: trained on SIMULATED rows; the schedule rests on a simulation, not a measurement"
+        checked = TransferCheck(checked.differences, (*checked.warnings, note))
+    return checked

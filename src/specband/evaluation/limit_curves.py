@@ -3,10 +3,11 @@ token of the pick at each power limit, with the limits whose pick lands in the b
 and the limit ``recommend`` answers marked (``power_limits.png`` and ``power_limits.md``
 beside ``report.md``, written when the sweep holds several limits).
 
-The picks are :func:`specband.sweeps.limit_table.recommend_power_limit`'s (the ``lookup_table`` rule at
-each limit); every number is a mean over the rows behind the pick, and the figure says where
-those rows came from (measured, emulated, simulated) and, when their power rests on no
-measurement, says that too.
+The picks are the sweep's :class:`~specband.sweeps.limit_table.LimitTable` (the ``lookup_table``
+rule at each limit) and the limit marked is :class:`~specband.sweeps.limit_table.BandWithinSpeedLoss`'s
+choice, as ``recommend`` makes it; every number is a mean over the rows behind the pick, and
+the figure says where those rows came from (measured, emulated, simulated) and, when their
+power rests on no measurement, says that too.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specband.core.errors import ConfigError
+from specband.sweeps.limit_table import nvidia_smi_command, speed_loss
+
+if TYPE_CHECKING:
+    from specband.sweeps.limit_table import LimitPick, LimitTable
 
 __all__ = [
     "POWER_LIMIT_FIGURE",
@@ -38,13 +43,17 @@ class PowerLimitCurves:
     """Per batch size, the pick at every power limit and the limit recommended.
 
     Attributes:
-        answers: batch size -> :class:`~specband.sweeps.limit_table.PowerLimitRecommendation`.
+        table: the pick at every limit per batch size (:class:`~specband.sweeps.limit_table.LimitTable`).
+        chosen: batch size -> the pick at the limit recommended.
+        max_speed_loss: the speed loss the choice accepted, fraction.
         source: where the rows came from, e.g. ``"simulated rows"``, plus the start of the
             power label when their power was not measured on this GPU.
         power_label: that label in full (:func:`specband.sim.power.unmeasured_power_note`).
     """
 
-    answers: dict[int, Any]
+    table: LimitTable
+    chosen: dict[int, LimitPick]
+    max_speed_loss: float
     source: str
     power_label: str | None = None
 
@@ -56,25 +65,25 @@ def power_limit_curves(
 
     Args:
         sweep: a :class:`~specband.sweeps.dataset.Sweep` over several ``power_limit_watts``.
-        max_speed_loss, config: as :func:`~specband.sweeps.limit_table.recommend_power_limit`.
+        max_speed_loss: as :class:`~specband.sweeps.limit_table.BandWithinSpeedLoss`.
+        config: the reward's constants (:func:`~specband.sweeps.limit_table.limit_table`).
         power_label: the caller's label when the rows' power rests on no measurement
             (:func:`specband.sim.power.unmeasured_power_note`), added to the source.
 
     Raises:
-        DataError: as :func:`~specband.sweeps.limit_table.recommend_power_limit` (one limit only, a
-            batch size without rows at some limit).
+        ConfigError: ``max_speed_loss`` outside [0, 1); DataError: as
+            :func:`~specband.sweeps.limit_table.limit_table` (one limit only, a batch size
+            without rows at some limit).
     """
-    from specband.sweeps.limit_table import recommend_power_limit
+    from specband.sweeps.limit_table import BandWithinSpeedLoss, limit_table
 
-    answers = {
-        bs: recommend_power_limit(sweep, bs, max_speed_loss=max_speed_loss, config=config) for bs in sweep.batch_sizes()
-    }
-    provenance = next(iter(answers.values())).provenance
-    source = f"{provenance} rows"
+    selector = BandWithinSpeedLoss(max_speed_loss)
+    table = limit_table(sweep, config)
+    chosen = {bs: selector.select(picks) for bs, picks in table.picks.items()}
+    source = f"{table.provenance} rows"
     if power_label:  # the label's own words, up to its first ':' (the figure's footer is one line)
         source += "; " + power_label.split(":")[0] + " (see power_limits.md)"
-    curves_label = power_label
-    return PowerLimitCurves(answers, source, curves_label)
+    return PowerLimitCurves(table, chosen, selector.max_speed_loss, source, power_label)
 
 
 def power_limit_markdown(curves: PowerLimitCurves) -> str:
@@ -83,19 +92,19 @@ def power_limit_markdown(curves: PowerLimitCurves) -> str:
     lines = ["# Power limit and speculative flags, picked together", "", f"Source: {curves.source}.", ""]
     if curves.power_label:
         lines += [curves.power_label, ""]
-    for bs, answer in curves.answers.items():
-        chosen = answer.chosen
+    for bs, chosen in curves.chosen.items():
+        picks = curves.table.picks[bs]
         lines += [
             f"## Batch size {bs}",
             "",
-            f"Answer: `{answer.nvidia_smi_command}` with {chosen.action}: "
-            f"{'in' if chosen.in_band else 'NOT in'} the band, {answer.speed_loss:.1%} below the fastest pick "
-            f"(bound {answer.max_speed_loss:.1%}).",
+            f"Answer: `{nvidia_smi_command(chosen.power_limit_w)}` with {chosen.action}: "
+            f"{'in' if chosen.in_band else 'NOT in'} the band, {speed_loss(picks, chosen):.1%} below the fastest pick "
+            f"(bound {curves.max_speed_loss:.1%}).",
             "",
             "| limit W | pick | utilisation | in band | speed tok/s | J/token | runs |",
             "|---:|---|---:|---|---:|---:|---:|",
         ]
-        for p in answer.picks:
+        for p in picks:
             util = "-" if p.utilization is None else f"{p.utilization:.3f}"
             jpt = "-" if p.joules_per_token is None else f"{p.joules_per_token:.4g}"
             lines.append(
@@ -112,31 +121,31 @@ def _figure(curves: PowerLimitCurves, path: Path) -> None:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    sizes = list(curves.answers)
+    sizes = list(curves.chosen)
     fig, axes = plt.subplots(2, len(sizes), figsize=(3.6 * len(sizes) + 0.6, 6.0), squeeze=False, sharex="col")
     for j, bs in enumerate(sizes):
-        answer = curves.answers[bs]
-        limits = [p.power_limit_w for p in answer.picks]
+        picks, chosen = curves.table.picks[bs], curves.chosen[bs]
+        limits = [p.power_limit_w for p in picks]
         step = min((b - a for a, b in itertools.pairwise(limits)), default=1.0)
         for row, (attr, label) in enumerate((("speed_tok_s", "speed, tok/s"), ("joules_per_token", "energy, J/token"))):
             ax = axes[row][j]
-            for p in answer.picks:
+            for p in picks:
                 if p.in_band:
                     ax.axvspan(
                         p.power_limit_w - step / 2, p.power_limit_w + step / 2, color="tab:green", alpha=0.15, lw=0
                     )
-            xs = [p.power_limit_w for p in answer.picks if getattr(p, attr) is not None]
-            ys = [getattr(p, attr) for p in answer.picks if getattr(p, attr) is not None]
+            xs = [p.power_limit_w for p in picks if getattr(p, attr) is not None]
+            ys = [getattr(p, attr) for p in picks if getattr(p, attr) is not None]
             ax.plot(xs, ys, marker="o", ms=3, color="tab:blue")
-            ax.axvline(answer.chosen.power_limit_w, color="tab:red", ls="--", lw=1)
+            ax.axvline(chosen.power_limit_w, color="tab:red", ls="--", lw=1)
             if row == 0:
-                ax.set_title(f"bs {bs}: -pl {answer.chosen.power_limit_w:g} W")
+                ax.set_title(f"bs {bs}: -pl {chosen.power_limit_w:g} W")
             if j == 0:
                 ax.set_ylabel(label)
             if row == 1:
                 ax.set_xlabel("power limit, W")
             ax.grid(alpha=0.3)
-    lo, hi = next(iter(curves.answers.values())).band
+    lo, hi = curves.table.band
     fig.suptitle(
         f"pick at each power limit (shaded: the pick's utilisation is in the band {lo:.0%}-{hi:.0%}; "
         "dashed: the limit recommended)",

@@ -1,29 +1,50 @@
-"""The pair "power limit + speculative flags" from a sweep over several power limits: the
-pick at each limit (the ``lookup_table`` rule on that limit's rows) and the lowest limit whose
-pick stays within a speed loss of the fastest and lands in the band.
+"""The pair "power limit + speculative flags" over several power limits, in the shape of Zeus's
+power-limit optimizer (``zeus/optimizer/power_limit.py``: typed measurements per limit and a
+pure selector over them):
 
-Used by ``specband recommend`` (:mod:`specband.deploy.recommend` re-exports these names), by
-``specband train`` (the manifest's ``power_limits``, :mod:`specband.artifacts.fit`) and by the
-evaluation report's power-limit figure. NumPy, the dataset and the reward are imported inside
-the functions.
+* :class:`LimitPick` -- the pick at one limit and what its rows showed there (Zeus's
+  ``PowerLimitMeasurement``);
+* :class:`LimitTable` -- per measured batch size, the pick at every limit: built from a sweep's
+  rows (:func:`limit_table`) or read from a folder's manifest (:meth:`LimitTable.from_json`,
+  the ``power_limits`` of ``specband.json`` that ``specband train`` writes with
+  :meth:`LimitTable.to_json`);
+* :class:`OptimumSelector` and :class:`BandWithinSpeedLoss` -- the rule (Zeus's
+  ``OptimumSelector`` and ``MaxSlowdownConstraint``): the lowest limit whose pick stays within
+  a speed loss of the fastest pick and lands in the band.
+
+``recommend``'s and ``launch``'s answer with a limit (:class:`specband.deploy.answers.PowerLimitAnswer`)
+is the selector's choice over one batch size's row of the table, whichever way the table was
+built; ``specband evaluate``'s power-limit figure reads the same table. NumPy, the dataset and
+the reward are imported inside :func:`limit_table` (reading a manifest stays cold-fast).
 """
 
 from __future__ import annotations
 
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from specband.core.limits import DEFAULT_MAX_SPEED_LOSS
+from specband.core.batchlist import nearest_batch_size
+from specband.core.errors import ConfigError, SpecbandError
+from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, is_finite_number, is_int
+
+if TYPE_CHECKING:
+    from specband.contract.reward import RewardConfig
+    from specband.sweeps.dataset import Sweep, SweepRow
 
 __all__ = [
     "DEFAULT_MAX_SPEED_LOSS",
+    "BandWithinSpeedLoss",
     "LimitPick",
-    "PowerLimitRecommendation",
-    "choose_power_limit",
+    "LimitTable",
+    "OptimumSelector",
+    "fastest",
+    "limit_table",
+    "nvidia_smi_command",
     "power_label_lines",
-    "power_limit_table",
-    "recommend_power_limit",
-    "recommend_power_limit_from_table",
+    "speed_loss",
     "sweep_power_limits",
     "unmeasured_power_line",
 ]
@@ -36,7 +57,8 @@ class LimitPick:
     Attributes:
         power_limit_w: the limit, W.
         action_index, action: the pick (the ``lookup_table`` rule: the best mean reward of
-            the actions measured at this batch size and limit).
+            the actions measured at this batch size and limit); ``action`` is the plain
+            ``(steps, topk, draft tokens)`` tuple.
         mean_reward: its mean reward over its rows at this limit.
         speed_tok_s: its mean decode speed, tokens/s.
         avg_power_w: its mean average power, W (``None`` when not measured).
@@ -57,164 +79,259 @@ class LimitPick:
     in_band: bool
     runs: int
 
+    def to_json(self) -> dict[str, Any]:
+        """The pick as a manifest's ``power_limits.picks`` holds it (every field, in order;
+        ``action`` a list)."""
+        return {
+            "power_limit_w": self.power_limit_w,
+            "action_index": self.action_index,
+            "action": list(self.action),
+            "mean_reward": self.mean_reward,
+            "speed_tok_s": self.speed_tok_s,
+            "avg_power_w": self.avg_power_w,
+            "utilization": self.utilization,
+            "joules_per_token": self.joules_per_token,
+            "in_band": self.in_band,
+            "runs": self.runs,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, bad: Callable[[str], SpecbandError], where: str) -> LimitPick:
+        """Parse :meth:`to_json`'s object.
+
+        Raises:
+            the error ``bad`` makes (``where``: the key path named in it): not exactly the
+            fields of :meth:`to_json`, a field of the wrong type (``action`` must be
+            ``action_index``'s triple), or a limit or speed that is not > 0.
+        """
+        from specband.contract.actions import EXTENDED_ACTIONS  # the contract's 19 first: right for either set
+
+        if not isinstance(obj, dict) or set(obj) != set(_PICK_FIELDS):
+            raise bad(f"{where}: each pick has exactly {sorted(_PICK_FIELDS)}")
+        for name, nullable in _PICK_FIELDS.items():
+            v = obj[name]
+            if name == "in_band":
+                ok = isinstance(v, bool)
+            elif name == "action":
+                index = obj["action_index"]
+                ok = is_int(index) and 0 <= index < len(EXTENDED_ACTIONS) and v == list(EXTENDED_ACTIONS[index])
+            elif name in ("action_index", "runs"):
+                ok = is_int(v) and v >= 0
+            else:
+                ok = (nullable and v is None) or (is_finite_number(v) and not isinstance(v, bool))
+            if not ok:
+                raise bad(f"{where}: bad {name!r}: {v!r}")
+        if not obj["power_limit_w"] > 0 or not obj["speed_tok_s"] > 0:
+            raise bad(f"{where}: power_limit_w and speed_tok_s must be > 0")
+
+        def number(name: str) -> float | None:
+            return None if obj[name] is None else float(obj[name])
+
+        steps, topk, draft = obj["action"]
+        return cls(
+            power_limit_w=float(obj["power_limit_w"]),
+            action_index=int(obj["action_index"]),
+            action=(int(steps), int(topk), int(draft)),
+            mean_reward=float(obj["mean_reward"]),
+            speed_tok_s=float(obj["speed_tok_s"]),
+            avg_power_w=number("avg_power_w"),
+            utilization=number("utilization"),
+            joules_per_token=number("joules_per_token"),
+            in_band=bool(obj["in_band"]),
+            runs=int(obj["runs"]),
+        )
+
+
+#: The fields of one :class:`LimitPick` in a manifest and whether each may be null.
+_PICK_FIELDS: dict[str, bool] = {
+    "power_limit_w": False,
+    "action_index": False,
+    "action": False,
+    "mean_reward": False,
+    "speed_tok_s": False,
+    "avg_power_w": True,
+    "utilization": True,
+    "joules_per_token": True,
+    "in_band": False,
+    "runs": False,
+}
+
 
 @dataclass(frozen=True)
-class PowerLimitRecommendation:
-    """``recommend``'s answer when the data holds several power limits: "set the limit to W
-    and use these flags".
+class LimitTable:
+    """Per measured batch size, the pick at every power limit of the data.
 
     Attributes:
-        batch_size: the batch size asked for; ``measured_batch_size`` the one the data has.
-        chosen: the pick at the chosen limit: the lowest limit whose pick is within
-            ``max_speed_loss`` of the fastest pick (at any limit) and in the band; when no
-            limit's pick is in the band, the lowest limit within the speed loss
-            (``in_band`` False says so).
-        default: the pick at the highest limit in the data (the GPU's default, as swept).
-        fastest: the fastest pick over all limits.
-        max_speed_loss: the speed loss accepted, fraction.
-        picks: the pick at every limit, by increasing limit.
-        band: ``(band_low, band_high)`` of the reward.
-        provenance: where the rows came from (``measured``, ``emulated``, ``simulated``, joined
-            with ``+`` when mixed).
-        notes: one-line notes.
-        origin: what the data rests on (:func:`specband.deploy.recommend.pick_origin`'s fields), or
-            ``None`` when not known.
-        transfer: the transfer check's JSON (:meth:`specband.deploy.transfer.TransferCheck.to_json`),
-            or ``None`` when not checked.
+        limits_w: the limits, W, increasing.
+        band: ``(band_low, band_high)`` of the reward the picks were scored with, fractions
+            of the limit (``in_band`` of each pick is against it).
+        provenance: where the rows came from (``measured``, ``emulated``, ``simulated``,
+            joined with ``+`` when mixed).
+        picks: measured batch size -> the pick at every limit, by increasing limit.
+        power_unmeasured_rows: rows whose power rests on no measurement (``power_measured:
+            false``), for :func:`unmeasured_power_line`.
+        power_sources: the published fits the rows' power comes from (``power_source``).
     """
 
-    batch_size: int
-    measured_batch_size: int
-    chosen: LimitPick
-    default: LimitPick
-    fastest: LimitPick
-    max_speed_loss: float
-    picks: tuple[LimitPick, ...]
+    limits_w: tuple[float, ...]
     band: tuple[float, float]
     provenance: str
-    notes: tuple[str, ...] = ()
-    origin: dict[str, Any] | None = None
-    transfer: dict[str, Any] | None = None
+    picks: Mapping[int, tuple[LimitPick, ...]]
+    power_unmeasured_rows: int = 0
+    power_sources: tuple[str, ...] = ()
 
-    @property
-    def speed_loss(self) -> float:
-        """Speed lost against the fastest pick, fraction (>= 0)."""
-        return max(0.0, 1.0 - self.chosen.speed_tok_s / self.fastest.speed_tok_s)
+    def measured_batch_size(self, batch_size: int) -> int:
+        """The measured batch size the table answers ``batch_size`` with (itself, else the
+        nearest, the larger on a tie)."""
+        return nearest_batch_size(batch_size, self.picks)
 
-    @property
-    def nvidia_smi_command(self) -> str:
-        """The command that sets the chosen limit (``nvidia-smi -pl W``, root)."""
-        return f"sudo nvidia-smi -pl {self.chosen.power_limit_w:g}"
+    def power_notes(self) -> list[str]:
+        """What the rows' power rests on (:func:`power_label_lines`), for an answer's notes."""
+        return power_label_lines(self.power_unmeasured_rows, list(self.power_sources))
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``power_limits`` of a folder's ``specband.json``: ``limits_w``, ``band``,
+        ``provenance``, ``power_unmeasured_rows``, ``power_sources`` and ``picks`` (batch size
+        as a string -> :meth:`LimitPick.to_json` per limit)."""
+        return {
+            "limits_w": list(self.limits_w),
+            "band": list(self.band),
+            "provenance": self.provenance,
+            "power_unmeasured_rows": self.power_unmeasured_rows,
+            "power_sources": list(self.power_sources),
+            "picks": {str(bs): [p.to_json() for p in picks] for bs, picks in self.picks.items()},
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, bad: Callable[[str], SpecbandError]) -> LimitTable:
+        """Parse :meth:`to_json`'s object (a manifest's ``power_limits``).
+
+        Raises:
+            the error ``bad`` makes: not an object with ``limits_w``, ``band``, ``provenance``
+            and ``picks``, a band that is not ``[low, high]``, a count or list of the wrong
+            type, or a bad pick (:meth:`LimitPick.from_json`).
+        """
+        where = "'power_limits'"
+        if not isinstance(value, dict) or not isinstance(value.get("picks"), dict) or not value["picks"]:
+            raise bad(f"{where} must be an object with 'limits_w', 'band', 'provenance' and 'picks'")
+        band = value.get("band")
+        if not isinstance(band, list) or len(band) != 2 or not all(is_finite_number(v) for v in band):
+            raise bad(f"{where}.band must be [low, high]")
+        if not band[0] < band[1]:
+            raise bad(f"{where}.band must be [low, high]")
+        limits = value.get("limits_w")
+        if not isinstance(limits, list) or not all(is_finite_number(v) and v > 0 for v in limits):
+            raise bad(f"{where}.limits_w must be a list of limits in W")
+        if not isinstance(value.get("provenance"), str):
+            raise bad(f"{where}.provenance must be a string")
+        unmeasured = value.get("power_unmeasured_rows", 0)
+        if not is_int(unmeasured) or unmeasured < 0:
+            raise bad(f"{where}.power_unmeasured_rows must be a count")
+        sources = value.get("power_sources", [])
+        if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+            raise bad(f"{where}.power_sources must be a list of strings")
+        picks: dict[int, tuple[LimitPick, ...]] = {}
+        for key, row in value["picks"].items():
+            if not str(key).isdigit() or int(key) <= 0 or not isinstance(row, list) or not row:
+                raise bad(f"{where}.picks: {key!r} must be a batch size with a list of picks")
+            picks[int(key)] = tuple(LimitPick.from_json(p, bad, f"{where}.picks.{key}") for p in row)
+        return cls(
+            limits_w=tuple(float(v) for v in limits),
+            band=(float(band[0]), float(band[1])),
+            provenance=value["provenance"],
+            picks=picks,
+            power_unmeasured_rows=int(unmeasured),
+            power_sources=tuple(sources),
+        )
 
 
-def sweep_power_limits(sweep: Any) -> tuple[float, ...]:
+def sweep_power_limits(sweep: Sweep) -> tuple[float, ...]:
     """The distinct ``power_limit_watts`` of a sweep's successful rows, increasing."""
     return tuple(sorted({float(r.power_limit_watts) for r in sweep.rows if r.trainable and r.power_limit_watts}))
 
 
-def recommend_power_limit(
-    sweep: Any,
-    batch_size: int,
-    *,
-    max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS,
-    config: Any = None,
-) -> PowerLimitRecommendation:
-    """Pick the pair (power limit, action) for a batch size from a sweep over several limits.
+def limit_table(sweep: Sweep, config: RewardConfig | None = None, *, nearest_to: int | None = None) -> LimitTable:
+    """The :class:`LimitTable` of a sweep over several limits.
 
     At each limit the rows of that limit alone are scored (their own baseline, their own
-    limit) and the ``lookup_table`` rule picks the action; the limit is then the lowest whose
-    pick stays within ``max_speed_loss`` of the fastest pick and lands in the band.
+    limit) and the ``lookup_table`` rule picks the action: the best mean reward of the
+    actions measured there without failure; its figures are means over its rows.
 
     Args:
         sweep: a :class:`~specband.sweeps.dataset.Sweep` whose rows hold two or more
             ``power_limit_watts``.
-        batch_size: concurrent requests; an unmeasured one uses the nearest measured one.
-        max_speed_loss: fraction in [0, 1) of the fastest pick's speed that may be given up.
-        config: :class:`~specband.contract.reward.RewardConfig` (default constants when ``None``).
-
-    Returns:
-        the :class:`PowerLimitRecommendation`.
+        config: the reward's constants (:class:`~specband.contract.reward.RewardConfig`;
+            default constants when ``None``).
+        nearest_to: tabulate only the measured batch size nearest this one (the larger on a
+            tie); default: every batch size of the sweep.
 
     Raises:
-        ConfigError: ``max_speed_loss`` outside [0, 1); DataError: fewer than two limits, or
-            no successful row (or baseline) at the batch size at some limit.
+        DataError: fewer than two limits, or no successful row at a batch size at some limit.
     """
-    import math
-
-    import numpy as np
-
-    from specband.contract.actions import EXTENDED_ACTIONS
     from specband.contract.reward import RewardConfig
-    from specband.core.batchlist import nearest_batch_size
-    from specband.core.errors import ConfigError, DataError
+    from specband.core.errors import DataError
 
     config = config or RewardConfig()
-    if not (isinstance(max_speed_loss, (int, float)) and math.isfinite(max_speed_loss) and 0 <= max_speed_loss < 1):
-        raise ConfigError(f"--max-speed-loss must be a fraction in [0, 1), got {max_speed_loss!r}")
     limits = sweep_power_limits(sweep)
     if len(limits) < 2:
         raise DataError("the sweep holds one power limit; a limit is picked from sweeps over several", path=sweep.path)
-    measured = nearest_batch_size(batch_size, sweep.batch_sizes())
-    notes: list[str] = []
-    if measured != batch_size:
-        notes.append(
-            f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
-        )
-    picks: list[LimitPick] = []
-    for limit in limits:
-        part = sweep.subset(lambda r, w=limit: r.power_limit_watts == w and r.batch_size == measured)
-        rows = part.training_rows()
-        if not rows:
-            raise DataError(f"no successful row at batch size {measured} and {limit:g} W", path=sweep.path)
-        allowed = part.allowed_mask(measured)
-        by_action: dict[int, list[Any]] = {}
-        for row in rows:
-            if allowed[row.action_index]:
-                by_action.setdefault(row.action_index, []).append(row)
-        means = {i: float(np.mean([part.reward_parts(r, config).reward for r in rs])) for i, rs in by_action.items()}
-        best = max(sorted(means), key=lambda i: means[i])
-        chosen = by_action[best]
-
-        def mean(values: list[float | None]) -> float | None:
-            got = [float(v) for v in values if v is not None]
-            return float(np.mean(got)) if got else None
-
-        power = mean([r.avg_power_watts for r in chosen])
-        utilization = mean([r.utilization(limit) for r in chosen])
-        joules = mean([r.raw.get("joules_per_token") for r in chosen])
-        picks.append(
-            LimitPick(
-                power_limit_w=limit,
-                action_index=best,
-                action=tuple(EXTENDED_ACTIONS[best]),  # type: ignore[arg-type]
-                mean_reward=means[best],
-                speed_tok_s=float(np.mean([r.speed_tok_s for r in chosen])),
-                avg_power_w=power,
-                utilization=utilization,
-                joules_per_token=joules,
-                in_band=utilization is not None and config.band_low <= utilization <= config.band_high,
-                runs=len(chosen),
-            )
-        )
-    provenance = "+".join(sorted({r.provenance for r in sweep.rows if r.trainable}))
-    notes += power_label_lines(_power_unmeasured_rows(sweep), _power_sources(sweep))
-    return choose_power_limit(
-        picks,
-        batch_size=batch_size,
-        measured_batch_size=measured,
-        max_speed_loss=max_speed_loss,
+    sizes = list(sweep.batch_sizes())
+    if nearest_to is not None:
+        sizes = [nearest_batch_size(nearest_to, sizes)]
+    picks = {bs: tuple(_pick_at(sweep, bs, limit, config) for limit in limits) for bs in sizes}
+    trained = [r for r in sweep.rows if r.trainable]
+    return LimitTable(
+        limits_w=limits,
         band=(config.band_low, config.band_high),
-        provenance=provenance,
-        notes=notes,
+        provenance="+".join(sorted({r.provenance for r in trained})),
+        picks=picks,
+        power_unmeasured_rows=sum(1 for r in trained if r.raw.get("power_measured") is False),
+        power_sources=tuple(sorted({str(r.raw["power_source"]) for r in trained if r.raw.get("power_source")})),
     )
 
 
-def _power_unmeasured_rows(sweep: Any) -> int:
-    return sum(1 for r in sweep.rows if r.trainable and r.raw.get("power_measured") is False)
+def _pick_at(sweep: Sweep, batch_size: int, limit: float, config: RewardConfig) -> LimitPick:
+    """The ``lookup_table`` pick among the rows at ``batch_size`` and ``limit``.
 
+    Raises:
+        DataError: no successful row there.
+    """
+    import numpy as np
 
-def _power_sources(sweep: Any) -> list[str]:
-    return sorted({str(r.raw["power_source"]) for r in sweep.rows if r.trainable and r.raw.get("power_source")})
+    from specband.contract.actions import EXTENDED_ACTIONS
+    from specband.core.errors import DataError
+
+    part = sweep.subset(lambda r: r.power_limit_watts == limit and r.batch_size == batch_size)
+    rows = part.training_rows()
+    if not rows:
+        raise DataError(f"no successful row at batch size {batch_size} and {limit:g} W", path=sweep.path)
+    allowed = part.allowed_mask(batch_size)
+    by_action: dict[int, list[SweepRow]] = {}
+    for row in rows:
+        if allowed[row.action_index]:
+            by_action.setdefault(row.action_index, []).append(row)
+    means = {i: float(np.mean([part.reward_parts(r, config).reward for r in rs])) for i, rs in by_action.items()}
+    best = max(sorted(means), key=lambda i: means[i])
+    chosen = by_action[best]
+
+    def mean(values: list[float | None]) -> float | None:
+        got = [float(v) for v in values if v is not None]
+        return float(np.mean(got)) if got else None
+
+    utilization = mean([r.utilization(limit) for r in chosen])
+    steps, topk, draft = EXTENDED_ACTIONS[best]
+    return LimitPick(
+        power_limit_w=limit,
+        action_index=best,
+        action=(steps, topk, draft),
+        mean_reward=means[best],
+        speed_tok_s=float(np.mean([r.speed_tok_s for r in chosen])),
+        avg_power_w=mean([r.avg_power_watts for r in chosen]),
+        utilization=utilization,
+        joules_per_token=mean([r.raw.get("joules_per_token") for r in chosen]),
+        in_band=utilization is not None and config.band_low <= utilization <= config.band_high,
+        runs=len(chosen),
+    )
 
 
 def power_label_lines(unmeasured_rows: int, sources: list[str]) -> list[str]:
@@ -234,107 +351,82 @@ def unmeasured_power_line(rows: int) -> str:
     )
 
 
-def choose_power_limit(
-    picks: list[LimitPick],
-    *,
-    batch_size: int,
-    measured_batch_size: int,
-    max_speed_loss: float,
-    band: tuple[float, float],
-    provenance: str,
-    notes: list[str] | None = None,
-) -> PowerLimitRecommendation:
-    """The rule of :func:`recommend_power_limit` over the picks at each limit (by increasing
-    limit): the lowest limit whose pick is within ``max_speed_loss`` of the fastest and in the
-    band; else the lowest within the speed loss, with a note."""
-    notes = list(notes or [])
-    picks = sorted(picks, key=lambda p: p.power_limit_w)
-    fastest = max(picks, key=lambda p: p.speed_tok_s)
-    floor = (1.0 - max_speed_loss) * fastest.speed_tok_s
-    quick = [p for p in picks if p.speed_tok_s >= floor]
-    in_band = [p for p in quick if p.in_band]
-    if in_band:
-        chosen_pick = in_band[0]
-    else:
-        chosen_pick = quick[0]
-        util = chosen_pick.utilization
-        if util is not None and util < band[0] and chosen_pick is picks[0]:
+def fastest(picks: Sequence[LimitPick]) -> LimitPick:
+    """The fastest pick (the lowest limit among equals)."""
+    return max(sorted(picks, key=lambda p: p.power_limit_w), key=lambda p: p.speed_tok_s)
+
+
+def speed_loss(picks: Sequence[LimitPick], chosen: LimitPick) -> float:
+    """Speed ``chosen`` gives up against the fastest of ``picks``, fraction (>= 0)."""
+    return max(0.0, 1.0 - chosen.speed_tok_s / fastest(picks).speed_tok_s)
+
+
+def nvidia_smi_command(power_limit_w: float) -> str:
+    """The command that sets a GPU's power limit (``nvidia-smi -pl W``, root)."""
+    return f"sudo nvidia-smi -pl {power_limit_w:g}"
+
+
+class OptimumSelector(ABC):
+    """Chooses the limit among the picks at every limit of one batch size (Zeus's
+    ``OptimumSelector``: a pure function of the measurements)."""
+
+    @abstractmethod
+    def select(self, picks: Sequence[LimitPick]) -> LimitPick:
+        """The chosen pick (one of ``picks``, at least one)."""
+
+    def shortfall(self, picks: Sequence[LimitPick], chosen: LimitPick, band: tuple[float, float]) -> str | None:
+        """What the answer must say when ``chosen`` falls short of the rule's aim (``None``:
+        it does not)."""
+        return None
+
+
+@dataclass(frozen=True)
+class BandWithinSpeedLoss(OptimumSelector):
+    """The lowest limit whose pick is within ``max_speed_loss`` of the fastest pick (at any
+    limit) and in the band; when no limit's pick is in the band, the lowest limit within the
+    speed loss (:meth:`shortfall` says why). Zeus's ``MaxSlowdownConstraint`` with the band
+    added.
+
+    Attributes:
+        max_speed_loss: the speed that may be given up against the fastest pick, fraction in
+            [0, 1) (``--max-speed-loss``; default
+            :data:`~specband.core.limits.DEFAULT_MAX_SPEED_LOSS`).
+
+    Raises:
+        ConfigError: ``max_speed_loss`` outside [0, 1).
+    """
+
+    max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS
+
+    def __post_init__(self) -> None:
+        bound = self.max_speed_loss
+        if not (isinstance(bound, (int, float)) and math.isfinite(bound) and 0 <= bound < 1):
+            raise ConfigError(f"--max-speed-loss must be a fraction in [0, 1), got {bound!r}")
+
+    def _quick(self, picks: Sequence[LimitPick]) -> list[LimitPick]:
+        floor = (1.0 - self.max_speed_loss) * fastest(picks).speed_tok_s
+        return [p for p in sorted(picks, key=lambda p: p.power_limit_w) if p.speed_tok_s >= floor]
+
+    def select(self, picks: Sequence[LimitPick]) -> LimitPick:
+        """The lowest limit within the speed loss and in the band, else the lowest within it."""
+        quick = self._quick(picks)
+        return next((p for p in quick if p.in_band), quick[0])
+
+    def shortfall(self, picks: Sequence[LimitPick], chosen: LimitPick, band: tuple[float, float]) -> str | None:
+        """Why no limit within the speed loss lands in the band (``None`` when ``chosen`` is in it)."""
+        if chosen.in_band:
+            return None
+        lowest = min(picks, key=lambda p: p.power_limit_w)
+        util = chosen.utilization
+        if util is not None and util < band[0] and chosen is lowest:
             why = (
-                f"even the lowest limit swept, {chosen_pick.power_limit_w:g} W, leaves the pick at {util:.1%} of "
+                f"even the lowest limit swept, {chosen.power_limit_w:g} W, leaves the pick at {util:.1%} of "
                 "it (the GPU draws less than the band of any limit swept; below it only a lower limit, if the GPU "
                 "allows one, would reach the band)"
             )
         else:
             why = "the limits swept step over the band (sweep finer limits)"
-        notes.append(
-            f"no limit's pick lands in the band {band[0]:.0%}-{band[1]:.0%} within {max_speed_loss:.1%} of the "
+        return (
+            f"no limit's pick lands in the band {band[0]:.0%}-{band[1]:.0%} within {self.max_speed_loss:.1%} of the "
             f"fastest; the lowest limit within that speed loss is given: {why}"
         )
-    return PowerLimitRecommendation(
-        batch_size=batch_size,
-        measured_batch_size=measured_batch_size,
-        chosen=chosen_pick,
-        default=picks[-1],
-        fastest=fastest,
-        max_speed_loss=float(max_speed_loss),
-        picks=tuple(picks),
-        band=band,
-        provenance=provenance,
-        notes=tuple(notes),
-    )
-
-
-def power_limit_table(sweep: Any, config: Any = None) -> dict[str, Any]:
-    """What a model folder trained on several power limits records in its manifest
-    (``power_limits``): the limits, the band, the rows' provenance and, per batch size, the
-    pick at every limit (:class:`LimitPick` fields), so that ``recommend --models DIR``
-    answers with a limit as ``recommend --data SWEEP`` does.
-
-    Raises:
-        DataError: as :func:`recommend_power_limit`.
-    """
-    import dataclasses
-
-    answers = {bs: recommend_power_limit(sweep, bs, config=config) for bs in sweep.batch_sizes()}
-    first = next(iter(answers.values()))
-    return {
-        "limits_w": [p.power_limit_w for p in first.picks],
-        "band": list(first.band),
-        "provenance": first.provenance,
-        "power_unmeasured_rows": _power_unmeasured_rows(sweep),
-        "power_sources": _power_sources(sweep),
-        "picks": {
-            str(bs): [{**dataclasses.asdict(p), "action": list(p.action)} for p in a.picks] for bs, a in answers.items()
-        },
-    }
-
-
-def recommend_power_limit_from_table(
-    table: dict[str, Any], batch_size: int, *, max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS
-) -> PowerLimitRecommendation:
-    """:func:`recommend_power_limit` from a manifest's ``power_limits`` (see
-    :func:`power_limit_table`; validated when the manifest was read)."""
-    import math
-
-    from specband.core.batchlist import nearest_batch_size
-    from specband.core.errors import ConfigError
-
-    if not (isinstance(max_speed_loss, (int, float)) and math.isfinite(max_speed_loss) and 0 <= max_speed_loss < 1):
-        raise ConfigError(f"--max-speed-loss must be a fraction in [0, 1), got {max_speed_loss!r}")
-    measured = nearest_batch_size(batch_size, [int(k) for k in table["picks"]])
-    notes = []
-    notes += power_label_lines(int(table.get("power_unmeasured_rows", 0)), list(table.get("power_sources", [])))
-    if measured != batch_size:
-        notes.append(
-            f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
-        )
-    picks = [LimitPick(**{**p, "action": tuple(p["action"])}) for p in table["picks"][str(measured)]]
-    return choose_power_limit(
-        picks,
-        batch_size=batch_size,
-        measured_batch_size=measured,
-        max_speed_loss=max_speed_loss,
-        band=(float(table["band"][0]), float(table["band"][1])),
-        provenance=str(table["provenance"]),
-        notes=notes,
-    )
