@@ -10,7 +10,8 @@ A policy is a contextual-bandit decision rule over the 19 contract actions:
 
 Each algorithm is one module with a frozen config dataclass (the docs/FACTS.md §5 defaults, or a
 documented data-relative default where the published one collapsed) and a thin class;
-:func:`specband.policies.policy_class` maps the model card names to the classes.
+:data:`specband.policies.registry.REGISTRY` lists them (name, module, files, loading recipe)
+and gives each class its ``artifact_file`` and ``needs_torch``.
 
 What the model card's file has no room for (resolved settings, fitted extras such as the
 lookup table's per-action means) goes to an optional sidecar ``<name>/specband.json``;
@@ -34,6 +35,7 @@ from specband.core.batchlist import nearest_batch_size
 from specband.core.errors import ArtifactError, ConfigError
 from specband.core.limits import MAX_SEED, is_finite_number, is_int
 from specband.policies.files import SIDECAR_FILE, read_json, write_bytes_atomic, write_json_atomic
+from specband.policies.registry import REGISTRY
 from specband.sweeps.dataset import BATCH_SIZE_SCALE, TrainingData
 
 __all__ = [
@@ -249,8 +251,10 @@ class Policy(ABC):
 
     Class attributes:
         name: the model card's folder name, e.g. ``"mlp_bandit"``.
-        artifact_file: the file inside that folder, e.g. ``"policy.pth"``.
-        needs_torch: whether saving or loading imports torch (fitting never does).
+        artifact_file: the file inside that folder, e.g. ``"policy.pth"``; for a class whose
+            ``name`` is in :data:`~specband.policies.registry.REGISTRY`, set from its entry.
+        needs_torch: whether saving or loading imports torch (fitting never does); set from
+            the registry entry like ``artifact_file``.
         config_class: the policy's frozen config dataclass (a :class:`PolicyConfig`).
 
     Attributes:
@@ -265,6 +269,15 @@ class Policy(ABC):
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
 
     config: Any
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give a registered algorithm's class the ``artifact_file`` and ``needs_torch`` of its
+        :class:`~specband.policies.registry.PolicyEntry` (the registry is their one source)."""
+        super().__init_subclass__(**kwargs)
+        entry = REGISTRY.get(cls.__dict__.get("name", ""))
+        if entry is not None:
+            cls.artifact_file = entry.artifact_file
+            cls.needs_torch = entry.needs_torch
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()

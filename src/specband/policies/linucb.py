@@ -151,7 +151,6 @@ class LinUCB(Policy):
     """
 
     name = "linucb"
-    artifact_file = "model.npz"
     config_class = LinUCBConfig
 
     def __init__(self, config: LinUCBConfig | None = None) -> None:

@@ -79,7 +79,6 @@ class ThompsonSampling(Policy):
     """
 
     name = "thompson_sampling"
-    artifact_file = "model.npz"
     config_class = ThompsonSamplingConfig
 
     def __init__(self, config: ThompsonSamplingConfig | None = None) -> None:
