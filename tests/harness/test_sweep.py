@@ -26,6 +26,7 @@ from tests.harness.conftest import (
 
 from specband.contract.actions import ACTIONS
 from specband.contract.record import EXTRA_COLUMNS
+from specband.core.exitcodes import ExitCode
 from specband.harness.pipeline import grid
 from specband.harness.sweepfile import read_rows_for_resume
 from specband.sim import build_model
@@ -318,7 +319,7 @@ def test_without_nvml_the_sweep_runs_with_telemetry_off(run_cli, sweep_args, tmp
         "--cooldown",
         "0",
     )
-    assert explicit.exit_code == 2  # asked for NVML, which is missing: no silent fallback
+    assert explicit.exit_code == ExitCode.DEVICE_FAILED  # asked for NVML, which is missing: no silent fallback
     assert one_error_line(explicit.stderr).startswith("error: --device nvml: NVML is not available: nvmlInit failed")
     assert not out.exists()
     result = run_cli(
@@ -496,25 +497,42 @@ _ROW = {
 
 
 @pytest.mark.parametrize(
-    ("content", "options", "message"),
+    ("content", "options", "message", "status"),
     [
         (
             None,
             ["--log-dir", "/proc/specband-logs"],
             "error: /proc/specband-logs: cannot create the server-log folder (",
+            ExitCode.BAD_INPUT,
         ),
-        (json.dumps(_ROW) + '\n{"index": 1, "rep', [], "error: {out} already has 1 rows; pass --resume"),
+        (
+            json.dumps(_ROW) + '\n{"index": 1, "rep',
+            [],
+            "error: {out} already has 1 rows; pass --resume",
+            ExitCode.BAD_INPUT,
+        ),
         (
             json.dumps({**_ROW, "target_model": "other"}) + "\n",
             ["--resume"],
             "error: {out}: cannot resume: its rows have target_model='other', this sweep has 'm'",
+            ExitCode.BAD_INPUT,
         ),
-        (None, ["--device", "nvml", "--power-limit", "80"], "error: --device nvml: NVML is not available"),
-        (None, ["--port-taken"], "error: port {port} on 127.0.0.1 is already answering; refusing to launch"),
+        (
+            None,
+            ["--device", "nvml", "--power-limit", "80"],
+            "error: --device nvml: NVML is not available",
+            ExitCode.DEVICE_FAILED,
+        ),
+        (
+            None,
+            ["--port-taken"],
+            "error: port {port} on 127.0.0.1 is already answering; refusing to launch",
+            ExitCode.ENGINE_FAILED,
+        ),
     ],
 )
 def test_a_refused_sweep_leaves_the_folder_as_it_was(
-    run_cli, sweep_args, tmp_path, port, monkeypatch, content, options, message
+    run_cli, sweep_args, tmp_path, port, monkeypatch, content, options, message, status
 ):
     import socket
 
@@ -546,7 +564,7 @@ def test_a_refused_sweep_leaves_the_folder_as_it_was(
     finally:
         if listener is not None:
             listener.close()
-    assert result.exit_code == 2
+    assert result.exit_code == status  # bad input 2; NVML missing 4; another server on the port 3
     assert one_error_line(result.stderr).startswith(message.format(out=out, port=port)), result.stderr
     # no emulated GPU state, no lock, no log folder, no rows, no rewrite of a partial line
     assert _snapshot(tmp_path) == before
