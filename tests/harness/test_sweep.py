@@ -223,14 +223,20 @@ def test_failures_become_error_rows(run_cli, sweep_args, tmp_path):
     assert rewards[(1, 5, 4, 16)] == 0.0 and rewards[(1, 1, 1, 2)] == 0.0
 
 
-def test_launch_timeout_becomes_an_error_row(run_cli, sweep_args, tmp_path):
+def test_launch_timeout_becomes_an_error_row_and_a_sweep_of_no_healthy_server_exits_3(run_cli, sweep_args, tmp_path):
     out = tmp_path / "s.jsonl"
     args = [*sweep_args]
     args[args.index("--server-command") + 1] = emulator_command("--fault", "slow_health")
     result = run_cli(
         *args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out, "--launch-timeout", "1.5"
     )
-    assert result.exit_code == 0, result.stderr
+    # the server never became healthy: the row is written, then the engine's failure status
+    assert result.exit_code == ExitCode.ENGINE_FAILED == 3, result.stderr
+    assert "wrote 1 rows (1 errors)" in result.stdout
+    assert one_error_line(result.stderr) == (
+        "error: no run was measured: the one run failed (first: bs=1 (0,0,0) r0: launch_failed: launch_timeout: "
+        f"no healthy /health within 1.5 s); the error rows are in {out}"
+    )
     (row,) = _rows(out)
     assert row["error"].startswith("launch_failed: launch_timeout") and row["retry_mem_fraction"] == 0.55
 
