@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
+from pathlib import Path
+
+import pytest
 
 import specband
 from specband.core.errors import SpecbandError
@@ -89,3 +93,12 @@ def test_the_statuses_are_stable_numbers() -> None:
         "INTERRUPTED": 130,
         "TERMINATED": 143,
     }
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/index.md", "docs/cli.md"])
+def test_the_docs_name_every_failure_status(doc: str) -> None:
+    text = " ".join((Path(__file__).parents[2] / doc).read_text(encoding="utf-8").split())
+    sentence = re.search(r"Every command exits .*?SIGTERM[^.]*\.", text)
+    assert sentence is not None, doc
+    for code in (2, 3, 4, 5, 130, 143):
+        assert re.search(rf"\b{code}\b", sentence.group(0)), (doc, code, sentence.group(0))
