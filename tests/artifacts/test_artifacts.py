@@ -338,6 +338,20 @@ def test_pick_table(trained, sweep) -> None:
     assert at16[0].mean_reward - at16[0].reference_reward == pytest.approx(0.3890 - 0.2659, abs=2e-4)
 
 
+def test_model_card_lists_every_file_with_its_registry_recipe(trained, sweep) -> None:
+    from specband.artifacts.card import render_model_card
+    from specband.policies import REGISTRY
+
+    data, policies = trained
+    manifest = build_manifest(data, ALGORITHMS, seed=0, sweep=sweep)
+    lines = render_model_card(manifest, sweep, pick_table(policies, manifest)).splitlines()
+    start = lines.index("| file | load |")
+    rows = lines[start + 2 : start + 2 + len(ALGORITHMS)]
+    assert rows == [f"| `{e.path}` | {e.recipe} |" for e in REGISTRY.values()]
+    assert rows[2] == "| `linucb/model.npz` | `np.load(...)`: theta, A, actions |"
+    assert lines[start + 2 + len(ALGORITHMS)] == ""
+
+
 def test_a_failed_write_leaves_nothing(tmp_path: Path, trained, sweep, monkeypatch) -> None:
     data, policies = trained
     manifest = build_manifest(data, ALGORITHMS, seed=0, sweep=sweep)

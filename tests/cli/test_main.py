@@ -1,4 +1,5 @@
-"""The `specband` entry point: every bad input is one `error:` line with exit status 2."""
+"""The `specband` entry point: every bad input is one `error:` line with exit status 2, a
+failed operation one line with its own status (3 the engine, 4 the GPU, 5 the hub)."""
 
 from __future__ import annotations
 
@@ -119,3 +120,33 @@ def test_sigterm_unwinds_and_leaves_no_temporary_file(run_cli, tmp_path, monkeyp
     assert _one_error_line(res.stderr) == "error: terminated"
     assert list(tmp_path.iterdir()) == []
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        ("specband.core.errors.ConfigError", 2),
+        ("specband.deploy.transfer.TransferError", 2),
+        ("specband.devices.power_limit.PowerLimitPermissionError", 2),
+        ("specband.engines.client.RequestError", 3),
+        ("specband.devices.power_limit.PowerLimitError", 4),
+        ("specband.files.hub.HubUnreachableError", 5),
+    ],
+)
+def test_an_error_exits_with_the_status_of_its_cause(run_cli, monkeypatch, error: str, status: int) -> None:  # type: ignore[no-untyped-def]
+    """The entry point maps every SpecbandError through specband.core.exitcodes.EXIT_CODES:
+    still one `error:` line, no traceback, nothing on stdout."""
+    import importlib
+
+    import specband.cli
+
+    module, name = error.rsplit(".", 1)
+    cls = getattr(importlib.import_module(module), name)
+
+    def failing(args: list[str]) -> None:
+        raise cls("what went wrong\nsecond line")
+
+    monkeypatch.setattr(specband.cli, "_run", failing)
+    res = run_cli("actions")
+    assert res.exit_code == status
+    assert _one_error_line(res.stderr) == "error: what went wrong\\nsecond line" and res.stdout == ""

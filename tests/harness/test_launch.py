@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from specband.core.exitcodes import ExitCode
 from specband.engines.sglang_flags import NEWEST_VERSION
 
 from .conftest import TIME_SCALE, emulator_command, one_error_line, processes_with
@@ -419,7 +420,7 @@ def test_device_nvml_without_nvml_is_an_error_and_auto_goes_on_with_a_note(run_c
     res = run_cli(
         "launch", "--allow-transfer", "--target", "m", "--draft", "d", "-b", "4", "--device", "nvml", "--dry-run"
     )
-    assert res.exit_code == 2 and res.stdout == ""
+    assert res.exit_code == ExitCode.DEVICE_FAILED == 4 and res.stdout == ""  # the GPU's failure, not bad input
     assert res.stderr.splitlines() == [one_error_line(res.stderr)]
     assert res.stderr.startswith("error: --device nvml: NVML is not available: nvmlInit failed")
     res = run_cli(

@@ -60,14 +60,16 @@ def test_the_limit_is_set_before_the_launch_and_restored_when_the_server_stops(
 
 
 def test_a_failed_launch_restores_the_limit(run_cli, tmp_path, monkeypatch, fake_gpu):
-    from specband.core.errors import HarnessError
+    from specband.engines.failures import LaunchError
+    from specband.harness.runner import RetriedLaunchError
 
     def failing(*args, **kwargs):
-        raise HarnessError("the server exited during start-up")
+        raise RetriedLaunchError(LaunchError("exited", "the server exited during start-up", 1), 0.55, 2)
 
     monkeypatch.setattr(runner, "launch_with_retry", failing)
     result = run_cli(*_ARGS, "--set-power-limit", "0.5", "--log", tmp_path / "s.log")
-    assert result.exit_code == 2 and "exited during start-up" in one_error_line(result.stderr)
+    assert result.exit_code == 3  # the engine failed, not the input
+    assert one_error_line(result.stderr) == "error: launch_failed: exited (exit 1): the server exited during start-up"
     assert fake_gpu.limits_set == [50_000, 80_000]  # 0.5 of the 100 W default, then restored
 
 

@@ -1,5 +1,5 @@
 """A sweep measures only the server it started (issue 16 item 4): another process on the
-port is an environment failure (one line, exit 2, no row); error rows carry their class
+port is an environment failure (one line, exit 3 as the engine's failure, no row); error rows carry their class
 and ``--resume`` runs environment-class rows again."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_port_held_by_a_socket_that_does_not_listen_stops_the_sweep(run_cli, s
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # the emulator's bind fails: an environment failure, not a row
         result = run_cli(*sweep_args, "--batch-sizes", "1", "--actions", "0 10", "--out", out)
-    assert result.exit_code == 2
+    assert result.exit_code == 3  # the server never became healthy: a failed launch, not bad input
     line = one_error_line(result.stderr)
     assert f"port {port}" in line and "could not bind" in line
     assert not out.exists() or out.read_text() == ""

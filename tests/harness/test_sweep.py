@@ -26,6 +26,7 @@ from tests.harness.conftest import (
 
 from specband.contract.actions import ACTIONS
 from specband.contract.record import EXTRA_COLUMNS
+from specband.core.exitcodes import ExitCode
 from specband.harness.pipeline import grid
 from specband.harness.sweepfile import read_rows_for_resume
 from specband.sim import build_model
@@ -222,14 +223,20 @@ def test_failures_become_error_rows(run_cli, sweep_args, tmp_path):
     assert rewards[(1, 5, 4, 16)] == 0.0 and rewards[(1, 1, 1, 2)] == 0.0
 
 
-def test_launch_timeout_becomes_an_error_row(run_cli, sweep_args, tmp_path):
+def test_launch_timeout_becomes_an_error_row_and_a_sweep_of_no_healthy_server_exits_3(run_cli, sweep_args, tmp_path):
     out = tmp_path / "s.jsonl"
     args = [*sweep_args]
     args[args.index("--server-command") + 1] = emulator_command("--fault", "slow_health")
     result = run_cli(
         *args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out, "--launch-timeout", "1.5"
     )
-    assert result.exit_code == 0, result.stderr
+    # the server never became healthy: the row is written, then the engine's failure status
+    assert result.exit_code == ExitCode.ENGINE_FAILED == 3, result.stderr
+    assert "wrote 1 rows (1 errors)" in result.stdout
+    assert one_error_line(result.stderr) == (
+        "error: no run was measured: the one run failed (first: bs=1 (0,0,0) r0: launch_failed: launch_timeout: "
+        f"no healthy /health within 1.5 s); the error rows are in {out}"
+    )
     (row,) = _rows(out)
     assert row["error"].startswith("launch_failed: launch_timeout") and row["retry_mem_fraction"] == 0.55
 
@@ -318,7 +325,7 @@ def test_without_nvml_the_sweep_runs_with_telemetry_off(run_cli, sweep_args, tmp
         "--cooldown",
         "0",
     )
-    assert explicit.exit_code == 2  # asked for NVML, which is missing: no silent fallback
+    assert explicit.exit_code == ExitCode.DEVICE_FAILED  # asked for NVML, which is missing: no silent fallback
     assert one_error_line(explicit.stderr).startswith("error: --device nvml: NVML is not available: nvmlInit failed")
     assert not out.exists()
     result = run_cli(
@@ -496,25 +503,42 @@ _ROW = {
 
 
 @pytest.mark.parametrize(
-    ("content", "options", "message"),
+    ("content", "options", "message", "status"),
     [
         (
             None,
             ["--log-dir", "/proc/specband-logs"],
             "error: /proc/specband-logs: cannot create the server-log folder (",
+            ExitCode.BAD_INPUT,
         ),
-        (json.dumps(_ROW) + '\n{"index": 1, "rep', [], "error: {out} already has 1 rows; pass --resume"),
+        (
+            json.dumps(_ROW) + '\n{"index": 1, "rep',
+            [],
+            "error: {out} already has 1 rows; pass --resume",
+            ExitCode.BAD_INPUT,
+        ),
         (
             json.dumps({**_ROW, "target_model": "other"}) + "\n",
             ["--resume"],
             "error: {out}: cannot resume: its rows have target_model='other', this sweep has 'm'",
+            ExitCode.BAD_INPUT,
         ),
-        (None, ["--device", "nvml", "--power-limit", "80"], "error: --device nvml: NVML is not available"),
-        (None, ["--port-taken"], "error: port {port} on 127.0.0.1 is already answering; refusing to launch"),
+        (
+            None,
+            ["--device", "nvml", "--power-limit", "80"],
+            "error: --device nvml: NVML is not available",
+            ExitCode.DEVICE_FAILED,
+        ),
+        (
+            None,
+            ["--port-taken"],
+            "error: port {port} on 127.0.0.1 is already answering; refusing to launch",
+            ExitCode.ENGINE_FAILED,
+        ),
     ],
 )
 def test_a_refused_sweep_leaves_the_folder_as_it_was(
-    run_cli, sweep_args, tmp_path, port, monkeypatch, content, options, message
+    run_cli, sweep_args, tmp_path, port, monkeypatch, content, options, message, status
 ):
     import socket
 
@@ -546,7 +570,7 @@ def test_a_refused_sweep_leaves_the_folder_as_it_was(
     finally:
         if listener is not None:
             listener.close()
-    assert result.exit_code == 2
+    assert result.exit_code == status  # bad input 2; NVML missing 4; another server on the port 3
     assert one_error_line(result.stderr).startswith(message.format(out=out, port=port)), result.stderr
     # no emulated GPU state, no lock, no log folder, no rows, no rewrite of a partial line
     assert _snapshot(tmp_path) == before

@@ -92,7 +92,9 @@ def test_an_oom_during_capture_of_a_server_that_keeps_running_is_an_error_row_no
         "--power-limit",
         "80",
     )
-    assert res.exit_code == 0, res.stderr
+    # the only run's server never became healthy: its row, then the engine's failure status
+    assert res.exit_code == 3, res.stderr
+    assert "no run was measured: the one run failed" in one_error_line(res.stderr)
     (row,) = _rows(out)
     assert row["error"].startswith("launch_failed: out_of_memory_cuda_graph_capture")
     assert row["retry_mem_fraction"] == 0.55  # retried once at the lower fraction, as an out-of-memory is

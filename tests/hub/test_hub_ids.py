@@ -79,7 +79,7 @@ def test_cache_miss_is_one_error_line_naming_the_id(run_cli, hub_cache: Path) ->
         ("simulate", "--target-config", "org/missing-target", "--out", "s.jsonl"),
     ):
         res = run_cli(*args)
-        assert res.exit_code == 2, args
+        assert res.exit_code == 5, args  # offline (HF_HUB_OFFLINE=1) and not cached: a failed download
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and "org/missing" in lines[0], res.stderr
         assert "not in the local Hugging Face cache" in lines[0]

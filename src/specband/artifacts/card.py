@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from specband.artifacts.folder import SweepRecord
 from specband.contract.actions import ACTION_SETS, EXTENDED_ACTIONS
+from specband.policies.registry import REGISTRY
 
 if TYPE_CHECKING:
     from specband.artifacts.folder import Manifest
@@ -27,19 +28,9 @@ __all__ = ["LICENSE", "RECIPES", "TAGS", "render_model_card"]
 LICENSE = "apache-2.0"
 #: Hub tags of every card.
 TAGS: tuple[str, ...] = ("speculative-decoding", "eagle3", "sglang", "energy", "contextual-bandit")
-#: How each model card file loads without specband (docs/model_card.txt, "load" column).
-RECIPES: dict[str, str] = {
-    "mlp_bandit": "`QNetwork(4, 19).load_state_dict(torch.load(..., weights_only=True))`",
-    "lookup_table": '`json.load(open(...))`: `{batch_size: {"config": [...], "mean_reward": ...}}`',
-    "linucb": "`np.load(...)`: theta, A, actions",
-    "thompson_sampling": "`np.load(...)`: mean, cov, actions",
-    "gbt": "`joblib.load(...)`: GradientBoostingRegressor on `[state, action_idx/19]` "
-    "(pickle; specband loads `gbt/model.skops` instead)",
-    "doubly_robust": "`joblib.load(...)`: LinearRegression on `[state, action_idx/19]`; the IPS correction "
-    "is in `doubly_robust/specband.json` (pickle; specband loads `doubly_robust/model.skops` instead)",
-    "cql": "`QNetwork(4, 19).load_state_dict(torch.load(..., weights_only=True))`",
-    "bcq": "`torch.load(..., weights_only=True)`: dict with behavior_state_dict, q_state_dict, actions",
-}
+#: How each model card file loads without specband (docs/model_card.txt, "load" column;
+#: :attr:`specband.policies.registry.PolicyEntry.recipe`), in the model card's order.
+RECIPES: dict[str, str] = {name: entry.recipe for name, entry in REGISTRY.items()}
 _STATE = {
     "contract": "[batch_size/8.0, gpu_temp_c_before/100.0, gpu_mem_used_mb/8192.0, gpu_util_pct/100.0] "
     "(memory and utilisation read after each run, as published)",

@@ -41,12 +41,12 @@ from specband.contract.actions import ACTION_SETS, active_action_set
 from specband.contract.reward import RewardConfig
 from specband.contract.state import FEATURE_KINDS, state_tuple
 from specband.core.batchlist import nearest_batch_size
-from specband.core.errors import ArtifactError, ConfigError
+from specband.core.errors import ArtifactError
 from specband.core.limits import (
     is_finite_number,
     is_int,
 )
-from specband.policies import ALGORITHMS, policy_class
+from specband.policies import ALGORITHMS, REGISTRY, policy_class, policy_entry
 from specband.policies.files import read_json, write_bytes_atomic, write_json_atomic
 from specband.sweeps.limit_table import LimitTable
 from specband.sweeps.origin import ActionStats, DataOrigin
@@ -83,19 +83,11 @@ MODEL_CARD_FILE = "README.md"
 #: The manifest layout this specband writes and the newest it reads (``"format"`` in
 #: ``specband.json``; a folder without the key is read as this one).
 MANIFEST_FORMAT = 1
-#: Model card file of each algorithm, relative to the artifact folder (docs/FACTS.md §5).
-ARTIFACT_FILES: dict[str, str] = {
-    "mlp_bandit": "mlp_bandit/policy.pth",
-    "lookup_table": "lookup_table/model.json",
-    "linucb": "linucb/model.npz",
-    "thompson_sampling": "thompson_sampling/model.npz",
-    "gbt": "gbt/model.joblib",
-    "doubly_robust": "doubly_robust/model.joblib",
-    "cql": "cql/policy.pth",
-    "bcq": "bcq/policy.pth",
-}
+#: Model card file of each algorithm, relative to the artifact folder (docs/FACTS.md §5;
+#: :attr:`specband.policies.registry.PolicyEntry.path`), in the model card's order.
+ARTIFACT_FILES: dict[str, str] = {name: entry.path for name, entry in REGISTRY.items()}
 #: Algorithms whose model card file is a pickle (joblib): loaded safely, see :mod:`specband.files.safeload`.
-PICKLED_ALGORITHMS: tuple[str, ...] = ("gbt", "doubly_robust")
+PICKLED_ALGORITHMS: tuple[str, ...] = tuple(name for name, entry in REGISTRY.items() if entry.pickled)
 
 
 def validate_algorithms(names: Iterable[str] | None) -> list[str]:
@@ -109,8 +101,7 @@ def validate_algorithms(names: Iterable[str] | None) -> list[str]:
         return list(ALGORITHMS)
     out: list[str] = []
     for name in names:
-        if name not in ALGORITHMS:
-            raise ConfigError(f"unknown algorithm {name!r}; expected one of: {', '.join(ALGORITHMS)}")
+        policy_entry(name)  # ConfigError for an unknown name
         if name not in out:
             out.append(name)
     return out

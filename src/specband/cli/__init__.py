@@ -9,7 +9,9 @@ inside commands. ``recommend``'s ordinary command lines skip typer's pydantic-ba
 option coercion (:mod:`specband.cli.plain_options`).
 
 Errors: a :class:`~specband.core.errors.SpecbandError` prints ``error: <message>`` on one line
-to stderr and exits with status 2, without a traceback; usage errors also exit 2.
+to stderr and exits, without a traceback, with the status of its cause
+(:data:`specband.core.exitcodes.EXIT_CODES`: 2 bad input, 3 the engine failed, 4 the GPU
+failed, 5 a download failed); usage errors exit 2.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import typer
 
 from specband.core.errors import SpecbandError, one_line
-from specband.core.exitcodes import ExitCode
+from specband.core.exitcodes import ExitCode, exit_code_for
 
 #: Every command: name -> the module of :mod:`specband.cli` whose ``register(app)`` adds it.
 #: Adding a command is one line here (plus its module's ``register``). A run registers
@@ -177,11 +179,13 @@ def _run(args: list[str]) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the CLI and exit: 0 on success, 2 on bad input, 130 on Ctrl-C, 143 on SIGTERM.
+    """Run the CLI and exit: 0 on success, 2 on bad input, 3/4/5 when the engine, the GPU or a
+    download failed, 130 on Ctrl-C, 143 on SIGTERM (:class:`~specband.core.exitcodes.ExitCode`).
 
-    Bad input, whether a :class:`~specband.core.errors.SpecbandError` from a command or a usage
-    error found while parsing options (unknown option, missing or out-of-range value), is
-    one line ``error: <message>`` on stderr with exit status 2, never a traceback.
+    A :class:`~specband.core.errors.SpecbandError` from a command, or a usage error found
+    while parsing options (unknown option, missing or out-of-range value), is one line
+    ``error: <message>`` on stderr, never a traceback; the error's class gives the status
+    (:func:`~specband.core.exitcodes.exit_code_for`), a usage error exits 2.
 
     Args:
         argv: arguments without the program name; ``None`` reads ``sys.argv``.
@@ -209,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         result = _run(list(argv) if argv is not None else sys.argv[1:])
     except SpecbandError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
-        raise SystemExit(ExitCode.BAD_INPUT) from None
+        raise SystemExit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
         from specband.harness.interrupts import received_signal
 

@@ -253,7 +253,12 @@ def _plug_emulator(request: SweepRequest) -> SweepRequest:
 
 
 def _run_sweep(job: Any) -> None:
-    """Run a checked sweep with a progress bar and print its summary."""
+    """Run a checked sweep with a progress bar and print its summary.
+
+    Raises:
+        EngineError: no run was measured (:meth:`~specband.harness.pipeline.SweepSummary.failure`),
+            after the summary.
+    """
     from specband.harness.pipeline import grid
     from specband.harness.request import run_sweep_job
 
@@ -274,6 +279,9 @@ def _run_sweep(job: Any) -> None:
     _report(summary, job.out, job.settings.action_set)
     if job.request.adaptive:
         _report_adaptive(job.out, grid(job.batch_sizes, job.actions), job.request.repeats)
+    failure = summary.failure()
+    if failure is not None:  # every run failed: the engine's failure, exit 3
+        raise failure
 
 
 def _report_adaptive(out: Path, points: Any, repeats: int) -> None:

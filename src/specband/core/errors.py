@@ -1,9 +1,12 @@
 """The exceptions specband raises on bad input or a failed operation.
 
 Every error a user can cause derives from :class:`SpecbandError`. The CLI catches
-``SpecbandError``, prints ``error: <message>`` on one line to stderr and exits with
-status 2, without a traceback. Messages name where the problem is: a file, a line
-and a field when the input came from a file.
+``SpecbandError``, prints ``error: <message>`` on one line to stderr and exits, without a
+traceback, with the status of its cause (:data:`specband.core.exitcodes.EXIT_CODES`): 2 for
+bad input, 3 when the inference engine failed (:class:`EngineError`), 4 when the GPU or its
+telemetry failed (:class:`DeviceError`), 5 when a download failed (:class:`DownloadError`).
+Messages name where the problem is: a file, a line and a field when the input came from a
+file.
 """
 
 from __future__ import annotations
@@ -70,17 +73,42 @@ class DataError(SpecbandError, ValueError):
         super().__init__(text + message)
 
 
+class PermissionDeniedError(SpecbandError):
+    """The command needs a permission this process lacks (setting a GPU's power limit
+    needs root). Exit 2, like bad input: the command as run cannot succeed, run it with
+    the permission (or change what it asks for)."""
+
+
 class ArtifactError(SpecbandError):
     """A policy artifact folder or file is missing, unreadable or has the wrong
     keys/shapes for the model card's format."""
 
 
 class DeviceError(SpecbandError):
-    """A GPU telemetry backend (NVML, Zeus, emulated) failed in a way the caller must handle."""
+    """A GPU telemetry backend (NVML, Zeus, emulated) failed in a way the caller must handle:
+    NVML or Zeus missing or failing, no GPU at the index, a power limit the GPU cannot set,
+    an emulated GPU whose state file is broken. Exit 4."""
 
 
 class HarnessError(SpecbandError):
-    """The sglang server process or the workload against it failed."""
+    """The sweep or launch could not go on for a reason of its own set-up: an output,
+    server-log or log-folder path that cannot be written, a server command that cannot be
+    run, a Ray cluster that cannot be reached. Exit 2; its subclass :class:`EngineError`
+    (the server itself failed) exits 3."""
+
+
+class EngineError(HarnessError):
+    """The inference engine (sglang, vLLM or the emulator) failed: its server exited or
+    never answered ``/health`` (:class:`~specband.engines.failures.LaunchError`), another
+    process holds its port, a request, ``/server_info`` or ``/metrics`` failed, or a sweep
+    measured nothing because every run failed. Exit 3: the input was fine, the operation
+    was not."""
+
+
+class DownloadError(SpecbandError):
+    """A download failed: the Hugging Face hub could not be reached (or ``HF_HUB_OFFLINE=1``)
+    and what was asked for is not in the local cache. Exit 5. A hub id that names no repo,
+    revision or file is bad input (:class:`specband.files.hub.HubError`, exit 2)."""
 
 
 class MissingExtraError(SpecbandError):

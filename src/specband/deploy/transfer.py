@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specband.core.errors import ConfigError
+from specband.core.errors import ConfigError, SpecbandError
 from specband.deploy.answers import TransferCheck  # the check's outcome is part of every answer
 
 if TYPE_CHECKING:
@@ -53,8 +53,11 @@ ALLOW_TRANSFER_OPTION = "--allow-transfer"
 POWER_LIMIT_TOLERANCE = 0.02
 
 
-class TransferError(ConfigError):
-    """The user's setup differs from the data's and the transfer was not allowed."""
+class TransferError(SpecbandError):
+    """The user's setup differs from the data's and the transfer was not allowed: a refusal
+    of the command as given (exit 2; ``--allow-transfer`` or matching data answers), not a
+    configuration value out of range, so not a
+    :class:`~specband.core.errors.ConfigError`."""
 
 
 @dataclass(frozen=True)

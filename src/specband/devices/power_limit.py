@@ -11,9 +11,9 @@ and put the original back on every exit path.
   the sweep, an exception, Ctrl-C or SIGTERM (the sweep turns both into
   ``KeyboardInterrupt``, :mod:`specband.harness.interrupts`).
 
-Errors: :class:`PowerLimitError` (the device cannot set limits) and its subclass
+Errors: :class:`PowerLimitError` (the device cannot set limits: exit 4) and its subclass
 :class:`PowerLimitPermissionError` (NVML's ``NVML_ERROR_NO_PERMISSION``: setting a limit
-needs root), each one line. The NVML backend maps NVML's error codes to these once
+needs root: exit 2), each one line. The NVML backend maps NVML's error codes to these once
 (:mod:`specband.devices.nvml`), as Zeus's device layer does.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
-from specband.core.errors import ConfigError, DeviceError
+from specband.core.errors import ConfigError, DeviceError, PermissionDeniedError
 
 
 class PowerLimitedDevice(Protocol):
@@ -59,11 +59,15 @@ MAX_POWER_LIMITS = 128
 
 
 class PowerLimitError(DeviceError):
-    """The device cannot set its power limit (not supported, a value NVML refused)."""
+    """The device cannot set its power limit (not supported, a value NVML refused): a
+    device failure, exit 4."""
 
 
-class PowerLimitPermissionError(PowerLimitError):
-    """Setting the power limit needs root (``NVML_ERROR_NO_PERMISSION``)."""
+class PowerLimitPermissionError(PowerLimitError, PermissionDeniedError):
+    """Setting the power limit needs root (``NVML_ERROR_NO_PERMISSION``): a
+    :class:`PowerLimitError` for the code that handles the device's failures, but the
+    command's permission, not the GPU, is at fault (exit 2, as
+    :class:`~specband.core.errors.PermissionDeniedError`)."""
 
 
 @dataclass(frozen=True)

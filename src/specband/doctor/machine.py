@@ -22,6 +22,7 @@ from specband.doctor.pairs import (
     exit_status,
     read_model_config,
 )
+from specband.files.hub import HubError, HubUnreachableError
 
 __all__ = [
     "ALLOW_ROPE_OPTION",
@@ -131,16 +132,16 @@ def environment_checks(open_nvml: Callable[[], Any] | None = None) -> list[Check
     return [_sglang_check(), _flashinfer_check(), *_nvml_checks(open_nvml)]
 
 
-def _config_fix(model: str | Path, exc: ConfigError) -> str:
+def _config_fix(model: str | Path, exc: ConfigError | HubError) -> str:
     """The fix of an unreadable config: for a hub id the hub's answer (not in the cache
     and the hub unreachable or offline: ``hf download``; no such repo: check the id),
     else what ``--target``/``--draft`` accept."""
-    from specband.files.hub import HubError, parse_hub_ref
+    from specband.files.hub import parse_hub_ref
 
     ref = parse_hub_ref(model) if isinstance(exc, HubError) else None
     if ref is None:
         return "give a model folder, its config.json or a hub id"
-    if "no such" in str(exc):
+    if not isinstance(exc, HubUnreachableError):
         return f"check the hub id {ref.repo_id} (org/name), or give a local model folder or its config.json"
     return (
         f"the hub was not reached (offline or unreachable) and {ref.repo_id} is not in its cache: "
@@ -157,7 +158,7 @@ def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[],
     for name, model in (("target-config", target), ("draft-config", draft)):
         try:
             configs[name] = read_model_config(model)
-        except ConfigError as exc:
+        except (ConfigError, HubError) as exc:
             checks.append(Check(name, "error", str(exc), _config_fix(model, exc)))
     if len(configs) == 2:
         (t, tsrc), (d, dsrc) = configs["target-config"], configs["draft-config"]

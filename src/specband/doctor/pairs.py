@@ -17,6 +17,7 @@ from typing import Any
 from specband.core.errors import ConfigError
 from specband.core.exitcodes import ExitCode
 from specband.core.limits import is_int
+from specband.files.hub import HubError
 
 __all__ = [
     "ALLOW_ROPE_OPTION",
@@ -71,7 +72,8 @@ def read_model_config(model: str | Path) -> tuple[dict[str, Any], str]:
     name or a hub id, and the file it came from (:func:`specband.sim.hfconfig.read_model_config`).
 
     Raises:
-        ConfigError: one line naming the file or the hub id.
+        ConfigError: one line naming the file; HubError: the hub id (no such repo or file,
+            or not in the cache with the hub unreachable).
     """
     from specband.sim.hfconfig import read_model_config as read
 
@@ -212,7 +214,7 @@ def check_pair_before_launch(
     try:
         (t, tsrc), (d, dsrc) = read_model_config(target), read_model_config(draft)
         checks = config_checks(t, d, target_source=tsrc, draft_source=dsrc)
-    except ConfigError as exc:
+    except (ConfigError, HubError) as exc:
         return f"RoPE check of the target and draft skipped: their config.json could not be read here ({exc})"
     rope = next(c for c in checks if c.name == "rope")
     if rope.level == "error" and not allow_rope_mismatch:

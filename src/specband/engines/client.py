@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from specband.core.errors import HarnessError
+from specband.core.errors import EngineError
 from specband.core.limits import is_number
 
 __all__ = [
@@ -58,7 +58,7 @@ PROMPTS: tuple[str, ...] = (
 )
 
 
-class RequestError(HarnessError):
+class RequestError(EngineError):
     """A ``/generate`` request failed (connection refused or reset, HTTP error, bad JSON)."""
 
 
@@ -147,7 +147,7 @@ def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> ServerInfo:
     """``GET /get_server_info`` (falling back to ``/server_info`` on 404) and parse it.
 
     Raises:
-        HarnessError: the server cannot be reached or answers an error or not JSON.
+        EngineError: the server cannot be reached or answers an error or not JSON.
     """
     import httpx
 
@@ -159,9 +159,9 @@ def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> ServerInfo:
             resp.raise_for_status()
             return parse_server_info(resp.json())
     except httpx.HTTPError as exc:
-        raise HarnessError(f"server_info_failed: {type(exc).__name__}: {exc}") from None
+        raise EngineError(f"server_info_failed: {type(exc).__name__}: {exc}") from None
     except ValueError as exc:
-        raise HarnessError(f"server_info_failed: not JSON ({exc})") from None
+        raise EngineError(f"server_info_failed: not JSON ({exc})") from None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ reason (out of memory, CUDA-graph capture, port in use, bad arguments, any other
 :func:`launcher_failure` tells a command that could not be run at all (not found, not
 executable, ``python -m`` of a module that is not installed: :class:`LauncherError`)
 from one that ran and failed.
+
+Exit statuses (:data:`specband.core.exitcodes.EXIT_CODES`): a :class:`LaunchError` and a
+:class:`PortInUseError` are the engine's failure (:class:`~specband.core.errors.EngineError`,
+3); a :class:`LauncherError` and a :class:`ServerArgsError` are the command line's (the same
+for every launch: bad input, 2).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from specband.core.errors import HarnessError
+from specband.core.errors import EngineError, HarnessError
 
 __all__ = [
     "LaunchError",
@@ -26,8 +31,8 @@ __all__ = [
 ]
 
 
-class LaunchError(HarnessError):
-    """The server did not become healthy.
+class LaunchError(EngineError):
+    """The server did not become healthy (exit 3).
 
     Attributes:
         reason: a short class: ``out_of_memory_cuda_graph_capture``, ``out_of_memory``,
@@ -51,7 +56,7 @@ class LauncherError(HarnessError):
     shells' "command not found" / "cannot execute"), or ``python -m MODULE`` names a
     module that is not installed. A configuration error, not a failure of one action:
     every launch would fail the same way, so the sweep stops instead of writing an error
-    row per run (and the launch is not retried)."""
+    row per run (and the launch is not retried). Exit 2, as bad input."""
 
 
 class ServerArgsError(LauncherError):
@@ -60,9 +65,10 @@ class ServerArgsError(LauncherError):
     retry at another mem fraction)."""
 
 
-class PortInUseError(HarnessError):
-    """Something already answers on the server port; the sweep refuses to use it
-    (its measurements would go to a foreign server)."""
+class PortInUseError(EngineError):
+    """Something already answers on the server port, or the server could not bind it; the
+    sweep refuses to use it (its measurements would go to a foreign server). The machine's
+    state, not the configuration: exit 3, as a failed launch."""
 
 
 # A failed launch's log tail -> reason. Order matters: the first match wins.

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specband.core.errors import ConfigError, HarnessError
+from specband.core.errors import ConfigError, EngineError
 
 __all__ = [
     "VLLM_CPU_ENV",
@@ -131,11 +131,11 @@ def parse_spec_decode_metrics(text: str) -> SpecDecodeCounters | None:
     when the page has none (a server without ``--speculative-config``).
 
     Raises:
-        HarnessError: the page is larger than :data:`MAX_METRICS_BYTES`, or a spec-decode
+        EngineError: the page is larger than :data:`MAX_METRICS_BYTES`, or a spec-decode
             sample's value is not a finite number.
     """
     if len(text) > MAX_METRICS_BYTES:
-        raise HarnessError(f"metrics_failed: /metrics is larger than {MAX_METRICS_BYTES} bytes")
+        raise EngineError(f"metrics_failed: /metrics is larger than {MAX_METRICS_BYTES} bytes")
     totals = {"num_drafts": 0.0, "num_draft_tokens": 0.0, "num_accepted_tokens": 0.0}
     per_pos: dict[int, float] = {}
     seen = False
@@ -149,9 +149,9 @@ def parse_spec_decode_metrics(text: str) -> SpecDecodeCounters | None:
         try:
             value = float(value_text)
         except ValueError:
-            raise HarnessError(f"metrics_failed: {m.group('name')} has a value {value_text[:40]!r}") from None
+            raise EngineError(f"metrics_failed: {m.group('name')} has a value {value_text[:40]!r}") from None
         if not math.isfinite(value):
-            raise HarnessError(f"metrics_failed: {m.group('name')} is {value_text}")
+            raise EngineError(f"metrics_failed: {m.group('name')} is {value_text}")
         labels = dict(_LABEL.findall(m.group("labels") or ""))
         if name == "num_accepted_tokens_per_pos_total":
             try:
@@ -172,7 +172,7 @@ def fetch_spec_decode_counters(base_url: str, timeout_s: float = 30.0) -> SpecDe
     """``GET /metrics`` and :func:`parse_spec_decode_metrics` it.
 
     Raises:
-        HarnessError: the server cannot be reached or answers an error.
+        EngineError: the server cannot be reached or answers an error.
     """
     import httpx
 
@@ -182,4 +182,4 @@ def fetch_spec_decode_counters(base_url: str, timeout_s: float = 30.0) -> SpecDe
             resp.raise_for_status()
             return parse_spec_decode_metrics(resp.text)
     except httpx.HTTPError as exc:
-        raise HarnessError(f"metrics_failed: {type(exc).__name__}: {exc}") from None
+        raise EngineError(f"metrics_failed: {type(exc).__name__}: {exc}") from None

@@ -12,7 +12,9 @@ An existing local path always wins over a hub id, and a path whose first folder 
 folder", not a hub cache miss. Downloads go through ``huggingface_hub`` into its cache
 (``HF_HUB_CACHE``); with ``HF_HUB_OFFLINE=1``, or when the hub does not answer a probe within
 :data:`HUB_PROBE_TIMEOUT_S` (once per process), the cache alone answers, and a miss is one
-:class:`HubError` line naming the id. A look-up that takes longer than
+:class:`HubUnreachableError` line naming the id (exit 5: the id may be right, the download
+could not happen); a hub id that names no repo, revision or file is a :class:`HubError`
+(bad input, exit 2). A look-up that takes longer than
 :data:`HUB_PROGRESS_AFTER_S` prints one progress line on stderr. A downloaded folder is
 foreign: its pickles load only when trusted (:mod:`specband.files.safeload`).
 """
@@ -26,13 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from specband.core.errors import ConfigError
+from specband.core.errors import ConfigError, DownloadError, SpecbandError
 
 __all__ = [
     "HUB_PROBE_TIMEOUT_S",
     "HUB_PROGRESS_AFTER_S",
     "HubError",
     "HubRef",
+    "HubUnreachableError",
     "check_local_path",
     "download_file",
     "download_repo",
@@ -140,8 +143,15 @@ def check_local_path(text: str | Path, kind: str = "folder") -> None:
         )
 
 
-class HubError(ConfigError):
-    """A hub id that cannot be resolved (not in the cache while offline, no such repo or file)."""
+class HubError(SpecbandError):
+    """A hub id that cannot be resolved: no such repo, revision or file (bad input, exit 2);
+    its subclass :class:`HubUnreachableError` is a download that could not happen."""
+
+
+class HubUnreachableError(HubError, DownloadError):
+    """A hub id that is not in the local cache while the hub cannot be reached (it did not
+    answer the probe, refused the connection, failed the download) or ``HF_HUB_OFFLINE=1``:
+    a failed download (:class:`~specband.core.errors.DownloadError`, exit 5), not a bad id."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +208,7 @@ def _hub_error(ref: HubRef, exc: Exception) -> HubError:
     if "RepositoryNotFound" in name or "RevisionNotFound" in name:
         return HubError(f"{ref}: no such hub repo or revision")
     where = "HF_HUB_OFFLINE=1" if constants.HF_HUB_OFFLINE else _unreachable_why(constants.ENDPOINT)
-    return HubError(f"{ref}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {where}")
+    return HubUnreachableError(f"{ref}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and {where}")
 
 
 def _unreachable_why(endpoint: str) -> str:
@@ -232,7 +242,8 @@ def download_repo(ref: HubRef) -> Path:
     from it offline).
 
     Raises:
-        HubError: a cache miss offline, no such repo or revision.
+        HubError: no such repo or revision; HubUnreachableError: a cache miss offline or
+            with the hub unreachable.
     """
     from huggingface_hub import snapshot_download
 
@@ -251,7 +262,8 @@ def download_file(ref: HubRef, filename: str) -> Path:
     """One file of ``ref``'s repo, from the hub cache (downloaded first when online).
 
     Raises:
-        HubError: a cache miss offline, no such repo, revision or file.
+        HubError: no such repo, revision or file; HubUnreachableError: a cache miss
+            offline or with the hub unreachable.
     """
     from huggingface_hub import hf_hub_download
 

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from specband.contract.actions import ACTIONS, Action, validate_action
 from specband.contract.record import SweepRecord
-from specband.core.errors import ConfigError, HarnessError
+from specband.core.errors import ConfigError, EngineError, HarnessError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample
 from specband.devices.power_limit import PowerLimitGuard
 from specband.engines.serverconfig import build_launch_command
@@ -483,6 +483,19 @@ class SweepSummary:
         """Launches one-launch-per-run would have made (one per run, plus the retries
         this sweep made) minus the launches made."""
         return self.runs - self.launches if self.one_launch_per_config else 0
+
+    def failure(self) -> EngineError | None:
+        """The error a sweep that measured nothing ends with, after its rows and summary are
+        written: every row this invocation wrote is an error row (no server became healthy,
+        or none answered its batch), so the engine, not one configuration, failed (exit 3;
+        ``--resume`` runs the ``environment``-class rows again). ``None`` when a row was
+        measured or none was written (every run already in the file)."""
+        if self.written == 0 or self.errors < self.written:
+            return None
+        runs = "the one run" if self.written == 1 else f"all {self.written} runs"
+        return EngineError(
+            f"no run was measured: {runs} failed (first: {self.error_messages[0]}); the error rows are in {self.path}"
+        )
 
     def count(self, result: RunResult) -> None:
         """Add one written result (its row, error and draft flag, its launches)."""

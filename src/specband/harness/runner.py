@@ -38,7 +38,7 @@ from typing import Any
 
 from specband.contract.actions import Action, validate_action
 from specband.contract.record import SweepRecord
-from specband.core.errors import ConfigError, HarnessError
+from specband.core.errors import ConfigError, EngineError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
 from specband.engines.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
 from specband.engines.failures import LaunchError
@@ -312,7 +312,7 @@ def measure_on_server(
     """Warm-up, timed batch inside the telemetry window, server info before and after.
 
     Raises:
-        HarnessError: a request failed (``server_died_mid_batch: ...`` when the server
+        EngineError: a request failed (``server_died_mid_batch: ...`` when the server
             died), the server info could not be read, or the timed batch produced nothing.
     """
     act = validate_action(action)
@@ -348,7 +348,7 @@ def measure_on_server(
                 results.append(window.stop())
     result = results[0]
     if batch.total_output_tokens <= 0:
-        raise HarnessError("empty_batch: the timed batch returned no tokens")
+        raise EngineError("empty_batch: the timed batch returned no tokens")
     accept, accept_source, window_times = probe.after(batch)
     elapsed = result.elapsed_s if result.elapsed_s > 0 else batch.elapsed_real_s / clock.time_scale
     wall_tok_s = batch.total_output_tokens / elapsed / batch_size if elapsed > 0 else None
@@ -358,7 +358,7 @@ def measure_on_server(
     elif wall_tok_s is not None and wall_tok_s > 0:
         speed, speed_source = wall_tok_s, "wall_clock"
     else:
-        raise HarnessError("no_speed: neither step times nor a wall-clock duration were measured")
+        raise EngineError("no_speed: neither step times nor a wall-clock duration were measured")
     return Measurement(
         accept_length=accept,
         accept_length_source=accept_source,

@@ -1,5 +1,5 @@
 """The eight policies of the model card, one module each, with a common interface
-(:mod:`specband.policies.base`).
+(:mod:`specband.policies.base`), listed once in :mod:`specband.policies.registry`.
 
 Each module ``specband.policies.<name>`` defines ``POLICY``, its :class:`Policy` subclass.
 Modules load lazily, so using ``lookup_table`` never imports torch.
@@ -7,32 +7,28 @@ Modules load lazily, so using ``lookup_table`` never imports torch.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from specband.core.errors import ConfigError
+from specband.policies.registry import REGISTRY, PolicyEntry, policy_entry
 
 if TYPE_CHECKING:
     from specband.policies.base import Policy
 
-__all__ = ["ALGORITHMS", "EXTENDED_ALGORITHMS", "create_policy", "policy_class"]
+__all__ = [
+    "ALGORITHMS",
+    "EXTENDED_ALGORITHMS",
+    "REGISTRY",
+    "PolicyEntry",
+    "create_policy",
+    "policy_class",
+    "policy_entry",
+]
 
-#: The model card's algorithm names, in the model card's order.
-ALGORITHMS: tuple[str, ...] = (
-    "mlp_bandit",
-    "lookup_table",
-    "linucb",
-    "thompson_sampling",
-    "gbt",
-    "doubly_robust",
-    "cql",
-    "bcq",
-)
-#: Algorithms trained and evaluated on the extended action set (``--actions extended``): the
-#: model card's file of ``lookup_table`` names triples (``{"config": [s, k, d]}``); every
-#: other file is a 19-action format (``QNetwork(4, 19)``, ``action_idx/19`` features,
-#: ``(19, 3)`` action arrays) whose loaders must never be handed an index outside 0-18.
-EXTENDED_ALGORITHMS: tuple[str, ...] = ("lookup_table",)
+#: The model card's algorithm names, in the model card's order (the registry's).
+ALGORITHMS: tuple[str, ...] = tuple(REGISTRY)
+#: Algorithms trained and evaluated on the extended action set (``--actions extended``);
+#: see :attr:`PolicyEntry.extended`.
+EXTENDED_ALGORITHMS: tuple[str, ...] = tuple(e.name for e in REGISTRY.values() if e.extended)
 
 
 def policy_class(name: str) -> type[Policy]:
@@ -41,10 +37,7 @@ def policy_class(name: str) -> type[Policy]:
     Raises:
         ConfigError: an unknown name.
     """
-    if name not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm {name!r}; expected one of: {', '.join(ALGORITHMS)}")
-    module = importlib.import_module(f"specband.policies.{name}")
-    return module.POLICY
+    return policy_entry(name).policy_class()
 
 
 def create_policy(name: str, seed: int = 0, **overrides: Any) -> Policy:

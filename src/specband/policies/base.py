@@ -10,7 +10,9 @@ A policy is a contextual-bandit decision rule over the 19 contract actions:
 
 Each algorithm is one module with a frozen config dataclass (the docs/FACTS.md §5 defaults, or a
 documented data-relative default where the published one collapsed) and a thin class;
-:func:`specband.policies.policy_class` maps the model card names to the classes.
+:data:`specband.policies.registry.REGISTRY` lists them (name, module, files, loading recipe)
+and gives each class its ``artifact_file`` and ``needs_torch``. :class:`RidgeNpzPolicy` holds
+the file I/O of the two per-action ridge models (``linucb``, ``thompson_sampling``).
 
 What the model card's file has no room for (resolved settings, fitted extras such as the
 lookup table's per-action means) goes to an optional sidecar ``<name>/specband.json``;
@@ -34,18 +36,23 @@ from specband.core.batchlist import nearest_batch_size
 from specband.core.errors import ArtifactError, ConfigError
 from specband.core.limits import MAX_SEED, is_finite_number, is_int
 from specband.policies.files import SIDECAR_FILE, read_json, write_bytes_atomic, write_json_atomic
+from specband.policies.registry import REGISTRY
 from specband.sweeps.dataset import BATCH_SIZE_SCALE, TrainingData
 
 __all__ = [
     "ACTIONS_ARRAY",
     "SIDECAR_FILE",
+    "STATE_DIM",
     "Policy",
     "PolicyConfig",
+    "RidgeNpzPolicy",
     "as_states",
     "batch_size_of",
     "check_actions_entry",
     "check_int",
     "check_number",
+    "load_npz",
+    "load_ridge_npz",
     "masked_argmax",
     "mean_reward_by_cell",
     "nearest_batch_size",
@@ -58,6 +65,9 @@ __all__ = [
 #: (19, 3) int64 array of the contract actions, as stored in the ``actions`` entry of the
 #: published ``.npz`` and BCQ files.
 ACTIONS_ARRAY: np.ndarray = np.array(ACTIONS, dtype=np.int64)
+#: Features of a decision state (:func:`specband.sweeps.dataset.state_vector`): batch size,
+#: temperature, memory and utilisation, scaled.
+STATE_DIM = 4
 
 _C = TypeVar("_C", bound="PolicyConfig")
 _P = TypeVar("_P", bound="Policy")
@@ -194,6 +204,64 @@ def check_actions_entry(value: Any, what: str) -> None:
         )
 
 
+def load_npz(path: Path, keys: tuple[str, ...], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Read an ``.npz`` without pickles and check the model card's keys and shapes.
+
+    Raises:
+        ArtifactError: missing file, unreadable, a missing key, a wrong shape, NaN, or an
+            ``actions`` entry that is not the contract.
+    """
+    if not path.is_file():
+        raise ArtifactError(f"{path}: no such file")
+    from specband.files.safeload import check_npz_arrays
+
+    check_npz_arrays(path)  # declared sizes bounded before np.load allocates them
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [k for k in keys if k not in npz.files]
+            if missing:
+                raise ArtifactError(f"{path}: missing key(s) {missing}; has {sorted(npz.files)}")
+            arrays = {k: np.array(npz[k]) for k in keys}
+    except ArtifactError:
+        raise
+    except Exception as exc:
+        raise ArtifactError(f"{path}: not a readable .npz file ({exc})") from None
+    for k, shape in shapes.items():
+        if arrays[k].shape != shape:
+            raise ArtifactError(f"{path}: '{k}' must have shape {shape}, got {arrays[k].shape}")
+        if k != "actions":
+            if not np.issubdtype(arrays[k].dtype, np.number):
+                raise ArtifactError(f"{path}: '{k}' must be numeric, got dtype {arrays[k].dtype}")
+            arrays[k] = arrays[k].astype(np.float64)
+            if not np.isfinite(arrays[k]).all():
+                raise ArtifactError(f"{path}: '{k}' holds NaN or Infinity")
+    check_actions_entry(arrays["actions"], str(path))
+    return arrays
+
+
+def load_ridge_npz(path: Path, vector_key: str, matrix_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read a per-action ridge model file (``linucb`` and ``thompson_sampling`` share the
+    layout): ``vector_key`` (19, 4), ``matrix_key`` (19, 4, 4) and the contract ``actions``
+    (19, 3).
+
+    Returns:
+        the (19, 4) and (19, 4, 4) arrays as float64.
+
+    Raises:
+        ArtifactError: see :func:`load_npz`.
+    """
+    arrays = load_npz(
+        path,
+        (vector_key, matrix_key, "actions"),
+        {
+            vector_key: (NUM_ACTIONS, STATE_DIM),
+            matrix_key: (NUM_ACTIONS, STATE_DIM, STATE_DIM),
+            "actions": (NUM_ACTIONS, 3),
+        },
+    )
+    return arrays[vector_key], arrays[matrix_key]
+
+
 def mean_reward_by_cell(data: TrainingData) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Observed mean reward and row count of every (batch size, action) cell.
 
@@ -249,8 +317,10 @@ class Policy(ABC):
 
     Class attributes:
         name: the model card's folder name, e.g. ``"mlp_bandit"``.
-        artifact_file: the file inside that folder, e.g. ``"policy.pth"``.
-        needs_torch: whether saving or loading imports torch (fitting never does).
+        artifact_file: the file inside that folder, e.g. ``"policy.pth"``; for a class whose
+            ``name`` is in :data:`~specband.policies.registry.REGISTRY`, set from its entry.
+        needs_torch: whether saving or loading imports torch (fitting never does); set from
+            the registry entry like ``artifact_file``.
         config_class: the policy's frozen config dataclass (a :class:`PolicyConfig`).
 
     Attributes:
@@ -265,6 +335,15 @@ class Policy(ABC):
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
 
     config: Any
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give a registered algorithm's class the ``artifact_file`` and ``needs_torch`` of its
+        :class:`~specband.policies.registry.PolicyEntry` (the registry is their one source)."""
+        super().__init_subclass__(**kwargs)
+        entry = REGISTRY.get(cls.__dict__.get("name", ""))
+        if entry is not None:
+            cls.artifact_file = entry.artifact_file
+            cls.needs_torch = entry.needs_torch
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()
@@ -409,3 +488,58 @@ class Policy(ABC):
         Raises:
             ArtifactError: missing file, wrong keys, shapes or types.
         """
+
+
+_R = TypeVar("_R", bound="RidgeNpzPolicy")
+
+
+class RidgeNpzPolicy(Policy):
+    """Base of the per-action ridge models whose model card file is one ``.npz`` of a
+    (19, 4) per-action vector, a (19, 4, 4) per-action matrix and the contract ``actions``
+    (19, 3), in that order: ``linucb`` (``theta``, ``A``) and ``thompson_sampling``
+    (``mean``, ``cov``).
+
+    Class attributes:
+        npz_keys: the keys of the vector and the matrix in the file.
+    """
+
+    npz_keys: ClassVar[tuple[str, str]]
+
+    @abstractmethod
+    def ridge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The fitted (19, 4) vector and (19, 4, 4) matrix stored under :attr:`npz_keys`."""
+
+    @abstractmethod
+    def _restore(self, vector: np.ndarray, matrix: np.ndarray) -> None:
+        """Take the arrays read from the file (float64, shapes checked) into a policy built
+        from the sidecar (config and ``fit_info`` already set)."""
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``<name>/<artifact_file>`` (the two arrays under :attr:`npz_keys`, then
+        ``actions``) and the sidecar.
+
+        Raises:
+            ArtifactError: not fitted, or the file cannot be written.
+        """
+        self._require_fitted()
+        vector_key, matrix_key = self.npz_keys
+        vector, matrix = self.ridge_arrays()
+        path = write_npz_atomic(
+            self.artifact_path(directory), {vector_key: vector, matrix_key: matrix, "actions": ACTIONS_ARRAY}
+        )
+        self._write_sidecar(directory)
+        return path
+
+    @classmethod
+    def load(cls: type[_R], directory: str | Path) -> _R:
+        """Read ``<name>/<artifact_file>`` (see :func:`load_ridge_npz`), then the sidecar.
+
+        Raises:
+            ArtifactError: missing file, missing keys, wrong shapes, or ``actions`` that
+                are not the contract; a malformed sidecar.
+        """
+        vector, matrix = load_ridge_npz(Path(directory) / cls.name / cls.artifact_file, *cls.npz_keys)
+        policy, _ = cls._from_sidecar(directory)
+        policy._restore(vector, matrix)
+        policy._fitted = True
+        return policy

@@ -81,7 +81,6 @@ class DoublyRobust(Policy):
     """
 
     name = "doubly_robust"
-    artifact_file = "model.joblib"
     config_class = DoublyRobustConfig
 
     def __init__(self, config: DoublyRobustConfig | None = None) -> None:

@@ -174,7 +174,6 @@ class GBT(Policy):
     """
 
     name = "gbt"
-    artifact_file = "model.joblib"
     config_class = GBTConfig
 
     def __init__(self, config: GBTConfig | None = None) -> None:

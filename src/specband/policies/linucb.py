@@ -22,26 +22,14 @@ Model card file ``linucb/model.npz``: ``theta`` (19, 4) float64, ``A`` (19, 4, 4
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from specband.contract.actions import NUM_ACTIONS
-from specband.core.errors import ArtifactError
-from specband.policies.base import (
-    ACTIONS_ARRAY,
-    Policy,
-    PolicyConfig,
-    as_states,
-    check_actions_entry,
-    check_number,
-    write_npz_atomic,
-)
+from specband.policies.base import STATE_DIM, PolicyConfig, RidgeNpzPolicy, as_states, check_number
 from specband.sweeps.dataset import TrainingData
 
-__all__ = ["POLICY", "LinUCB", "LinUCBConfig", "load_npz", "load_ridge_npz", "ridge_per_action"]
-
-STATE_DIM = 4
+__all__ = ["POLICY", "LinUCB", "LinUCBConfig", "ridge_per_action"]
 
 
 @dataclass(frozen=True)
@@ -84,66 +72,9 @@ def ridge_per_action(data: TrainingData, ridge_lambda: float) -> tuple[np.ndarra
     return theta, A, b
 
 
-def load_npz(path: Path, keys: tuple[str, ...], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
-    """Read an ``.npz`` without pickles and check the model card's keys and shapes.
-
-    Raises:
-        ArtifactError: missing file, unreadable, a missing key, a wrong shape, NaN, or an
-            ``actions`` entry that is not the contract.
-    """
-    if not path.is_file():
-        raise ArtifactError(f"{path}: no such file")
-    from specband.files.safeload import check_npz_arrays
-
-    check_npz_arrays(path)  # declared sizes bounded before np.load allocates them
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            missing = [k for k in keys if k not in npz.files]
-            if missing:
-                raise ArtifactError(f"{path}: missing key(s) {missing}; has {sorted(npz.files)}")
-            arrays = {k: np.array(npz[k]) for k in keys}
-    except ArtifactError:
-        raise
-    except Exception as exc:
-        raise ArtifactError(f"{path}: not a readable .npz file ({exc})") from None
-    for k, shape in shapes.items():
-        if arrays[k].shape != shape:
-            raise ArtifactError(f"{path}: '{k}' must have shape {shape}, got {arrays[k].shape}")
-        if k != "actions":
-            if not np.issubdtype(arrays[k].dtype, np.number):
-                raise ArtifactError(f"{path}: '{k}' must be numeric, got dtype {arrays[k].dtype}")
-            arrays[k] = arrays[k].astype(np.float64)
-            if not np.isfinite(arrays[k]).all():
-                raise ArtifactError(f"{path}: '{k}' holds NaN or Infinity")
-    check_actions_entry(arrays["actions"], str(path))
-    return arrays
-
-
-def load_ridge_npz(path: Path, vector_key: str, matrix_key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Read a per-action ridge model file (``linucb`` and ``thompson_sampling`` share the
-    layout): ``vector_key`` (19, 4), ``matrix_key`` (19, 4, 4) and the contract ``actions``
-    (19, 3).
-
-    Returns:
-        the (19, 4) and (19, 4, 4) arrays as float64.
-
-    Raises:
-        ArtifactError: see :func:`load_npz`.
-    """
-    arrays = load_npz(
-        path,
-        (vector_key, matrix_key, "actions"),
-        {
-            vector_key: (NUM_ACTIONS, STATE_DIM),
-            matrix_key: (NUM_ACTIONS, STATE_DIM, STATE_DIM),
-            "actions": (NUM_ACTIONS, 3),
-        },
-    )
-    return arrays[vector_key], arrays[matrix_key]
-
-
-class LinUCB(Policy):
-    """Disjoint LinUCB (see the module docstring).
+class LinUCB(RidgeNpzPolicy):
+    """Disjoint LinUCB (see the module docstring); saved and loaded as ``linucb/model.npz``
+    (``theta``, ``A``, ``actions``) by :class:`~specband.policies.base.RidgeNpzPolicy`.
 
     Attributes:
         theta: (19, 4) per-action weights.
@@ -151,7 +82,7 @@ class LinUCB(Policy):
     """
 
     name = "linucb"
-    artifact_file = "model.npz"
+    npz_keys = ("theta", "A")
     config_class = LinUCBConfig
 
     def __init__(self, config: LinUCBConfig | None = None) -> None:
@@ -185,33 +116,13 @@ class LinUCB(Policy):
             out = out + self.config.ucb_alpha * np.sqrt(np.maximum(width, 0.0))
         return out[0] if single else out
 
-    def save(self, directory: str | Path) -> Path:
-        """Write ``linucb/model.npz`` (``theta``, ``A``, ``actions``) and the sidecar.
+    def ridge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``theta`` (19, 4) and ``A`` (19, 4, 4)."""
+        return self.theta, self.A
 
-        Raises:
-            ArtifactError: not fitted, or the file cannot be written.
-        """
-        self._require_fitted()
-        path = write_npz_atomic(
-            self.artifact_path(directory), {"theta": self.theta, "A": self.A, "actions": ACTIONS_ARRAY}
-        )
-        self._write_sidecar(directory)
-        return path
-
-    @classmethod
-    def load(cls, directory: str | Path) -> LinUCB:
-        """Read ``linucb/model.npz``.
-
-        Raises:
-            ArtifactError: missing file, missing keys, wrong shapes, or ``actions`` that
-                are not the contract.
-        """
-        theta, A = load_ridge_npz(Path(directory) / cls.name / cls.artifact_file, "theta", "A")
-        policy, _ = cls._from_sidecar(directory)
-        policy.theta = theta
-        policy.A = A
-        policy._fitted = True
-        return policy
+    def _restore(self, vector: np.ndarray, matrix: np.ndarray) -> None:
+        self.theta, self.A = vector, matrix
+        self._A_inv = None
 
 
 POLICY = LinUCB

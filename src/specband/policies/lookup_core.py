@@ -20,11 +20,12 @@ from specband.core.batchlist import nearest_batch_size
 from specband.core.errors import ArtifactError, InvalidActionError
 from specband.core.limits import is_finite_number, is_int
 from specband.policies.files import SIDECAR_FILE, read_json
+from specband.policies.registry import REGISTRY
 
 __all__ = ["LookupFiles", "lookup_pick", "parse_action_means", "parse_lookup_table", "read_lookup_folder"]
 
 NAME = "lookup_table"
-ARTIFACT_FILE = "model.json"
+ARTIFACT_FILE = REGISTRY[NAME].artifact_file
 
 
 def _is_number(value: Any) -> bool:

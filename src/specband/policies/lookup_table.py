@@ -55,7 +55,6 @@ class LookupTable(Policy):
     """
 
     name = "lookup_table"
-    artifact_file = "model.json"
     config_class = LookupTableConfig
 
     def __init__(self, config: LookupTableConfig | None = None) -> None:

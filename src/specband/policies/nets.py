@@ -60,6 +60,7 @@ from scipy import special
 from specband.core.errors import ArtifactError, ConfigError, MissingExtraError
 from specband.core.limits import is_int
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
+from specband.policies.registry import REGISTRY
 from specband.sweeps.dataset import TrainingData
 
 __all__ = [
@@ -83,8 +84,9 @@ __all__ = [
     "train_mlp",
 ]
 
-#: The algorithms whose artifact is a torch ``.pth`` file (model card): saving them needs torch.
-TORCH_ALGORITHMS: tuple[str, ...] = ("mlp_bandit", "cql", "bcq")
+#: The algorithms whose artifact is a torch ``.pth`` file (model card): saving them needs torch
+#: (:attr:`specband.policies.registry.PolicyEntry.needs_torch`).
+TORCH_ALGORITHMS: tuple[str, ...] = tuple(e.name for e in REGISTRY.values() if e.needs_torch)
 
 #: (fan_in, fan_out) of each Linear of QNetwork(4, 19) (model card).
 QNETWORK_LAYERS: tuple[tuple[int, int], ...] = ((4, 128), (128, 128), (128, 19))
@@ -683,8 +685,6 @@ class QNetworkPolicy(Policy):
         net: the fitted :class:`MLP` (``None`` before fitting).
     """
 
-    artifact_file = "policy.pth"
-    needs_torch = True
     config_class = NetConfig
 
     def __init__(self, config: NetConfig | None = None) -> None:

@@ -22,22 +22,14 @@ Model card file ``thompson_sampling/model.npz``: ``mean`` (19, 4), ``cov`` (19, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from specband.contract.actions import NUM_ACTIONS
 from specband.core.errors import ConfigError
 from specband.core.limits import is_finite_number
-from specband.policies.base import (
-    ACTIONS_ARRAY,
-    Policy,
-    PolicyConfig,
-    as_states,
-    check_number,
-    write_npz_atomic,
-)
-from specband.policies.linucb import STATE_DIM, load_ridge_npz, ridge_per_action
+from specband.policies.base import STATE_DIM, PolicyConfig, RidgeNpzPolicy, as_states, check_number
+from specband.policies.linucb import ridge_per_action
 from specband.sweeps.dataset import TrainingData
 
 __all__ = ["POLICY", "ThompsonSampling", "ThompsonSamplingConfig"]
@@ -69,8 +61,11 @@ class ThompsonSamplingConfig(PolicyConfig):
             raise ConfigError(f"thompson_sampling 'sample' must be true or false, got {self.sample!r}")
 
 
-class ThompsonSampling(Policy):
-    """Linear Thompson sampling, deciding by the posterior mean by default.
+class ThompsonSampling(RidgeNpzPolicy):
+    """Linear Thompson sampling, deciding by the posterior mean by default; saved and
+    loaded as ``thompson_sampling/model.npz`` (``mean``, ``cov``, ``actions``) by
+    :class:`~specband.policies.base.RidgeNpzPolicy` (loading restarts the draw sequence
+    from the seed).
 
     Attributes:
         mean: (19, 4) posterior means.
@@ -79,7 +74,7 @@ class ThompsonSampling(Policy):
     """
 
     name = "thompson_sampling"
-    artifact_file = "model.npz"
+    npz_keys = ("mean", "cov")
     config_class = ThompsonSamplingConfig
 
     def __init__(self, config: ThompsonSamplingConfig | None = None) -> None:
@@ -126,41 +121,23 @@ class ThompsonSampling(Policy):
         out = x @ theta.T
         return out[0] if single else out
 
-    def save(self, directory: str | Path) -> Path:
-        """Write ``thompson_sampling/model.npz`` (``mean``, ``cov``, ``actions``) and the sidecar.
+    def ridge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``mean`` (19, 4) and ``cov`` (19, 4, 4)."""
+        return self.mean, self.cov
 
-        Raises:
-            ArtifactError: not fitted, or the file cannot be written.
-        """
-        self._require_fitted()
-        path = write_npz_atomic(
-            self.artifact_path(directory), {"mean": self.mean, "cov": self.cov, "actions": ACTIONS_ARRAY}
-        )
-        self._write_sidecar(directory)
-        return path
-
-    @classmethod
-    def load(cls, directory: str | Path) -> ThompsonSampling:
-        """Read ``thompson_sampling/model.npz``; the draw sequence restarts from the seed.
-
-        Raises:
-            ArtifactError: missing file, missing keys, wrong shapes, or ``actions`` that
-                are not the contract.
-        """
-        mean, cov = load_ridge_npz(Path(directory) / cls.name / cls.artifact_file, "mean", "cov")
-        policy, _ = cls._from_sidecar(directory)
-        policy.mean = mean
-        policy.cov = cov
-        stored = policy.fit_info.get("noise_std")
-        if policy.config.noise_std is not None:
-            policy.noise_std = float(policy.config.noise_std)
+    def _restore(self, vector: np.ndarray, matrix: np.ndarray) -> None:
+        """The posterior from the file; the noise scale from the config, else the sidecar,
+        else 1 (the model card's convention: ``cov = inv(A)``, unit noise); the draw
+        sequence restarts from the seed."""
+        self.mean, self.cov = vector, matrix
+        stored = self.fit_info.get("noise_std")
+        if self.config.noise_std is not None:
+            self.noise_std = float(self.config.noise_std)
         elif is_finite_number(stored) and stored > 0:
-            policy.noise_std = float(stored)
+            self.noise_std = float(stored)
         else:
-            policy.noise_std = 1.0  # the model card's convention: cov = inv(A), unit noise
-        policy._reset_rng()
-        policy._fitted = True
-        return policy
+            self.noise_std = 1.0
+        self._reset_rng()
 
 
 POLICY = ThompsonSampling

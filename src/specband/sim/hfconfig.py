@@ -297,7 +297,8 @@ def read_model_config(config: str | Path) -> tuple[dict[str, Any], str]:
 
     Raises:
         ConfigError: one line naming the file (missing, unreadable, invalid JSON, not an
-            object) or the hub id (:class:`specband.files.hub.HubError`).
+            object). :class:`specband.files.hub.HubError`: one line naming the hub id (no such
+            repo or file: exit 2; not in the cache with the hub unreachable: exit 5).
     """
     path = Path(config)
     if not path.exists() and str(config) in bundled_model_configs():
