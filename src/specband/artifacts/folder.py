@@ -41,7 +41,7 @@ from specband.contract.actions import ACTION_SETS, active_action_set
 from specband.contract.reward import RewardConfig
 from specband.contract.state import FEATURE_KINDS, state_tuple
 from specband.core.batchlist import nearest_batch_size
-from specband.core.errors import ArtifactError
+from specband.core.errors import ArtifactError, ConfigError
 from specband.core.limits import (
     is_finite_number,
     is_int,
