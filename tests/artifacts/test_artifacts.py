@@ -316,6 +316,9 @@ def test_manifest_records_the_training(folder: Path, sweep) -> None:
         ({"batch_sizes": {"four": {}}}, "not a positive integer"),
         ({"batch_sizes": {"4": {"allowed": [1], "state": [1, 2]}}}, "4 finite numbers"),
         ({"power_limit_w": -80}, "'power_limit_w'"),
+        ({"reward_config": [0.95]}, "'reward_config' must be an object or null"),
+        ({"reward_config": {"band_low": 0.99, "band_high": 0.98}}, "'reward_config': reward config needs 0 < band_low"),
+        ({"power_limits": {"picks": {}}}, "'power_limits' must be an object with"),
     ],
 )
 def test_bad_manifest(folder: Path, tmp_path: Path, patch: dict, message: str) -> None:
