@@ -8,7 +8,7 @@ from its entry), :data:`specband.policies.nets.TORCH_ALGORITHMS`, the folder lay
 :mod:`specband.artifacts.folder` (``ARTIFACT_FILES``, ``PICKLED_ALGORITHMS``) and the
 loading recipes of the model card (:data:`specband.artifacts.card.RECIPES`).
 
-This module imports no NumPy, torch or scikit-learn, and :meth:`PolicyEntry.policy_class`
+This module imports no NumPy, torch or scikit-learn, and :func:`specband.policies.policy_class`
 imports only the one policy's module, so the ``lookup_table`` path of
 ``specband recommend`` stays cold-fast.
 
@@ -18,7 +18,6 @@ The files and recipes are the published model card's (docs/FACTS.md §5, docs/mo
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -28,8 +27,6 @@ from specband.policies.files import SIDECAR_FILE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    from specband.policies.base import Policy
 
 __all__ = ["REGISTRY", "PolicyEntry", "policy_entry"]
 
@@ -79,11 +76,6 @@ class PolicyEntry:
         """Every file ``save`` writes inside ``<name>/``: the model card file, its
         pickle-free copies and the sidecar (:data:`~specband.policies.files.SIDECAR_FILE`)."""
         return (self.artifact_file, *self.copies, SIDECAR_FILE)
-
-    def policy_class(self) -> type[Policy]:
-        """The module's ``POLICY`` (imports that module, and only it, on first use)."""
-        cls: type[Policy] = importlib.import_module(self.module).POLICY
-        return cls
 
 
 _QNETWORK_RECIPE = "`QNetwork(4, 19).load_state_dict(torch.load(..., weights_only=True))`"
