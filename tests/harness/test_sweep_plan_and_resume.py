@@ -304,7 +304,7 @@ def test_a_real_shaped_timed_batch_at_bs16_gives_the_models_speed_or_the_labelle
 
 
 def test_timed_batch_step_times_drop_the_value_spanning_the_idle_gap():
-    from specband.harness.runner import timed_batch_step_times
+    from specband.engines.sglang import timed_batch_step_times
 
     assert timed_batch_step_times([0.5, 0.02], [0.5, 0.02, 0.9, 0.021, 0.019]) == [0.021, 0.019]
     assert timed_batch_step_times([], [0.9]) == []

@@ -43,13 +43,6 @@ def _plain_warnings() -> Iterator[None]:
             warnings.showwarning = previous
 
 
-def _sglang_version(given: str | None, server_command: str, server_env: dict[str, str]) -> tuple[str, str, str | None]:
-    """:func:`specband.harness.request.sglang_version_for` (``launch`` uses it too)."""
-    from specband.harness.request import sglang_version_for
-
-    return sglang_version_for(given, server_command, server_env)
-
-
 def _warn(message: str | None) -> None:
     """Print ``warning: <message>`` on stderr (nothing for ``None``)."""
     if message is not None:

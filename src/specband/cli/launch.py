@@ -43,9 +43,10 @@ def launch_command(request: LaunchRequest) -> None:
     for line in plan.notes:
         note(line)
     if request.dry_run:
+        from specband.engines.base import get_engine
         from specband.engines.serverconfig import format_launch
 
-        engine = "vLLM" if plan.config.engine == "vllm" else "sglang"
+        engine = get_engine(plan.config.engine).display_name
         typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")
         if plan.power_limit_w is not None:
             typer.echo(f"# sudo nvidia-smi -pl {plan.power_limit_w:g}")

@@ -34,18 +34,19 @@ def schedule_command(request: ScheduleRequest) -> None:
     """Write the energy-band speculation schedule (one chain config, topk 1, per
     batch-size tier) in the engine's own format, and print how far each tier's chain
     config falls behind the best tree config (topk > 1)."""
-    from specband.core.errors import ConfigError
     from specband.deploy.explain import origin_line
     from specband.deploy.schedule import write_schedule
     from specband.deploy.usersetup import user_setup
-    from specband.engines.schedule_files import check_sglang_adaptive_config, sglang_schedule_flags
+    from specband.engines.base import get_engine
 
+    engine = get_engine(request.engine)
     written = write_schedule(request, user_setup(request.target, request.draft_model, request.gpu))
     origin = origin_line(written.answer.origin)
     for line in (*written.answer.notes, *([origin] if origin else [])):
         _note(line)
-    if request.engine == "vllm" and request.margin:
-        _note("--margin is for sglang's candidate sets; vLLM takes one K per range (the best)")
+    margin_note = engine.schedule_margin_note(request.margin)
+    if margin_note is not None:
+        _note(margin_note)
     if request.output_format == "json":
         typer.echo(json.dumps(written.to_json(request.engine), indent=2))
         return
@@ -53,22 +54,13 @@ def schedule_command(request: ScheduleRequest) -> None:
     for pick in written.answer.picks:
         if pick.off_reason:
             _note(pick.off_reason)
-    out, n = written.path, len(written.tiers)
-    if request.engine != "sglang":
-        flag = shlex.quote(json.dumps(written.config))
-        say(f"wrote {out} ({n} range(s)); vLLM flag: --speculative-config {flag}")
-        return
-    checked = (
-        "sglang's _load_adaptive_config accepts it"
-        if written.engine_checked
-        else ("sglang not importable: checked with its rules")
+    said, noted = engine.schedule_written(
+        written.path, written.config, len(written.tiers), written.engine_checked, request.draft_model
     )
-    say(f"wrote {out} ({n} tier(s)); {checked}")
-    try:
-        entries = check_sglang_adaptive_config(written.config)
-        say("sglang flags: " + shlex.join(sglang_schedule_flags(out, entries, request.draft_model)))
-    except ConfigError as exc:
-        _note(str(exc))
+    for line in said:
+        say(line)
+    for line in noted:
+        _note(line)
 
 
 def _print_table(picks: Sequence[TierPick], algorithm: str) -> None:

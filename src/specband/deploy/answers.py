@@ -772,14 +772,10 @@ class SchedulePick:
         """``engine``, ``path`` (a string), ``action`` and the engine's part: sglang's ``tiers``
         (keys as strings) and ``extra_args``, or vLLM's ``ranges`` (``[start, end, K]``) and
         ``speculative_config``."""
+        from specband.engines.base import get_engine  # here: the engine registry stays off recommend's cold path
+
         out: dict[str, Any] = {"engine": self.engine, "path": str(self.path), "action": list(self.action)}
-        if self.engine == "vllm":
-            out["ranges"] = [list(r) for r in self.ranges]
-            out["speculative_config"] = None if self.speculative_config is None else dict(self.speculative_config)
-        else:
-            out["tiers"] = {str(tier): dict(entry) for tier, entry in self.tiers.items()}
-            out["extra_args"] = list(self.extra_args)
-        return out
+        return {**out, **get_engine(self.engine).schedule_json(self)}
 
 
 #: What :func:`specband.deploy.recommend.answer` returns.

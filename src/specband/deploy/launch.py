@@ -29,6 +29,7 @@ from specband.deploy.recommend import (
     state_field,
     trust_pickle_field,
 )
+from specband.engines.base import get_engine
 from specband.harness.request import (
     engine_field,
     gpu_index_field,
@@ -226,35 +227,26 @@ def _decide(
     from specband.deploy.usersetup import user_setup
 
     setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
-    if r.schedule is not None and r.engine == "vllm":
-        from specband.deploy.schedule import vllm_schedule_for_launch
-
-        pick = vllm_schedule_for_launch(
-            r.schedule, r.algo, r.models, r.data, r.draft, notes=notes, trust_pickle=r.trust_pickle,
-            setup=setup, allow_transfer=r.allow_transfer,
-        )  # fmt: skip
-        mns = ("--max-num-seqs", str(r.max_running_requests)) if r.max_running_requests else ()
-        config = dataclasses.replace(
-            config, speculative_config=pick.speculative_config, extra_args=(*mns, *config.extra_args)
-        )
-        return config, pick
     if r.schedule is not None:
-        from specband.deploy.schedule import schedule_for_launch
+        from specband.deploy.schedule import auto_schedule, launch_schedule
 
-        pick = schedule_for_launch(
-            r.schedule, r.algo, r.models, r.data, notes=notes, auto_file=auto_file, log=r.log,
-            trust_pickle=r.trust_pickle, setup=setup, allow_transfer=r.allow_transfer,
-        )  # fmt: skip
-        mrr = ["--max-running-requests", str(r.max_running_requests)] if r.max_running_requests else []
-        return dataclasses.replace(config, extra_args=(*pick.extra_args, *mrr, *config.extra_args)), pick
+        auto = None
+        if r.schedule == "auto":
+            auto = auto_schedule(
+                r.engine, r.algo, r.models, r.data, notes=notes, trust_pickle=r.trust_pickle, setup=setup,
+                allow_transfer=r.allow_transfer,
+            )  # fmt: skip
+        pick = launch_schedule(r.engine, r.schedule, auto, r.draft, notes=notes, auto_file=auto_file, log=r.log)
+        fields = get_engine(r.engine).schedule_server_fields(config, pick, r.max_running_requests)
+        return dataclasses.replace(config, **fields), pick
     assert r.batch_size is not None  # checked: --batch-size or --schedule
-    auto = r.set_power_limit == "auto"
+    limit_auto = r.set_power_limit == "auto"
     telemetry = r.state
-    if telemetry is None and not auto:  # the idle GPU is read for a pick, not for a limit's answer
+    if telemetry is None and not limit_auto:  # the idle GPU is read for a pick, not for a limit's answer
         telemetry = read_idle_state(r.device, r.gpu_index or 0, notes)
     request = AnswerRequest(
         algo=r.algo, models=r.models, data=r.data, batch_size=r.batch_size, state=telemetry, draft_model=r.draft,
-        trust_pickle=r.trust_pickle, allow_modified=r.allow_modified, power_limit="required" if auto else "never",
+        trust_pickle=r.trust_pickle, allow_modified=r.allow_modified, power_limit="required" if limit_auto else "never",
         allow_transfer=r.allow_transfer,
     )  # fmt: skip
     decided = answer(request, setup)
@@ -276,10 +268,10 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     """
     from specband.core.errors import ConfigError
     from specband.engines.serverconfig import build_launch_command
-    from specband.engines.vllm import check_vllm_actions
     from specband.harness.request import engine_server
 
     config, rope_note = _check(r)
+    engine = get_engine(r.engine)
     log_created = open_log(r.log, dry_run=r.dry_run)
     # the version warning and the notes wait until the pick is known to be launchable,
     # so that bad input (e.g. a speculative pick without --draft) is one error line
@@ -287,14 +279,10 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     command_line, (version, version_source, version_warning) = engine_server(
         r.engine, r.server_command, r.sglang_version, r.attention_backend, env
     )
-    versions = {"vllm_version": version} if r.engine == "vllm" else {"sglang_version": version}
-    config = dataclasses.replace(config, server_command=command_line, env=env, **versions)
+    config = dataclasses.replace(config, server_command=command_line, env=env, **engine.version_fields(version))
     notes: list[str] = [] if rope_note is None else [rope_note]
-    if r.engine != "vllm":
-        from specband.engines.sglang_flags import newer_version_note
-
-        newer = newer_version_note(version)
-        notes += [] if newer is None else [newer]
+    newer = engine.version_note(version)
+    notes += [] if newer is None else [newer]
     auto_file: Path | None = None
     try:
         if r.schedule == "auto" and not r.dry_run:
@@ -304,8 +292,10 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
         config, pick = _decide(r, config, notes, auto_file)
         steps, topk, draft_tokens = pick.action
         action = Action(steps, topk, draft_tokens)  # printed as "(3,2,4)", the one spelling of a triple
-        if r.engine == "vllm" and r.schedule is None:
-            check_vllm_actions([action], option=f"--engine vllm: {r.algo}'s pick for batch size {r.batch_size}")
+        if r.schedule is None:
+            engine.check_actions(
+                [action], option=f"--engine {engine.name}: {r.algo}'s pick for batch size {r.batch_size}"
+            )
         if r.draft is None and any(action):
             raise ConfigError(
                 f"{r.algo} picks {action} for batch size {r.batch_size}, a speculative action that needs --draft "
@@ -325,10 +315,8 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                     r.log.unlink()
         remove(auto_file)
         raise
-    if isinstance(pick, SchedulePick) and pick.engine == "vllm":
-        notes.append(f"vLLM per-batch-size K with {pick.path}: [start, end, K] {[list(e) for e in pick.ranges]}")
-    elif isinstance(pick, SchedulePick):
-        notes.append(f"adaptive speculation with {pick.path}: tiers {sorted(pick.tiers)}, starting at {action}")
+    if isinstance(pick, SchedulePick):
+        notes.append(engine.schedule_note(pick, action))
     elif isinstance(pick, PowerLimitAnswer):
         notes.append(f"power limit {pick.power_limit_w:g} W with {action} for batch size {r.batch_size}")
     else:
@@ -381,7 +369,7 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
                 if isinstance(plan.pick, SchedulePick)
                 else f"{Action(*plan.action)} for batch size {r.batch_size}"
             )
-            engine = "vLLM" if r.engine == "vllm" else "sglang"
+            engine = get_engine(r.engine).display_name
             say(
                 f"{engine} ready at {server.base_url} with {what}{retried}; log: {r.log}; "
                 "Ctrl-C stops it (exit status 0)"

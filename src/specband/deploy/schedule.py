@@ -1,6 +1,6 @@
 """The schedule library's entry points for the commands: ``specband schedule``
 (:class:`ScheduleRequest`, :func:`write_schedule`) and ``launch --schedule FILE|auto``
-(:func:`schedule_for_launch`). The tier picks are :func:`specband.deploy.recommend.answer`'s
+(:func:`launch_schedule`). The tier picks are :func:`specband.deploy.recommend.answer`'s
 (a :class:`~specband.deploy.answers.ScheduleAnswer`); the schedules themselves are
 :mod:`specband.deploy.tiers`'s."""
 
@@ -11,33 +11,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.contract.actions import chain_action
-from specband.core.errors import ConfigError
 from specband.deploy.answers import JsonObject, ScheduleAnswer, SchedulePick
 from specband.deploy.recommend import AnswerRequest, ScheduleSpec, answer
 from specband.deploy.tiers import merge_tiers
+from specband.engines.base import ENGINE_NAMES, AutoSchedule, get_engine
 
 if TYPE_CHECKING:
     from specband.deploy.transfer import UserSetup
     from specband.engines.schedule_files import Tier
-from specband.engines.schedule_files import (
-    check_sglang_adaptive_config,
-    check_vllm_schedule,
-    read_sglang_adaptive_config,
-    sglang_adaptive_config,
-    sglang_initial_steps,
-    sglang_schedule_flags,
-    validate_with_sglang,
-    vllm_speculative_config,
-)
 
 __all__ = [
-    "ENGINES",
     "SchedulePick",
     "ScheduleRequest",
     "WrittenSchedule",
+    "auto_schedule",
+    "launch_schedule",
     "new_auto_schedule_file",
     "schedule_for_launch",
+    "vllm_schedule_for_launch",
     "write_schedule",
 ]
 
@@ -63,6 +54,74 @@ def new_auto_schedule_file(log: Path) -> Path:
     return Path(name)
 
 
+def auto_schedule(
+    engine: str,
+    algo: str,
+    models: Path | None,
+    data: Path | None,
+    *,
+    notes: list[str],
+    trust_pickle: bool = False,
+    setup: UserSetup | None = None,
+    allow_transfer: bool = False,
+) -> AutoSchedule:
+    """``--schedule auto``: the schedule of ``specband schedule --engine E`` for
+    ``--algo``/``--models`` (the best chain config per measured batch size, merged into
+    tiers), the user's ``setup`` checked against the data's as ``recommend`` checks it; the
+    loading notes and the transfer's warnings are appended to ``notes``.
+
+    Raises:
+        TransferError: the data is from another setup and ``allow_transfer`` is not set; the
+            loading errors of :func:`specband.artifacts.load.load_models`.
+    """
+    tiered = _tier_picks(algo, models, data, get_engine(engine).name, trust_pickle, setup, allow_transfer)
+    notes += tiered.notes
+    picks = tiered.picks
+    return AutoSchedule(algo, merge_tiers(picks), tuple(p.off_reason for p in picks if p.off_reason))
+
+
+def launch_schedule(
+    engine: str,
+    schedule: str,
+    auto: AutoSchedule | None,
+    draft: str | None = None,
+    *,
+    notes: list[str],
+    auto_file: Path | None = None,
+    log: Path = Path("specband-server.log"),
+) -> SchedulePick:
+    """The schedule part of ``specband launch [--engine E] --schedule FILE|auto``; what it has
+    to say is appended to ``notes`` for the caller to print.
+
+    With ``auto`` (:func:`auto_schedule`, for ``--schedule auto``) the engine writes it in its
+    format (:meth:`specband.engines.base.Engine.launch_schedule`: sglang's file goes to
+    ``auto_file``, :func:`new_auto_schedule_file`, owned by the launch, and a dry run's
+    ``None`` writes nothing; vLLM's object goes on the command line); else ``schedule`` is a
+    file read and checked with the engine's rules (sglang: an adaptive config; vLLM: a
+    ``--speculative-config`` object, its ``model`` set to ``draft``).
+
+    Returns:
+        a :class:`~specband.deploy.answers.SchedulePick` of ``engine``: ``path``, ``action``
+        (the config the server starts from) and the engine's part (sglang: ``tiers`` and
+        ``extra_args``; vLLM: ``ranges`` and ``speculative_config``).
+
+    Raises:
+        ConfigError: an unknown engine, an unreadable or invalid file, or a schedule that
+            never speculates.
+    """
+    runs = get_engine(engine)
+    made = runs.launch_schedule(schedule, auto, draft=draft, notes=notes, auto_file=auto_file, log=log)
+    return SchedulePick(
+        engine=runs.name,
+        path=made.path,
+        action=made.action,
+        tiers=made.tiers,
+        ranges=made.ranges,
+        extra_args=made.extra_args,
+        speculative_config=made.speculative_config,
+    )
+
+
 def schedule_for_launch(
     schedule: str,
     algo: str,
@@ -76,55 +135,15 @@ def schedule_for_launch(
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
 ) -> SchedulePick:
-    """The adaptive-speculation part of ``specband launch --schedule FILE|auto``; what it
-    has to say (the file ``auto`` wrote) is appended to ``notes`` for the caller to print.
-
-    ``FILE`` is read and checked with sglang's rules; ``auto`` builds the schedule of
-    ``specband schedule --engine sglang`` for ``--algo``/``--models`` and writes it to
-    ``auto_file`` (:func:`new_auto_schedule_file`, owned by the launch); with ``auto_file``
-    ``None`` (a dry run) nothing is written: the note holds the schedule and the command
-    line names ``<log>.schedule-XXXXXXXX.json``.
-
-    Returns:
-        a :class:`~specband.deploy.answers.SchedulePick` (engine ``sglang``): ``path`` (the config
-        file), ``tiers`` (tier -> entry), ``action`` (the chain config sglang starts from:
-        ``--speculative-num-steps`` = sglang's own default) and ``extra_args``
-        (``--speculative-adaptive --speculative-adaptive-config FILE``).
-
-    Raises:
-        ConfigError: an unreadable or invalid file, or a schedule that never speculates.
-    """
-    from specband.files.fileio import write_text_atomic
-
+    """:func:`launch_schedule` for sglang (``--speculative-adaptive-config``; the draft goes on
+    the launch line), with :func:`auto_schedule` for ``auto``."""
+    auto = None
     if schedule == "auto":
-        tiered = _tier_picks(algo, models, data, "sglang", trust_pickle, setup, allow_transfer)
-        notes += tiered.notes
-        picks = tiered.picks
-        notes.extend(p.off_reason for p in picks if p.off_reason)
-        obj = sglang_adaptive_config(merge_tiers(picks))
-        entries = check_sglang_adaptive_config(obj)
-        path = auto_file or log.with_name(f"{log.name}.schedule-XXXXXXXX.json")
-        sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
-        tiers = ", ".join(map(str, sorted(entries)))
-        if auto_file is None:
-            notes.append(
-                f"--schedule auto (dry run, nothing written): {algo}'s schedule {json.dumps(obj)} (tiers {tiers}); "
-                f"a launch writes it beside --log and removes it when it ends"
-            )
-        else:
-            write_text_atomic(auto_file, json.dumps(obj, indent=2) + "\n", error=ConfigError)
-            notes.append(f"--schedule auto: wrote {algo}'s schedule to {auto_file} (tiers {tiers}; removed at the end)")
-    else:
-        path = Path(schedule)
-        entries = read_sglang_adaptive_config(path)
-    flags = sglang_schedule_flags(path, entries, None)
-    return SchedulePick(
-        engine="sglang",
-        path=path,
-        action=chain_action(sglang_initial_steps(entries)),
-        tiers=entries,
-        extra_args=tuple(flags[flags.index("--speculative-adaptive") :]),
-    )
+        auto = auto_schedule(
+            "sglang", algo, models, data, notes=notes, trust_pickle=trust_pickle, setup=setup,
+            allow_transfer=allow_transfer,
+        )  # fmt: skip
+    return launch_schedule("sglang", schedule, auto, None, notes=notes, auto_file=auto_file, log=log)
 
 
 def vllm_schedule_for_launch(
@@ -139,56 +158,15 @@ def vllm_schedule_for_launch(
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
 ) -> SchedulePick:
-    """The per-batch-size part of ``specband launch --engine vllm --schedule FILE|auto``:
-    ``FILE`` is a ``--speculative-config`` object (``specband schedule --engine vllm``'s
-    output), checked with vLLM's rules (:func:`specband.deploy.tiers.check_vllm_schedule`) and
-    its ``model`` set to ``--draft``; ``auto`` builds it from ``--algo``/``--models`` as
-    ``specband schedule --engine vllm`` does (nothing is written: vLLM takes it on the command
-    line).
-
-    Returns:
-        a :class:`~specband.deploy.answers.SchedulePick` (engine ``vllm``): ``path`` (the file, or
-        ``auto``), ``ranges`` (``(start, end, K)``), ``action`` (the chain of the largest K,
-        ``num_speculative_tokens``) and ``speculative_config``.
-
-    Raises:
-        ConfigError: an unreadable or invalid file, or a schedule that never speculates.
-    """
-    from specband.core.errors import ConfigError
-    from specband.core.limits import MAX_CONFIG_FILE_BYTES
-    from specband.files.fileio import read_text_bounded
-
-    if schedule == "auto":  # the user's setup checked against the data's, as for sglang's schedule
-        tiered = _tier_picks(algo, models, data, "vllm", trust_pickle, setup, allow_transfer)
-        notes += tiered.notes
-        obj = vllm_speculative_config(merge_tiers(tiered.picks), draft)
-        notes.append(f"--schedule auto: {algo}'s vLLM schedule {json.dumps(obj)}")
-    else:
-        try:
-            text = read_text_bounded(Path(schedule), limit=MAX_CONFIG_FILE_BYTES, kind="vLLM speculative config")
-            obj = json.loads(text)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"--schedule {schedule}: cannot read a vLLM --speculative-config ({exc})") from None
-        if not isinstance(obj, dict) or "num_speculative_tokens_per_batch_size" not in obj:
-            raise ConfigError(
-                f"--schedule {schedule}: not a vLLM --speculative-config with num_speculative_tokens_per_batch_size "
-                f"(write one with `specband schedule --engine vllm`)"
-            )
-        if draft is not None:
-            obj = {**obj, "model": draft}
-    try:
-        ranges = check_vllm_schedule(obj["num_speculative_tokens_per_batch_size"], obj.get("num_speculative_tokens"))
-    except ConfigError as exc:
-        raise ConfigError(f"--schedule {schedule}: {exc}") from None
-    k = int(obj["num_speculative_tokens"])
-    return SchedulePick(
-        engine="vllm",
-        path=schedule,
-        action=chain_action(k),
-        tiers={},
-        ranges=tuple(ranges),
-        speculative_config=obj,
-    )
+    """:func:`launch_schedule` for vLLM (a ``--speculative-config`` object whose ``model`` is
+    ``draft``; nothing is written), with :func:`auto_schedule` for ``auto``."""
+    auto = None
+    if schedule == "auto":
+        auto = auto_schedule(
+            "vllm", algo, models, data, notes=notes, trust_pickle=trust_pickle, setup=setup,
+            allow_transfer=allow_transfer,
+        )  # fmt: skip
+    return launch_schedule("vllm", schedule, auto, draft, notes=notes)
 
 
 def _tier_picks(
@@ -215,10 +193,6 @@ def _tier_picks(
     return tiered
 
 
-#: ``specband schedule --engine`` values.
-ENGINES = ("sglang", "vllm")
-
-
 def _schedule_option_fields() -> dict[str, Any]:
     from specband.contract.actions import action_set_field
     from specband.core.optionspec import option
@@ -234,7 +208,9 @@ def _schedule_option_fields() -> dict[str, Any]:
 
     return {
         "actions": action_set_field("the models (an extended folder is read with 'extended' only)", "model"),
-        "engine": option(..., "--engine", "-e", help="Engine format: sglang or vllm.", panel="output", metavar="NAME"),
+        "engine": option(
+            ..., "--engine", "-e", help=f"Engine format: {' or '.join(ENGINE_NAMES)}.", panel="output", metavar="NAME"
+        ),
         "models": models_field(),
         "algo": algo_field(),
         "data": data_field("schedule"),
@@ -325,11 +301,9 @@ class ScheduleRequest:
     output_format: str = _F["output_format"]
 
     def __post_init__(self) -> None:
-        from specband.core.errors import ConfigError
         from specband.files.fileio import check_out_path
 
-        if self.engine not in ENGINES:
-            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        get_engine(self.engine)  # an unknown engine is one error line
         check_out_path(self.out_path, overwrite=self.force)
 
     @property
@@ -390,8 +364,6 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
         :func:`specband.deploy.recommend.answer`; the loading errors of
         :func:`specband.artifacts.load.load_models`.
     """
-    from collections.abc import Callable
-
     from specband.core.batchlist import parse_batch_sizes
     from specband.core.errors import ConfigError
     from specband.files.fileio import write_text_atomic
@@ -400,17 +372,13 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
     tiered = answer(r.answer_request(sizes), setup)  # a refused transfer leaves --out alone
     assert isinstance(tiered, ScheduleAnswer)
     tiers = merge_tiers(tiered.picks)
+    engine = get_engine(r.engine)
+    obj = engine.schedule_config(tiers, r.draft_model)
     checked: list[bool] = []
-    check: Callable[[Path], None] | None = None
-    if r.engine == "sglang":
-        obj: dict[str, Any] = sglang_adaptive_config(tiers)
 
-        def check_with_sglang(tmp: Path) -> None:
-            if r.engine_check and validate_with_sglang(tmp):
-                checked.append(True)
+    def check_with_engine(tmp: Path) -> None:
+        if r.engine_check and engine.check_schedule_file(tmp):
+            checked.append(True)
 
-        check = check_with_sglang
-    else:
-        obj = vllm_speculative_config(tiers, r.draft_model)
-    write_text_atomic(r.out_path, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check)
+    write_text_atomic(r.out_path, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check_with_engine)
     return WrittenSchedule(r.out_path, obj, tiered, tiers, bool(checked))

@@ -52,6 +52,7 @@ from specband.contract.actions import (
     chain_and_tree_indices,
 )
 from specband.core.errors import ConfigError
+from specband.engines.base import get_engine
 from specband.engines.schedule_files import Tier
 
 if TYPE_CHECKING:
@@ -183,7 +184,8 @@ class TierPick:
             (measured there, for ``measured_only`` scorers).
         best_chain_reward: the best of them, or ``None`` when there is none.
         engine: the engine the schedule is for (``"sglang"``: adaptive tiers; ``"vllm"``:
-            a per-batch-size K), named in :attr:`off_reason`.
+            a per-batch-size K), named in :attr:`off_reason`
+            (:attr:`specband.engines.base.Engine.schedule_runs`).
     """
 
     batch_size: int
@@ -203,7 +205,7 @@ class TierPick:
         if self.best_steps != 0:
             return None
         if self.chain_scored == 0:
-            runs = "vLLM's per-batch-size K runs" if self.engine == "vllm" else "sglang's adaptive tiers run"
+            runs = get_engine(self.engine).schedule_runs
             return (
                 f"batch size {self.batch_size}: speculation off: no chain config (topk 1) was measured at batch "
                 f"size {self.measured_batch_size}, and {runs} chains only"

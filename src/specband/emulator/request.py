@@ -10,6 +10,7 @@ from pathlib import Path
 from specband.core.limits import MAX_SEED, MAX_TIMEOUT_S
 from specband.core.optionspec import option
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.engines.base import ENGINE_NAMES
 from specband.engines.vllm import EMULATOR_ENGINE_ENV
 
 __all__ = ["EmulateRequest"]
@@ -74,7 +75,7 @@ class EmulateRequest:
         help="Answer as sglang (its launch flags and endpoints) or vllm (vLLM's flags, /v1/completions, /metrics).",
         panel="emulator",
         metavar="NAME",
-        choices=("sglang", "vllm"),
+        choices=ENGINE_NAMES,
         envvar=EMULATOR_ENGINE_ENV,
     )
     fault: list[str] = option(

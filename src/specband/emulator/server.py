@@ -56,6 +56,7 @@ from specband.emulator.engine import Engine, EngineRequest
 from specband.emulator.gpu import EmulatedGpu
 from specband.emulator.launchargs import LaunchArgs, _log, parse_launch_args
 from specband.emulator.options import EmulatorOptions
+from specband.engines.base import get_engine
 
 __all__ = ["serve"]
 
@@ -91,14 +92,58 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         em = self.emulator
         path = self.path.split("?", 1)[0]
-        if em.launch.engine == "vllm" and path != "/health":
-            self._vllm_get(path)
-        elif path == "/health":
+        if path == "/health":
             if em.healthy():
                 self._send(200)
             else:
                 self._send(503, _json_bytes({"detail": "not ready"}))
-        elif path == "/health_generate":
+        else:
+            self._get(path)
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        try:
+            body = self._read_json()
+        except (ValueError, UnicodeDecodeError):
+            self._send(400, _json_bytes({"error": {"message": "body is not JSON"}}))
+            return
+        self._post(path, body)
+
+    @staticmethod
+    def parse_launch(argv: Sequence[str]) -> LaunchArgs:
+        """The engine's launch flags as the emulator's :class:`~specband.emulator.launchargs.LaunchArgs`."""
+        raise NotImplementedError
+
+    @staticmethod
+    def ready(launch: LaunchArgs) -> None:
+        """Say, as the engine does, that the server is ready."""
+        raise NotImplementedError
+
+    def _get(self, path: str) -> None:
+        """The engine's GET endpoints other than ``/health``."""
+        raise NotImplementedError
+
+    def _post(self, path: str, body: Any) -> None:
+        """The engine's POST endpoints (``body``: the request's JSON)."""
+        raise NotImplementedError
+
+
+class _SglangHandler(_Handler):
+    """sglang's endpoints (the module docstring)."""
+
+    @staticmethod
+    def parse_launch(argv: Sequence[str]) -> LaunchArgs:
+        """sglang's launch flags (:func:`~specband.emulator.launchargs.parse_launch_args`)."""
+        return parse_launch_args(argv)
+
+    @staticmethod
+    def ready(launch: LaunchArgs) -> None:
+        """sglang's line once it serves."""
+        _log(f"The server is fired up and ready to roll! (http://{launch.host}:{launch.port})")
+
+    def _get(self, path: str) -> None:
+        em = self.emulator
+        if path == "/health_generate":
             req = em.engine.submit(1, 1)
             req.done.wait()
             self._send(200 if req.error is None else 503)
@@ -121,66 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, _json_bytes({"detail": "Not Found"}))
 
-    def _vllm_get(self, path: str) -> None:
-        """vLLM's GET endpoints (:mod:`specband.emulator.vllm_answers`)."""
-        from specband.emulator import vllm_answers as vllm
-
+    def _post(self, path: str, body: Any) -> None:
         em = self.emulator
-        launch = em.launch
-        if path == "/version":
-            self._send(200, _json_bytes(vllm.version_response()))
-        elif path == "/v1/models":
-            body = vllm.models_response(launch.model_path, int(em.started_unix), launch.context_length)
-            self._send(200, _json_bytes(body))
-        elif path == "/metrics" and not launch.action.is_baseline:
-            counts, per_pos = em.engine.spec_decode_counts()
-            page = vllm.metrics_page(launch.model_path, em.started_unix, counts, per_pos)
-            self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
-        elif path == "/metrics":
-            self._send(200, b"# no speculative decoding\n", "text/plain; version=0.0.4; charset=utf-8")
-        else:
-            self._send(404, _json_bytes({"detail": "Not Found"}))
-
-    def _vllm_completions(self, body: Any) -> None:
-        """``POST /v1/completions`` (``prompt`` a string, ``max_tokens``; non-streaming)."""
-        from specband.emulator import vllm_answers as vllm
-
-        em = self.emulator
-        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
-            self._send(400, _json_bytes({"error": {"message": "prompt must be a string", "code": 400}}))
-            return
-        try:
-            max_tokens = int(body.get("max_tokens", 16))
-        except (TypeError, ValueError):
-            max_tokens = 0
-        if max_tokens <= 0:
-            self._send(400, _json_bytes({"error": {"message": "max_tokens must be at least 1", "code": 400}}))
-            return
-        if em.engine.has_fault("hung_requests"):
-            _log("request received (fault injected: hung_requests): never answering")
-            threading.Event().wait()
-        prompt_tokens = _prompt_tokens(body["prompt"])
-        req = em.engine.submit(max_tokens, prompt_tokens)
-        req.done.wait()
-        if req.error:
-            self._send(503, _json_bytes({"error": {"message": req.error, "code": 503}}))
-            return
-        self._send(200, _json_bytes(vllm.completion_response(em.launch.model_path, prompt_tokens, max_tokens)))
-
-    def do_POST(self) -> None:
-        em = self.emulator
-        path = self.path.split("?", 1)[0]
-        try:
-            body = self._read_json()
-        except (ValueError, UnicodeDecodeError):
-            self._send(400, _json_bytes({"error": {"message": "body is not JSON"}}))
-            return
-        if em.launch.engine == "vllm":
-            if path == "/v1/completions":
-                self._vllm_completions(body)
-            else:
-                self._send(404, _json_bytes({"detail": "Not Found"}))
-            return
         if path == "/flush_cache":
             ok = em.engine.flush_cache()
             self._send(200 if ok else 400, b"Cache flushed.\n" if ok else b"Cache not flushed.\n", "text/plain")
@@ -225,6 +212,80 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
             return
         self._send(200, _json_bytes(outs if batch else outs[0]))
+
+
+class _VllmHandler(_Handler):
+    """vLLM's endpoints (:mod:`specband.emulator.vllm_answers`): ``/version``, ``/v1/models``,
+    ``/metrics`` and ``POST /v1/completions``."""
+
+    @staticmethod
+    def parse_launch(argv: Sequence[str]) -> LaunchArgs:
+        """vLLM's launch flags (:func:`~specband.emulator.vllm_answers.parse_vllm_launch_args`)."""
+        from specband.emulator.vllm_answers import parse_vllm_launch_args
+
+        launch: LaunchArgs = parse_vllm_launch_args(argv)
+        return launch
+
+    @staticmethod
+    def ready(launch: LaunchArgs) -> None:
+        """uvicorn's line, as the real vLLM server logs it."""
+        print("INFO:     Application startup complete.", flush=True)
+
+    def _get(self, path: str) -> None:
+        from specband.emulator import vllm_answers as vllm
+
+        em = self.emulator
+        launch = em.launch
+        if path == "/version":
+            self._send(200, _json_bytes(vllm.version_response()))
+        elif path == "/v1/models":
+            body = vllm.models_response(launch.model_path, int(em.started_unix), launch.context_length)
+            self._send(200, _json_bytes(body))
+        elif path == "/metrics" and not launch.action.is_baseline:
+            counts, per_pos = em.engine.spec_decode_counts()
+            page = vllm.metrics_page(launch.model_path, em.started_unix, counts, per_pos)
+            self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/metrics":
+            self._send(200, b"# no speculative decoding\n", "text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self._send(404, _json_bytes({"detail": "Not Found"}))
+
+    def _post(self, path: str, body: Any) -> None:
+        if path == "/v1/completions":
+            self._completions(body)
+        else:
+            self._send(404, _json_bytes({"detail": "Not Found"}))
+
+    def _completions(self, body: Any) -> None:
+        """``POST /v1/completions`` (``prompt`` a string, ``max_tokens``; non-streaming)."""
+        from specband.emulator import vllm_answers as vllm
+
+        em = self.emulator
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            self._send(400, _json_bytes({"error": {"message": "prompt must be a string", "code": 400}}))
+            return
+        try:
+            max_tokens = int(body.get("max_tokens", 16))
+        except (TypeError, ValueError):
+            max_tokens = 0
+        if max_tokens <= 0:
+            self._send(400, _json_bytes({"error": {"message": "max_tokens must be at least 1", "code": 400}}))
+            return
+        if em.engine.has_fault("hung_requests"):
+            _log("request received (fault injected: hung_requests): never answering")
+            threading.Event().wait()
+        prompt_tokens = _prompt_tokens(body["prompt"])
+        req = em.engine.submit(max_tokens, prompt_tokens)
+        req.done.wait()
+        if req.error:
+            self._send(503, _json_bytes({"error": {"message": req.error, "code": 503}}))
+            return
+        self._send(200, _json_bytes(vllm.completion_response(em.launch.model_path, prompt_tokens, max_tokens)))
+
+
+#: The endpoints of each engine the emulator answers as (``--engine``, the names of
+#: :data:`specband.engines.base.ENGINES`): its launch flags, its ready line and its HTTP answers.
+ENGINE_HANDLERS: dict[str, type[_Handler]] = {"sglang": _SglangHandler, "vllm": _VllmHandler}
 
 
 def _prompt_tokens(prompt: Any) -> int:
@@ -286,15 +347,6 @@ def _raise_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def _parse_launch(argv: Sequence[str], engine: str) -> LaunchArgs:
-    """The launch flags of ``engine`` (sglang's, or vLLM's: :mod:`specband.emulator.vllm_answers`)."""
-    if engine == "vllm":
-        from specband.emulator.vllm_answers import parse_vllm_launch_args
-
-        return parse_vllm_launch_args(argv)
-    return parse_launch_args(argv)
-
-
 def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     """Run the emulator until SIGTERM/SIGINT.
 
@@ -311,7 +363,8 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     """
     from specband.emulator.models import load_performance_model
 
-    launch = _parse_launch(argv, options.engine)
+    answers = ENGINE_HANDLERS[get_engine(options.engine).name]  # the engine it answers as, chosen once
+    launch = answers.parse_launch(argv)
     model = load_performance_model(options.model_spec, options.hardware)
     signal.signal(signal.SIGTERM, _raise_exit)
     own_state = options.state_file is None
@@ -363,14 +416,12 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
                 health_delay = float(f.params.get("delay_s", math.inf))
         engine = Engine(model, gpu, launch, options, die_after)
         try:
-
-            class Handler(_Handler):
-                pass
+            handler: type[_Handler] = type("Handler", (answers,), {})  # its own class: the emulator is set on it
 
             class Server(ThreadingHTTPServer):
                 request_queue_size = 1024  # the default backlog of 5 drops bursts of connections
 
-            httpd = Server((launch.host, launch.port), Handler)
+            httpd = Server((launch.host, launch.port), handler)
             httpd.daemon_threads = True
         except OSError as exc:
             sys.stderr.write(
@@ -378,13 +429,10 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
                 f"('{launch.host}', {launch.port}): {exc.strerror.lower() if exc.strerror else exc}\n"
             )
             return 1
-        Handler.emulator = _Emulator(launch, options, engine, health_delay)
+        handler.emulator = _Emulator(launch, options, engine, health_delay)
         engine.set_idle()
         engine.start()
-        if launch.engine == "vllm":  # uvicorn's line, as the real vLLM server logs it
-            print("INFO:     Application startup complete.", flush=True)
-        else:
-            _log(f"The server is fired up and ready to roll! (http://{launch.host}:{launch.port})")
+        answers.ready(launch)
         httpd.serve_forever(poll_interval=0.05)
         return 0
     except (SystemExit, KeyboardInterrupt):

@@ -1,11 +1,13 @@
 """The server's launch line: its settings (:class:`ServerConfig`), its command and environment.
 
-The launch command is ``<server command> --model-path M --port P --host H
---mem-fraction-static F --dtype float16 --attention-backend flashinfer
---cuda-graph-max-bs-decode BS --max-running-requests BS [speculative flags] [extra args]``
-(each flag spelt for the sglang version it runs, :mod:`specband.engines.sglang_flags`:
-``--cuda-graph-max-bs`` before 0.5.14),
-with ``SGLANG_RECORD_STEP_TIME=1`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` in
+The engine of ``ServerConfig.engine`` writes the line (:func:`build_launch_command`,
+:meth:`specband.engines.base.Engine.launch_command`); vLLM's is
+:func:`specband.engines.vllm.vllm_launch_args`. sglang's (:func:`sglang_launch_command`) is
+``<server command> --model-path M --port P --host H --mem-fraction-static F --dtype float16
+--attention-backend flashinfer --cuda-graph-max-bs-decode BS --max-running-requests BS
+[speculative flags] [extra args]`` (each flag spelt for the sglang version it runs,
+:mod:`specband.engines.sglang_flags`: ``--cuda-graph-max-bs`` before 0.5.14), with
+``SGLANG_RECORD_STEP_TIME=1`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` in
 the environment (docs/FACTS.md §1; the speculative flags come from
 :func:`specband.contract.actions.sglang_cli_args`). The default server command is
 ``python -m sglang.launch_server``; tests use ``python -m specband emulate``. The flags
@@ -25,37 +27,30 @@ from typing import Any
 
 from specband.contract.actions import Action, sglang_cli_args, validate_action
 from specband.core.errors import ConfigError
+from specband.engines.base import ServerFields, get_engine
 from specband.engines.failures import LauncherError
-from specband.engines.sglang_flags import (
-    ATTENTION_BACKEND_CHOICES,
-    DTYPE_CHOICES,
-    NEWEST_VERSION,
-    flag_for,
-    parse_version,
-)
-from specband.engines.vllm import (
-    ENGINES,
-    VLLM_DTYPE_CHOICES,
-    VLLM_OWNED_FLAGS,
-    vllm_launch_args,
-    vllm_spec_config,
-)
+from specband.engines.sglang_flags import NEWEST_VERSION, flag_for, parse_version
 
 __all__ = [
+    "DEFAULT_ATTENTION_BACKEND",
     "DEFAULT_SERVER_COMMAND",
     "FLAGS_FROM_FILE",
     "SGLANG_ENV",
+    "SGLANG_OWNED_FLAGS",
     "ServerConfig",
     "build_launch_command",
     "check_host",
     "check_server_env",
     "check_server_values",
     "format_launch",
+    "sglang_launch_command",
     "split_server_args",
 ]
 
 #: sglang's launcher (docs/FACTS.md §1).
 DEFAULT_SERVER_COMMAND = "python -m sglang.launch_server"
+#: ``--attention-backend``'s default: flashinfer for every action (:class:`ServerConfig`).
+DEFAULT_ATTENTION_BACKEND = "flashinfer"
 #: Environment variables every launch gets (docs/FACTS.md §1): record per-step decode times for
 #: ``/get_server_info``'s ``step_time_dict``; allow the context-length override.
 SGLANG_ENV: dict[str, str] = {
@@ -98,7 +93,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 30000
     dtype: str = "float16"
-    attention_backend: str = "flashinfer"
+    attention_backend: str = DEFAULT_ATTENTION_BACKEND
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     sglang_version: str = NEWEST_VERSION
@@ -107,8 +102,7 @@ class ServerConfig:
     speculative_config: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        get_engine(self.engine)  # an unknown engine is one error line
         if not self.model_path:
             raise ConfigError("--target (the model path) must not be empty")
         if not 0 < self.port < 65536:
@@ -164,26 +158,17 @@ def check_server_values(engine: str, host: str, dtype: str, attention_backend: s
     """``--host``, ``--dtype`` and ``--attention-backend`` as the engine's parser takes them,
     so that a printed or started launch line is one the engine accepts.
 
-    ``--dtype``: sglang's choices (:data:`~specband.engines.sglang_flags.DTYPE_CHOICES`), or
-    vLLM's (:data:`~specband.engines.vllm.VLLM_DTYPE_CHOICES`) with ``engine="vllm"``;
-    ``--attention-backend`` (sglang only; vLLM picks its own): sglang's choices
-    (:data:`~specband.engines.sglang_flags.ATTENTION_BACKEND_CHOICES`) or specband's
-    ``auto`` (upstream's pick per action).
+    ``--host``: :func:`check_host`; ``--dtype`` and ``--attention-backend``: the engine's
+    check (:meth:`specband.engines.base.Engine.check_server_values`: sglang's choices,
+    :data:`~specband.engines.sglang_flags.DTYPE_CHOICES` and
+    :data:`~specband.engines.sglang_flags.ATTENTION_BACKEND_CHOICES` or specband's ``auto``;
+    vLLM's :data:`~specband.engines.vllm.VLLM_DTYPE_CHOICES`, the backend unused).
 
     Raises:
         ConfigError: the first value the engine would refuse, naming the option.
     """
     check_host(host)
-    engine_name, dtypes = (
-        ("vLLM", VLLM_DTYPE_CHOICES) if engine == "vllm" else (f"sglang {NEWEST_VERSION}", DTYPE_CHOICES)
-    )
-    if dtype not in dtypes:
-        raise ConfigError(f"--dtype {dtype!r}: {engine_name} takes one of {', '.join(dtypes)}")
-    if engine != "vllm" and attention_backend != "auto" and attention_backend not in ATTENTION_BACKEND_CHOICES:
-        raise ConfigError(
-            f"--attention-backend {attention_backend!r}: sglang {NEWEST_VERSION} takes one of "
-            f"{', '.join(ATTENTION_BACKEND_CHOICES)} (or auto: upstream's pick per action)"
-        )
+    get_engine(engine).check_server_values(dtype, attention_backend)
 
 
 #: Server flags specband sets itself, with the specband option that sets them
@@ -203,7 +188,7 @@ _COMMON_OWNED: dict[str, str] = {
     "--attention-backend": "--attention-backend",
     "--speculative-draft-model-path": "--draft",
 }
-_OWNED_FLAGS: dict[str, dict[str, str]] = {
+SGLANG_OWNED_FLAGS: dict[str, dict[str, str]] = {
     "sweep": {
         **_COMMON_OWNED,
         **dict.fromkeys(
@@ -315,15 +300,16 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep", engine: 
     Args:
         values: the ``--server-arg`` values.
         command: ``"sweep"`` or ``"launch"``: which command's options the error names.
-        engine: ``"vllm"`` refuses vLLM's flags that specband sets instead
-            (:data:`~specband.engines.vllm.VLLM_OWNED_FLAGS`).
+        engine: whose flags specband sets (:meth:`specband.engines.base.Engine.owned_flags`:
+            sglang's :data:`SGLANG_OWNED_FLAGS`, vLLM's
+            :data:`~specband.engines.vllm.VLLM_OWNED_FLAGS`).
 
     Raises:
         ConfigError: a value that cannot be split (an unbalanced quote, a trailing
             backslash), or that sets a flag specband sets, naming the value, the flag and
             the specband option to use instead.
     """
-    owned = VLLM_OWNED_FLAGS if engine == "vllm" else _OWNED_FLAGS[command]
+    owned = get_engine(engine).owned_flags(command)
     out: list[str] = []
     for value in values:
         try:
@@ -351,33 +337,38 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep", engine: 
 def build_launch_command(
     config: ServerConfig, action: tuple[int, int, int], max_batch_size: int | None, mem_fraction_static: float
 ) -> list[str]:
-    """The server command line for one action.
+    """The server command line for one action, written by ``config``'s engine
+    (:meth:`specband.engines.base.Engine.launch_command`: :func:`sglang_launch_command`, or
+    :func:`specband.engines.vllm.vllm_launch_args`).
 
     Args:
         config: model, draft, port and the other fixed flags.
         action: the speculative triple (validated and canonicalised).
-        max_batch_size: ``--cuda-graph-max-bs-decode`` (``--cuda-graph-max-bs`` before
-            sglang 0.5.14) and ``--max-running-requests``; ``None`` pins neither (a server
-            whose batch size moves, ``launch --schedule``).
-        mem_fraction_static: ``--mem-fraction-static``.
+        max_batch_size: the batch-size bound (sglang: ``--cuda-graph-max-bs-decode``, or
+            ``--cuda-graph-max-bs`` before 0.5.14, and ``--max-running-requests``; vLLM:
+            ``--max-num-seqs``); ``None`` pins none (a server whose batch size moves,
+            ``launch --schedule``).
+        mem_fraction_static: ``--mem-fraction-static`` (vLLM: ``--gpu-memory-utilization``).
 
     Raises:
         InvalidActionError: the triple breaks a rule.
-        ConfigError: a non-positive batch size or a mem fraction outside (0, 1).
+        ConfigError: a non-positive batch size, a mem fraction outside (0, 1), or an action
+            the engine cannot run.
     """
     act: Action = validate_action(action)
-    if config.engine == "vllm":
-        return vllm_launch_args(
-            config.server_command,
-            model_path=config.model_path,
-            host=config.host,
-            port=config.port,
-            dtype=config.dtype,
-            spec_config=config.speculative_config or vllm_spec_config(act, config.draft_model_path),
-            max_batch_size=max_batch_size,
-            mem_fraction=mem_fraction_static,
-            extra_args=config.extra_args,
-        )
+    return get_engine(config.engine).launch_command(config, act, max_batch_size, mem_fraction_static)
+
+
+def sglang_launch_command(
+    config: ServerFields, act: Action, max_batch_size: int | None, mem_fraction_static: float
+) -> list[str]:
+    """sglang's server command line for one (validated) action (see the module docstring and
+    :func:`build_launch_command`).
+
+    Raises:
+        ConfigError: a non-positive batch size, a mem fraction outside (0, 1), or a
+            speculative action without a draft.
+    """
     if max_batch_size is not None and max_batch_size <= 0:
         raise ConfigError(f"batch size must be > 0, got {max_batch_size}")
     if not 0.0 < mem_fraction_static < 1.0:
@@ -420,9 +411,10 @@ def build_launch_command(
 
 
 def format_launch(command: Sequence[str], env: Mapping[str, str] | None = None, *, engine: str = "sglang") -> str:
-    """A launch as one shell line: the environment specband sets (:data:`SGLANG_ENV`; none for
-    vLLM, ``engine="vllm"``) and then ``env`` (the ``--env`` values, shell-quoted), then the
-    shell-quoted command (``launch --dry-run`` and ``sweep --dry-run`` print this)."""
-    merged = {**(SGLANG_ENV if engine == "sglang" else {}), **dict(env or {})}
+    """A launch as one shell line: the environment specband sets for ``engine``
+    (:attr:`specband.engines.base.Engine.line_env`: sglang's :data:`SGLANG_ENV`, none for
+    vLLM) and then ``env`` (the ``--env`` values, shell-quoted), then the shell-quoted
+    command (``launch --dry-run`` and ``sweep --dry-run`` print this)."""
+    merged = {**get_engine(engine).line_env, **dict(env or {})}
     env_text = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in merged.items())
     return f"{env_text} {shlex.join(command)}".lstrip()

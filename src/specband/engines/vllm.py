@@ -1,5 +1,6 @@
 """vLLM as the sweep's and launch's engine (``--engine vllm``): which contract actions it runs,
-its launch line for one action, and the release its flags are written for.
+its launch line for one action, and the release its flags are written for; :class:`VllmEngine`
+is the :class:`~specband.engines.base.Engine` that calls them.
 
 vLLM's EAGLE3 drafts a chain of K tokens (``--speculative-config '{"method": "eagle3",
 "model": DRAFT, "num_speculative_tokens": K}'``, ``vllm/config/speculative.py``); it has no
@@ -18,24 +19,35 @@ running requests, sglang's ``--max-running-requests``). Facts measured with ``vl
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from specband.contract.actions import ACTIONS, Action, validate_action
+from specband.contract.actions import ACTIONS, Action, chain_action, validate_action
 from specband.core.errors import ConfigError
-from specband.engines.sglang_flags import run_version_probe
-from specband.engines.vllm_server import VLLM_CPU_ENV, VLLM_SERVER_MODULE
+from specband.engines.base import AcceptProbe, AutoSchedule, Engine, EngineVersion, LaunchSchedule, RowEngineColumns
+from specband.engines.cpu import CpuSweepSettings, cpu_name
+from specband.engines.schedule_files import check_vllm_schedule, vllm_speculative_config
+from specband.engines.serverconfig import DEFAULT_ATTENTION_BACKEND, DEFAULT_SERVER_COMMAND
+from specband.engines.sglang_flags import NEWEST_VERSION, run_version_probe
+from specband.engines.vllm_server import VLLM_CPU_ENV, VLLM_SERVER_MODULE, VllmAcceptProbe
+
+if TYPE_CHECKING:
+    from specband.engines.base import ScheduleFields, ServerFields
+    from specband.engines.schedule_files import Tier
 
 __all__ = [
     "DEFAULT_VLLM_COMMAND",
     "EMULATOR_ENGINE_ENV",
-    "ENGINES",
+    "ENGINE",
     "VLLM_ACTIONS",
     "VLLM_DTYPE_CHOICES",
     "VLLM_OWNED_FLAGS",
     "VLLM_VERSION",
+    "VllmEngine",
     "check_vllm_actions",
     "detect_vllm_version",
     "vllm_cpu_settings",
@@ -44,8 +56,6 @@ __all__ = [
     "vllm_spec_config",
 ]
 
-#: The engines a sweep and a launch run.
-ENGINES = ("sglang", "vllm")
 #: vLLM's OpenAI server, run by the interpreter of ``--server-command``'s default.
 DEFAULT_VLLM_COMMAND = f"python -m {VLLM_SERVER_MODULE}"
 #: The engine ``specband emulate`` answers as (``sglang`` or ``vllm``); a vLLM sweep or launch
@@ -189,8 +199,230 @@ def vllm_cpu_settings(dtype: str, hardware: str | None, device_kind: str) -> tup
     Raises:
         ConfigError: ``--device`` other than auto or none (a CPU has no energy counter).
     """
-    from specband.engines.cpu import cpu_name
-
     if device_kind not in ("auto", "none"):
         raise ConfigError(f"--cpu measures no energy (--device none); got --device {device_kind}")
     return ("bfloat16" if dtype == "float16" else dtype), hardware or cpu_name(), VLLM_CPU_NOTE
+
+
+#: Said by ``schedule --engine vllm --margin``.
+VLLM_MARGIN_NOTE = "--margin is for sglang's candidate sets; vLLM takes one K per range (the best)"
+
+
+class VllmEngine:
+    """vLLM (:class:`specband.engines.base.Engine`; see the module docstring): the chain
+    actions only, the OpenAI completions endpoint, the accept length from ``/metrics``
+    (:class:`~specband.engines.vllm_server.VllmAcceptProbe`) and, as its schedule, a
+    per-batch-size ``--speculative-config`` (``num_speculative_tokens_per_batch_size``)."""
+
+    name = "vllm"
+    display_name = "vLLM"
+    actions: tuple[Action, ...] = VLLM_ACTIONS
+    line_env: Mapping[str, str] = {}
+    schedule_runs = "vLLM's per-batch-size K runs"
+
+    def check_actions(self, actions: Sequence[Action], option: str = "--actions") -> None:
+        """:func:`check_vllm_actions`."""
+        check_vllm_actions(actions, option)
+
+    def check_server_values(self, dtype: str, attention_backend: str) -> None:
+        """``--dtype``: :data:`VLLM_DTYPE_CHOICES` (vLLM picks its own attention backend).
+
+        Raises:
+            ConfigError: another dtype.
+        """
+        if dtype not in VLLM_DTYPE_CHOICES:
+            raise ConfigError(f"--dtype {dtype!r}: vLLM takes one of {', '.join(VLLM_DTYPE_CHOICES)}")
+
+    def owned_flags(self, command: str) -> Mapping[str, str]:
+        """:data:`VLLM_OWNED_FLAGS` (the same for ``sweep`` and ``launch``)."""
+        return VLLM_OWNED_FLAGS
+
+    def launch_command(
+        self, config: ServerFields, action: Action, max_batch_size: int | None, mem_fraction_static: float
+    ) -> list[str]:
+        """:func:`vllm_launch_args` with ``config``'s whole ``speculative_config`` (a schedule),
+        else the action's (:func:`vllm_spec_config`)."""
+        return vllm_launch_args(
+            config.server_command,
+            model_path=config.model_path,
+            host=config.host,
+            port=config.port,
+            dtype=config.dtype,
+            spec_config=config.speculative_config or vllm_spec_config(action, config.draft_model_path),
+            max_batch_size=max_batch_size,
+            mem_fraction=mem_fraction_static,
+            extra_args=config.extra_args,
+        )
+
+    def server_env(self, base: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+        """:func:`vllm_server_env`."""
+        return vllm_server_env(base, own)
+
+    def resolve_server(
+        self,
+        server_command: str,
+        version: str | None,
+        attention_backend: str,
+        server_env: dict[str, str],
+        *,
+        emulated: bool,
+    ) -> tuple[str, EngineVersion]:
+        """sglang's default server command becomes vLLM's (:data:`DEFAULT_VLLM_COMMAND`); the
+        release is the emulator's (which ``server_env`` tells to answer as vLLM), else found
+        in the command's interpreter (:func:`detect_vllm_version`), else :data:`VLLM_VERSION`
+        with a warning.
+
+        Raises:
+            ConfigError: ``--sglang-version`` or a non-default ``--attention-backend``.
+        """
+        if version is not None:
+            raise ConfigError("--sglang-version applies to --engine sglang only")
+        if attention_backend != DEFAULT_ATTENTION_BACKEND:
+            raise ConfigError("--attention-backend applies to --engine sglang only (vLLM picks its own)")
+        if server_command == DEFAULT_SERVER_COMMAND:
+            server_command = DEFAULT_VLLM_COMMAND
+        if emulated:
+            server_env[EMULATOR_ENGINE_ENV] = self.name
+            return server_command, EngineVersion(VLLM_VERSION, "the emulator's", None)
+        found = detect_vllm_version(server_command, {**os.environ, **server_env})
+        if found is not None:
+            return server_command, EngineVersion(found, "found in the --server-command interpreter", None)
+        warning = f"cannot find vllm in --server-command's interpreter; assuming vLLM {VLLM_VERSION}"
+        return server_command, EngineVersion(VLLM_VERSION, "assumed: vllm not found", warning)
+
+    def version_note(self, version: str) -> str | None:
+        """``None``: specband has no list of vLLM releases to be newer than."""
+        return None
+
+    def version_fields(self, version: str) -> dict[str, Any]:
+        """The vLLM release (sglang's field keeps its default)."""
+        return {"sglang_version": NEWEST_VERSION, "vllm_version": version}
+
+    def row_columns(self, config: ServerFields) -> RowEngineColumns:
+        """The vLLM release; no sglang release, no attention backend (vLLM picks its own)."""
+        return RowEngineColumns(None, config.vllm_version, None)
+
+    def cpu_settings(
+        self,
+        server_command: str,
+        *,
+        dtype: str,
+        attention_backend: str,
+        extra_args: tuple[str, ...],
+        env: Mapping[str, str],
+        device_kind: str,
+        hardware: str | None,
+        cache_dir: Path,
+    ) -> CpuSweepSettings:
+        """:func:`vllm_cpu_settings`; the flags, attention backend and environment stay."""
+        cpu_dtype, cpu_hardware, note = vllm_cpu_settings(dtype, hardware, device_kind)
+        return CpuSweepSettings(
+            dtype=cpu_dtype,
+            attention_backend=attention_backend,
+            extra_args=extra_args,
+            env=dict(env),
+            device_kind="none",
+            hardware=cpu_hardware,
+            note=note,
+        )
+
+    def completion_model(self, config: ServerFields) -> str | None:
+        """The target (``--model``): the workload goes to ``/v1/completions``."""
+        return config.model_path
+
+    def accept_probe(self, url: str, action: Action, batch_size: int) -> AcceptProbe:
+        """:class:`~specband.engines.vllm_server.VllmAcceptProbe`."""
+        return VllmAcceptProbe(url, action)
+
+    def schedule_config(self, tiers: Sequence[Tier], draft_model: str | None) -> dict[str, Any]:
+        """:func:`~specband.engines.schedule_files.vllm_speculative_config`."""
+        return vllm_speculative_config(tiers, draft_model)
+
+    def check_schedule_file(self, path: Path) -> bool:
+        """``False``: specband has no vLLM loader to run (the rules are checked as written)."""
+        return False
+
+    def schedule_margin_note(self, margin: float) -> str | None:
+        """:data:`VLLM_MARGIN_NOTE` when a margin is given: vLLM takes one K per range."""
+        return VLLM_MARGIN_NOTE if margin else None
+
+    def schedule_written(
+        self, path: Path, config: Mapping[str, Any], count: int, engine_checked: bool, draft_model: str | None
+    ) -> tuple[list[str], list[str]]:
+        """The file and the ``--speculative-config`` flag that runs it."""
+        flag = shlex.quote(json.dumps(dict(config)))
+        return [f"wrote {path} ({count} range(s)); vLLM flag: --speculative-config {flag}"], []
+
+    def launch_schedule(
+        self,
+        schedule: str,
+        auto: AutoSchedule | None,
+        *,
+        draft: str | None,
+        notes: list[str],
+        auto_file: Path | None,
+        log: Path,
+    ) -> LaunchSchedule:
+        """``FILE`` is a ``--speculative-config`` object (``specband schedule --engine vllm``'s
+        output) with its ``model`` set to ``draft``; ``auto`` is built from the tiers (nothing
+        is written: vLLM takes it on the command line). Checked with vLLM's rules
+        (:func:`~specband.engines.schedule_files.check_vllm_schedule`); the server starts at
+        the chain of the largest K.
+
+        Raises:
+            ConfigError: an unreadable or invalid file, or a schedule that never speculates.
+        """
+        from specband.core.limits import MAX_CONFIG_FILE_BYTES
+        from specband.files.fileio import read_text_bounded
+
+        if auto is not None:
+            obj = vllm_speculative_config(auto.tiers, draft)
+            notes.append(f"--schedule auto: {auto.algo}'s vLLM schedule {json.dumps(obj)}")
+        else:
+            try:
+                text = read_text_bounded(Path(schedule), limit=MAX_CONFIG_FILE_BYTES, kind="vLLM speculative config")
+                obj = json.loads(text)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"--schedule {schedule}: cannot read a vLLM --speculative-config ({exc})") from None
+            if not isinstance(obj, dict) or "num_speculative_tokens_per_batch_size" not in obj:
+                raise ConfigError(
+                    f"--schedule {schedule}: not a vLLM --speculative-config with "
+                    f"num_speculative_tokens_per_batch_size (write one with `specband schedule --engine vllm`)"
+                )
+            if draft is not None:
+                obj = {**obj, "model": draft}
+        try:
+            ranges = check_vllm_schedule(
+                obj["num_speculative_tokens_per_batch_size"], obj.get("num_speculative_tokens")
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"--schedule {schedule}: {exc}") from None
+        return LaunchSchedule(
+            path=schedule,
+            action=chain_action(int(obj["num_speculative_tokens"])),
+            ranges=tuple(ranges),
+            speculative_config=obj,
+        )
+
+    def schedule_server_fields(
+        self, config: ServerFields, schedule: ScheduleFields, max_running_requests: int | None
+    ) -> dict[str, Any]:
+        """The whole ``--speculative-config``, and ``--max-num-seqs N`` before the user's flags."""
+        mns = ("--max-num-seqs", str(max_running_requests)) if max_running_requests else ()
+        return {"speculative_config": schedule.speculative_config, "extra_args": (*mns, *config.extra_args)}
+
+    def schedule_note(self, schedule: ScheduleFields, action: Action) -> str:
+        """The file and its ``[start, end, K]`` ranges."""
+        return f"vLLM per-batch-size K with {schedule.path}: [start, end, K] {[list(e) for e in schedule.ranges]}"
+
+    def schedule_json(self, schedule: ScheduleFields) -> dict[str, Any]:
+        """``ranges`` (``[start, end, K]``) and ``speculative_config``."""
+        spec = schedule.speculative_config
+        return {
+            "ranges": [list(r) for r in schedule.ranges],
+            "speculative_config": None if spec is None else dict(spec),
+        }
+
+
+#: The engine :func:`specband.engines.base.get_engine` gives for ``"vllm"``.
+ENGINE: Engine = VllmEngine()

@@ -23,19 +23,26 @@ import json
 import math
 import re
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specband.core.errors import ConfigError, EngineError
+
+if TYPE_CHECKING:
+    from specband.contract.actions import Action
+    from specband.engines.client import BatchResult
 
 __all__ = [
     "VLLM_CPU_ENV",
     "VLLM_SERVER_MODULE",
     "SpecDecodeCounters",
+    "VllmAcceptProbe",
     "build_vllm_command",
     "fetch_spec_decode_counters",
     "parse_spec_decode_metrics",
+    "settled_spec_decode_counters",
 ]
 
 #: The OpenAI-compatible server module (the ``vllm`` console script does not run for vllm-cpu).
@@ -183,3 +190,45 @@ def fetch_spec_decode_counters(base_url: str, timeout_s: float = 30.0) -> SpecDe
             return parse_spec_decode_metrics(resp.text)
     except httpx.HTTPError as exc:
         raise EngineError(f"metrics_failed: {type(exc).__name__}: {exc}") from None
+
+
+def settled_spec_decode_counters(url: str, wait_s: float = 0.05, tries: int = 40) -> SpecDecodeCounters | None:
+    """vLLM's spec-decode counters once two reads ``wait_s`` real seconds apart agree (at most
+    ``tries`` reads): vLLM's front end records an engine step's counts as it handles that step's
+    outputs, so the last answer of a batch can arrive just before its step is counted."""
+    last = fetch_spec_decode_counters(url)
+    for _ in range(tries):
+        time.sleep(wait_s)
+        now = fetch_spec_decode_counters(url)
+        if now == last:
+            break
+        last = now
+    return last
+
+
+class VllmAcceptProbe:
+    """vLLM's accept length: the ``/metrics`` spec-decode counters read right before and
+    right after the timed batch, ``1 + accepted / drafts`` of their difference
+    (:class:`SpecDecodeCounters`; source ``metrics``). vLLM records no per-step times: the
+    speed is the wall clock's (``speed_source`` ``wall_clock``)."""
+
+    def __init__(self, url: str, action: Action) -> None:
+        self.url, self.action = url, action
+        self.start: SpecDecodeCounters | None = None
+
+    def before(self) -> None:
+        """Read the counters before the timed batch (none for the baseline)."""
+        if not self.action.is_baseline:
+            self.start = settled_spec_decode_counters(self.url)
+
+    def after(self, batch: BatchResult) -> tuple[float | None, str | None, list[float]]:
+        """``(accept_length, "metrics", [])`` (the baseline's: ``(1.0, "baseline", [])``;
+        ``(None, None, [])`` without counters)."""
+        if self.action.is_baseline:
+            return 1.0, "baseline", []
+        end = settled_spec_decode_counters(self.url)
+        if end is None:
+            return None, None, []
+        counted = end.minus(self.start or SpecDecodeCounters())
+        accept = counted.accept_length
+        return (accept, "metrics", []) if accept is not None else (None, None, [])

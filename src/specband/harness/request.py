@@ -10,7 +10,6 @@ the field.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shlex
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from specband.core.limits import (
 )
 from specband.core.optionspec import option
 from specband.devices import DeviceSpec
+from specband.engines.base import ENGINE_NAMES, EngineVersion, get_engine
 
 __all__ = [
     "SweepJob",
@@ -135,7 +135,7 @@ def engine_field(panel: str = "server") -> Any:
         "'python -m vllm.entrypoints.openai.api_server').",
         panel=panel,
         metavar="NAME",
-        choices=("sglang", "vllm"),
+        choices=ENGINE_NAMES,
     )
 
 
@@ -447,8 +447,10 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
     """``--actions``: ``all`` or ``contract`` (the 19), ``extended`` (the 44 of
     :data:`specband.contract.actions.EXTENDED_ACTIONS`), or action indices / triples of the extended
     set separated by spaces or ``;``, each action once (an index and its triple are the same
-    action; indices 0-18 are the contract's in both sets). For vLLM, ``all`` is the actions it
-    runs (:data:`~specband.engines.vllm.VLLM_ACTIONS`) and a tree is refused.
+    action; indices 0-18 are the contract's in both sets). ``all`` is the actions the engine
+    runs (:attr:`specband.engines.base.Engine.actions`: vLLM's
+    :data:`~specband.engines.vllm.VLLM_ACTIONS`), and an action it cannot run is refused (vLLM:
+    a tree).
 
     Raises:
         ConfigError: none, an index or triple in neither set, an action given twice
@@ -457,15 +459,14 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
     """
     from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS, parse_action, use_action_set
     from specband.core.errors import ConfigError, InvalidActionError
-    from specband.engines.vllm import VLLM_ACTIONS, check_vllm_actions
 
+    runs = get_engine(engine)
     if text.strip().lower() == "all":
-        return VLLM_ACTIONS if engine == "vllm" else ACTIONS
+        return runs.actions
     if text.strip().lower() == "contract":
         return ACTIONS
     if text.strip().lower() == "extended":
-        if engine == "vllm":  # refuses the first tree of the set in one line
-            check_vllm_actions(EXTENDED_ACTIONS)
+        runs.check_actions(EXTENDED_ACTIONS)  # vLLM refuses the first tree of the set in one line
         return EXTENDED_ACTIONS
     items = [p for p in text.replace(";", " ").split() if p]
     if not items:
@@ -480,8 +481,7 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
         if action in seen:
             raise ConfigError(f'--actions: {action} is given twice (as "{seen[action]}" and "{item}")')
         seen[action] = item
-    if engine == "vllm":
-        check_vllm_actions(tuple(seen))
+    runs.check_actions(tuple(seen))
     return tuple(seen)
 
 
@@ -510,61 +510,20 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def sglang_version_for(
-    given: str | None, server_command: str, server_env: dict[str, str]
-) -> tuple[str, str, str | None]:
-    """``(version, source, warning)`` of the sglang the flags are spelt for; ``warning`` is
-    the line to print when the version had to be assumed (sglang not found in
-    --server-command's interpreter), else ``None``. The caller prints it once every input
-    is checked, so that bad input stays one ``error:`` line."""
-    from specband.engines.sglang_flags import resolve_sglang_version
-
-    version, source = resolve_sglang_version(given, server_command, {**os.environ, **server_env})
-    warning = None
-    if source == "assumed" and not runs_emulator(server_command):
-        warning = (
-            f"cannot find sglang in --server-command's interpreter; spelling flags for sglang {version} "
-            f"(pass --sglang-version)"
-        )
-    labels = {"detected": "found in the --server-command interpreter", "assumed": "assumed: sglang not found"}
-    return version, labels.get(source, source), warning
-
-
 def engine_server(
     engine: str, server_command: str, sglang_version: str | None, attention_backend: str, server_env: dict[str, str]
-) -> tuple[str, tuple[str, str, str | None]]:
+) -> tuple[str, EngineVersion]:
     """``(server command, (version, source, warning))`` of ``engine`` (``sweep`` and
-    ``launch``): for vLLM, sglang's default command becomes vLLM's, the version is found in
-    the command's interpreter (or is the emulator's), and ``server_env`` tells an emulator
-    to answer as vLLM; for sglang, :func:`sglang_version_for`.
+    ``launch``): :meth:`specband.engines.base.Engine.resolve_server` (for vLLM, sglang's
+    default command becomes vLLM's, and ``server_env`` tells an emulator to answer as vLLM).
 
     Raises:
-        ConfigError: ``--sglang-version`` or a non-default ``--attention-backend`` with vLLM.
+        ConfigError: an unknown engine, a bad ``--sglang-version``, or an option that does not
+            apply to the engine (``--sglang-version`` or ``--attention-backend`` with vLLM).
     """
-    from specband.core.errors import ConfigError
-    from specband.engines.vllm import (
-        DEFAULT_VLLM_COMMAND,
-        EMULATOR_ENGINE_ENV,
-        VLLM_VERSION,
-        detect_vllm_version,
+    return get_engine(engine).resolve_server(
+        server_command, sglang_version, attention_backend, server_env, emulated=runs_emulator(server_command)
     )
-
-    if engine != "vllm":
-        return server_command, sglang_version_for(sglang_version, server_command, server_env)
-    if sglang_version is not None:
-        raise ConfigError("--sglang-version applies to --engine sglang only")
-    if attention_backend != _SERVER_OPTIONS["attention_backend"][0]:
-        raise ConfigError("--attention-backend applies to --engine sglang only (vLLM picks its own)")
-    if server_command == _SERVER_OPTIONS["server_command"][0]:
-        server_command = DEFAULT_VLLM_COMMAND
-    if runs_emulator(server_command):
-        server_env[EMULATOR_ENGINE_ENV] = "vllm"
-        return server_command, (VLLM_VERSION, "the emulator's", None)
-    found = detect_vllm_version(server_command, {**os.environ, **server_env})
-    if found is not None:
-        return server_command, (found, "found in the --server-command interpreter", None)
-    warning = f"cannot find vllm in --server-command's interpreter; assuming vLLM {VLLM_VERSION}"
-    return server_command, (VLLM_VERSION, "assumed: vllm not found", warning)
 
 
 def worker_pool(r: SweepRequest) -> Any:
@@ -624,7 +583,6 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     """
     from specband.core.batchlist import parse_batch_sizes
     from specband.engines.serverconfig import ServerConfig, split_server_args
-    from specband.engines.sglang_flags import NEWEST_VERSION, newer_version_note
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
     from specband.harness.shards import parse_shard
@@ -635,6 +593,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     _check_options(r, shard)
     log_dir = None if r.log_dir is None else _folder_path("--log-dir", r.log_dir)
     bs = tuple(parse_batch_sizes(r.batch_sizes))
+    engine = get_engine(r.engine)
     acts = parse_actions(r.actions, r.engine)
     grid(bs, acts)  # distinct, positive batch sizes and distinct actions
     extra_args = split_server_args(r.server_arg, engine=r.engine)
@@ -643,15 +602,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         server_env.update(_plugged_env(r.plugged))
     dtype, attention_backend, hardware = r.dtype, r.attention_backend, r.hardware
     notes: tuple[str, ...] = ()
-    if r.cpu and r.engine == "vllm":
-        from specband.engines.vllm import vllm_cpu_settings
-
-        dtype, hardware, note = vllm_cpu_settings(r.dtype, r.hardware, r.device)
-        notes = (note,)
-    elif r.cpu:
-        from specband.engines.cpu import apply_cpu_preset
-
-        cpu = apply_cpu_preset(
+    if r.cpu:
+        cpu = engine.cpu_settings(
             r.server_command, dtype=r.dtype, attention_backend=r.attention_backend, extra_args=extra_args,
             env=server_env, device_kind=r.device, hardware=r.hardware,
             cache_dir=out.with_name(out.name + ".sglang-cache"),
@@ -667,7 +619,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     command, (version, source, warning) = engine_server(
         r.engine, r.server_command, r.sglang_version, r.attention_backend, server_env
     )
-    newer = None if r.engine == "vllm" else newer_version_note(version)
+    newer = engine.version_note(version)
     notes += () if newer is None else (newer,)
     server = ServerConfig(
         model_path=r.target,
@@ -680,8 +632,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         extra_args=extra_args,
         env=server_env,
         engine=r.engine,
-        sglang_version=NEWEST_VERSION if r.engine == "vllm" else version,
-        vllm_version=version if r.engine == "vllm" else None,
+        **engine.version_fields(version),
     )
     from specband.doctor.pairs import check_pair_before_launch
 
@@ -753,7 +704,7 @@ def dry_run_lines(job: SweepJob) -> list[str]:
         adaptive=r.adaptive,
         shard=job.shard,
     )
-    engine = "vLLM" if r.engine == "vllm" else "sglang"
+    engine = get_engine(r.engine).display_name
     lines = [f"# {engine} {job.sglang_version} ({job.sglang_version_source})"]
     if r.adaptive:  # later passes are decided from pass 0's rewards
         lines.append("# --adaptive: pass 0 below; later passes re-measure only the contenders")

@@ -11,9 +11,9 @@ For one ``(batch size, action)``:
    batch), open the energy and telemetry window, send ``max(num_prompts, bs)`` requests
    at concurrency ``bs``, close the window, read ``/get_server_info`` again;
 5. ``step_time_s = p20`` of the step times recorded at batch size ``bs`` *during the timed
-   batch only* (:func:`timed_batch_step_times`); ``speed_tok_s = accept_length / step_time_s`` (``speed_source =
-   "step_time"``); without step times or accept length, ``speed_tok_s = tokens / elapsed
-   / bs`` (``"wall_clock"``);
+   batch only* (:func:`specband.engines.sglang.timed_batch_step_times`); ``speed_tok_s =
+   accept_length / step_time_s`` (``speed_source = "step_time"``); without step times or
+   accept length, ``speed_tok_s = tokens / elapsed / bs`` (``"wall_clock"``);
 6. stop the server's process group and sleep the cool-down (5 s).
 
 ``accept_length`` is the timed batch's own ``sum(completion_tokens) /
@@ -22,6 +22,9 @@ sum(spec_verify_ct)`` from each response's ``meta_info`` when sglang returns
 ``avg_spec_accept_length`` (as sglang's bench script reads it; cumulative since launch or
 ``/flush_cache``, warm-up included); the baseline's is 1 by definition; otherwise it stays
 null (``accept_length_source`` says which: ``meta_info``, ``server_info``, ``baseline``).
+That is sglang's way; each engine has its own (:meth:`specband.engines.base.Engine.accept_probe`):
+vLLM records no step times and gives the accept length through its ``/metrics`` spec-decode
+counters (source ``metrics``).
 """
 
 from __future__ import annotations
@@ -40,11 +43,10 @@ from specband.contract.actions import Action, validate_action
 from specband.contract.record import SweepRecord
 from specband.core.errors import ConfigError, EngineError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
-from specband.engines.client import PROMPTS, fetch_server_info, new_client, p20, run_batch
+from specband.engines.base import get_engine
+from specband.engines.client import PROMPTS, new_client, p20, run_batch
 from specband.engines.failures import LaunchError
-from specband.engines.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
-from specband.engines.vllm import vllm_server_env
-from specband.engines.vllm_server import SpecDecodeCounters, fetch_spec_decode_counters
+from specband.engines.serverconfig import ServerConfig, build_launch_command
 from specband.harness.draft_health import draft_flag
 from specband.harness.process import ServerProcess
 
@@ -161,13 +163,13 @@ class MeasureSettings:
     def run_settings(self) -> dict[str, Any]:
         """The row columns every run of one sweep shares (a resumed sweep must match)."""
         server = self.server
-        vllm = server.engine == "vllm"
+        columns = get_engine(server.engine).row_columns(server)
         out: dict[str, Any] = {
             "engine": server.engine,
-            "sglang_version": None if vllm else server.sglang_version,
-            "vllm_version": server.vllm_version if vllm else None,
+            "sglang_version": columns.sglang_version,
+            "vllm_version": columns.vllm_version,
             "dtype": server.dtype,
-            "attention_backend": None if vllm else server.attention_backend,
+            "attention_backend": columns.attention_backend,
             "max_new_tokens": self.max_new_tokens,
             "num_prompts": self.num_prompts,
             "workload": self.workload,
@@ -179,12 +181,11 @@ class MeasureSettings:
         return out
 
     def server_env(self) -> dict[str, str]:
-        """The environment every server gets (docs/FACTS.md §1 variables included; vLLM's:
-        :func:`~specband.engines.vllm.vllm_server_env`)."""
+        """The environment every server gets: the engine's
+        (:meth:`specband.engines.base.Engine.server_env`: sglang's docs/FACTS.md §1 variables,
+        vLLM's :func:`~specband.engines.vllm.vllm_server_env`) from this one and ``--env``."""
         base = dict(self.env) if self.env is not None else dict(os.environ)
-        if self.server.engine == "vllm":
-            return vllm_server_env(base, self.server.env)
-        return {**base, **SGLANG_ENV, **dict(self.server.env)}
+        return get_engine(self.server.engine).server_env(base, self.server.env)
 
 
 @dataclass(frozen=True)
@@ -320,8 +321,8 @@ def measure_on_server(
     request_timeout = max(10.0, clock.to_real(settings.request_timeout_s))
     window = TelemetryWindow(device, clock, settings.sample_period_s)
     results: list[WindowResult] = []
-    vllm = settings.server.engine == "vllm"
-    probe = _VllmProbe(url, act) if vllm else _SglangProbe(url, act, batch_size)
+    engine = get_engine(settings.server.engine)
+    probe = engine.accept_probe(url, act, batch_size)
     with new_client(batch_size, request_timeout) as http:
         common: dict[str, Any] = dict(
             max_new_tokens=settings.max_new_tokens,
@@ -329,7 +330,7 @@ def measure_on_server(
             timeout_s=request_timeout,
             server_alive=server.alive,
             client=http,
-            openai_model=settings.server.model_path if vllm else None,
+            openai_model=engine.completion_model(settings.server),
         )
         if settings.warmup:
             run_batch(url, num_requests=batch_size, concurrency=batch_size, **common)
@@ -379,89 +380,6 @@ def measure_on_server(
         gpu_mem_used_mb=result.mem_used_mb_max,
         gpu_throttling=result.throttling,
     )
-
-
-class _SglangProbe:
-    """sglang's accept length and step times: ``/server_info`` before and after the timed
-    batch (module docstring)."""
-
-    def __init__(self, url: str, action: Action, batch_size: int) -> None:
-        self.url, self.action, self.batch_size = url, action, batch_size
-        self.prior: list[float] = []
-
-    def before(self) -> None:
-        self.prior = fetch_server_info(self.url).step_times.get(self.batch_size, [])
-
-    def after(self, batch: Any) -> tuple[float | None, str | None, list[float]]:
-        """``(accept_length, accept_length_source, the timed batch's step times)``."""
-        after = fetch_server_info(self.url)
-        window_times = timed_batch_step_times(self.prior, after.step_times.get(self.batch_size, []))
-        if batch.accept_length is not None and batch.accept_length >= 1.0:
-            accept, source = batch.accept_length, "meta_info"
-        elif after.accept_length is not None:
-            accept, source = after.accept_length, "server_info"
-        elif self.action.is_baseline:
-            accept, source = 1.0, "baseline"
-        else:
-            accept, source = None, None
-        if accept is not None and self.action.is_baseline:
-            accept = 1.0
-        return accept, source, window_times
-
-
-def settled_spec_decode_counters(url: str, wait_s: float = 0.05, tries: int = 40) -> SpecDecodeCounters | None:
-    """vLLM's spec-decode counters once two reads ``wait_s`` real seconds apart agree (at most
-    ``tries`` reads): vLLM's front end records an engine step's counts as it handles that step's
-    outputs, so the last answer of a batch can arrive just before its step is counted."""
-    last = fetch_spec_decode_counters(url)
-    for _ in range(tries):
-        time.sleep(wait_s)
-        now = fetch_spec_decode_counters(url)
-        if now == last:
-            break
-        last = now
-    return last
-
-
-class _VllmProbe:
-    """vLLM's accept length: the ``/metrics`` spec-decode counters read right before and
-    right after the timed batch, ``1 + accepted / drafts`` of their difference
-    (:class:`~specband.engines.vllm_server.SpecDecodeCounters`; source ``metrics``). vLLM records
-    no per-step times: the speed is the wall clock's (``speed_source`` ``wall_clock``)."""
-
-    def __init__(self, url: str, action: Action) -> None:
-        self.url, self.action = url, action
-        self.start: SpecDecodeCounters | None = None
-
-    def before(self) -> None:
-        if not self.action.is_baseline:
-            self.start = settled_spec_decode_counters(self.url)
-
-    def after(self, batch: Any) -> tuple[float | None, str | None, list[float]]:
-        if self.action.is_baseline:
-            return 1.0, "baseline", []
-        end = settled_spec_decode_counters(self.url)
-        if end is None:
-            return None, None, []
-        counted = end.minus(self.start or SpecDecodeCounters())
-        accept = counted.accept_length
-        return (accept, "metrics", []) if accept is not None else (None, None, [])
-
-
-def timed_batch_step_times(prior: list[float], recorded: list[float]) -> list[float]:
-    """The ``step_time_dict`` values (at the batch size) that the timed batch recorded.
-
-    sglang appends one value per 40 decode iterations: the time since its previous value
-    over 40 (``metrics_reporter.py``), so the first value recorded in the timed batch
-    also spans the idle gap before it (the ``/server_info`` read, the barrier) and is
-    dropped. A handful of values remain at bs 16 with 512 new tokens; none (a short
-    batch) means the speed falls back to the wall clock.
-
-    Args:
-        prior: the values before the timed batch; recorded: after it.
-    """
-    new = recorded[len(prior) :] if recorded[: len(prior)] == prior else recorded
-    return new[1:]
 
 
 def base_record(
