@@ -247,7 +247,7 @@ def _start(
 
 
 def launch_with_retry(
-    settings: MeasureSettings, clock: Clock, action: tuple[int, int, int], max_bs: int | None, log_path: Path
+    settings: MeasureSettings, clock: Clock, action: Action, max_bs: int | None, log_path: Path
 ) -> LaunchOutcome:
     """Launch a healthy server; after a failed launch, retry once at ``retry_mem_fraction``.
 
@@ -308,7 +308,7 @@ def measure_on_server(
     clock: Clock,
     server: ServerProcess,
     batch_size: int,
-    action: tuple[int, int, int],
+    action: Action,
 ) -> Measurement:
     """Warm-up, timed batch inside the telemetry window, server info before and after.
 
@@ -390,7 +390,7 @@ def base_record(
     index: int,
     repeat: int,
     batch_size: int,
-    action: tuple[int, int, int],
+    action: Action,
     pre: TelemetrySample,
     temp_before: float | None,
 ) -> SweepRecord:
