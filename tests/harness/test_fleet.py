@@ -154,8 +154,9 @@ def test_ctrl_c_with_two_gpus_leaves_no_server_on_any_worker(sweep_args, tmp_pat
 
 
 def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int | None = None):
-    from tests.harness.conftest import TIME_SCALE
+    from tests.harness.conftest import TIME_SCALE, sweep_job
 
+    from specband.contract.actions import Action
     from specband.devices.base import Clock
     from specband.emulator.env import STATE_ENV, TIME_SCALE_ENV
     from specband.engines.serverconfig import ServerConfig
@@ -206,23 +207,17 @@ def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int 
                 raise KeyboardInterrupt  # as Ctrl-C in the driver
 
     reporter = StopAfter()
-    return (
+    job = sweep_job(
+        settings,
         out,
-        reporter,
-        lambda: run_sweep(
-            settings,
-            lambda: None,  # not opened: each task opens its GPU's device
-            out,
-            batch_sizes=(1, 4),
-            actions=((0, 0, 0), (1, 1, 2)),
-            repeats=2,
-            resume=resume,
-            clock=Clock(TIME_SCALE),
-            reporter=reporter,
-            pool=RayPool(base_port=base_port),
-            setup=GpuWorkerSetup(settings, "emulated", None, emulator),
-        ),
+        batch_sizes=(1, 4),
+        actions=(Action(0, 0, 0), Action(1, 1, 2)),
+        repeats=2,
+        resume=resume,
+        pool=RayPool(base_port=base_port),
+        setup=GpuWorkerSetup(settings, "emulated", None, emulator),  # each task opens its GPU's device
     )
+    return out, reporter, lambda: run_sweep(job, clock=Clock(TIME_SCALE), reporter=reporter)
 
 
 def test_ray_with_two_fake_gpus_interrupted_and_resumed_duplicates_nothing(local_ray, tmp_path):

@@ -37,7 +37,7 @@ def test_build_sweep_checks_values_once_and_assembles_the_settings(tmp_path) -> 
     )
     assert job.batch_sizes == (1, 4) and [tuple(a) for a in job.actions] == [(0, 0, 0), (3, 2, 4)]
     assert job.settings.retry_mem_fraction is None and job.settings.log_dir == tmp_path / "s.jsonl.logs"
-    assert job.pool is None and job.setup is None and job.sglang_version == "0.5.4"
+    assert job.pool is None and job.setup is None and job.version.version == "0.5.4"
     lines = dry_run_lines(job)
     assert lines[0].startswith("# sglang 0.5.4") and len(lines) == 1 + 3 * 2 * 2  # a launch per (repeat, bs, action)
     assert not out.exists()
@@ -100,7 +100,7 @@ def test_ip_addresses_and_hostnames_are_hosts(host) -> None:  # type: ignore[no-
 def test_a_newer_sglang_than_specband_knows_is_one_note_and_the_newest_spellings() -> None:
     job = build_sweep(SweepRequest(target="t", draft="d", sglang_version="99.0.0", device="none"))
     note = "sglang 99.0.0 is newer than the newest release specband knows (0.5.23): flags are spelled as in sglang "
-    assert job.notes.count(note + "0.5.23") == 1 and job.version_warning is None
+    assert job.notes.count(note + "0.5.23") == 1 and job.version.warning is None
     assert "--cuda-graph-max-bs-decode" in dry_run_lines(job)[1]  # 0.5.23's spelling
     known = build_sweep(SweepRequest(target="t", draft="d", sglang_version="0.5.23", device="none"))
     assert not any("newer than" in n for n in known.notes)

@@ -186,7 +186,7 @@ def test_resume_of_a_vllm_sweep_measures_nothing_twice(vllm_shards: list[Path], 
 
 def test_cpu_with_vllm_is_vllms_cpu_backend_without_telemetry(tmp_path: Path) -> None:
     job = build_sweep(SweepRequest(target="t", draft="d", engine="vllm", cpu=True, out=str(tmp_path / "c.jsonl")))
-    assert job.settings.server.dtype == "bfloat16" and job.request.device_kind() == "none"
+    assert job.settings.server.dtype == "bfloat16" and job.device.kind == "none"
     assert job.settings.hardware.startswith("cpu") and job.notes[0].startswith("--cpu: vLLM's CPU backend")
     assert job.settings.server_env()["VLLM_CPU_KVCACHE_SPACE"] == os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
     with pytest.raises(ConfigError, match="--cpu measures no energy"):

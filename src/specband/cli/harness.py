@@ -12,9 +12,9 @@ import inspect
 import shlex  # noqa: F401
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -22,6 +22,10 @@ from specband.cli.output import say
 from specband.cli.params import PANEL_TITLES, build_request, help_text, request_command, request_signature
 from specband.emulator.request import EmulateRequest
 from specband.harness.request import SweepRequest
+
+if TYPE_CHECKING:  # the harness loads inside the commands
+    from specband.harness.job import SweepJob
+    from specband.harness.pipeline import GridPoint, SweepSummary
 
 _EMULATOR_HELP = "For the emulator only: "
 
@@ -100,11 +104,11 @@ class _RichReporter:
         self.task = self.progress.add_task("sweep", total=total)
         self.gpu_tasks = {}
 
-    def run_started(self, point: Any, repeat: int) -> None:
+    def run_started(self, point: GridPoint, repeat: int) -> None:
         if self.progress is not None:
             self.progress.update(self.task, description=f"r{repeat} bs={point.batch_size} {point.action}")
 
-    def run_finished(self, point: Any, repeat: int, row: dict[str, Any]) -> None:
+    def run_finished(self, point: GridPoint, repeat: int, row: dict[str, Any]) -> None:
         if self.progress is not None:
             self.progress.advance(self.task)
             if row.get("error"):
@@ -140,13 +144,13 @@ def register(app: typer.Typer) -> None:
                 say(f"note: {line}", err=True)
             if request.dry_run:
                 lines = dry_run_lines(job)
-                _warn(job.version_warning)
+                _warn(job.version.warning)
                 for note in job.notes:
                     say(f"note: {note}", err=True)
                 for line in lines:
                     typer.echo(line)
                 return
-            _run_sweep(job)
+            _run_sweep(job, quiet=request.quiet)
 
     app.command("emulate", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(emulate_command)
     app.command("import-bench")(import_bench_command)
@@ -245,21 +249,20 @@ def _plug_emulator(request: SweepRequest) -> SweepRequest:
     return dataclasses.replace(request, plugged=spec)
 
 
-def _run_sweep(job: Any) -> None:
-    """Run a checked sweep with a progress bar and print its summary.
+def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
+    """Run a checked sweep with a progress bar (none when ``quiet``) and print its summary.
 
     Raises:
         EngineError: no run was measured (:meth:`~specband.harness.pipeline.SweepSummary.failure`),
             after the summary.
     """
-    from specband.harness.pipeline import grid
-    from specband.harness.request import run_sweep_job
+    from specband.harness.sweep import run_sweep
 
-    reporter = _RichReporter(job.request.quiet, job.version_warning, job.notes)
+    reporter = _RichReporter(quiet, job.version.warning, job.notes)
     try:
         # the device is opened by the sweep once it holds the lock on --out and every
         # check passed (a refused sweep creates no emulated GPU state)
-        summary = run_sweep_job(job, reporter)
+        summary = run_sweep(job, reporter=reporter)
     except KeyboardInterrupt:
         reporter.stop()
         say(
@@ -270,14 +273,14 @@ def _run_sweep(job: Any) -> None:
     finally:
         reporter.stop()
     _report(summary, job.out, job.settings.action_set)
-    if job.request.adaptive:
-        _report_adaptive(job.out, grid(job.batch_sizes, job.actions), job.request.repeats)
+    if job.adaptive:
+        _report_adaptive(job.out, job.plan().points, job.repeats)
     failure = summary.failure()
     if failure is not None:  # every run failed: the engine's failure, exit 3
         raise failure
 
 
-def _report_adaptive(out: Path, points: Any, repeats: int) -> None:
+def _report_adaptive(out: Path, points: Sequence[GridPoint], repeats: int) -> None:
     """Print the runs and GPU-seconds the adaptive sweep saved."""
     from specband.harness.adaptive import adaptive_savings
     from specband.harness.sweepfile import read_rows_for_resume
@@ -289,7 +292,7 @@ def _report_adaptive(out: Path, points: Any, repeats: int) -> None:
     )
 
 
-def _report(summary: Any, out: Path, action_set: str = "contract") -> None:
+def _report(summary: SweepSummary, out: Path, action_set: str = "contract") -> None:
     """Print the sweep summary and check the file loads as a sweep."""
     from specband.core.errors import DataError
     from specband.sweeps.dataset import load_sweep

@@ -21,7 +21,8 @@
   in the :class:`SweepSummary` and reports progress; one sink can take results from
   several executors (it serialises them).
 
-:func:`specband.harness.sweep.run_sweep` wires the three together after its checks.
+:func:`specband.harness.sweep.run_sweep` wires the three together for one
+:class:`~specband.harness.job.SweepJob` (``job.plan()`` is the whole plan).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``specband sweep`` as data: :class:`SweepRequest` (every option, declared once with its
 ``--help`` text, :mod:`specband.core.optionspec`) and :func:`build_sweep`, which checks the
-values once and assembles what the sweep runs (:class:`SweepJob`).
+values once and assembles what the sweep runs (:class:`~specband.harness.job.SweepJob`).
 
 Adding a sweep option is one field here (``option(default, "--flag", help=..., panel=...)``)
 plus its use in :func:`build_sweep` (or further down); the CLI builds its typer option from
@@ -12,10 +12,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specband.core.batchlist import check_batch_size_bound
 from specband.core.limits import (
@@ -30,8 +29,13 @@ from specband.core.optionspec import option
 from specband.devices import DeviceSpec
 from specband.engines.base import ENGINE_NAMES, EngineVersion, get_engine
 
+if TYPE_CHECKING:  # the sweep's modules are imported when a sweep is built (launch imports this one)
+    from specband.contract.actions import Action
+    from specband.harness.job import SweepJob
+    from specband.harness.shards import ShardSpec
+    from specband.harness.workers import WorkerPool
+
 __all__ = [
-    "SweepJob",
     "SweepRequest",
     "build_sweep",
     "engine_field",
@@ -373,54 +377,6 @@ def runs_emulator(command: str) -> bool:
     return "emulate" in parts and any(p == "specband" or p.endswith("/specband") for p in parts)
 
 
-@dataclass(frozen=True)
-class SweepJob:
-    """A checked sweep, ready to run (:func:`build_sweep`).
-
-    Attributes:
-        request: the request it came from.
-        out: the output file.
-        settings: how runs are launched and measured.
-        batch_sizes, actions: the grid.
-        shard: ``--shard`` parsed, or ``None``.
-        pool: the worker pool of ``--gpus``/``--ray`` (``None``: one GPU, here).
-        setup: the pool's worker setup (``None`` without a pool).
-        sglang_version, sglang_version_source: the engine release the flags are written for (sglang's, or
-            vLLM's with --engine vllm) and where it came from.
-        version_warning: the line to print when the version was assumed (else ``None``).
-        power_limits_w: ``--power-limits`` in W, clamped to the GPU's range (``None``: the
-            limit is left as it is); ``power_limit_notes`` one note per clamped value.
-    """
-
-    request: SweepRequest
-    out: Path
-    settings: Any
-    batch_sizes: tuple[int, ...]
-    actions: tuple[Any, ...]
-    shard: Any
-    pool: Any
-    setup: Any
-    sglang_version: str
-    sglang_version_source: str
-    version_warning: str | None
-    power_limits_w: tuple[float, ...] | None = None
-    power_limit_notes: tuple[str, ...] = ()
-    #: lines to say once before the sweep runs, and before a dry run's lines (``--cpu``'s note,
-    #: the note of a skipped RoPE check)
-    notes: tuple[str, ...] = ()
-
-    def open_device(self) -> Any:
-        """Open the telemetry of the one-GPU sweep (called once the sweep holds its lock)."""
-        from specband.devices import open_device
-
-        r = self.request
-        return open_device(r.device_kind(), index=r.gpu_index or 0, power_limit_w=r.power_limit, plugged=r.plugged)
-
-    def device_opener(self) -> Callable[[], Any]:
-        """:meth:`open_device` as a callable (what :func:`~specband.harness.sweep.run_sweep` takes)."""
-        return self.open_device
-
-
 def file_path(option_name: str, text: str) -> Path:
     from specband.core.errors import ConfigError
     from specband.files.fileio import given_path
@@ -443,7 +399,7 @@ def _folder_path(option_name: str, text: str) -> Path:
     return path
 
 
-def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
+def parse_actions(text: str, engine: str = "sglang") -> tuple[Action, ...]:
     """``--actions``: ``all`` or ``contract`` (the 19), ``extended`` (the 44 of
     :data:`specband.contract.actions.EXTENDED_ACTIONS`), or action indices / triples of the extended
     set separated by spaces or ``;``, each action once (an index and its triple are the same
@@ -471,7 +427,7 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Any, ...]:
     items = [p for p in text.replace(";", " ").split() if p]
     if not items:
         raise ConfigError("--actions must name at least one action ('all', indices or triples)")
-    seen: dict[Any, str] = {}
+    seen: dict[Action, str] = {}
     for item in items:
         try:
             with use_action_set("extended"):
@@ -526,7 +482,7 @@ def engine_server(
     )
 
 
-def worker_pool(r: SweepRequest) -> Any:
+def worker_pool(r: SweepRequest) -> WorkerPool | None:
     """The worker pool of ``--gpus`` or ``--ray`` (``None``: one GPU, in this process).
 
     Raises:
@@ -549,7 +505,7 @@ def worker_pool(r: SweepRequest) -> Any:
     return None if r.gpus is None else LocalGpuPool(parse_gpus(r.gpus), base_port=r.port)
 
 
-def _check_options(r: SweepRequest, shard: Any) -> None:
+def _check_options(r: SweepRequest, shard: ShardSpec | None) -> None:
     """The checks of single options and pairs that no parser makes (ConfigError, one line)."""
     from specband.core.errors import ConfigError
     from specband.devices.base import Clock, check_power_limit_w
@@ -558,6 +514,8 @@ def _check_options(r: SweepRequest, shard: Any) -> None:
         raise ConfigError("--adaptive and --shard exclude each other: each pass is planned from every shard's rows")
     if r.adaptive and r.repeats < 2:
         raise ConfigError("--adaptive needs --repeats >= 2: pass 0 measures everything, later passes save runs")
+    if r.repeats <= 0:  # the CLI's parser says so first; a request built in code is checked here
+        raise ConfigError(f"--repeats must be > 0, got {r.repeats}")
     check_power_limit_w(r.power_limit)
     if not r.request_timeout > 0:
         raise ConfigError(f"--request-timeout must be > 0 s, got {r.request_timeout}")
@@ -572,17 +530,26 @@ def _check_options(r: SweepRequest, shard: Any) -> None:
 
 def build_sweep(r: SweepRequest) -> SweepJob:
     """Check every value of ``r`` once and assemble the sweep; nothing is launched, no
-    device is opened and nothing is written. The pair's config checks run here
-    (:func:`specband.doctor.pairs.check_pair_before_launch`, as ``launch`` runs them): a pair
-    whose configs cannot be read here gets a note in ``notes`` saying the RoPE check was
-    skipped (``sweep`` and ``sweep --dry-run`` print it on stderr).
+    device is opened and nothing is written. Every check that needs no lock on ``--out``
+    runs here, once: the options, the grid, the pair's configs
+    (:func:`specband.doctor.pairs.check_pair_before_launch`, as ``launch`` runs them), the
+    power limits (read from the GPU), the pool's ``--env``, the output file and the log
+    folder; :func:`specband.harness.sweep.run_sweep` checks only what the lock guards (the
+    rows already in the file) and what must be read right before the launches (the ports).
+    A pair whose configs cannot be read here gets a note in ``notes`` saying the RoPE
+    check was skipped (``sweep`` and ``sweep --dry-run`` print it on stderr).
 
     Raises:
         ConfigError / DataError: the first bad value, naming its option (one line); a RoPE
-            mismatch without ``--allow-rope-mismatch``.
+            mismatch without ``--allow-rope-mismatch``; ``--power-limits`` with ``--gpus``,
+            ``--ray`` or ``--adaptive``; an ``--env`` a pool sets itself; a log folder
+            that is a file.
+        DeviceError: as :func:`specband.harness.gpu_limits.sweep_power_limits_w`.
     """
     from specband.core.batchlist import parse_batch_sizes
+    from specband.core.errors import ConfigError
     from specband.engines.serverconfig import ServerConfig, split_server_args
+    from specband.harness.job import SweepDevice, SweepJob
     from specband.harness.pipeline import grid
     from specband.harness.runner import MeasureSettings
     from specband.harness.shards import parse_shard
@@ -616,10 +583,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
 
         loaded = load_prompts(r.prompts, r.target)
         workload = {"prompts": loaded.prompts, "workload": loaded.name}
-    command, (version, source, warning) = engine_server(
-        r.engine, r.server_command, r.sglang_version, r.attention_backend, server_env
-    )
-    newer = engine.version_note(version)
+    command, version = engine_server(r.engine, r.server_command, r.sglang_version, r.attention_backend, server_env)
+    newer = engine.version_note(version.version)
     notes += () if newer is None else (newer,)
     server = ServerConfig(
         model_path=r.target,
@@ -632,7 +597,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         extra_args=extra_args,
         env=server_env,
         engine=r.engine,
-        **engine.version_fields(version),
+        **engine.version_fields(version.version),
     )
     from specband.doctor.pairs import check_pair_before_launch
 
@@ -670,8 +635,31 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         from specband.harness.gpu_limits import sweep_power_limits_w
 
         limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
+    if limits_w and (pool is not None or r.adaptive):
+        raise ConfigError("--power-limits runs on one local GPU: not with --gpus, --ray or --adaptive")
+    if pool is not None:
+        from specband.harness.workers import check_pool_env
+
+        check_pool_env(settings.server.env)
+    if settings.log_dir.exists() and not settings.log_dir.is_dir():  # the default <out>.logs (--log-dir: above)
+        raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
     return SweepJob(
-        r, out, settings, bs, acts, shard, pool, setup, version, source, warning, limits_w, tuple(limit_notes), notes
+        out=out,
+        settings=settings,
+        version=version,
+        device=SweepDevice(r.device_kind(), r.gpu_index or 0, r.power_limit, r.plugged),
+        batch_sizes=bs,
+        actions=acts,
+        repeats=r.repeats,
+        power_limits_w=limits_w,
+        resume=r.resume,
+        one_launch_per_config=r.one_launch_per_config,
+        adaptive=r.adaptive,
+        shard=shard,
+        pool=pool,
+        setup=setup,
+        power_limit_notes=tuple(limit_notes),
+        notes=notes,
     )
 
 
@@ -682,31 +670,16 @@ def _plugged_env(plugged: DeviceSpec) -> dict[str, str]:
 
 
 def dry_run_lines(job: SweepJob) -> list[str]:
-    """What ``sweep --dry-run`` prints: the sglang release, then every server command line
-    in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``."""
+    """What ``sweep --dry-run`` prints: the engine release, then every server command line
+    in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``
+    (:meth:`~specband.harness.job.SweepJob.planned`)."""
     from specband.engines.serverconfig import format_launch
-    from specband.harness.pipeline import SweepPlan, grid
-    from specband.harness.resume import planned_sweep
     from specband.harness.sweepfile import existing_rows
 
-    r = job.request
-    plan, _ = planned_sweep(
-        existing_rows(job.out),
-        SweepPlan(
-            tuple(grid(job.batch_sizes, job.actions, job.power_limits_w)),
-            r.repeats,
-            tuple(job.actions),
-            r.one_launch_per_config,
-        ),
-        job.settings,
-        job.out,
-        resume=r.resume,
-        adaptive=r.adaptive,
-        shard=job.shard,
-    )
-    engine = get_engine(r.engine).display_name
-    lines = [f"# {engine} {job.sglang_version} ({job.sglang_version_source})"]
-    if r.adaptive:  # later passes are decided from pass 0's rewards
+    plan, _ = job.planned(existing_rows(job.out))
+    engine = job.settings.server.engine
+    lines = [f"# {get_engine(engine).display_name} {job.version.version} ({job.version.source})"]
+    if job.adaptive:  # later passes are decided from pass 0's rewards
         lines.append("# --adaptive: pass 0 below; later passes re-measure only the contenders")
         plan = dataclasses.replace(plan, repeats=1)
     limit = None
@@ -715,32 +688,5 @@ def dry_run_lines(job: SweepJob) -> list[str]:
         if at is not None and at != limit:  # --power-limits: the limit set before these launches
             lines.append(f"# nvidia-smi -pl {at:g}")
             limit = at
-        lines.append(format_launch(command, job.settings.server.env, engine=r.engine))
+        lines.append(format_launch(command, job.settings.server.env, engine=engine))
     return lines
-
-
-def run_sweep_job(job: SweepJob, reporter: Any, clock: Any = None) -> Any:
-    """Run a checked sweep (:func:`specband.harness.sweep.run_sweep`); the summary."""
-    from specband.devices.base import Clock
-    from specband.harness.sweep import run_sweep
-
-    r = job.request
-    return run_sweep(
-        job.settings,
-        job.device_opener(),
-        job.out,
-        batch_sizes=job.batch_sizes,
-        actions=job.actions,
-        repeats=r.repeats,
-        resume=r.resume,
-        one_launch_per_config=r.one_launch_per_config,
-        clock=clock or Clock(r.time_scale),
-        reporter=reporter,
-        allow_rope_mismatch=r.allow_rope_mismatch,
-        check_pair=False,  # build_sweep ran it (its note is in job.notes)
-        shard=job.shard,
-        pool=job.pool,
-        setup=job.setup,
-        adaptive=r.adaptive,
-        power_limits_w=job.power_limits_w,
-    )

@@ -36,8 +36,10 @@ rows only; they are turned into
 ``KeyboardInterrupt`` at safe points only (:mod:`specband.harness.interrupts`: never
 inside an import, a server's start-up bookkeeping or a row's write).
 
-The rows already in the file are read by :mod:`specband.harness.sweepfile`, checked by
-:mod:`specband.harness.resume`; the lock is :mod:`specband.harness.sweeplock`.
+The sweep reads one :class:`~specband.harness.job.SweepJob`, built and checked by
+:func:`specband.harness.request.build_sweep`. The rows already in the file are read by
+:mod:`specband.harness.sweepfile`, checked by :mod:`specband.harness.resume`; the lock is
+:mod:`specband.harness.sweeplock`.
 """
 
 from __future__ import annotations
@@ -45,31 +47,28 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specband.contract.actions import ACTIONS, Action
 from specband.contract.record import row_error_class
-from specband.core.errors import ConfigError, HarnessError
+from specband.core.errors import HarnessError
 from specband.devices.base import Clock, GpuDevice
 from specband.files.fileio import write_bytes_atomic
-from specband.harness.fleet import WorkerSetup, execute_on_pool
+from specband.harness.fleet import execute_on_pool
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
+from specband.harness.job import SweepJob
 from specband.harness.pipeline import (
-    DEFAULT_BATCH_SIZES,
     LaunchExecutor,
     NoReporter,
     RowSink,
     SweepPlan,
     SweepReporter,
     SweepSummary,
-    grid,
 )
 from specband.harness.procfs import wait_port_free
-from specband.harness.resume import check_same_world, planned_sweep
+from specband.harness.resume import check_same_world
 from specband.harness.runner import MeasureSettings
-from specband.harness.shards import ShardSpec
 from specband.harness.sweepfile import RowWriter, parse_rows, sweep_file_bytes, without_lines
 from specband.harness.sweeplock import SweepLock, make_dirs, remove_empty_dirs
 from specband.harness.workers import LocalGpuPool, WorkerPool
@@ -77,132 +76,74 @@ from specband.harness.workers import LocalGpuPool, WorkerPool
 __all__ = ["execute_plan", "run_sweep"]
 
 
-def run_sweep(  # noqa: PLR0913
-    settings: MeasureSettings,
-    device: GpuDevice | Callable[[], GpuDevice],
-    out_path: Path,
-    *,
-    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
-    actions: Sequence[Action] = ACTIONS,
-    repeats: int = 3,
-    resume: bool = False,
-    one_launch_per_config: bool = False,
-    clock: Clock | None = None,
-    reporter: SweepReporter | None = None,
-    allow_rope_mismatch: bool = False,
-    check_pair: bool = True,
-    shard: ShardSpec | None = None,
-    pool: WorkerPool | None = None,
-    setup: WorkerSetup | None = None,
-    adaptive: bool = False,
-    power_limits_w: Sequence[float] | None = None,
-) -> SweepSummary:
-    """Run (or resume) a sweep and write its rows to ``out_path``.
+def run_sweep(job: SweepJob, *, clock: Clock | None = None, reporter: SweepReporter | None = None) -> SweepSummary:
+    """Run (or resume) the sweep ``job`` and write its rows to ``job.out``.
 
-    The sweep holds a :class:`SweepLock` on ``out_path`` for its whole run, taken before
-    anything else (a server, the device, the output or the log folder) is touched: a
-    second sweep on the same file is refused at once. Then, writing nothing, it checks the
-    existing file (``resume`` needed, same target, draft and grid) and that the server
-    port is free; then it creates the log folder (checking that it can write there), and
-    only then drops a partial last line, opens the device and appends rows. A sweep
-    refused by any of these checks leaves the folder as it was: the lock file, and the
-    folders created for the lock or the logs, are removed again (a log folder this sweep
-    created is removed whenever it is left empty).
+    ``job`` comes checked (:func:`specband.harness.request.build_sweep`: the options, the
+    grid, the pair, the power limits, the pool's environment, the output and log paths);
+    what is checked here needs the lock. The sweep holds a :class:`SweepLock` on
+    ``job.out`` for its whole run, taken before anything else (a server, the device, the
+    output or the log folder) is touched: a second sweep on the same file is refused at
+    once. Then, writing nothing, it checks the rows already in the file (``resume``
+    needed, same target, draft, grid, logging and shard: they may change until the lock is
+    held) and that the server ports are free (right before the launches); then it creates
+    the log folder (checking that it can write there), and only then drops a partial last
+    line, opens the device (its world checked against the file's rows) and appends rows.
+    A sweep refused by any of these checks leaves the folder as it was: the lock file,
+    and the folders created for the lock or the logs, are removed again (a log folder
+    this sweep created is removed whenever it is left empty).
+
+    With ``job.power_limits_w`` each limit is set through the device before the runs at
+    it, and the limit found is restored when the sweep ends, however it ends (Ctrl-C,
+    SIGTERM, an error). With ``job.pool`` the units run on the pool's workers, each with
+    the executor ``job.setup`` builds (:mod:`specband.harness.fleet`); ``job.device`` is
+    then not opened, and the ports checked free are the pool's. With ``job.adaptive``
+    pass 0 measures every run and later passes only the configs that may still be the
+    pick (:func:`specband.harness.adaptive.run_adaptive`); rows get a ``propensity``
+    column.
 
     Args:
-        settings: launch and measurement settings.
-        device: the GPU's telemetry, or a function that opens it: it is called once the
-            lock is held and every check passed (so that a refused sweep touches no
-            device, e.g. creates no emulated GPU state file), and the device it returns
-            is closed when the sweep ends.
-        out_path: the JSONL file.
-        batch_sizes, actions: the grid (bs-major).
-        power_limits_w: GPU power limits in W (``--power-limits``, already clamped to the
-            GPU's range): the grid is run at each, limit-major; each is set through the
-            device before the runs at it and the limit found is restored when the sweep
-            ends, however it ends (Ctrl-C, SIGTERM, an error). One local GPU only.
-        repeats: full passes over the grid.
-        resume: skip ``(index, repeat)`` rows already in the file.
-        one_launch_per_config: one server per action for all batch sizes.
-        clock: time base (``Clock(time_scale)`` for the emulator).
-        reporter: progress callbacks.
-        allow_rope_mismatch: launch even when the draft's RoPE settings differ from the
-            target's (:func:`specband.doctor.pairs.check_pair_before_launch`).
-        check_pair: run that check here (``False``: the caller ran it and said its note,
-            as :func:`specband.harness.request.build_sweep` does).
-        shard: measure only this shard's runs (:mod:`specband.harness.shards`, computed
-            over the whole sweep); the others count neither as done nor as skipped.
-        pool, setup: run the units on ``pool``'s workers, each with the executor
-            ``setup`` builds (:mod:`specband.harness.fleet`); ``device`` is then not
-            opened, and the ports checked free are ``settings``'s and the next
-            ``len(pool.gpus) - 1`` for a local pool.
-        adaptive: adaptive repeats (:func:`specband.harness.adaptive.run_adaptive`):
-            pass 0 measures every run, later passes only the configs that may still be
-            the pick; rows get a ``propensity`` column. A file's rows are all adaptive or
-            all uniform (``resume`` refuses to mix them).
+        job: the checked sweep.
+        clock: time base (default ``Clock(job.settings.time_scale)``: emulated seconds for
+            the emulator).
+        reporter: progress callbacks (default: none).
 
     Returns:
         the :class:`SweepSummary`.
 
     Raises:
-        ConfigError: bad grid or repeats, or an existing file without ``resume``, or a
-            file from another target/draft or another grid, or ``out_path`` is a folder,
-            or ``settings.log_dir`` is a file.
-        SweepBusyError: another sweep is writing ``out_path``.
+        ConfigError: an existing file without ``resume``, or a file from another
+            target/draft, grid, logging policy, shard or world.
+        SweepBusyError: another sweep is writing ``job.out``.
         DataError: the existing file cannot be resumed.
-        HarnessError: ``out_path`` cannot be read or written, or the log folder cannot
+        HarnessError: ``job.out`` cannot be read or written, or the log folder cannot
             be created (nothing is created then); a server log cannot be written.
         PortInUseError: the server port is taken by something else (at the start, after
             ``settings.port_wait_s``, or before a launch).
         LauncherError: the server command cannot be run at all.
         KeyboardInterrupt: Ctrl-C or SIGTERM (after the server was stopped).
     """
-    clock = clock or Clock()
+    clock = clock or Clock(job.settings.time_scale)
     reporter = reporter or NoReporter()
-    if repeats <= 0:
-        raise ConfigError(f"--repeats must be > 0, got {repeats}")
-    points = grid(batch_sizes, actions, power_limits_w)
-    if power_limits_w and (pool is not None or adaptive):
-        raise ConfigError("--power-limits runs on one local GPU: not with --gpus, --ray or --adaptive")
-    if pool is not None:
-        from specband.harness.workers import check_pool_env
-
-        check_pool_env(settings.server.env)
-    if out_path.is_dir():
-        raise ConfigError(f"--out {out_path}: is a folder; name a file (e.g. {out_path / 'sweep.jsonl'})")
-    if settings.log_dir.exists() and not settings.log_dir.is_dir():
-        raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
-    if check_pair:
-        from specband.doctor.pairs import check_pair_before_launch
-
-        check_pair_before_launch(
-            settings.server.model_path, settings.server.draft_model_path, allow_rope_mismatch=allow_rope_mismatch
-        )
+    settings, out_path, pool, setup = job.settings, job.out, job.pool, job.setup
+    power = not job.power_limits_w  # a --power-limits sweep sets several limits: its rows differ in theirs
     with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
         # every check first, writing nothing: a refused sweep leaves the folder as it was
         numbered, complete = parse_rows(out_path)
         existing = [row for _, row in numbered]
-        plan, mine = planned_sweep(
-            existing,
-            SweepPlan(tuple(points), repeats, tuple(actions), one_launch_per_config),
-            settings,
-            out_path,
-            resume=resume,
-            adaptive=adaptive,
-            shard=shard,
-        )
+        plan, mine = job.planned(existing)
         todo = plan.runs()
-        retried = {n for n, row in numbered if resume and row_error_class(row) == "environment"}
+        retried = {n for n, row in numbered if job.resume and row_error_class(row) == "environment"}
         if retried:
             existing = [row for n, row in numbered if n not in retried]
             complete = without_lines(complete if complete is not None else sweep_file_bytes(out_path), retried)
         if todo:
             for port in _local_ports(settings, pool):
                 wait_port_free(settings.server.host, port, settings.port_wait_s)
-        summary = SweepSummary(out_path, skipped=mine - len(todo), one_launch_per_config=one_launch_per_config)
+        summary = SweepSummary(out_path, skipped=mine - len(todo), one_launch_per_config=job.one_launch_per_config)
         created_logs = _make_log_dir(settings.log_dir)
         try:
-            check_same_world(existing, out_path, power=not power_limits_w)
+            check_same_world(existing, out_path, power=power)  # the rows among themselves
             with contextlib.ExitStack() as stack:
                 execute: Callable[[SweepPlan, RowSink], None]
                 if pool is not None and setup is not None:
@@ -211,8 +152,9 @@ def run_sweep(  # noqa: PLR0913
                         execute_on_pool(p, pool, setup, clock, sink)
 
                 else:
-                    gpu = stack.enter_context(_opened(device))
-                    check_same_world(existing, out_path, mine=_device_world(settings, gpu), power=not power_limits_w)
+                    gpu = job.device.open()
+                    stack.callback(gpu.close)
+                    check_same_world(existing, out_path, mine=_device_world(settings, gpu), power=power)
                     executor = LaunchExecutor(
                         settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
                     )
@@ -225,7 +167,7 @@ def run_sweep(  # noqa: PLR0913
                 if complete is not None:  # drop the partial last line of a killed sweep (and retried rows)
                     write_bytes_atomic(out_path, complete, error=HarnessError)
                 sink = RowSink(stack.enter_context(RowWriter(out_path)), reporter, summary)
-                if adaptive:
+                if job.adaptive:
                     _run_adaptive(plan, existing, sink, execute)
                 else:
                     execute(plan, sink)
@@ -272,19 +214,6 @@ def _local_ports(settings: MeasureSettings, pool: WorkerPool | None) -> list[int
     if isinstance(pool, LocalGpuPool):
         return [pool.base_port + i for i in range(len(pool.gpus))]
     return []
-
-
-@contextlib.contextmanager
-def _opened(device: GpuDevice | Callable[[], GpuDevice]) -> Iterator[GpuDevice]:
-    """``device``, or the device that calling it opens (closed again at the end)."""
-    if isinstance(device, GpuDevice):
-        yield device
-        return
-    gpu = device()
-    try:
-        yield gpu
-    finally:
-        gpu.close()
 
 
 def _make_log_dir(path: Path) -> list[Path]:
