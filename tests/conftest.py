@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import signal
 from collections.abc import Callable
@@ -63,6 +64,21 @@ def import_or_skip(
 def require_module() -> Callable[..., ModuleType]:
     """:func:`import_or_skip`, for test modules (which cannot import this conftest)."""
     return import_or_skip
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Any:
+    """The root logger as each test found it: importing sglang calls ``logging.basicConfig(level=INFO)``
+    with a handler on the test's captured stderr, which pytest closes after the test; every later
+    test that logs (httpx logs each request at INFO) would then print "--- Logging error ---" and a
+    traceback into its own stderr."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)
