@@ -42,6 +42,9 @@ PUBLISHED_DATA = bundled_data_path()
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+#: the server fixtures (port, sweep_args, python, local_ray) for every package's tests
+pytest_plugins = ["tests.servers"]
+
 REQUIRE_SGLANG_ENV = "SPECBAND_REQUIRE_SGLANG"
 REQUIRE_RAY_ENV = "SPECBAND_REQUIRE_RAY"
 

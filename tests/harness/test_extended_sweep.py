@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from specband.contract.actions import EXTENDED_ACTIONS
+from tests.servers import one_error_line
 
-from .conftest import one_error_line
+from specband.contract.actions import EXTENDED_ACTIONS
 
 
 def test_the_extended_grid_runs_end_to_end_on_the_emulator(run_cli, sweep_args, tmp_path) -> None:

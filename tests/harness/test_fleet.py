@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import (
+from tests.servers import (
     emulator_command,
     emulator_running,
     free_ports,

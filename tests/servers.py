@@ -1,5 +1,6 @@
-"""Fixtures for the harness tests: free loopback ports, the emulator command, and a guard
-that no server process outlives its test."""
+"""Server helpers and fixtures shared by the tests that start servers (harness, engines, deploy,
+emulator): free loopback ports, the emulator command, a guard that no server process outlives its
+test, and a local Ray. Registered for every test as a plugin (``pytest_plugins`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
