@@ -18,7 +18,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # the emulator parses launch flags with the strict copy of sglang's parser (held to sglang's
-# own by tests/harness/test_sglang_conformance.py) instead of importing sglang (seconds) per launch
+# own by tests/engines/test_sglang_conformance.py) instead of importing sglang (seconds) per launch
 os.environ.setdefault("SPECBAND_EMULATOR_SGLANG_PARSER", "0")
 # A token that every process this test session starts inherits (sweeps, servers, Ray's
 # raylet and workers): the harness tests look for leftover servers only among processes
