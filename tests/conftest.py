@@ -22,7 +22,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("SPECBAND_EMULATOR_SGLANG_PARSER", "0")
 # A token that every process this test session starts inherits (sweeps, servers, Ray's
 # raylet and workers): the harness tests look for leftover servers only among processes
-# holding it (``tests/harness/conftest.py`` ``processes_with``). Other developers run the
+# holding it (``tests/servers.py`` ``processes_with``). Other developers run the
 # same tests on this machine at the same time, with servers whose command lines can name
 # the same port: those are neither counted, nor waited for, nor killed. A fresh token per
 # session, even inside another session's process.
