@@ -11,14 +11,15 @@ import pytest
 
 from specband.artifacts.folder import ARTIFACT_FILES
 from specband.contract.actions import (
+    ACTION_SETS,
     ACTIONS,
+    CONTRACT_SET,
     EXTENDED_ACTIONS,
+    EXTENDED_SET,
+    Action,
     action_index,
     action_set_of,
-    active_action_set,
-    num_active_actions,
     parse_action,
-    use_action_set,
 )
 from specband.core.errors import InvalidActionError
 
@@ -54,20 +55,23 @@ def _simulated_extended(run_cli, path: Path, repeats: int = 2) -> Path:
     return path
 
 
-def test_the_active_set_is_the_contract_unless_a_block_says_otherwise() -> None:
-    assert active_action_set() == "contract" and num_active_actions() == 19
+def test_the_set_is_a_value_passed_in_and_the_contract_by_default() -> None:
+    assert ACTION_SETS == {"contract": CONTRACT_SET, "extended": EXTENDED_SET}
+    assert (CONTRACT_SET.name, len(CONTRACT_SET), CONTRACT_SET.actions) == ("contract", 19, ACTIONS)
+    assert (EXTENDED_SET.name, len(EXTENDED_SET), EXTENDED_SET.actions) == ("extended", 44, EXTENDED_ACTIONS)
     with pytest.raises(InvalidActionError, match="in the extended action set \\(pass --actions extended\\)"):
         action_index((7, 1, 8))
-    with use_action_set("extended") as actions:
-        assert actions == EXTENDED_ACTIONS and num_active_actions() == 44
-        assert action_index((7, 1, 8)) == EXTENDED_ACTIONS.index((7, 1, 8)) >= 19
-        assert action_index((3, 4, 8)) == ACTIONS.index((3, 4, 8))  # a contract index means the same
-        assert parse_action("43") == EXTENDED_ACTIONS[43]
-    assert active_action_set() == "contract"
+    with pytest.raises(InvalidActionError, match="in the extended action set \\(pass --actions extended\\)"):
+        CONTRACT_SET.index(Action(7, 1, 8))
+    assert action_index((7, 1, 8), EXTENDED_SET) == EXTENDED_SET.index(Action(7, 1, 8)) == 31
+    assert EXTENDED_ACTIONS[31] == (7, 1, 8)
+    assert action_index((7, 1, 2), EXTENDED_SET) == 31  # canonicalised to (7, 1, 8)
+    assert action_index((3, 4, 8), EXTENDED_SET) == action_index((3, 4, 8)) == 10  # a contract index means the same
+    assert parse_action("43", EXTENDED_SET) == EXTENDED_ACTIONS[43] == EXTENDED_SET[43]
     with pytest.raises(InvalidActionError, match=r"outside 0\.\.18"):
         parse_action("19")
-    assert action_set_of([(0, 0, 0), (3, 4, 8)]) == "contract"
-    assert action_set_of([(0, 0, 0), (7, 1, 2)]) == "extended"  # canonicalised to (7, 1, 8)
+    assert action_set_of([Action(0, 0, 0), Action(3, 4, 8)]) is CONTRACT_SET
+    assert action_set_of([Action(0, 0, 0), Action(7, 1, 8)]) is EXTENDED_SET
 
 
 def test_contract_train_output_is_byte_identical_to_before(run_cli, tmp_path) -> None:

@@ -262,7 +262,8 @@ def _row_action_set(actions: tuple[Action, ...]) -> str | None:
     ``None`` (contract rows keep the published columns)."""
     from specband.contract.actions import action_set_of
 
-    return "extended" if action_set_of(actions) == "extended" else None
+    found = action_set_of(actions)
+    return None if found.is_contract else found.name
 
 
 def simulate_power_limits(model: Any, power_limits_w: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:
