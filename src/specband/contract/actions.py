@@ -29,7 +29,9 @@ in both sets); the 25 triples the contract lacks follow in grid order (44 in all
 
 A set travels as a value, an :class:`ActionSet` (:data:`ACTION_SETS`): a command's request
 carries the one ``--actions`` names, and a sweep, its training data, a manifest and a policy
-carry the one they were made with.
+carry the one they were made with. Actions are checked where they enter (an option, a file,
+a request: :func:`validate_action`, :func:`action_index`, :func:`parse_action`); past that
+they travel as :class:`Action` values and are trusted (:func:`as_action`).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ __all__ = [
     "action_set",
     "action_set_field",
     "action_set_of",
+    "as_action",
     "canonicalize",
     "check_baseline_or_nonzero",
     "check_draft_budget",
@@ -376,6 +379,18 @@ def action_index(triple: Sequence[int], actions: ActionSet = CONTRACT_SET) -> in
     return index
 
 
+def as_action(triple: Sequence[int]) -> Action:
+    """``triple`` as an :class:`Action`: an ``Action`` passes as is (it was validated where it
+    entered: a file, an option, a request); any other triple is checked and canonicalised
+    here (:func:`validate_action`). What the library functions that also take a plain tuple
+    from a caller (launch lines, flags, the simulator) call first.
+
+    Raises:
+        InvalidActionError: a plain triple that breaks a rule.
+    """
+    return triple if isinstance(triple, Action) else validate_action(triple)
+
+
 def parse_action(text: str, actions: ActionSet = CONTRACT_SET) -> Action:
     """Parse ``"3,4,8"``, ``"(3, 4, 8)"`` or an index ``"10"`` into an action of ``actions``
     (the 19 contract actions by default): where an action typed by the user enters.
@@ -403,7 +418,8 @@ def sglang_cli_args(triple: Sequence[int], draft_model_path: str | None = None) 
     """sglang ``launch_server`` flags for an action; the baseline gets none.
 
     Args:
-        triple: a valid action (canonicalised here).
+        triple: an :class:`Action` (trusted), or a plain triple (checked and canonicalised
+            here, :func:`as_action`).
         draft_model_path: when given, ``--speculative-draft-model-path`` is included.
 
     Returns:
@@ -412,9 +428,9 @@ def sglang_cli_args(triple: Sequence[int], draft_model_path: str | None = None) 
         "--speculative-num-draft-tokens", "8"]``.
 
     Raises:
-        InvalidActionError: the triple breaks a rule.
+        InvalidActionError: a plain triple that breaks a rule.
     """
-    action = validate_action(triple)
+    action = as_action(triple)
     if action.is_baseline:
         return []
     args = ["--speculative-algorithm", "EAGLE3"]
@@ -434,12 +450,13 @@ def sglang_cli_args(triple: Sequence[int], draft_model_path: str | None = None) 
 def server_args_kwargs(triple: Sequence[int], draft_model_path: str | None = None) -> dict[str, object]:
     """Keyword arguments for sglang's ``ServerArgs`` / ``sglang.Engine`` for an action.
 
-    Field names follow ``python/sglang/srt/server_args.py``. The baseline gets ``{}``.
+    Field names follow ``python/sglang/srt/server_args.py``. The baseline gets ``{}``; an
+    :class:`Action` is trusted, a plain triple checked (:func:`as_action`).
 
     Raises:
-        InvalidActionError: the triple breaks a rule.
+        InvalidActionError: a plain triple that breaks a rule.
     """
-    action = validate_action(triple)
+    action = as_action(triple)
     if action.is_baseline:
         return {}
     kwargs: dict[str, object] = {"speculative_algorithm": "EAGLE3"}
