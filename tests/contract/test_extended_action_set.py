@@ -149,3 +149,36 @@ def test_mixing_action_sets_in_one_file_is_refused_on_merge(run_cli, tmp_path) -
     assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "cannot merge: its rows are of the extended action set, this sweep's is contract" in res.stderr
     assert not (tmp_path / "m.jsonl").exists()
+
+
+def test_the_sweep_its_data_the_folder_and_the_policy_carry_their_set(run_cli, tmp_path) -> None:
+    from specband.artifacts.folder import load_manifest
+    from specband.artifacts.load import load_models
+    from specband.core.errors import ArtifactError, DataError
+    from specband.policies.lookup_table import LookupTable
+    from specband.sweeps.dataset import load_sweep
+
+    data = _simulated_extended(run_cli, tmp_path / "ext.jsonl")
+    with pytest.raises(DataError, match="in the extended action set \\(pass --actions extended\\)"):
+        load_sweep(data)  # read against the contract unless told otherwise
+    sweep = load_sweep(data, action_set=EXTENDED_SET)
+    training = sweep.training_data("pre")
+    assert sweep.action_set is EXTENDED_SET and training.action_set is EXTENDED_SET
+    assert sweep.subset(lambda r: r.batch_size == 1).action_set is EXTENDED_SET
+    assert training.allowed[1].shape == (44,) and training.allowed[1].sum() == 44  # every config ran at bs 1
+    assert {r.action for r in sweep.rows} == set(EXTENDED_ACTIONS)
+    policy = LookupTable().fit(training)
+    assert policy.action_set is EXTENDED_SET and policy.scores(training.states[:1]).shape == (1, 44)
+    assert load_sweep(None).training_data().action_set is CONTRACT_SET
+
+    out = tmp_path / "models"
+    assert run_cli("train", data, "--out", out, "--actions", "extended").exit_code == 0
+    assert load_manifest(out, EXTENDED_SET).action_set is EXTENDED_SET
+    with pytest.raises(ArtifactError, match="the models are of the extended action set; pass --actions extended"):
+        load_manifest(out)
+    loaded = load_models("lookup_table", out, action_set=EXTENDED_SET)
+    assert loaded.manifest.action_set is EXTENDED_SET and loaded.lookup_means is not None
+    written = json.loads((out / "lookup_table" / "model.json").read_text())
+    table = LookupTable.load(out, EXTENDED_SET).table()
+    assert {str(bs): list(a) for bs, (a, _) in table.items()} == {bs: v["config"] for bs, v in written.items()}
+    assert any(EXTENDED_SET.index(a) >= 19 for a, _ in table.values())  # an index the contract lacks
