@@ -158,7 +158,7 @@ class LaunchPlan:
 
     request: LaunchRequest
     config: Any
-    action: tuple[int, int, int]
+    action: Action
     command: list[str]
     pick: Pick | PowerLimitAnswer | SchedulePick
     notes: tuple[str, ...]
