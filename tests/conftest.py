@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import signal
 from collections.abc import Callable
@@ -17,11 +18,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # the emulator parses launch flags with the strict copy of sglang's parser (held to sglang's
-# own by tests/harness/test_sglang_conformance.py) instead of importing sglang (seconds) per launch
+# own by tests/engines/test_sglang_conformance.py) instead of importing sglang (seconds) per launch
 os.environ.setdefault("SPECBAND_EMULATOR_SGLANG_PARSER", "0")
 # A token that every process this test session starts inherits (sweeps, servers, Ray's
 # raylet and workers): the harness tests look for leftover servers only among processes
-# holding it (``tests/harness/conftest.py`` ``processes_with``). Other developers run the
+# holding it (``tests/servers.py`` ``processes_with``). Other developers run the
 # same tests on this machine at the same time, with servers whose command lines can name
 # the same port: those are neither counted, nor waited for, nor killed. A fresh token per
 # session, even inside another session's process.
@@ -40,6 +41,9 @@ PUBLISHED_DATA = bundled_data_path()
 # SIG_IGN, is reset to the default in a child by exec.)
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+#: the server fixtures (port, sweep_args, python, local_ray) for every package's tests
+pytest_plugins = ["tests.servers"]
 
 REQUIRE_SGLANG_ENV = "SPECBAND_REQUIRE_SGLANG"
 REQUIRE_RAY_ENV = "SPECBAND_REQUIRE_RAY"
@@ -63,6 +67,21 @@ def import_or_skip(
 def require_module() -> Callable[..., ModuleType]:
     """:func:`import_or_skip`, for test modules (which cannot import this conftest)."""
     return import_or_skip
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Any:
+    """The root logger as each test found it: importing sglang calls ``logging.basicConfig(level=INFO)``
+    with a handler on the test's captured stderr, which pytest closes after the test; every later
+    test that logs (httpx logs each request at INFO) would then print "--- Logging error ---" and a
+    traceback into its own stderr."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness.conftest import free_port
+from tests.servers import free_port
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: issue 22: the README is the front door, the reference lives in docs/

@@ -216,7 +216,8 @@ def test_cli_actions_lists_all(run_cli) -> None:  # type: ignore[no-untyped-def]
 def test_extended_set_is_sglangs_full_grid_with_the_contract_first() -> None:
     from specband.contract.actions import EXTENDED_ACTIONS, action_set
 
-    assert action_set("contract") == ACTIONS and len(ACTIONS) == 19
+    assert action_set("contract").actions == ACTIONS and len(ACTIONS) == 19
+    assert action_set("extended").actions == EXTENDED_ACTIONS
     assert EXTENDED_ACTIONS[:19] == ACTIONS and len(EXTENDED_ACTIONS) == 44
     assert len(set(EXTENDED_ACTIONS)) == 44
     for action in EXTENDED_ACTIONS:

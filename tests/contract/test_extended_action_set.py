@@ -11,14 +11,15 @@ import pytest
 
 from specband.artifacts.folder import ARTIFACT_FILES
 from specband.contract.actions import (
+    ACTION_SETS,
     ACTIONS,
+    CONTRACT_SET,
     EXTENDED_ACTIONS,
+    EXTENDED_SET,
+    Action,
     action_index,
     action_set_of,
-    active_action_set,
-    num_active_actions,
     parse_action,
-    use_action_set,
 )
 from specband.core.errors import InvalidActionError
 
@@ -54,20 +55,23 @@ def _simulated_extended(run_cli, path: Path, repeats: int = 2) -> Path:
     return path
 
 
-def test_the_active_set_is_the_contract_unless_a_block_says_otherwise() -> None:
-    assert active_action_set() == "contract" and num_active_actions() == 19
+def test_the_set_is_a_value_passed_in_and_the_contract_by_default() -> None:
+    assert ACTION_SETS == {"contract": CONTRACT_SET, "extended": EXTENDED_SET}
+    assert (CONTRACT_SET.name, len(CONTRACT_SET), CONTRACT_SET.actions) == ("contract", 19, ACTIONS)
+    assert (EXTENDED_SET.name, len(EXTENDED_SET), EXTENDED_SET.actions) == ("extended", 44, EXTENDED_ACTIONS)
     with pytest.raises(InvalidActionError, match="in the extended action set \\(pass --actions extended\\)"):
         action_index((7, 1, 8))
-    with use_action_set("extended") as actions:
-        assert actions == EXTENDED_ACTIONS and num_active_actions() == 44
-        assert action_index((7, 1, 8)) == EXTENDED_ACTIONS.index((7, 1, 8)) >= 19
-        assert action_index((3, 4, 8)) == ACTIONS.index((3, 4, 8))  # a contract index means the same
-        assert parse_action("43") == EXTENDED_ACTIONS[43]
-    assert active_action_set() == "contract"
+    with pytest.raises(InvalidActionError, match="in the extended action set \\(pass --actions extended\\)"):
+        CONTRACT_SET.index(Action(7, 1, 8))
+    assert action_index((7, 1, 8), EXTENDED_SET) == EXTENDED_SET.index(Action(7, 1, 8)) == 31
+    assert EXTENDED_ACTIONS[31] == (7, 1, 8)
+    assert action_index((7, 1, 2), EXTENDED_SET) == 31  # canonicalised to (7, 1, 8)
+    assert action_index((3, 4, 8), EXTENDED_SET) == action_index((3, 4, 8)) == 10  # a contract index means the same
+    assert parse_action("43", EXTENDED_SET) == EXTENDED_ACTIONS[43] == EXTENDED_SET[43]
     with pytest.raises(InvalidActionError, match=r"outside 0\.\.18"):
         parse_action("19")
-    assert action_set_of([(0, 0, 0), (3, 4, 8)]) == "contract"
-    assert action_set_of([(0, 0, 0), (7, 1, 2)]) == "extended"  # canonicalised to (7, 1, 8)
+    assert action_set_of([Action(0, 0, 0), Action(3, 4, 8)]) is CONTRACT_SET
+    assert action_set_of([Action(0, 0, 0), Action(7, 1, 8)]) is EXTENDED_SET
 
 
 def test_contract_train_output_is_byte_identical_to_before(run_cli, tmp_path) -> None:
@@ -145,3 +149,36 @@ def test_mixing_action_sets_in_one_file_is_refused_on_merge(run_cli, tmp_path) -
     assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "cannot merge: its rows are of the extended action set, this sweep's is contract" in res.stderr
     assert not (tmp_path / "m.jsonl").exists()
+
+
+def test_the_sweep_its_data_the_folder_and_the_policy_carry_their_set(run_cli, tmp_path) -> None:
+    from specband.artifacts.folder import load_manifest
+    from specband.artifacts.load import load_models
+    from specband.core.errors import ArtifactError, DataError
+    from specband.policies.lookup_table import LookupTable
+    from specband.sweeps.dataset import load_sweep
+
+    data = _simulated_extended(run_cli, tmp_path / "ext.jsonl")
+    with pytest.raises(DataError, match="in the extended action set \\(pass --actions extended\\)"):
+        load_sweep(data)  # read against the contract unless told otherwise
+    sweep = load_sweep(data, action_set=EXTENDED_SET)
+    training = sweep.training_data("pre")
+    assert sweep.action_set is EXTENDED_SET and training.action_set is EXTENDED_SET
+    assert sweep.subset(lambda r: r.batch_size == 1).action_set is EXTENDED_SET
+    assert training.allowed[1].shape == (44,) and training.allowed[1].sum() == 44  # every config ran at bs 1
+    assert {r.action for r in sweep.rows} == set(EXTENDED_ACTIONS)
+    policy = LookupTable().fit(training)
+    assert policy.action_set is EXTENDED_SET and policy.scores(training.states[:1]).shape == (1, 44)
+    assert load_sweep(None).training_data().action_set is CONTRACT_SET
+
+    out = tmp_path / "models"
+    assert run_cli("train", data, "--out", out, "--actions", "extended").exit_code == 0
+    assert load_manifest(out, EXTENDED_SET).action_set is EXTENDED_SET
+    with pytest.raises(ArtifactError, match="the models are of the extended action set; pass --actions extended"):
+        load_manifest(out)
+    loaded = load_models("lookup_table", out, action_set=EXTENDED_SET)
+    assert loaded.manifest.action_set is EXTENDED_SET and loaded.lookup_means is not None
+    written = json.loads((out / "lookup_table" / "model.json").read_text())
+    table = LookupTable.load(out, EXTENDED_SET).table()
+    assert {str(bs): list(a) for bs, (a, _) in table.items()} == {bs: v["config"] for bs, v in written.items()}
+    assert any(EXTENDED_SET.index(a) >= 19 for a, _ in table.values())  # an index the contract lacks

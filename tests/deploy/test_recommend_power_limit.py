@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.harness.conftest import one_error_line
+from tests.servers import one_error_line
 
 from specband.core.errors import ConfigError, DataError
 from specband.deploy.answers import PowerLimitAnswer

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from specband.contract.actions import EXTENDED_ACTIONS
+from tests.servers import one_error_line
 
-from .conftest import one_error_line
+from specband.contract.actions import EXTENDED_ACTIONS
 
 
 def test_the_extended_grid_runs_end_to_end_on_the_emulator(run_cli, sweep_args, tmp_path) -> None:
@@ -72,3 +72,28 @@ def test_the_extended_grid_runs_end_to_end_on_the_emulator(run_cli, sweep_args, 
     for bs, k in best.items():
         assert next(n for lo, hi, n in ranges if lo <= bs <= hi) == k
     assert {n for _, _, n in ranges} <= {0, 3, 7}
+
+
+def test_a_sweep_checks_its_actions_where_they_enter_not_per_run(run_cli, sweep_args, tmp_path, monkeypatch) -> None:
+    import specband.contract.actions as actions
+
+    checked: list[tuple[int, ...]] = []
+    original = actions.validate_action
+
+    def counting(triple):  # type: ignore[no-untyped-def]
+        checked.append(tuple(triple))
+        return original(triple)
+
+    monkeypatch.setattr(actions, "validate_action", counting)
+    out = tmp_path / "s.jsonl"
+    grid = ("--batch-sizes", "1,2", "--actions", "0 3,1,4 7,1,2", "--repeats", "1")
+    res = run_cli(*sweep_args, *grid, "--max-new-tokens", "16", "--num-prompts", "1", "--out", out)
+    assert res.exit_code == 0, res.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 6 and {(r["steps"], r["topk"], r["num_draft_tokens"]) for r in rows} == {
+        (0, 0, 0), (3, 1, 4), (7, 1, 8)
+    }  # fmt: skip
+    # the two triples of --actions when parsed ("0" is an index), then each written row once when
+    # the file is read back as a sweep; the six runs (launch line, record, draft flag) check nothing
+    assert checked[:2] == [(3, 1, 4), (7, 1, 2)]
+    assert sorted(checked[2:]) == sorted((r["steps"], r["topk"], r["num_draft_tokens"]) for r in rows)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import (
+from tests.servers import (
     emulator_command,
     emulator_running,
     free_ports,
@@ -154,7 +154,8 @@ def test_ctrl_c_with_two_gpus_leaves_no_server_on_any_worker(sweep_args, tmp_pat
 
 
 def _ray_sweep(tmp_path: Path, base_port: int, *, resume: bool, stop_after: int | None = None):
-    from tests.harness.conftest import TIME_SCALE, sweep_job
+    from tests.harness.jobs import sweep_job
+    from tests.servers import TIME_SCALE
 
     from specband.contract.actions import Action
     from specband.devices.base import Clock

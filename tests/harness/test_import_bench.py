@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.servers import one_error_line
 
 from specband.core.errors import ConfigError, DataError
 from specband.harness.import_bench import import_bench
 from specband.sweeps.dataset import load_sweep
-
-from .conftest import one_error_line
 
 # What sglang's scripts/playground/bench_speculative.py writes (one line per config).
 BENCH = [

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import processes_with
+from tests.servers import processes_with
 
 from specband.harness import process as server_module
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt

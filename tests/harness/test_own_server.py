@@ -12,13 +12,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from tests.servers import one_error_line
 
 from specband.contract.record import error_class_of, row_error_class
 from specband.engines.failures import PortInUseError
 from specband.harness.process import ServerProcess
 from specband.harness.procfs import listening_socket_inodes, socket_inodes_of
-
-from .conftest import one_error_line
 
 
 class _Health(http.server.BaseHTTPRequestHandler):

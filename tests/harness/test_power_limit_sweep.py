@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import TIME_SCALE, emulator_command, one_error_line
+from tests.servers import TIME_SCALE, emulator_command, one_error_line
 
 from specband.emulator.gpu import EmulatedGpu
 from specband.sim import build_model

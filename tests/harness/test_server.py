@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import processes_with
+from tests.servers import processes_with
 
 from specband.core.errors import ConfigError
 from specband.devices.base import Clock

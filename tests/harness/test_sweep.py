@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import (
+from tests.servers import (
     TIME_SCALE,
     emulator_command,
     emulator_running,

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from .conftest import TIME_SCALE, emulator_command, one_error_line, processes_with
+from tests.servers import TIME_SCALE, emulator_command, one_error_line, processes_with
 
 
 def _rows(path: Path) -> list[dict]:

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.harness.conftest import TIME_SCALE, emulator_command, one_error_line, sweep_job
+from tests.harness.jobs import sweep_job
+from tests.servers import TIME_SCALE, emulator_command, one_error_line
 
 from specband.contract.actions import Action
 from specband.core.errors import ConfigError

@@ -8,14 +8,13 @@ import shlex
 from pathlib import Path
 
 import pytest
+from tests.servers import emulator_command, one_error_line
 
 from specband.contract.actions import ACTIONS
 from specband.contract.record import EXTRA_COLUMNS
 from specband.core.errors import ConfigError
 from specband.engines.serverconfig import ServerConfig, build_launch_command, check_server_env, split_server_args
 from specband.engines.sglang_flags import NEWEST_VERSION, detect_sglang_version, parse_version, strict_parser
-
-from .conftest import emulator_command, one_error_line
 
 
 def _rows(path: Path) -> list[dict]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.servers import emulator_command, free_port
 
 from specband.core.errors import ConfigError, DataError
 from specband.engines.serverconfig import ServerConfig, build_launch_command
@@ -22,7 +23,6 @@ from specband.harness.process import ServerProcess
 from specband.harness.request import SweepRequest, build_sweep, dry_run_lines
 from specband.sweeps.dataset import load_sweep
 
-from .conftest import emulator_command, free_port
 from .real_engine.recording import vllm_answers
 
 RECORDED = Path(__file__).parent / "real_engine" / "recorded" / "vllm-0.32.0.json"

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.servers import one_error_line
 
 from specband.core.errors import ConfigError, DataError
 from specband.engines.serverconfig import ServerConfig
 from specband.harness.runner import MeasureSettings
 from specband.harness.workload import load_prompts
-
-from .conftest import one_error_line
 
 TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from specband.artifacts.folder import SweepRecord
-from specband.contract.actions import ACTION_SETS, EXTENDED_ACTIONS
+from specband.contract.actions import EXTENDED_ACTIONS
 from specband.policies.registry import REGISTRY
 
 if TYPE_CHECKING:
@@ -115,11 +115,11 @@ def _provenance(sweep: Sweep) -> str:
 def _io_contract(manifest: Manifest) -> str:
     """The I/O contract sentence (the extended set says it is not the published 19)."""
     state = f"Input: a 4-float state {_STATE[manifest.features]}."
-    if manifest.action_set == "contract":
+    if manifest.action_set.is_contract:
         return f"{state} Output: an index into the 19 actions (steps, topk, draft tokens), in this order:"
-    n = len(ACTION_SETS[manifest.action_set])
+    n = len(manifest.action_set)
     return (
-        f"{state} Action set: **{manifest.action_set}** (sglang bench_speculative.py's full grid, not the "
+        f"{state} Action set: **{manifest.action_set.name}** (sglang bench_speculative.py's full grid, not the "
         f"published 19-action contract; `specband.json` lists the triples). Output: an index into these {n} "
         "actions (steps, topk, draft tokens; the first 19 are the contract's), in this order:"
     )
@@ -192,7 +192,7 @@ def render_model_card(
         "",
         _io_contract(manifest),
         "",
-        " ".join(f"{i} {tuple(a)}" for i, a in enumerate(ACTION_SETS[manifest.action_set])),
+        " ".join(f"{i} {tuple(a)}" for i, a in enumerate(manifest.action_set)),
         "",
         "## Pick per batch size",
         "",

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specband.artifacts.folder import DataRecord, Manifest, SweepRecord, file_sha256, validate_algorithms
-from specband.contract.actions import active_action_set
 from specband.contract.state import FEATURE_KINDS
 from specband.core.errors import ConfigError
 from specband.policies import policy_class
@@ -88,7 +87,7 @@ def build_manifest(
     info = DataRecord(rows=len(sweep.rows) if sweep is not None else None, training_rows=len(data), sweep=record)
     return Manifest(
         features=data.features,
-        action_set=active_action_set(),
+        action_set=data.action_set,
         seed=seed,
         algorithms=tuple(validate_algorithms(algorithms)),
         data=info,
@@ -195,7 +194,7 @@ def check_out_folder(out: str | Path, sweep: Sweep, *, force: bool = False, data
     if force or not (folder / MANIFEST_FILE).is_file():
         return
     try:
-        old = load_manifest(folder).data
+        old = load_manifest(folder, sweep.action_set).data
     except ArtifactError:
         return  # an unreadable manifest: save_artifacts decides
     new_sha = file_sha256(sweep.path) if sweep.path and Path(sweep.path).is_file() else None

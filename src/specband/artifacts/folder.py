@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.contract.actions import ACTION_SETS, active_action_set
+from specband.contract.actions import ACTION_SETS, CONTRACT_SET, ActionSet
 from specband.contract.reward import RewardConfig
 from specband.contract.state import FEATURE_KINDS, state_tuple
 from specband.core.batchlist import nearest_batch_size
@@ -228,9 +228,10 @@ class Manifest:
         foreign: True when the folder has no manifest (written by another tool).
         files: path relative to the folder -> sha256 of every policy file specband wrote
             (what :mod:`specband.files.safeload` checks before unpickling a joblib file).
-        action_set: ``"contract"`` (the 19 actions; the manifest then has no ``action_set``
-            key, as before) or ``"extended"`` (the manifest says so and lists the 44 triples
-            under ``actions``; every index in it is into that list).
+        action_set: the set the folder was trained on: :data:`~specband.contract.actions.CONTRACT_SET`
+            (the 19 actions; the manifest then has no ``action_set`` key, as before) or the
+            extended set (the manifest says so and lists the 44 triples under ``actions``;
+            every index in it is into that list).
         origin: what the data rests on (hardware, power limit, models, sglang version,
             workload, provenance; :class:`specband.sweeps.origin.DataOrigin`), or ``None`` for a
             folder written before origins were recorded, or by another tool.
@@ -255,7 +256,7 @@ class Manifest:
     specband_version: str | None = None
     foreign: bool = False
     files: Mapping[str, str] = field(default_factory=dict)
-    action_set: str = "contract"
+    action_set: ActionSet = CONTRACT_SET
     origin: DataOrigin | None = None
     stats: Mapping[int, Mapping[int, ActionStats]] = field(default_factory=dict)
     power_limits: LimitTable | None = None
@@ -285,7 +286,7 @@ class Manifest:
         indices = self.allowed_indices(batch_size)
         if indices is None:
             return None
-        mask = np.zeros(len(ACTION_SETS[self.action_set]), dtype=bool)
+        mask = np.zeros(len(self.action_set), dtype=bool)
         mask[list(indices)] = True
         return mask
 
@@ -345,21 +346,23 @@ class Manifest:
             out["origin"] = self.origin.to_json()
         if self.files:
             out["files"] = dict(sorted(self.files.items()))
-        if self.action_set != "contract":
-            out["action_set"] = self.action_set
-            out["actions"] = [list(a) for a in ACTION_SETS[self.action_set]]
+        if not self.action_set.is_contract:
+            out["action_set"] = self.action_set.name
+            out["actions"] = [list(a) for a in self.action_set]
         if self.power_limits is not None:
             out["power_limits"] = self.power_limits.to_json()
         return out
 
     @classmethod
-    def from_json(cls, obj: Any, path: str | Path) -> Manifest:  # noqa: C901
-        """Parse a manifest dict.
+    def from_json(cls, obj: Any, path: str | Path, action_set: ActionSet = CONTRACT_SET) -> Manifest:  # noqa: C901
+        """Parse a manifest dict, read against ``action_set`` (the command's ``--actions``):
+        a folder of another set is refused (its indices would mean other triples).
 
         Raises:
             ArtifactError: a ``format`` newer than :data:`MANIFEST_FORMAT` (or not a positive
-                integer), wrong types, an unknown feature kind or algorithm, an action
-                index outside 0..18, or a state that is not 4 finite numbers.
+                integer), wrong types, an unknown feature kind or algorithm, a folder of
+                another action set than ``action_set`` (naming ``--actions``), an action
+                index outside the set, or a state that is not 4 finite numbers.
         """
 
         def bad(message: str) -> ArtifactError:
@@ -399,8 +402,8 @@ class Manifest:
             isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in files.items()
         ):
             raise bad("'files' must map relative paths to sha256 hex digests")
-        action_set = _manifest_action_set(obj, bad)
-        num_actions = len(ACTION_SETS[action_set])
+        folder_set = _manifest_action_set(obj, bad, action_set)
+        num_actions = len(folder_set)
         sizes = obj.get("batch_sizes") or {}
         if not isinstance(sizes, dict):
             raise bad("'batch_sizes' must be an object keyed by batch size")
@@ -451,7 +454,7 @@ class Manifest:
             row_counts=counts,
             specband_version=obj.get("specband_version"),
             files=files,
-            action_set=action_set,
+            action_set=folder_set,
             origin=DataOrigin.from_json(obj.get("origin")),
             stats=stats,
             power_limits=None if obj.get("power_limits") is None else LimitTable.from_json(obj["power_limits"], bad),
@@ -476,22 +479,23 @@ def _reward_config(value: Any, bad: Callable[[str], ArtifactError]) -> RewardCon
         raise bad(f"'reward_config': {exc}") from None
 
 
-def _manifest_action_set(obj: Mapping[str, Any], bad: Callable[[str], ArtifactError]) -> str:
-    """The manifest's ``action_set`` (absent: ``contract``), held to the set in force: a
-    folder of one set is never read as the other (its indices would mean other triples).
+def _manifest_action_set(obj: Mapping[str, Any], bad: Callable[[str], ArtifactError], expected: ActionSet) -> ActionSet:
+    """The manifest's ``action_set`` (absent: ``contract``), held to ``expected`` (the
+    command's): a folder of one set is never read as the other (its indices would mean
+    other triples).
 
     Raises:
         ArtifactError: an unknown name, an ``actions`` list that is not that set's triples,
-            or a set other than the one in force (naming ``--actions``).
+            or a set other than ``expected`` (naming ``--actions``).
     """
     name = obj.get("action_set", "contract")
     if name not in ACTION_SETS:
         raise bad(f"'action_set' must be one of {', '.join(ACTION_SETS)}, got {name!r}")
     if name != "contract" and obj.get("actions") != [list(a) for a in ACTION_SETS[name]]:
         raise bad(f"'actions' must list the {len(ACTION_SETS[name])} triples of the {name} action set in order")
-    if name != active_action_set():
+    if name != expected.name:
         raise bad(f"the models are of the {name} action set; pass --actions {name}")
-    return str(name)
+    return ACTION_SETS[name]
 
 
 def _is_number(value: Any) -> bool:
@@ -522,12 +526,12 @@ def _policy_file_hashes(folder: Path, policies: Mapping[str, Policy]) -> dict[st
     }
 
 
-def _foreign_policy_files(out: Path) -> list[str]:
+def _foreign_policy_files(out: Path, action_set: ActionSet) -> list[str]:
     """Files inside the algorithm folders of the specband folder ``out`` that its
     manifest's ``files`` does not list (a user's own; none known for an older manifest
-    without ``files``)."""
+    without ``files``, or one of another action set than ``action_set``)."""
     try:
-        files = load_manifest(out).files
+        files = load_manifest(out, action_set).files
     except ArtifactError:
         return []
     if not files:
@@ -575,7 +579,7 @@ def save_artifacts(
     if out.is_dir() and (out / MANIFEST_FILE).is_file():
         known = {MANIFEST_FILE, MODEL_CARD_FILE, *ALGORITHMS}
         foreign = sorted(p.name for p in out.iterdir() if p.name not in known)
-        foreign += _foreign_policy_files(out)
+        foreign += _foreign_policy_files(out, manifest.action_set)
         if foreign:
             raise ArtifactError(
                 f"{out}: also holds {', '.join(foreign)}, which specband did not write; training would replace "
@@ -615,13 +619,14 @@ def save_artifacts(
     return out
 
 
-def load_manifest(directory: str | Path) -> Manifest:
-    """The folder's manifest, or a ``foreign`` one (contract features, nothing else known)
+def load_manifest(directory: str | Path, action_set: ActionSet = CONTRACT_SET) -> Manifest:
+    """The folder's manifest, read against ``action_set`` (the command's ``--actions``; see
+    :meth:`Manifest.from_json`), or a ``foreign`` one (contract features, nothing else known)
     when it has none.
 
     Raises:
-        ArtifactError: the folder does not exist or is a file, the manifest is malformed
-            or a link whose real path leaves the folder.
+        ArtifactError: the folder does not exist or is a file, the manifest is malformed,
+            of another action set, or a link whose real path leaves the folder.
     """
     d = Path(directory)
     if not d.is_dir():
@@ -633,7 +638,7 @@ def load_manifest(directory: str | Path) -> Manifest:
     from specband.files.safeload import check_files_inside
 
     check_files_inside(d, (MANIFEST_FILE,))  # not read through a link out of the folder
-    return Manifest.from_json(read_json(path), path)
+    return Manifest.from_json(read_json(path), path, action_set)
 
 
 def available_algorithms(directory: str | Path) -> list[str]:
@@ -751,12 +756,12 @@ def embedded_manifest() -> Manifest:
 DEFAULT_MODELS_DIR = "specband-models"
 
 
-def folder_algorithms(folder: Path) -> tuple[str, ...]:
-    """Algorithms of an existing specband folder at ``folder`` (empty when there is none
-    or its manifest is unreadable)."""
+def folder_algorithms(folder: Path, action_set: ActionSet = CONTRACT_SET) -> tuple[str, ...]:
+    """Algorithms of an existing specband folder at ``folder`` (empty when there is none,
+    its manifest is unreadable or of another action set than ``action_set``)."""
     if not (folder / MANIFEST_FILE).is_file():
         return ()
     try:
-        return load_manifest(folder).algorithms
+        return load_manifest(folder, action_set).algorithms
     except ArtifactError:
         return ()

@@ -32,7 +32,7 @@ from specband.artifacts.folder import (
     validate_algorithms,
     verify_algorithm_files,
 )
-from specband.contract.actions import active_action_set
+from specband.contract.actions import CONTRACT_SET, ActionSet
 from specband.core.errors import ArtifactError, ConfigError, SpecbandError
 
 if TYPE_CHECKING:
@@ -61,18 +61,19 @@ class ModelFolder:
     implicit: bool = False
 
 
-def open_folder(models: str | Path) -> ModelFolder:
+def open_folder(models: str | Path, action_set: ActionSet = CONTRACT_SET) -> ModelFolder:
     """The folder ``--models`` names, resolved (:func:`specband.files.hub.resolve_folder`) and
-    its manifest read (:func:`specband.artifacts.folder.load_manifest`).
+    its manifest read against ``action_set``, the command's ``--actions``
+    (:func:`specband.artifacts.folder.load_manifest`).
 
     Raises:
-        ArtifactError: the folder does not exist or its manifest is malformed; HubError: a
-            hub id not found.
+        ArtifactError: the folder does not exist, its manifest is malformed or of another
+            action set; HubError: a hub id not found.
     """
     from specband.files.hub import resolve_folder
 
     path = resolve_folder(models)
-    return ModelFolder(str(models), path, load_manifest(path))
+    return ModelFolder(str(models), path, load_manifest(path, action_set))
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def load_models(
     *,
     trust_pickle: bool = False,
     allow_modified: bool = False,
+    action_set: ActionSet = CONTRACT_SET,
 ) -> LoadedModels:
     """Load ``algo`` from ``models`` (a folder or a hub id, or a :class:`ModelFolder` opened
     already), else ``./specband-models`` when it holds ``algo``, else the embedded default.
@@ -117,9 +119,12 @@ def load_models(
             ``./specband-models`` picked up without being named.
         allow_modified: load files whose sha256 no longer matches the folder's manifest
             (a warning on stderr).
+        action_set: the command's ``--actions``: a folder (and ``data_path``'s rows) is read
+            against it; the embedded default is a contract model.
 
     Raises:
-        ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
+        ConfigError: unknown algorithm, or the embedded default under another action set;
+        ArtifactError: unreadable folder, one of another action set, or an untrusted
         pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     from specband.files.hub import resolve_data_file, resolve_folder
@@ -132,16 +137,16 @@ def load_models(
         folder = models
     elif models is not None:
         path = resolve_folder(models)
-        folder = ModelFolder(str(models), path, load_manifest(path))
+        folder = ModelFolder(str(models), path, load_manifest(path, action_set))
     if data_path is not None:
         data_path = resolve_data_file(data_path)
     if folder is None:
-        folder = _implicit_folder(algo, note)
+        folder = _implicit_folder(algo, note, action_set)
         if folder is not None:
             trust_pickle = False  # a folder nobody named is never unpickled
             note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
     if folder is None:
-        _check_embedded_action_set()
+        _check_embedded_action_set(action_set)
         if data_path is not None:
             note("--data is used with --models only; ignored")
         if algo == "lookup_table":
@@ -153,7 +158,15 @@ def load_models(
         policy, manifest = embedded_policy(algo)
         return LoadedModels(algo, None, manifest, policy, None, tuple(notes))
     try:
-        return _load_folder(folder, algo, data_path, notes, trust_pickle=trust_pickle, allow_modified=allow_modified)
+        return _load_folder(
+            folder,
+            algo,
+            data_path,
+            notes,
+            trust_pickle=trust_pickle,
+            allow_modified=allow_modified,
+            action_set=action_set,
+        )
     except SpecbandError as exc:
         if not folder.implicit:
             raise
@@ -162,15 +175,16 @@ def load_models(
         ) from None
 
 
-def _implicit_folder(algo: str, note: Callable[[str], None]) -> ModelFolder | None:
+def _implicit_folder(algo: str, note: Callable[[str], None], action_set: ActionSet) -> ModelFolder | None:
     """``./specband-models`` when it is picked up for ``algo`` without ``--models``: only a
     folder with specband's manifest (written by ``specband train``) that holds ``algo``.
     Anything else found under that name is announced through ``note`` (what was found, and
     that the embedded default is used instead); nothing there: no note.
 
     Raises:
-        ArtifactError: the folder's ``specband.json`` is unreadable or malformed (as with
-            ``--models``), the message saying the folder was picked up without ``--models``.
+        ArtifactError: the folder's ``specband.json`` is unreadable, malformed or of another
+            action set than ``action_set`` (as with ``--models``), the message saying the
+            folder was picked up without ``--models``.
     """
     path = Path(DEFAULT_MODELS_DIR)
     shown = f"./{DEFAULT_MODELS_DIR}"
@@ -192,7 +206,7 @@ def _implicit_folder(algo: str, note: Callable[[str], None]) -> ModelFolder | No
         )
         return None
     try:
-        manifest = load_manifest(path)
+        manifest = load_manifest(path, action_set)
     except ArtifactError as exc:
         raise ArtifactError(
             f"{exc} ({shown} was picked up without --models; --models DIR names another folder)"
@@ -211,8 +225,9 @@ def _load_folder(
     *,
     trust_pickle: bool,
     allow_modified: bool,
+    action_set: ActionSet,
 ) -> LoadedModels:
-    """:func:`load_models` of a folder (its manifest as read once)."""
+    """:func:`load_models` of a folder (its manifest as read once, against ``action_set``)."""
     note = notes.append
     policy: Policy | None = None
     manifest = read = folder.manifest
@@ -222,7 +237,7 @@ def _load_folder(
             from specband.artifacts.fit import build_manifest
             from specband.sweeps.dataset import load_sweep
 
-            sweep = load_sweep(data_path)
+            sweep = load_sweep(data_path, action_set=action_set)
             training = sweep.training_data(manifest.features)
             manifest = replace(build_manifest(training, [algo], seed=None, sweep=sweep), foreign=True)
         else:
@@ -232,7 +247,7 @@ def _load_folder(
         from specband.policies.lookup_core import read_lookup_folder
 
         verify_algorithm_files(folder.path, algo, allow_modified=allow_modified, manifest=read)
-        lookup_means = read_lookup_folder(folder.path).means
+        lookup_means = read_lookup_folder(folder.path, action_set).means
     else:
         policy = load_policy(
             folder.path, algo, training, trust_pickle=trust_pickle, allow_modified=allow_modified, manifest=read
@@ -247,14 +262,14 @@ def _load_folder(
     return LoadedModels(algo, folder.path, manifest, policy, lookup_means, tuple(notes))
 
 
-def _check_embedded_action_set() -> None:
+def _check_embedded_action_set(action_set: ActionSet) -> None:
     """The embedded default is a contract model: refuse it under another action set.
 
     Raises:
         ConfigError: naming ``--models`` and ``--actions``.
     """
-    name = active_action_set()
-    if name != "contract":
+    name = action_set.name
+    if not action_set.is_contract:
         raise ConfigError(
             f"--actions {name} needs --models DIR of a folder trained with `specband train --actions {name}` "
             f"(./{DEFAULT_MODELS_DIR} and the embedded default are not)"

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from specband.artifacts.folder import DEFAULT_MODELS_DIR
-from specband.contract.actions import action_set_field
+from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
+from specband.contract.actions import action_set as named_action_set
 from specband.contract.state import FEATURE_KINDS
 from specband.core.limits import MAX_SEED
 from specband.core.optionspec import option
@@ -24,7 +25,8 @@ class TrainRequest:
     """Every option of ``specband train``.
 
     Raises:
-        ConfigError: an unknown algorithm, a bad ``--power-limit`` or an empty ``--out``.
+        ConfigError: an unknown algorithm, a bad ``--power-limit`` or an empty ``--out``;
+            InvalidActionError: an unknown ``--actions``.
     """
 
     data: Path | None = option(
@@ -93,6 +95,13 @@ class TrainRequest:
             )
         check_power_limit_w(self.power_limit)
         _ = self.out_path
+        named_action_set(self.actions)  # an unknown --actions, naming the option
+
+    @property
+    def action_set(self) -> ActionSet:
+        """The set ``--actions`` names: the rows are read, the policies trained and the
+        manifest written against it."""
+        return ACTION_SETS[self.actions]
 
     @property
     def out_path(self) -> Path:
@@ -166,10 +175,7 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
         With ``--actions extended`` (rows read, policies trained and the manifest written
         against the 44-action set) only :data:`EXTENDED_ALGORITHMS` are trained.
     """
-    from specband.contract.actions import use_action_set
-
-    with use_action_set(r.actions):
-        return _run_training(r, loaded, list(EXTENDED_ALGORITHMS) if r.actions == "extended" and not r.algo else None)
+    return _run_training(r, loaded, list(EXTENDED_ALGORITHMS) if r.actions == "extended" and not r.algo else None)
 
 
 def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorithms: list[str] | None) -> TrainOutcome:
@@ -184,7 +190,9 @@ def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorit
     from specband.sweeps.dataset import load_sweep
 
     names, skipped = (algorithms, ()) if algorithms else _trainable(r.algo)
-    sweep = load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
+    sweep = load_sweep(
+        None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit, action_set=r.action_set
+    )
     from specband.artifacts.fit import check_out_folder
 
     check_out_folder(
@@ -210,7 +218,7 @@ def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorit
             manifest.data, sweep=dataclasses.replace(manifest.data.sweep, path=f"hf://{hub_data}")
         )
         manifest = dataclasses.replace(manifest, data=data)
-    previous = folder_algorithms(r.out_path)
+    previous = folder_algorithms(r.out_path, r.action_set)
     rows = pick_table(policies, manifest)
     dataset_id = hub_data.repo_id if hub_data is not None and hub_data.repo_type == "dataset" else None
     folder = save_artifacts(

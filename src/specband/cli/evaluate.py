@@ -21,13 +21,6 @@ def evaluate_command(request: EvaluateRequest) -> None:
     """Train on all but one repeat (or trial), score each algorithm's pick per batch size on
     the held-out rows, for every split: pick, reward, oracle, reference (3,4,8), regret,
     utilisation and band, with 95 % bootstrap intervals, for contract and pre features."""
-    from specband.contract.actions import use_action_set
-
-    with use_action_set(request.actions):  # rows read, policies trained against the set
-        _evaluate(request)
-
-
-def _evaluate(request: EvaluateRequest) -> None:
     import sys
 
     from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report

@@ -20,6 +20,7 @@ import typer
 
 from specband.cli.output import say
 from specband.cli.params import PANEL_TITLES, build_request, help_text, request_command, request_signature
+from specband.contract.actions import ACTION_SETS, ActionSet
 from specband.emulator.request import EmulateRequest
 from specband.harness.request import SweepRequest
 
@@ -272,7 +273,7 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
         raise
     finally:
         reporter.stop()
-    _report(summary, job.out, job.settings.action_set)
+    _report(summary, job.out, ACTION_SETS[job.settings.action_set])
     if job.adaptive:
         _report_adaptive(job.out, job.plan().points, job.repeats)
     failure = summary.failure()
@@ -292,8 +293,9 @@ def _report_adaptive(out: Path, points: Sequence[GridPoint], repeats: int) -> No
     )
 
 
-def _report(summary: SweepSummary, out: Path, action_set: str = "contract") -> None:
-    """Print the sweep summary and check the file loads as a sweep."""
+def _report(summary: SweepSummary, out: Path, action_set: ActionSet) -> None:
+    """Print the sweep summary and check the file loads as a sweep of ``action_set`` (the
+    grid's)."""
     from specband.core.errors import DataError
     from specband.sweeps.dataset import load_sweep
 
@@ -308,10 +310,7 @@ def _report(summary: SweepSummary, out: Path, action_set: str = "contract") -> N
         )
     if not out.exists() or out.stat().st_size == 0:
         return
-    from specband.contract.actions import use_action_set
-
     try:
-        with use_action_set(action_set):
-            load_sweep(out)
+        load_sweep(out, action_set=action_set)
     except DataError as exc:
         say(f"warning: {out} does not load as a training sweep yet: {exc}", err=True)

@@ -26,13 +26,18 @@ grid that sglang's ``bench_speculative.py`` sweeps now: steps ``{0, 1, 3, 5, 7}`
 ``{0, 1, 2, 4, 8}`` x draft tokens ``{0, 2, 4, 8, 16, 32}``, kept by the same three rules. Its
 first 19 entries are :data:`ACTIONS` in contract order (an index below 19 means the same triple
 in both sets); the 25 triples the contract lacks follow in grid order (44 in all).
+
+A set travels as a value, an :class:`ActionSet` (:data:`ACTION_SETS`): a command's request
+carries the one ``--actions`` names, and a sweep, its training data, a manifest and a policy
+carry the one they were made with. Actions are checked where they enter (an option, a file,
+a request: :func:`validate_action`, :func:`action_index`, :func:`parse_action`); past that
+they travel as :class:`Action` values and are trusted (:func:`as_action`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from specband.core.errors import InvalidActionError
@@ -44,10 +49,12 @@ __all__ = [
     "ACTION_SET_NAMES",
     "BASELINE_ACTION",
     "BASELINE_INDEX",
+    "CONTRACT_SET",
     "EXTENDED_ACTIONS",
     "EXTENDED_GRID_DRAFT_TOKENS",
     "EXTENDED_GRID_STEPS",
     "EXTENDED_GRID_TOPK",
+    "EXTENDED_SET",
     "GRID_DRAFT_TOKENS",
     "GRID_STEPS",
     "GRID_TOPK",
@@ -55,21 +62,19 @@ __all__ = [
     "REFERENCE_ACTION",
     "REFERENCE_INDEX",
     "Action",
+    "ActionSet",
     "action_index",
     "action_set",
     "action_set_field",
     "action_set_of",
-    "active_action_set",
-    "active_actions",
+    "as_action",
     "canonicalize",
     "check_baseline_or_nonzero",
     "check_draft_budget",
     "enumerate_actions",
-    "num_active_actions",
     "parse_action",
     "server_args_kwargs",
     "sglang_cli_args",
-    "use_action_set",
     "validate_action",
 ]
 
@@ -222,12 +227,77 @@ EXTENDED_GRID_DRAFT_TOKENS: tuple[int, ...] = (0, 2, 4, 8, 16, 32)
 EXTENDED_ACTIONS: tuple[Action, ...] = ACTIONS + tuple(
     a for a in enumerate_actions(EXTENDED_GRID_STEPS, EXTENDED_GRID_TOPK, EXTENDED_GRID_DRAFT_TOKENS) if a not in _INDEX
 )
+
+
+@dataclass(frozen=True)
+class ActionSet:
+    """A named action set: what an action index means in every file, score vector and mask
+    built against it.
+
+    Attributes:
+        name: ``"contract"`` (:data:`ACTIONS`, 19) or ``"extended"`` (:data:`EXTENDED_ACTIONS`,
+            44), as ``--actions`` and the files (``action_set`` of a row or a manifest) say.
+        actions: the actions in index order; the contract's 19 come first in both sets, so an
+            index below 19 means the same triple in either.
+
+    Behaves as the tuple of its actions (``len``, indexing, iteration, ``in``); the index of an
+    action is :meth:`index` (a dict lookup).
+    """
+
+    name: str
+    actions: tuple[Action, ...]
+    _index: Mapping[Action, int] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {a: i for i, a in enumerate(self.actions)})
+
+    def __repr__(self) -> str:
+        return f"ActionSet({self.name!r}, {len(self.actions)} actions)"
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def __iter__(self) -> Iterator[Action]:
+        return iter(self.actions)
+
+    def __getitem__(self, index: int) -> Action:
+        return self.actions[index]
+
+    def __contains__(self, action: object) -> bool:
+        return action in self._index
+
+    @property
+    def is_contract(self) -> bool:
+        """The 19 contract actions (rows and manifests of this set carry no ``action_set``)."""
+        return self.name == "contract"
+
+    def index(self, action: Action) -> int:
+        """Index of a (validated, canonical) action in this set.
+
+        Raises:
+            InvalidActionError: the action is not in the set (naming ``--actions extended``
+                when that set holds it).
+        """
+        index = self._index.get(action)
+        if index is None:
+            raise _not_in_set(action, action, self)
+        return index
+
+
 #: Action sets by the name ``--actions`` takes; ``contract`` is the default everywhere.
-ACTION_SETS: dict[str, tuple[Action, ...]] = {"contract": ACTIONS, "extended": EXTENDED_ACTIONS}
+ACTION_SETS: dict[str, ActionSet] = {
+    "contract": ActionSet("contract", ACTIONS),
+    "extended": ActionSet("extended", EXTENDED_ACTIONS),
+}
+#: The 19 contract actions as an :class:`ActionSet` (what a file without ``action_set`` holds).
+CONTRACT_SET: ActionSet = ACTION_SETS["contract"]
+#: The extended action set (44 actions, the contract's 19 first).
+EXTENDED_SET: ActionSet = ACTION_SETS["extended"]
 
 
-def action_set(name: str) -> tuple[Action, ...]:
-    """The actions of a named set (``contract``: the 19; ``extended``: sglang's full grid, 44).
+def action_set(name: str) -> ActionSet:
+    """The named set (``contract``: the 19; ``extended``: sglang's full grid, 44): where
+    ``--actions`` or a file's ``action_set`` enters.
 
     Raises:
         InvalidActionError: an unknown name (naming the option ``--actions``).
@@ -240,59 +310,23 @@ def action_set(name: str) -> tuple[Action, ...]:
 
 #: Names ``--actions`` takes, the default first.
 ACTION_SET_NAMES: tuple[str, ...] = tuple(ACTION_SETS)
-_EXTENDED_INDEX: dict[Action, int] = {a: i for i, a in enumerate(EXTENDED_ACTIONS)}
-_ACTIVE: contextvars.ContextVar[str] = contextvars.ContextVar("specband_action_set", default="contract")
 
 
-def active_action_set() -> str:
-    """Name of the action set in force (``contract`` unless inside :func:`use_action_set`)."""
-    return _ACTIVE.get()
-
-
-def active_actions() -> tuple[Action, ...]:
-    """The actions of the set in force: :data:`ACTIONS` (19) or :data:`EXTENDED_ACTIONS` (44).
-    An index below 19 means the same triple in both."""
-    return ACTION_SETS[_ACTIVE.get()]
-
-
-def num_active_actions() -> int:
-    """Number of actions of the set in force (19 or 44): the width of every score vector,
-    mask and per-action table specband builds."""
-    return len(active_actions())
-
-
-@contextlib.contextmanager
-def use_action_set(name: str) -> Iterator[tuple[Action, ...]]:
-    """Run a block with the named action set in force (rows are read, policies trained and
-    scored, folders loaded against it); restores the previous set on exit.
-
-    Raises:
-        InvalidActionError: an unknown name (naming ``--actions``).
-    """
-    actions = action_set(name)
-    token = _ACTIVE.set(name)
-    try:
-        yield actions
-    finally:
-        _ACTIVE.reset(token)
-
-
-def action_set_of(actions: Sequence[Sequence[int]]) -> str:
-    """The smallest named set holding every action: ``contract`` when all are contract
-    actions, else ``extended``.
+def action_set_of(actions: Iterable[Action]) -> ActionSet:
+    """The smallest named set holding every action: :data:`CONTRACT_SET` when all are
+    contract actions, else :data:`EXTENDED_SET`.
 
     Raises:
         InvalidActionError: an action in neither set.
     """
-    name = "contract"
-    for triple in actions:
-        action = validate_action(triple)
-        if action in _INDEX:
+    found = CONTRACT_SET
+    for action in actions:
+        if action in CONTRACT_SET:
             continue
-        if action not in _EXTENDED_INDEX:
-            raise InvalidActionError(f"{tuple(triple)} is valid for sglang but in neither action set")
-        name = "extended"
-    return name
+        if action not in EXTENDED_SET:
+            raise InvalidActionError(f"{tuple(action)} is valid for sglang but in neither action set")
+        found = EXTENDED_SET
+    return found
 
 
 def action_set_field(what: str = "the sweep's rows", panel: str = "grid") -> Any:
@@ -314,42 +348,57 @@ def action_set_field(what: str = "the sweep's rows", panel: str = "grid") -> Any
         "actions, the contract's 19 first).",
         panel=panel,
         metavar="SET",
-    )  # a plain string (the cold-fast parser takes it); checked by use_action_set / action_set
+    )  # a plain string (the cold-fast parser takes it); the request's __post_init__ checks it (action_set)
 
 
-def action_index(triple: Sequence[int]) -> int:
-    """Index in the action set in force (:func:`active_actions`; :data:`ACTIONS` by default)
-    of a triple, after validation and canonicalisation.
-
-    Raises:
-        InvalidActionError: when a rule is broken or the canonical triple is not in the set.
-    """
-    action = validate_action(triple)
-    index = _INDEX.get(action)
-    if index is None and _ACTIVE.get() == "extended":
-        index = _EXTENDED_INDEX.get(action)
-    if index is not None:
-        return index
-    if action in _EXTENDED_INDEX:
-        raise InvalidActionError(
+def _not_in_set(triple: Sequence[int], action: Action, actions: ActionSet) -> InvalidActionError:
+    """The error for a valid action outside ``actions``: naming ``--actions extended`` when
+    the extended set holds it."""
+    if action in EXTENDED_SET and actions.is_contract:
+        return InvalidActionError(
             f"({','.join(map(str, triple))}) (canonical {action}) is valid for sglang but not one of the "
             f"19 contract actions: it is in the extended action set (pass --actions extended)"
         )
-    raise InvalidActionError(
+    return InvalidActionError(
         f"({','.join(map(str, triple))}) (canonical {action}) is valid for sglang but not one of the "
         f"19 contract actions (run `specband actions`)"
     )
 
 
-def parse_action(text: str) -> Action:
-    """Parse ``"3,4,8"``, ``"(3, 4, 8)"`` or an index ``"10"`` into an action of the set in
-    force (:func:`active_actions`; the 19 contract actions by default).
+def action_index(triple: Sequence[int], actions: ActionSet = CONTRACT_SET) -> int:
+    """Index in ``actions`` (the 19 contract actions by default) of a raw triple, after
+    validation and canonicalisation: where a triple read from a file enters.
+
+    Raises:
+        InvalidActionError: when a rule is broken or the canonical triple is not in the set.
+    """
+    action = validate_action(triple)
+    index = actions._index.get(action)
+    if index is None:
+        raise _not_in_set(triple, action, actions)
+    return index
+
+
+def as_action(triple: Sequence[int]) -> Action:
+    """``triple`` as an :class:`Action`: an ``Action`` passes as is (it was validated where it
+    entered: a file, an option, a request); any other triple is checked and canonicalised
+    here (:func:`validate_action`). What the library functions that also take a plain tuple
+    from a caller (launch lines, flags, the simulator) call first.
+
+    Raises:
+        InvalidActionError: a plain triple that breaks a rule.
+    """
+    return triple if isinstance(triple, Action) else validate_action(triple)
+
+
+def parse_action(text: str, actions: ActionSet = CONTRACT_SET) -> Action:
+    """Parse ``"3,4,8"``, ``"(3, 4, 8)"`` or an index ``"10"`` into an action of ``actions``
+    (the 19 contract actions by default): where an action typed by the user enters.
 
     Raises:
         InvalidActionError: unparsable text, an index outside the set, or a triple that is
             not in it.
     """
-    actions = active_actions()
     cleaned = text.strip().strip("()[]")
     parts = [p for p in cleaned.replace(" ", ",").split(",") if p]
     try:
@@ -362,14 +411,15 @@ def parse_action(text: str) -> Action:
         return actions[values[0]]
     if len(values) != 3:
         raise InvalidActionError(f"cannot parse action {text!r}: expected 'S,K,N' or an index")
-    return actions[action_index(values)]
+    return actions[action_index(values, actions)]
 
 
 def sglang_cli_args(triple: Sequence[int], draft_model_path: str | None = None) -> list[str]:
     """sglang ``launch_server`` flags for an action; the baseline gets none.
 
     Args:
-        triple: a valid action (canonicalised here).
+        triple: an :class:`Action` (trusted), or a plain triple (checked and canonicalised
+            here, :func:`as_action`).
         draft_model_path: when given, ``--speculative-draft-model-path`` is included.
 
     Returns:
@@ -378,9 +428,9 @@ def sglang_cli_args(triple: Sequence[int], draft_model_path: str | None = None) 
         "--speculative-num-draft-tokens", "8"]``.
 
     Raises:
-        InvalidActionError: the triple breaks a rule.
+        InvalidActionError: a plain triple that breaks a rule.
     """
-    action = validate_action(triple)
+    action = as_action(triple)
     if action.is_baseline:
         return []
     args = ["--speculative-algorithm", "EAGLE3"]
@@ -400,12 +450,13 @@ def sglang_cli_args(triple: Sequence[int], draft_model_path: str | None = None) 
 def server_args_kwargs(triple: Sequence[int], draft_model_path: str | None = None) -> dict[str, object]:
     """Keyword arguments for sglang's ``ServerArgs`` / ``sglang.Engine`` for an action.
 
-    Field names follow ``python/sglang/srt/server_args.py``. The baseline gets ``{}``.
+    Field names follow ``python/sglang/srt/server_args.py``. The baseline gets ``{}``; an
+    :class:`Action` is trusted, a plain triple checked (:func:`as_action`).
 
     Raises:
-        InvalidActionError: the triple breaks a rule.
+        InvalidActionError: a plain triple that breaks a rule.
     """
-    action = validate_action(triple)
+    action = as_action(triple)
     if action.is_baseline:
         return {}
     kwargs: dict[str, object] = {"speculative_algorithm": "EAGLE3"}

@@ -330,7 +330,8 @@ class Pick:
             ``--allow-transfer``; empty when matched or unchecked).
         calibration: a simulated first guess only: per metric its :class:`CalibrationError`
             against published measurements (empty when none exist); ``None`` for a pick from data.
-        action_set: the action set in force when it is not ``contract`` (else ``None``).
+        action_set: the action set the command named (``--actions``) when it is not ``contract``
+            (else ``None``).
         notes: what to tell the user beside the pick, in order (which folder was used, an
             unmeasured batch size, a transfer taken, ...).
     """

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 from specband.artifacts.folder import DEFAULT_MODELS_DIR, validate_algorithms
 from specband.artifacts.load import ModelFolder, load_models, open_folder
-from specband.contract.actions import action_set_field, use_action_set
+from specband.contract.actions import ACTION_SETS, CONTRACT_SET, ActionSet, action_set_field
+from specband.contract.actions import action_set as named_action_set
 from specband.core.errors import ConfigError
 from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, MAX_BATCH_SIZE
 from specband.core.optionspec import option
@@ -184,7 +185,8 @@ class RecommendRequest:
 
     Raises:
         ConfigError: a bad ``--format``, ``--state`` or empty ``--draft-model``; both mix
-            options, or ``--batch-size`` with one; neither ``--batch-size`` nor a mix.
+            options, or ``--batch-size`` with one; neither ``--batch-size`` nor a mix;
+            InvalidActionError: an unknown ``--actions``.
     """
 
     batch_size: int | None = option(
@@ -292,6 +294,12 @@ class RecommendRequest:
                 )
         elif self.batch_size is None:
             raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+        named_action_set(self.actions)  # an unknown --actions, naming the option
+
+    @property
+    def action_set(self) -> ActionSet:
+        """The set ``--actions`` names: the folder is read against it."""
+        return ACTION_SETS[self.actions]
 
     @property
     def is_first_guess(self) -> bool:
@@ -322,7 +330,7 @@ class RecommendRequest:
             draft_model=self.draft_model,
             trust_pickle=self.trust_pickle,
             allow_modified=self.allow_modified,
-            actions=self.actions,
+            action_set=self.action_set,
             power_limit="when-several",
             max_speed_loss=self.max_speed_loss,
             allow_transfer=self.allow_transfer,
@@ -384,7 +392,8 @@ class AnswerRequest:
             the folder's).
         draft_model: the draft the flags carry (``None``: none).
         trust_pickle, allow_modified: how policy files are loaded (:mod:`specband.files.safeload`).
-        actions: the action set the folder is read against.
+        action_set: the action set the folder (and a ``--data`` sweep) is read against
+            (the command's ``--actions``).
         power_limit: when to answer with a power limit (one of :data:`POWER_LIMIT_RULES`).
         max_speed_loss: the speed a lower limit may cost against the fastest pick, fraction.
         allow_transfer: take data from another setup (its differences as notes).
@@ -406,7 +415,7 @@ class AnswerRequest:
     draft_model: str | None = None
     trust_pickle: bool = False
     allow_modified: bool = False
-    actions: str = "contract"
+    action_set: ActionSet = CONTRACT_SET
     power_limit: str = "when-several"
     max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS
     allow_transfer: bool = False
@@ -443,7 +452,7 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
 
     The folder ``--models`` names is resolved once and its ``specband.json`` read once
     (:func:`specband.artifacts.load.open_folder`); the policy is loaded as every command loads
-    it (:func:`specband.artifacts.load.load_models`), read against ``request.actions``.
+    it (:func:`specband.artifacts.load.load_models`), read against ``request.action_set``.
 
     Args:
         request: what the command asks.
@@ -460,28 +469,29 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
         return _first_guess(request)
     mix = _read_mix(request) if request.is_mix else None  # a bad mix is the first error: nothing is read before
     validate_algorithms([request.algo])
-    with use_action_set(request.actions):  # a folder is read against its action set
-        folder = None if request.models is None else open_folder(request.models)
-        if mix is not None:
-            from specband.deploy.mix import mix_answer
-            from specband.deploy.tiers import load_scorer
+    folder = None if request.models is None else open_folder(request.models, request.action_set)
+    if mix is not None:
+        from specband.deploy.mix import mix_answer
+        from specband.deploy.tiers import load_scorer
 
-            scorer = load_scorer(request.algo, folder, request.data, trust_pickle=request.trust_pickle)
-            return mix_answer(
-                scorer, mix, setup, state=request.state, draft_model=request.draft_model, allow=request.allow_transfer
-            )
-        if request.schedule is not None:
-            return _schedule_answer(request, request.schedule, folder, setup)
-        assert request.batch_size is not None  # checked when the request was built
-        if request.power_limit != "never":
-            limited = _power_limit_answer(request, request.batch_size, folder, setup)
-            if limited is not None:
-                return limited
-        return recommend(
-            request.batch_size, request.algo, folder, request.state, request.draft_model, request.data,
-            trust_pickle=request.trust_pickle, allow_modified=request.allow_modified, setup=setup,
-            allow_transfer=request.allow_transfer,
-        )  # fmt: skip
+        scorer = load_scorer(
+            request.algo, folder, request.data, trust_pickle=request.trust_pickle, action_set=request.action_set
+        )
+        return mix_answer(
+            scorer, mix, setup, state=request.state, draft_model=request.draft_model, allow=request.allow_transfer
+        )
+    if request.schedule is not None:
+        return _schedule_answer(request, request.schedule, folder, setup)
+    assert request.batch_size is not None  # checked when the request was built
+    if request.power_limit != "never":
+        limited = _power_limit_answer(request, request.batch_size, folder, setup)
+        if limited is not None:
+            return limited
+    return recommend(
+        request.batch_size, request.algo, folder, request.state, request.draft_model, request.data,
+        trust_pickle=request.trust_pickle, allow_modified=request.allow_modified, setup=setup,
+        allow_transfer=request.allow_transfer, action_set=request.action_set,
+    )  # fmt: skip
 
 
 def _first_guess(request: AnswerRequest) -> Pick:
@@ -519,8 +529,9 @@ def _schedule_answer(
     from specband.deploy.transfer import check_scorer_transfer
 
     scorer = load_scorer(
-        request.algo, folder, request.data, measured_only=spec.measured_only, trust_pickle=request.trust_pickle
-    )
+        request.algo, folder, request.data, measured_only=spec.measured_only, trust_pickle=request.trust_pickle,
+        action_set=request.action_set,
+    )  # fmt: skip
     transfer = None if setup is None else check_scorer_transfer(scorer, setup, allow=request.allow_transfer)
     picks = pick_chain_tiers(scorer, spec.batch_sizes, spec.margin, engine=spec.engine)
     return ScheduleAnswer(
@@ -564,7 +575,7 @@ def _power_limit_answer(
         from specband.sweeps.limit_table import limit_table, sweep_power_limits
         from specband.sweeps.origin import data_origin
 
-        sweep = load_sweep(resolve_data_file(request.data))
+        sweep = load_sweep(resolve_data_file(request.data), action_set=request.action_set)
         if len(sweep_power_limits(sweep)) < 2 and not required:
             return None
         table, origin, label = limit_table(sweep, nearest_to=batch_size), data_origin(sweep), str(request.data)
@@ -634,7 +645,7 @@ def power_limit_answer(
     )
 
 
-def recommend(
+def recommend(  # noqa: PLR0913
     batch_size: int,
     algo: str = "lookup_table",
     models: str | Path | ModelFolder | None = None,
@@ -646,6 +657,7 @@ def recommend(
     allow_modified: bool = False,
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
+    action_set: ActionSet = CONTRACT_SET,
 ) -> Pick:
     """The pick of one algorithm for a batch size (rule 5 of :func:`answer`): a
     :class:`~specband.deploy.answers.Pick`, whose ``to_json()`` is what ``specband recommend
@@ -668,6 +680,8 @@ def recommend(
             (:func:`specband.deploy.transfer.check_transfer`); ``None``: not checked.
         allow_transfer: take a pick whose data came from another setup (the differences
             become notes) instead of stopping.
+        action_set: the command's ``--actions``: the folder (and ``data_path``) is read
+            against it; the pick's JSON names it when it is not the contract.
 
     Raises:
         ConfigError: unknown algorithm, an empty ``draft_model``; TransferError: the data is
@@ -675,12 +689,13 @@ def recommend(
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
-    from specband.contract.actions import EXTENDED_ACTIONS, active_action_set
     from specband.deploy.transfer import check_transfer
 
     if draft_model is not None and not draft_model.strip():
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
-    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle, allow_modified=allow_modified)
+    loaded = load_models(
+        algo, models, data_path, trust_pickle=trust_pickle, allow_modified=allow_modified, action_set=action_set
+    )
     notes = list(loaded.notes)
     manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
     source = "embedded (bundled published measurements)" if loaded.folder is None else str(loaded.folder)
@@ -697,7 +712,7 @@ def recommend(
         from specband.policies.lookup_core import lookup_pick
 
         index = lookup_pick(
-            lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size)
+            lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size), action_set
         )
     else:
         assert policy is not None
@@ -710,12 +725,12 @@ def recommend(
         state=tuple(float(f"{float(v):.7g}") for v in state),  # float32 precision
         source=source,
         action_index=index,
-        action=EXTENDED_ACTIONS[index],  # the contract's 19 first: right for either set
+        action=action_set[index],
         draft_model=draft_model,
         mean_reward=None if measured is None else manifest.mean_reward(measured, index),
         origin=pick_origin(manifest, measured),
         explanation=explain_pick(manifest, measured, index),
         transfer=checked,
-        action_set=None if active_action_set() == "contract" else active_action_set(),
+        action_set=None if action_set.is_contract else action_set.name,
         notes=tuple(notes),
     )

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specband.contract.actions import ACTION_SETS, ActionSet
+from specband.contract.actions import action_set as named_action_set
 from specband.deploy.answers import JsonObject, ScheduleAnswer, SchedulePick
 from specband.deploy.recommend import AnswerRequest, ScheduleSpec, answer
 from specband.deploy.tiers import merge_tiers
@@ -279,7 +281,8 @@ class ScheduleRequest:
 
     Raises:
         ConfigError: an unknown ``--engine``, an empty ``--out``, or an ``--out`` that
-            exists without ``--force`` (one line each).
+            exists without ``--force`` (one line each); InvalidActionError: an unknown
+            ``--actions``.
     """
 
     engine: str = _F["engine"]
@@ -305,6 +308,12 @@ class ScheduleRequest:
 
         get_engine(self.engine)  # an unknown engine is one error line
         check_out_path(self.out_path, overwrite=self.force)
+        named_action_set(self.actions)  # an unknown --actions, naming the option
+
+    @property
+    def action_set(self) -> ActionSet:
+        """The set ``--actions`` names: the folder is read against it."""
+        return ACTION_SETS[self.actions]
 
     @property
     def out_path(self) -> Path:
@@ -322,7 +331,7 @@ class ScheduleRequest:
             data=self.data,
             schedule=ScheduleSpec(batch_sizes, self.margin, self.engine, measured_only=not self.include_unmeasured),
             trust_pickle=self.trust_pickle,
-            actions=self.actions,
+            action_set=self.action_set,
             allow_transfer=self.allow_transfer,
         )
 

@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specband.contract.actions import (
-    ACTION_SETS,
+    CONTRACT_SET,
     EXTENDED_ACTIONS,
+    ActionSet,
     chain_and_tree_indices,
 )
 from specband.core.errors import ConfigError
@@ -117,7 +118,7 @@ class PolicyScorer:
         if not known and self.policy is None:
             raise ConfigError(f"{self.source} knows no measured batch size; pass --data SWEEP")
         measured = nearest_batch_size(batch_size, known) if known else batch_size
-        n = len(ACTION_SETS[self.manifest.action_set])
+        n = len(self.manifest.action_set)
         if self.lookup_means is not None:
             row = self.lookup_means.get(measured, {})
             scores = np.array([row.get(i, math.nan) for i in range(n)], dtype=np.float64)
@@ -140,11 +141,13 @@ def load_scorer(
     *,
     measured_only: bool = True,
     trust_pickle: bool = False,
+    action_set: ActionSet = CONTRACT_SET,
 ) -> PolicyScorer:
     """Load a policy the way ``specband recommend`` does (:func:`specband.artifacts.load.load_models`:
     ``--models`` (a folder, or a :class:`~specband.artifacts.load.ModelFolder` opened already),
-    else ``./specband-models`` when it holds ``algo``, else the embedded default) and wrap it;
-    the loading notes travel on the scorer (``notes``).
+    else ``./specband-models`` when it holds ``algo``, else the embedded default), read
+    against ``action_set`` (the command's ``--actions``), and wrap it; the loading notes
+    travel on the scorer (``notes``).
 
     Raises:
         ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
@@ -152,7 +155,7 @@ def load_scorer(
     """
     from specband.artifacts.load import load_models
 
-    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle)
+    loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle, action_set=action_set)
     source = "embedded" if loaded.folder is None else str(loaded.folder)
     return PolicyScorer(
         algo, source, loaded.manifest, loaded.policy, loaded.lookup_means, measured_only, notes=loaded.notes

@@ -9,6 +9,6 @@
   :class:`~specband.devices.base.GpuDevice`);
 * :mod:`specband.emulator.models`: which performance model drives both.
 
-It is held to sglang by ``tests/harness/test_sglang_conformance.py`` (the same parser,
+It is held to sglang by ``tests/engines/test_sglang_conformance.py`` (the same parser,
 the same resolution of the speculative flags).
 """

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specband.contract.actions import Action, sglang_cli_args, validate_action
+from specband.contract.actions import Action, as_action, sglang_cli_args
 from specband.core.errors import ConfigError
 from specband.engines.base import ServerFields, get_engine
 from specband.engines.failures import LauncherError
@@ -343,7 +343,9 @@ def build_launch_command(
 
     Args:
         config: model, draft, port and the other fixed flags.
-        action: the speculative triple (validated and canonicalised).
+        action: the speculative triple: an :class:`~specband.contract.actions.Action` is
+            trusted (checked where it entered), a plain triple is checked and canonicalised
+            here (:func:`~specband.contract.actions.as_action`).
         max_batch_size: the batch-size bound (sglang: ``--cuda-graph-max-bs-decode``, or
             ``--cuda-graph-max-bs`` before 0.5.14, and ``--max-running-requests``; vLLM:
             ``--max-num-seqs``); ``None`` pins none (a server whose batch size moves,
@@ -351,11 +353,11 @@ def build_launch_command(
         mem_fraction_static: ``--mem-fraction-static`` (vLLM: ``--gpu-memory-utilization``).
 
     Raises:
-        InvalidActionError: the triple breaks a rule.
+        InvalidActionError: a plain triple that breaks a rule.
         ConfigError: a non-positive batch size, a mem fraction outside (0, 1), or an action
             the engine cannot run.
     """
-    act: Action = validate_action(action)
+    act: Action = as_action(action)
     return get_engine(config.engine).launch_command(config, act, max_batch_size, mem_fraction_static)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.contract.actions import ACTIONS, Action, chain_action, validate_action
+from specband.contract.actions import ACTIONS, Action, chain_action
 from specband.core.errors import ConfigError
 from specband.engines.base import AcceptProbe, AutoSchedule, Engine, EngineVersion, LaunchSchedule, RowEngineColumns
 from specband.engines.cpu import CpuSweepSettings, cpu_name
@@ -101,8 +101,7 @@ def check_vllm_actions(actions: Sequence[Action], option: str = "--actions") -> 
     Raises:
         ConfigError: one line naming the first such action and the ones vLLM runs.
     """
-    for action in actions:
-        act = validate_action(action)
+    for act in actions:  # valid already (parsed from --actions, or a pick)
         if act not in VLLM_ACTIONS:
             covered = ", ".join(f"{ACTIONS.index(a)} {a}" for a in VLLM_ACTIONS)
             raise ConfigError(

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from specband.contract.actions import REFERENCE_INDEX, num_active_actions
+from specband.contract.actions import REFERENCE_INDEX
 from specband.contract.reward import RewardConfig
 from specband.core.errors import ConfigError, DataError
 from specband.evaluation.ope import (
@@ -327,14 +327,17 @@ def _off_policy_rounds(
 
     states = np.stack([o.row.state(kind) for o in obs]).astype(np.float32)
     row_batch_sizes = np.array([o.row.batch_size for o in obs], dtype=np.int64)
-    scores = np.asarray(policy.scores(states), dtype=np.float64).reshape(len(obs), num_active_actions())
-    picks = [masked_argmax(scores[i], training.allowed_for(int(row_batch_sizes[i]))) for i in range(len(obs))]
+    actions = training.action_set
+    scores = np.asarray(policy.scores(states), dtype=np.float64).reshape(len(obs), len(actions))
+    picks = [masked_argmax(scores[i], training.allowed_for(int(row_batch_sizes[i])), actions) for i in range(len(obs))]
     return {
         "reward": np.array([o.reward for o in obs]),
         "action": np.array([o.row.action_index for o in obs], dtype=np.int64),
         "pscore": _propensities([o.row for o in obs]),
         "pick": np.array(picks, dtype=np.int64),
-        "q_hat": mean_reward_model(training.batch_sizes, training.actions, training.rewards, row_batch_sizes),
+        "q_hat": mean_reward_model(
+            training.batch_sizes, training.actions, training.rewards, row_batch_sizes, n_actions=len(actions)
+        ),
     }
 
 
@@ -381,7 +384,7 @@ def _split_pick(
 
     state = np.mean(np.stack([o.row.state(kind) for o in obs]), axis=0).astype(np.float32)
     score = np.asarray(policy.scores(state[None, :]), dtype=np.float64).reshape(-1)
-    pick = masked_argmax(score, training.allowed_for(bs))
+    pick = masked_argmax(score, training.allowed_for(bs), training.action_set)
     mine = [o for o in obs if o.row.action_index == pick]
     oracle_reward = float(np.mean([o.reward for o in obs if o.row.action_index == oracle]))
     if mine:
@@ -399,9 +402,12 @@ def _split_pick(
             float(np.mean(utils)) if utils else None,
         )
         return measured, mine
-    q_hat = mean_reward_model(training.batch_sizes, training.actions, training.rewards, np.full(len(obs), bs))
+    n_actions = len(training.action_set)
+    q_hat = mean_reward_model(
+        training.batch_sizes, training.actions, training.rewards, np.full(len(obs), bs), n_actions=n_actions
+    )
     estimate = DoublyRobust().estimate_policy_value(
-        action_dist=one_hot(np.full(len(obs), pick)),
+        action_dist=one_hot(np.full(len(obs), pick), n_actions),
         reward=np.array([o.reward for o in obs]),
         action=np.array([o.row.action_index for o in obs], dtype=np.int64),
         pscore=_propensities([o.row for o in obs]),
@@ -448,12 +454,13 @@ def _off_policy_values(
 ) -> dict[str, Interval | None]:
     """DM, IPS, SNIPS and DR values (with intervals) of one policy over its pooled rounds;
     ``None`` for an estimator the data does not support."""
+    q_hat = np.concatenate([r["q_hat"] for r in rounds])
     kw = {
         "reward": np.concatenate([r["reward"] for r in rounds]),
         "action": np.concatenate([r["action"] for r in rounds]),
         "pscore": np.concatenate([r["pscore"] for r in rounds]),
-        "action_dist": one_hot(np.concatenate([r["pick"] for r in rounds])),
-        "estimated_rewards": np.concatenate([r["q_hat"] for r in rounds]),
+        "action_dist": one_hot(np.concatenate([r["pick"] for r in rounds]), q_hat.shape[1]),  # the data's set
+        "estimated_rewards": q_hat,
     }
     values: dict[str, Interval | None] = {}
     for name, est in ESTIMATORS.items():

@@ -39,7 +39,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from specband.contract.actions import num_active_actions
+from specband.contract.actions import NUM_ACTIONS
 from specband.core.errors import ConfigError, DataError
 from specband.core.limits import is_int, is_number
 
@@ -283,7 +283,7 @@ def check_logged_bandit(  # noqa: C901
         arr = arrays["action"]
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             raise DataError(f"logged actions must be integers, got dtype {arr.dtype}", field="action")
-        high = n_actions if n_actions is not None else num_active_actions()
+        high = n_actions if n_actions is not None else NUM_ACTIONS
         if arr.size and (arr.min() < 0 or arr.max() >= high):
             raise DataError(f"logged actions must be in [0, {high}), got {arr.min()}..{arr.max()}", field="action")
     if pscore is not None:
@@ -511,13 +511,13 @@ ESTIMATORS: Mapping[str, OffPolicyEstimator] = {
 
 def one_hot(actions: np.ndarray, n_actions: int | None = None) -> np.ndarray:
     """(n, n_actions) float64 deterministic policy from (n,) action indices (``n_actions``
-    default: the action set in force, 19 or 44).
+    default: the 19 contract actions; 44 for the extended set, ``len(data.action_set)``).
 
     Raises:
         DataError: an index outside ``[0, n_actions)`` or a non-1-d input.
     """
     actions = np.asarray(actions)
-    n_actions = num_active_actions() if n_actions is None else n_actions
+    n_actions = NUM_ACTIONS if n_actions is None else n_actions
     if actions.ndim != 1:
         raise DataError(f"expected a 1-d array of action indices, got shape {actions.shape}", field="action")
     if actions.size and (actions.min() < 0 or actions.max() >= n_actions):
@@ -558,13 +558,14 @@ def mean_reward_model(
     Args:
         train_batch_sizes, train_actions, train_rewards: (m,) logged training rounds.
         batch_sizes: (n,) batch size of each round to predict for.
-        n_actions: number of actions (default: the action set in force, 19 or 44).
+        n_actions: number of actions (default: the 19 contract actions; 44 for the extended
+            set, ``len(data.action_set)``).
 
     Raises:
         DataError: empty or mismatched training arrays, or non-finite rewards.
     """
     tb = np.asarray(train_batch_sizes).reshape(-1)
-    n_actions = num_active_actions() if n_actions is None else n_actions
+    n_actions = NUM_ACTIONS if n_actions is None else n_actions
     ta = np.asarray(train_actions).reshape(-1).astype(np.int64)
     tr = np.asarray(train_rewards, dtype=np.float64).reshape(-1)
     if not (tb.shape == ta.shape == tr.shape):

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.contract.actions import action_set_field
+from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
+from specband.contract.actions import action_set as named_action_set
 from specband.core.limits import MAX_BOOTSTRAP_RESAMPLES, MAX_SEED
 from specband.core.optionspec import option
 
@@ -22,7 +23,8 @@ class EvaluateRequest:
 
     Raises:
         ConfigError: a bad ``--power-limit`` or ``--seed``, ``--batch-mix`` without
-            ``--schedules`` or a bad mix (one line each).
+            ``--schedules`` or a bad mix (one line each); InvalidActionError: an unknown
+            ``--actions``.
     """
 
     data: Path | None = option(
@@ -110,6 +112,7 @@ class EvaluateRequest:
         from specband.devices.base import check_power_limit_w
         from specband.policies import EXTENDED_ALGORITHMS
 
+        named_action_set(self.actions)  # an unknown --actions, naming the option
         check_power_limit_w(self.power_limit)
         if self.actions == "extended" and self.algo and set(self.algo) - set(EXTENDED_ALGORITHMS):
             raise ConfigError(
@@ -126,6 +129,11 @@ class EvaluateRequest:
             parse_batch_mix(self.batch_mix)  # checked before anything is computed
 
     @property
+    def action_set(self) -> ActionSet:
+        """The set ``--actions`` names: the rows are read and the policies trained against it."""
+        return ACTION_SETS[self.actions]
+
+    @property
     def algorithms(self) -> list[str] | None:
         """``--algo`` (``None``: all eight; with ``--actions extended``, those it trains)."""
         from specband.policies import EXTENDED_ALGORITHMS
@@ -140,7 +148,9 @@ def load_request_sweep(r: EvaluateRequest) -> Any:
     from specband.files.hub import resolve_data_file
     from specband.sweeps.dataset import load_sweep
 
-    return load_sweep(None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit)
+    return load_sweep(
+        None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit, action_set=r.action_set
+    )
 
 
 def evaluate_request(r: EvaluateRequest, sweep: Any, progress: Callable[[str], None] | None = None) -> Any:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from specband.contract.actions import EXTENDED_ACTIONS, chain_and_tree_indices, num_active_actions
+from specband.contract.actions import EXTENDED_ACTIONS, chain_and_tree_indices
 from specband.contract.reward import RewardConfig
 from specband.core.errors import ConfigError, DataError
 from specband.evaluation.ope import DEFAULT_N_BOOTSTRAP, Interval
@@ -215,7 +215,7 @@ def evaluate_schedules(
                 scores = {}
                 for bs in weights:
                     state = np.mean(np.stack([o.row.state(k) for o in by_bs[bs]]), axis=0).astype(np.float32)
-                    s = np.asarray(policy.scores(state[None, :]), dtype=np.float64).reshape(num_active_actions())
+                    s = np.asarray(policy.scores(state[None, :]), dtype=np.float64).reshape(len(td.action_set))
                     allowed = td.allowed_for(bs)
                     s = np.where(np.isfinite(s) & (allowed if allowed is not None else True), s, np.nan)
                     scores[bs] = s

@@ -69,7 +69,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS, Action, use_action_set
+from specband.contract.actions import ACTIONS, CONTRACT_SET, EXTENDED_ACTIONS, EXTENDED_SET, Action
 from specband.contract.record import RUN_COLUMNS
 from specband.contract.reward import RewardConfig
 from specband.core.errors import ConfigError
@@ -146,9 +146,8 @@ def _check(level: float, min_measurements: int) -> None:
 def _sweep_of(rows: Sequence[Mapping[str, Any]]) -> Sweep:
     """The rows as a :class:`Sweep`, read against their own action set (a row of the
     extended grid says ``action_set: "extended"``)."""
-    name = "extended" if any(r.get("action_set") == "extended" for r in rows) else "contract"
-    with use_action_set(name):
-        return Sweep.from_records(rows)
+    extended = any(r.get("action_set") == "extended" for r in rows)
+    return Sweep.from_records(rows, action_set=EXTENDED_SET if extended else CONTRACT_SET)
 
 
 def _rewards_by_config(sweep: Sweep, config: RewardConfig) -> dict[int, dict[Action, list[float]]]:

@@ -5,15 +5,13 @@ the target rejects the draft's tokens: a rope mismatch between target and draft,
 ``--speculative-algorithm`` for this draft, or a dtype problem. Such a row measures a
 broken set-up, not a configuration; the sweep flags it (``draft_flag``) and warns after
 the first one, and ``train``/``evaluate`` warn on data holding such rows. Only the
-standard library and :mod:`specband.contract.actions` are imported.
+standard library is imported.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-from specband.contract.actions import validate_action
 
 __all__ = [
     "DRAFT_REJECTED_ACCEPT_LENGTH",
@@ -32,8 +30,14 @@ DRAFT_REJECTED_FLAG = "all_rejected"
 
 def draft_flag(action: tuple[int, int, int], accept_length: float | None) -> str | None:
     """:data:`DRAFT_REJECTED_FLAG` for a speculative action whose accept length is at
-    most :data:`DRAFT_REJECTED_ACCEPT_LENGTH`, else ``None``."""
-    if validate_action(action).is_baseline or accept_length is None:
+    most :data:`DRAFT_REJECTED_ACCEPT_LENGTH`, else ``None``.
+
+    Args:
+        action: the run's triple, valid already (the sweep checked it when its grid was
+            built): the baseline is ``(0, 0, 0)``, any other has no zero.
+        accept_length: the run's mean accepted tokens per verify step (``None``: unknown).
+    """
+    if not any(action) or accept_length is None:
         return None
     return DRAFT_REJECTED_FLAG if accept_length <= DRAFT_REJECTED_ACCEPT_LENGTH else None
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from specband.contract.actions import ACTIONS, Action, validate_action
+from specband.contract.actions import ACTIONS, Action, as_action
 from specband.contract.record import SweepRecord
 from specband.core.errors import ConfigError, EngineError, HarnessError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample
@@ -101,13 +101,13 @@ def grid(
         ConfigError: empty, duplicate or non-positive batch sizes; empty or duplicate
             actions (naming the action given twice, also when two triples canonicalise
             to the same action).
-        InvalidActionError: an invalid action.
+        InvalidActionError: a plain triple that breaks a rule (an ``Action`` is trusted).
     """
     if not batch_sizes:
         raise ConfigError("--batch-sizes must name at least one batch size")
     if any(b <= 0 for b in batch_sizes) or len(set(batch_sizes)) != len(batch_sizes):
         raise ConfigError(f"--batch-sizes must be distinct and > 0, got {list(batch_sizes)}")
-    acts = [validate_action(a) for a in actions]
+    acts = [as_action(a) for a in actions]
     if not acts:
         raise ConfigError("--actions must name at least one action")
     for i, act in enumerate(acts):
@@ -216,7 +216,7 @@ class SweepPlan:
                 continue
             limits = list(dict.fromkeys(p.power_limit_w for p in self.points))
             for limit in limits:
-                for action in [validate_action(a) for a in self.actions]:
+                for action in [as_action(a) for a in self.actions]:
                     runs = sorted(
                         (r for r in pending if r.action == action and r.point.power_limit_w == limit),
                         key=lambda r: r.batch_size,

@@ -413,7 +413,7 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Action, ...]:
             (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``), or a tree action
             for vLLM.
     """
-    from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS, parse_action, use_action_set
+    from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS, EXTENDED_SET, parse_action
     from specband.core.errors import ConfigError, InvalidActionError
 
     runs = get_engine(engine)
@@ -430,8 +430,7 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Action, ...]:
     seen: dict[Action, str] = {}
     for item in items:
         try:
-            with use_action_set("extended"):
-                action = parse_action(item)
+            action = parse_action(item, EXTENDED_SET)
         except InvalidActionError as exc:
             raise ConfigError(f"--actions: {exc}") from None
         if action in seen:
@@ -608,7 +607,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
 
     settings = MeasureSettings(
         server=server,
-        action_set=action_set_of(acts),
+        action_set=action_set_of(acts).name,
         mem_fraction_static=r.mem_fraction,
         retry_mem_fraction=r.retry_mem_fraction if r.retry_mem_fraction > 0 else None,
         num_prompts=r.num_prompts,

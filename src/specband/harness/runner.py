@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specband.contract.actions import Action, validate_action
+from specband.contract.actions import Action
 from specband.contract.record import SweepRecord
 from specband.core.errors import ConfigError, EngineError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
@@ -249,7 +249,8 @@ def _start(
 def launch_with_retry(
     settings: MeasureSettings, clock: Clock, action: Action, max_bs: int | None, log_path: Path
 ) -> LaunchOutcome:
-    """Launch a healthy server; after a failed launch, retry once at ``retry_mem_fraction``.
+    """Launch a healthy server for ``action`` (valid already: the grid's, or the pick's);
+    after a failed launch, retry once at ``retry_mem_fraction``.
 
     ``max_bs`` pins ``--cuda-graph-max-bs`` and ``--max-running-requests``; ``None`` leaves
     them to sglang (a server whose batch size moves, ``launch --schedule``).
@@ -261,10 +262,9 @@ def launch_with_retry(
             must stop).
         HarnessError: the server log cannot be written.
     """
-    act = validate_action(action)
     mem = settings.mem_fraction_static
     try:
-        server, launch_wall_s = _start(settings, clock, act, max_bs, mem, log_path)
+        server, launch_wall_s = _start(settings, clock, action, max_bs, mem, log_path)
         return LaunchOutcome(server, mem, None, launch_wall_s, 1)
     except LaunchError as first:
         retry = settings.retry_mem_fraction
@@ -272,7 +272,7 @@ def launch_with_retry(
             raise RetriedLaunchError(first, None, 1) from None
     clock.sleep(settings.cooldown_s)
     try:
-        server, launch_wall_s = _start(settings, clock, act, max_bs, retry, log_path)
+        server, launch_wall_s = _start(settings, clock, action, max_bs, retry, log_path)
     except LaunchError as second:
         raise RetriedLaunchError(second, retry, 2) from None
     return LaunchOutcome(server, retry, retry, launch_wall_s, 2)
@@ -310,19 +310,19 @@ def measure_on_server(
     batch_size: int,
     action: Action,
 ) -> Measurement:
-    """Warm-up, timed batch inside the telemetry window, server info before and after.
+    """Warm-up, timed batch inside the telemetry window, server info before and after
+    (``action``: the run's, valid already).
 
     Raises:
         EngineError: a request failed (``server_died_mid_batch: ...`` when the server
             died), the server info could not be read, or the timed batch produced nothing.
     """
-    act = validate_action(action)
     url = server.base_url
     request_timeout = max(10.0, clock.to_real(settings.request_timeout_s))
     window = TelemetryWindow(device, clock, settings.sample_period_s)
     results: list[WindowResult] = []
     engine = get_engine(settings.server.engine)
-    probe = engine.accept_probe(url, act, batch_size)
+    probe = engine.accept_probe(url, action, batch_size)
     with new_client(batch_size, request_timeout) as http:
         common: dict[str, Any] = dict(
             max_new_tokens=settings.max_new_tokens,
@@ -394,22 +394,18 @@ def base_record(
     pre: TelemetrySample,
     temp_before: float | None,
 ) -> SweepRecord:
-    """A run's identity, its pre-run state (the idle GPU before launch, ``temp_before``
-    right before the run) and the sweep's settings; no measurement yet.
-
-    Raises:
-        InvalidActionError: ``action`` breaks an sglang rule.
-    """
-    act = validate_action(action)
+    """A run's identity (``action``: the grid point's, valid already), its pre-run state (the
+    idle GPU before launch, ``temp_before`` right before the run) and the sweep's settings;
+    no measurement yet."""
     return SweepRecord(
         hardware=hardware,
         index=index,
         repeat=repeat,
         batch_size=batch_size,
-        steps=act.speculative_num_steps,
-        topk=act.speculative_eagle_topk,
-        num_draft_tokens=act.speculative_num_draft_tokens,
-        is_baseline=act.is_baseline,
+        steps=action.speculative_num_steps,
+        topk=action.speculative_eagle_topk,
+        num_draft_tokens=action.speculative_num_draft_tokens,
+        is_baseline=action.is_baseline,
         gpu_temp_c_before=temp_before,
         power_limit_watts=device.power_limit_w,
         gpu_mem_used_mb_before=pre.mem_used_mb,

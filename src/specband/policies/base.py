@@ -31,7 +31,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from specband.contract.actions import ACTIONS, NUM_ACTIONS, num_active_actions
+from specband.contract.actions import ACTIONS, CONTRACT_SET, NUM_ACTIONS, ActionSet
 from specband.core.batchlist import nearest_batch_size
 from specband.core.errors import ArtifactError, ConfigError
 from specband.core.limits import MAX_SEED, is_finite_number, is_int
@@ -267,9 +267,9 @@ def mean_reward_by_cell(data: TrainingData) -> dict[int, tuple[np.ndarray, np.nd
 
     Returns:
         batch size -> ((19,) float64 mean reward, NaN where the action has no row there;
-        (19,) int64 row counts).
+        (19,) int64 row counts), as wide as ``data.action_set`` (44 for the extended set).
     """
-    n = num_active_actions()
+    n = len(data.action_set)
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for bs in sorted(int(b) for b in np.unique(data.batch_sizes)):
         rows = data.batch_sizes == bs
@@ -281,12 +281,14 @@ def mean_reward_by_cell(data: TrainingData) -> dict[int, tuple[np.ndarray, np.nd
     return out
 
 
-def masked_argmax(scores: np.ndarray, allowed: np.ndarray | None) -> int:
+def masked_argmax(scores: np.ndarray, allowed: np.ndarray | None, action_set: ActionSet = CONTRACT_SET) -> int:
     """Index of the highest score among allowed actions; ties go to the lowest index.
 
     Args:
-        scores: (19,) estimated rewards.
+        scores: (19,) estimated rewards (one per action of ``action_set``).
         allowed: (19,) bool mask, or ``None`` for all actions.
+        action_set: the set the scores are over (the contract's 19 by default; 44 for the
+            extended set).
 
     NaN scores count as -inf; when every allowed action scores -inf the lowest allowed
     index is returned (a pick is never outside ``allowed``).
@@ -294,7 +296,7 @@ def masked_argmax(scores: np.ndarray, allowed: np.ndarray | None) -> int:
     Raises:
         ConfigError: wrong shapes, or no action is allowed.
     """
-    n = num_active_actions()
+    n = len(action_set)
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
     if scores.shape != (n,):
         raise ConfigError(f"expected {n} action scores, got shape {scores.shape}")
@@ -327,6 +329,9 @@ class Policy(ABC):
         config: the policy's settings.
         fit_info: what fitting resolved from the data (e.g. a CQL weight set against the
             reward spread), JSON-ready; saved in the sidecar ``<name>/specband.json``.
+        action_set: the set the policy's action indices are into, and the width of its
+            scores: the 19 contract actions, unless a policy that can take the extended set
+            (``lookup_table``) was fitted on such data or loaded from such a folder.
     """
 
     name: ClassVar[str]
@@ -348,6 +353,7 @@ class Policy(ABC):
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config if config is not None else self.config_class()
         self.fit_info: dict[str, Any] = {}
+        self.action_set: ActionSet = CONTRACT_SET
         self._fitted = False
 
     @classmethod
@@ -403,7 +409,7 @@ class Policy(ABC):
             allowed: (19,) bool mask of actions with data at this batch size.
         """
         arr, _ = as_states(state)
-        return masked_argmax(np.asarray(self.scores(arr[:1]))[0], allowed)
+        return masked_argmax(np.asarray(self.scores(arr[:1]))[0], allowed, self.action_set)
 
     def artifact_path(self, directory: str | Path) -> Path:
         """``<directory>/<name>/<artifact_file>``."""

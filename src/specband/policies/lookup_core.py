@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.contract.actions import action_index, num_active_actions
+from specband.contract.actions import CONTRACT_SET, ActionSet, action_index
 from specband.core.batchlist import nearest_batch_size
 from specband.core.errors import ArtifactError, InvalidActionError
 from specband.core.limits import is_finite_number, is_int
@@ -32,17 +32,20 @@ def _is_number(value: Any) -> bool:
     return is_finite_number(value)
 
 
-def parse_lookup_table(table: Any, path: str | Path) -> dict[int, tuple[int, float]]:
-    """Validate a ``model.json`` object.
+def parse_lookup_table(
+    table: Any, path: str | Path, action_set: ActionSet = CONTRACT_SET
+) -> dict[int, tuple[int, float]]:
+    """Validate a ``model.json`` object, its triples read against ``action_set`` (the
+    folder's; the 19 contract actions by default).
 
     Returns:
-        batch size -> (action index, mean reward), sorted by batch size.
+        batch size -> (action index into ``action_set``, mean reward), sorted by batch size.
 
     Raises:
         ArtifactError: not a non-empty object keyed by positive batch sizes, an entry
-            without ``config``/``mean_reward``, a ``config`` that is not one of the 19
-            contract actions (after sglang's topk=1 canonicalisation), or a
-            ``mean_reward`` that is not a finite number.
+            without ``config``/``mean_reward``, a ``config`` that is not in ``action_set``
+            (after sglang's topk=1 canonicalisation), or a ``mean_reward`` that is not a
+            finite number.
     """
     if not isinstance(table, dict) or not table:
         raise ArtifactError(
@@ -61,7 +64,7 @@ def parse_lookup_table(table: Any, path: str | Path) -> dict[int, tuple[int, flo
                 f"{path}: entry {key!r}: 'config' must be [steps, topk, num_draft_tokens], got {config!r}"
             )
         try:
-            idx = action_index((config[0], config[1], config[2]))
+            idx = action_index((config[0], config[1], config[2]), action_set)
         except InvalidActionError as exc:
             raise ArtifactError(f"{path}: entry {key!r}: {exc}") from None
         mean = entry["mean_reward"]
@@ -71,11 +74,14 @@ def parse_lookup_table(table: Any, path: str | Path) -> dict[int, tuple[int, flo
     return dict(sorted(picks.items()))
 
 
-def parse_action_means(value: Any, where: str | Path) -> dict[int, dict[int, float]]:
+def parse_action_means(
+    value: Any, where: str | Path, action_set: ActionSet = CONTRACT_SET
+) -> dict[int, dict[int, float]]:
     """Validate a sidecar's ``action_mean_rewards`` (batch size -> action index -> mean).
 
     Raises:
-        ArtifactError: wrong types, an index outside 0..18 or a non-finite mean.
+        ArtifactError: wrong types, an index outside ``action_set`` (0..18 for the contract)
+            or a non-finite mean.
     """
     if not isinstance(value, dict):
         raise ArtifactError(f"{where}: 'action_mean_rewards' must be an object keyed by batch size")
@@ -85,7 +91,7 @@ def parse_action_means(value: Any, where: str | Path) -> dict[int, dict[int, flo
             raise ArtifactError(f"{where}: 'action_mean_rewards' entry {key!r} must map a batch size to an object")
         means: dict[int, float] = {}
         for a, m in row.items():
-            if not (str(a).isdigit() and int(a) < num_active_actions()) or not _is_number(m):
+            if not (str(a).isdigit() and int(a) < len(action_set)) or not _is_number(m):
                 raise ArtifactError(
                     f"{where}: 'action_mean_rewards.{key}' entry {a!r}: {m!r} "
                     "is not an action index with a finite number"
@@ -111,20 +117,21 @@ class LookupFiles:
     sidecar: Mapping[str, Any] | None
 
 
-def read_lookup_folder(directory: str | Path) -> LookupFiles:
-    """Read ``<directory>/lookup_table/model.json`` and its sidecar, if any.
+def read_lookup_folder(directory: str | Path, action_set: ActionSet = CONTRACT_SET) -> LookupFiles:
+    """Read ``<directory>/lookup_table/model.json`` and its sidecar, if any, against
+    ``action_set`` (the folder's: what its triples and indices are read into).
 
     Raises:
         ArtifactError: see :func:`parse_lookup_table` and :func:`parse_action_means`.
     """
     folder = Path(directory) / NAME
-    picks = parse_lookup_table(read_json(folder / ARTIFACT_FILE), folder / ARTIFACT_FILE)
+    picks = parse_lookup_table(read_json(folder / ARTIFACT_FILE), folder / ARTIFACT_FILE, action_set)
     sidecar_path = folder / SIDECAR_FILE
     sidecar = read_json(sidecar_path) if sidecar_path.is_file() else None
     if sidecar is not None and not isinstance(sidecar, dict):
         raise ArtifactError(f"{sidecar_path}: expected a JSON object")
     stored = (
-        parse_action_means(sidecar["action_mean_rewards"], sidecar_path)
+        parse_action_means(sidecar["action_mean_rewards"], sidecar_path, action_set)
         if sidecar and "action_mean_rewards" in sidecar
         else {}
     )
@@ -136,7 +143,12 @@ def read_lookup_folder(directory: str | Path) -> LookupFiles:
     return LookupFiles(picks, means, sidecar)
 
 
-def lookup_pick(means: Mapping[int, Mapping[int, float]], batch_size: int, allowed: Iterable[int] | None = None) -> int:
+def lookup_pick(
+    means: Mapping[int, Mapping[int, float]],
+    batch_size: int,
+    allowed: Iterable[int] | None = None,
+    action_set: ActionSet = CONTRACT_SET,
+) -> int:
     """The lookup table's pick: at the measured batch size nearest to ``batch_size``, the
     allowed action with the highest observed mean reward (ties: the lowest index); when no
     allowed action has a mean there, the lowest allowed index.
@@ -144,7 +156,8 @@ def lookup_pick(means: Mapping[int, Mapping[int, float]], batch_size: int, allow
     Args:
         means: batch size -> action index -> mean reward.
         batch_size: requested batch size.
-        allowed: allowed action indices (``None``: all 19).
+        allowed: allowed action indices (``None``: all of ``action_set``).
+        action_set: the set the indices are into (the contract's 19 by default).
 
     Raises:
         ArtifactError: ``means`` is empty.
@@ -153,7 +166,7 @@ def lookup_pick(means: Mapping[int, Mapping[int, float]], batch_size: int, allow
     from specband.core.errors import ConfigError
 
     row = means[nearest_batch_size(batch_size, means)]
-    allowed_set = set(range(num_active_actions())) if allowed is None else {int(a) for a in allowed}
+    allowed_set = set(range(len(action_set))) if allowed is None else {int(a) for a in allowed}
     if not allowed_set:
         raise ConfigError("no action is allowed at this batch size: there is no successful data to pick from")
     candidates = [a for a in sorted(allowed_set) if a in row]

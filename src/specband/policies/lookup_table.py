@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specband.contract.actions import active_actions, num_active_actions
+from specband.contract.actions import CONTRACT_SET, ActionSet
 from specband.policies.base import (
     Policy,
     PolicyConfig,
@@ -52,6 +52,8 @@ class LookupTable(Policy):
     Attributes:
         means: batch size -> (19,) observed mean reward (NaN: no data for that action).
         picks: batch size -> (action index, its mean reward), as in ``model.json``.
+        action_set: the set it was fitted on or loaded against (the data's, or the
+            folder's; :attr:`Policy.action_set <specband.policies.base.Policy>`).
     """
 
     name = "lookup_table"
@@ -70,6 +72,7 @@ class LookupTable(Policy):
             DataError: no rows.
         """
         self._check_data(data)
+        self.action_set = data.action_set
         self.means = {}
         self.picks = {}
         for bs, (means, _counts) in mean_reward_by_cell(data).items():
@@ -77,7 +80,7 @@ class LookupTable(Policy):
             allowed = np.asarray(allowed, dtype=bool) & np.isfinite(means)
             if not allowed.any():
                 continue
-            best = masked_argmax(means, allowed)
+            best = masked_argmax(means, allowed, self.action_set)
             self.means[bs] = means
             self.picks[bs] = (best, float(means[best]))
         self.fit_info = {"batch_sizes": sorted(self.picks)}
@@ -89,7 +92,7 @@ class LookupTable(Policy):
         size; NaN where there is no data (shape (n, 19), or (19,) for one state)."""
         self._require_fitted()
         arr, single = as_states(states)
-        out = np.full((arr.shape[0], num_active_actions()), np.nan)
+        out = np.full((arr.shape[0], len(self.action_set)), np.nan)
         for i, bs in enumerate(batch_size_of(arr)):
             out[i] = self.means[nearest_batch_size(int(bs), self.means)]
         return out[0] if single else out
@@ -102,34 +105,36 @@ class LookupTable(Policy):
         """
         self._require_fitted()
         table = {
-            str(bs): {"config": list(active_actions()[idx]), "mean_reward": mean}
+            str(bs): {"config": list(self.action_set[idx]), "mean_reward": mean}
             for bs, (idx, mean) in sorted(self.picks.items())
         }
         path = write_json_atomic(self.artifact_path(directory), table)
         means = {
-            str(bs): {str(a): float(m[a]) for a in range(num_active_actions()) if math.isfinite(m[a])}
+            str(bs): {str(a): float(m[a]) for a in range(len(self.action_set)) if math.isfinite(m[a])}
             for bs, m in sorted(self.means.items())
         }
         self._write_sidecar(directory, {"action_mean_rewards": means})
         return path
 
     @classmethod
-    def load(cls, directory: str | Path) -> LookupTable:
-        """Read ``lookup_table/model.json`` (and the sidecar's per-action means if present).
+    def load(cls, directory: str | Path, action_set: ActionSet = CONTRACT_SET) -> LookupTable:
+        """Read ``lookup_table/model.json`` (and the sidecar's per-action means if present)
+        against ``action_set`` (the folder's; the 19 contract actions by default).
 
         Raises:
             ArtifactError: missing file, not a JSON object keyed by positive batch sizes, a
-                ``config`` that is not one of the 19 contract actions, or a ``mean_reward``
-                that is not a finite number (see :func:`~specband.policies.lookup_core.parse_lookup_table`).
+                ``config`` that is not in ``action_set``, or a ``mean_reward`` that is not a
+                finite number (see :func:`~specband.policies.lookup_core.parse_lookup_table`).
         """
-        files = read_lookup_folder(directory)
+        files = read_lookup_folder(directory, action_set)
         config = cls._config_from_sidecar(files.sidecar)
         assert isinstance(config, LookupTableConfig)
         policy = cls(config)
+        policy.action_set = action_set
         policy.picks = dict(files.picks)
         policy.means = {}
         for bs, row in files.means.items():
-            means = np.full(num_active_actions(), np.nan)
+            means = np.full(len(action_set), np.nan)
             for a, m in row.items():
                 means[a] = m
             policy.means[bs] = means
@@ -140,7 +145,7 @@ class LookupTable(Policy):
     def table(self) -> dict[int, tuple[tuple[int, int, int], float]]:
         """Batch size -> (picked triple, its mean reward), as in ``model.json``."""
         self._require_fitted()
-        return {bs: (active_actions()[idx], mean) for bs, (idx, mean) in self.picks.items()}
+        return {bs: (self.action_set[idx], mean) for bs, (idx, mean) in self.picks.items()}
 
 
 POLICY = LookupTable

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.contract.actions import Action, validate_action
+from specband.contract.actions import Action, as_action
 from specband.core.errors import ConfigError
 from specband.core.limits import is_finite_number, is_int
 from specband.sim.acceptance import resolve_acceptance
@@ -173,7 +173,7 @@ class SpeculativeDecodingModel:
         Raises:
             InvalidActionError: the triple breaks an sglang rule.
         """
-        return accept_length(validate_action(tuple(action)), self._accept)
+        return accept_length(as_action(action), self._accept)
 
     def context_tokens(self) -> float:
         """Mean context length during decode: prompt + half the generated tokens."""
@@ -222,7 +222,7 @@ class SpeculativeDecodingModel:
         """
         if not is_int(batch_size) or batch_size < 1:
             raise ConfigError(f"batch size must be an integer >= 1, got {batch_size!r}")
-        steps, topk, draft_tokens = validate_action(tuple(action))
+        steps, topk, draft_tokens = as_action(action)
         p = self.profile
         ctx = self.context_tokens()
         forwards: list[tuple[str, int, float, float]] = []
@@ -321,7 +321,7 @@ class SpeculativeDecodingModel:
     def memory_needed_mb(self, batch_size: int, action: Action | tuple[int, int, int]) -> float:
         """Static-pool memory a launch needs: weights + KV cache of ``bs`` full contexts +
         speculative buffers (``bs x N`` verified tokens) + runtime reservations, MiB."""
-        steps, _topk, draft_tokens = validate_action(tuple(action))
+        steps, _topk, draft_tokens = as_action(action)
         p = self.profile
         weights = self.target.weight_bytes + (self.draft.weight_bytes if steps else 0.0)
         verify = batch_size * (draft_tokens if steps else 1)
@@ -337,7 +337,7 @@ class SpeculativeDecodingModel:
     def mem_used_mb(self, batch_size: int, action: Action | tuple[int, int, int], mem_fraction_static: float) -> float:
         """GPU memory in use (NVML) while the server is up: context + the static pool +
         CUDA-graph memory, MiB, at most the VRAM."""
-        steps, _topk, draft_tokens = validate_action(tuple(action))
+        steps, _topk, draft_tokens = as_action(action)
         p = self.profile
         verify = batch_size * (draft_tokens if steps else 1)
         used = p.cuda_context_mb + p.vram_mb * mem_fraction_static + verify * p.graph_mb_per_token
@@ -371,7 +371,7 @@ class SpeculativeDecodingModel:
             raise ConfigError(f"gpu_temp_c must be a finite number, got {gpu_temp_c!r}")
         if not (isinstance(mem_fraction_static, (int, float)) and 0.0 < mem_fraction_static <= 1.0):
             raise ConfigError(f"mem_fraction_static must be in (0, 1], got {mem_fraction_static!r}")
-        action = validate_action(tuple(action))
+        action = as_action(action)
         cost = self.step_cost(batch_size, action)
         p = self.profile
         clock_max, thermal = self._clock_limit(float(gpu_temp_c))
@@ -421,7 +421,7 @@ class SpeculativeDecodingModel:
         ragged as requests finish and prefills interleave; ``fixed`` is prefill and request
         handling. Energy = average power x wall clock.
         """
-        steps = validate_action(tuple(action))[0]
+        steps = as_action(action)[0]
         p = self.profile
         total = max(NUM_PROMPTS, batch_size) * MAX_NEW_TOKENS
         decode = total / (batch_size * prediction.speed_tok_s)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specband.contract.actions import action_set_field
+from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
+from specband.contract.actions import action_set as named_action_set
 from specband.core.batchlist import check_batch_size_bound
 from specband.core.limits import MAX_REPEATS, MAX_SEED
 from specband.core.optionspec import option
@@ -175,3 +176,9 @@ class SimulateRequest:
             raise ConfigError("--out FILE is required (or --calibration-report / --list-profiles)")
         if self.seed < 0:
             raise ConfigError(f"--seed must be >= 0, got {self.seed}")
+        named_action_set(self.actions)  # an unknown --actions, naming the option
+
+    @property
+    def action_set(self) -> ActionSet:
+        """The set ``--actions`` names: the actions every pass simulates."""
+        return ACTION_SETS[self.actions]

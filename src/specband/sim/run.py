@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specband.contract.actions import ActionSet
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import DEFAULT_PROFILE
 from specband.sim.request import SimulateRequest
@@ -56,14 +57,14 @@ class SimulationPlan:
         request: the request.
         out_path: the JSONL file to write (checked: absent, or ``--force``).
         batch_sizes: the grid's batch sizes.
-        actions: the grid's actions (``--actions``).
+        actions: the grid's action set (``--actions``; the request's).
         model: the performance model (its ``warnings`` to print).
     """
 
     request: SimulateRequest
     out_path: Path
     batch_sizes: list[int]
-    actions: Any
+    actions: ActionSet
     model: SpeculativeDecodingModel
 
 
@@ -74,14 +75,13 @@ def plan_simulation(r: SimulateRequest) -> SimulationPlan:
         ConfigError: an existing ``--out`` without ``--force``, a bad batch-size list, the
             errors of :func:`request_model`.
     """
-    from specband.contract.actions import action_set
     from specband.core.batchlist import parse_batch_sizes
     from specband.sim import check_out_path
 
     assert r.out is not None  # checked when the request was built
     out_path = check_out_path(r.out, overwrite=r.force)
     sizes = parse_batch_sizes(r.batch_sizes)
-    return SimulationPlan(r, out_path, sizes, action_set(r.actions), request_model(r))
+    return SimulationPlan(r, out_path, sizes, r.action_set, request_model(r))
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,12 @@ def run_simulation(plan: SimulationPlan) -> SimulatedSweep:
     from specband.sim import simulate_power_limits, simulate_sweep, write_sweep
 
     r, model = plan.request, plan.model
-    grid = {"batch_sizes": plan.batch_sizes, "repeats": r.repeats, "seed": r.seed, "actions": plan.actions}
+    grid: dict[str, Any] = {
+        "batch_sizes": plan.batch_sizes,
+        "repeats": r.repeats,
+        "seed": r.seed,
+        "actions": plan.actions,
+    }
     notes: list[str] = []
     if r.power_limits is not None:
         from specband.sim.power_capped import resolve_model_power_limits

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from specband.contract.actions import ACTIONS, Action, validate_action
+from specband.contract.actions import ACTIONS, Action, as_action
 from specband.contract.record import SWEEP_COLUMNS, SweepRecord
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BATCH_SIZE, is_int
@@ -119,7 +119,8 @@ def simulate_sweep(  # noqa: C901
     Raises:
         ConfigError: bad batch sizes (empty, < 1, not an integer, repeated), repeats, seed
             or profile.
-        InvalidActionError: an action breaks an sglang rule.
+        InvalidActionError: a plain triple (not an :class:`~specband.contract.actions.Action`)
+            breaks an sglang rule.
     """
     if model is None:
         from specband.sim.model import build_model
@@ -140,7 +141,7 @@ def simulate_sweep(  # noqa: C901
     if len(set(sizes)) != len(sizes):
         twice = sorted({bs for bs in sizes if sizes.count(bs) > 1})
         raise ConfigError(f"batch sizes must not repeat (each runs once per pass), got {twice} more than once")
-    acts = [validate_action(tuple(a)) for a in actions]
+    acts = [as_action(a) for a in actions]  # a plain triple is checked here; an Action is trusted
     if not acts:
         raise ConfigError("at least one action is needed")
     p = model.profile
@@ -262,7 +263,8 @@ def _row_action_set(actions: tuple[Action, ...]) -> str | None:
     ``None`` (contract rows keep the published columns)."""
     from specband.contract.actions import action_set_of
 
-    return "extended" if action_set_of(actions) == "extended" else None
+    found = action_set_of(actions)
+    return None if found.is_contract else found.name
 
 
 def simulate_power_limits(model: Any, power_limits_w: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from specband.contract.actions import ACTION_SETS, Action, action_index, active_action_set, active_actions
+from specband.contract.actions import ACTION_SETS, CONTRACT_SET, Action, ActionSet, action_index
 from specband.contract.record import COLUMN_KINDS, NONNEGATIVE_COLUMNS, REQUIRED_COLUMNS, SWEEP_COLUMNS
 from specband.contract.reward import RewardConfig, RewardParts, compute_reward
 from specband.core.errors import DataError, InvalidActionError
@@ -132,7 +132,8 @@ class SweepRow:
         line: 1-based line in the source file (0 for in-memory rows).
         index, repeat, trial: identity of the run (``(index, repeat)`` is unique in a file).
         batch_size: concurrent requests (``--max-running-requests``).
-        action: the canonical contract action; ``action_index`` its index in ``ACTIONS``.
+        action: the canonical action; ``action_index`` its index in the sweep's action set
+            (:attr:`Sweep.action_set`: ``ACTIONS`` for a contract sweep).
         error: the failure message, or ``None`` for a successful run.
         accept_length: mean accepted tokens per verify step, in ``[1, steps + 1]`` (or ``None``).
         speed_tok_s: decode speed in tokens/s (``None`` on an error row).
@@ -228,16 +229,19 @@ class TrainingData:
 
     Attributes:
         states: (n, 4) float32 contexts (``features`` says which kind).
-        actions: (n,) int64 action indices into ``ACTIONS``.
+        actions: (n,) int64 action indices into ``action_set``.
         rewards: (n,) float64 rewards in [0, 1].
         batch_sizes: (n,) int64 batch size of each row.
         propensities: (n,) float64 logging probability of each row's action given its
             batch size (uniform over the configs run at that batch size unless the file
             had a ``propensity`` column).
         allowed: batch size -> (19,) bool mask of actions that have successful data there
-            and never failed there; picks are made only among these.
+            and never failed there; picks are made only among these (44 wide for the
+            extended set).
         features: ``"contract"`` or ``"pre"``.
         groups: (n,) object array of each row's ``(trial, repeat)``, for held-out splits.
+        action_set: the action set the rows were read against (the sweep's): what an index
+            means, and the width of every score vector and mask built from this data.
     """
 
     states: np.ndarray
@@ -248,6 +252,7 @@ class TrainingData:
     allowed: Mapping[int, np.ndarray]
     features: str = "contract"
     groups: np.ndarray | None = None
+    action_set: ActionSet = CONTRACT_SET
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -278,6 +283,8 @@ class Sweep:
         power_limit_w: power limit (W) that overrides the rows' own, or ``None``.
         skipped: lines of an sglang bench file whose triple is not a contract action
             (:func:`specband.sweeps.benchfile.read_bench`), ``"line <n>: <triple>: <why>"``.
+        action_set: the action set the rows were read against (:func:`load_sweep`'s
+            ``action_set``): every row's ``action_index`` is into it.
     """
 
     rows: tuple[SweepRow, ...]
@@ -285,7 +292,7 @@ class Sweep:
     format: str = "sweep"
     power_limit_w: float | None = None
     skipped: tuple[str, ...] = ()
-    action_set: str = "contract"
+    action_set: ActionSet = CONTRACT_SET
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -296,15 +303,17 @@ class Sweep:
         path: str | Path | None = None,
         fmt: str = "auto",
         power_limit_w: float | None = None,
+        action_set: ActionSet = CONTRACT_SET,
     ) -> Sweep:
-        """Validate in-memory rows (dicts as in the JSONL) into a :class:`Sweep`.
+        """Validate in-memory rows (dicts as in the JSONL) into a :class:`Sweep`, against
+        ``action_set`` (see :func:`load_sweep`).
 
         Line numbers in errors are 1-based positions in ``records``.
 
         Raises:
             DataError: see :func:`load_sweep`.
         """
-        return _validate([(i + 1, dict(r)) for i, r in enumerate(records)], path, fmt, power_limit_w)
+        return _validate([(i + 1, dict(r)) for i, r in enumerate(records)], path, fmt, power_limit_w, action_set)
 
     def subset(self, keep: Callable[[SweepRow], bool]) -> Sweep:
         """Rows for which ``keep(row)`` is true (no re-validation: used for held-out splits)."""
@@ -354,7 +363,7 @@ class Sweep:
 
     def allowed_mask(self, batch_size: int) -> np.ndarray:
         """(19,) bool: actions with a successful row at this batch size and no failed row there."""
-        mask = np.zeros(len(ACTION_SETS[self.action_set]), dtype=bool)
+        mask = np.zeros(len(self.action_set), dtype=bool)
         for r in self.rows:
             if r.batch_size == batch_size and r.trainable:
                 mask[r.action_index] = True
@@ -446,10 +455,17 @@ class Sweep:
             allowed={bs: self.allowed_mask(bs) for bs in sorted(seen)},
             features=features,
             groups=groups,
+            action_set=self.action_set,
         )
 
 
-def load_sweep(path: str | Path | None = None, *, fmt: str = "auto", power_limit_w: float | None = None) -> Sweep:
+def load_sweep(
+    path: str | Path | None = None,
+    *,
+    fmt: str = "auto",
+    power_limit_w: float | None = None,
+    action_set: ActionSet = CONTRACT_SET,
+) -> Sweep:
     """Read and validate a sweep JSONL file.
 
     Args:
@@ -457,6 +473,8 @@ def load_sweep(path: str | Path | None = None, *, fmt: str = "auto", power_limit
         fmt: ``"auto"`` (detect from the first row), ``"sweep"``, ``"published_live"`` or
             ``"sglang_bench"``.
         power_limit_w: power limit in W overriding the rows' ``power_limit_watts``.
+        action_set: the set the rows are read against (the command's ``--actions``): a
+            triple outside it is refused, and the sweep carries it.
 
     Returns:
         the :class:`Sweep`.
@@ -464,14 +482,14 @@ def load_sweep(path: str | Path | None = None, *, fmt: str = "auto", power_limit
     Raises:
         DataError: naming file, line and field, for: a missing or empty file, a line that is
             not a JSON object, NaN or Infinity in a number, a missing required field, a
-            wrong type, batch size <= 0, a triple that is not one of the 19 contract
-            actions after canonicalisation, an accept length outside [1, steps + 1], a
+            wrong type, batch size <= 0, a triple that is not in ``action_set`` (the 19
+            contract actions by default) after canonicalisation, an accept length outside [1, steps + 1], a
             non-positive speed on a successful row, a batch size with rows but no
             successful baseline row, or the same (index, repeat) twice.
     """
     p = bundled_data_path() if path is None else Path(path)
     numbered = read_jsonl(p)
-    return _validate(numbered, p, fmt, power_limit_w)
+    return _validate(numbered, p, fmt, power_limit_w, action_set)
 
 
 # --------------------------------------------------------------------------- validation
@@ -516,7 +534,11 @@ def _find_nonfinite(value: Any, name: str) -> str | None:
 
 
 def _validate(
-    numbered: Sequence[tuple[int, Any]], path: str | Path | None, fmt: str, power_limit_w: float | None
+    numbered: Sequence[tuple[int, Any]],
+    path: str | Path | None,
+    fmt: str,
+    power_limit_w: float | None,
+    action_set: ActionSet,
 ) -> Sweep:
     if not numbered:
         raise DataError("no rows", path=path)
@@ -538,7 +560,7 @@ def _validate(
     seen_ids: dict[tuple[int, int | None], int] = {}
     engines: dict[str, int] = {}
     for lineno, record in numbered:
-        row = _validate_row(record, lineno, path)
+        row = _validate_row(record, lineno, path, action_set)
         _check_engine(record, lineno, path, engines)
         key = (row.index, row.repeat)
         if key in seen_ids:
@@ -565,7 +587,7 @@ def _validate(
             )
     if power_limit_w is None:
         _check_assumed_power_limit(rows, path)
-    return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped, active_action_set())
+    return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped, action_set)
 
 
 #: ``hardware`` values of the study's card, whose 80 W limit rows without
@@ -639,7 +661,7 @@ def _check_engine(record: Mapping[str, Any], lineno: int, path: str | Path | Non
     engines.setdefault(engine, lineno)
 
 
-def _validate_row(record: Any, lineno: int, path: str | Path | None) -> SweepRow:  # noqa: C901
+def _validate_row(record: Any, lineno: int, path: str | Path | None, action_set: ActionSet) -> SweepRow:  # noqa: C901
     def err(name: str | None, message: str) -> DataError:
         return DataError(message, path=path, line=lineno, field=name)
 
@@ -681,10 +703,10 @@ def _validate_row(record: Any, lineno: int, path: str | Path | None) -> SweepRow
         raise err("action_set", f"must be one of {', '.join(ACTION_SETS)}, got {rec['action_set']!r}")
     triple = (rec["steps"], rec["topk"], rec["num_draft_tokens"])
     try:
-        idx = action_index(triple)
+        idx = action_index(triple, action_set)
     except InvalidActionError as exc:
         raise err("steps/topk/num_draft_tokens", str(exc)) from None
-    action = active_actions()[idx]
+    action = action_set[idx]
     error = rec.get("error")
     if error is not None and not error.strip():
         error = "unspecified error"

@@ -20,13 +20,13 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.servers import emulator_command, free_port, processes_with, server_marker
 
 from specband.engines.cpu import sglang_cpu_preset
 from specband.engines.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
 from specband.harness.process import ServerProcess
 from specband.harness.procfs import group_members
 
-from ..conftest import emulator_command, free_port, processes_with, server_marker
 from .conftest import RECORDED, TinyModels, engine_cache_env
 
 pytestmark = pytest.mark.real_engine

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.servers import free_port
 
 from specband.engines.failures import ServerArgsError
 from specband.engines.schedule_files import check_vllm_schedule
@@ -35,7 +36,6 @@ from specband.engines.vllm_server import (
 from specband.harness.process import ServerProcess
 from specband.harness.procfs import group_members
 
-from ..conftest import free_port
 from .conftest import RECORDED, TinyModels, engine_cache_env
 from .recording import vllm_answers
 

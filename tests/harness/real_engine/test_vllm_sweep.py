@@ -19,11 +19,11 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.servers import free_port, processes_with
 
 from specband.engines.vllm_server import fetch_spec_decode_counters
 from specband.harness.procfs import group_members
 
-from ..conftest import free_port, processes_with
 from ..launching import launched
 from .conftest import TinyModels, engine_cache_env
 

@@ -18,14 +18,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.servers import TIME_SCALE, emulator_command
 
 from specband.engines.serverconfig import ServerConfig, build_launch_command
 from specband.engines.vllm_server import parse_spec_decode_metrics
 from specband.harness.process import ServerProcess
 
-from .conftest import TIME_SCALE, emulator_command
-
-RECORDED = Path(__file__).parent / "real_engine" / "recorded"
+RECORDED = Path(__file__).parents[1] / "harness" / "real_engine" / "recorded"
 
 #: sglang 0.5.18's meta_info fields of a speculative /generate answer (see the module docstring).
 SGLANG_0518_SPEC_META = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.harness.conftest import TIME_SCALE, emulator_command, processes_with
+from tests.servers import TIME_SCALE, emulator_command, processes_with
 
 from specband.core.errors import ConfigError
 from specband.devices.base import Clock

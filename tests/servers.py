@@ -1,5 +1,6 @@
-"""Fixtures for the harness tests: free loopback ports, the emulator command, a sweep job built in
-code (:func:`sweep_job`), and a guard that no server process outlives its test."""
+"""Server helpers and fixtures shared by the tests that start servers (harness, engines, deploy,
+emulator): free loopback ports, the emulator command, a guard that no server process outlives its
+test, and a local Ray. Registered for every test as a plugin (``pytest_plugins`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
-
-if TYPE_CHECKING:
-    from specband.harness.job import SweepJob
-    from specband.harness.runner import MeasureSettings
 
 #: Time scale of the tests: 1 emulated second = 10 ms. Faster scales work, but real
 #: overheads (HTTP, thread start-up on a busy machine) then stretch the arrival of
@@ -183,19 +180,6 @@ def sweep_args(tmp_path: Path, port: int) -> list[str]:
 def python() -> str:
     """This interpreter."""
     return sys.executable
-
-
-def sweep_job(settings: MeasureSettings, out: Path, **fields: Any) -> SweepJob:
-    """A :class:`~specband.harness.job.SweepJob` built in code, as a library user or a
-    benchmark builds one (without ``build_sweep`` and its checks): ``settings`` (a
-    :class:`~specband.harness.runner.MeasureSettings`), ``out``, and ``fields``, its other
-    fields (the grid, the device, the pool, ...); its engine release is the one ``settings``
-    spells the flags for."""
-    from specband.engines.base import EngineVersion
-    from specband.harness.job import SweepJob
-
-    version = EngineVersion(settings.server.sglang_version, "the test's settings", None)
-    return SweepJob(out=out, settings=settings, version=version, **fields)
 
 
 def one_error_line(stderr: str) -> str:

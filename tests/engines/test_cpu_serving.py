@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.servers import one_error_line
 
 from specband.core.errors import ConfigError
 from specband.engines.cpu import (
@@ -16,8 +17,6 @@ from specband.engines.cpu import (
     cpu_name,
     sglang_cpu_preset,
 )
-
-from .conftest import one_error_line
 
 AMD = "processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu avx512f avx512_bf16\n"
 INTEL = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8481C\nflags\t\t: fpu avx512_bf16 amx_bf16 amx_tile\n"

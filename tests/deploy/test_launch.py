@@ -14,11 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.servers import TIME_SCALE, emulator_command, one_error_line, processes_with
 
 from specband.core.exitcodes import ExitCode
 from specband.engines.sglang_flags import NEWEST_VERSION
-
-from .conftest import TIME_SCALE, emulator_command, one_error_line, processes_with
 
 
 def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 from tests.devices import conftest as devices_conftest
-from tests.harness.conftest import one_error_line
+from tests.servers import one_error_line
 
 from specband.harness import runner
 from specband.sim import build_model, simulate_power_limits

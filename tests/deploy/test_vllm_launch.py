@@ -8,11 +8,10 @@ import signal
 from pathlib import Path
 
 import httpx
+from tests.harness.launching import launched
+from tests.servers import emulator_command, one_error_line, processes_with
 
 from specband.engines.vllm_server import fetch_spec_decode_counters
-
-from .conftest import emulator_command, one_error_line, processes_with
-from .launching import launched
 
 SCHEDULE = {
     "method": "eagle3",
