@@ -72,7 +72,7 @@ def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPat
     import signal
     import time
 
-    import specband.sweeps.dataset
+    import specband.artifacts.request
 
     def interrupted(*args: object, **kwargs: object) -> None:
         os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to the running command
@@ -82,7 +82,7 @@ def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPat
         time.sleep(60)
         raise AssertionError("the Ctrl-C never reached the command")
 
-    monkeypatch.setattr(specband.sweeps.dataset, "load_sweep", interrupted)
+    monkeypatch.setattr(specband.artifacts.request, "load_sweep", interrupted)  # where train reads its sweep
     res = run_cli("train", "--out", "unused-by-this-test")  # SIGINT as in a terminal: tests/conftest.py
     assert res.exit_code == 130
     assert _one_error_line(res.stderr) == "error: interrupted"
@@ -103,9 +103,9 @@ def test_sigterm_unwinds_and_leaves_no_temporary_file(run_cli, tmp_path, monkeyp
     import os
     import signal
 
-    import specband.sim
+    import specband.sim.run
 
-    real = specband.sim.simulate_sweep
+    real = specband.sim.run.simulate_sweep
 
     def terminated_mid_write(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
         rows = real(*args, **kwargs)
@@ -114,7 +114,7 @@ def test_sigterm_unwinds_and_leaves_no_temporary_file(run_cli, tmp_path, monkeyp
         os.kill(os.getpid(), signal.SIGTERM)  # a real SIGTERM, delivered while the file is being written
         yield from rows[50:]
 
-    monkeypatch.setattr(specband.sim, "simulate_sweep", terminated_mid_write)
+    monkeypatch.setattr(specband.sim.run, "simulate_sweep", terminated_mid_write)  # where simulate calls it
     res = run_cli("simulate", "--out", tmp_path / "s.jsonl")
     assert res.exit_code == 143
     assert _one_error_line(res.stderr) == "error: terminated"

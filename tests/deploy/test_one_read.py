@@ -47,6 +47,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _count(monkeypatch: pytest.MonkeyPatch, folder: Path) -> tuple[list[str], list[str]]:
     """The opens of ``folder/specband.json`` (by ``os.open`` and ``open``) and the calls of
     :func:`specband.files.hub.resolve_folder` from here on."""
+    import specband.artifacts.load
     import specband.files.hub as hub
 
     manifest = os.path.realpath(folder / "specband.json")
@@ -76,6 +77,7 @@ def _count(monkeypatch: pytest.MonkeyPatch, folder: Path) -> tuple[list[str], li
     monkeypatch.setattr(io, "open", py_open)
     monkeypatch.setattr(builtins, "open", py_open)
     monkeypatch.setattr(hub, "resolve_folder", resolve_folder)
+    monkeypatch.setattr(specband.artifacts.load, "resolve_folder", resolve_folder)  # the one caller
     return opened, resolved
 
 

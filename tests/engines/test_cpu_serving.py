@@ -12,6 +12,7 @@ from tests.servers import one_error_line
 from specband.core.errors import ConfigError
 from specband.engines.cpu import (
     SGLANG_CPU_FLAGS,
+    ServingOptions,
     apply_cpu_preset,
     cpu_has_amx,
     cpu_name,
@@ -43,11 +44,11 @@ def test_the_preset_takes_intel_openmp_from_the_server_venv(tmp_path: Path) -> N
 
 
 def test_apply_keeps_the_users_flags_after_the_presets_and_their_env_wins(tmp_path: Path) -> None:
-    s = apply_cpu_preset(
-        "python -m sglang.launch_server", dtype="float16", attention_backend="flashinfer",
-        extra_args=("--log-level", "warning"), env={"SGLANG_USE_CPU_ENGINE": "1", "X": "y"},
-        device_kind="auto", hardware=None, cache_dir=tmp_path, cpuinfo=AMD,
+    given = ServingOptions(
+        dtype="float16", attention_backend="flashinfer", extra_args=("--log-level", "warning"),
+        env={"SGLANG_USE_CPU_ENGINE": "1", "X": "y"}, device_kind="auto", hardware=None,
     )  # fmt: skip
+    s = apply_cpu_preset("python -m sglang.launch_server", given, tmp_path, cpuinfo=AMD)
     assert s.extra_args == (*SGLANG_CPU_FLAGS, "--log-level", "warning")
     assert s.env["X"] == "y" and s.device_kind == "none" and s.hardware == "cpu: AMD EPYC 9B14"
     assert "energy_method none" in s.note and "throughput-only" in s.note
@@ -60,10 +61,9 @@ def test_apply_keeps_the_users_flags_after_the_presets_and_their_env_wins(tmp_pa
 )  # fmt: skip
 def test_apply_refuses_what_the_cpu_engine_cannot_use(tmp_path: Path, option: str, value: str, says: str) -> None:
     kwargs = {"dtype": "float16", "attention_backend": "flashinfer", "device_kind": "auto", option: value}
+    given = ServingOptions(extra_args=(), env={}, hardware=None, **kwargs)
     with pytest.raises(ConfigError, match=says):
-        apply_cpu_preset(
-            "python -m sglang.launch_server", extra_args=(), env={}, hardware=None, cache_dir=tmp_path, **kwargs
-        )
+        apply_cpu_preset("python -m sglang.launch_server", given, tmp_path)
 
 
 def test_sweep_cpu_dry_run_prints_cpu_launch_lines(run_cli, tmp_path: Path) -> None:

@@ -13,8 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from specband.artifacts.folder import SweepRecord
+from specband import __version__
+from specband.artifacts.folder import ARTIFACT_FILES, SweepRecord
 from specband.contract.actions import EXTENDED_ACTIONS
+from specband.contract.reward import band_status
 from specband.policies.registry import REGISTRY
 
 if TYPE_CHECKING:
@@ -77,7 +79,6 @@ def _fmt(value: float | None, spec: str = ".4f") -> str:
 
 
 def _picks(manifest: Manifest, sweep: Sweep, picks: Sequence[PickRow]) -> list[str]:
-    from specband.contract.reward import band_status
 
     lines = [
         "| algorithm | batch size | pick (steps, topk, draft) | mean reward | mean utilisation | band | tok/s | "
@@ -146,8 +147,6 @@ def render_model_card(
         picks: every algorithm's pick per measured batch size (:func:`specband.artifacts.pick_table.pick_table`).
         dataset_id: the hub dataset the sweep came from (``org/name``), for ``datasets``.
     """
-    from specband import __version__
-    from specband.artifacts.folder import ARTIFACT_FILES
 
     data, recorded = manifest.data, manifest.data.sweep or SweepRecord()
     limit = manifest.power_limit_w

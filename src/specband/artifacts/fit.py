@@ -10,10 +10,24 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.artifacts.folder import DataRecord, Manifest, SweepRecord, file_sha256, validate_algorithms
+from specband import __version__
+from specband.artifacts.folder import (
+    MANIFEST_FILE,
+    DataRecord,
+    Manifest,
+    SweepRecord,
+    file_sha256,
+    load_manifest,
+    validate_algorithms,
+)
+from specband.contract.reward import RewardConfig
 from specband.contract.state import FEATURE_KINDS
-from specband.core.errors import ConfigError
+from specband.core.errors import ArtifactError, ConfigError
 from specband.policies import policy_class
+from specband.policies.base import mean_reward_by_cell
+from specband.sweeps.dataset import load_sweep
+from specband.sweeps.limit_table import limit_table, sweep_power_limits
+from specband.sweeps.origin import action_stats, data_origin
 
 if TYPE_CHECKING:
     from specband.contract.reward import RewardConfig
@@ -60,11 +74,6 @@ def build_manifest(
     """The manifest of a folder trained on ``data`` (from ``sweep``, when known) with the
     reward constants ``reward_config`` (default: :class:`specband.contract.reward.RewardConfig`)."""
     import numpy as np
-
-    from specband import __version__
-    from specband.contract.reward import RewardConfig
-    from specband.policies.base import mean_reward_by_cell
-    from specband.sweeps.origin import action_stats, data_origin
 
     if reward_config is None:
         reward_config = RewardConfig()
@@ -146,7 +155,6 @@ def compute_embedded_manifest(features: str = "pre") -> dict[str, Any]:
     """The manifest (as JSON) of a ``lookup_table`` trained on the bundled published
     measurements: what :data:`specband.policies.embedded.EMBEDDED_MANIFEST` ships, so that
     ``specband recommend`` works before any ``train`` without loading NumPy."""
-    from specband.sweeps.dataset import load_sweep
 
     sweep = load_sweep(None)
     data = sweep.training_data(features)
@@ -163,7 +171,6 @@ def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str 
     Raises:
         ConfigError: an unknown algorithm or feature kind.
     """
-    from specband.sweeps.dataset import load_sweep
 
     validate_algorithms([name])
     if features not in FEATURE_KINDS:
@@ -187,8 +194,6 @@ def check_out_folder(out: str | Path, sweep: Sweep, *, force: bool = False, data
     Raises:
         ConfigError: one line naming the folder, the data it was trained on and ``--force``.
     """
-    from specband.artifacts.folder import MANIFEST_FILE, load_manifest
-    from specband.core.errors import ArtifactError
 
     folder = Path(out)
     if force or not (folder / MANIFEST_FILE).is_file():
@@ -226,7 +231,6 @@ def at_highest_power_limit(sweep: Sweep, verb: str = "train") -> tuple[Sweep, st
         sweep: the sweep.
         verb: what the policies do with the rows (``"train"``, ``"are evaluated"``), for the note.
     """
-    from specband.sweeps.limit_table import sweep_power_limits
 
     limits = sweep_power_limits(sweep)
     if len(limits) < 2:
@@ -254,7 +258,6 @@ def split_power_limits(sweep: Sweep) -> tuple[Sweep, LimitTable | None, str | No
         DataError: as :func:`specband.sweeps.limit_table.limit_table` (a batch size without a
             successful row at some limit).
     """
-    from specband.sweeps.limit_table import limit_table
 
     kept, note = at_highest_power_limit(sweep)
     if note is None:

@@ -46,6 +46,7 @@ from specband.core.limits import (
     is_finite_number,
     is_int,
 )
+from specband.files.safeload import check_files_inside, resolved, verify_files
 from specband.policies import ALGORITHMS, REGISTRY, policy_class, policy_entry
 from specband.policies.files import read_json, write_bytes_atomic, write_json_atomic
 from specband.sweeps.limit_table import LimitTable
@@ -635,7 +636,6 @@ def load_manifest(directory: str | Path, action_set: ActionSet = CONTRACT_SET) -
     path = d / MANIFEST_FILE
     if not path.is_file():
         return Manifest(algorithms=tuple(available_algorithms(d)), foreign=True)
-    from specband.files.safeload import check_files_inside
 
     check_files_inside(d, (MANIFEST_FILE,))  # not read through a link out of the folder
     return Manifest.from_json(read_json(path), path, action_set)
@@ -662,7 +662,6 @@ def verify_algorithm_files(
             ``allow_modified``: a warning line on stderr), a file outside the folder, or a
             malformed manifest.
     """
-    from specband.files.safeload import check_files_inside, verify_files
 
     d = Path(directory)
     check_files_inside(d, (MANIFEST_FILE, ARTIFACT_FILES[name].split("/")[0]))
@@ -705,7 +704,6 @@ def load_policy(
         ArtifactError: the file is missing, malformed or modified.
         specband.files.safeload.UntrustedPickleError: a pickle and no ``trust_pickle``.
     """
-    from specband.files.safeload import resolved
 
     validate_algorithms([name])
     d = resolved(directory)
@@ -747,7 +745,7 @@ def load_policies(
 def embedded_manifest() -> Manifest:
     """The shipped manifest of the bundled published measurements (``pre`` features;
     see :func:`compute_embedded_manifest`). No NumPy is imported."""
-    from specband.policies.embedded import EMBEDDED_MANIFEST
+    from specband.policies.embedded import EMBEDDED_MANIFEST  # lazy: off recommend's cold path
 
     return Manifest.from_json(EMBEDDED_MANIFEST, "<embedded default>")
 

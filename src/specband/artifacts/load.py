@@ -34,6 +34,8 @@ from specband.artifacts.folder import (
 )
 from specband.contract.actions import CONTRACT_SET, ActionSet
 from specband.core.errors import ArtifactError, ConfigError, SpecbandError
+from specband.files.hub import resolve_data_file, resolve_folder
+from specband.policies.lookup_core import read_lookup_folder
 
 if TYPE_CHECKING:
     from specband.policies.base import Policy
@@ -70,7 +72,6 @@ def open_folder(models: str | Path, action_set: ActionSet = CONTRACT_SET) -> Mod
         ArtifactError: the folder does not exist, its manifest is malformed or of another
             action set; HubError: a hub id not found.
     """
-    from specband.files.hub import resolve_folder
 
     path = resolve_folder(models)
     return ModelFolder(str(models), path, load_manifest(path, action_set))
@@ -127,7 +128,6 @@ def load_models(
         ArtifactError: unreadable folder, one of another action set, or an untrusted
         pickle; DataError: bad sweep; HubError: a hub id not found.
     """
-    from specband.files.hub import resolve_data_file, resolve_folder
 
     validate_algorithms([algo])
     notes: list[str] = []
@@ -152,7 +152,7 @@ def load_models(
         if algo == "lookup_table":
             manifest = embedded_manifest()
             return LoadedModels(algo, None, manifest, None, manifest.mean_rewards, tuple(notes))
-        from specband.artifacts.fit import embedded_policy
+        from specband.artifacts.fit import embedded_policy  # lazy: off recommend's cold path
 
         note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
         policy, manifest = embedded_policy(algo)
@@ -234,8 +234,8 @@ def _load_folder(
     training: TrainingData | None = None
     if data_path is not None:
         if manifest.foreign:
-            from specband.artifacts.fit import build_manifest
-            from specband.sweeps.dataset import load_sweep
+            from specband.artifacts.fit import build_manifest  # lazy: off recommend's cold path
+            from specband.sweeps.dataset import load_sweep  # lazy: off recommend's cold path
 
             sweep = load_sweep(data_path, action_set=action_set)
             training = sweep.training_data(manifest.features)
@@ -244,8 +244,6 @@ def _load_folder(
             note(f"{folder.path} has a specband manifest; --data ignored")
     lookup_means: Mapping[int, Mapping[int, float]] | None = None
     if algo == "lookup_table":
-        from specband.policies.lookup_core import read_lookup_folder
-
         verify_algorithm_files(folder.path, algo, allow_modified=allow_modified, manifest=read)
         lookup_means = read_lookup_folder(folder.path, action_set).means
     else:

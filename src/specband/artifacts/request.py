@@ -9,13 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.artifacts.folder import DEFAULT_MODELS_DIR
+from specband.artifacts.card import render_model_card
+from specband.artifacts.fit import build_manifest, check_out_folder, split_power_limits, train_policies
+from specband.artifacts.folder import DEFAULT_MODELS_DIR, folder_algorithms, save_artifacts, validate_algorithms
+from specband.artifacts.pick_table import pick_table
 from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
 from specband.contract.state import FEATURE_KINDS
+from specband.core.errors import ConfigError, MissingExtraError
 from specband.core.limits import MAX_SEED
 from specband.core.optionspec import option
+from specband.devices.base import check_power_limit_w
+from specband.files.fileio import out_option_path
+from specband.files.hub import parse_hub_ref, resolve_data_file
 from specband.policies import EXTENDED_ALGORITHMS
+from specband.policies.nets import TORCH_ALGORITHMS, torch_available
+from specband.sweeps.dataset import load_sweep
 
 __all__ = ["EXTENDED_ALGORITHMS", "TrainOutcome", "TrainRequest", "run_training"]
 
@@ -83,9 +92,6 @@ class TrainRequest:
     actions: str = action_set_field("the sweep's rows and the models")
 
     def __post_init__(self) -> None:
-        from specband.artifacts.folder import validate_algorithms
-        from specband.core.errors import ConfigError
-        from specband.devices.base import check_power_limit_w
 
         names = validate_algorithms(self.algo)
         if self.actions == "extended" and self.algo and set(names) - set(EXTENDED_ALGORITHMS):
@@ -106,7 +112,6 @@ class TrainRequest:
     @property
     def out_path(self) -> Path:
         """``--out`` as a path (an empty one is refused, naming ``--out``)."""
-        from specband.files.fileio import out_option_path
 
         return out_option_path(self.out)
 
@@ -150,9 +155,6 @@ def _trainable(asked: list[str] | None) -> tuple[list[str], tuple[str, ...]]:
         ConfigError: an unknown name. MissingExtraError: ``--algo`` names a torch
             algorithm and torch is not installed.
     """
-    from specband.artifacts.folder import validate_algorithms
-    from specband.core.errors import MissingExtraError
-    from specband.policies.nets import TORCH_ALGORITHMS, torch_available
 
     names = validate_algorithms(asked)
     if torch_available():
@@ -182,18 +184,10 @@ def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorit
     import dataclasses
     import time
 
-    from specband.artifacts.card import render_model_card
-    from specband.artifacts.fit import build_manifest, split_power_limits, train_policies
-    from specband.artifacts.folder import folder_algorithms, save_artifacts
-    from specband.artifacts.pick_table import pick_table
-    from specband.files.hub import parse_hub_ref, resolve_data_file
-    from specband.sweeps.dataset import load_sweep
-
     names, skipped = (algorithms, ()) if algorithms else _trainable(r.algo)
     sweep = load_sweep(
         None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit, action_set=r.action_set
     )
-    from specband.artifacts.fit import check_out_folder
 
     check_out_folder(
         r.out_path,

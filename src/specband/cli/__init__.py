@@ -23,6 +23,8 @@ from typing import Any
 
 import typer
 
+from specband import __version__
+from specband.cli.plain_options import parse_plain
 from specband.core.errors import SpecbandError, one_line
 from specband.core.exitcodes import ExitCode, exit_code_for
 
@@ -123,7 +125,7 @@ def _help_that_fits() -> None:
             continue
 
         def format_help(self: Any, ctx: Any, formatter: Any, _original: Any = original) -> None:
-            from specband.cli.helpfit import install
+            from specband.cli.helpfit import install  # lazy: off recommend's cold path
 
             install()
             return _original(self, ctx, formatter)
@@ -139,8 +141,6 @@ def _version(value: bool) -> None:
         try:
             print(f"specband {version('specband')}")
         except PackageNotFoundError:
-            from specband import __version__
-
             print(f"specband {__version__}")
         raise typer.Exit(0)
 
@@ -166,8 +166,6 @@ def _run(args: list[str]) -> Any:
     if command in FAST_COMMANDS:
         from typer.core import TyperGroup
         from typer.main import get_command
-
-        from specband.cli.plain_options import parse_plain
 
         group = get_command(app)
         assert isinstance(group, TyperGroup)  # an app of several commands
@@ -215,7 +213,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         raise SystemExit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
-        from specband.harness.interrupts import received_signal
+        from specband.harness.interrupts import (
+            received_signal,  # lazy: only after a signal (harness stays off the cold path)
+        )
 
         # the sweep and launch install their own handlers: they record the signal
         _stopped_by(received or received_signal())
@@ -225,7 +225,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         for signum, default in installed.items():
             signal.signal(signum, default)
     if result == ExitCode.INTERRUPTED:
-        from specband.harness.interrupts import received_signal
+        from specband.harness.interrupts import (
+            received_signal,  # lazy: only after a signal (harness stays off the cold path)
+        )
 
         if (received or received_signal()) is not None:  # typer's silent 130 for a KeyboardInterrupt
             _stopped_by(received or received_signal())

@@ -13,8 +13,11 @@ import typer
 
 from specband.cli.output import note as _note
 from specband.cli.params import PANEL_TITLES, request_command
+from specband.contract.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
 from specband.deploy.answers import MixAnswer, Pick, PowerLimitAnswer
-from specband.deploy.recommend import RecommendRequest
+from specband.deploy.explain import answer_lines
+from specband.deploy.recommend import RecommendRequest, answer
+from specband.deploy.usersetup import user_setup
 
 
 def _fmt(value: float | None) -> str:
@@ -33,7 +36,6 @@ def actions_command(
     ),
 ) -> None:
     """List the 19 contract actions with their index and sglang flags."""
-    from specband.contract.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
 
     if as_json:
         out = [
@@ -49,7 +51,7 @@ def actions_command(
         return
     from rich.table import Table
 
-    from specband.core.tables import flag_units, print_table, table_console
+    from specband.core.tables import flag_units, print_table, table_console  # lazy: off recommend's cold path
 
     table = Table(
         title="specband actions: index (its position in every published policy file), action "
@@ -69,12 +71,10 @@ def actions_command(
 def recommend_command(request: RecommendRequest) -> None:
     """Print the sglang flags for a batch size, ready to paste after
     `python -m sglang.launch_server`."""
-    from specband.deploy.recommend import answer
-    from specband.deploy.usersetup import user_setup
 
     decided = answer(request.answer_request(), user_setup(request.target, request.draft_model, request.gpu))
     if isinstance(decided, MixAnswer):
-        from specband.cli.schedule import print_mix_recommendation
+        from specband.cli.schedule import print_mix_recommendation  # lazy: off recommend's cold path
 
         print_mix_recommendation(decided, request.output_format)
     elif isinstance(decided, PowerLimitAnswer):  # a sweep or folder over several power limits (issue 20)
@@ -87,7 +87,6 @@ def recommend_command(request: RecommendRequest) -> None:
 def _print_pick(pick: Pick, output_format: str) -> None:
     """A pick (:class:`specband.deploy.answers.Pick`): its notes, origin and explanation on
     stderr, the flags (or JSON) on stdout, and what the flags leave out."""
-    from specband.deploy.explain import answer_lines
 
     for line in (*pick.notes, *answer_lines(pick)):
         _note(line)

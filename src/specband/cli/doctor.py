@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from specband.cli.params import PANEL_TITLES
+from specband.doctor.machine import exit_status, run_doctor
+from specband.files.fileio import given_path
 
 
 def register(app: typer.Typer) -> None:
@@ -32,8 +34,6 @@ def register(app: typer.Typer) -> None:
         (sglang and its version, flashinfer, NVML energy counter and power limit). One line
         per check: ok, warn or error with its fix. Exit 0 when all are ok, 1 on warnings,
         2 on errors."""
-        from specband.doctor.machine import exit_status, run_doctor
-        from specband.files.fileio import given_path
 
         for option, value in (("--target", target), ("--draft", draft)):
             given_path(option, value)  # an empty one is refused, not read as "."

@@ -6,9 +6,15 @@ import json
 
 import typer
 
+from specband.artifacts.fit import at_highest_power_limit
 from specband.cli.output import note, print_power_label, say
 from specband.cli.params import request_command
-from specband.evaluation.request import EvaluateRequest
+from specband.cli.schedule import evaluate_schedules_hook
+from specband.evaluation.limit_curves import power_limit_curves, write_power_limit_report
+from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
+from specband.evaluation.request import EvaluateRequest, evaluate_request, load_request_sweep
+from specband.harness.draft_health import warn_if_draft_rejected
+from specband.sim.power import unmeasured_power_note
 
 
 def register(app: typer.Typer) -> None:
@@ -23,17 +29,12 @@ def evaluate_command(request: EvaluateRequest) -> None:
     utilisation and band, with 95 % bootstrap intervals, for contract and pre features."""
     import sys
 
-    from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
-    from specband.evaluation.request import evaluate_request, load_request_sweep
-    from specband.harness.draft_health import warn_if_draft_rejected
-
     r = request
     out_dir = check_report_dir(r.out) if r.out is not None else None
     sweep = load_request_sweep(r)
     warn_if_draft_rejected(sweep)
     if sweep.power_limit_assumed:
         note(str(sweep.energy_note()))
-    from specband.artifacts.fit import at_highest_power_limit
 
     full_sweep = sweep  # several power limits (issue 20): the policies on the highest limit's rows
     sweep, limit_note = at_highest_power_limit(sweep, "are evaluated")
@@ -47,20 +48,13 @@ def evaluate_command(request: EvaluateRequest) -> None:
     result = evaluate_request(r, sweep, progress)
     written = write_report(result, out_dir) if out_dir is not None else []
     if out_dir is not None and limit_note:  # the pair (limit, flags) at every limit
-        from specband.evaluation.limit_curves import power_limit_curves, write_power_limit_report
-        from specband.sim.power import unmeasured_power_note
-
         curves = power_limit_curves(full_sweep, power_label=unmeasured_power_note(full_sweep.rows))
         written += write_power_limit_report(curves, out_dir)
     if r.schedules:  # issue 10: schedules and batch-mix picks held out (table on stderr with --json)
-        from specband.cli.schedule import evaluate_schedules_hook
-
         written += evaluate_schedules_hook(
             sweep, r.holdout, r.algorithms, r.features, r.batch_mix, r.seed, r.n_bootstrap, out_dir, r.as_json
         )
     if r.as_json:
-        from specband.sim.power import unmeasured_power_note
-
         payload = result_to_json(result)
         label = unmeasured_power_note(sweep.rows)
         if label:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from specband.core.tables import fit_columns, longest_word
+
 __all__ = ["install"]
 
 #: Columns the help of one option is indented by when it goes beneath its flags.
@@ -64,8 +66,6 @@ def _help_words(cell: Any) -> int:
     measure), from its text rendered on one long line."""
     from rich.console import Console
 
-    from specband.core.tables import longest_word
-
     text = io.StringIO()
     Console(file=text, width=10_000, color_system=None, legacy_windows=False).print(cell)
     return longest_word(text.getvalue())
@@ -88,8 +88,6 @@ def _fitted(panel: Any, params: Any, ctx: Any, markup_mode: Any, console: Any) -
     from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
-
-    from specband.core.tables import fit_columns
 
     table = panel.renderable
     if not isinstance(table, Table) or not table.columns:

@@ -21,7 +21,9 @@ import typer
 
 from specband.cli.output import note, say, warn
 from specband.cli.params import request_command
-from specband.deploy.launch import LaunchRequest
+from specband.deploy.launch import LaunchRequest, plan_launch, serve_launch
+from specband.engines.base import get_engine
+from specband.engines.serverconfig import format_launch
 
 
 def register(app: typer.Typer) -> None:
@@ -36,16 +38,12 @@ def launch_command(request: LaunchRequest) -> None:
     status 0, since stopping is the normal way to end it. If the server exits on its
     own, its exit status is returned. Every option is checked before the GPU is read:
     bad input is one error line (exit 2)."""
-    from specband.deploy.launch import plan_launch, serve_launch
 
     plan = plan_launch(request)
     warn(plan.version_warning)
     for line in plan.notes:
         note(line)
     if request.dry_run:
-        from specband.engines.base import get_engine
-        from specband.engines.serverconfig import format_launch
-
         engine = get_engine(plan.config.engine).display_name
         typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")
         if plan.power_limit_w is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from specband.core.errors import one_line
+
 __all__ = ["note", "print_power_label", "say", "warn"]
 
 
@@ -13,7 +15,6 @@ def say(text: str, *, err: bool = False) -> None:
     escaped (:func:`specband.core.errors.one_line`): the one way every success, note and
     warning line that names a path or a value from the user is printed, so that a file
     name holding a newline cannot split it or pose as a second line."""
-    from specband.core.errors import one_line
 
     print(one_line(text), file=sys.stderr if err else sys.stdout)
 
@@ -32,7 +33,7 @@ def warn(message: str | None) -> None:
 def print_power_label(rows: object) -> None:
     """Label the printed band figures when the rows' power rests on no measurement
     (:func:`specband.sim.power.unmeasured_power_note`)."""
-    from specband.sim.power import unmeasured_power_note
+    from specband.sim.power import unmeasured_power_note  # lazy: off recommend's cold path
 
     label = unmeasured_power_note(rows)  # type: ignore[arg-type]
     if label:

@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 
 import typer
 
-from specband.core.optionspec import PANELS, OptionSpec, option_spec
+from specband.core.errors import ConfigError
+from specband.core.optionspec import GIVE, NAME_METAVARS, PANELS, OptionSpec, option_spec
+from specband.files.fileio import check_name_lengths
 
 __all__ = ["PANEL_TITLES", "build_request", "check_values", "request_command", "typer_option"]
 
@@ -87,7 +89,6 @@ def _usage_check(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``check`` as a typer callback: its ConfigError becomes a usage error (one line, exit 2)."""
 
     def callback(value: Any) -> Any:
-        from specband.core.errors import ConfigError
 
         try:
             check(value)
@@ -204,10 +205,6 @@ def check_values(request_type: type, values: dict[str, Any]) -> dict[str, Any]:
     """
     import math
     from pathlib import Path
-
-    from specband.core.errors import ConfigError
-    from specband.core.optionspec import GIVE, NAME_METAVARS
-    from specband.files.fileio import check_name_lengths
 
     hints = typing.get_type_hints(request_type)
     out = dict(values)

@@ -7,6 +7,8 @@ mkdocs hook ``mkdocs_hooks/cli_reference.py``; ``python -m specband.cli.referenc
 
 from __future__ import annotations
 
+from specband.cli import COMMANDS, STAGES, build_app
+
 #: Columns the help is rendered at (typer reads ``TERMINAL_WIDTH``).
 WIDTH = 100
 
@@ -22,8 +24,6 @@ def command_help(command: str | None) -> str:
     """
     from typer.testing import CliRunner
 
-    from specband.cli import build_app
-
     app = build_app(command)
     args = [command, "--help"] if command else ["--help"]
     env = {"TERMINAL_WIDTH": str(WIDTH), "NO_COLOR": "1", "COLUMNS": str(WIDTH)}
@@ -37,7 +37,6 @@ def command_help(command: str | None) -> str:
 def render_reference() -> str:
     """The reference as Markdown: the top-level help, then one section per command in
     :data:`specband.cli.COMMANDS` order, each the command's ``--help`` in a ``text`` block."""
-    from specband.cli import COMMANDS, STAGES
 
     parts = ["## specband", "", "```text", command_help(None), "```", ""]
     for command in sorted(COMMANDS, key=lambda c: list(dict.fromkeys(STAGES.values())).index(STAGES[c])):

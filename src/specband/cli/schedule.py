@@ -17,7 +17,15 @@ import typer
 from specband.cli.output import note as _note
 from specband.cli.output import say
 from specband.cli.params import request_command
-from specband.deploy.schedule import ScheduleRequest
+from specband.contract.actions import EXTENDED_ACTIONS
+from specband.core.batchlist import parse_batch_mix
+from specband.core.tables import print_table, table_console
+from specband.deploy.explain import origin_line
+from specband.deploy.schedule import ScheduleRequest, write_schedule
+from specband.deploy.usersetup import user_setup
+from specband.engines.base import get_engine
+from specband.evaluation.schedules import evaluate_schedules, render_schedule_table, write_schedule_report
+from specband.sweeps.dataset import FEATURE_KINDS
 
 if TYPE_CHECKING:
     from specband.deploy.answers import MixAnswer, MixPick
@@ -34,10 +42,6 @@ def schedule_command(request: ScheduleRequest) -> None:
     """Write the energy-band speculation schedule (one chain config, topk 1, per
     batch-size tier) in the engine's own format, and print how far each tier's chain
     config falls behind the best tree config (topk > 1)."""
-    from specband.deploy.explain import origin_line
-    from specband.deploy.schedule import write_schedule
-    from specband.deploy.usersetup import user_setup
-    from specband.engines.base import get_engine
 
     engine = get_engine(request.engine)
     written = write_schedule(request, user_setup(request.target, request.draft_model, request.gpu))
@@ -65,9 +69,6 @@ def schedule_command(request: ScheduleRequest) -> None:
 
 def _print_table(picks: Sequence[TierPick], algorithm: str) -> None:
     from rich.table import Table
-
-    from specband.contract.actions import EXTENDED_ACTIONS
-    from specband.core.tables import print_table, table_console
 
     table = Table(title=f"{algorithm}: chain schedule (topk 1) vs the best tree config (estimated reward)")
     for name in ("bs", "measured", "chain pick", "reward", "candidate steps", "best tree", "tree reward", "chain cost"):
@@ -103,9 +104,6 @@ def print_mix_recommendation(answer: MixAnswer, output_format: str) -> None:
 
 def _print_mix_table(pick: MixPick, algorithm: str) -> None:
     from rich.table import Table
-
-    from specband.contract.actions import EXTENDED_ACTIONS
-    from specband.core.tables import print_table, table_console
 
     table = Table(
         title=f"{algorithm}: one config for the mix, {EXTENDED_ACTIONS[pick.index]} (expected reward "
@@ -145,14 +143,6 @@ def evaluate_schedules_hook(
     Returns:
         the written paths (empty without ``out_dir``).
     """
-    from specband.core.batchlist import parse_batch_mix
-    from specband.core.tables import table_console
-    from specband.evaluation.schedules import (
-        evaluate_schedules,
-        render_schedule_table,
-        write_schedule_report,
-    )
-    from specband.sweeps.dataset import FEATURE_KINDS
 
     result = evaluate_schedules(
         sweep,

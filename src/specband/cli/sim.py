@@ -10,21 +10,23 @@ import typer
 
 from specband.cli.output import say
 from specband.cli.params import request_command
+from specband.core.errors import ConfigError
+from specband.core.tables import print_table, table_console, terminal_width
+from specband.sim import builtin_profiles, check_out_path, load_profile
+from specband.sim.aic import aic_report, fit_profile_to_aic, format_aic_fit, format_aic_report, load_aic_reference
+from specband.sim.calibrate import calibration_report as report_fn
+from specband.sim.calibrate import format_fit, format_report, refit_profile
+from specband.sim.calibrate import write_profile as write_fn
+from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.profile import DEFAULT_PROFILE
+from specband.sim.published import format_published_report, published_report
 from specband.sim.request import SimulateRequest
+from specband.sim.run import calibration_model, plan_simulation, run_simulation
 
 
 def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, force: bool) -> None:
     """``--calibration-report --against aic [--refit [--write-profile FILE]]``: compare (and
     refit) one profile, or every profile of the bundled AIC reference."""
-    from specband.core.errors import ConfigError
-    from specband.core.tables import terminal_width
-    from specband.sim.aic import (
-        aic_report,
-        fit_profile_to_aic,
-        format_aic_fit,
-        format_aic_report,
-        load_aic_reference,
-    )
 
     data = load_aic_reference()
     chosen: list = [profile] if profile is not None else list(data.profiles)
@@ -37,8 +39,6 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
         typer.echo("")
         chosen = [fit.profile for fit in fits]
         if write_profile is not None:
-            from specband.sim.calibrate import write_profile as write_fn
-
             header = f"refitted from profile {profile} to {data.label} by specband simulate --refit --against aic"
             write_fn(fits[0].profile, write_profile, header=header, overwrite=force)
             say(f"wrote {write_profile}", err=True)
@@ -58,15 +58,11 @@ def simulate(request: SimulateRequest) -> None:
         _list_profiles()
         return
     if r.against == "published-datacenter":  # checked: with --calibration-report, --profile alone
-        from specband.core.tables import terminal_width
-        from specband.sim.published import format_published_report, published_report
-
         typer.echo(format_published_report(published_report(r.profile), terminal_width()))
         return
     if r.calibration_report:
         _report(r)
         return
-    from specband.sim.run import plan_simulation, run_simulation
 
     plan = plan_simulation(r)
     _warn(plan.model.warnings)
@@ -84,14 +80,10 @@ def _warn(warnings: Iterable[str]) -> None:
 def _report(r: SimulateRequest) -> None:
     """``--calibration-report``: against the AIC reference, or the published rows."""
     if r.against == "aic":
-        from specband.sim import check_out_path
-
         if r.write_profile is not None:
             check_out_path(r.write_profile, overwrite=r.force, option="--write-profile")
         _aic_report(r.profile, refit=r.refit, write_profile=r.write_profile, force=r.force)
         return
-    from specband.sim.profile import DEFAULT_PROFILE
-    from specband.sim.run import calibration_model
 
     model = calibration_model(r)
     _warn(model.warnings)
@@ -100,9 +92,6 @@ def _report(r: SimulateRequest) -> None:
 
 def _list_profiles() -> None:
     from rich.table import Table
-
-    from specband.core.tables import print_table, table_console
-    from specband.sim import builtin_profiles, load_profile
 
     table = Table(title="built-in simulator profiles", box=None, show_edge=False, pad_edge=False)
     for name, justify in (("profile", "left"), ("hardware", "left"), ("limit W", "right"), ("VRAM GiB", "right")):
@@ -121,11 +110,6 @@ def _list_profiles() -> None:
 
 def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None:
     """``--calibration-report`` against the published rows (``--refit`` first)."""
-    from specband.core.tables import terminal_width
-    from specband.sim.calibrate import calibration_report as report_fn
-    from specband.sim.calibrate import format_fit, format_report, refit_profile
-    from specband.sim.calibrate import write_profile as write_fn
-    from specband.sim.model import SpeculativeDecodingModel
 
     if r.refit:
         result = refit_profile(model, noise=True)  # type: ignore[arg-type]

@@ -6,9 +6,12 @@ from typing import Any
 
 import typer
 
-from specband.artifacts.request import TrainRequest
+from specband.artifacts.request import TrainRequest, run_training
 from specband.cli.output import note, print_power_label, say
 from specband.cli.params import request_command
+from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_ACTION
+from specband.core.tables import print_table, table_console
+from specband.harness.draft_health import warn_if_draft_rejected
 
 
 def register(app: typer.Typer) -> None:
@@ -23,8 +26,6 @@ def train_command(request: TrainRequest) -> None:
     Prints, per algorithm and batch size, the pick, its mean observed reward and the
     reference (3,4,8) beside it.
     """
-    from specband.artifacts.request import run_training
-    from specband.harness.draft_health import warn_if_draft_rejected
 
     def loaded(sweep: Any) -> None:
         warn_if_draft_rejected(sweep)
@@ -52,9 +53,6 @@ def _fmt(value: float | None) -> str:
 
 def _print_picks(rows: list[Any], provenance: str = "measured") -> None:
     from rich.table import Table
-
-    from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_ACTION
-    from specband.core.tables import print_table, table_console
 
     simulated = "simulated" in provenance
     kind = "simulated" if simulated else "emulated" if "emulated" in provenance else "measured"

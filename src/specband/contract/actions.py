@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 
 from specband.core.errors import InvalidActionError
 from specband.core.limits import is_int
+from specband.core.optionspec import option
 
 __all__ = [
     "ACTIONS",
@@ -338,7 +339,6 @@ def action_set_field(what: str = "the sweep's rows", panel: str = "grid") -> Any
         what: what the action set applies to, for the help text.
         panel: its ``--help`` panel (``model`` where it is the action set of a policy).
     """
-    from specband.core.optionspec import option
 
     return option(
         "contract",

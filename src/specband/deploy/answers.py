@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action, server_args_kwargs, sglang_cli_args
+from specband.contract.reward import band_status
+from specband.sweeps.limit_table import fastest, nvidia_smi_command, speed_loss
 
 if TYPE_CHECKING:
     from specband.deploy.tiers import TierPick
@@ -182,7 +184,6 @@ class BandPosition:
     @classmethod
     def of(cls, utilization: float | None) -> BandPosition:
         """The position of ``utilization`` (average power / limit) against the reward's band."""
-        from specband.contract.reward import band_status
 
         got = band_status(utilization)
         return cls(got["status"], got["by"], got["low"], got["high"])
@@ -450,14 +451,12 @@ class PowerLimitAnswer:
     @property
     def fastest(self) -> LimitPick:
         """The fastest pick over all limits."""
-        from specband.sweeps.limit_table import fastest
 
         return fastest(self.picks)
 
     @property
     def speed_loss(self) -> float:
         """Speed given up against the fastest pick, fraction (>= 0)."""
-        from specband.sweeps.limit_table import speed_loss
 
         return speed_loss(self.picks, self.chosen)
 
@@ -469,7 +468,6 @@ class PowerLimitAnswer:
     @property
     def nvidia_smi(self) -> str:
         """The command that sets it (``sudo nvidia-smi -pl W``)."""
-        from specband.sweeps.limit_table import nvidia_smi_command
 
         return nvidia_smi_command(self.chosen.power_limit_w)
 
@@ -773,7 +771,7 @@ class SchedulePick:
         """``engine``, ``path`` (a string), ``action`` and the engine's part: sglang's ``tiers``
         (keys as strings) and ``extra_args``, or vLLM's ``ranges`` (``[start, end, K]``) and
         ``speculative_config``."""
-        from specband.engines.base import get_engine  # here: the engine registry stays off recommend's cold path
+        from specband.engines.base import get_engine  # lazy: the engine registry stays off recommend's cold path
 
         out: dict[str, Any] = {"engine": self.engine, "path": str(self.path), "action": list(self.action)}
         return {**out, **get_engine(self.engine).schedule_json(self)}

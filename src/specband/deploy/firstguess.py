@@ -10,7 +10,15 @@ answers.
 
 from __future__ import annotations
 
+from specband.artifacts.fit import build_manifest
+from specband.contract.actions import ACTIONS
 from specband.deploy.answers import CalibrationError, Pick, PickOrigin, RowCounts, TransferCheck
+from specband.deploy.explain import explain_pick
+from specband.policies.lookup_core import lookup_pick
+from specband.sim.profile import builtin_profiles, load_profile
+from specband.sim.published import calibration_errors
+from specband.sim.simulated import simulate_sweep
+from specband.sweeps.dataset import Sweep
 
 __all__ = ["FIRST_GUESS_REPEATS", "FIRST_GUESS_SEED", "first_guess"]
 
@@ -50,13 +58,6 @@ def first_guess(
     Raises:
         ConfigError: a bad profile, config or batch size.
     """
-    from specband.artifacts.fit import build_manifest
-    from specband.contract.actions import ACTIONS
-    from specband.deploy.explain import explain_pick
-    from specband.policies.lookup_core import lookup_pick
-    from specband.sim.profile import builtin_profiles, load_profile
-    from specband.sim.simulated import simulate_sweep
-    from specband.sweeps.dataset import Sweep
 
     prof = load_profile(profile)
     sizes = sorted({*_GRID, batch_size})
@@ -76,8 +77,6 @@ def first_guess(
     action = ACTIONS[index]
     calibration: dict[str, CalibrationError] = {}
     if str(profile) in builtin_profiles():
-        from specband.sim.published import calibration_errors
-
         calibration = {
             metric: CalibrationError(round(err.median_abs_error, 4), round(err.worst_abs_error, 4), err.rows)
             for metric, err in calibration_errors(str(profile)).items()

@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specband.artifacts.folder import validate_algorithms
 from specband.contract.actions import Action
+from specband.contract.state import check_gpu_state
+from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BATCH_SIZE
 from specband.core.optionspec import option
 from specband.deploy.answers import Pick, PowerLimitAnswer, SchedulePick
+from specband.deploy.explain import answer_lines
 from specband.deploy.recommend import (
     AnswerRequest,
     algo_field,
@@ -29,15 +33,26 @@ from specband.deploy.recommend import (
     state_field,
     trust_pickle_field,
 )
+from specband.deploy.schedule import auto_schedule, launch_schedule, new_auto_schedule_file
+from specband.deploy.usersetup import user_setup
+from specband.devices import open_device
+from specband.devices.base import Clock
+from specband.doctor.pairs import check_pair_before_launch
 from specband.engines.base import get_engine
+from specband.engines.serverconfig import ServerConfig, build_launch_command, split_server_args
+from specband.harness.gpu_limits import held_power_limit, launch_power_limit_w
+from specband.harness.interrupts import interrupts_as_keyboard_interrupt
 from specband.harness.request import (
     engine_field,
+    engine_server,
     gpu_index_field,
     launch_timeout_field,
     port_field,
     server_field,
     sglang_version_field,
 )
+from specband.harness.runner import MeasureSettings, check_mem_fractions, launch_with_retry
+from specband.sweeps.dataset import DEFAULT_GPU_MEM_USED_MB, DEFAULT_GPU_TEMP_C, DEFAULT_GPU_UTIL_PCT
 
 __all__ = ["LaunchPlan", "LaunchRequest", "plan_launch", "serve_launch"]
 
@@ -172,11 +187,6 @@ class LaunchPlan:
 def _check(r: LaunchRequest) -> tuple[Any, str | None]:
     """Every option, before the GPU is read; the :class:`~specband.engines.serverconfig.ServerConfig`
     and the note of a skipped RoPE check (or ``None``)."""
-    from specband.artifacts.folder import validate_algorithms
-    from specband.contract.state import check_gpu_state
-    from specband.core.errors import ConfigError
-    from specband.engines.serverconfig import ServerConfig, split_server_args
-    from specband.harness.runner import check_mem_fractions
 
     if r.batch_size is None and r.schedule is None:
         raise ConfigError("--batch-size is required (or --schedule FILE|auto for a server whose batch size moves)")
@@ -209,7 +219,6 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
         engine=r.engine,
     )
     validate_algorithms([r.algo])
-    from specband.doctor.pairs import check_pair_before_launch
 
     rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
     return config, rope_note
@@ -223,13 +232,9 @@ def _decide(
     (:mod:`specband.deploy.transfer`). The pick and the limit are
     :func:`specband.deploy.recommend.answer`'s, by ``recommend``'s rules: the limit comes from
     ``--models DIR`` trained on several limits, else from ``--data SWEEP`` over several."""
-    from specband.deploy.explain import answer_lines
-    from specband.deploy.usersetup import user_setup
 
     setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
     if r.schedule is not None:
-        from specband.deploy.schedule import auto_schedule, launch_schedule
-
         auto = None
         if r.schedule == "auto":
             auto = auto_schedule(
@@ -266,9 +271,6 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     Raises:
         ConfigError (and the loading errors of :func:`specband.artifacts.load.load_models`): one line.
     """
-    from specband.core.errors import ConfigError
-    from specband.engines.serverconfig import build_launch_command
-    from specband.harness.request import engine_server
 
     config, rope_note = _check(r)
     engine = get_engine(r.engine)
@@ -286,8 +288,6 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     auto_file: Path | None = None
     try:
         if r.schedule == "auto" and not r.dry_run:
-            from specband.deploy.schedule import new_auto_schedule_file
-
             auto_file = new_auto_schedule_file(r.log)
         config, pick = _decide(r, config, notes, auto_file)
         steps, topk, draft_tokens = pick.action
@@ -304,8 +304,6 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
         command = build_launch_command(config, action, r.batch_size, r.mem_fraction)
         limit_w = pick.power_limit_w if isinstance(pick, PowerLimitAnswer) else None
         if r.set_power_limit is not None and r.set_power_limit != "auto":
-            from specband.harness.gpu_limits import launch_power_limit_w
-
             limit_w, limit_notes = launch_power_limit_w(r.set_power_limit, r.gpu_index or 0)
             notes += limit_notes
     except BaseException:
@@ -336,9 +334,6 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
     Returns:
         the server's exit status when it exits by itself, else 0.
     """
-    from specband.devices.base import Clock
-    from specband.harness.interrupts import interrupts_as_keyboard_interrupt
-    from specband.harness.runner import MeasureSettings, launch_with_retry
 
     r = plan.request
     settings = MeasureSettings(
@@ -352,8 +347,6 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
     # is restored when the block ends: after the server stopped (the finally below)
     with interrupts_as_keyboard_interrupt(), contextlib.ExitStack() as held:
         if plan.power_limit_w is not None:
-            from specband.harness.gpu_limits import held_power_limit
-
             in_force = held.enter_context(held_power_limit(plan.power_limit_w, r.gpu_index or 0))
             note(f"power limit set to {in_force:g} W (the old limit is restored when the server stops)")
         try:
@@ -398,8 +391,6 @@ def open_log(path: Path, *, dry_run: bool = False) -> bool:
     import errno
     import os
 
-    from specband.core.errors import ConfigError
-
     existed = path.exists()
     try:
         if path.is_dir():
@@ -427,9 +418,6 @@ def read_idle_state(kind: str, index: int, notes: list[str]) -> tuple[float, flo
     if kind == "none":
         return None
     import warnings
-
-    from specband.devices import open_device
-    from specband.sweeps.dataset import DEFAULT_GPU_MEM_USED_MB, DEFAULT_GPU_TEMP_C, DEFAULT_GPU_UTIL_PCT
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -28,6 +28,7 @@ from specband.deploy.explain import data_notes, origin_line, pick_origin, unmeas
 if TYPE_CHECKING:
     from specband.deploy.tiers import PolicyScorer
     from specband.deploy.transfer import UserSetup
+from specband.deploy.transfer import check_scorer_transfer
 from specband.files.fileio import read_text_bounded
 
 __all__ = [
@@ -176,8 +177,6 @@ def mix_answer(
         data is from another setup and ``allow`` is False.
     """
     import dataclasses
-
-    from specband.deploy.transfer import check_scorer_transfer
 
     transfer = None
     if setup is not None:  # before picking, as for one batch size: a refused transfer picks nothing

@@ -25,11 +25,18 @@ from specband.artifacts.folder import DEFAULT_MODELS_DIR, validate_algorithms
 from specband.artifacts.load import ModelFolder, load_models, open_folder
 from specband.contract.actions import ACTION_SETS, CONTRACT_SET, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
+from specband.contract.state import check_gpu_state
+from specband.core.batchlist import parse_batch_mix
 from specband.core.errors import ConfigError
 from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, MAX_BATCH_SIZE
 from specband.core.optionspec import option
-from specband.deploy.answers import Answer, Pick, PowerLimitAnswer, ScheduleAnswer, TransferCheck
+from specband.deploy.answers import Answer, Pick, PickOrigin, PowerLimitAnswer, ScheduleAnswer, TransferCheck
 from specband.deploy.explain import data_notes, explain_pick, pick_origin, unmeasured_note, unmeasured_notes
+from specband.deploy.transfer import check_scorer_transfer, check_transfer
+from specband.files.hub import resolve_data_file
+from specband.policies.lookup_core import lookup_pick
+from specband.sweeps.limit_table import BandWithinSpeedLoss, limit_table, sweep_power_limits
+from specband.sweeps.origin import data_origin
 
 __all__ = [
     "POWER_LIMIT_RULES",
@@ -49,14 +56,12 @@ __all__ = [
 
 def algo_field() -> Any:
     """``--algo/-a``: the model card algorithm to ask."""
-    from specband.core.optionspec import option
 
     return option("lookup_table", "--algo", "-a", help="Algorithm to ask.", panel="model", metavar="NAME")
 
 
 def models_field() -> Any:
     """``--models/-m``: artifact folder or hub id (:func:`load_models`)."""
-    from specband.core.optionspec import option
 
     return option(
         None,
@@ -93,14 +98,12 @@ DATA_HELP: dict[str, str] = {
 def data_field(command: str = "recommend") -> Any:
     """``--data`` of ``command`` (``recommend``, ``launch`` or ``schedule``: the sweep of a
     foreign folder, :func:`load_models`; its help per command, :data:`DATA_HELP`)."""
-    from specband.core.optionspec import option
 
     return option(None, "--data", help=DATA_HELP[command], panel="model", metavar="SWEEP", show_default=False)
 
 
 def trust_pickle_field() -> Any:
     """``--trust-pickle`` (:mod:`specband.files.safeload`)."""
-    from specband.core.optionspec import option
 
     return option(
         False,
@@ -113,7 +116,6 @@ def trust_pickle_field() -> Any:
 
 def allow_modified_field() -> Any:
     """``--allow-modified`` (:func:`specband.files.safeload.verify_files`)."""
-    from specband.core.optionspec import option
 
     return option(
         False,
@@ -125,7 +127,6 @@ def allow_modified_field() -> Any:
 
 def state_field(help_text: str) -> Any:
     """``--state TEMP_C MEM_MB UTIL_PCT``: the GPU state to decide from."""
-    from specband.core.optionspec import option
 
     return option(
         None,
@@ -140,7 +141,6 @@ def state_field(help_text: str) -> Any:
 
 def gpu_field() -> Any:
     """``--gpu PROFILE``: the user's GPU as a simulator profile (:func:`specband.deploy.transfer.user_gpu`)."""
-    from specband.core.optionspec import option
 
     return option(
         None,
@@ -168,7 +168,6 @@ def target_field() -> Any:
 
 def allow_transfer_field() -> Any:
     """``--allow-transfer`` (:func:`specband.deploy.transfer.check_transfer`)."""
-    from specband.core.optionspec import option
 
     return option(
         False,
@@ -280,8 +279,6 @@ class RecommendRequest:
         if self.output_format not in ("flags", "json"):
             raise ConfigError(f"--format must be 'flags' or 'json', got {self.output_format!r}")
         if self.state is not None:
-            from specband.contract.state import check_gpu_state
-
             check_gpu_state(*self.state, option="--state")
         if self.draft_model is not None and not self.draft_model.strip():
             raise ConfigError("--draft-model: empty; give the EAGLE3 draft model's path or hub id")
@@ -471,8 +468,8 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
     validate_algorithms([request.algo])
     folder = None if request.models is None else open_folder(request.models, request.action_set)
     if mix is not None:
-        from specband.deploy.mix import mix_answer
-        from specband.deploy.tiers import load_scorer
+        from specband.deploy.mix import mix_answer  # lazy: off recommend's cold path
+        from specband.deploy.tiers import load_scorer  # lazy: off recommend's cold path
 
         scorer = load_scorer(
             request.algo, folder, request.data, trust_pickle=request.trust_pickle, action_set=request.action_set
@@ -495,7 +492,7 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
 
 
 def _first_guess(request: AnswerRequest) -> Pick:
-    from specband.deploy.firstguess import first_guess
+    from specband.deploy.firstguess import first_guess  # lazy: off recommend's cold path
 
     spec = request.first_guess
     assert spec is not None and request.batch_size is not None  # checked when the request was built
@@ -510,11 +507,10 @@ def _read_mix(request: AnswerRequest) -> Mapping[int, float]:
     Raises:
         ConfigError: a bad mix or metrics file.
     """
-    from specband.core.batchlist import parse_batch_mix
 
     if request.batch_mix is not None:
         return parse_batch_mix(request.batch_mix)
-    from specband.deploy.mix import read_running_requests
+    from specband.deploy.mix import read_running_requests  # lazy: off recommend's cold path
 
     assert request.batch_mix_from is not None
     return read_running_requests(request.batch_mix_from)
@@ -525,8 +521,7 @@ def _schedule_answer(
 ) -> ScheduleAnswer:
     """The chain pick per batch size (:func:`specband.deploy.tiers.pick_chain_tiers`), the
     user's setup checked first (a refused transfer picks nothing)."""
-    from specband.deploy.tiers import load_scorer, pick_chain_tiers
-    from specband.deploy.transfer import check_scorer_transfer
+    from specband.deploy.tiers import load_scorer, pick_chain_tiers  # lazy: off recommend's cold path
 
     scorer = load_scorer(
         request.algo, folder, request.data, measured_only=spec.measured_only, trust_pickle=request.trust_pickle,
@@ -555,7 +550,6 @@ def _power_limit_answer(
             a sweep with one limit, or a batch size without rows at some limit; TransferError:
             as :func:`answer`.
     """
-    from specband.sweeps.limit_table import BandWithinSpeedLoss
 
     selector = BandWithinSpeedLoss(request.max_speed_loss)  # a bad bound is refused before anything is read
     required = request.power_limit == "required"
@@ -570,10 +564,7 @@ def _power_limit_answer(
                 "(sweep/simulate --power-limits) or from such a sweep (--data without --models)"
             )
     elif request.data is not None:  # a sweep without --models: its own table, when it holds several limits
-        from specband.files.hub import resolve_data_file
-        from specband.sweeps.dataset import load_sweep
-        from specband.sweeps.limit_table import limit_table, sweep_power_limits
-        from specband.sweeps.origin import data_origin
+        from specband.sweeps.dataset import load_sweep  # lazy: off recommend's cold path
 
         sweep = load_sweep(resolve_data_file(request.data), action_set=request.action_set)
         if len(sweep_power_limits(sweep)) < 2 and not required:
@@ -587,8 +578,6 @@ def _power_limit_answer(
         return None
     checked = None
     if setup is not None:  # the power limit is the answer's lever: not compared
-        from specband.deploy.transfer import check_transfer
-
         checked = check_transfer(origin, replace(setup, power_limit_w=None), allow=request.allow_transfer, source=label)
     return power_limit_answer(
         table, batch_size, selector=selector, draft_model=request.draft_model, origin=origin, transfer=checked
@@ -620,8 +609,6 @@ def power_limit_answer(
     Raises:
         ArtifactError: a table without batch sizes.
     """
-    from specband.deploy.answers import PickOrigin
-    from specband.sweeps.limit_table import BandWithinSpeedLoss
 
     selector = selector if selector is not None else BandWithinSpeedLoss()
     measured = table.measured_batch_size(batch_size)
@@ -689,7 +676,6 @@ def recommend(  # noqa: PLR0913
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
     # The lookup_table path reads JSON only: no NumPy, torch or scikit-learn (cold-fast).
-    from specband.deploy.transfer import check_transfer
 
     if draft_model is not None and not draft_model.strip():
         raise ConfigError("draft model: empty; give the EAGLE3 draft model's path or hub id")
@@ -709,8 +695,6 @@ def recommend(  # noqa: PLR0913
     notes.extend(unmeasured_notes(manifest, [batch_size]))
     state = manifest.state_for(batch_size, telemetry)
     if lookup_means is not None:
-        from specband.policies.lookup_core import lookup_pick
-
         index = lookup_pick(
             lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size), action_set
         )

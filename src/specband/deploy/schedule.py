@@ -11,12 +11,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.contract.actions import ACTION_SETS, ActionSet
+from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
+from specband.core.batchlist import parse_batch_sizes
+from specband.core.errors import ConfigError
+from specband.core.optionspec import option
 from specband.deploy.answers import JsonObject, ScheduleAnswer, SchedulePick
-from specband.deploy.recommend import AnswerRequest, ScheduleSpec, answer
+from specband.deploy.recommend import (
+    AnswerRequest,
+    ScheduleSpec,
+    algo_field,
+    allow_transfer_field,
+    answer,
+    data_field,
+    gpu_field,
+    models_field,
+    target_field,
+    trust_pickle_field,
+)
 from specband.deploy.tiers import merge_tiers
 from specband.engines.base import ENGINE_NAMES, AutoSchedule, get_engine
+from specband.files.fileio import check_out_path, out_option_path, write_text_atomic
 
 if TYPE_CHECKING:
     from specband.deploy.transfer import UserSetup
@@ -45,8 +60,6 @@ def new_auto_schedule_file(log: Path) -> Path:
     """
     import os
     import tempfile
-
-    from specband.core.errors import ConfigError
 
     try:
         fd, name = tempfile.mkstemp(prefix=f"{log.name}.schedule-", suffix=".json", dir=log.parent)
@@ -196,17 +209,6 @@ def _tier_picks(
 
 
 def _schedule_option_fields() -> dict[str, Any]:
-    from specband.contract.actions import action_set_field
-    from specband.core.optionspec import option
-    from specband.deploy.recommend import (
-        algo_field,
-        allow_transfer_field,
-        data_field,
-        gpu_field,
-        models_field,
-        target_field,
-        trust_pickle_field,
-    )
 
     return {
         "actions": action_set_field("the models (an extended folder is read with 'extended' only)", "model"),
@@ -304,7 +306,6 @@ class ScheduleRequest:
     output_format: str = _F["output_format"]
 
     def __post_init__(self) -> None:
-        from specband.files.fileio import check_out_path
 
         get_engine(self.engine)  # an unknown engine is one error line
         check_out_path(self.out_path, overwrite=self.force)
@@ -318,7 +319,6 @@ class ScheduleRequest:
     @property
     def out_path(self) -> Path:
         """``--out`` as a path (an empty one is refused, naming ``--out``)."""
-        from specband.files.fileio import out_option_path
 
         return out_option_path(self.out)
 
@@ -373,9 +373,6 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
         :func:`specband.deploy.recommend.answer`; the loading errors of
         :func:`specband.artifacts.load.load_models`.
     """
-    from specband.core.batchlist import parse_batch_sizes
-    from specband.core.errors import ConfigError
-    from specband.files.fileio import write_text_atomic
 
     sizes = None if r.batch_sizes is None else tuple(parse_batch_sizes(r.batch_sizes))
     tiered = answer(r.answer_request(sizes), setup)  # a refused transfer leaves --out alone

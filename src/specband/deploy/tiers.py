@@ -46,12 +46,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specband.artifacts.load import load_models
 from specband.contract.actions import (
     CONTRACT_SET,
     EXTENDED_ACTIONS,
     ActionSet,
     chain_and_tree_indices,
 )
+from specband.core.batchlist import nearest_batch_size
 from specband.core.errors import ConfigError
 from specband.engines.base import get_engine
 from specband.engines.schedule_files import Tier
@@ -112,7 +114,6 @@ class PolicyScorer:
             ConfigError: the folder knows no batch size to map ``batch_size`` to (pass
                 ``--data`` for a folder without a manifest).
         """
-        from specband.core.batchlist import nearest_batch_size
 
         known = self.batch_sizes
         if not known and self.policy is None:
@@ -153,7 +154,6 @@ def load_scorer(
         ConfigError: unknown algorithm; ArtifactError: unreadable folder or an untrusted
         pickle; DataError: bad sweep.
     """
-    from specband.artifacts.load import load_models
 
     loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle, action_set=action_set)
     source = "embedded" if loaded.folder is None else str(loaded.folder)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specband.core.errors import SpecbandError
 from specband.deploy.transfer import UserSetup
 
 __all__ = ["user_gpu", "user_setup"]
@@ -27,17 +28,16 @@ def user_gpu(profile: str | None = None, index: int = 0) -> UserSetup:
         ConfigError: an unknown profile.
     """
     if profile is not None:
-        from specband.sim.profile import load_profile
+        from specband.sim.profile import load_profile  # lazy: off recommend's cold path
 
         prof = load_profile(profile)
         return UserSetup(gpu_name=prof.hardware, gpu_source=f"--gpu {profile}", power_limit_w=prof.power_limit_w)
-    from specband.core.errors import SpecbandError
 
     if not any(Path(p).exists() for p in _NVIDIA_DRIVER_PATHS):
         # no NVIDIA driver: skip loading NVML (a cold ``recommend`` stays fast)
         return UserSetup(gpu_unchecked="no NVML here")
     try:
-        from specband.devices.nvml import NvmlDevice
+        from specband.devices.nvml import NvmlDevice  # lazy: NVML only where a driver exists (cold recommend)
 
         device = NvmlDevice(index)
     except (SpecbandError, ImportError, OSError):

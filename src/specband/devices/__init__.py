@@ -22,6 +22,8 @@ from specband.core.errors import ConfigError, DeviceError
 from specband.devices import base as _base
 from specband.devices.base import *  # noqa: F403  (the interface: every name in base.__all__)
 from specband.devices.base import DeviceWarning, GpuDevice, NullDevice, check_power_limit_w
+from specband.devices.nvml import NvmlDevice
+from specband.devices.zeus import ZeusDevice
 
 __all__ = ["DEVICE_KINDS", "DeviceSpec", "open_device", *_base.__all__]
 
@@ -86,10 +88,7 @@ def open_device(
             raise ConfigError("--device emulated needs the emulator's state file, model and time scale")
         return plugged.open()
     if kind == "zeus":
-        from specband.devices.zeus import ZeusDevice
-
         return ZeusDevice(index, power_limit_w=power_limit_w)
-    from specband.devices.nvml import NvmlDevice
 
     try:
         return NvmlDevice(index, power_limit_w=power_limit_w)

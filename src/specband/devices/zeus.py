@@ -20,6 +20,7 @@ from typing import Any
 
 from specband.core.errors import DeviceError
 from specband.devices.base import DeviceWarning, GpuDevice, NullDevice, check_power_limit_w
+from specband.devices.nvml import NvmlDevice
 from specband.devices.power_limit import PowerLimitRange
 
 __all__ = ["ZeusDevice"]
@@ -61,8 +62,6 @@ class ZeusDevice(GpuDevice):
                 raise DeviceError(f"ZeusMonitor could not start on GPU {index}: {exc}") from None
         self._monitor = monitor
         if telemetry is None:
-            from specband.devices.nvml import NvmlDevice
-
             try:
                 telemetry = NvmlDevice(index, power_limit_w=power_limit_w)
             except DeviceError as exc:

@@ -12,7 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from specband.contract.actions import ACTIONS, REFERENCE_INDEX, sglang_cli_args
 from specband.core.errors import ConfigError, SpecbandError
+from specband.devices.nvml import NvmlDevice
 from specband.doctor.pairs import (
     ALLOW_ROPE_OPTION,
     LEVELS,
@@ -22,7 +24,8 @@ from specband.doctor.pairs import (
     exit_status,
     read_model_config,
 )
-from specband.files.hub import HubError, HubUnreachableError
+from specband.engines.sglang_flags import FLAG_SPELLINGS, NEWEST_VERSION, OLDEST_VERSION, flag_for, parse_version
+from specband.files.hub import HubError, HubUnreachableError, parse_hub_ref
 
 __all__ = [
     "ALLOW_ROPE_OPTION",
@@ -52,14 +55,6 @@ def _sglang_check() -> Check:
 
 def sglang_version_check(version: str) -> Check:
     """The ``sglang`` check for sglang ``version`` (see :func:`_sglang_check`)."""
-    from specband.contract.actions import ACTIONS, REFERENCE_INDEX, sglang_cli_args
-    from specband.engines.sglang_flags import (
-        FLAG_SPELLINGS,
-        NEWEST_VERSION,
-        OLDEST_VERSION,
-        flag_for,
-        parse_version,
-    )
 
     supported = f"supported: {OLDEST_VERSION} .. {NEWEST_VERSION}"
     try:
@@ -126,8 +121,6 @@ def environment_checks(open_nvml: Callable[[], Any] | None = None) -> list[Check
             :class:`~specband.core.errors.SpecbandError` when there is none.
     """
     if open_nvml is None:
-        from specband.devices.nvml import NvmlDevice
-
         open_nvml = NvmlDevice
     return [_sglang_check(), _flashinfer_check(), *_nvml_checks(open_nvml)]
 
@@ -136,7 +129,6 @@ def _config_fix(model: str | Path, exc: ConfigError | HubError) -> str:
     """The fix of an unreadable config: for a hub id the hub's answer (not in the cache
     and the hub unreachable or offline: ``hf download``; no such repo: check the id),
     else what ``--target``/``--draft`` accept."""
-    from specband.files.hub import parse_hub_ref
 
     ref = parse_hub_ref(model) if isinstance(exc, HubError) else None
     if ref is None:

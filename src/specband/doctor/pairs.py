@@ -18,6 +18,8 @@ from specband.core.errors import ConfigError
 from specband.core.exitcodes import ExitCode
 from specband.core.limits import is_int
 from specband.files.hub import HubError
+from specband.sim.hfconfig import config_dtype, rope_settings
+from specband.sim.hfconfig import read_model_config as read
 
 __all__ = [
     "ALLOW_ROPE_OPTION",
@@ -75,13 +77,11 @@ def read_model_config(model: str | Path) -> tuple[dict[str, Any], str]:
         ConfigError: one line naming the file; HubError: the hub id (no such repo or file,
             or not in the cache with the hub unreachable).
     """
-    from specband.sim.hfconfig import read_model_config as read
 
     return read(model)
 
 
 def _rope_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:
-    from specband.sim.hfconfig import rope_settings
 
     t_theta, t_scaling = rope_settings(target, tsrc)
     d_theta, d_scaling = rope_settings(draft, dsrc)
@@ -101,7 +101,6 @@ def _rope_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, 
 
 
 def _dtype_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:
-    from specband.sim.hfconfig import config_dtype
 
     t, d = config_dtype(target, tsrc), config_dtype(draft, dsrc)
     if t is None or d is None:

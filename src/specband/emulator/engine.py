@@ -26,6 +26,7 @@ from specband.emulator.controller import AdaptiveController
 from specband.emulator.gpu import EmulatedGpu, reasons_for
 from specband.emulator.launchargs import LaunchArgs
 from specband.emulator.options import EmulatorOptions
+from specband.emulator.vllm_answers import action_at
 
 __all__ = ["DECODE_LOG_INTERVAL", "Engine", "EngineRequest"]
 
@@ -307,8 +308,6 @@ class Engine:
         ``--speculative-adaptive`` the chain config of the step count the batch size's tier
         is at (sglang 0.5.23 ``activate_step_by_batch``; no CUDA-graph padding)."""
         if self.launch.vllm_schedule is not None:
-            from specband.emulator.vllm_answers import action_at
-
             act = action_at(self.launch.vllm_schedule, self.launch.action, batch_size)
             with self.cond:
                 self.steps_by_batch_size.setdefault(batch_size, set()).add(act.speculative_num_steps)

@@ -40,6 +40,7 @@ from specband.core.limits import MAX_CONFIG_FILE_BYTES
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, is_throttling
 from specband.devices.power_limit import PowerLimitRange
 from specband.files.fileio import read_text_bounded, write_text_atomic
+from specband.sim.power_capped import model_power_limit_range
 
 __all__ = [
     "EmulatedDevice",
@@ -385,7 +386,6 @@ class EmulatedDevice(GpuDevice):
 def emulated_power_limit_range(model: Any) -> PowerLimitRange:
     """:class:`~specband.devices.power_limit.PowerLimitRange` of an emulated GPU built on
     ``model`` (:func:`specband.sim.power_capped.model_power_limit_range`); reads no state file."""
-    from specband.sim.power_capped import model_power_limit_range
 
     return model_power_limit_range(model)
 

@@ -18,6 +18,8 @@ from typing import Any
 from specband.contract.actions import Action, validate_action
 from specband.core.errors import ConfigError, InvalidActionError
 from specband.core.limits import MAX_CONFIG_FILE_BYTES
+from specband.engines.schedule_files import read_sglang_adaptive_config
+from specband.engines.sglang_flags import strict_parser
 from specband.files.fileio import read_text_bounded
 
 __all__ = ["SGLANG_PARSER_ENV", "LaunchArgs", "parse_launch_args"]
@@ -170,7 +172,6 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
         ConfigError: a missing ``--model-path``, a bad value, or an invalid speculative
             configuration (the message names sglang's rule).
     """
-    from specband.engines.sglang_flags import strict_parser
 
     parser = _sglang_parser() or strict_parser()
     ns = parser.parse_args(list(argv))
@@ -219,7 +220,6 @@ def _adaptive_tiers(enabled: bool, config_path: str | None, action: Action) -> d
         ConfigError: an unreadable or invalid config, or steps not among the candidates
             (sglang's message).
     """
-    from specband.engines.schedule_files import read_sglang_adaptive_config
 
     if not enabled:
         return None

@@ -15,6 +15,7 @@ import importlib
 from typing import Any
 
 from specband.core.errors import ConfigError
+from specband.sim import build_model
 
 __all__ = ["DEFAULT_HARDWARE", "DEFAULT_MODEL", "MODEL_CHOICES", "load_performance_model"]
 
@@ -52,8 +53,6 @@ def load_performance_model(spec: str = DEFAULT_MODEL, hardware: str = DEFAULT_HA
             or an object missing part of the protocol.
     """
     if spec == "calibrated":
-        from specband.sim import build_model
-
         try:
             model: Any = build_model(hardware)
         except Exception as exc:  # the simulator's own error types

@@ -52,11 +52,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from specband.emulator import vllm_answers as vllm
 from specband.emulator.engine import Engine, EngineRequest
 from specband.emulator.gpu import EmulatedGpu
 from specband.emulator.launchargs import LaunchArgs, _log, parse_launch_args
+from specband.emulator.models import load_performance_model
 from specband.emulator.options import EmulatorOptions
+from specband.emulator.vllm_answers import parse_vllm_launch_args
 from specband.engines.base import get_engine
+from specband.sim.power_capped import with_power_limit
 
 __all__ = ["serve"]
 
@@ -221,7 +225,6 @@ class _VllmHandler(_Handler):
     @staticmethod
     def parse_launch(argv: Sequence[str]) -> LaunchArgs:
         """vLLM's launch flags (:func:`~specband.emulator.vllm_answers.parse_vllm_launch_args`)."""
-        from specband.emulator.vllm_answers import parse_vllm_launch_args
 
         launch: LaunchArgs = parse_vllm_launch_args(argv)
         return launch
@@ -232,7 +235,6 @@ class _VllmHandler(_Handler):
         print("INFO:     Application startup complete.", flush=True)
 
     def _get(self, path: str) -> None:
-        from specband.emulator import vllm_answers as vllm
 
         em = self.emulator
         launch = em.launch
@@ -258,7 +260,6 @@ class _VllmHandler(_Handler):
 
     def _completions(self, body: Any) -> None:
         """``POST /v1/completions`` (``prompt`` a string, ``max_tokens``; non-streaming)."""
-        from specband.emulator import vllm_answers as vllm
 
         em = self.emulator
         if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
@@ -361,7 +362,6 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     Raises:
         ConfigError: bad flags or options.
     """
-    from specband.emulator.models import load_performance_model
 
     answers = ENGINE_HANDLERS[get_engine(options.engine).name]  # the engine it answers as, chosen once
     launch = answers.parse_launch(argv)
@@ -375,7 +375,6 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     )
     gpu = EmulatedGpu(state_path, model, options.hardware, options.time_scale)
     # the limit set on the GPU (``sweep --power-limits``, ``launch --set-power-limit``) holds for this server
-    from specband.sim.power_capped import with_power_limit
 
     model = with_power_limit(model, gpu.read().power_limit_w)
     faults = [f for f in options.faults if f.applies_to(launch)]

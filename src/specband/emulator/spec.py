@@ -12,6 +12,9 @@ from typing import Any
 from specband.devices.base import GpuDevice
 from specband.devices.power_limit import PowerLimitRange
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
+from specband.emulator.gpu import EmulatedDevice
+from specband.emulator.models import load_performance_model
+from specband.sim.power_capped import model_power_limit_range
 
 __all__ = ["EmulatedGpuSpec"]
 
@@ -37,20 +40,17 @@ class EmulatedGpuSpec:
         """The performance model (loaded from its name; raises ConfigError for a bad one)."""
         if not isinstance(self.model, str):
             return self.model
-        from specband.emulator.models import load_performance_model
 
         return load_performance_model(self.model, self.hardware)
 
     def open(self) -> GpuDevice:
         """The :class:`~specband.emulator.gpu.EmulatedDevice` of this GPU."""
-        from specband.emulator.gpu import EmulatedDevice
 
         return EmulatedDevice(self.state_path, self.performance_model(), self.hardware, self.time_scale)
 
     def power_limit_range_w(self) -> PowerLimitRange:
         """The limits this emulated GPU accepts (:func:`specband.sim.power_capped.model_power_limit_range`
         of its model); reads no state file, so a refused sweep creates none."""
-        from specband.sim.power_capped import model_power_limit_range
 
         return model_power_limit_range(self.performance_model())
 

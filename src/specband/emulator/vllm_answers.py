@@ -29,8 +29,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specband.contract.actions import Action
+from specband.contract.actions import Action, chain_action
 from specband.core.errors import ConfigError
+from specband.emulator.launchargs import LaunchArgs
+from specband.engines.schedule_files import check_vllm_schedule
 from specband.engines.vllm import VLLM_VERSION
 
 __all__ = ["VLLM_FLAGS", "completion_response", "k_at", "metrics_page", "models_response", "parse_vllm_launch_args"]
@@ -87,7 +89,6 @@ def _spec_config(text: str | None) -> tuple[str | None, int, tuple[tuple[int, in
         ConfigError: not a JSON object, another method than eagle/eagle3, a K below 1, no
             draft model, or a schedule vLLM refuses.
     """
-    from specband.engines.schedule_files import check_vllm_schedule
 
     if text is None:
         return None, 0, None
@@ -120,8 +121,6 @@ def parse_vllm_launch_args(argv: Sequence[str]) -> Any:
         SystemExit: status 2, a flag this parser does not take (argparse's message).
         ConfigError: a missing ``--model``, or a bad value (see :func:`_spec_config`).
     """
-    from specband.contract.actions import chain_action
-    from specband.emulator.launchargs import LaunchArgs
 
     ns = _parser().parse_args(list(argv))
     if not ns.model:
@@ -236,6 +235,5 @@ def metrics_page(model: str, created: float, counts: Mapping[str, float], per_po
 def action_at(schedule: Sequence[tuple[int, int, int]] | None, default: Action, batch_size: int) -> Action:
     """The chain a decode step at ``batch_size`` runs under a per-batch-size schedule (the
     launch's action without one)."""
-    from specband.contract.actions import chain_action
 
     return default if schedule is None else chain_action(k_at(schedule, batch_size))

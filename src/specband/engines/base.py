@@ -25,7 +25,7 @@ from specband.core.errors import ConfigError
 if TYPE_CHECKING:
     from specband.contract.actions import Action
     from specband.engines.client import BatchResult
-    from specband.engines.cpu import CpuSweepSettings
+    from specband.engines.cpu import CpuSweepSettings, ServingOptions
     from specband.engines.schedule_files import Tier
 
 __all__ = [
@@ -264,18 +264,7 @@ class Engine(Protocol):
         """The engine's columns of the rows a sweep with ``config`` writes."""
         ...
 
-    def cpu_settings(
-        self,
-        server_command: str,
-        *,
-        dtype: str,
-        attention_backend: str,
-        extra_args: tuple[str, ...],
-        env: Mapping[str, str],
-        device_kind: str,
-        hardware: str | None,
-        cache_dir: Path,
-    ) -> CpuSweepSettings:
+    def cpu_settings(self, server_command: str, given: ServingOptions, cache_dir: Path) -> CpuSweepSettings:
         """``--cpu`` applied to a sweep's options (ConfigError: a value the CPU backend
         cannot use)."""
         ...

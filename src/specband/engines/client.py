@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from specband.core.errors import EngineError
+from specband.core.errors import ConfigError, EngineError
 from specband.core.limits import is_number
 
 __all__ = [
@@ -235,8 +235,6 @@ def run_batch(  # noqa: C901, PLR0913, PLR0915
         ConfigError: non-positive counts.
     """
     import httpx
-
-    from specband.core.errors import ConfigError
 
     if num_requests <= 0 or concurrency <= 0 or max_new_tokens <= 0:
         raise ConfigError("num_requests, concurrency and max_new_tokens must be > 0")

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specband.core.errors import ConfigError
+
 __all__ = [
     "CPU_NOTE",
     "SGLANG_CPU_ATTENTION_BACKEND",
@@ -151,17 +153,22 @@ class CpuSweepSettings:
     note: str
 
 
+@dataclass(frozen=True)
+class ServingOptions:
+    """A sweep's server options that ``--cpu`` may change, as the user gave them: ``--dtype``,
+    ``--attention-backend``, the ``--server-arg`` flags, the ``--env`` environment, ``--device``
+    and ``--hardware`` (``None``: not given)."""
+
+    dtype: str
+    attention_backend: str
+    extra_args: tuple[str, ...]
+    env: Mapping[str, str]
+    device_kind: str
+    hardware: str | None
+
+
 def apply_cpu_preset(
-    server_command: str,
-    *,
-    dtype: str,
-    attention_backend: str,
-    extra_args: tuple[str, ...],
-    env: Mapping[str, str],
-    device_kind: str,
-    hardware: str | None,
-    cache_dir: str | os.PathLike[str],
-    cpuinfo: str | None = None,
+    server_command: str, given: ServingOptions, cache_dir: str | os.PathLike[str], cpuinfo: str | None = None
 ) -> CpuSweepSettings:
     """``--cpu`` applied to a sweep's options: the preset's dtype, attention backend, flags
     (before the user's ``--server-arg`` values) and environment (the user's ``--env`` wins),
@@ -171,8 +178,8 @@ def apply_cpu_preset(
         ConfigError: ``--dtype``, ``--attention-backend`` or ``--device`` set to a value the
             CPU engine cannot use (naming the option and what ``--cpu`` sets).
     """
-    from specband.core.errors import ConfigError
 
+    dtype, attention_backend, device_kind = given.dtype, given.attention_backend, given.device_kind
     if dtype not in ("float16", SGLANG_CPU_DTYPE):  # float16: the GPU default, replaced
         raise ConfigError(f"--cpu sets --dtype {SGLANG_CPU_DTYPE} (sglang's CPU kernels); got --dtype {dtype}")
     if attention_backend not in ("flashinfer", SGLANG_CPU_ATTENTION_BACKEND):
@@ -189,9 +196,9 @@ def apply_cpu_preset(
     return CpuSweepSettings(
         dtype=preset.dtype,
         attention_backend=preset.attention_backend,
-        extra_args=(*preset.extra_args, *extra_args),
-        env={**preset.env, **env},
+        extra_args=(*preset.extra_args, *given.extra_args),
+        env={**preset.env, **given.env},
         device_kind="none",
-        hardware=hardware or preset.hardware,
+        hardware=given.hardware or preset.hardware,
         note=note,
     )

@@ -23,7 +23,7 @@ from specband.contract.actions import ACTIONS, Action, chain_action
 from specband.core.errors import ConfigError
 from specband.engines.base import AcceptProbe, AutoSchedule, Engine, EngineVersion, LaunchSchedule, RowEngineColumns
 from specband.engines.client import fetch_server_info
-from specband.engines.cpu import CpuSweepSettings, apply_cpu_preset
+from specband.engines.cpu import CpuSweepSettings, ServingOptions, apply_cpu_preset
 from specband.engines.schedule_files import (
     check_sglang_adaptive_config,
     read_sglang_adaptive_config,
@@ -40,6 +40,7 @@ from specband.engines.sglang_flags import (
     newer_version_note,
     resolve_sglang_version,
 )
+from specband.files.fileio import write_text_atomic
 
 if TYPE_CHECKING:
     from specband.engines.base import ScheduleFields, ServerFields
@@ -185,23 +186,9 @@ class SglangEngine:
         """The sglang release and the pinned attention backend."""
         return RowEngineColumns(config.sglang_version, None, config.attention_backend)
 
-    def cpu_settings(
-        self,
-        server_command: str,
-        *,
-        dtype: str,
-        attention_backend: str,
-        extra_args: tuple[str, ...],
-        env: Mapping[str, str],
-        device_kind: str,
-        hardware: str | None,
-        cache_dir: Path,
-    ) -> CpuSweepSettings:
+    def cpu_settings(self, server_command: str, given: ServingOptions, cache_dir: Path) -> CpuSweepSettings:
         """:func:`~specband.engines.cpu.apply_cpu_preset` (sglang's CPU engine)."""
-        return apply_cpu_preset(
-            server_command, dtype=dtype, attention_backend=attention_backend, extra_args=extra_args, env=env,
-            device_kind=device_kind, hardware=hardware, cache_dir=cache_dir,
-        )  # fmt: skip
+        return apply_cpu_preset(server_command, given, cache_dir)
 
     def completion_model(self, config: ServerFields) -> str | None:
         """``None``: the workload goes to sglang's ``/generate``."""
@@ -260,7 +247,6 @@ class SglangEngine:
         Raises:
             ConfigError: an unreadable or invalid file, or a schedule that never speculates.
         """
-        from specband.files.fileio import write_text_atomic
 
         if auto is not None:
             notes.extend(auto.off_reasons)

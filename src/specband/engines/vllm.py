@@ -28,12 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from specband.contract.actions import ACTIONS, Action, chain_action
 from specband.core.errors import ConfigError
+from specband.core.limits import MAX_CONFIG_FILE_BYTES
 from specband.engines.base import AcceptProbe, AutoSchedule, Engine, EngineVersion, LaunchSchedule, RowEngineColumns
-from specband.engines.cpu import CpuSweepSettings, cpu_name
+from specband.engines.cpu import CpuSweepSettings, ServingOptions, cpu_name
 from specband.engines.schedule_files import check_vllm_schedule, vllm_speculative_config
 from specband.engines.serverconfig import DEFAULT_ATTENTION_BACKEND, DEFAULT_SERVER_COMMAND
 from specband.engines.sglang_flags import NEWEST_VERSION, run_version_probe
 from specband.engines.vllm_server import VLLM_CPU_ENV, VLLM_SERVER_MODULE, VllmAcceptProbe
+from specband.files.fileio import read_text_bounded
 
 if TYPE_CHECKING:
     from specband.engines.base import ScheduleFields, ServerFields
@@ -301,25 +303,14 @@ class VllmEngine:
         """The vLLM release; no sglang release, no attention backend (vLLM picks its own)."""
         return RowEngineColumns(None, config.vllm_version, None)
 
-    def cpu_settings(
-        self,
-        server_command: str,
-        *,
-        dtype: str,
-        attention_backend: str,
-        extra_args: tuple[str, ...],
-        env: Mapping[str, str],
-        device_kind: str,
-        hardware: str | None,
-        cache_dir: Path,
-    ) -> CpuSweepSettings:
+    def cpu_settings(self, server_command: str, given: ServingOptions, cache_dir: Path) -> CpuSweepSettings:
         """:func:`vllm_cpu_settings`; the flags, attention backend and environment stay."""
-        cpu_dtype, cpu_hardware, note = vllm_cpu_settings(dtype, hardware, device_kind)
+        cpu_dtype, cpu_hardware, note = vllm_cpu_settings(given.dtype, given.hardware, given.device_kind)
         return CpuSweepSettings(
             dtype=cpu_dtype,
-            attention_backend=attention_backend,
-            extra_args=extra_args,
-            env=dict(env),
+            attention_backend=given.attention_backend,
+            extra_args=given.extra_args,
+            env=dict(given.env),
             device_kind="none",
             hardware=cpu_hardware,
             note=note,
@@ -371,8 +362,6 @@ class VllmEngine:
         Raises:
             ConfigError: an unreadable or invalid file, or a schedule that never speculates.
         """
-        from specband.core.limits import MAX_CONFIG_FILE_BYTES
-        from specband.files.fileio import read_text_bounded
 
         if auto is not None:
             obj = vllm_speculative_config(auto.tiers, draft)

@@ -74,6 +74,8 @@ from specband.evaluation.splits import (
     provenance_label,
     resolve_holdout,
 )
+from specband.policies import ALGORITHMS, create_policy
+from specband.policies.base import masked_argmax
 from specband.sweeps.dataset import FEATURE_KINDS, FeatureKind, Sweep, SweepRow, TrainingData
 
 if TYPE_CHECKING:
@@ -137,7 +139,6 @@ def _same_states(a: TrainingData, b: TrainingData) -> bool:
 
 
 def _default_factory(name: str, seed: int) -> Policy:
-    from specband.policies import create_policy
 
     return create_policy(name, seed=seed)
 
@@ -192,7 +193,6 @@ def _check_settings(
         ConfigError: an unknown algorithm or feature kind, none of the latter, ``alpha``
             outside (0, 1) or ``n_bootstrap < 1``.
     """
-    from specband.policies import ALGORITHMS
 
     if algorithms is None or len(algorithms) == 0:
         algorithms = ALGORITHMS
@@ -323,7 +323,6 @@ def _off_policy_rounds(
     Returns:
         ``reward, action, pscore, pick, q_hat`` arrays over the rows (``q_hat``: (n, 19)).
     """
-    from specband.policies.base import masked_argmax
 
     states = np.stack([o.row.state(kind) for o in obs]).astype(np.float32)
     row_batch_sizes = np.array([o.row.batch_size for o in obs], dtype=np.int64)
@@ -380,7 +379,6 @@ def _split_pick(
     Returns:
         the :class:`SplitPick` and the held-out rows of the pick (empty when not measured).
     """
-    from specband.policies.base import masked_argmax
 
     state = np.mean(np.stack([o.row.state(kind) for o in obs]), axis=0).astype(np.float32)
     score = np.asarray(policy.scores(state[None, :]), dtype=np.float64).reshape(-1)

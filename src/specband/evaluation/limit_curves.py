@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specband.core.errors import ConfigError
-from specband.sweeps.limit_table import nvidia_smi_command, speed_loss
+from specband.sweeps.limit_table import BandWithinSpeedLoss, limit_table, nvidia_smi_command, speed_loss
 
 if TYPE_CHECKING:
     from specband.sweeps.limit_table import LimitPick, LimitTable
@@ -75,7 +75,6 @@ def power_limit_curves(
             :func:`~specband.sweeps.limit_table.limit_table` (one limit only, a batch size
             without rows at some limit).
     """
-    from specband.sweeps.limit_table import BandWithinSpeedLoss, limit_table
 
     selector = BandWithinSpeedLoss(max_speed_loss)
     table = limit_table(sweep, config)

@@ -22,9 +22,10 @@ import numpy as np
 from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_INDEX
 from specband.core.errors import ConfigError, SpecbandError
 from specband.core.limits import MAX_CONFIG_FILE_BYTES
+from specband.core.tables import print_table, table_console, unit
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult, PickSummary
 from specband.evaluation.ope import ESTIMATORS, Interval
-from specband.files.fileio import given_path, read_text_bounded
+from specband.files.fileio import given_path, read_text_bounded, replace_target
 
 __all__ = [
     "FIGURES",
@@ -110,7 +111,6 @@ _INTERVAL = re.compile(r"-?\d[\d.eE+-]* (?:\[[^\]]*\]|\(n=\d+\))")
 
 def _interval_units(cell: str) -> str:
     """``cell`` with each estimate and its interval made one unbreakable unit (:func:`specband.core.tables.unit`)."""
-    from specband.core.tables import unit
 
     return _INTERVAL.sub(lambda m: unit(m.group(0)), cell)
 
@@ -429,8 +429,6 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
     """
     from rich.table import Table
 
-    from specband.core.tables import table_console
-
     if console is None:
         console = table_console()
 
@@ -457,7 +455,6 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
 
 
 def _render_features(result: EvaluationResult, console: Any, table: Any) -> None:
-    from specband.core.tables import print_table
 
     for k, fr in result.features.items():
         title = _title(result, k)
@@ -650,15 +647,13 @@ def write_report(result: EvaluationResult, out_dir: str | Path) -> list[Path]:
     try:
         (tmp / "report.md").write_text(report_markdown(result), encoding="utf-8")
         (tmp / "evaluation.json").write_text(json.dumps(result_to_json(result), indent=2) + "\n", encoding="utf-8")
-        from specband.evaluation.figures import write_figures
+        from specband.evaluation.figures import write_figures  # lazy: matplotlib only when a report is written
 
         write_figures(result, tmp)
         if not out.exists():
             os.chmod(tmp, 0o777 & ~_umask())
             os.replace(tmp, out)
             return [out / n for n in REPORT_FILES]
-        from specband.files.fileio import replace_target
-
         targets = [replace_target(out / n, error=ConfigError) for n in REPORT_FILES]  # regular files only
         for n, dest in zip(REPORT_FILES, targets, strict=True):
             os.replace(tmp / n, dest)

@@ -11,8 +11,15 @@ from typing import Any
 
 from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
+from specband.core.batchlist import parse_batch_mix
+from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BOOTSTRAP_RESAMPLES, MAX_SEED
 from specband.core.optionspec import option
+from specband.devices.base import check_power_limit_w
+from specband.evaluation.holdout import evaluate
+from specband.files.hub import resolve_data_file
+from specband.policies import EXTENDED_ALGORITHMS
+from specband.sweeps.dataset import FEATURE_KINDS, load_sweep
 
 __all__ = ["EvaluateRequest", "evaluate_request", "load_request_sweep"]
 
@@ -108,9 +115,6 @@ class EvaluateRequest:
     actions: str = action_set_field("the sweep's rows")
 
     def __post_init__(self) -> None:
-        from specband.core.errors import ConfigError
-        from specband.devices.base import check_power_limit_w
-        from specband.policies import EXTENDED_ALGORITHMS
 
         named_action_set(self.actions)  # an unknown --actions, naming the option
         check_power_limit_w(self.power_limit)
@@ -124,8 +128,6 @@ class EvaluateRequest:
         if self.batch_mix is not None and not self.schedules:
             raise ConfigError("--batch-mix goes with --schedules")
         if self.batch_mix is not None:
-            from specband.core.batchlist import parse_batch_mix
-
             parse_batch_mix(self.batch_mix)  # checked before anything is computed
 
     @property
@@ -136,7 +138,6 @@ class EvaluateRequest:
     @property
     def algorithms(self) -> list[str] | None:
         """``--algo`` (``None``: all eight; with ``--actions extended``, those it trains)."""
-        from specband.policies import EXTENDED_ALGORITHMS
 
         if self.algo:
             return list(self.algo)
@@ -145,8 +146,6 @@ class EvaluateRequest:
 
 def load_request_sweep(r: EvaluateRequest) -> Any:
     """The request's sweep (``DATA``, a hub id, or the bundled measurements), at ``--power-limit``."""
-    from specband.files.hub import resolve_data_file
-    from specband.sweeps.dataset import load_sweep
 
     return load_sweep(
         None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit, action_set=r.action_set
@@ -155,8 +154,6 @@ def load_request_sweep(r: EvaluateRequest) -> Any:
 
 def evaluate_request(r: EvaluateRequest, sweep: Any, progress: Callable[[str], None] | None = None) -> Any:
     """Evaluate ``sweep`` held out as the request says (:func:`specband.evaluation.holdout.evaluate`)."""
-    from specband.evaluation.holdout import evaluate
-    from specband.sweeps.dataset import FEATURE_KINDS
 
     return evaluate(
         sweep,

@@ -36,7 +36,22 @@ import numpy as np
 from specband.contract.actions import EXTENDED_ACTIONS, chain_and_tree_indices
 from specband.contract.reward import RewardConfig
 from specband.core.errors import ConfigError, DataError
+from specband.core.tables import print_table, table_console
+from specband.evaluation.holdout import (
+    HELD_OUT,
+    IN_SAMPLE,
+    _default_factory,
+    _interval,
+    _modal,
+    _observe,
+    _usable,
+    make_splits,
+    resolve_holdout,
+)
 from specband.evaluation.ope import DEFAULT_N_BOOTSTRAP, Interval
+from specband.evaluation.report import format_interval
+from specband.files.fileio import write_bytes_atomic, write_text_atomic
+from specband.policies import ALGORITHMS
 from specband.sweeps.dataset import FEATURE_KINDS, Sweep
 
 __all__ = [
@@ -169,18 +184,6 @@ def evaluate_schedules(
         ConfigError: unknown algorithm/feature/holdout, or a mix none of whose batch sizes
             is held out; DataError: nothing can be held out.
     """
-    from specband.evaluation.holdout import (
-        HELD_OUT,
-        IN_SAMPLE,
-        _default_factory,
-        _interval,
-        _modal,
-        _observe,
-        _usable,
-        make_splits,
-        resolve_holdout,
-    )
-    from specband.policies import ALGORITHMS
 
     algorithms = tuple(dict.fromkeys(algorithms or ALGORITHMS))
     unknown = [a for a in algorithms if a not in ALGORITHMS] + [k for k in features if k not in FEATURE_KINDS]
@@ -313,7 +316,6 @@ def schedules_to_json(result: ScheduleEvaluation) -> dict[str, Any]:
 
 
 def _cell(s: ScheduleSummary) -> str:
-    from specband.evaluation.report import format_interval
 
     measured = f" ({s.n_measured}/{s.n_splits} splits)" if s.n_measured < s.n_splits else ""
     return format_interval(s.value) + measured
@@ -322,8 +324,6 @@ def _cell(s: ScheduleSummary) -> str:
 def render_schedule_table(result: ScheduleEvaluation, console: Any | None = None) -> None:
     """Print one table: per feature kind and algorithm, the held-out mix value of each variant."""
     from rich.table import Table
-
-    from specband.core.tables import print_table, table_console
 
     console = console or table_console()
     mix = (
@@ -389,7 +389,6 @@ def write_schedule_report(result: ScheduleEvaluation, out_dir: str | Path) -> li
     Raises:
         ConfigError: the folder cannot be written.
     """
-    from specband.files.fileio import write_bytes_atomic, write_text_atomic
 
     out = Path(out_dir)
     paths = [

@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from specband.core.errors import ConfigError, DataError, SpecbandError
+from specband.core.errors import ArtifactError, ConfigError, DataError, SpecbandError
+from specband.core.limits import MAX_CONFIG_FILE_BYTES
 
 __all__ = [
     "check_name_lengths",
@@ -399,8 +400,6 @@ def read_json(path: str | Path) -> Any:
     Raises:
         ArtifactError: missing file, unreadable, or not valid JSON (naming line and column).
     """
-    from specband.core.errors import ArtifactError
-    from specband.core.limits import MAX_CONFIG_FILE_BYTES
 
     p = Path(path)
     try:

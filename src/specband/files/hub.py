@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from specband.core.errors import ConfigError, DownloadError, SpecbandError
+from specband.core.errors import ConfigError, DownloadError, SpecbandError, one_line
+from specband.files.fileio import write_text_atomic
 
 __all__ = [
     "HUB_PROBE_TIMEOUT_S",
@@ -105,8 +106,6 @@ def _progress(ref: HubRef) -> Iterator[None]:
     :data:`HUB_PROGRESS_AFTER_S`."""
     import sys
     import threading
-
-    from specband.core.errors import one_line
 
     timer = threading.Timer(
         HUB_PROGRESS_AFTER_S,
@@ -351,8 +350,6 @@ def _parquet_to_jsonl(files: list[Path]) -> Path:
     import json
 
     from huggingface_hub import constants
-
-    from specband.files.fileio import write_text_atomic
 
     digest = hashlib.sha256()
     for f in files:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.core.errors import ArtifactError
+from specband.files.fileio import read_json
 
 __all__ = [
     "ALLOW_MODIFIED_OPTION",
@@ -150,7 +151,6 @@ def resolved(path: str | os.PathLike[str]) -> Path:
 def manifest_file_sha256(path: Path) -> str | None:
     """The sha256 that the manifest of ``path``'s artifact folder (``<folder>/specband.json``,
     with ``path`` = ``<folder>/<algo>/<file>``) records for the file, or ``None``."""
-    from specband.files.fileio import read_json
 
     folder = path.parent.parent
     manifest = folder / "specband.json"

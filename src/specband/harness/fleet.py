@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from specband.devices import DeviceSpec
+from specband.devices import DeviceSpec, open_device
 from specband.devices.base import Clock, GpuDevice
 from specband.harness.pipeline import LaunchExecutor, LaunchUnit, RowSink, RunResult, SweepPlan
 from specband.harness.process import stop_live_servers
@@ -64,7 +64,6 @@ class GpuWorkerSetup:
     plugged: DeviceSpec | None = None
 
     def __call__(self, ctx: WorkerContext) -> tuple[MeasureSettings, Callable[[], GpuDevice]]:
-        from specband.devices import open_device
 
         env = ctx.server_env(self.settings.server.env)
         plugged = None

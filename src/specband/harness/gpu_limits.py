@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from specband.core.errors import ConfigError
-from specband.devices.power_limit import PowerLimitRange, parse_power_limits, resolve_power_limits
+from specband.devices.nvml import NvmlDevice
+from specband.devices.power_limit import PowerLimitGuard, PowerLimitRange, parse_power_limits, resolve_power_limits
+from specband.harness.interrupts import deferred
 
 __all__ = ["held_power_limit", "launch_power_limit_w", "power_limit_range", "sweep_power_limits_w"]
 
@@ -34,7 +36,6 @@ def power_limit_range(kind: str, index: int = 0, plugged: Any = None) -> PowerLi
             raise ConfigError("--power-limits: the plugged device cannot set power limits")
         limits: PowerLimitRange = ranged()
         return limits
-    from specband.devices.nvml import NvmlDevice
 
     with NvmlDevice(index) as device:
         got = device.power_limit_range_w()
@@ -81,9 +82,6 @@ def held_power_limit(watts: float, index: int = 0) -> Iterator[float]:
     Raises:
         PowerLimitPermissionError: not root; PowerLimitError, DeviceError: NVML's answer.
     """
-    from specband.devices.nvml import NvmlDevice
-    from specband.devices.power_limit import PowerLimitGuard
-    from specband.harness.interrupts import deferred
 
     with NvmlDevice(index) as device:
         guard = PowerLimitGuard(device)

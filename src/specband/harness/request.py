@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specband.core.batchlist import check_batch_size_bound
+from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS, EXTENDED_SET, action_set_of, parse_action
+from specband.core.batchlist import check_batch_size_bound, parse_batch_sizes
+from specband.core.errors import ConfigError, InvalidActionError
 from specband.core.limits import (
     MAX_GPU_INDEX,
     MAX_NEW_TOKENS,
@@ -27,7 +29,21 @@ from specband.core.limits import (
 )
 from specband.core.optionspec import option
 from specband.devices import DeviceSpec
+from specband.devices.base import Clock, check_power_limit_w
+from specband.doctor.pairs import check_pair_before_launch
 from specband.engines.base import ENGINE_NAMES, EngineVersion, get_engine
+from specband.engines.cpu import ServingOptions
+from specband.engines.serverconfig import ServerConfig, format_launch, split_server_args
+from specband.files.fileio import given_path
+from specband.harness.fleet import GpuWorkerSetup
+from specband.harness.gpu_limits import sweep_power_limits_w
+from specband.harness.job import SweepDevice, SweepJob
+from specband.harness.pipeline import grid
+from specband.harness.runner import MeasureSettings
+from specband.harness.shards import parse_shard
+from specband.harness.sweepfile import existing_rows
+from specband.harness.workers import LocalGpuPool, RayPool, check_pool_env, parse_gpus
+from specband.harness.workload import load_prompts
 
 if TYPE_CHECKING:  # the sweep's modules are imported when a sweep is built (launch imports this one)
     from specband.contract.actions import Action
@@ -378,8 +394,6 @@ def runs_emulator(command: str) -> bool:
 
 
 def file_path(option_name: str, text: str) -> Path:
-    from specband.core.errors import ConfigError
-    from specband.files.fileio import given_path
 
     path = given_path(option_name, text)
     if path.name in ("", ".", ".."):
@@ -390,8 +404,6 @@ def file_path(option_name: str, text: str) -> Path:
 
 
 def _folder_path(option_name: str, text: str) -> Path:
-    from specband.core.errors import ConfigError
-    from specband.files.fileio import given_path
 
     path = given_path(option_name, text)
     if path.exists() and not path.is_dir():
@@ -413,8 +425,6 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Action, ...]:
             (``--actions: (3,2,4) is given twice (as "3,2,4" and "7")``), or a tree action
             for vLLM.
     """
-    from specband.contract.actions import ACTIONS, EXTENDED_ACTIONS, EXTENDED_SET, parse_action
-    from specband.core.errors import ConfigError, InvalidActionError
 
     runs = get_engine(engine)
     if text.strip().lower() == "all":
@@ -452,7 +462,6 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
             name (``[A-Za-z_][A-Za-z0-9_]*``: ``A B=1`` would run ``A`` as a command when
             the printed line is pasted into a shell).
     """
-    from specband.core.errors import ConfigError
 
     env = {}
     for pair in pairs:
@@ -489,8 +498,6 @@ def worker_pool(r: SweepRequest) -> WorkerPool | None:
             GPUs itself), ``--ray-address`` without ``--ray``, a bad ``--gpus`` list, or Ray
             not installed (one line each).
     """
-    from specband.core.errors import ConfigError
-    from specband.harness.workers import LocalGpuPool, RayPool, parse_gpus
 
     if r.gpu_index is not None and (r.ray or r.gpus is not None):
         flag = "--ray" if r.ray else "--gpus"
@@ -506,8 +513,6 @@ def worker_pool(r: SweepRequest) -> WorkerPool | None:
 
 def _check_options(r: SweepRequest, shard: ShardSpec | None) -> None:
     """The checks of single options and pairs that no parser makes (ConfigError, one line)."""
-    from specband.core.errors import ConfigError
-    from specband.devices.base import Clock, check_power_limit_w
 
     if r.adaptive and shard is not None:
         raise ConfigError("--adaptive and --shard exclude each other: each pass is planned from every shard's rows")
@@ -545,13 +550,6 @@ def build_sweep(r: SweepRequest) -> SweepJob:
             that is a file.
         DeviceError: as :func:`specband.harness.gpu_limits.sweep_power_limits_w`.
     """
-    from specband.core.batchlist import parse_batch_sizes
-    from specband.core.errors import ConfigError
-    from specband.engines.serverconfig import ServerConfig, split_server_args
-    from specband.harness.job import SweepDevice, SweepJob
-    from specband.harness.pipeline import grid
-    from specband.harness.runner import MeasureSettings
-    from specband.harness.shards import parse_shard
 
     out = file_path("--out", r.out)
     shard = None if r.shard is None else parse_shard(r.shard)
@@ -569,17 +567,12 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     dtype, attention_backend, hardware = r.dtype, r.attention_backend, r.hardware
     notes: tuple[str, ...] = ()
     if r.cpu:
-        cpu = engine.cpu_settings(
-            r.server_command, dtype=r.dtype, attention_backend=r.attention_backend, extra_args=extra_args,
-            env=server_env, device_kind=r.device, hardware=r.hardware,
-            cache_dir=out.with_name(out.name + ".sglang-cache"),
-        )  # fmt: skip
+        given = ServingOptions(r.dtype, r.attention_backend, extra_args, server_env, r.device, r.hardware)
+        cpu = engine.cpu_settings(r.server_command, given, out.with_name(out.name + ".sglang-cache"))
         dtype, attention_backend, extra_args, server_env = cpu.dtype, cpu.attention_backend, cpu.extra_args, cpu.env
         hardware, notes = cpu.hardware, (cpu.note,)
     workload: dict[str, Any] = {}
     if r.prompts is not None:
-        from specband.harness.workload import load_prompts
-
         loaded = load_prompts(r.prompts, r.target)
         workload = {"prompts": loaded.prompts, "workload": loaded.name}
     command, version = engine_server(r.engine, r.server_command, r.sglang_version, r.attention_backend, server_env)
@@ -598,12 +591,10 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         engine=r.engine,
         **engine.version_fields(version.version),
     )
-    from specband.doctor.pairs import check_pair_before_launch
 
     rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
     notes += () if rope_note is None else (rope_note,)
     real_time = r.time_scale == 1.0
-    from specband.contract.actions import action_set_of
 
     settings = MeasureSettings(
         server=server,
@@ -625,20 +616,14 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     )
     setup = None
     if pool is not None:
-        from specband.harness.fleet import GpuWorkerSetup
-
         setup = GpuWorkerSetup(settings, r.device_kind(), r.power_limit, r.plugged)
     limits_w: tuple[float, ...] | None = None
     limit_notes: tuple[str, ...] = ()
     if r.power_limits is not None:  # read from the GPU (NVML) or the plugged device; nothing is set yet
-        from specband.harness.gpu_limits import sweep_power_limits_w
-
         limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
     if limits_w and (pool is not None or r.adaptive):
         raise ConfigError("--power-limits runs on one local GPU: not with --gpus, --ray or --adaptive")
     if pool is not None:
-        from specband.harness.workers import check_pool_env
-
         check_pool_env(settings.server.env)
     if settings.log_dir.exists() and not settings.log_dir.is_dir():  # the default <out>.logs (--log-dir: above)
         raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
@@ -672,8 +657,6 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     """What ``sweep --dry-run`` prints: the engine release, then every server command line
     in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``
     (:meth:`~specband.harness.job.SweepJob.planned`)."""
-    from specband.engines.serverconfig import format_launch
-    from specband.harness.sweepfile import existing_rows
 
     plan, _ = job.planned(existing_rows(job.out))
     engine = job.settings.server.engine

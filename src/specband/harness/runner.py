@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.contract.actions import Action
-from specband.contract.record import SweepRecord
+from specband.contract.record import SweepRecord, error_class_of
 from specband.core.errors import ConfigError, EngineError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
 from specband.engines.base import get_engine
@@ -423,7 +423,6 @@ def error_record(
 ) -> SweepRecord:
     """``base`` as the row of a run that failed: ``error`` (first 500 characters) and its
     ``error_class`` (:func:`specband.contract.record.error_class_of`), no measurements."""
-    from specband.contract.record import error_class_of
 
     return dataclasses.replace(
         base,

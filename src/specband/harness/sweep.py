@@ -55,6 +55,7 @@ from specband.contract.record import row_error_class
 from specband.core.errors import HarnessError
 from specband.devices.base import Clock, GpuDevice
 from specband.files.fileio import write_bytes_atomic
+from specband.harness.adaptive import run_adaptive
 from specband.harness.fleet import execute_on_pool
 from specband.harness.interrupts import deferred, interrupts_as_keyboard_interrupt
 from specband.harness.job import SweepJob
@@ -197,7 +198,6 @@ def _run_adaptive(
     plan: SweepPlan, rows: list[dict[str, Any]], sink: RowSink, execute: Callable[[SweepPlan, RowSink], None]
 ) -> None:
     """:func:`specband.harness.adaptive.run_adaptive`, timed over every pass."""
-    from specband.harness.adaptive import run_adaptive
 
     t0 = time.monotonic()
     try:

@@ -15,7 +15,7 @@ from typing import Any
 
 from specband.core.errors import DataError, HarnessError
 from specband.core.limits import MAX_DATA_FILE_BYTES
-from specband.files.fileio import read_bytes_bounded, write_bytes_atomic
+from specband.files.fileio import read_bytes_bounded, replace_target, write_bytes_atomic
 from specband.files.jsonl import parse_jsonl
 from specband.harness.interrupts import deferred
 
@@ -121,7 +121,6 @@ class RowWriter:
         new = not path.exists()
         if path.parent.exists() and not path.parent.is_dir():
             raise HarnessError(f"{path}: cannot write ({path.parent} is not a folder)")
-        from specband.files.fileio import replace_target
 
         replace_target(path, error=HarnessError)  # appends to a regular file only (never a FIFO or device)
         try:

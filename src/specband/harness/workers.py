@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
-from specband.core.errors import ConfigError
+from specband.core.errors import ConfigError, HarnessError
 from specband.core.limits import MAX_GPU_INDEX
+from specband.harness.interrupts import note_received
 
 __all__ = ["Cancellation", "LocalGpuPool", "RayPool", "Results", "WorkerContext", "WorkerPool", "parse_gpus"]
 
@@ -296,8 +297,6 @@ def check_ray_address(address: str, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S)
     """
     import socket
 
-    from specband.core.errors import HarnessError
-
     text = address.strip()
     if text in ("auto", "local"):
         return None
@@ -332,9 +331,6 @@ def _ray_init(ray: Any, address: str | None, kwargs: Mapping[str, Any]) -> None:
         KeyboardInterrupt: SIGTERM or Ctrl-C while connecting.
     """
     import signal
-
-    from specband.core.errors import HarnessError
-    from specband.harness.interrupts import note_received
 
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}

@@ -26,6 +26,7 @@ from typing import Any
 
 from specband.core.errors import ConfigError, DataError
 from specband.core.limits import MAX_DATA_FILE_BYTES
+from specband.files.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
 from specband.files.fileio import read_text_bounded
 from specband.files.jsonl import parse_jsonl
 
@@ -96,8 +97,6 @@ def check_context(prompts: Sequence[str], target: str, path: Path) -> None:
         ConfigError: the tokenizer failed or ran past its limits (one line).
     """
     import importlib.util
-
-    from specband.files.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
 
     context = target_context(target)
     folder = Path(target)
@@ -190,8 +189,6 @@ def _chat_template(target: str, path: Path, lineno: int) -> Any:
             limit (one line each).
     """
     import importlib.util
-
-    from specband.files.bounded import CHAT_TEMPLATE_MEMORY_BYTES, CHAT_TEMPLATE_TIME_S, run_bounded
 
     where = f"--prompts {path}:{lineno}: messages need the target's chat template"
     if importlib.util.find_spec("transformers") is None:

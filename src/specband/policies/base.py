@@ -33,8 +33,9 @@ import numpy.typing as npt
 
 from specband.contract.actions import ACTIONS, CONTRACT_SET, NUM_ACTIONS, ActionSet
 from specband.core.batchlist import nearest_batch_size
-from specband.core.errors import ArtifactError, ConfigError
+from specband.core.errors import ArtifactError, ConfigError, DataError
 from specband.core.limits import MAX_SEED, is_finite_number, is_int
+from specband.files.safeload import check_npz_arrays
 from specband.policies.files import SIDECAR_FILE, read_json, write_bytes_atomic, write_json_atomic
 from specband.policies.registry import REGISTRY
 from specband.sweeps.dataset import BATCH_SIZE_SCALE, TrainingData
@@ -213,7 +214,6 @@ def load_npz(path: Path, keys: tuple[str, ...], shapes: dict[str, tuple[int, ...
     """
     if not path.is_file():
         raise ArtifactError(f"{path}: no such file")
-    from specband.files.safeload import check_npz_arrays
 
     check_npz_arrays(path)  # declared sizes bounded before np.load allocates them
     try:
@@ -376,7 +376,6 @@ class Policy(ABC):
 
     @staticmethod
     def _check_data(data: TrainingData) -> None:
-        from specband.core.errors import DataError
 
         if len(data) == 0:
             raise DataError("no successful rows to train on")

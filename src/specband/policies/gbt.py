@@ -22,6 +22,7 @@ import numpy as np
 
 from specband.contract.actions import NUM_ACTIONS
 from specband.core.errors import ArtifactError
+from specband.files.safeload import SKOPS_SUFFIX, load_sklearn_model, skops_bytes
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 from specband.sweeps.dataset import TrainingData
 
@@ -107,7 +108,6 @@ def write_model_files(path: Path, model: Any) -> Path:
     Raises:
         ArtifactError: a file cannot be written.
     """
-    from specband.files.safeload import SKOPS_SUFFIX, skops_bytes
 
     write_bytes_atomic(path.with_suffix(SKOPS_SUFFIX), skops_bytes(model))
     return write_joblib_atomic(path, model)
@@ -123,7 +123,6 @@ def load_joblib(path: Path, expected: str, n_features: int = 5, *, trust_pickle:
             ``expected``, or a feature count other than ``n_features``.
         specband.files.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
     """
-    from specband.files.safeload import load_sklearn_model
 
     model = load_sklearn_model(path, trust_pickle=trust_pickle)
     if type(model).__name__ != expected or not hasattr(model, "predict"):

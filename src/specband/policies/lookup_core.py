@@ -17,7 +17,7 @@ from typing import Any
 
 from specband.contract.actions import CONTRACT_SET, ActionSet, action_index
 from specband.core.batchlist import nearest_batch_size
-from specband.core.errors import ArtifactError, InvalidActionError
+from specband.core.errors import ArtifactError, ConfigError, InvalidActionError
 from specband.core.limits import is_finite_number, is_int
 from specband.policies.files import SIDECAR_FILE, read_json
 from specband.policies.registry import REGISTRY
@@ -163,7 +163,6 @@ def lookup_pick(
         ArtifactError: ``means`` is empty.
         ConfigError: ``allowed`` is empty.
     """
-    from specband.core.errors import ConfigError
 
     row = means[nearest_batch_size(batch_size, means)]
     allowed_set = set(range(len(action_set))) if allowed is None else {int(a) for a in allowed}

@@ -59,6 +59,7 @@ from scipy import special
 
 from specband.core.errors import ArtifactError, ConfigError, MissingExtraError
 from specband.core.limits import is_int
+from specband.files.safeload import check_file_size, check_safetensors_header, check_zip_members
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 from specband.policies.registry import REGISTRY
 from specband.sweeps.dataset import TrainingData
@@ -587,8 +588,6 @@ def _load_safetensors(path: Path) -> Any:
     its tensors as NumPy arrays (so that reading needs no torch)."""
     from safetensors import safe_open
 
-    from specband.files.safeload import check_safetensors_header
-
     check_safetensors_header(path)  # sizes and keys checked before a tensor is allocated
     try:
         with safe_open(str(path), framework="np") as fh:
@@ -623,8 +622,6 @@ def load_state_dict(path: str | Path) -> Any:
         raise ArtifactError(f"{p}: no such file")
     torch = require_torch(f"{p} (a .pth file without a {SAFETENSORS_SUFFIX} copy)")
     import zipfile
-
-    from specband.files.safeload import check_file_size, check_zip_members
 
     check_file_size(p)
     if zipfile.is_zipfile(p):

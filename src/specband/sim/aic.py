@@ -45,7 +45,9 @@ import numpy as np
 
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_CONFIG_FILE_BYTES
+from specband.core.tables import text_table, wrap_lines
 from specband.files.fileio import read_text_bounded
+from specband.sim import build_model
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import HardwareProfile, load_profile
 
@@ -218,7 +220,6 @@ class StepComparison:
 
 
 def _models(profile: HardwareProfile, steps: Sequence[ReferenceStep]) -> dict[tuple[str, str], Any]:
-    from specband.sim import build_model
 
     models: dict[tuple[str, str], Any] = {}
     for s in steps:
@@ -338,7 +339,6 @@ def format_aic_report(report: AicReport, width: int | None = None) -> str:
     size, tokens, reference and simulated ms, error), then per profile and kind the median
     and worst |error|, then the criteria; within ``width`` columns when given
     (:mod:`specband.core.tables`)."""
-    from specband.core.tables import text_table, wrap_lines
 
     lines = [f"calibration report vs {report.label}: simulated vs reference step times (ms)", ""]
     h = _AIC_HEADERS
@@ -446,7 +446,6 @@ def fit_profile_to_aic(profile: str | Path | HardwareProfile, data: AicReference
 def format_aic_fit(fit: AicFit, width: int | None = None) -> str:
     """The fit as text: each parameter before -> after, and the costs (lines longer than
     ``width`` wrapped between words)."""
-    from specband.core.tables import wrap_lines
 
     head = f"refit of profile {fit.profile.name} to the AIC reference steps (cost {fit.cost_before:.4g} -> "
     lines = [head + f"{fit.cost_after:.4g}):"]

@@ -41,11 +41,13 @@ import numpy as np
 from specband.contract.actions import Action
 from specband.contract.reward import RewardConfig, compute_reward
 from specband.core.errors import ConfigError
+from specband.core.tables import text_table, wrap_lines
 from specband.files.fileio import write_text_atomic
 from specband.sim.draft_tree import AcceptParams, accept_length
 from specband.sim.hfconfig import ModelSpec
 from specband.sim.model import SpeculativeDecodingModel
-from specband.sim.profile import HardwareProfile
+from specband.sim.profile import HardwareProfile, profile_to_toml
+from specband.sim.simulated import check_out_path
 from specband.sweeps.dataset import Sweep, SweepRow, load_sweep
 
 __all__ = [
@@ -283,7 +285,6 @@ def format_fit(result: FitResult, width: int | None = None) -> str:
     """What a refit did, as plain text: the costs of both stages, then every parameter it
     sets as ``before -> after`` (6 significant digits, as a written profile holds them);
     lines longer than ``width`` wrapped between words."""
-    from specband.core.tables import wrap_lines
 
     acc0, acc1 = result.accept_cost
     c0, c1 = result.cost
@@ -585,7 +586,6 @@ def _report_cells(r: RowComparison, *, aligned: bool) -> list[str]:
 def format_report(report: CalibrationReport, width: int | None = None) -> str:
     """The report as plain text (one line per published row, then the summaries); within
     ``width`` columns when given (:mod:`specband.core.tables`), else one line per row."""
-    from specband.core.tables import text_table, wrap_lines
 
     lines = [
         f"calibration report: profile {report.profile} vs the published RTX 4060 Laptop live rows",
@@ -665,8 +665,6 @@ def write_profile(profile: HardwareProfile, path: str | Path, header: str = "", 
             folder does not exist (:func:`specband.sim.simulated.check_out_path`); or the file
             cannot be written (``"<path>: cannot write (<reason>)"``); nothing is written then.
     """
-    from specband.sim.profile import profile_to_toml
-    from specband.sim.simulated import check_out_path
 
     out = check_out_path(path, overwrite=overwrite, option="--write-profile")
     return write_text_atomic(out, profile_to_toml(profile, header), error=ConfigError)

@@ -43,6 +43,7 @@ from typing import Any
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_CONFIG_FILE_BYTES, is_finite_number, is_int
 from specband.files.fileio import read_text_bounded
+from specband.files.hub import resolve_config_file
 
 __all__ = [
     "BUNDLED_DRAFT_CONFIG",
@@ -304,8 +305,6 @@ def read_model_config(config: str | Path) -> tuple[dict[str, Any], str]:
     if not path.exists() and str(config) in bundled_model_configs():
         path = bundled_model_config_path(str(config))
     else:
-        from specband.files.hub import resolve_config_file
-
         path = resolve_config_file(config)  # a folder's config.json, or a hub id's
     try:
         data = json.loads(

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from specband.contract.actions import Action
 from specband.core.errors import ConfigError
 from specband.sim.base import RunPrediction
+from specband.sim.model import StepCost
 from specband.sim.profile import HardwareProfile
 
 if TYPE_CHECKING:
@@ -135,7 +136,6 @@ def prefill_power_w(model: SpeculativeDecodingModel, tokens: int | None = None) 
         model: the performance model.
         tokens: prompt tokens of the forward; ``None``: the profile's ``serving_prefill_tokens``.
     """
-    from specband.sim.model import StepCost
 
     n = int(tokens if tokens is not None else model.profile.serving_prefill_tokens)
     if n < 1:

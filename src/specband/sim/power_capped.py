@@ -29,7 +29,8 @@ import math
 from typing import Any
 
 from specband.core.errors import ConfigError
-from specband.devices.power_limit import PowerLimitRange
+from specband.devices.power_limit import PowerLimitRange, parse_power_limits, resolve_power_limits
+from specband.sim.model import SpeculativeDecodingModel
 
 __all__ = [
     "MIN_LIMIT_FRACTION",
@@ -113,7 +114,6 @@ class PowerLimitedModel:
         self.limit_w = float(limit_w)
         self._own: Any = None
         profile: Any = getattr(model, "profile", None)
-        from specband.sim.model import SpeculativeDecodingModel
 
         if isinstance(model, SpeculativeDecodingModel) and hasattr(profile, "with_values"):
             import copy
@@ -215,6 +215,5 @@ def resolve_model_power_limits(model: Any, text: str) -> tuple[tuple[float, ...]
     Raises:
         ConfigError: a bad list (:func:`~specband.devices.power_limit.parse_power_limits`).
     """
-    from specband.devices.power_limit import parse_power_limits, resolve_power_limits
 
     return resolve_power_limits(parse_power_limits(text), model_power_limit_range(model))

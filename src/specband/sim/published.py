@@ -41,7 +41,10 @@ from typing import Any
 
 from specband.contract.actions import ACTIONS, Action
 from specband.core.errors import ConfigError
+from specband.core.tables import text_table, wrap_lines
+from specband.sim import build_model
 from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.power import serving_power_w
 from specband.sim.profile import HardwareProfile, load_profile
 
 __all__ = [
@@ -132,7 +135,6 @@ def load_published_reference() -> tuple[PublishedRow, ...]:
 
 
 def _model(profile: str | HardwareProfile, workload: str | None) -> SpeculativeDecodingModel:
-    from specband.sim import build_model
 
     wl = workload if workload in ("mt-bench", None) else None  # serving prompts: the pair's default
     return build_model(profile, target_config=TARGET_CONFIG, draft_config=DRAFT_CONFIG, workload=wl)
@@ -151,7 +153,6 @@ def simulate_row(row: PublishedRow, profile: str | HardwareProfile | None = None
     """
     if not row.criteria or row.profile is None:
         return None
-    from specband.sim.power import serving_power_w
 
     model = _model(profile if profile is not None else row.profile, row.workload)
     temp = model.profile.reference_temp_c
@@ -306,7 +307,6 @@ _PUBLISHED_HEADERS = ("row", "profile", "bs", "action", "metric", "measured", "s
 def format_published_report(report: PublishedReport, width: int | None = None) -> str:
     """The report as text: a line per row, the per-metric errors, the ordering and the
     criteria; within ``width`` columns when given (:mod:`specband.core.tables`)."""
-    from specband.core.tables import text_table, wrap_lines
 
     h = _PUBLISHED_HEADERS
     lines = [

@@ -26,7 +26,10 @@ from collections.abc import Callable
 import numpy as np
 
 from specband.contract.actions import ACTIONS, Action
+from specband.sim.aic import load_aic_reference, simulated_step_ms
+from specband.sim.power import serving_power_w
 from specband.sim.profile import HardwareProfile, load_profile
+from specband.sim.published import _model, load_published_reference, simulate_row
 
 __all__ = ["H100_STEP_PARAMETERS", "H200_STEP_PARAMETERS", "POWER_PARAMETERS", "fit_all"]
 
@@ -78,9 +81,6 @@ def _fit(
 
 def fit_all() -> dict[str, dict[str, float]]:
     """Fit the three stages in turn; returns profile name -> fitted values."""
-    from specband.sim.aic import load_aic_reference, simulated_step_ms
-    from specband.sim.power import serving_power_w
-    from specband.sim.published import _model, load_published_reference, simulate_row
 
     rows = load_published_reference()
     aic = [s for s in load_aic_reference().steps if s.profile == "h200" and s.kind == "decode" and "8b" in s.target]

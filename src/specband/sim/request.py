@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
 from specband.core.batchlist import check_batch_size_bound
+from specband.core.errors import ConfigError
 from specband.core.limits import MAX_REPEATS, MAX_SEED
 from specband.core.optionspec import option
+from specband.devices.power_limit import parse_power_limits
 
 __all__ = ["SimulateRequest"]
 
@@ -133,8 +135,6 @@ class SimulateRequest:
     def _check_power_limits(self) -> None:
         """``--power-limits``: a list :func:`~specband.devices.power_limit.parse_power_limits`
         takes, with a simulated sweep (ConfigError, one line)."""
-        from specband.core.errors import ConfigError
-        from specband.devices.power_limit import parse_power_limits
 
         if self.power_limits is None:
             return
@@ -143,7 +143,6 @@ class SimulateRequest:
         parse_power_limits(self.power_limits)
 
     def __post_init__(self) -> None:
-        from specband.core.errors import ConfigError
 
         if self.list_profiles:
             return

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from specband.contract.actions import ActionSet
+from specband.core.batchlist import parse_batch_sizes
+from specband.sim import build_model, check_out_path, simulate_power_limits, simulate_sweep, write_sweep
 from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.power_capped import resolve_model_power_limits
 from specband.sim.profile import DEFAULT_PROFILE
 from specband.sim.request import SimulateRequest
 
@@ -27,7 +30,6 @@ def request_model(r: SimulateRequest) -> SpeculativeDecodingModel:
     Raises:
         ConfigError: an unknown profile, an unreadable profile or model config.
     """
-    from specband.sim import build_model
 
     return build_model(
         r.profile or DEFAULT_PROFILE, target_config=r.target_config, draft_config=r.draft_config, workload=r.workload
@@ -42,7 +44,6 @@ def calibration_model(r: SimulateRequest) -> SpeculativeDecodingModel:
         ConfigError: an existing ``--write-profile`` without ``--force``; the errors of
             :func:`request_model`.
     """
-    from specband.sim import check_out_path
 
     if r.write_profile is not None:
         check_out_path(r.write_profile, overwrite=r.force, option="--write-profile")
@@ -75,8 +76,6 @@ def plan_simulation(r: SimulateRequest) -> SimulationPlan:
         ConfigError: an existing ``--out`` without ``--force``, a bad batch-size list, the
             errors of :func:`request_model`.
     """
-    from specband.core.batchlist import parse_batch_sizes
-    from specband.sim import check_out_path
 
     assert r.out is not None  # checked when the request was built
     out_path = check_out_path(r.out, overwrite=r.force)
@@ -131,7 +130,6 @@ def run_simulation(plan: SimulationPlan) -> SimulatedSweep:
     Raises:
         ConfigError: a bad ``--power-limits`` list.
     """
-    from specband.sim import simulate_power_limits, simulate_sweep, write_sweep
 
     r, model = plan.request, plan.model
     grid: dict[str, Any] = {
@@ -142,8 +140,6 @@ def run_simulation(plan: SimulationPlan) -> SimulatedSweep:
     }
     notes: list[str] = []
     if r.power_limits is not None:
-        from specband.sim.power_capped import resolve_model_power_limits
-
         limits_w, clamped = resolve_model_power_limits(model, r.power_limits)
         notes += clamped
         rows = simulate_power_limits(model, limits_w, **grid)

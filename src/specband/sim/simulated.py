@@ -27,13 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from specband.contract.actions import ACTIONS, Action, as_action
+from specband.contract.actions import ACTIONS, Action, action_set_of, as_action
 from specband.contract.record import SWEEP_COLUMNS, SweepRecord
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BATCH_SIZE, is_int
 from specband.files.fileio import check_out_path, write_jsonl_atomic
-from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.model import SpeculativeDecodingModel, build_model
 from specband.sim.power import power_range_w
+from specband.sim.power_capped import with_power_limit
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -123,8 +124,6 @@ def simulate_sweep(  # noqa: C901
             breaks an sglang rule.
     """
     if model is None:
-        from specband.sim.model import build_model
-
         model = build_model(
             profile if profile is not None else "rtx4060-laptop", target_config=target_config, draft_config=draft_config
         )
@@ -261,7 +260,6 @@ def simulate_sweep(  # noqa: C901
 def _row_action_set(actions: tuple[Action, ...]) -> str | None:
     """The rows' ``action_set``: ``"extended"`` when an action is outside the contract, else
     ``None`` (contract rows keep the published columns)."""
-    from specband.contract.actions import action_set_of
 
     found = action_set_of(actions)
     return None if found.is_contract else found.name
@@ -283,7 +281,6 @@ def simulate_power_limits(model: Any, power_limits_w: Sequence[float], **kwargs:
         ConfigError: an empty list, a repeated limit or one at or below idle power; as
             :func:`simulate_sweep`.
     """
-    from specband.sim.power_capped import with_power_limit
 
     limits = [float(w) for w in power_limits_w]
     if not limits:

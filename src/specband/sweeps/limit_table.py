@@ -26,8 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from specband.contract.actions import EXTENDED_ACTIONS
+from specband.contract.reward import RewardConfig
 from specband.core.batchlist import nearest_batch_size
-from specband.core.errors import ConfigError, SpecbandError
+from specband.core.errors import ConfigError, DataError, SpecbandError
 from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, is_finite_number, is_int
 
 if TYPE_CHECKING:
@@ -104,7 +106,6 @@ class LimitPick:
             fields of :meth:`to_json`, a field of the wrong type (``action`` must be
             ``action_index``'s triple), or a limit or speed that is not > 0.
         """
-        from specband.contract.actions import EXTENDED_ACTIONS  # the contract's 19 first: right for either set
 
         if not isinstance(obj, dict) or set(obj) != set(_PICK_FIELDS):
             raise bad(f"{where}: each pick has exactly {sorted(_PICK_FIELDS)}")
@@ -268,8 +269,6 @@ def limit_table(sweep: Sweep, config: RewardConfig | None = None, *, nearest_to:
     Raises:
         DataError: fewer than two limits, or no successful row at a batch size at some limit.
     """
-    from specband.contract.reward import RewardConfig
-    from specband.core.errors import DataError
 
     config = config or RewardConfig()
     limits = sweep_power_limits(sweep)
@@ -297,9 +296,6 @@ def _pick_at(sweep: Sweep, batch_size: int, limit: float, config: RewardConfig) 
         DataError: no successful row there.
     """
     import numpy as np
-
-    from specband.contract.actions import EXTENDED_ACTIONS
-    from specband.core.errors import DataError
 
     part = sweep.subset(lambda r: r.power_limit_watts == limit and r.batch_size == batch_size)
     rows = part.training_rows()

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from specband.core.limits import is_finite_number
+
 if TYPE_CHECKING:
     from specband.sweeps.dataset import Sweep, SweepRow
 
@@ -46,7 +48,6 @@ def _joined(values: Iterable[Any]) -> str | None:
 
 def _number(value: Any) -> float | None:
     """``value`` as a float when it is a finite JSON number (not a bool), else ``None``."""
-    from specband.core.limits import is_finite_number
 
     return float(value) if is_finite_number(value) else None
 
