@@ -72,7 +72,7 @@ def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPat
     import signal
     import time
 
-    import specband.artifacts.request
+    import specband.sweeps.dataset
 
     def interrupted(*args: object, **kwargs: object) -> None:
         os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to the running command
@@ -82,7 +82,7 @@ def test_ctrl_c_is_exit_130_with_one_line(run_cli, monkeypatch: pytest.MonkeyPat
         time.sleep(60)
         raise AssertionError("the Ctrl-C never reached the command")
 
-    monkeypatch.setattr(specband.artifacts.request, "load_sweep", interrupted)  # where train reads its sweep
+    monkeypatch.setattr(specband.sweeps.dataset, "load_sweep", interrupted)  # train imports it when it runs
     res = run_cli("train", "--out", "unused-by-this-test")  # SIGINT as in a terminal: tests/conftest.py
     assert res.exit_code == 130
     assert _one_error_line(res.stderr) == "error: interrupted"

@@ -11,7 +11,7 @@ import pytest
 from tests.devices import conftest as devices_conftest
 from tests.servers import one_error_line
 
-from specband.deploy import launch as launch_module
+from specband.harness import runner
 from specband.sim import build_model, simulate_power_limits
 
 FakeGpu = devices_conftest.FakeGpu
@@ -36,7 +36,7 @@ def _fake_launch(monkeypatch, gpu: FakeGpu, ending, launched: list):
         )
         return SimpleNamespace(server=server, retry_mem_fraction=None)
 
-    monkeypatch.setattr(launch_module, "launch_with_retry", launch_with_retry)  # where launch calls it
+    monkeypatch.setattr(runner, "launch_with_retry", launch_with_retry)
 
 
 _ARGS = ("launch", "--allow-transfer", "--target", "m", "--draft", "d", "-b", "4", "--sglang-version", "0.5.23")
@@ -66,7 +66,7 @@ def test_a_failed_launch_restores_the_limit(run_cli, tmp_path, monkeypatch, fake
     def failing(*args, **kwargs):
         raise RetriedLaunchError(LaunchError("exited", "the server exited during start-up", 1), 0.55, 2)
 
-    monkeypatch.setattr(launch_module, "launch_with_retry", failing)
+    monkeypatch.setattr(runner, "launch_with_retry", failing)
     result = run_cli(*_ARGS, "--set-power-limit", "0.5", "--log", tmp_path / "s.log")
     assert result.exit_code == 3  # the engine failed, not the input
     assert one_error_line(result.stderr) == "error: launch_failed: exited (exit 1): the server exited during start-up"

@@ -48,6 +48,7 @@ from specband.core.limits import (
 )
 from specband.files.safeload import check_files_inside, resolved, verify_files
 from specband.policies import ALGORITHMS, REGISTRY, policy_class, policy_entry
+from specband.policies.embedded import EMBEDDED_MANIFEST
 from specband.policies.files import read_json, write_bytes_atomic, write_json_atomic
 from specband.sweeps.limit_table import LimitTable
 from specband.sweeps.origin import ActionStats, DataOrigin
@@ -745,7 +746,6 @@ def load_policies(
 def embedded_manifest() -> Manifest:
     """The shipped manifest of the bundled published measurements (``pre`` features;
     see :func:`compute_embedded_manifest`). No NumPy is imported."""
-    from specband.policies.embedded import EMBEDDED_MANIFEST  # lazy: off recommend's cold path
 
     return Manifest.from_json(EMBEDDED_MANIFEST, "<embedded default>")
 

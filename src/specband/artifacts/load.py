@@ -152,7 +152,7 @@ def load_models(
         if algo == "lookup_table":
             manifest = embedded_manifest()
             return LoadedModels(algo, None, manifest, None, manifest.mean_rewards, tuple(notes))
-        from specband.artifacts.fit import embedded_policy  # lazy: off recommend's cold path
+        from specband.artifacts.fit import embedded_policy  # lazy: off the cold path (recommend, --help)
 
         note(f"no --models: training {algo} on the bundled published measurements (seed 0)")
         policy, manifest = embedded_policy(algo)
@@ -234,8 +234,8 @@ def _load_folder(
     training: TrainingData | None = None
     if data_path is not None:
         if manifest.foreign:
-            from specband.artifacts.fit import build_manifest  # lazy: off recommend's cold path
-            from specband.sweeps.dataset import load_sweep  # lazy: off recommend's cold path
+            from specband.artifacts.fit import build_manifest  # lazy: off the cold path (recommend, --help)
+            from specband.sweeps.dataset import load_sweep  # lazy: off the cold path (recommend, --help)
 
             sweep = load_sweep(data_path, action_set=action_set)
             training = sweep.training_data(manifest.features)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from specband.artifacts.card import render_model_card
-from specband.artifacts.fit import build_manifest, check_out_folder, split_power_limits, train_policies
 from specband.artifacts.folder import DEFAULT_MODELS_DIR, folder_algorithms, save_artifacts, validate_algorithms
 from specband.artifacts.pick_table import pick_table
 from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
@@ -23,8 +22,6 @@ from specband.devices.base import check_power_limit_w
 from specband.files.fileio import out_option_path
 from specband.files.hub import parse_hub_ref, resolve_data_file
 from specband.policies import EXTENDED_ALGORITHMS
-from specband.policies.nets import TORCH_ALGORITHMS, torch_available
-from specband.sweeps.dataset import load_sweep
 
 __all__ = ["EXTENDED_ALGORITHMS", "TrainOutcome", "TrainRequest", "run_training"]
 
@@ -155,6 +152,7 @@ def _trainable(asked: list[str] | None) -> tuple[list[str], tuple[str, ...]]:
         ConfigError: an unknown name. MissingExtraError: ``--algo`` names a torch
             algorithm and torch is not installed.
     """
+    from specband.policies.nets import TORCH_ALGORITHMS, torch_available  # lazy: off the cold path (recommend, --help)
 
     names = validate_algorithms(asked)
     if torch_available():
@@ -184,10 +182,18 @@ def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorit
     import dataclasses
     import time
 
+    from specband.artifacts.fit import (  # lazy: off the cold path (recommend, --help)
+        build_manifest,
+        split_power_limits,
+        train_policies,
+    )
+    from specband.sweeps.dataset import load_sweep  # lazy: off the cold path (recommend, --help)
+
     names, skipped = (algorithms, ()) if algorithms else _trainable(r.algo)
     sweep = load_sweep(
         None if r.data is None else resolve_data_file(r.data), power_limit_w=r.power_limit, action_set=r.action_set
     )
+    from specband.artifacts.fit import check_out_folder  # lazy: off the cold path (recommend, --help)
 
     check_out_folder(
         r.out_path,

@@ -24,9 +24,11 @@ from typing import Any
 import typer
 
 from specband import __version__
+from specband.cli.helpfit import install
 from specband.cli.plain_options import parse_plain
 from specband.core.errors import SpecbandError, one_line
 from specband.core.exitcodes import ExitCode, exit_code_for
+from specband.harness.interrupts import received_signal
 
 #: Every command: name -> the module of :mod:`specband.cli` whose ``register(app)`` adds it.
 #: Adding a command is one line here (plus its module's ``register``). A run registers
@@ -125,7 +127,6 @@ def _help_that_fits() -> None:
             continue
 
         def format_help(self: Any, ctx: Any, formatter: Any, _original: Any = original) -> None:
-            from specband.cli.helpfit import install  # lazy: off recommend's cold path
 
             install()
             return _original(self, ctx, formatter)
@@ -213,10 +214,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         raise SystemExit(exit_code_for(exc)) from None
     except KeyboardInterrupt:
-        from specband.harness.interrupts import (
-            received_signal,  # lazy: only after a signal (harness stays off the cold path)
-        )
-
         # the sweep and launch install their own handlers: they record the signal
         _stopped_by(received or received_signal())
     except Exception as exc:
@@ -224,13 +221,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         for signum, default in installed.items():
             signal.signal(signum, default)
-    if result == ExitCode.INTERRUPTED:
-        from specband.harness.interrupts import (
-            received_signal,  # lazy: only after a signal (harness stays off the cold path)
-        )
-
-        if (received or received_signal()) is not None:  # typer's silent 130 for a KeyboardInterrupt
-            _stopped_by(received or received_signal())
+    if result == ExitCode.INTERRUPTED and (received or received_signal()) is not None:
+        _stopped_by(received or received_signal())  # typer's silent 130 for a KeyboardInterrupt
     raise SystemExit(result if isinstance(result, int) else ExitCode.OK)
 
 

@@ -14,10 +14,10 @@ import typer
 from specband.cli.output import note as _note
 from specband.cli.params import PANEL_TITLES, request_command
 from specband.contract.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
+from specband.core.tables import flag_units, print_table, table_console
 from specband.deploy.answers import MixAnswer, Pick, PowerLimitAnswer
 from specband.deploy.explain import answer_lines
-from specband.deploy.recommend import RecommendRequest, answer
-from specband.deploy.usersetup import user_setup
+from specband.deploy.recommend import RecommendRequest
 
 
 def _fmt(value: float | None) -> str:
@@ -51,8 +51,6 @@ def actions_command(
         return
     from rich.table import Table
 
-    from specband.core.tables import flag_units, print_table, table_console  # lazy: off recommend's cold path
-
     table = Table(
         title="specband actions: index (its position in every published policy file), action "
         "(steps,topk,draft) and its sglang flags"
@@ -71,10 +69,12 @@ def actions_command(
 def recommend_command(request: RecommendRequest) -> None:
     """Print the sglang flags for a batch size, ready to paste after
     `python -m sglang.launch_server`."""
+    from specband.deploy.recommend import answer  # lazy: off the cold path (recommend, --help)
+    from specband.deploy.usersetup import user_setup  # lazy: off the cold path (recommend, --help)
 
     decided = answer(request.answer_request(), user_setup(request.target, request.draft_model, request.gpu))
     if isinstance(decided, MixAnswer):
-        from specband.cli.schedule import print_mix_recommendation  # lazy: off recommend's cold path
+        from specband.cli.schedule import print_mix_recommendation  # lazy: off the cold path (recommend, --help)
 
         print_mix_recommendation(decided, request.output_format)
     elif isinstance(decided, PowerLimitAnswer):  # a sweep or folder over several power limits (issue 20)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 
 from specband.cli.params import PANEL_TITLES
-from specband.doctor.machine import exit_status, run_doctor
 from specband.files.fileio import given_path
 
 
@@ -34,6 +33,7 @@ def register(app: typer.Typer) -> None:
         (sglang and its version, flashinfer, NVML energy counter and power limit). One line
         per check: ok, warn or error with its fix. Exit 0 when all are ok, 1 on warnings,
         2 on errors."""
+        from specband.doctor.machine import exit_status, run_doctor  # lazy: off the cold path (recommend, --help)
 
         for option, value in (("--target", target), ("--draft", draft)):
             given_path(option, value)  # an empty one is refused, not read as "."

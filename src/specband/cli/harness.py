@@ -24,18 +24,11 @@ from specband.contract.actions import ACTION_SETS, ActionSet
 from specband.core.errors import DataError
 from specband.devices.base import Clock
 from specband.emulator.faults import parse_fault
-from specband.emulator.models import load_performance_model
 from specband.emulator.options import EmulatorOptions
 from specband.emulator.request import EmulateRequest
-from specband.emulator.server import serve
-from specband.emulator.spec import EmulatedGpuSpec
 from specband.files.fileio import given_path
-from specband.harness.adaptive import adaptive_savings
-from specband.harness.import_bench import import_bench
-from specband.harness.request import SweepRequest, build_sweep, dry_run_lines, file_path
-from specband.harness.sweep import run_sweep
+from specband.harness.request import SweepRequest
 from specband.harness.sweepfile import read_rows_for_resume
-from specband.sweeps.dataset import load_sweep
 
 if TYPE_CHECKING:  # the harness loads inside the commands
     from specband.harness.job import SweepJob
@@ -150,6 +143,7 @@ def register(app: typer.Typer) -> None:
     def sweep_command(request: SweepRequest) -> None:
         """Measure every (batch size, action): launch sglang, warm up, time a batch with
         energy telemetry, write one JSONL row per run (flushed and fsynced)."""
+        from specband.harness.request import build_sweep, dry_run_lines  # lazy: off the cold path (recommend, --help)
 
         with _plain_warnings():
             job = build_sweep(_plug_emulator(request))
@@ -172,6 +166,7 @@ def register(app: typer.Typer) -> None:
 def emulate_command(ctx: typer.Context, **values: Any) -> None:
     """An sglang-compatible server driven by a performance model. Takes sglang's
     launch_server flags (e.g. --model-path M --port P --speculative-algorithm EAGLE3 ...)."""
+    from specband.emulator.server import serve  # lazy: off the cold path (recommend, --help)
 
     r = build_request(EmulateRequest, values)
     with _plain_warnings():
@@ -224,6 +219,8 @@ def import_bench_command(
 ) -> None:
     """Convert sglang bench_speculative.py output into sweep rows (no energy: rewards
     come from throughput only)."""
+    from specband.harness.import_bench import import_bench  # lazy: off the cold path (recommend, --help)
+    from specband.harness.request import file_path  # lazy: off the cold path (recommend, --help)
 
     out = None if out_text is None else file_path("--out", out_text)
     target = out or file.with_name(file.name + ".sweep.jsonl")
@@ -243,6 +240,8 @@ def _plug_emulator(request: SweepRequest) -> SweepRequest:
     emulator (the harness and the device layer know no emulator)."""
     if request.device_kind() != "emulated":
         return request
+    from specband.emulator.models import load_performance_model  # lazy: off the cold path (recommend, --help)
+    from specband.emulator.spec import EmulatedGpuSpec  # lazy: off the cold path (recommend, --help)
 
     out = given_path("--out", request.out)
     if not (request.dry_run and ":" in request.emulator_model):  # a dry run imports no module:function factory
@@ -260,6 +259,7 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
         EngineError: no run was measured (:meth:`~specband.harness.pipeline.SweepSummary.failure`),
             after the summary.
     """
+    from specband.harness.sweep import run_sweep  # lazy: off the cold path (recommend, --help)
 
     reporter = _RichReporter(quiet, job.version.warning, job.notes)
     try:
@@ -285,6 +285,7 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
 
 def _report_adaptive(out: Path, points: Sequence[GridPoint], repeats: int) -> None:
     """Print the runs and GPU-seconds the adaptive sweep saved."""
+    from specband.harness.adaptive import adaptive_savings  # lazy: off the cold path (recommend, --help)
 
     saved = adaptive_savings(read_rows_for_resume(out), points, repeats)
     typer.echo(
@@ -296,6 +297,7 @@ def _report_adaptive(out: Path, points: Sequence[GridPoint], repeats: int) -> No
 def _report(summary: SweepSummary, out: Path, action_set: ActionSet) -> None:
     """Print the sweep summary and check the file loads as a sweep of ``action_set`` (the
     grid's)."""
+    from specband.sweeps.dataset import load_sweep  # lazy: off the cold path (recommend, --help)
 
     say(
         f"wrote {summary.written} rows ({summary.errors} errors) to {out}; skipped {summary.skipped}; "

@@ -21,7 +21,7 @@ import typer
 
 from specband.cli.output import note, say, warn
 from specband.cli.params import request_command
-from specband.deploy.launch import LaunchRequest, plan_launch, serve_launch
+from specband.deploy.launch import LaunchRequest
 from specband.engines.base import get_engine
 from specband.engines.serverconfig import format_launch
 
@@ -38,6 +38,7 @@ def launch_command(request: LaunchRequest) -> None:
     status 0, since stopping is the normal way to end it. If the server exits on its
     own, its exit status is returned. Every option is checked before the GPU is read:
     bad input is one error line (exit 2)."""
+    from specband.deploy.launch import plan_launch, serve_launch  # lazy: off the cold path (recommend, --help)
 
     plan = plan_launch(request)
     warn(plan.version_warning)

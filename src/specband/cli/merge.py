@@ -6,7 +6,6 @@ import typer
 
 from specband.cli.params import PANEL_TITLES
 from specband.files.fileio import given_path
-from specband.harness.merge import merge_shards
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +24,7 @@ def register(app: typer.Typer) -> None:
         """Join the files of a sharded sweep into one sweep file, refusing files of another
         target, draft, grid, workload or measurement settings and any (index, repeat) given
         twice. OUT is written all or nothing; the shards are only read."""
+        from specband.harness.merge import merge_shards  # lazy: off the cold path (recommend, --help)
 
         summary = merge_shards(given_path("OUT", out), [given_path("SHARD", s) for s in shards], force=force)
         typer.echo(f"{summary.path}: {summary.rows} rows from {len(summary.rows_per_file)} files "

@@ -33,7 +33,7 @@ def warn(message: str | None) -> None:
 def print_power_label(rows: object) -> None:
     """Label the printed band figures when the rows' power rests on no measurement
     (:func:`specband.sim.power.unmeasured_power_note`)."""
-    from specband.sim.power import unmeasured_power_note  # lazy: off recommend's cold path
+    from specband.sim.power import unmeasured_power_note  # lazy: off the cold path (recommend, --help)
 
     label = unmeasured_power_note(rows)  # type: ignore[arg-type]
     if label:

@@ -21,7 +21,7 @@ from specband.contract.actions import EXTENDED_ACTIONS
 from specband.core.batchlist import parse_batch_mix
 from specband.core.tables import print_table, table_console
 from specband.deploy.explain import origin_line
-from specband.deploy.schedule import ScheduleRequest, write_schedule
+from specband.deploy.schedule import ScheduleRequest
 from specband.deploy.usersetup import user_setup
 from specband.engines.base import get_engine
 from specband.evaluation.schedules import evaluate_schedules, render_schedule_table, write_schedule_report
@@ -42,6 +42,7 @@ def schedule_command(request: ScheduleRequest) -> None:
     """Write the energy-band speculation schedule (one chain config, topk 1, per
     batch-size tier) in the engine's own format, and print how far each tier's chain
     config falls behind the best tree config (topk > 1)."""
+    from specband.deploy.schedule import write_schedule  # lazy: off the cold path (recommend, --help)
 
     engine = get_engine(request.engine)
     written = write_schedule(request, user_setup(request.target, request.draft_model, request.gpu))

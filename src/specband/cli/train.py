@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from specband.artifacts.request import TrainRequest, run_training
+from specband.artifacts.request import TrainRequest
 from specband.cli.output import note, print_power_label, say
 from specband.cli.params import request_command
 from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_ACTION
@@ -26,6 +26,7 @@ def train_command(request: TrainRequest) -> None:
     Prints, per algorithm and batch size, the pick, its mean observed reward and the
     reference (3,4,8) beside it.
     """
+    from specband.artifacts.request import run_training  # lazy: off the cold path (recommend, --help)
 
     def loaded(sweep: Any) -> None:
         warn_if_draft_rejected(sweep)

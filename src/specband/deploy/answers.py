@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action, server_args_kwargs, sglang_cli_args
 from specband.contract.reward import band_status
+from specband.engines.base import get_engine
 from specband.sweeps.limit_table import fastest, nvidia_smi_command, speed_loss
 
 if TYPE_CHECKING:
@@ -771,7 +772,6 @@ class SchedulePick:
         """``engine``, ``path`` (a string), ``action`` and the engine's part: sglang's ``tiers``
         (keys as strings) and ``extra_args``, or vLLM's ``ranges`` (``[start, end, K]``) and
         ``speculative_config``."""
-        from specband.engines.base import get_engine  # lazy: the engine registry stays off recommend's cold path
 
         out: dict[str, Any] = {"engine": self.engine, "path": str(self.path), "action": list(self.action)}
         return {**out, **get_engine(self.engine).schedule_json(self)}

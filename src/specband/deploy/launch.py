@@ -33,26 +33,20 @@ from specband.deploy.recommend import (
     state_field,
     trust_pickle_field,
 )
-from specband.deploy.schedule import auto_schedule, launch_schedule, new_auto_schedule_file
-from specband.deploy.usersetup import user_setup
 from specband.devices import open_device
 from specband.devices.base import Clock
-from specband.doctor.pairs import check_pair_before_launch
 from specband.engines.base import get_engine
 from specband.engines.serverconfig import ServerConfig, build_launch_command, split_server_args
 from specband.harness.gpu_limits import held_power_limit, launch_power_limit_w
 from specband.harness.interrupts import interrupts_as_keyboard_interrupt
 from specband.harness.request import (
     engine_field,
-    engine_server,
     gpu_index_field,
     launch_timeout_field,
     port_field,
     server_field,
     sglang_version_field,
 )
-from specband.harness.runner import MeasureSettings, check_mem_fractions, launch_with_retry
-from specband.sweeps.dataset import DEFAULT_GPU_MEM_USED_MB, DEFAULT_GPU_TEMP_C, DEFAULT_GPU_UTIL_PCT
 
 __all__ = ["LaunchPlan", "LaunchRequest", "plan_launch", "serve_launch"]
 
@@ -187,6 +181,7 @@ class LaunchPlan:
 def _check(r: LaunchRequest) -> tuple[Any, str | None]:
     """Every option, before the GPU is read; the :class:`~specband.engines.serverconfig.ServerConfig`
     and the note of a skipped RoPE check (or ``None``)."""
+    from specband.harness.runner import check_mem_fractions  # lazy: off the cold path (recommend, --help)
 
     if r.batch_size is None and r.schedule is None:
         raise ConfigError("--batch-size is required (or --schedule FILE|auto for a server whose batch size moves)")
@@ -219,6 +214,7 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
         engine=r.engine,
     )
     validate_algorithms([r.algo])
+    from specband.doctor.pairs import check_pair_before_launch  # lazy: off the cold path (recommend, --help)
 
     rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
     return config, rope_note
@@ -232,9 +228,15 @@ def _decide(
     (:mod:`specband.deploy.transfer`). The pick and the limit are
     :func:`specband.deploy.recommend.answer`'s, by ``recommend``'s rules: the limit comes from
     ``--models DIR`` trained on several limits, else from ``--data SWEEP`` over several."""
+    from specband.deploy.usersetup import user_setup  # lazy: off the cold path (recommend, --help)
 
     setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
     if r.schedule is not None:
+        from specband.deploy.schedule import (  # lazy: off the cold path (recommend, --help)
+            auto_schedule,
+            launch_schedule,
+        )
+
         auto = None
         if r.schedule == "auto":
             auto = auto_schedule(
@@ -271,6 +273,7 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     Raises:
         ConfigError (and the loading errors of :func:`specband.artifacts.load.load_models`): one line.
     """
+    from specband.harness.request import engine_server  # lazy: off the cold path (recommend, --help)
 
     config, rope_note = _check(r)
     engine = get_engine(r.engine)
@@ -288,6 +291,8 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     auto_file: Path | None = None
     try:
         if r.schedule == "auto" and not r.dry_run:
+            from specband.deploy.schedule import new_auto_schedule_file  # lazy: off the cold path (launch --help)
+
             auto_file = new_auto_schedule_file(r.log)
         config, pick = _decide(r, config, notes, auto_file)
         steps, topk, draft_tokens = pick.action
@@ -334,6 +339,10 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
     Returns:
         the server's exit status when it exits by itself, else 0.
     """
+    from specband.harness.runner import (  # lazy: off the cold path (recommend, --help)
+        MeasureSettings,
+        launch_with_retry,
+    )
 
     r = plan.request
     settings = MeasureSettings(
@@ -418,6 +427,12 @@ def read_idle_state(kind: str, index: int, notes: list[str]) -> tuple[float, flo
     if kind == "none":
         return None
     import warnings
+
+    from specband.sweeps.dataset import (  # lazy: off the cold path (recommend, --help)
+        DEFAULT_GPU_MEM_USED_MB,
+        DEFAULT_GPU_TEMP_C,
+        DEFAULT_GPU_UTIL_PCT,
+    )
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -468,8 +468,8 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
     validate_algorithms([request.algo])
     folder = None if request.models is None else open_folder(request.models, request.action_set)
     if mix is not None:
-        from specband.deploy.mix import mix_answer  # lazy: off recommend's cold path
-        from specband.deploy.tiers import load_scorer  # lazy: off recommend's cold path
+        from specband.deploy.mix import mix_answer  # lazy: off the cold path (recommend, --help)
+        from specband.deploy.tiers import load_scorer  # lazy: off the cold path (recommend, --help)
 
         scorer = load_scorer(
             request.algo, folder, request.data, trust_pickle=request.trust_pickle, action_set=request.action_set
@@ -492,7 +492,7 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
 
 
 def _first_guess(request: AnswerRequest) -> Pick:
-    from specband.deploy.firstguess import first_guess  # lazy: off recommend's cold path
+    from specband.deploy.firstguess import first_guess  # lazy: off the cold path (recommend, --help)
 
     spec = request.first_guess
     assert spec is not None and request.batch_size is not None  # checked when the request was built
@@ -510,7 +510,7 @@ def _read_mix(request: AnswerRequest) -> Mapping[int, float]:
 
     if request.batch_mix is not None:
         return parse_batch_mix(request.batch_mix)
-    from specband.deploy.mix import read_running_requests  # lazy: off recommend's cold path
+    from specband.deploy.mix import read_running_requests  # lazy: off the cold path (recommend, --help)
 
     assert request.batch_mix_from is not None
     return read_running_requests(request.batch_mix_from)
@@ -521,7 +521,7 @@ def _schedule_answer(
 ) -> ScheduleAnswer:
     """The chain pick per batch size (:func:`specband.deploy.tiers.pick_chain_tiers`), the
     user's setup checked first (a refused transfer picks nothing)."""
-    from specband.deploy.tiers import load_scorer, pick_chain_tiers  # lazy: off recommend's cold path
+    from specband.deploy.tiers import load_scorer, pick_chain_tiers  # lazy: off the cold path (recommend, --help)
 
     scorer = load_scorer(
         request.algo, folder, request.data, measured_only=spec.measured_only, trust_pickle=request.trust_pickle,
@@ -564,7 +564,7 @@ def _power_limit_answer(
                 "(sweep/simulate --power-limits) or from such a sweep (--data without --models)"
             )
     elif request.data is not None:  # a sweep without --models: its own table, when it holds several limits
-        from specband.sweeps.dataset import load_sweep  # lazy: off recommend's cold path
+        from specband.sweeps.dataset import load_sweep  # lazy: off the cold path (recommend, --help)
 
         sweep = load_sweep(resolve_data_file(request.data), action_set=request.action_set)
         if len(sweep_power_limits(sweep)) < 2 and not required:

@@ -17,18 +17,7 @@ from specband.core.batchlist import parse_batch_sizes
 from specband.core.errors import ConfigError
 from specband.core.optionspec import option
 from specband.deploy.answers import JsonObject, ScheduleAnswer, SchedulePick
-from specband.deploy.recommend import (
-    AnswerRequest,
-    ScheduleSpec,
-    algo_field,
-    allow_transfer_field,
-    answer,
-    data_field,
-    gpu_field,
-    models_field,
-    target_field,
-    trust_pickle_field,
-)
+from specband.deploy.recommend import AnswerRequest, ScheduleSpec, answer
 from specband.deploy.tiers import merge_tiers
 from specband.engines.base import ENGINE_NAMES, AutoSchedule, get_engine
 from specband.files.fileio import check_out_path, out_option_path, write_text_atomic
@@ -209,6 +198,15 @@ def _tier_picks(
 
 
 def _schedule_option_fields() -> dict[str, Any]:
+    from specband.deploy.recommend import (
+        algo_field,
+        allow_transfer_field,
+        data_field,
+        gpu_field,
+        models_field,
+        target_field,
+        trust_pickle_field,
+    )  # lazy: off the cold path (recommend, --help)
 
     return {
         "actions": action_set_field("the models (an extended folder is read with 'extended' only)", "model"),

@@ -28,7 +28,7 @@ def user_gpu(profile: str | None = None, index: int = 0) -> UserSetup:
         ConfigError: an unknown profile.
     """
     if profile is not None:
-        from specband.sim.profile import load_profile  # lazy: off recommend's cold path
+        from specband.sim.profile import load_profile  # lazy: off the cold path (recommend, --help)
 
         prof = load_profile(profile)
         return UserSetup(gpu_name=prof.hardware, gpu_source=f"--gpu {profile}", power_limit_w=prof.power_limit_w)

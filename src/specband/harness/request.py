@@ -30,17 +30,11 @@ from specband.core.limits import (
 from specband.core.optionspec import option
 from specband.devices import DeviceSpec
 from specband.devices.base import Clock, check_power_limit_w
-from specband.doctor.pairs import check_pair_before_launch
 from specband.engines.base import ENGINE_NAMES, EngineVersion, get_engine
 from specband.engines.cpu import ServingOptions
 from specband.engines.serverconfig import ServerConfig, format_launch, split_server_args
 from specband.files.fileio import given_path
-from specband.harness.fleet import GpuWorkerSetup
 from specband.harness.gpu_limits import sweep_power_limits_w
-from specband.harness.job import SweepDevice, SweepJob
-from specband.harness.pipeline import grid
-from specband.harness.runner import MeasureSettings
-from specband.harness.shards import parse_shard
 from specband.harness.sweepfile import existing_rows
 from specband.harness.workers import LocalGpuPool, RayPool, check_pool_env, parse_gpus
 from specband.harness.workload import load_prompts
@@ -550,6 +544,10 @@ def build_sweep(r: SweepRequest) -> SweepJob:
             that is a file.
         DeviceError: as :func:`specband.harness.gpu_limits.sweep_power_limits_w`.
     """
+    from specband.harness.job import SweepDevice, SweepJob  # lazy: off the cold path (recommend, --help)
+    from specband.harness.pipeline import grid  # lazy: off the cold path (recommend, --help)
+    from specband.harness.runner import MeasureSettings  # lazy: off the cold path (recommend, --help)
+    from specband.harness.shards import parse_shard  # lazy: off the cold path (recommend, --help)
 
     out = file_path("--out", r.out)
     shard = None if r.shard is None else parse_shard(r.shard)
@@ -591,6 +589,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         engine=r.engine,
         **engine.version_fields(version.version),
     )
+    from specband.doctor.pairs import check_pair_before_launch  # lazy: off the cold path (recommend, --help)
 
     rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
     notes += () if rope_note is None else (rope_note,)
@@ -616,6 +615,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     )
     setup = None
     if pool is not None:
+        from specband.harness.fleet import GpuWorkerSetup  # lazy: off the cold path (recommend, --help)
+
         setup = GpuWorkerSetup(settings, r.device_kind(), r.power_limit, r.plugged)
     limits_w: tuple[float, ...] | None = None
     limit_notes: tuple[str, ...] = ()
