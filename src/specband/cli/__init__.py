@@ -24,7 +24,6 @@ from typing import Any
 import typer
 
 from specband import __version__
-from specband.cli.helpfit import install
 from specband.cli.plain_options import parse_plain
 from specband.core.errors import SpecbandError, one_line
 from specband.core.exitcodes import ExitCode, exit_code_for
@@ -127,6 +126,7 @@ def _help_that_fits() -> None:
             continue
 
         def format_help(self: Any, ctx: Any, formatter: Any, _original: Any = original) -> None:
+            from specband.cli.helpfit import install  # lazy: only when a help text is printed (it loads rich)
 
             install()
             return _original(self, ctx, formatter)
