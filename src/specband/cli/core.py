@@ -1,7 +1,7 @@
 """Core commands: ``specband train``, ``specband recommend`` and ``specband actions``.
 
-Only typer and the standard library are imported at module level; ``recommend`` with the
-default ``lookup_table`` imports neither torch nor scikit-learn.
+``recommend`` with the default ``lookup_table`` imports neither NumPy, torch nor scikit-learn
+(what would bring them loads inside the command: see :mod:`specband.cli`).
 """
 
 from __future__ import annotations

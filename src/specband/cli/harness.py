@@ -1,7 +1,7 @@
 """Harness commands: ``specband sweep``, ``specband emulate``, ``specband import-bench``.
 
-Only typer and the standard library are imported at module level; the harness loads
-inside the commands.
+The sweep's NumPy-heavy parts load inside the commands, so ``--help`` stays light (see
+:mod:`specband.cli`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``specband schedule``: a per-batch-size speculation schedule in sglang's or vLLM's format.
 
-Only typer and the standard library are imported at module level (see
-:mod:`specband.cli`); the work is in :mod:`specband.deploy.tiers`.
+The work is in :mod:`specband.deploy.schedule` and :mod:`specband.deploy.tiers` (their NumPy
+loads when a schedule is built, not for ``--help``: see :mod:`specband.cli`).
 """
 
 from __future__ import annotations
