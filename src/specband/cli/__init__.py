@@ -5,8 +5,8 @@ Commands live in one module per area (``core``: train/recommend/actions; ``evalu
 ``register(app)`` function, and :data:`COMMANDS` names each command's module; a run
 registers only its own command's module (the command table is a seam of laziness), and the
 imports that would bring NumPy, torch or scikit-learn onto a cold ``specband recommend`` or a
-``--help`` load inside the commands, so both stay fast. ``recommend``'s ordinary command lines skip typer's pydantic-based
-option coercion (:mod:`specband.cli.plain_options`).
+``--help`` load inside the commands, so both stay fast. ``recommend``'s ordinary command
+lines skip typer's pydantic-based option coercion (:mod:`specband.cli.plain_options`).
 
 Errors: a :class:`~specband.core.errors.SpecbandError` prints ``error: <message>`` on one line
 to stderr and exits, without a traceback, with the status of its cause
