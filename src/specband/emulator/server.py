@@ -38,6 +38,7 @@ configuration does not fit in memory fails like ``oom_at_capture``.
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 import os
@@ -71,7 +72,7 @@ def _json_bytes(obj: Any) -> bytes:
     return json.dumps(obj).encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BaseHTTPRequestHandler, abc.ABC):
     protocol_version = "HTTP/1.1"
     server_version = "specband-emulator"
     disable_nagle_algorithm = True  # headers and body are separate writes: avoid the 40 ms delayed-ACK stall
@@ -114,22 +115,22 @@ class _Handler(BaseHTTPRequestHandler):
         self._post(path, body)
 
     @staticmethod
+    @abc.abstractmethod
     def parse_launch(argv: Sequence[str]) -> LaunchArgs:
         """The engine's launch flags as the emulator's :class:`~specband.emulator.launchargs.LaunchArgs`."""
-        raise NotImplementedError
 
     @staticmethod
+    @abc.abstractmethod
     def ready(launch: LaunchArgs) -> None:
         """Say, as the engine does, that the server is ready."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _get(self, path: str) -> None:
         """The engine's GET endpoints other than ``/health``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _post(self, path: str, body: Any) -> None:
         """The engine's POST endpoints (``body``: the request's JSON)."""
-        raise NotImplementedError
 
 
 class _SglangHandler(_Handler):
