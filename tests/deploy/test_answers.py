@@ -102,11 +102,12 @@ def test_a_mix_answer_has_the_documented_keys_in_order() -> None:
 
 
 def test_schedule_picks_for_sglang_and_vllm(tmp_path) -> None:
-    from specband.deploy.schedule import schedule_for_launch, vllm_schedule_for_launch
+    from specband.deploy.schedule import auto_schedule, launch_schedule
 
     notes: list[str] = []
     log = tmp_path / "server.log"
-    sglang = schedule_for_launch("auto", "lookup_table", None, None, notes=notes, log=log)  # a dry run
+    auto = auto_schedule("sglang", "lookup_table", None, None, notes=notes)
+    sglang = launch_schedule("sglang", "auto", auto, notes=notes, log=log)  # a dry run
     assert isinstance(sglang, SchedulePick) and sglang.engine == "sglang"
     assert sglang.path == tmp_path / "server.log.schedule-XXXXXXXX.json" and not sglang.path.exists()
     assert sorted(sglang.tiers) == [1, 3, 6, 12] and sglang.ranges == () and sglang.speculative_config is None
@@ -114,7 +115,8 @@ def test_schedule_picks_for_sglang_and_vllm(tmp_path) -> None:
     out = sglang.to_json()
     assert list(out) == ["engine", "path", "action", "tiers", "extra_args"]
     assert list(out["tiers"]) == ["1", "3", "6", "12"] and out["path"] == str(sglang.path)
-    vllm = vllm_schedule_for_launch("auto", "lookup_table", None, None, "org/draft", notes=notes)
+    auto = auto_schedule("vllm", "lookup_table", None, None, notes=notes)
+    vllm = launch_schedule("vllm", "auto", auto, "org/draft", notes=notes)
     assert vllm.engine == "vllm" and vllm.path == "auto" and vllm.tiers == {} and vllm.extra_args == ()
     assert vllm.speculative_config is not None and vllm.speculative_config["model"] == "org/draft"
     k = vllm.speculative_config["num_speculative_tokens"]

@@ -264,14 +264,15 @@ def test_launch_schedule_starts_the_emulator_with_it(tmp_path: Path, port: int) 
 
 
 def test_launch_schedule_auto_writes_a_new_file_of_its_own_beside_the_log(tmp_path):
-    from specband.deploy.schedule import new_auto_schedule_file, schedule_for_launch
+    from specband.deploy.schedule import auto_schedule, launch_schedule, new_auto_schedule_file
 
     log = tmp_path / "server.log"
     (tmp_path / "specband-schedule.json").write_text("a user's file")
     first, second = new_auto_schedule_file(log), new_auto_schedule_file(log)
     assert first != second and first.parent == tmp_path and first.name.startswith("server.log.schedule-")
     notes: list[str] = []
-    pick = schedule_for_launch("auto", "lookup_table", None, None, notes=notes, auto_file=first, log=log)
+    auto = auto_schedule("sglang", "lookup_table", None, None, notes=notes)
+    pick = launch_schedule("sglang", "auto", auto, notes=notes, auto_file=first, log=log)
     assert pick.path == first and pick.extra_args[-1] == str(first) and pick.engine == "sglang"
     assert sorted(json.loads(first.read_text())) == ["1", "12", "3", "6"]
     assert notes == [

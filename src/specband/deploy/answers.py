@@ -743,7 +743,7 @@ class ScheduleAnswer:
 @dataclass(frozen=True)
 class SchedulePick:
     """The adaptive-speculation part of ``launch --schedule FILE|auto``
-    (:func:`specband.deploy.schedule.schedule_for_launch`, :func:`~specband.deploy.schedule.vllm_schedule_for_launch`).
+    (:func:`specband.deploy.schedule.launch_schedule`).
 
     Attributes:
         engine: ``"sglang"`` or ``"vllm"``.

@@ -33,8 +33,6 @@ __all__ = [
     "auto_schedule",
     "launch_schedule",
     "new_auto_schedule_file",
-    "schedule_for_launch",
-    "vllm_schedule_for_launch",
     "write_schedule",
 ]
 
@@ -124,53 +122,6 @@ def launch_schedule(
         extra_args=made.extra_args,
         speculative_config=made.speculative_config,
     )
-
-
-def schedule_for_launch(
-    schedule: str,
-    algo: str,
-    models: Path | None,
-    data: Path | None,
-    *,
-    notes: list[str],
-    auto_file: Path | None = None,
-    log: Path = Path("specband-server.log"),
-    trust_pickle: bool = False,
-    setup: UserSetup | None = None,
-    allow_transfer: bool = False,
-) -> SchedulePick:
-    """:func:`launch_schedule` for sglang (``--speculative-adaptive-config``; the draft goes on
-    the launch line), with :func:`auto_schedule` for ``auto``."""
-    auto = None
-    if schedule == "auto":
-        auto = auto_schedule(
-            "sglang", algo, models, data, notes=notes, trust_pickle=trust_pickle, setup=setup,
-            allow_transfer=allow_transfer,
-        )  # fmt: skip
-    return launch_schedule("sglang", schedule, auto, None, notes=notes, auto_file=auto_file, log=log)
-
-
-def vllm_schedule_for_launch(
-    schedule: str,
-    algo: str,
-    models: Path | None,
-    data: Path | None,
-    draft: str | None,
-    *,
-    notes: list[str],
-    trust_pickle: bool = False,
-    setup: UserSetup | None = None,
-    allow_transfer: bool = False,
-) -> SchedulePick:
-    """:func:`launch_schedule` for vLLM (a ``--speculative-config`` object whose ``model`` is
-    ``draft``; nothing is written), with :func:`auto_schedule` for ``auto``."""
-    auto = None
-    if schedule == "auto":
-        auto = auto_schedule(
-            "vllm", algo, models, data, notes=notes, trust_pickle=trust_pickle, setup=setup,
-            allow_transfer=allow_transfer,
-        )  # fmt: skip
-    return launch_schedule("vllm", schedule, auto, draft, notes=notes)
 
 
 def _tier_picks(
