@@ -112,3 +112,15 @@ def test_a_job_built_in_code_runs_on_its_own_clock(tmp_path, port) -> None:
     assert all(r["error"] is None and r["provenance"] == "emulated" and r["time_scale"] == TIME_SCALE for r in rows)
     assert (summary.written, summary.errors, summary.launches, summary.skipped) == (2, 0, 2, 0)
     assert summary.elapsed_s < 45  # two cool-downs on a real-time clock would take 60 s
+
+
+@pytest.mark.parametrize("pool", [["--gpus", "0,1"], ["--adaptive", "--repeats", "2"]])
+def test_power_limits_with_a_pool_is_refused_before_the_gpu_is_read(run_cli, tmp_path, pool) -> None:
+    # --device nvml on a machine without NVML: reading the GPU's range would exit 4 (the device
+    # failed); the option combination is bad input whatever the GPU, and is said first
+    args = ["sweep", "--target", "m", "--draft", "d", "--device", "nvml", "--sglang-version", "0.5.23"]
+    result = run_cli(*args, "--power-limits", "100,200", *pool, "--out", tmp_path / "s.jsonl", "--dry-run")
+    assert result.exit_code == 2, result.stderr
+    assert one_error_line(result.stderr) == (
+        "error: --power-limits runs on one local GPU: not with --gpus, --ray or --adaptive"
+    )

@@ -620,10 +620,10 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         setup = GpuWorkerSetup(settings, r.device_kind(), r.power_limit, r.plugged)
     limits_w: tuple[float, ...] | None = None
     limit_notes: tuple[str, ...] = ()
+    if r.power_limits is not None and (pool is not None or r.adaptive):  # before the GPU is read
+        raise ConfigError("--power-limits runs on one local GPU: not with --gpus, --ray or --adaptive")
     if r.power_limits is not None:  # read from the GPU (NVML) or the plugged device; nothing is set yet
         limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
-    if limits_w and (pool is not None or r.adaptive):
-        raise ConfigError("--power-limits runs on one local GPU: not with --gpus, --ray or --adaptive")
     if pool is not None:
         check_pool_env(settings.server.env)
     if settings.log_dir.exists() and not settings.log_dir.is_dir():  # the default <out>.logs (--log-dir: above)
