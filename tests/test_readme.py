@@ -188,3 +188,18 @@ def test_readme_gpu_box_commands_that_run_on_a_cpu(tmp_path: Path) -> None:
     assert len(lines) == 1 + 228
     assert all("sglang.launch_server --model-path unsloth/Llama-3.2-1B-Instruct" in line for line in lines[1:])
     assert [p.name for p in tmp_path.iterdir()] == ["draft"]  # a dry run writes nothing
+
+
+def test_readme_test_section_is_two_commands_that_ci_runs_as_they_are() -> None:
+    """The README's test section is one set-up command and one test command (issue 30), and
+    `.ci/run` runs both as they are, with no `specband train` before them (no test reads a
+    ./specband-models another command left behind)."""
+    section = README.read_text(encoding="utf-8").split("\n## Test\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1, blocks
+    setup, test = _commands(blocks[0].splitlines())
+    assert setup == 'pip install -e ".[torch,test]"' and test == "python -m pytest -q"
+    ci = [line.strip() for line in (README.parent / ".ci" / "run").read_text().splitlines()]
+    assert setup in ci and test in ci
+    assert ci.index(setup) < ci.index(test)
+    assert not any(line.startswith("specband ") for line in ci), "CI runs no specband command before the tests"
