@@ -15,7 +15,7 @@ from specband.cli.output import note as _note
 from specband.cli.params import PANEL_TITLES, request_command
 from specband.contract.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
 from specband.core.tables import flag_units, print_table, table_console
-from specband.deploy.answers import MixAnswer, Pick, PowerLimitAnswer
+from specband.deploy.answers import MixAnswer, MixPowerLimitAnswer, Pick, PowerLimitAnswer
 from specband.deploy.explain import answer_lines
 from specband.deploy.recommend import RecommendRequest
 
@@ -77,7 +77,7 @@ def recommend_command(request: RecommendRequest) -> None:
         from specband.cli.schedule import print_mix_recommendation  # lazy: off the cold path (recommend, --help)
 
         print_mix_recommendation(decided, request.output_format)
-    elif isinstance(decided, PowerLimitAnswer):  # a sweep or folder over several power limits (issue 20)
+    elif isinstance(decided, (PowerLimitAnswer, MixPowerLimitAnswer)):  # data over several power limits
         _print_power_limit(decided, request.output_format)
     else:
         assert isinstance(decided, Pick)
@@ -104,7 +104,7 @@ def _print_pick(pick: Pick, output_format: str) -> None:
         )
 
 
-def _print_power_limit(decided: PowerLimitAnswer, output_format: str) -> None:
+def _print_power_limit(decided: PowerLimitAnswer | MixPowerLimitAnswer, output_format: str) -> None:
     """The answer with a power limit (:class:`specband.deploy.answers.PowerLimitAnswer`): the
     notes, then the ``nvidia-smi -pl`` line and the flags (or JSON), and what the limit does
     on stderr."""
@@ -115,4 +115,5 @@ def _print_power_limit(decided: PowerLimitAnswer, output_format: str) -> None:
         return
     typer.echo(decided.nvidia_smi)
     typer.echo(shlex.join(decided.flags))
-    _note(decided.summary())
+    for line in decided.summary_lines() if isinstance(decided, MixPowerLimitAnswer) else [decided.summary()]:
+        _note(line)

@@ -11,6 +11,7 @@ Only the standard library is imported (``recommend`` stays cold-fast).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action  # the contract's 19 first: right for either set
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from specband.sweeps.origin import ActionStats
 
 __all__ = [
+    "LimitRange",
     "answer_lines",
     "band_note",
     "data_notes",
@@ -30,6 +32,7 @@ __all__ = [
     "explanation_lines",
     "origin_line",
     "pick_origin",
+    "profile_limit_range",
     "unmeasured_notes",
 ]
 
@@ -88,20 +91,92 @@ def unmeasured_note(batch_size: int, measured: int) -> str:
     return f"batch size {batch_size} was not measured; picking for the nearest measured batch size {measured}"
 
 
-def band_note(utils: Mapping[int, float], limit_w: float | None) -> str:
-    """What to say when no config's mean utilisation is inside the band.
+@dataclass(frozen=True)
+class LimitRange:
+    """The power limits a GPU accepts and where that range was read.
+
+    Attributes:
+        min_w, max_w: the lowest and highest limit, W.
+        source: where the range comes from (NVML's ``nvmlDeviceGetPowerManagementLimitConstraints``
+            on this machine, or a simulator profile's range), said beside any limit suggested.
+    """
+
+    min_w: float
+    max_w: float
+    source: str
+
+
+def profile_limit_range(name_or_hardware: str | None) -> LimitRange | None:
+    """The range of the built-in simulator profile named ``name_or_hardware`` (a profile name,
+    or a GPU name as rows record it, e.g. ``H100_SXM5_80GB``), or ``None`` when none matches.
+
+    A profile holds no NVML constraint: its limit is the highest and
+    :data:`specband.sim.power_capped.MIN_LIMIT_FRACTION` (2/7, an H100 SXM's NVML 200-700 W) of it
+    the lowest (:func:`specband.sim.power_capped.model_power_limit_range`), said in ``source``.
+    """
+    if not name_or_hardware:
+        return None
+    # lazy: only when a limit is suggested (off recommend's cold path)
+    from specband.sim.power_capped import model_power_limit_range
+    from specband.sim.profile import builtin_profiles, load_profile
+
+    wanted = str(name_or_hardware).strip().lower()
+    for name in builtin_profiles():
+        profile = load_profile(name)
+        if wanted in (name.lower(), profile.hardware.lower()):
+            limits = model_power_limit_range(profile)
+            return LimitRange(
+                limits.min_w,
+                limits.max_w,
+                f"the {name} profile's range, NVML not read: its limit down to 2/7 of it, an H100 SXM's NVML ratio",
+            )
+    return None
+
+
+def _limit_for_band(action: int, util: float, limit_w: float, floor: LimitRange | None) -> str:
+    """Where ``action``, drawing ``util`` of ``limit_w``, meets the band: the limit that puts it
+    mid-band, or, when that is outside the GPU's range, what it draws at the nearest end."""
+    mid = (BAND_LOW + BAND_HIGH) / 2
+    target_w = util * limit_w / mid
+    name = EXTENDED_ACTIONS[action]
+    if floor is not None and not floor.min_w <= target_w <= floor.max_w:
+        end, side = (floor.min_w, "below its lowest") if target_w < floor.min_w else (floor.max_w, "above its highest")
+        at_end = util * limit_w / end
+        where = (
+            "in the band"
+            if BAND_LOW <= at_end <= BAND_HIGH
+            else f"{'below' if at_end < BAND_LOW else 'above'} the band by "
+            f"{(BAND_LOW - at_end) if at_end < BAND_LOW else (at_end - BAND_HIGH):.3f}"
+        )
+        return (
+            f"{name} would need about {target_w:.0f} W, {side} limit: at {end:g} W it would draw "
+            f"about {at_end:.3f} of it ({where}) if its power stays as in the data"
+        )
+    return f"a limit near {target_w:.0f} W (from {limit_w:g} W) would put {name} in the band"
+
+
+def band_note(
+    utils: Mapping[int, float], limit_w: float | None, pick: int | None = None, floor: LimitRange | None = None
+) -> str:
+    """What to say when no config's mean utilisation is inside the band, naming each config
+    it speaks of.
 
     Args:
         utils: action index -> mean energy utilisation (average power / power limit), none of
             them inside [BAND_LOW, BAND_HIGH]; at least one.
         limit_w: the data's power limit in W (``None``: unknown, no limit is suggested).
+        pick: the action picked (its own line follows the closest config's when they differ;
+            ``None`` or without a utilisation: not said).
+        floor: the GPU's range of limits (no suggestion goes below ``floor.min_w`` or above
+            ``floor.max_w``; ``None``: not known, which the note says).
 
     Returns:
         When every config is below the band: the highest and the limit (W) that would put it
         mid-band; otherwise the lowest config above the band and the limit that would bring it
-        down to mid-band, saying so when other configs sit below the band.
+        down to mid-band, saying so when other configs sit below the band. A limit outside
+        ``floor`` is never suggested: the note says what the config draws at the GPU's lowest
+        (or highest) limit instead.
     """
-    mid = (BAND_LOW + BAND_HIGH) / 2
     above = {a: u for a, u in utils.items() if u > BAND_HIGH}
     if not above:
         chosen = max(utils, key=lambda a: (utils[a], -a))
@@ -112,9 +187,18 @@ def band_note(utils: Mapping[int, float], limit_w: float | None) -> str:
         if len(above) < len(utils):
             what = "configs sit on both sides of it; " + what
     if limit_w is not None:
-        target_w = utils[chosen] * limit_w / mid
-        what += f"; a power limit near {target_w:.0f} W (from {limit_w:g} W) would put it in the band"
-    return f"no config reaches the {BAND_LOW:.2f}-{BAND_HIGH:.2f} band at this power limit: {what}"
+        what += "; " + _limit_for_band(chosen, utils[chosen], limit_w, floor)
+        if pick is not None and pick != chosen and pick in utils:
+            what += f"; the pick {EXTENDED_ACTIONS[pick]} draws {utils[pick]:.3f} of the limit: " + _limit_for_band(
+                pick, utils[pick], limit_w, floor
+            )
+        what += (
+            " (the GPU's limits: unknown here, `nvidia-smi -q -d POWER` shows them)"
+            if floor is None
+            else f" (the GPU's limits: {floor.min_w:g}-{floor.max_w:g} W, {floor.source})"
+        )
+    at = "" if limit_w is None else f" ({limit_w:g} W)"
+    return f"no config reaches the {BAND_LOW:.2f}-{BAND_HIGH:.2f} band at this power limit{at}: {what}"
 
 
 def _figures(stats: ActionStats, baseline: ActionStats | None) -> Figures:
@@ -131,7 +215,11 @@ def _figures(stats: ActionStats, baseline: ActionStats | None) -> Figures:
 
 
 def explain_pick(
-    manifest: Manifest, measured_batch_size: int | None, action_index: int, provenance: str | None = None
+    manifest: Manifest,
+    measured_batch_size: int | None,
+    action_index: int,
+    provenance: str | None = None,
+    floor: LimitRange | None = None,
 ) -> Explanation | None:
     """The explanation of a pick (what ``recommend --format json`` prints as ``explanation``),
     or ``None`` when the manifest has no per-action figures (a foreign folder, or one written
@@ -145,7 +233,9 @@ def explain_pick(
         mean reward, its ``action`` and figures, or ``None``), ``band_reachable`` (some allowed
         config's mean utilisation is inside the band; ``None`` without power), ``band_note``
         (what would reach the band when none does) and ``figures_are`` (the data's provenance
-        or ``provenance``: a simulation is never called a measurement).
+        or ``provenance``: a simulation is never called a measurement). ``floor`` is the
+        GPU's range of limits the band note keeps to (``None``: the built-in profile of the
+        data's GPU, when one matches, :func:`profile_limit_range`).
     """
     if measured_batch_size is None or measured_batch_size not in manifest.stats:
         return None
@@ -164,7 +254,9 @@ def explain_pick(
     note = None
     if reachable is False:
         limit = manifest.origin.power_limit_w if manifest.origin is not None else None
-        note = band_note(utils, limit)
+        if floor is None and limit is not None and manifest.origin is not None:
+            floor = profile_limit_range(manifest.origin.hardware)
+        note = band_note(utils, limit, action_index, floor)
     return Explanation(
         batch_size=measured_batch_size,
         pick=_figures(stats[action_index], baseline) if action_index in stats else None,
@@ -222,12 +314,11 @@ def origin_line(origin: PickOrigin | None) -> str | None:
     if origin is None:
         return None
     data = origin.data
-    limit = "?" if data.power_limit_w is None else f"{data.power_limit_w:g} W"
     power = "power measured" if data.power_measured else f"power NOT measured ({data.power_source})"
     rows = "" if origin.rows is None else f"; {origin.rows} rows"
     repeats = "" if origin.repeats is None else f", {origin.repeats} repeat(s)"
     return (
-        f"pick rests on {data.provenance} data: {data.hardware or '? GPU'} at {limit}, "
+        f"pick rests on {data.provenance} data: {data.hardware or '? GPU'} {data.limit_phrase}, "
         f"target {data.target_model or '?'}, draft {data.draft_model or '?'}, "
         f"sglang {data.sglang_version or 'not recorded'}, "
         f"workload {data.workload or 'not recorded'}, "

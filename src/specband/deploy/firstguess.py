@@ -13,7 +13,7 @@ from __future__ import annotations
 from specband.artifacts.fit import build_manifest
 from specband.contract.actions import ACTIONS
 from specband.deploy.answers import CalibrationError, Pick, PickOrigin, RowCounts, TransferCheck
-from specband.deploy.explain import explain_pick
+from specband.deploy.explain import explain_pick, profile_limit_range
 from specband.policies.lookup_core import lookup_pick
 from specband.sim.profile import builtin_profiles, load_profile
 from specband.sim.published import calibration_errors
@@ -107,7 +107,7 @@ def first_guess(
         draft_model=draft_model,
         mean_reward=None if measured is None else manifest.mean_reward(measured, index),
         origin=origin,
-        explanation=explain_pick(manifest, measured, index, "simulated"),
+        explanation=explain_pick(manifest, measured, index, "simulated", profile_limit_range(str(profile))),
         transfer=TransferCheck(),  # a first guess for the setup named: nothing transferred
         calibration=calibration,
         notes=(

@@ -19,21 +19,27 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from specband.contract.reward import BAND_HIGH, BAND_LOW
 from specband.core.batchlist import normalise_mix
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BATCH_SIZE, MAX_CONFIG_FILE_BYTES
-from specband.deploy.answers import LeftOut, MixAnswer, MixPick, MixRow
-from specband.deploy.explain import data_notes, origin_line, pick_origin, unmeasured_notes
+from specband.deploy.answers import LeftOut, MixAnswer, MixPick, MixPowerLimitAnswer, MixRow, PickOrigin
+from specband.deploy.explain import data_notes, origin_line, pick_origin, unmeasured_note, unmeasured_notes
 
 if TYPE_CHECKING:
     from specband.deploy.tiers import PolicyScorer
     from specband.deploy.transfer import UserSetup
-from specband.deploy.transfer import check_scorer_transfer
+    from specband.sweeps.dataset import Sweep
+    from specband.sweeps.limit_table import MixLimitRow
+from specband.deploy.transfer import check_scorer_transfer, check_transfer
 from specband.files.fileio import read_text_bounded
+from specband.sweeps.limit_table import BandWithinSpeedLoss, mix_limit_picks, power_label_lines
+from specband.sweeps.origin import data_origin
 
 __all__ = [
     "RUNNING_REQS_METRIC",
     "mix_answer",
+    "mix_power_limit_answer",
     "pick_for_mix",
     "read_running_requests",
 ]
@@ -205,3 +211,68 @@ def mix_answer(
         origin=origin,
         counts={bs: c for bs, c in counts.items() if c is not None},
     )
+
+
+def mix_power_limit_answer(
+    sweep: Sweep,
+    mix: Mapping[int, float],
+    *,
+    max_speed_loss: float,
+    source: str,
+    setup: UserSetup | None = None,
+    draft_model: str | None = None,
+    allow: bool = False,
+) -> MixPowerLimitAnswer:
+    """``recommend --batch-mix --data SWEEP``'s answer when the sweep holds several power limits:
+    per limit the mix's one config (:func:`specband.sweeps.limit_table.mix_limit_picks`), and
+    among limits the selector's choice
+    (:class:`~specband.sweeps.limit_table.BandWithinSpeedLoss`: the lowest limit whose mix
+    config is within ``max_speed_loss`` of the fastest limit's and draws, averaged over the mix,
+    inside the band). The user's setup is checked against the sweep's origin, the power limit
+    not compared (it is the answer's lever).
+
+    Raises:
+        ConfigError: a bad ``max_speed_loss``; DataError: a limit at which no config is
+        measured at every batch size of the mix; TransferError: another setup, not allowed.
+    """
+    import dataclasses
+
+    selector = BandWithinSpeedLoss(max_speed_loss)
+    origin = data_origin(sweep)
+    transfer = None
+    if setup is not None:
+        transfer = check_transfer(origin, dataclasses.replace(setup, power_limit_w=None), allow=allow, source=source)
+    at_limits = mix_limit_picks(sweep, mix)
+    picks = tuple(m.pick for m in at_limits)
+    chosen = selector.select(picks)
+    rows = next(m.rows for m in at_limits if m.pick is chosen)
+    band = (BAND_LOW, BAND_HIGH)
+    shortfall = selector.shortfall(picks, chosen, band)
+    trained = [r for r in sweep.rows if r.trainable]
+    notes = (
+        *unmeasured_mix_notes(rows),
+        *power_label_lines(
+            sum(1 for r in trained if r.raw.get("power_measured") is False),
+            sorted({str(r.raw["power_source"]) for r in trained if r.raw.get("power_source")}),
+        ),
+        *([shortfall] if shortfall else []),
+        *(() if transfer is None else transfer.warnings),
+    )
+    return MixPowerLimitAnswer(
+        mix=mix,
+        chosen=chosen,
+        rows=rows,
+        picks=picks,
+        max_speed_loss=float(selector.max_speed_loss),
+        band=band,
+        provenance="+".join(sorted({r.provenance for r in trained})),
+        draft_model=draft_model,
+        origin=PickOrigin(origin),
+        transfer=transfer,
+        notes=notes,
+    )
+
+
+def unmeasured_mix_notes(rows: tuple[MixLimitRow, ...]) -> list[str]:
+    """One note per batch size of a mix the sweep does not hold (answered at the nearest)."""
+    return [unmeasured_note(r.batch_size, r.measured_batch_size) for r in rows if r.measured_batch_size != r.batch_size]

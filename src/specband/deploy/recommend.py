@@ -30,8 +30,16 @@ from specband.core.batchlist import parse_batch_mix
 from specband.core.errors import ConfigError
 from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, MAX_BATCH_SIZE
 from specband.core.optionspec import option
-from specband.deploy.answers import Answer, Pick, PickOrigin, PowerLimitAnswer, ScheduleAnswer, TransferCheck
-from specband.deploy.explain import data_notes, explain_pick, pick_origin, unmeasured_note, unmeasured_notes
+from specband.deploy.answers import (
+    Answer,
+    MixPowerLimitAnswer,
+    Pick,
+    PickOrigin,
+    PowerLimitAnswer,
+    ScheduleAnswer,
+    TransferCheck,
+)
+from specband.deploy.explain import LimitRange, data_notes, explain_pick, pick_origin, unmeasured_note, unmeasured_notes
 from specband.deploy.transfer import check_scorer_transfer, check_transfer
 from specband.files.hub import resolve_data_file
 from specband.policies.lookup_core import lookup_pick
@@ -467,6 +475,10 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
     mix = _read_mix(request) if request.is_mix else None  # a bad mix is the first error: nothing is read before
     validate_algorithms([request.algo])
     folder = None if request.models is None else open_folder(request.models, request.action_set)
+    if mix is not None and folder is None and request.data is not None:
+        mix_limited = _mix_power_limit_answer(request, mix, setup)
+        if mix_limited is not None:
+            return mix_limited
     if mix is not None:
         from specband.deploy.mix import mix_answer  # lazy: off the cold path (recommend, --help)
         from specband.deploy.tiers import load_scorer  # lazy: off the cold path (recommend, --help)
@@ -488,6 +500,25 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
         request.batch_size, request.algo, folder, request.state, request.draft_model, request.data,
         trust_pickle=request.trust_pickle, allow_modified=request.allow_modified, setup=setup,
         allow_transfer=request.allow_transfer, action_set=request.action_set,
+    )  # fmt: skip
+
+
+def _mix_power_limit_answer(
+    request: AnswerRequest, mix: Mapping[int, float], setup: UserSetup | None
+) -> MixPowerLimitAnswer | None:
+    """A mix over a ``--data`` sweep (no ``--models``) that holds several power limits: one
+    limit and one config for the whole mix (:func:`specband.deploy.mix.mix_power_limit_answer`);
+    ``None`` for a sweep over one limit (the mix is answered by the policy)."""
+    from specband.deploy.mix import mix_power_limit_answer  # lazy: off the cold path (recommend, --help)
+    from specband.sweeps.dataset import load_sweep  # lazy: off the cold path (recommend, --help)
+
+    assert request.data is not None
+    sweep = load_sweep(resolve_data_file(request.data), action_set=request.action_set)
+    if len(sweep_power_limits(sweep)) < 2:
+        return None
+    return mix_power_limit_answer(
+        sweep, mix, max_speed_loss=request.max_speed_loss, source=str(request.data), setup=setup,
+        draft_model=request.draft_model, allow=request.allow_transfer,
     )  # fmt: skip
 
 
@@ -632,6 +663,15 @@ def power_limit_answer(
     )
 
 
+def _gpu_floor(setup: UserSetup | None) -> LimitRange | None:
+    """The user's GPU's range of limits as NVML reported it, or ``None`` (the note then takes
+    the built-in profile of the data's GPU, :func:`specband.deploy.explain.profile_limit_range`)."""
+    if setup is None or setup.power_limit_range_w is None:
+        return None
+    low, high = setup.power_limit_range_w
+    return LimitRange(low, high, f"NVML's constraints on this {setup.gpu_name or 'GPU'}")
+
+
 def recommend(  # noqa: PLR0913
     batch_size: int,
     algo: str = "lookup_table",
@@ -713,7 +753,7 @@ def recommend(  # noqa: PLR0913
         draft_model=draft_model,
         mean_reward=None if measured is None else manifest.mean_reward(measured, index),
         origin=pick_origin(manifest, measured),
-        explanation=explain_pick(manifest, measured, index),
+        explanation=explain_pick(manifest, measured, index, floor=_gpu_floor(setup)),
         transfer=checked,
         action_set=None if action_set.is_contract else action_set.name,
         notes=tuple(notes),

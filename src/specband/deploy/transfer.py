@@ -70,6 +70,8 @@ class UserSetup:
         gpu_source: where ``gpu_name`` came from (``"NVML"``, ``"--gpu h100-sxm"``).
         power_limit_w: the GPU's power limit, W.
         gpu_unchecked: why the GPU could not be checked (e.g. no NVML), or ``None``.
+        power_limit_range_w: the limits the GPU accepts, ``(min_w, max_w)`` W, as NVML reports
+            them (``nvmlDeviceGetPowerManagementLimitConstraints``); ``None``: not read.
     """
 
     target: str | None = None
@@ -78,6 +80,7 @@ class UserSetup:
     gpu_source: str | None = None
     power_limit_w: float | None = None
     gpu_unchecked: str | None = None
+    power_limit_range_w: tuple[float, float] | None = None
 
 
 def model_key(name: str) -> str:
@@ -207,7 +210,7 @@ def check_transfer(
         why = setup.gpu_unchecked or "no GPU was read"
         warnings.append(
             f"the GPU could not be checked ({why}); {source} is from {origin.hardware}"
-            + (f" at {origin.power_limit_w:g} W" if origin.power_limit_w is not None else "")
+            + (f" {origin.limit_phrase}" if origin.limit_text != "?" else "")
             + " (--gpu PROFILE names yours)"
         )
     return TransferCheck(tuple(differences), tuple(warnings))

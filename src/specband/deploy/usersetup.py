@@ -43,7 +43,16 @@ def user_gpu(profile: str | None = None, index: int = 0) -> UserSetup:
     except (SpecbandError, ImportError, OSError):
         return UserSetup(gpu_unchecked="no NVML here")
     try:
-        return UserSetup(gpu_name=device.name, gpu_source="NVML", power_limit_w=device.power_limit_w)
+        try:
+            limits = device.power_limit_range_w()
+        except (SpecbandError, OSError):  # a GPU that does not report it (laptops: "Not Supported")
+            limits = None
+        return UserSetup(
+            gpu_name=device.name,
+            gpu_source="NVML",
+            power_limit_w=device.power_limit_w,
+            power_limit_range_w=None if limits is None else (limits.min_w, limits.max_w),
+        )
     finally:
         device.close()
 

@@ -41,9 +41,12 @@ __all__ = [
     "BandWithinSpeedLoss",
     "LimitPick",
     "LimitTable",
+    "MixAtLimit",
+    "MixLimitRow",
     "OptimumSelector",
     "fastest",
     "limit_table",
+    "mix_limit_picks",
     "nvidia_smi_command",
     "power_label_lines",
     "speed_loss",
@@ -328,6 +331,128 @@ def _pick_at(sweep: Sweep, batch_size: int, limit: float, config: RewardConfig) 
         in_band=utilization is not None and config.band_low <= utilization <= config.band_high,
         runs=len(chosen),
     )
+
+
+@dataclass(frozen=True)
+class MixLimitRow:
+    """One batch size of a mix at one power limit, running the mix's one config.
+
+    Attributes:
+        batch_size: the batch size of the mix; ``measured_batch_size`` the nearest the sweep holds.
+        weight: its share of the mix (normalised).
+        speed_tok_s: the config's mean decode speed there, tokens/s.
+        utilization: its mean average power / the limit (``None``: no power in the rows).
+        in_band: ``utilization`` is inside the reward's band.
+        mean_reward: its mean reward there.
+    """
+
+    batch_size: int
+    measured_batch_size: int
+    weight: float
+    speed_tok_s: float
+    utilization: float | None
+    in_band: bool
+    mean_reward: float
+
+
+@dataclass(frozen=True)
+class MixAtLimit:
+    """A mix's one config at one power limit: ``pick`` is a :class:`LimitPick` whose figures
+    are the mix's (speed and utilisation weighted by the mix; ``in_band``: the weighted
+    utilisation, the GPU's average draw over the mix, is in the band), so that a selector
+    (:class:`BandWithinSpeedLoss`) chooses among limits as for one batch size; ``rows``: each
+    batch size of the mix with that config there."""
+
+    pick: LimitPick
+    rows: tuple[MixLimitRow, ...]
+
+
+def _at(limit: float, batch_size: int) -> Callable[[SweepRow], bool]:
+    """A row filter: the rows at ``limit`` W and ``batch_size``."""
+    return lambda r: r.power_limit_watts == limit and r.batch_size == batch_size
+
+
+def mix_limit_picks(
+    sweep: Sweep, mix: Mapping[int, float], config: RewardConfig | None = None
+) -> tuple[MixAtLimit, ...]:
+    """Per power limit of ``sweep``, the one config with the best expected reward over ``mix``
+    (weights normalised) among those measured without failure at every batch size of the mix
+    at that limit (each batch size read at the nearest the sweep holds; ties: the lowest index),
+    with its figures per batch size.
+
+    Raises:
+        DataError: fewer than two limits, or a limit at which no config is measured at every
+            batch size of the mix.
+    """
+    import numpy as np
+
+    config = config or RewardConfig()
+    limits = sweep_power_limits(sweep)
+    if len(limits) < 2:
+        raise DataError("the sweep holds one power limit; a limit is picked from sweeps over several", path=sweep.path)
+    sizes = sweep.batch_sizes()
+    total = float(sum(mix.values()))
+    out = []
+    for limit in limits:
+        per_bs: list[tuple[int, int, float, dict[int, list[SweepRow]], Sweep]] = []
+        for bs, weight in sorted(mix.items()):
+            measured = nearest_batch_size(bs, sizes)
+            part = sweep.subset(_at(limit, measured))
+            allowed = part.allowed_mask(measured)
+            by_action: dict[int, list[SweepRow]] = {}
+            for row in part.training_rows():
+                if allowed[row.action_index]:
+                    by_action.setdefault(row.action_index, []).append(row)
+            per_bs.append((bs, measured, float(weight) / total, by_action, part))
+        common = sorted(set.intersection(*(set(b[3]) for b in per_bs)))
+        if not common:
+            raise DataError(
+                f"no config is measured at every batch size of the mix at {limit:g} W (measure them, or a mix of "
+                "batch sizes measured with a common config)",
+                path=sweep.path,
+            )
+
+        def reward(rows: list[SweepRow], part: Sweep) -> float:
+            return float(np.mean([part.reward_parts(r, config).reward for r in rows]))
+
+        expected = {a: sum(w * reward(by[a], part) for _, _, w, by, part in per_bs) for a in common}
+        best = max(common, key=lambda a: (expected[a], -a))
+        rows = []
+        for bs, measured, weight, by_action, part in per_bs:
+            chosen = by_action[best]
+            utils = [u for u in (r.utilization(limit) for r in chosen) if u is not None]
+            util = float(np.mean(utils)) if utils else None
+            rows.append(
+                MixLimitRow(
+                    bs, measured, weight, float(np.mean([r.speed_tok_s for r in chosen])), util,
+                    util is not None and config.band_low <= util <= config.band_high, reward(chosen, part),
+                )
+            )  # fmt: skip
+        utils_all = [r.utilization for r in rows]
+        util_all = (
+            None
+            if any(u is None for u in utils_all)
+            else sum(r.weight * float(u) for r, u in zip(rows, utils_all, strict=True) if u is not None)
+        )
+        jpts = [[r.raw.get("joules_per_token") for r in by[best]] for *_, by, _ in per_bs]
+        jpt = [float(np.mean([v for v in vs if v is not None])) for vs in jpts if any(v is not None for v in vs)]
+        steps, topk, draft = EXTENDED_ACTIONS[best]
+        pick = LimitPick(
+            power_limit_w=limit,
+            action_index=best,
+            action=(steps, topk, draft),
+            mean_reward=expected[best],
+            speed_tok_s=sum(r.weight * r.speed_tok_s for r in rows),
+            avg_power_w=None if util_all is None else util_all * limit,
+            utilization=util_all,
+            joules_per_token=sum(w * j for w, j in zip((r.weight for r in rows), jpt, strict=True))
+            if len(jpt) == len(rows)
+            else None,
+            in_band=util_all is not None and config.band_low <= util_all <= config.band_high,
+            runs=sum(len(by[best]) for *_, by, _ in per_bs),
+        )
+        out.append(MixAtLimit(pick, tuple(rows)))
+    return tuple(out)
 
 
 def power_label_lines(unmeasured_rows: int, sources: list[str]) -> list[str]:

@@ -70,6 +70,9 @@ class DataOrigin:
         power_source: how the power was obtained when it was not measured (a simulated
             profile's ``power_source``, ``"unmeasured"``), else ``None``.
         profile: the simulator profile of simulated rows, else ``None``.
+        power_limit_range_w: ``(lowest, highest)`` limit of rows swept over several power
+            limits (``sweep``/``simulate --power-limits``), W; ``None`` for one limit (then
+            ``power_limit_w`` is it; over several, ``power_limit_w`` is their median).
     """
 
     hardware: str | None = None
@@ -82,6 +85,21 @@ class DataOrigin:
     power_measured: bool = False
     power_source: str | None = None
     profile: str | None = None
+    power_limit_range_w: tuple[float, float] | None = None
+
+    @property
+    def limit_text(self) -> str:
+        """The data's power limit as a label: ``"80 W"``, ``"200-700 W"`` for rows over several
+        limits, ``"?"`` when unknown."""
+        if self.power_limit_range_w is not None:
+            low, high = self.power_limit_range_w
+            return f"{low:g}-{high:g} W"
+        return "?" if self.power_limit_w is None else f"{self.power_limit_w:g} W"
+
+    @property
+    def limit_phrase(self) -> str:
+        """``"at 80 W"``, ``"over 200-700 W"`` (rows swept over several limits), or ``"at ?"``."""
+        return ("over " if self.power_limit_range_w is not None else "at ") + self.limit_text
 
     @property
     def simulated(self) -> bool:
@@ -96,17 +114,22 @@ class DataOrigin:
     def describe(self) -> str:
         """One line: ``"published rows: RTX4060_Laptop at 80 W, unsloth/... + rescommons/...,
         sglang ?, workload ?, power measured"``."""
-        limit = "?" if self.power_limit_w is None else f"{self.power_limit_w:g} W"
         power = "power measured" if self.power_measured else f"power not measured ({self.power_source or 'none'})"
         return (
-            f"{self.provenance} rows: {self.hardware or '? GPU'} at {limit}, "
+            f"{self.provenance} rows: {self.hardware or '? GPU'} {self.limit_phrase}, "
             f"{self.target_model or '? target'} + {self.draft_model or '? draft'}, "
             f"sglang {self.sglang_version or '?'}, workload {self.workload or '?'}, {power}"
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON-ready dict (every field, ``None`` kept)."""
-        return asdict(self)
+        """The JSON-ready dict (every field, ``None`` kept; ``power_limit_range_w`` only when the
+        rows span several limits, so that folders over one limit keep their manifest's keys)."""
+        out = asdict(self)
+        if self.power_limit_range_w is None:
+            del out["power_limit_range_w"]
+        else:
+            out["power_limit_range_w"] = list(self.power_limit_range_w)
+        return out
 
     @classmethod
     def from_json(cls, obj: Any) -> DataOrigin | None:
@@ -121,6 +144,12 @@ class DataOrigin:
             return value if isinstance(value, str) else None
 
         limit = _number(obj.get("power_limit_w"))
+        span = obj.get("power_limit_range_w")
+        low_high = None
+        if isinstance(span, list) and len(span) == 2:
+            low, high = _number(span[0]), _number(span[1])
+            if low is not None and high is not None and 0 < low < high:
+                low_high = (low, high)
         return cls(
             hardware=text("hardware"),
             power_limit_w=limit if limit is not None and limit > 0 else None,
@@ -132,6 +161,7 @@ class DataOrigin:
             power_measured=obj.get("power_measured") is True,
             power_source=text("power_source"),
             profile=text("profile"),
+            power_limit_range_w=low_high,
         )
 
 
@@ -177,6 +207,7 @@ def data_origin(sweep: Sweep, power_limit_w: float | None = None) -> DataOrigin:
         power_measured=bool(measured_power),
         power_source=power_source,
         profile=_joined(r.raw.get("profile") for r in rows if r.provenance == "simulated"),
+        power_limit_range_w=(min(limits), max(limits)) if power_limit_w is None and len(set(limits)) > 1 else None,
     )
 
 
