@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 import os
+import re
 import shutil
 import sys
 from pathlib import Path

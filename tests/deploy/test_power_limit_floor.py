@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.devices import conftest as devices_conftest
 
 from specband.deploy.explain import LimitRange, band_note, profile_limit_range
-from tests.devices import conftest as devices_conftest
 
 fake_gpu = devices_conftest.fake_gpu  # the patched-NVML fixture of the device tests
 
