@@ -196,7 +196,7 @@ def test_the_schedule_table_fits(run_cli: Any, monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("COLUMNS", "60")
     res = run_cli("schedule", "-e", "sglang", "--out", tmp_path / "s.json")
     assert res.exit_code == 0, res.stderr
-    messages = ("wrote ", "sglang flags:")  # one line each, as every message (the flags to paste)
+    messages = ("wrote ", "sglang flags:", "written for ")  # one line each, as every message (the flags to paste)
     table = [line for line in res.stdout.splitlines() if not line.startswith(messages)]
     _assert_fits("\n".join(table), 60)
     assert _triples(res.stdout)

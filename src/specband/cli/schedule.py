@@ -64,7 +64,9 @@ def schedule_command(request: ScheduleRequest) -> None:
     )
     for line in said:
         say(line)
-    for line in noted:
+    made = written.provenance
+    say(f"written for {made['engine_version_basis']}; its provenance beside it: {written.provenance_file}")
+    for line in (*noted, str(made["beyond_last_tier"])):
         _note(line)
 
 

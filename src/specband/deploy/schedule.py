@@ -20,6 +20,7 @@ from specband.deploy.answers import JsonObject, ScheduleAnswer, SchedulePick
 from specband.deploy.recommend import AnswerRequest, ScheduleSpec, answer
 from specband.deploy.tiers import merge_tiers
 from specband.engines.base import ENGINE_NAMES, AutoSchedule, get_engine
+from specband.engines.schedule_files import provenance_path, schedule_provenance, schedule_provenance_notes
 from specband.files.fileio import check_out_path, out_option_path, write_text_atomic
 
 if TYPE_CHECKING:
@@ -113,6 +114,8 @@ def launch_schedule(
     """
     runs = get_engine(engine)
     made = runs.launch_schedule(schedule, auto, draft=draft, notes=notes, auto_file=auto_file, log=log)
+    auto_tiers = None if auto is None else auto.tiers
+    notes += schedule_provenance_notes(runs.name, schedule, auto_tiers, made.tiers, made.ranges)
     return SchedulePick(
         engine=runs.name,
         path=made.path,
@@ -258,6 +261,7 @@ class ScheduleRequest:
 
         get_engine(self.engine)  # an unknown engine is one error line
         check_out_path(self.out_path, overwrite=self.force)
+        check_out_path(provenance_path(self.out_path), overwrite=self.force)
         named_action_set(self.actions)  # an unknown --actions, naming the option
 
     @property
@@ -296,6 +300,9 @@ class WrittenSchedule:
             the chain pick per batch size, the data's origin, the transfer check, the notes).
         tiers: the merged tiers.
         engine_checked: sglang's own loader accepted the file.
+        provenance: what was written beside it (:func:`~specband.engines.schedule_files.schedule_provenance`:
+            the engine release it targets, the data's provenance, its notes, what the engine does
+            above the last tier), in ``provenance_file``.
     """
 
     path: Path
@@ -303,12 +310,22 @@ class WrittenSchedule:
     answer: ScheduleAnswer
     tiers: list[Tier]
     engine_checked: bool
+    provenance: JsonObject
+    provenance_file: Path
 
     def to_json(self, engine: str) -> dict[str, Any]:
         """What ``schedule --format json`` prints: ``engine``, the file (``path``), its
         ``config``, then the answer's :meth:`~specband.deploy.answers.ScheduleAnswer.to_json`
         (per batch size the chain pick and why speculation is off, the origin, the transfer)."""
-        return {"engine": engine, "path": str(self.path), "config": dict(self.config), **self.answer.to_json()}
+        return {
+            "engine": engine,
+            "engine_version": self.provenance["engine_version"],
+            "path": str(self.path),
+            "provenance_file": str(self.provenance_file),
+            "beyond_last_tier": self.provenance["beyond_last_tier"],
+            "config": dict(self.config),
+            **self.answer.to_json(),
+        }
 
 
 def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> WrittenSchedule:
@@ -335,5 +352,8 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
         if r.engine_check and engine.check_schedule_file(tmp):
             checked.append(True)
 
+    provenance = schedule_provenance(engine.name, tiered.origin.data.provenance, tiered.notes, tiers)
     write_text_atomic(r.out_path, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check_with_engine)
-    return WrittenSchedule(r.out_path, obj, tiered, tiers, bool(checked))
+    side = provenance_path(r.out_path)
+    write_text_atomic(side, json.dumps(provenance, indent=2) + "\n", error=ConfigError)
+    return WrittenSchedule(r.out_path, obj, tiered, tiers, bool(checked), provenance, side)
