@@ -210,7 +210,7 @@ def _issue30(want: str, got: str) -> str:
 #: where its provenance file is, and what the engine does above the last tier (their values
 #: are tested in tests/deploy/test_schedule_provenance.py).
 _SCHEDULE_LINES = re.compile(
-    r"^(note: )?(batch sizes above \d+ were not scheduled from data: |--schedule auto: written for sglang 0\.5\.23$"
+    r"^(note: )?(batch sizes above \d+ were not scheduled from data: |the auto schedule is written for sglang 0\.5\.23$"
     r"|written for .*; its provenance beside it: )"
 )
 

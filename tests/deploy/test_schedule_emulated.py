@@ -282,5 +282,9 @@ def test_launch_schedule_auto_writes_a_new_file_of_its_own_beside_the_log(tmp_pa
         "batch size 16: speculation off: no chain config (topk 1) was measured at batch size 16, and sglang's "
         "adaptive tiers run chains only",
         f"--schedule auto: wrote lookup_table's schedule to {first} (tiers 1, 3, 6, 12; removed at the end)",
+        "the auto schedule is written for sglang 0.5.23",
+        # the bundled data's largest batch size is 16, in the last tier (12 and up)
+        "batch sizes above 16 were not scheduled from data: sglang 0.5.23 runs every batch size from 12 up with "
+        "the last tier's candidate_steps [0]",
     ]
     assert (tmp_path / "specband-schedule.json").read_text() == "a user's file"

@@ -15,8 +15,9 @@ from specband.cli.output import note as _note
 from specband.cli.params import PANEL_TITLES, request_command
 from specband.contract.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
 from specband.core.tables import flag_units, print_table, table_console
-from specband.deploy.answers import MixAnswer, MixPowerLimitAnswer, Pick, PowerLimitAnswer
+from specband.deploy.answers import MixAnswer, Pick, PowerLimitAnswer
 from specband.deploy.explain import answer_lines
+from specband.deploy.mixlimit import MixPowerLimitAnswer
 from specband.deploy.recommend import RecommendRequest
 
 

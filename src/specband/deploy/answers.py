@@ -36,7 +36,7 @@ from specband.sweeps.limit_table import fastest, nvidia_smi_command, speed_loss
 
 if TYPE_CHECKING:
     from specband.deploy.tiers import TierPick
-    from specband.sweeps.limit_table import LimitPick, MixLimitRow
+    from specband.sweeps.limit_table import LimitPick
     from specband.sweeps.origin import DataOrigin
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
     "LeftOut",
     "MixAnswer",
     "MixPick",
-    "MixPowerLimitAnswer",
     "MixRow",
     "Pick",
     "PickOrigin",
@@ -547,109 +546,6 @@ class PowerLimitAnswer:
 
 
 @dataclass(frozen=True)
-class MixPowerLimitAnswer:
-    """``recommend --batch-mix``'s answer when the data holds several power limits: one GPU
-    has one limit, so one limit and one config for the whole mix
-    (:func:`specband.deploy.mix.mix_power_limit_answer`).
-
-    Attributes:
-        mix: batch size -> weight (normalised).
-        chosen: the mix's config at the chosen limit (a
-            :class:`~specband.sweeps.limit_table.LimitPick` with the mix's weighted speed and
-            utilisation): the lowest limit within ``max_speed_loss`` of the fastest and in the
-            band, else the lowest within the speed loss.
-        rows: per batch size of the mix, that config at the chosen limit
-            (:class:`~specband.sweeps.limit_table.MixLimitRow`: speed, utilisation, band).
-        picks: the mix's config at every limit, by increasing limit.
-        max_speed_loss, band, provenance, draft_model, origin, transfer, notes: as
-            :class:`PowerLimitAnswer`'s.
-    """
-
-    mix: Mapping[int, float]
-    chosen: LimitPick
-    rows: tuple[MixLimitRow, ...]
-    picks: tuple[LimitPick, ...]
-    max_speed_loss: float
-    band: tuple[float, float]
-    provenance: str
-    draft_model: str | None = None
-    origin: PickOrigin | None = None
-    transfer: TransferCheck | None = None
-    notes: tuple[str, ...] = ()
-
-    @property
-    def power_limit_w(self) -> float:
-        """The chosen limit, W."""
-        return self.chosen.power_limit_w
-
-    @property
-    def nvidia_smi(self) -> str:
-        """The command that sets it (``sudo nvidia-smi -pl W``)."""
-        return nvidia_smi_command(self.chosen.power_limit_w)
-
-    @property
-    def action(self) -> Action:
-        """The mix's one config at the chosen limit."""
-        return EXTENDED_ACTIONS[self.chosen.action_index]
-
-    @property
-    def flags(self) -> tuple[str, ...]:
-        """Its sglang flags."""
-        return _flags(self.action, self.draft_model)
-
-    def summary_lines(self) -> list[str]:
-        """What the chosen limit does: one line for the mix, then one per batch size (its
-        utilisation of the limit and band status, its speed), with the data's provenance."""
-        chosen, default = self.chosen, self.picks[-1]
-        band = f"{self.band[0]:.0%}-{self.band[1]:.0%}"
-
-        def pct(value: float | None) -> str:
-            return "?" if value is None else f"{value:.1%}"
-
-        loss = max(0.0, 1.0 - chosen.speed_tok_s / fastest(self.picks).speed_tok_s)
-        lines = [
-            f"power limit {chosen.power_limit_w:g} W for the whole mix "
-            f"(default as swept: {default.power_limit_w:g} W): "
-            f"{self.action} at every batch size; the mix draws {pct(chosen.utilization)} of the limit "
-            f"({'in' if chosen.in_band else 'NOT in'} the band {band}), {chosen.speed_tok_s:.4g} tok/s mix-weighted, "
-            f"{loss:.1%} below the fastest limit's (bound {self.max_speed_loss:.1%}); from {self.provenance} rows"
-        ]
-        for row in self.rows:
-            at = "" if row.measured_batch_size == row.batch_size else f" (measured at {row.measured_batch_size})"
-            if row.utilization is None:
-                status = "band unknown (no power)"
-            else:
-                where = "in" if row.in_band else "below" if row.utilization < self.band[0] else "above"
-                status = f"utilisation {row.utilization:.3f} ({where} the band)"
-            lines.append(
-                f"  bs {row.batch_size}{at}, weight {row.weight:.2f}: {status}, {row.speed_tok_s:.4g} tok/s "
-                f"({self.provenance})"
-            )
-        return lines
-
-    def to_json(self) -> dict[str, Any]:
-        """What ``recommend --batch-mix --format json`` prints for data over several limits."""
-        return {
-            "mix": {str(bs): w for bs, w in sorted(self.mix.items())},
-            "power_limit_w": self.power_limit_w,
-            "nvidia_smi": self.nvidia_smi,
-            "action_index": self.chosen.action_index,
-            "action": list(self.action),
-            "flags": list(self.flags),
-            "in_band": self.chosen.in_band,
-            "utilization": self.chosen.utilization,
-            "speed_tok_s": self.chosen.speed_tok_s,
-            "max_speed_loss": self.max_speed_loss,
-            "band": list(self.band),
-            "provenance": self.provenance,
-            "per_batch_size": [asdict(row) for row in self.rows],
-            "origin": None if self.origin is None else self.origin.to_json(),
-            "transfer": None if self.transfer is None else self.transfer.to_json(),
-            "picks": [_limit_pick_json(p) for p in self.picks],
-        }
-
-
-@dataclass(frozen=True)
 class MixRow:
     """One batch size of a mix.
 
@@ -882,4 +778,4 @@ class SchedulePick:
 
 
 #: What :func:`specband.deploy.recommend.answer` returns.
-Answer: TypeAlias = Union[Pick, PowerLimitAnswer, MixAnswer, MixPowerLimitAnswer, ScheduleAnswer]  # noqa: UP007
+Answer: TypeAlias = Union[Pick, PowerLimitAnswer, MixAnswer, ScheduleAnswer]  # noqa: UP007

@@ -23,8 +23,9 @@ from specband.contract.reward import BAND_HIGH, BAND_LOW
 from specband.core.batchlist import normalise_mix
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BATCH_SIZE, MAX_CONFIG_FILE_BYTES
-from specband.deploy.answers import LeftOut, MixAnswer, MixPick, MixPowerLimitAnswer, MixRow, PickOrigin
+from specband.deploy.answers import LeftOut, MixAnswer, MixPick, MixRow, PickOrigin
 from specband.deploy.explain import data_notes, origin_line, pick_origin, unmeasured_note, unmeasured_notes
+from specband.deploy.mixlimit import MixPowerLimitAnswer
 
 if TYPE_CHECKING:
     from specband.deploy.tiers import PolicyScorer

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from specband.deploy.mixlimit import MixPowerLimitAnswer
     from specband.deploy.transfer import UserSetup
     from specband.sweeps.limit_table import BandWithinSpeedLoss, LimitTable
     from specband.sweeps.origin import DataOrigin
@@ -32,7 +33,6 @@ from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, MAX_BATCH_SIZE
 from specband.core.optionspec import option
 from specband.deploy.answers import (
     Answer,
-    MixPowerLimitAnswer,
     Pick,
     PickOrigin,
     PowerLimitAnswer,
@@ -438,7 +438,7 @@ class AnswerRequest:
         return self.batch_mix is not None or self.batch_mix_from is not None
 
 
-def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer:
+def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer | MixPowerLimitAnswer:
     """The answer to ``request``: the one place that decides which answer a command gives.
 
     The rules, in order:

@@ -421,7 +421,7 @@ def schedule_provenance_notes(
         top = max([*last.batch_sizes, last.start])
         steps = list(last.steps) if engine == "sglang" else [last.best_steps]
         return [
-            f"--schedule auto: written for {label} {version}",
+            f"the auto schedule is written for {label} {version}",
             beyond_last_tier_note(engine, last.start, top, steps),
         ]
     found = read_schedule_provenance(schedule)
