@@ -93,7 +93,12 @@ def test_the_first_guess_command(run_cli) -> None:  # type: ignore[no-untyped-de
     )  # fmt: skip
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert set(doc["origin"]) == ORIGIN_FIELDS and doc["origin"]["provenance"] == "simulated"
+    # simulated rows also record their models' architectures and config identities (issue 30)
+    identity = {"target_architecture", "target_config_sha256", "draft_architecture", "draft_config_sha256"}
+    assert set(doc["origin"]) == ORIGIN_FIELDS | identity and doc["origin"]["provenance"] == "simulated"
+    assert (
+        doc["origin"]["target_architecture"] == "LlamaForCausalLM" and len(doc["origin"]["target_config_sha256"]) == 64
+    )
     assert doc["calibration"]["speedup"]["rows"] >= 1
     assert "note: SIMULATED on h100-sxm, not measured; calibration error against published measurements:" in (
         res.stderr

@@ -200,6 +200,9 @@ def _issue30(want: str, got: str) -> str:
     for before, after in zip(old, new, strict=True):
         assert "the GPU's limits: " in after, after
         want = want.replace(before, after, 1)
+    # the bundled Qwen3-8B config (a bundled name for the same config.json as a Qwen3-8B folder)
+    bundled = "eagle3-llama-3.1-8b-instruct, eagle3-llama-3.2-1b-instruct, llama-3.1-8b-instruct, llama-3.2-1b-instruct"
+    want = want.replace(f"bundled configs: {bundled})", f"bundled configs: {bundled}, qwen3-8b)")
     spanned = re.search(r"H100_SXM5_80GB over (\d+-\d+ W)", got)
     if spanned:  # the module's h100.jsonl, over several limits: was its median limit
         want = re.sub(r"(H100_SXM5_80GB) at \d+ W", rf"\1 over {spanned.group(1)}", want)
@@ -223,9 +226,19 @@ def _without_schedule_lines(text: str, expected: bool) -> str:
     return "".join(kept)
 
 
-#: JSON keys issue 30 added (the origin's range of limits; a schedule's engine release, its
-#: provenance file and what the engine does above the last tier).
-_NEW_JSON_KEYS = ("power_limit_range_w", "engine_version", "provenance_file", "beyond_last_tier")
+#: JSON keys issue 30 added (the origin's range of limits and its models' architectures and config
+#: identities; a schedule's engine release, its provenance file and what the engine does above
+#: the last tier).
+_NEW_JSON_KEYS = (
+    "power_limit_range_w",
+    "engine_version",
+    "provenance_file",
+    "beyond_last_tier",
+    "target_architecture",
+    "target_config_sha256",
+    "draft_architecture",
+    "draft_config_sha256",
+)
 
 
 def _without_limit_range(text: str) -> str:

@@ -78,7 +78,13 @@ def test_a_bs1_pick_below_the_band_says_so_and_no_config_reaches_it() -> None:
     assert expl.pick.band.status == "below" and expl.pick.energy_utilization < 0.95
     assert expl.band_reachable is False and expl.band_note is not None
     assert expl.band_note.startswith("no config reaches the 0.95-0.98 band at this power limit")
-    assert "a power limit near" in expl.band_note
+    # the pick (3,4,8) draws 0.888 of 80 W, the highest (5,4,16) 0.921: each limit is u * 80 / 0.965,
+    # inside the RTX 4060 Laptop profile's range (80 W down to 2/7 of it, 22.9 W), said with its source
+    assert "the highest is (5,4,16) at 0.921 of the limit; a limit near 76 W (from 80 W) would put (5,4,16)" in (
+        expl.band_note
+    )
+    assert "the pick (3,4,8) draws 0.888 of the limit: a limit near 74 W (from 80 W)" in expl.band_note
+    assert "(the GPU's limits: 22.9-80 W, the rtx4060-laptop profile's range" in expl.band_note
 
 
 def test_the_band_note_names_the_highest_below_or_the_lowest_above() -> None:

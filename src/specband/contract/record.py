@@ -161,6 +161,10 @@ class SweepRecord:
     power_source: str | None = _col(str)
     profile: str | None = _col(str)
     seed: int | None = _col(int)
+    target_architecture: str | None = _col(str)  # the config's architectures[0]; target_model: the name given
+    target_config_sha256: str | None = _col(str)  # specband.sim.hfconfig.config_sha256: what the model is
+    draft_architecture: str | None = _col(str)
+    draft_config_sha256: str | None = _col(str)
     # imported bench rows (specband.sweeps.benchfile)
     avg_output_tokens: float | None = _col(float)
     source_line: int | None = _col(int)

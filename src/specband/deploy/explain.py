@@ -149,7 +149,7 @@ def _limit_for_band(action: int, util: float, limit_w: float, floor: LimitRange 
             f"{(BAND_LOW - at_end) if at_end < BAND_LOW else (at_end - BAND_HIGH):.3f}"
         )
         return (
-            f"{name} would need about {target_w:.0f} W, {side} limit: at {end:g} W it would draw "
+            f"{name} would need about {target_w:.0f} W, {side} limit: at {round(end, 1):g} W it would draw "
             f"about {at_end:.3f} of it ({where}) if its power stays as in the data"
         )
     return f"a limit near {target_w:.0f} W (from {limit_w:g} W) would put {name} in the band"
@@ -195,7 +195,7 @@ def band_note(
         what += (
             " (the GPU's limits: unknown here, `nvidia-smi -q -d POWER` shows them)"
             if floor is None
-            else f" (the GPU's limits: {floor.min_w:g}-{floor.max_w:g} W, {floor.source})"
+            else f" (the GPU's limits: {round(floor.min_w, 1):g}-{round(floor.max_w, 1):g} W, {floor.source})"
         )
     at = "" if limit_w is None else f" ({limit_w:g} W)"
     return f"no config reaches the {BAND_LOW:.2f}-{BAND_HIGH:.2f} band at this power limit{at}: {what}"

@@ -5,10 +5,16 @@ and the ways forward, unless the user allowed the transfer (then the difference 
 
 Rules (documented in the README, "Whose answer is it"):
 
-* a model matches by name (the part after the hub org, case and punctuation ignored:
-  ``unsloth/Llama-3.2-1B-Instruct`` is ``meta-llama/Llama-3.2-1B-Instruct``) or, for a local
-  folder, by config (architecture, hidden size, layers) against the bundled config of the
-  data's model; a model the user does not name is the data's own (not a transfer);
+* a model is identified by what it is, not how it was spelt: when its ``config.json`` can be read
+  here (a folder, an absolute or relative path, a bundled config's name, a hub id in the local
+  cache), by the config's identity (:func:`specband.sim.hfconfig.config_sha256`) against the one
+  the rows record (simulated rows do) or the bundled config of the data's model, else by its
+  shape (architecture, hidden size, layers); a local folder never matches by its name alone (a
+  folder named like the study's model holding another config is another model). A model whose
+  config cannot be read here (a hub id not in the cache) matches by name (the part after the
+  hub org, case and punctuation ignored: ``unsloth/Llama-3.2-1B-Instruct`` is
+  ``meta-llama/Llama-3.2-1B-Instruct``); a model the user does not name is the data's own (not a
+  transfer);
 * a GPU matches by its model token (``RTX 4060`` + laptop, ``H100``, ...) of the NVML name or
   of a ``--gpu PROFILE``'s hardware; with neither (no NVML here) the GPU cannot be checked:
   that is said, not refused;
@@ -27,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specband.core.errors import ConfigError, SpecbandError
+from specband.core.errors import SpecbandError
 from specband.deploy.answers import TransferCheck  # the check's outcome is part of every answer
 
 if TYPE_CHECKING:
@@ -101,68 +107,113 @@ def gpu_key(name: str) -> str:
     return f"{key}-laptop" if "laptop" in tokens else key
 
 
-def _config_triple(config: str | Path) -> tuple[str, int, int] | None:
-    """``(architecture, hidden_size, num_hidden_layers)`` of a local model folder or
-    config.json, or of a bundled config whose ``_name_or_path`` is ``config``; ``None`` when
-    none can be read here (a hub id is never looked up)."""
-    import json
-    from importlib import resources
+@dataclass(frozen=True)
+class _Config:
+    """What a model config says the model is: its identity hash and its shape."""
 
-    path = Path(config)
-    data = None
-    try:
-        if path.is_dir() and (path / "config.json").is_file():
-            path = path / "config.json"
-        if path.is_file() and path.stat().st_size < 1 << 20:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        else:
-            folder = Path(str(resources.files("specband").joinpath("data/models")))
-            for bundled in sorted(folder.glob("*.json")):
-                candidate = json.loads(bundled.read_text(encoding="utf-8"))
-                if model_key(str(candidate.get("_name_or_path", ""))) == model_key(str(config)):
-                    data = candidate
-                    break
-    except (OSError, ValueError, ConfigError):
-        return None
+    sha256: str
+    triple: tuple[str, int, int] | None  # (architecture, hidden size, layers), None when not all set
+
+
+def _config_of(data: object) -> _Config | None:
+    from specband.sim.hfconfig import config_sha256  # lazy: only when a model is compared (cold recommend)
+
     if not isinstance(data, dict):
         return None
     arch = data.get("architectures")
     hidden, layers = data.get("hidden_size"), data.get("num_hidden_layers")
-    if not isinstance(arch, list) or not arch or not isinstance(hidden, int) or not isinstance(layers, int):
+    triple = None
+    if isinstance(arch, list) and arch and isinstance(hidden, int) and isinstance(layers, int):
+        triple = (str(arch[0]), hidden, layers)
+    return _Config(config_sha256(data), triple)
+
+
+def _given_config(given: str) -> _Config | None:
+    """The config of a model as the user gave it: a local folder or ``config.json``, a bundled
+    config's name, or a hub id whose ``config.json`` is in the local Hugging Face cache (never
+    looked up on the hub); ``None`` when none can be read here."""
+    from specband.sim.hfconfig import bundled_model_configs, read_model_config  # lazy: cold recommend
+
+    source: str | Path | None = None
+    if Path(given).exists() or given in bundled_model_configs():
+        source = given
+    else:
+        from specband.files.hub import parse_hub_ref  # lazy: cold recommend
+
+        ref = parse_hub_ref(given)
+        if ref is not None:
+            try:
+                from huggingface_hub import try_to_load_from_cache
+
+                cached = try_to_load_from_cache(ref.repo_id, "config.json", revision=ref.revision)
+            except (ImportError, ValueError, OSError):
+                cached = None
+            source = cached if isinstance(cached, str) else None
+    if source is None:
         return None
-    return str(arch[0]), hidden, layers
+    try:
+        data, _ = read_model_config(source)
+    except (SpecbandError, OSError):
+        return None
+    return _config_of(data)
 
 
-def _model_difference(kind: str, user: str, data: str) -> str | None:
+def _bundled_config_named(name: str) -> _Config | None:
+    """The bundled config whose ``_name_or_path`` is ``name`` (org and case ignored), or ``None``."""
+    import json
+    from importlib import resources
+
+    folder = Path(str(resources.files("specband").joinpath("data/models")))
+    for bundled in sorted(folder.glob("*.json")):
+        try:
+            candidate = json.loads(bundled.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(candidate, dict) and model_key(str(candidate.get("_name_or_path", ""))) == model_key(name):
+            return _config_of(candidate)
+    return None
+
+
+def _model_difference(kind: str, user: str, data: str, data_sha256: str | None = None) -> str | None:
+    """How the user's model differs from the data's, or ``None`` when it is the same.
+
+    A model is identified by what it is: when its config can be read here (a folder, a path,
+    a bundled name, a cached hub id), by the config's identity (:func:`specband.sim.hfconfig.config_sha256`)
+    against the rows' recorded one (``data_sha256``) or the bundled config of the data's model,
+    else by its shape (architecture, hidden size, layers); a local folder is never matched by
+    its name. Only a model whose config cannot be read here is matched by name."""
     candidates = data.split(" + ")
-    if any(model_key(user) == model_key(c) for c in candidates):
+    mine = _given_config(user)
+    if mine is None:
+        return (
+            None if any(model_key(user) == model_key(c) for c in candidates) else f"{kind} {user} vs the data's {data}"
+        )
+    theirs = [c for c in (_bundled_config_named(c) for c in candidates) if c is not None]
+    recorded = set((data_sha256 or "").split(" + ")) - {""}
+    if mine.sha256 in recorded or any(mine.sha256 == c.sha256 for c in theirs):
         return None
-    mine = _config_triple(user) if Path(user).exists() else None
-    if mine is not None:
-        for c in candidates:
-            theirs = _config_triple(c)
-            if theirs == mine:
-                return None
-        theirs = _config_triple(candidates[0])
-        if theirs is not None:
-            fields = [
-                f"{name} {a} vs {b}"
-                for name, a, b in zip(("architecture", "hidden size", "layers"), mine, theirs, strict=True)
-                if a != b
-            ]
+    if mine.triple is not None and any(mine.triple == c.triple for c in theirs):
+        return None
+    if theirs and mine.triple is not None and theirs[0].triple is not None:
+        fields = [
+            f"{name} {a} vs {b}"
+            for name, a, b in zip(("architecture", "hidden size", "layers"), mine.triple, theirs[0].triple, strict=True)
+            if a != b
+        ]
+        if fields:
             return f"{kind} {user} vs the data's {data} ({', '.join(fields)})"
-    return f"{kind} {user} vs the data's {data}"
+    return f"{kind} {user} vs the data's {data} (another config.json)"
 
 
 def transfer_differences(origin: DataOrigin, setup: UserSetup) -> list[str]:
     """Every difference between the user's setup and the data's (see the module docstring)."""
     out: list[str] = []
     if setup.target is not None and origin.target_model is not None:
-        diff = _model_difference("target", setup.target, origin.target_model)
+        diff = _model_difference("target", setup.target, origin.target_model, origin.target_config_sha256)
         if diff:
             out.append(diff)
     if setup.draft is not None and origin.draft_model is not None:
-        diff = _model_difference("draft", setup.draft, origin.draft_model)
+        diff = _model_difference("draft", setup.draft, origin.draft_model, origin.draft_config_sha256)
         if diff:
             out.append(diff)
     if setup.gpu_name is not None and origin.hardware is not None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -78,8 +78,8 @@ class ModelSpec:
     """What one forward pass of a model costs, per token and per pass.
 
     Attributes:
-        name: label used in reports and sweep rows (the config's ``_name_or_path``, else its
-            architecture, or what the caller gave).
+        name: label used in reports and sweep rows (the config's ``_name_or_path``, else the
+            name the caller gave it by: a folder, a path, a hub id; a parsed dict: its architecture).
         weight_bytes: bytes the weights occupy in GPU memory, B.
         read_bytes_per_forward: weight bytes streamed from memory by one forward pass
             (every matrix used, the LM head included; the input embedding only gathers a
@@ -93,6 +93,8 @@ class ModelSpec:
         rope_theta: RoPE base, or ``None`` when unknown.
         rope_scaling: RoPE scaling dict as in the config, or ``None``.
         is_eagle3_draft: True for an EAGLE3 draft head.
+        architecture: the config's ``architectures[0]`` (else its ``model_type``).
+        config_sha256: :func:`config_sha256` of the config: what the model is, however it was named.
 
     Raises:
         ConfigError: from ``__post_init__`` on a non-positive size.
@@ -110,6 +112,8 @@ class ModelSpec:
     rope_theta: float | None = None
     rope_scaling: Mapping[str, Any] | None = None
     is_eagle3_draft: bool = False
+    architecture: str = ""
+    config_sha256: str | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -195,8 +199,8 @@ class ModelSpec:
             tied = bool(config.get("tie_word_embeddings", False))
             stored = layer_params + vocab * hidden + (0 if tied else head_params)
             logits = vocab
-        name = config.get("_name_or_path") or (archs[0] if archs else config.get("model_type", "model"))
-        name = str(name)
+        architecture = str(archs[0] if archs else config.get("model_type", "model"))
+        name = str(config.get("_name_or_path") or architecture)
         return cls(
             name=name,
             weight_bytes=float(stored * nbytes),
@@ -210,7 +214,25 @@ class ModelSpec:
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
             is_eagle3_draft=is_draft,
+            architecture=architecture,
+            config_sha256=config_sha256(config),
         )
+
+
+#: Keys of a ``config.json`` that name or stamp it rather than define the model: left out of
+#: :func:`config_sha256` (a folder's copy and the hub's differ in them only).
+CONFIG_NAMING_KEYS: tuple[str, ...] = ("_name_or_path", "_commit_hash", "transformers_version")
+
+
+def config_sha256(config: Mapping[str, Any]) -> str:
+    """The identity of a model config: the sha256 of its JSON with sorted keys and no spaces,
+    :data:`CONFIG_NAMING_KEYS` left out, so that the same ``config.json`` has the same hash
+    whether it was given as a folder, a path, a bundled name or a hub id."""
+    import hashlib
+
+    body = {k: v for k, v in config.items() if k not in CONFIG_NAMING_KEYS}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def config_dtype(config: Mapping[str, Any], source: str = "<config>") -> str | None:
@@ -352,7 +374,10 @@ def load_model_spec(
     if isinstance(config, Mapping):
         return ModelSpec.from_hf_config(config, draft=draft)
     data, source = read_model_config(config)
-    return ModelSpec.from_hf_config(data, draft=draft, source=source)
+    spec = ModelSpec.from_hf_config(data, draft=draft, source=source)
+    if not data.get("_name_or_path"):  # the name the user gave (a folder, a path, a hub id), not the architecture
+        spec = replace(spec, name=str(config))
+    return spec
 
 
 def rope_mismatch(target: ModelSpec, draft: ModelSpec) -> str | None:

@@ -69,6 +69,10 @@ SIMULATED_COLUMNS: tuple[str, ...] = (
     "gpu_util_pct_before",
     "target_model",
     "draft_model",
+    "target_architecture",
+    "target_config_sha256",
+    "draft_architecture",
+    "draft_config_sha256",
 )
 
 
@@ -193,6 +197,10 @@ def simulate_sweep(  # noqa: C901
                     gpu_util_pct_before=_round(util_before, 1),
                     target_model=model.target.name,
                     draft_model=model.draft.name,
+                    target_architecture=model.target.architecture or None,
+                    target_config_sha256=model.target.config_sha256,
+                    draft_architecture=model.draft.architecture or None,
+                    draft_config_sha256=model.draft.config_sha256,
                     power_measured=None if p.power_measured or p.power_source else False,
                     power_source=p.power_source if p.power_source and not p.power_measured else None,
                 )

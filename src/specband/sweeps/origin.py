@@ -73,6 +73,11 @@ class DataOrigin:
         power_limit_range_w: ``(lowest, highest)`` limit of rows swept over several power
             limits (``sweep``/``simulate --power-limits``), W; ``None`` for one limit (then
             ``power_limit_w`` is it; over several, ``power_limit_w`` is their median).
+        target_architecture, draft_architecture: the rows' config architectures (simulated
+            rows record them beside the name the model was given by).
+        target_config_sha256, draft_config_sha256: the rows' config identities
+            (:func:`specband.sim.hfconfig.config_sha256`; several joined by ``" + "``): what the
+            models are, however they were named; ``None`` for rows that do not record them.
     """
 
     hardware: str | None = None
@@ -86,6 +91,10 @@ class DataOrigin:
     power_source: str | None = None
     profile: str | None = None
     power_limit_range_w: tuple[float, float] | None = None
+    target_architecture: str | None = None
+    target_config_sha256: str | None = None
+    draft_architecture: str | None = None
+    draft_config_sha256: str | None = None
 
     @property
     def limit_text(self) -> str:
@@ -122,12 +131,13 @@ class DataOrigin:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON-ready dict (every field, ``None`` kept; ``power_limit_range_w`` only when the
-        rows span several limits, so that folders over one limit keep their manifest's keys)."""
+        """The JSON-ready dict (every field, ``None`` kept; the fields of :data:`_OPTIONAL_KEYS`
+        only when known, so that a folder written without them keeps its manifest's keys)."""
         out = asdict(self)
-        if self.power_limit_range_w is None:
-            del out["power_limit_range_w"]
-        else:
+        for key in _OPTIONAL_KEYS:  # absent while unknown: a folder's manifest keeps its keys
+            if out[key] is None:
+                del out[key]
+        if self.power_limit_range_w is not None:
             out["power_limit_range_w"] = list(self.power_limit_range_w)
         return out
 
@@ -162,7 +172,21 @@ class DataOrigin:
             power_source=text("power_source"),
             profile=text("profile"),
             power_limit_range_w=low_high,
+            target_architecture=text("target_architecture"),
+            target_config_sha256=text("target_config_sha256"),
+            draft_architecture=text("draft_architecture"),
+            draft_config_sha256=text("draft_config_sha256"),
         )
+
+
+#: :class:`DataOrigin` fields written to JSON only when known.
+_OPTIONAL_KEYS = (
+    "power_limit_range_w",
+    "target_architecture",
+    "target_config_sha256",
+    "draft_architecture",
+    "draft_config_sha256",
+)
 
 
 def _row_provenance(row: SweepRow, fmt: str) -> str:
@@ -207,6 +231,10 @@ def data_origin(sweep: Sweep, power_limit_w: float | None = None) -> DataOrigin:
         power_measured=bool(measured_power),
         power_source=power_source,
         profile=_joined(r.raw.get("profile") for r in rows if r.provenance == "simulated"),
+        target_architecture=_joined(r.raw.get("target_architecture") for r in rows),
+        target_config_sha256=_joined(r.raw.get("target_config_sha256") for r in rows),
+        draft_architecture=_joined(r.raw.get("draft_architecture") for r in rows),
+        draft_config_sha256=_joined(r.raw.get("draft_config_sha256") for r in rows),
         power_limit_range_w=(min(limits), max(limits)) if power_limit_w is None and len(set(limits)) > 1 else None,
     )
 
