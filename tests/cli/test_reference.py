@@ -34,3 +34,29 @@ def test_reference_section_is_the_commands_help() -> None:
     assert section == expected
     assert "--batch-size" in section
     assert "Usage: specband recommend [OPTIONS]" in section
+
+
+def test_the_committed_page_is_the_generated_reference() -> None:
+    """docs/cli.md in the repository holds the reference as generated now (issue 30: it was an
+    empty placeholder outside the built site). Stale: `python -m specband.cli.reference --write docs/cli.md`."""
+    from pathlib import Path
+
+    from specband.cli.reference import END, START, updated_page
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert page.count(START) == 1 and page.count(END) == 1
+    assert page == updated_page(page), "docs/cli.md is stale: python -m specband.cli.reference --write docs/cli.md"
+    assert page.count("```text") == len(COMMANDS) + 1 and "## specband recommend" in page
+
+
+def test_write_regenerates_only_the_region(tmp_path) -> None:
+    from specband.cli.reference import END, START, main
+
+    page = tmp_path / "cli.md"
+    page.write_text(f"# title\n\nprose\n\n{START}\nstale text\n{END}\n\ntail\n")
+    assert main(["--write", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith(f"# title\n\nprose\n\n{START}\n\n## specband\n") and text.endswith(f"```\n\n{END}\n\ntail\n")
+    assert "stale text" not in text
+    (tmp_path / "bare.md").write_text("no markers\n")
+    assert main(["--write", str(tmp_path / "bare.md")]) == 2
