@@ -155,7 +155,52 @@ def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[],
     if len(configs) == 2:
         (t, tsrc), (d, dsrc) = configs["target-config"], configs["draft-config"]
         try:
-            checks += config_checks(t, d, target_source=tsrc, draft_source=dsrc)
+            pair = config_checks(t, d, target_source=tsrc, draft_source=dsrc)
         except ConfigError as exc:
-            checks.append(Check("config", "error", str(exc), "fix the field's type"))
+            pair = [Check("config", "error", str(exc), "fix the field's type")]
+        checks += [_fixed_copy(c, t, d, dsrc, draft) if c.name == "rope" and c.level == "error" else c for c in pair]
     return checks + environment_checks(open_nvml)
+
+
+#: Where ``specband doctor`` writes a fixed copy of a draft config that is not the user's to edit.
+FIXED_DIR = Path("specband-fixed")
+
+
+def _fixed_copy(check: Check, target: dict[str, Any], draft: dict[str, Any], dsrc: str, given: str | Path) -> Check:
+    """The RoPE check of a draft whose config is not the user's to edit (bundled in specband, or
+    in the Hugging Face cache): a fixed copy (the target's ``rope_theta`` and ``rope_scaling``,
+    in the layout the draft uses) is written to ``./specband-fixed/<draft>/config.json`` (never
+    over a different file) and the fix names it; any other draft keeps its fix (edit its own file)."""
+    import dataclasses
+    import json
+
+    from specband.doctor.pairs import not_yours
+    from specband.files.fileio import write_text_atomic
+
+    where = not_yours(dsrc)
+    if where is None:
+        return check
+    fixed = dict(draft)
+    for key in ("rope_theta", "rope_scaling", "rope_parameters"):
+        if key in target:
+            fixed[key] = target[key]
+        else:
+            fixed.pop(key, None)
+    ref = parse_hub_ref(given)
+    name = ref.repo_id.split("/")[-1] if ref is not None else Path(str(given)).name.removesuffix(".json")
+    out = FIXED_DIR / (name or "draft") / "config.json"
+    text = json.dumps(fixed, indent=2) + "\n"
+    if out.exists() and out.read_text(encoding="utf-8", errors="replace") != text:
+        fix = f"{out} exists and differs from the fixed copy: remove it and run doctor again"
+    else:
+        try:
+            write_text_atomic(out, text, error=ConfigError, make_parents=True)
+        except ConfigError as exc:
+            return dataclasses.replace(check, fix=f"{check.fix} (could not write it: {exc})")
+        hub_id = ref.repo_id if ref is not None else draft.get("_name_or_path")
+        download = f"`hf download {hub_id} --local-dir DIR`" if hub_id else "the draft's files in a folder DIR"
+        fix = (
+            f"{dsrc} is {where}, not a file to edit; a fixed copy with the target's RoPE is written to {out}: "
+            f"take your own copy of the draft ({download}), copy {out} over DIR/config.json and pass --draft DIR"
+        )
+    return dataclasses.replace(check, fix=fix)

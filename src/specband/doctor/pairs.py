@@ -89,15 +89,38 @@ def _rope_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, 
     if (t_theta, t_scaling) == (d_theta, d_scaling):
         return Check("rope", "ok", f"rope_theta/rope_scaling match ({shown})")
     d_shown = f"{d_theta:g}/{d_scaling}" if d_theta is not None else f"?/{d_scaling}"
+    what = f"the target's rope_theta ({t_theta:g}) and rope_scaling" if t_theta is not None else "the target's RoPE"
+    where = not_yours(dsrc)
     return Check(
         "rope",
         "error",
         f"draft {d_shown} differs from {shown}: accept length collapses to about 1.0 on long prompts "
         "(docs/FACTS.md §6)",
-        f"copy the target's rope_theta ({t_theta:g}) and rope_scaling into {dsrc}"
-        if t_theta is not None
-        else f"copy the target's RoPE settings into {dsrc}",
+        f"copy {what} into {dsrc}"
+        if where is None
+        else f"{dsrc} is {where}, not a file to edit: `specband doctor --target TARGET --draft DRAFT` writes a "
+        f"fixed copy with {what} beside you, for your own copy of the draft",
     )
+
+
+def not_yours(path: str | Path) -> str | None:
+    """Where ``path`` lies when it is not the user's file to edit: ``"inside the installed
+    specband package"`` (a bundled config) or ``"in the Hugging Face cache"`` (a hub id's
+    snapshot, a link to a shared blob); ``None`` for any other file."""
+    from importlib import resources
+
+    resolved = Path(path).resolve()
+    package = Path(str(resources.files("specband"))).resolve()
+    if resolved.is_relative_to(package):
+        return "inside the installed specband package"
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return None
+    for cache in {Path(constants.HF_HUB_CACHE), Path(constants.HF_HUB_CACHE).resolve()}:
+        if Path(path).absolute().is_relative_to(cache) or resolved.is_relative_to(cache):
+            return "in the Hugging Face cache"
+    return None
 
 
 def _dtype_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:
