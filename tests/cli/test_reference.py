@@ -60,3 +60,15 @@ def test_write_regenerates_only_the_region(tmp_path) -> None:
     assert "stale text" not in text
     (tmp_path / "bare.md").write_text("no markers\n")
     assert main(["--write", str(tmp_path / "bare.md")]) == 2
+
+
+def test_draft_config_help_says_bundled_names_work(run_cli) -> None:
+    """recommend's --draft-config takes a bundled name (issue 30): its help says so, and the
+    name it gives as an example works."""
+    import re
+
+    section = re.sub(r"[\s│]+", " ", command_help("recommend"))
+    assert "bundled name such as eagle3-llama-3.1-8b-instruct" in section
+    res = run_cli("recommend", "--gpu", "h100-sxm", "--target-config", "llama-3.1-8b-instruct",
+                  "--draft-config", "eagle3-llama-3.1-8b-instruct", "-b", "1")  # fmt: skip
+    assert res.exit_code == 0 and res.stdout.startswith("--speculative-algorithm EAGLE3"), res.stderr

@@ -165,9 +165,14 @@ def _trainable(asked: list[str] | None) -> tuple[list[str], tuple[str, ...]]:
     return [n for n in names if n not in TORCH_ALGORITHMS], tuple(n for n in names if n in TORCH_ALGORITHMS)
 
 
-def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -> TrainOutcome:
+def run_training(
+    r: TrainRequest,
+    loaded: Callable[[Any], None] | None = None,
+    fitted: Callable[[str, int, int], None] | None = None,
+) -> TrainOutcome:
     """Load the sweep, train the policies and write the artifact folder with its model card.
-    ``loaded(sweep)`` is called once the sweep is read (the CLI prints its warnings then).
+    ``loaded(sweep)`` is called once the sweep is read (the CLI prints its warnings then);
+    ``fitted(name, i, n)`` after the i-th of n policies is fitted (the CLI's progress).
 
     Raises:
         DataError / HubError: an unreadable sweep; ArtifactError: the folder cannot be written;
@@ -175,10 +180,17 @@ def run_training(r: TrainRequest, loaded: Callable[[Any], None] | None = None) -
         With ``--actions extended`` (rows read, policies trained and the manifest written
         against the 44-action set) only :data:`EXTENDED_ALGORITHMS` are trained.
     """
-    return _run_training(r, loaded, list(EXTENDED_ALGORITHMS) if r.actions == "extended" and not r.algo else None)
+    return _run_training(
+        r, loaded, list(EXTENDED_ALGORITHMS) if r.actions == "extended" and not r.algo else None, fitted
+    )
 
 
-def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorithms: list[str] | None) -> TrainOutcome:
+def _run_training(
+    r: TrainRequest,
+    loaded: Callable[[Any], None] | None,
+    algorithms: list[str] | None,
+    fitted: Callable[[str, int, int], None] | None = None,
+) -> TrainOutcome:
     import dataclasses
     import time
 
@@ -206,7 +218,14 @@ def _run_training(r: TrainRequest, loaded: Callable[[Any], None] | None, algorit
     sweep, limit_table, limit_note = split_power_limits(sweep)  # several power limits: issue 20
     training = sweep.training_data(r.features)
     start = time.perf_counter()
-    policies = train_policies(training, names, seed=r.seed)
+    count: list[str] = []
+
+    def on_done(name: str, _seconds: float) -> None:
+        count.append(name)
+        if fitted is not None:
+            fitted(name, len(count), len(names))
+
+    policies = train_policies(training, names, seed=r.seed, on_done=on_done)
     elapsed = time.perf_counter() - start
     manifest = build_manifest(training, names, seed=r.seed, sweep=sweep)
     if limit_table is not None:

@@ -10,6 +10,7 @@ import typer
 
 from specband.cli.output import say
 from specband.cli.params import request_command
+from specband.cli.progress import progress
 from specband.core.errors import ConfigError
 from specband.core.tables import print_table, table_console, terminal_width
 from specband.sim import builtin_profiles, check_out_path, load_profile
@@ -66,7 +67,9 @@ def simulate(request: SimulateRequest) -> None:
 
     plan = plan_simulation(r)
     _warn(plan.model.warnings)
-    written = run_simulation(plan)
+    sizes = ",".join(map(str, plan.batch_sizes))
+    with progress(f"specband simulate: the sweep at batch sizes {sizes} on {r.profile or DEFAULT_PROFILE}"):
+        written = run_simulation(plan)
     for line in written.notes:
         say(f"note: {line}", err=True)
     say(written.summary())
@@ -112,7 +115,8 @@ def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None
     """``--calibration-report`` against the published rows (``--refit`` first)."""
 
     if r.refit:
-        result = refit_profile(model, noise=True)  # type: ignore[arg-type]
+        with progress(f"specband simulate: refitting {profile} to the published rows"):
+            result = refit_profile(model, noise=True)  # type: ignore[arg-type]
         fitted = result.profile
         typer.echo(format_fit(result, terminal_width()))
         typer.echo("")
@@ -121,4 +125,6 @@ def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None
             header = f"refitted from profile {profile} by specband simulate --refit"
             write_fn(fitted, r.write_profile, header=header, overwrite=r.force)
             say(f"wrote {r.write_profile}", err=True)
-    typer.echo(format_report(report_fn(model), terminal_width()))  # type: ignore[arg-type]
+    with progress("specband simulate: the calibration report"):
+        report = report_fn(model)  # type: ignore[arg-type]
+    typer.echo(format_report(report, terminal_width()))

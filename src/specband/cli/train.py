@@ -9,6 +9,7 @@ import typer
 from specband.artifacts.request import TrainRequest
 from specband.cli.output import note, print_power_label, say
 from specband.cli.params import request_command
+from specband.cli.progress import progress
 from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_ACTION
 from specband.core.tables import print_table, table_console
 from specband.harness.draft_health import warn_if_draft_rejected
@@ -34,7 +35,12 @@ def train_command(request: TrainRequest) -> None:
         if energy_note is not None:
             note(energy_note)
 
-    done = run_training(request, loaded)
+    with progress("specband train: reading the sweep") as step:
+
+        def fitted(name: str, index: int, total: int) -> None:
+            step(f"specband train: {index}/{total} fitted ({name}); {'writing' if index == total else 'fitting'}")
+
+        done = run_training(request, loaded, fitted)
     for line in done.notes:
         note(line)
     if done.dropped:

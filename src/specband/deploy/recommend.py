@@ -263,8 +263,9 @@ class RecommendRequest:
     target_config: str | None = option(
         None,
         "--target-config",
-        help="With --gpu: a simulated first guess for this target (config.json, folder, bundled name or hub id), "
-        "labelled with the profile's calibration error against published measurements.",
+        help="With --gpu: a simulated first guess for this target (config.json, folder, bundled name such as "
+        "llama-3.1-8b-instruct, or hub id), labelled with the profile's calibration error against published "
+        "measurements.",
         panel="setup",
         metavar="CONFIG",
         show_default=False,
@@ -272,7 +273,8 @@ class RecommendRequest:
     draft_config: str | None = option(
         None,
         "--draft-config",
-        help="With --gpu: the EAGLE3 draft head's config.json for the simulated first guess.",
+        help="With --gpu: the EAGLE3 draft head for the simulated first guess (config.json, folder, bundled name "
+        "such as eagle3-llama-3.1-8b-instruct, or hub id).",
         panel="setup",
         metavar="CONFIG",
         show_default=False,
