@@ -117,3 +117,30 @@ def test_batch_mix_over_several_limits_answers_one_limit(run_cli, h100_sweep: Pa
     chosen = next(p for p in doc["picks"] if p["power_limit_w"] == doc["power_limit_w"])
     assert chosen["action"] == doc["action"]
     assert "for the whole mix" in res.stderr and "bs 32 (measured at 16), weight 0.33: utilisation " in res.stderr
+
+
+def test_batch_mix_over_a_folder_trained_on_several_limits(run_cli, h100_sweep: Path, tmp_path: Path) -> None:
+    """A --models folder trained over several limits answers the mix with one limit from the
+    sweep it was trained on (it answered flags without a limit); without that sweep here,
+    one error line names --data."""
+    import os
+    import shutil
+
+    os.chdir(h100_sweep.parent)
+    assert run_cli("train", "h100.jsonl", "--algo", "lookup_table", "--out", "h100-models").exit_code == 0
+    by_folder = run_cli("recommend", "--batch-mix", "1:1,8:1,32:1", "--models", "h100-models", "-f", "json")
+    by_data = run_cli("recommend", "--batch-mix", "1:1,8:1,32:1", "--data", "h100.jsonl", "-f", "json")
+    assert by_folder.exit_code == 0, by_folder.stderr
+    got, want = json.loads(by_folder.stdout), json.loads(by_data.stdout)
+    assert (got["power_limit_w"], got["action"]) == (want["power_limit_w"], want["action"])
+    assert got["per_batch_size"] == want["per_batch_size"]
+    shutil.copytree("h100-models", tmp_path / "h100-models")
+    os.chdir(tmp_path)
+    res = run_cli("recommend", "--batch-mix", "1:1,8:1", "--models", "h100-models")
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr == (
+        "error: h100-models was trained over several power limits (200-700 W); one limit for a batch-size mix is "
+        "chosen from its sweep's rows: give --data SWEEP (the file it was trained on, h100.jsonl, is not here)\n"
+    )
+    with_data = run_cli("recommend", "--batch-mix", "1:1,8:1", "--models", "h100-models", "--data", h100_sweep)
+    assert with_data.exit_code == 0 and with_data.stdout.startswith("sudo nvidia-smi -pl "), with_data.stderr
