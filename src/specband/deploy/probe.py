@@ -30,6 +30,7 @@ from specband.core.optionspec import option
 from specband.engines.base import ENGINE_NAMES, Engine, get_engine
 from specband.engines.client import PROMPTS, ProbeHttp
 from specband.engines.probing import ProbePlan, ServerReading
+from specband.deploy.probe_sim import ProbeSimulation, profile_for_gpu, simulate_probe
 from specband.files.fileio import check_out_path, given_path, write_text_atomic
 
 __all__ = [
@@ -210,6 +211,8 @@ class ProbeOutcome:
         path: the probe file written.
         max_requests: the bound on the requests the probe could send.
         data: the probe file's JSON object.
+        simulation: what the current and the best configs would give (simulated), or ``None``
+            (``simulation_note`` says why).
     """
 
     reading: ServerReading
@@ -218,6 +221,8 @@ class ProbeOutcome:
     path: Path
     max_requests: int
     data: dict[str, Any]
+    simulation: ProbeSimulation | None = None
+    simulation_note: str | None = None
 
 
 def read_local_power(url: str, index: int) -> tuple[PowerReading | None, str | None]:
@@ -307,6 +312,13 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
         EngineError: the server does not answer, answers as no known engine, or fails a request.
     """
     out = check_out_path(request.out, overwrite=request.force)
+    if request.gpu is not None:
+        from specband.sim.profile import load_profile
+
+        load_profile(request.gpu)  # ConfigError: an unknown profile, before the server is read
+    if (request.target_config is None) != (request.draft_config is None):
+        missing = "--draft-config" if request.draft_config is None else "--target-config"
+        raise ConfigError(f"{missing} is needed too: the simulation takes the pair (both configs or neither)")
     plan = ProbePlan(
         max_requests=request.max_requests,
         max_new_tokens=request.max_new_tokens,
@@ -321,4 +333,17 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
     power, power_note = read_local_power(request.url, request.gpu_index)
     data = probe_file_json(reading, power, power_note, request.max_requests)
     write_text_atomic(out, json.dumps(data, indent=2) + "\n", error=ConfigError)
-    return ProbeOutcome(reading, power, power_note, out, request.max_requests, data)
+    profile = request.gpu or profile_for_gpu(None if power is None else power.gpu)
+    if profile is None:
+        why = "pass --gpu PROFILE (e.g. h200) to see what the current and the best configs would give (simulated)"
+        return ProbeOutcome(reading, power, power_note, out, request.max_requests, data, None, why)
+    simulation = simulate_probe(
+        reading,
+        out,
+        engine,
+        profile,
+        current_limit_w=None if power is None else power.power_limit_w,
+        target_config=request.target_config,
+        draft_config=request.draft_config,
+    )
+    return ProbeOutcome(reading, power, power_note, out, request.max_requests, data, simulation)
