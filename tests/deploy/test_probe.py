@@ -4,6 +4,7 @@ one error line when the server does not answer or the input is bad."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -73,7 +74,7 @@ def test_probe_reads_an_emulated_sglang_server(run_cli: Any, sglang_server: Serv
     # 3 requests of 48 tokens: tokens / verify steps
     assert acc["accept_length"] == pytest.approx(3 * 48 / acc["verify_steps"], rel=1e-5)
     pos = acc["position_accept"]
-    assert len(pos) == 3 and all(a >= b for a, b in zip(pos, pos[1:], strict=False))
+    assert len(pos) == 3 and all(a >= b for a, b in itertools.pairwise(pos))
     # the server's own cumulative figure counts the same requests
     info = httpx.get(sglang_server.base_url + "/server_info", timeout=30, trust_env=False).json()
     assert info["internal_states"][0]["avg_spec_accept_length"] == pytest.approx(acc["accept_length"], rel=1e-6)
@@ -131,8 +132,8 @@ def test_probe_sees_the_batch_size_a_vllm_server_is_running(
 ) -> None:
     url = vllm_server.base_url
     body = {"model": "/m/target", "prompt": "Tell a long story.", "max_tokens": 30000, "temperature": 0}
-    threads = [threading.Thread(target=httpx.post, args=(url + "/v1/completions",), kwargs={"json": body, "timeout": 120,
-               "trust_env": False}) for _ in range(3)]  # fmt: skip
+    send = {"json": body, "timeout": 120, "trust_env": False}
+    threads = [threading.Thread(target=httpx.post, args=(url + "/v1/completions",), kwargs=send) for _ in range(3)]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 30

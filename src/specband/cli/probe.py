@@ -71,13 +71,17 @@ def _print_simulation(outcome: ProbeOutcome) -> None:
         say(f"  acceptance fit: {line}")
     for a in sim.answers:
         say(f"batch size {a.batch_size}:")
-        rows = [("current config", a.current), ("best at current limit", a.best), ("best at suggested limit", a.suggested)]
+        rows = [
+            ("current config", a.current),
+            ("best at current limit", a.best),
+            ("best at suggested limit", a.suggested),
+        ]
         for label, f in rows:
             if f is None:
                 say(f"  {label:<24} not simulated (see the notes)")
                 continue
             say(
-                f"  {label:<24} {str(f.action):<10} at {f.power_limit_w:g} W: "
+                f"  {label:<24} {f.action!s:<10} at {f.power_limit_w:g} W: "
                 f"{_interval(f.speed_tok_s, f.speed_lo, f.speed_hi, 1)} tok/s per request "
                 f"({f.total_tok_s:.0f} in all), {_interval(f.joules_per_token, f.jpt_lo, f.jpt_hi, 4)} J/token, "
                 f"utilisation {f.utilization:.1%} ({f.band} the 95-98 % band)"

@@ -165,6 +165,7 @@ def is_finite_number(value: object) -> TypeGuard[float]:
     """
     return is_number(value) and math.isfinite(value)
 
+
 #: ``specband probe``'s requests (``--max-requests``): 8 by default, at most 64. Basis: a
 #: request of a few dozen tokens gives tens of verify steps of an accept histogram, so 8 give
 #: hundreds (enough for an accept length to a few percent); 64 bounds what a probe may add to

@@ -27,10 +27,10 @@ from specband import __version__
 from specband.core.errors import ConfigError, EngineError, SpecbandError
 from specband.core.limits import DEFAULT_PROBE_REQUESTS, MAX_NEW_TOKENS, MAX_PROBE_REQUESTS, MAX_TIMEOUT_S
 from specband.core.optionspec import option
+from specband.deploy.probe_sim import ProbeSimulation, profile_for_gpu, simulate_probe
 from specband.engines.base import ENGINE_NAMES, Engine, get_engine
 from specband.engines.client import PROMPTS, ProbeHttp
 from specband.engines.probing import ProbePlan, ServerReading
-from specband.deploy.probe_sim import ProbeSimulation, profile_for_gpu, simulate_probe
 from specband.files.fileio import check_out_path, given_path, write_text_atomic
 
 __all__ = [
@@ -111,7 +111,13 @@ class ProbeRequest:
         max=MAX_PROBE_REQUESTS,
     )
     max_new_tokens: int = option(
-        64, "--max-new-tokens", help="Tokens each request decodes.", panel="grid", metavar="N", min=1, max=MAX_NEW_TOKENS
+        64,
+        "--max-new-tokens",
+        help="Tokens each request decodes.",
+        panel="grid",
+        metavar="N",
+        min=1,
+        max=MAX_NEW_TOKENS,
     )
     timeout_s: float = option(
         30.0,
@@ -141,7 +147,9 @@ class ProbeRequest:
         metavar="PROFILE",
         show_default=False,
     )
-    gpu_index: int = option(0, "--gpu-index", help="NVML index of a local server's GPU.", panel="telemetry", metavar="N", min=0, max=63)
+    gpu_index: int = option(
+        0, "--gpu-index", help="NVML index of a local server's GPU.", panel="telemetry", metavar="N", min=0, max=63
+    )
     target_config: str | None = option(
         None,
         "--target-config",
@@ -159,7 +167,9 @@ class ProbeRequest:
         metavar="CONFIG",
         show_default=False,
     )
-    out: str = option("specband-probe.json", "--out", help="The probe file to write (JSON).", panel="output", metavar="FILE")
+    out: str = option(
+        "specband-probe.json", "--out", help="The probe file to write (JSON).", panel="output", metavar="FILE"
+    )
     force: bool = option(False, "--force", help="Replace --out if it exists.", panel="output")
 
     def __post_init__(self) -> None:
@@ -266,7 +276,9 @@ def _find_engine(http: ProbeHttp, name: str) -> Engine:
     )
 
 
-def probe_file_json(reading: ServerReading, power: PowerReading | None, power_note: str | None, max_requests: int) -> dict[str, Any]:
+def probe_file_json(
+    reading: ServerReading, power: PowerReading | None, power_note: str | None, max_requests: int
+) -> dict[str, Any]:
     """The probe file's JSON object (format :data:`PROBE_FORMAT`, version :data:`PROBE_VERSION`)."""
     return {
         "format": PROBE_FORMAT,

@@ -171,7 +171,9 @@ def _local_config(path: str | None) -> str | None:
     return None
 
 
-def _configs(reading: ServerReading, target: str | None, draft: str | None) -> tuple[str | None, str | None, str | None]:
+def _configs(
+    reading: ServerReading, target: str | None, draft: str | None
+) -> tuple[str | None, str | None, str | None]:
     """The pair to simulate and the note about it (ConfigError: one of the two options alone)."""
     if (target is None) != (draft is None):
         missing = "--draft-config" if draft is None else "--target-config"
@@ -182,10 +184,14 @@ def _configs(reading: ServerReading, target: str | None, draft: str | None) -> t
     local_target, local_draft = _local_config(reading.target), _local_config(reading.draft)
     if local_target and local_draft:
         return local_target, local_draft, f"simulated pair: the server's own folders ({local_target}, {local_draft})"
-    return None, None, (
-        "simulated pair: the bundled Llama-3.2-1B pair (the server's "
-        + ("draft is not named" if reading.draft is None else "models are not local folders")
-        + "; pass --target-config and --draft-config for its sizes)"
+    return (
+        None,
+        None,
+        (
+            "simulated pair: the bundled Llama-3.2-1B pair (the server's "
+            + ("draft is not named" if reading.draft is None else "models are not local folders")
+            + "; pass --target-config and --draft-config for its sizes)"
+        ),
     )
 
 
@@ -198,7 +204,9 @@ def _fit(model: SpeculativeDecodingModel, probe_file: Path, reading: ServerReadi
     return fit
 
 
-def _accept_interval(model: SpeculativeDecodingModel, fit: FittedAcceptance | None, action: Any) -> tuple[float, float, float]:
+def _accept_interval(
+    model: SpeculativeDecodingModel, fit: FittedAcceptance | None, action: Any
+) -> tuple[float, float, float]:
     if fit is not None:
         return fit.accept_length_interval(action)
     choice = model.acceptance
@@ -210,7 +218,14 @@ def _accept_interval(model: SpeculativeDecodingModel, fit: FittedAcceptance | No
     return est, est, est
 
 
-def _figure(model: Any, inner: SpeculativeDecodingModel, fit: FittedAcceptance | None, bs: int, action: Any, baseline: float | None) -> tuple[SimFigure | None, float]:
+def _figure(
+    model: Any,
+    inner: SpeculativeDecodingModel,
+    fit: FittedAcceptance | None,
+    bs: int,
+    action: Any,
+    baseline: float | None,
+) -> tuple[SimFigure | None, float]:
     """One config's figure (``None`` when it does not fit in memory) and its speed."""
     p = inner.profile
     first = model.predict(bs, action, p.ambient_temp_c)
@@ -255,7 +270,9 @@ def _figure(model: Any, inner: SpeculativeDecodingModel, fit: FittedAcceptance |
     return figure, speed
 
 
-def _at_limit(inner: SpeculativeDecodingModel, fit: FittedAcceptance | None, engine: Engine, bs: int, limit: float) -> list[SimFigure]:
+def _at_limit(
+    inner: SpeculativeDecodingModel, fit: FittedAcceptance | None, engine: Engine, bs: int, limit: float
+) -> list[SimFigure]:
     model = with_power_limit(inner, limit)
     baseline, base_speed = _figure(model, inner, fit, bs, (0, 0, 0), None)
     figures = [] if baseline is None else [baseline]
@@ -288,7 +305,7 @@ def _pick(figure: SimFigure) -> LimitPick:
     )
 
 
-def simulate_probe(  # noqa: PLR0913
+def simulate_probe(
     reading: ServerReading,
     probe_file: Path,
     engine: Engine,

@@ -172,7 +172,9 @@ def position_accept_from_histogram(histogram: Sequence[int], steps: int) -> tupl
     return tuple(sum(histogram[i:]) / total for i in range(1, steps + 1))
 
 
-def probe_prompts(plan: ProbePlan, target: str | None, server_has_acceptance: bool) -> tuple[tuple[str, ...], str | None]:
+def probe_prompts(
+    plan: ProbePlan, target: str | None, server_has_acceptance: bool
+) -> tuple[tuple[str, ...], str | None]:
     """The prompts to send (at most ``plan.max_requests``, cycling) and the note that says why
     (``None`` when nothing needs saying): the first ``max_requests`` of ``--prompts`` when
     given (each once: greedy decoding of one prompt twice shows nothing new), else the
@@ -183,7 +185,10 @@ def probe_prompts(plan: ProbePlan, target: str | None, server_has_acceptance: bo
         given = tuple(plan.prompts(target))
     elif not server_has_acceptance:
         given = tuple(plan.builtin_prompts)
-        note = "the server had decoded no draft yet: the probe's requests used specband's built-in prompts, not your workload"
+        note = (
+            "the server had decoded no draft yet: the probe's requests used specband's built-in prompts, "
+            "not your workload"
+        )
         return tuple(given[i % len(given)] for i in range(plan.max_requests)), note
     else:
         return (), None

@@ -74,9 +74,10 @@ def sglang_action(info: Mapping[str, Any]) -> tuple[int, int, int]:
     without a speculative algorithm or with any of the three missing."""
     algo = info.get("speculative_algorithm")
     triple = [info.get(k) for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")]
-    if not isinstance(algo, str) or algo.upper() not in _SPECULATIVE or not all(is_int(v) and v > 0 for v in triple):
+    numbers = [int(v) for v in triple if is_int(v) and v > 0]
+    if not isinstance(algo, str) or algo.upper() not in _SPECULATIVE or len(numbers) != 3:
         return (0, 0, 0)
-    return (int(triple[0]), int(triple[1]), int(triple[2]))
+    return (numbers[0], numbers[1], numbers[2])
 
 
 def _running_gauge(http: ProbeHttp) -> float | None:
@@ -94,7 +95,7 @@ def _batch_sizes(http: ProbeHttp, info: Mapping[str, Any], plan: ProbePlan) -> t
         return sizes, "sglang /server_info step_time_dict: the decode batch sizes it ran since launch"
     if http.get_text("/metrics") is not None:
         seen = watch_gauge(lambda: _running_gauge(http), plan.watch_s, plan.watch_samples)
-        sizes = tuple(sorted({int(round(v)) for v in seen if v >= 1}))
+        sizes = tuple(sorted({round(v) for v in seen if v >= 1}))
         how = f"sglang /metrics {_RUNNING_GAUGE}: {len(seen)} samples over {plan.watch_s:g} s"
         return sizes, how + ("" if sizes else " (all 0: the server was idle)")
     return (), "none: no step_time_dict (SGLANG_RECORD_STEP_TIME unset) and no /metrics (--enable-metrics unset)"

@@ -56,7 +56,7 @@ def vllm_chain_length(counters: SpecDecodeCounters | None) -> int:
     if counters.accepted_per_pos:
         return max(counters.accepted_per_pos) + 1
     if counters.num_drafts > 0:
-        return int(round(counters.num_draft_tokens / counters.num_drafts))
+        return round(counters.num_draft_tokens / counters.num_drafts)
     return 0
 
 
@@ -67,7 +67,7 @@ def vllm_acceptance(counters: SpecDecodeCounters, k: int, source: str) -> Accept
         return None
     drafts = counters.num_drafts
     per_pos = tuple(counters.accepted_per_pos.get(i, 0.0) / drafts for i in range(k)) if k else None
-    n = int(round(drafts))
+    n = round(drafts)
     return AcceptanceReading(accept, n, n, per_pos or None, None, source)
 
 
@@ -80,16 +80,17 @@ def _running(http: ProbeHttp) -> float | None:
 def vllm_batch_sizes(http: ProbeHttp, page: str, plan: ProbePlan) -> tuple[tuple[int, ...], str]:
     """The batch sizes a vLLM server runs and how they were derived (module docstring)."""
     seen = watch_gauge(lambda: _running(http), plan.watch_s, plan.watch_samples)
-    sizes = tuple(sorted({int(round(v)) for v in seen if v >= 1}))
+    sizes = tuple(sorted({round(v) for v in seen if v >= 1}))
     if sizes:
         return sizes, f"vLLM /metrics {_RUNNING}: {len(seen)} samples over {plan.watch_s:g} s"
     counters = parse_spec_decode_metrics(page)
     steps = sum(v for _, v in metric_samples(page, _STEPS))
     if counters is not None and counters.num_drafts > 0 and steps > 0:
-        mean = max(1, int(round(counters.num_drafts / steps)))
+        mean = max(1, round(counters.num_drafts / steps))
         how = (
             f"vLLM /metrics: {_RUNNING} was 0 in {len(seen)} samples over {plan.watch_s:g} s (idle); mean since "
-            f"launch num_drafts / {_STEPS} = {counters.num_drafts:g} / {steps:g} (a lower bound: prefill-only steps count)"
+            f"launch num_drafts / {_STEPS} = {counters.num_drafts:g} / {steps:g} "
+            "(a lower bound: prefill-only steps count)"
         )
         return (mean,), how
     if not seen:
@@ -163,12 +164,16 @@ def probe_vllm(http: ProbeHttp, plan: ProbePlan) -> ServerReading:
             _, end = _settled(http)
             if start is not None and end is not None:
                 acceptance = vllm_acceptance(end.minus(start), k, "probe requests")
-                notes.append("the counters' difference around the probe's requests counts any other traffic in that window too")
+                notes.append(
+                    "the counters' difference around the probe's requests counts any other traffic in that window too"
+                )
         if acceptance is None:
             acceptance = vllm_acceptance(counters, k, "server metrics")
     return ServerReading(
         engine="vllm",
-        engine_version=version.get("version") if isinstance(version, Mapping) and isinstance(version.get("version"), str) else None,
+        engine_version=version.get("version")
+        if isinstance(version, Mapping) and isinstance(version.get("version"), str)
+        else None,
         url=http.base_url,
         target=target,
         draft=None,
