@@ -98,6 +98,19 @@ def vllm_batch_sizes(http: ProbeHttp, page: str, plan: ProbePlan) -> tuple[tuple
     return (), f"none: {_RUNNING} was 0 in {len(seen)} samples over {plan.watch_s:g} s and no draft ran since launch"
 
 
+def _after_own_requests(page: str) -> tuple[tuple[int, ...], str]:
+    """The since-launch mean once the probe's own requests ran (none was seen before them)."""
+    counters = parse_spec_decode_metrics(page)
+    steps = sum(v for _, v in metric_samples(page, _STEPS))
+    if counters is None or counters.num_drafts <= 0 or steps <= 0:
+        return (), f"none: {_RUNNING} was 0 in the watch window and no draft ran since launch"
+    mean = max(1, int(round(counters.num_drafts / steps)))
+    return (mean,), (
+        f"vLLM /metrics after the probe's requests (none before them): num_drafts / {_STEPS} since launch "
+        "covers the probe's own requests, sent one at a time, not your traffic"
+    )
+
+
 def _send(http: ProbeHttp, model: str, prompts: tuple[str, ...], max_new_tokens: int) -> None:
     for prompt in prompts:
         body = {"model": model, "prompt": prompt, "max_tokens": max_new_tokens, "temperature": 0.0}
@@ -161,7 +174,9 @@ def probe_vllm(http: ProbeHttp, plan: ProbePlan) -> ServerReading:
             before = http.posts
             _send(http, model_id, prompts, plan.max_new_tokens)
             sent = http.posts - before
-            _, end = _settled(http)
+            after, end = _settled(http)
+            if not sizes:
+                sizes, how = _after_own_requests(after)
             if start is not None and end is not None:
                 acceptance = vllm_acceptance(end.minus(start), k, "probe requests")
                 notes.append(
