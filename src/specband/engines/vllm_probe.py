@@ -104,7 +104,7 @@ def _after_own_requests(page: str) -> tuple[tuple[int, ...], str]:
     steps = sum(v for _, v in metric_samples(page, _STEPS))
     if counters is None or counters.num_drafts <= 0 or steps <= 0:
         return (), f"none: {_RUNNING} was 0 in the watch window and no draft ran since launch"
-    mean = max(1, int(round(counters.num_drafts / steps)))
+    mean = max(1, round(counters.num_drafts / steps))
     return (mean,), (
         f"vLLM /metrics after the probe's requests (none before them): num_drafts / {_STEPS} since launch "
         "covers the probe's own requests, sent one at a time, not your traffic"

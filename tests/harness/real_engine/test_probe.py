@@ -77,7 +77,9 @@ def test_probe_sees_the_batch_real_vllm_runs(vllm_chain: VllmServer, tmp_path: P
         while time.monotonic() < deadline and running < 3:
             page = httpx.get(vllm_chain.url + "/metrics", timeout=30, trust_env=False).text
             running = sum(
-                float(line.rsplit(" ", 1)[1]) for line in page.splitlines() if line.startswith("vllm:num_requests_running")
+                float(line.rsplit(" ", 1)[1])
+                for line in page.splitlines()
+                if line.startswith("vllm:num_requests_running")
             )
             time.sleep(0.05)
         assert running == 3, "the three requests never ran together"
@@ -105,7 +107,9 @@ def sglang_chain(sglang_python: str, tiny_models: TinyModels, engine_tmp: Path) 
     )
     launch = build_launch_command(config, (3, 1, 4), 4, 0.65)
     env = {**os.environ, **preset.env, **engine_cache_env(engine_tmp), "SGLANG_RECORD_STEP_TIME": "1"}
-    with ServerProcess(launch, host="127.0.0.1", port=port, log_path=engine_tmp / "sglang-probe.log", env=env) as server:
+    with ServerProcess(
+        launch, host="127.0.0.1", port=port, log_path=engine_tmp / "sglang-probe.log", env=env
+    ) as server:
         server.start()
         server.wait_healthy(300)
         yield server
