@@ -38,7 +38,8 @@ from typing import Any
 from specband.contract.actions import Action, as_action
 from specband.core.errors import ConfigError
 from specband.core.limits import is_finite_number, is_int
-from specband.sim.acceptance import resolve_acceptance
+from specband.sim.acceptance import AcceptanceChoice, fitted_choice, resolve_acceptance
+from specband.sim.acceptance_fit import fit_acceptance, read_acceptance_file
 from specband.sim.base import RunPrediction
 from specband.sim.draft_tree import accept_length
 from specband.sim.hfconfig import (
@@ -116,6 +117,9 @@ class SpeculativeDecodingModel:
         profile: hardware profile.
         target: target model spec.
         draft: EAGLE3 draft head spec.
+        workload: the acceptance profile's workload (``None``: the pair's default).
+        acceptance: the acceptance to use instead of the pair's profile (e.g. a fit,
+            :func:`~specband.sim.acceptance.fitted_choice`); ``workload`` is then unused.
 
     Attributes:
         profile, target, draft: as given.
@@ -126,7 +130,12 @@ class SpeculativeDecodingModel:
     """
 
     def __init__(
-        self, profile: HardwareProfile, target: ModelSpec, draft: ModelSpec, workload: str | None = None
+        self,
+        profile: HardwareProfile,
+        target: ModelSpec,
+        draft: ModelSpec,
+        workload: str | None = None,
+        acceptance: AcceptanceChoice | None = None,
     ) -> None:
         self.profile = profile
         self.target = target
@@ -135,7 +144,9 @@ class SpeculativeDecodingModel:
         mismatch = rope_mismatch(target, draft)
         if mismatch:
             self.warnings.append(mismatch)
-        self.acceptance = resolve_acceptance(profile, target.name, draft.name, workload)
+        if acceptance is None:
+            acceptance = resolve_acceptance(profile, target.name, draft.name, workload)
+        self.acceptance = acceptance
         if self.acceptance.borrowed:
             self.warnings.append(self.acceptance.note)
         self._accept = self.acceptance.params
@@ -456,6 +467,7 @@ def build_model(
     target_config: str | Path | dict[str, Any] | ModelSpec | None = None,
     draft_config: str | Path | dict[str, Any] | ModelSpec | None = None,
     workload: str | None = None,
+    acceptance_from: str | Path | None = None,
 ) -> SpeculativeDecodingModel:
     """The performance model for a hardware profile and a target/draft pair.
 
@@ -469,14 +481,32 @@ def build_model(
         workload: the acceptance workload (``mt-bench``, ...); ``None``: the pair's default
             (:mod:`specband.sim.acceptance`; an uncovered pair or workload borrows a profile
             and says so in ``model.warnings``).
+        acceptance_from: a file of measured accept lengths (sweep JSONL, bench_speculative
+            JSONL, probe file; :mod:`specband.sim.acceptance_fit`): the acceptance is fitted to
+            it, starting from the pair's profile (``model.acceptance.fit``: the fit and its
+            residuals); a file naming another target or draft adds a warning.
 
     Returns:
         a :class:`SpeculativeDecodingModel` (satisfies :class:`PerformanceModel`).
 
     Raises:
         ConfigError: unknown profile, unreadable or invalid profile or model config.
+        DataError: an unreadable or malformed ``acceptance_from`` file, or one without a
+            measured speculative config.
     """
     prof = load_profile(profile)
     target = load_model_spec(target_config, draft=False, default=BUNDLED_TARGET_CONFIG)
     draft = load_model_spec(draft_config, draft=True, default=BUNDLED_DRAFT_CONFIG)
-    return SpeculativeDecodingModel(prof, target, draft, workload)
+    if acceptance_from is None:
+        return SpeculativeDecodingModel(prof, target, draft, workload)
+    source = read_acceptance_file(acceptance_from)
+    base = resolve_acceptance(prof, target.name, draft.name, workload)
+    model = SpeculativeDecodingModel(
+        prof, target, draft, acceptance=fitted_choice(base, fit_acceptance(source, prior=base.params))
+    )
+    for what, named, simulated in (("target", source.target, target.name), ("draft", source.draft, draft.name)):
+        if named and named != simulated:
+            model.warnings.append(
+                f"{source.path} measured {what} {named}; the model simulates {simulated} with that acceptance"
+            )
+    return model
