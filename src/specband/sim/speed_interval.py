@@ -19,7 +19,7 @@ from specband.contract.actions import as_action
 from specband.sim.base import RunPrediction
 from specband.sim.cost_error import cost_error
 
-__all__ = ["Z95", "SpeedInterval", "speed_interval"]
+__all__ = ["Z95", "SpeedInterval", "acceptance_notes", "speed_interval"]
 
 #: Two-sided 95 % normal quantile.
 Z95 = 1.959964
@@ -94,3 +94,15 @@ def speed_interval(
         cost_sd=sd,
         acceptance_source=model.acceptance.source,
     )
+
+
+def acceptance_notes(model: Any) -> list[str]:
+    """What a simulation's figures rest on, one line each: the acceptance (its note: a
+    profile, a borrowed one, or the fit), the residual of every fitted config, and the
+    profile's step-time calibration error (the interval's cost side)."""
+    choice = model.acceptance
+    lines = [choice.note if choice.note.startswith("acceptance") else f"acceptance: {choice.note}"]
+    if choice.fit is not None:
+        lines += [f"fit residual {line}" for line in choice.fit.residual_lines()]
+    lines.append(f"speed intervals (95 %): {cost_error(model.profile).describe()}")
+    return lines
