@@ -47,6 +47,7 @@ __all__ = [
     "AcceptanceProfile",
     "acceptance_profiles",
     "fitted_choice",
+    "pair_profile",
     "resolve_acceptance",
     "workloads",
 ]
@@ -177,6 +178,14 @@ def acceptance_profiles() -> tuple[AcceptanceProfile, ...]:
 def workloads() -> tuple[str, ...]:
     """Workload names some bundled profile covers."""
     return tuple(dict.fromkeys(p.workload for p in acceptance_profiles()))
+
+
+def pair_profile(target: str, draft: str) -> AcceptanceProfile | None:
+    """The bundled profile of a target/draft pair's default workload (names as
+    ``ModelSpec.name``), or ``None`` when no profile covers the pair: two pairs with the same
+    profile are the same pair to the simulator (e.g. the lmsys and yuhuili 8B heads)."""
+    pair = [p for p in acceptance_profiles() if target in p.targets and draft in p.drafts]
+    return next((p for p in pair if p.default_workload), pair[0] if pair else None)
 
 
 def _params(profile: AcceptanceProfile, hardware: HardwareProfile) -> AcceptParams:

@@ -50,6 +50,8 @@ class CostError:
         median_abs_error, worst_abs_error: of the rows (``None`` without rows).
         rows: measured rows compared.
         basis: where the figure comes from, in words.
+        target, draft: the pair the rows were measured with (``ModelSpec.name``), or ``None``
+            without rows.
     """
 
     profile: str
@@ -58,6 +60,8 @@ class CostError:
     worst_abs_error: float | None
     rows: int
     basis: str
+    target: str | None = None
+    draft: str | None = None
 
     def describe(self) -> str:
         """One line: the error and its basis."""
@@ -70,27 +74,26 @@ class CostError:
         )
 
 
-def _published_errors(profile: HardwareProfile) -> list[float]:
+def _published_errors(profile: HardwareProfile) -> tuple[list[float], SpeculativeDecodingModel]:
     pairs: dict[tuple, dict[str, float]] = defaultdict(dict)
     for row in load_published_reference():
         if row.profile != profile.name or not row.criteria or row.value is None or row.action is None:
             continue
         if row.metric in ("speed_tok_s", "accept_length") and row.batch_size is not None:
             pairs[(row.source, row.workload, row.batch_size, row.action)][row.metric] = row.value
-    model: SpeculativeDecodingModel | None = None
+    model = build_model(profile, target_config=TARGET_CONFIG, draft_config=DRAFT_CONFIG)
     errors = []
     for (_src, _wl, bs, action), metrics in sorted(pairs.items(), key=lambda kv: str(kv[0])):
         speed = metrics.get("speed_tok_s")
         accept = 1.0 if action.is_baseline else metrics.get("accept_length")
         if speed is None or accept is None:
             continue
-        model = model or build_model(profile, target_config=TARGET_CONFIG, draft_config=DRAFT_CONFIG)
         step = model.predict(bs, action, profile.reference_temp_c).step_time_s
         errors.append(step / (accept / speed) - 1.0)
-    return errors
+    return errors, model
 
 
-def _live_errors(profile: HardwareProfile) -> list[float]:
+def _live_errors(profile: HardwareProfile) -> tuple[list[float], SpeculativeDecodingModel]:
     model = build_model(profile)
     errors = []
     for r in load_sweep().rows:
@@ -98,7 +101,7 @@ def _live_errors(profile: HardwareProfile) -> list[float]:
             continue
         step = model.predict(r.batch_size, r.action, profile.reference_temp_c).step_time_s
         errors.append(step / (r.accept_length / r.speed_tok_s) - 1.0)
-    return errors
+    return errors, model
 
 
 @lru_cache(maxsize=16)
@@ -112,10 +115,10 @@ def cost_error(profile: HardwareProfile) -> CostError:
         the :class:`CostError`.
     """
     if profile.name == _LIVE_PROFILE:
-        errors = _live_errors(profile)
+        errors, model = _live_errors(profile)
         basis = "the published RTX 4060 Laptop live rows, Llama-3.2-1B + EAGLE3"
     else:
-        errors = _published_errors(profile)
+        errors, model = _published_errors(profile)
         basis = "published rows with a speed and an accept length, published_datacenter.json"
     abs_errors = [abs(e) for e in errors]
     if len(errors) < MIN_ROWS:
@@ -128,5 +131,6 @@ def cost_error(profile: HardwareProfile) -> CostError:
             len(errors),
             f"{held}: half the +-10 % datacenter tolerance, issue 19",
         )
+    pair = (model.target.name, model.draft.name)
     rms = math.sqrt(sum(e * e for e in errors) / len(errors))
-    return CostError(profile.name, rms, statistics.median(abs_errors), max(abs_errors), len(errors), basis)
+    return CostError(profile.name, rms, statistics.median(abs_errors), max(abs_errors), len(errors), basis, *pair)
