@@ -39,8 +39,9 @@ def prior() -> AcceptParams:
 def test_two_chains_predict_the_middle_chain_and_bound_the_trees(
     tmp_path: Path, prior: AcceptParams, combo: tuple[str, str]
 ) -> None:
-    source = read_acceptance_file(write_bench_file(tmp_path / "bench.jsonl", *combo))
-    assert source.kind == "bench" and source.label == "fitted to 2 configs of bench.jsonl"
+    path = write_bench_file(tmp_path / "bench.jsonl", *combo)
+    source = read_acceptance_file(path)
+    assert source.kind == "bench" and source.label == f"fitted to 2 configs of {path}"
     fit = fit_acceptance(source, prior=prior)
     assert fit.n_configs == 2 and fit.free == ("first_token_accept", "depth_decay")
     for r in fit.residuals:
@@ -142,7 +143,7 @@ def test_probe_file(tmp_path: Path) -> None:
     assert obs.position_accept == (0.8, 0.6, 0.5) and obs.batch_size == 8
     src = read_acceptance_file(_probe(tmp_path / "h.json", accept_histogram=[10, 20, 30, 40]))
     assert src.observations[0].position_accept == pytest.approx((0.9, 0.7, 0.4))
-    assert src.label == "fitted to 1 config of h.json"
+    assert src.label == f"fitted to 1 config of {tmp_path / 'h.json'}"
 
 
 def test_sweep_file_skips_baseline_and_failed_rows(tmp_path: Path) -> None:
@@ -165,7 +166,7 @@ def test_sweep_file_skips_baseline_and_failed_rows(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     src = read_acceptance_file(path)
     assert src.kind == "sweep" and len(src.observations) == 2 and (src.target, src.draft) == ("t", "d")
-    assert src.label == "fitted to 1 config of sweep.jsonl"
+    assert src.label == f"fitted to 1 config of {path}"
     fit = fit_acceptance(src, prior=AcceptParams())
     (res,) = fit.residuals
     assert res.measured == pytest.approx(2.6) and res.observations == 2

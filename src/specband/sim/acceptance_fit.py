@@ -142,7 +142,7 @@ class AcceptanceSource:
         path: the file.
         kind: ``"sweep"``, ``"bench"`` or ``"probe"``.
         observations: one per measured speculative row/config (baseline rows dropped).
-        label: ``"fitted to N configs of NAME"`` (N distinct configs, NAME the file's name).
+        label: ``"fitted to N configs of FILE"`` (N distinct configs, FILE the path as given).
         engine, target, draft: what the file says (probe files; sweep rows' ``target_model``/
             ``draft_model``), else ``None``.
     """
@@ -316,12 +316,11 @@ def _read_probe(data: dict[str, Any], path: str) -> AcceptanceSource:
         bs = data.get("batch_sizes_seen")
         one_bs = int(bs[0]) if isinstance(bs, list) and len(bs) == 1 and is_int(bs[0]) else None
         obs.append(AcceptanceObservation(action, accept, weight, positions, one_bs))
-    name = Path(path).name
     return AcceptanceSource(
         path,
         "probe",
         tuple(obs),
-        _label(name, len({o.action for o in obs})),
+        _label(path, len({o.action for o in obs})),
         engine=data.get("engine") if isinstance(data.get("engine"), str) else None,
         target=data.get("target") if isinstance(data.get("target"), str) else None,
         draft=data.get("draft") if isinstance(data.get("draft"), str) else None,
@@ -378,7 +377,7 @@ def read_acceptance_file(path: str | Path) -> AcceptanceSource:
             name,
             kind,
             tuple(obs),
-            _label(p.name, len({o.action for o in obs})),
+            _label(name, len({o.action for o in obs})),
             target=names.get("target_model"),
             draft=names.get("draft_model"),
         )
