@@ -87,9 +87,15 @@ def test_probe_reads_an_emulated_sglang_server(run_cli: Any, sglang_server: Serv
     assert source.observations[0].accept_length == pytest.approx(acc["accept_length"], abs=1e-5)
     assert source.observations[0].weight == acc["verify_steps"]
     # the simulated part: labelled, the fit named, three figures for batch size 1 with intervals
-    assert "SIMULATED on h200" in result.stdout and "fitted to 1 config of probe.json" in result.stdout
+    header = next(ln for ln in result.stdout.splitlines() if ln.startswith("SIMULATED on h200"))
+    assert "acceptance fitted to 1 config of" in header and "probe.json" in header
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("  current config") or ln.startswith("  best at")]
     assert len(lines) == 3 and all("tok/s per request" in ln and "J/token" in ln and "band" in ln for ln in lines)
+    # a first guess from the probe file names it, first
+    guess = run_cli("recommend", "--gpu", "h200", "-b", "4", "--acceptance-from", out)
+    assert guess.exit_code == 0, guess.stderr
+    first = guess.stderr.splitlines()[0]
+    assert first.startswith("note: acceptance fitted to 1 config of") and str(out) in first
 
 
 def test_a_second_probe_without_prompts_reads_the_servers_counters_and_sends_nothing(
@@ -172,7 +178,6 @@ def test_a_url_that_does_not_answer_is_one_error_line_and_writes_nothing(run_cli
         (("--url", "http://127.0.0.1:30000/generate"), "without a path"),
         (("--url", "http://127.0.0.1:1", "--engine", "trt"), "--engine must be one of"),
         (("--url", "http://127.0.0.1:1", "--gpu", "no-such-gpu"), "no-such-gpu"),
-        (("--url", "http://127.0.0.1:1", "--target-config", "llama-3.2-1b-instruct"), "--draft-config is needed"),
     ],
 )
 def test_bad_input_is_one_error_line_before_the_server_is_read(
@@ -183,6 +188,25 @@ def test_bad_input_is_one_error_line_before_the_server_is_read(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_target_config_without_its_draft_is_refused_unless_bundled(run_cli: Any, tmp_path: Path) -> None:
+    bundled = Path(__file__).parents[2] / "src" / "specband" / "data" / "models" / "llama-3.2-1b-instruct.json"
+    config = json.loads(bundled.read_text())
+    config["_name_or_path"] = "my-org/my-1b"
+    mine = tmp_path / "target"
+    mine.mkdir()
+    (mine / "config.json").write_text(json.dumps(config))
+    result = run_cli("probe", "--url", "http://127.0.0.1:1", "--target-config", mine, "--out", tmp_path / "p.json")
+    assert result.exit_code == 2 and result.stderr.startswith("error: --draft-config: needed with --target-config")
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "p.json").exists()
+    # the bundled target alone brings its head: the server is then read (and here does not answer, exit 3)
+    out = tmp_path / "q.json"
+    port = free_port()
+    result = run_cli(
+        "probe", "--url", f"http://127.0.0.1:{port}", "--target-config", "llama-3.2-1b-instruct", "--out", out
+    )
+    assert result.exit_code == 3 and "does not answer" in result.stderr
 
 
 def test_an_existing_out_needs_force(run_cli: Any, tmp_path: Path) -> None:

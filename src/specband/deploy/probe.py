@@ -328,9 +328,10 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
         from specband.sim.profile import load_profile
 
         load_profile(request.gpu)  # ConfigError: an unknown profile, before the server is read
-    if (request.target_config is None) != (request.draft_config is None):
-        missing = "--draft-config" if request.draft_config is None else "--target-config"
-        raise ConfigError(f"{missing} is needed too: the simulation takes the pair (both configs or neither)")
+    if request.target_config is not None or request.draft_config is not None:
+        from specband.sim.model import model_pair
+
+        model_pair(request.target_config, request.draft_config)  # ConfigError: a bad config, or one alone
     plan = ProbePlan(
         max_requests=request.max_requests,
         max_new_tokens=request.max_new_tokens,

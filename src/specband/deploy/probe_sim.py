@@ -1,9 +1,9 @@
 """What a probed server's config gives, and what the best config per batch size would give, on
 the GPU's calibrated profile (simulated): the second half of ``specband probe``.
 
-The acceptance is fitted to the probe file (:func:`specband.sim.acceptance_fit.read_acceptance_file`
-and :func:`~specband.sim.acceptance_fit.fit_acceptance`, the reader ``--acceptance-from``
-uses), starting from the pair's bundled acceptance; a plain server gives no measured
+The acceptance is fitted to the probe file as ``--acceptance-from`` fits it
+(:func:`specband.sim.model.build_model` with ``acceptance_from``), starting from the pair's
+bundled acceptance; a plain server gives no measured
 acceptance, so the bundled (or borrowed) one is used and named. For every batch size the
 server was seen running, each config the engine runs is predicted by the performance model
 (:class:`specband.sim.model.SpeculativeDecodingModel`, deterministic: no noise) at a grid of
@@ -16,10 +16,11 @@ power limits (:func:`specband.sim.power_capped.with_power_limit`) as one sweep r
 * **suggested**: at the limit :class:`~specband.sweeps.limit_table.BandWithinSpeedLoss` picks
   among the limits' best configs (the lowest within 2 % of the fastest that lands in the band).
 
-Each figure carries a 95 % interval from the acceptance's interval on that config's accept
-length (the speed scales with the accept length at a given step time; energy per token
-inversely); the profile's own calibration error (against published measurements) is named
-in a note beside them.
+Each speed carries the 95 % interval of :func:`specband.sim.speed_interval.speed_interval`
+(the acceptance's interval on that config's accept length, widened by the profile's
+step-time calibration error); energy per token the same interval inverted (it scales with
+the time a token takes); what they rest on is noted
+(:func:`~specband.sim.speed_interval.acceptance_notes`).
 """
 
 from __future__ import annotations
@@ -34,11 +35,10 @@ from specband.contract.reward import BAND_HIGH, BAND_LOW, band_status, compute_r
 from specband.core.errors import ConfigError, SpecbandError
 from specband.engines.base import Engine
 from specband.engines.probing import ServerReading
-from specband.sim.acceptance_fit import FittedAcceptance, fit_acceptance, read_acceptance_file
 from specband.sim.model import SpeculativeDecodingModel, build_model
 from specband.sim.power_capped import model_power_limit_range, with_power_limit
 from specband.sim.profile import builtin_profiles, load_profile
-from specband.sim.published import calibration_errors
+from specband.sim.speed_interval import acceptance_notes, speed_interval
 from specband.sweeps.limit_table import BandWithinSpeedLoss, LimitPick
 
 __all__ = ["LIMIT_STEPS", "BatchAnswer", "ProbeSimulation", "SimFigure", "profile_for_gpu", "simulate_probe"]
@@ -174,12 +174,10 @@ def _local_config(path: str | None) -> str | None:
 def _configs(
     reading: ServerReading, target: str | None, draft: str | None
 ) -> tuple[str | None, str | None, str | None]:
-    """The pair to simulate and the note about it (ConfigError: one of the two options alone)."""
-    if (target is None) != (draft is None):
-        missing = "--draft-config" if draft is None else "--target-config"
-        raise ConfigError(f"{missing} is needed with {'--target-config' if draft is None else '--draft-config'}: "
-                          "the simulation needs the pair")  # fmt: skip
-    if target is not None:
+    """The pair to simulate and the note about it: ``--target-config``/``--draft-config`` when
+    given (one alone only of a bundled pair, :func:`specband.sim.model.model_pair`), else the
+    server's own folders when both are local, else the bundled pair."""
+    if target is not None or draft is not None:
         return target, draft, None
     local_target, local_draft = _local_config(reading.target), _local_config(reading.draft)
     if local_target and local_draft:
@@ -195,33 +193,9 @@ def _configs(
     )
 
 
-def _fit(model: SpeculativeDecodingModel, probe_file: Path, reading: ServerReading) -> FittedAcceptance | None:
-    if reading.acceptance is None or reading.action == (0, 0, 0):
-        return None
-    source = read_acceptance_file(probe_file)
-    fit = fit_acceptance(source, prior=model._accept)
-    model._accept = fit.params  # the fitted acceptance replaces the bundled one for every config
-    return fit
-
-
-def _accept_interval(
-    model: SpeculativeDecodingModel, fit: FittedAcceptance | None, action: Any
-) -> tuple[float, float, float]:
-    if fit is not None:
-        return fit.accept_length_interval(action)
-    choice = model.acceptance
-    interval = getattr(choice, "accept_length_interval", None)
-    if interval is not None:
-        est, lo, hi = interval(action)
-        return float(est), float(lo), float(hi)
-    est = model.accept_length(action)
-    return est, est, est
-
-
 def _figure(
     model: Any,
     inner: SpeculativeDecodingModel,
-    fit: FittedAcceptance | None,
     bs: int,
     action: Any,
     baseline: float | None,
@@ -238,7 +212,8 @@ def _figure(
     temp_after = inner.advance_temperature(p.ambient_temp_c, pred.avg_power_w, cost.wall_clock_s)
     limit = float(model.power_limit_w)
     util = pred.avg_power_w / limit
-    est, lo, hi = _accept_interval(inner, fit, action)
+    interval = speed_interval(model, bs, action, prediction=pred)
+    est, lo, hi = interval.accept_length
     speed = pred.speed_tok_s
     base = speed if baseline is None else baseline
     reward = compute_reward(
@@ -248,18 +223,17 @@ def _figure(
         gpu_temp_c=temp_after,
         gpu_throttling=bool(pred.thermal_throttled or temp_after > p.throttle_temp_c),
     ).reward
-    scale_lo, scale_hi = (lo / est, hi / est) if est > 0 else (1.0, 1.0)
     jpt = cost.joules_per_token
     figure = SimFigure(
         action=tuple(int(x) for x in action),  # type: ignore[arg-type]
         power_limit_w=limit,
         speed_tok_s=speed,
-        speed_lo=speed * scale_lo,
-        speed_hi=speed * scale_hi,
+        speed_lo=interval.lo_tok_s,
+        speed_hi=interval.hi_tok_s,
         total_tok_s=bs * speed,
         joules_per_token=jpt,
-        jpt_lo=jpt / scale_hi,
-        jpt_hi=jpt / scale_lo,
+        jpt_lo=jpt * speed / interval.hi_tok_s,
+        jpt_hi=jpt * speed / interval.lo_tok_s,
         utilization=util,
         band=str(band_status(util)["status"]),
         reward=reward,
@@ -270,16 +244,14 @@ def _figure(
     return figure, speed
 
 
-def _at_limit(
-    inner: SpeculativeDecodingModel, fit: FittedAcceptance | None, engine: Engine, bs: int, limit: float
-) -> list[SimFigure]:
+def _at_limit(inner: SpeculativeDecodingModel, engine: Engine, bs: int, limit: float) -> list[SimFigure]:
     model = with_power_limit(inner, limit)
-    baseline, base_speed = _figure(model, inner, fit, bs, (0, 0, 0), None)
+    baseline, base_speed = _figure(model, inner, bs, (0, 0, 0), None)
     figures = [] if baseline is None else [baseline]
     for action in engine.actions:
         if tuple(action) == (0, 0, 0):
             continue
-        figure, _ = _figure(model, inner, fit, bs, action, base_speed if baseline is not None else None)
+        figure, _ = _figure(model, inner, bs, action, base_speed if baseline is not None else None)
         if figure is not None:
             figures.append(figure)
     return figures
@@ -329,11 +301,14 @@ def simulate_probe(
         ConfigError: a bad profile or config, or one of the two configs alone.
     """
     target, draft, pair_note = _configs(reading, target_config, draft_config)
-    inner = build_model(profile, target_config=target, draft_config=draft)
+    measured = reading.acceptance is not None and reading.action != (0, 0, 0)
+    inner = build_model(
+        profile, target_config=target, draft_config=draft, acceptance_from=probe_file if measured else None
+    )
     notes = [pair_note] if pair_note else []
     notes += list(inner.warnings)
-    fit = _fit(inner, probe_file, reading)
-    acceptance = fit.label if fit is not None else inner.acceptance.note
+    fit = inner.acceptance.fit
+    acceptance = inner.acceptance.source
     limits = model_power_limit_range(inner)
     source = "the profile's default"
     current = limits.default_w
@@ -349,30 +324,24 @@ def simulate_probe(
         notes.append("no batch size was seen: batch size 1 is simulated")
     answers = []
     for bs in sizes:
-        at_current = _at_limit(inner, fit, engine, bs, current)
+        at_current = _at_limit(inner, engine, bs, current)
         if not at_current:
             notes.append(f"batch size {bs}: no config fits in memory on {inner.profile.name}")
             continue
         mine = next((f for f in at_current if f.action == tuple(reading.action)), None)
         if mine is None:
             try:
-                mine, _ = _figure(with_power_limit(inner, current), inner, fit, bs, as_action(reading.action), None)
+                mine, _ = _figure(with_power_limit(inner, current), inner, bs, as_action(reading.action), None)
             except SpecbandError as exc:
                 notes.append(f"the server's config {tuple(reading.action)} cannot be simulated: {exc}")
         picks = {current: _best(at_current)}
         for limit in grid:
-            figures = at_current if limit == current else _at_limit(inner, fit, engine, bs, limit)
+            figures = at_current if limit == current else _at_limit(inner, engine, bs, limit)
             if figures:
                 picks[limit] = _best(figures)
         chosen = BandWithinSpeedLoss().select([_pick(f) for f in picks.values()])
         answers.append(BatchAnswer(bs, mine, _best(at_current), picks[chosen.power_limit_w]))
-    if str(profile) in builtin_profiles():
-        errors = calibration_errors(str(profile))
-        if errors:
-            worst = ", ".join(f"{m} median {e.median_abs_error:.1%}" for m, e in errors.items())
-            notes.append(f"profile {inner.profile.name}'s calibration error against published measurements: {worst}")
-        else:
-            notes.append(f"no published measurement holds profile {inner.profile.name} to a calibration error")
+    notes += [line for line in acceptance_notes(inner) if not line.startswith("fit residual")]
     if not inner.profile.power_measured:
         notes.append(f"power of profile {inner.profile.name}: "
                      + (inner.profile.power_source or "UNMEASURED, the utilisation figures are guesses"))  # fmt: skip

@@ -64,7 +64,16 @@ def test_probe_reads_real_vllm(vllm_chain: VllmServer, tiny_models: TinyModels, 
     source = read_acceptance_file(out)
     assert [o.action for o in source.observations] == [(3, 1, 4)]
     assert source.observations[0].accept_length == pytest.approx(4.0)
-    assert "SIMULATED on h200" in proc.stdout and "fitted to 1 config of probe.json" in proc.stdout
+    header = next(ln for ln in proc.stdout.splitlines() if ln.startswith("SIMULATED on h200"))
+    assert "acceptance fitted to 1 config of" in header and "probe.json" in header
+    # a first guess from the probe file names it, first
+    guess = subprocess.run(
+        [sys.executable, "-m", "specband", "recommend", "--gpu", "h200", "-b", "4", "--acceptance-from", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert guess.returncode == 0, guess.stderr[-2000:]
+    first = guess.stderr.splitlines()[0]
+    assert first.startswith("note: acceptance fitted to 1 config of") and str(out) in first
 
 
 def test_probe_sees_the_batch_real_vllm_runs(vllm_chain: VllmServer, tmp_path: Path) -> None:
