@@ -25,7 +25,13 @@ from urllib.parse import urlsplit
 
 from specband import __version__
 from specband.core.errors import ConfigError, EngineError, SpecbandError
-from specband.core.limits import DEFAULT_PROBE_REQUESTS, MAX_NEW_TOKENS, MAX_PROBE_REQUESTS, MAX_TIMEOUT_S
+from specband.core.limits import (
+    DEFAULT_PROBE_REQUESTS,
+    MAX_GPU_INDEX,
+    MAX_NEW_TOKENS,
+    MAX_PROBE_REQUESTS,
+    MAX_TIMEOUT_S,
+)
 from specband.core.optionspec import option
 from specband.deploy.probe_sim import ProbeSimulation, profile_for_gpu, simulate_probe
 from specband.engines.base import ENGINE_NAMES, Engine, get_engine
@@ -148,7 +154,13 @@ class ProbeRequest:
         show_default=False,
     )
     gpu_index: int = option(
-        0, "--gpu-index", help="NVML index of a local server's GPU.", panel="telemetry", metavar="N", min=0, max=63
+        0,
+        "--gpu-index",
+        help="NVML index of a local server's GPU.",
+        panel="telemetry",
+        metavar="N",
+        min=0,
+        max=MAX_GPU_INDEX,
     )
     target_config: str | None = option(
         None,
