@@ -245,10 +245,11 @@ class _VllmHandler(_Handler):
             body = vllm.models_response(launch.model_path, int(em.started_unix), launch.context_length)
             self._send(200, _json_bytes(body))
         elif path == "/metrics":
-            page = vllm.requests_gauges(launch.model_path, *em.engine.request_counts())
+            page = ""  # the spec-decode families first, then the request gauges, in vLLM 0.32.0's order
             if not launch.action.is_baseline:
                 counts, per_pos = em.engine.spec_decode_counts()
                 page += vllm.metrics_page(launch.model_path, em.started_unix, counts, per_pos)
+            page += vllm.requests_gauges(launch.model_path, *em.engine.request_counts())
             self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(404, _json_bytes({"detail": "Not Found"}))
