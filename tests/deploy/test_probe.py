@@ -16,6 +16,9 @@ import httpx
 import pytest
 from tests.servers import TIME_SCALE, emulator_command, free_port
 
+from specband.deploy.probe import read_local_power
+from specband.deploy.probe_sim import profile_for_gpu
+from specband.devices.power_limit import PowerLimitRange
 from specband.engines.serverconfig import ServerConfig, build_launch_command
 from specband.harness.process import ServerProcess
 from specband.sim.acceptance_fit import read_acceptance_file
@@ -219,3 +222,68 @@ def test_an_existing_out_needs_force(run_cli: Any, tmp_path: Path) -> None:
 def test_more_requests_than_the_bound_are_refused(run_cli: Any, tmp_path: Path) -> None:
     result = run_cli("probe", "--url", "http://127.0.0.1:1", "--max-requests", "65", "--out", tmp_path / "p.json")
     assert result.exit_code == 2 and "--max-requests" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("gpu", "profile"),
+    [
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
+        ("NVIDIA GeForce RTX 4060 Laptop GPU", "rtx4060-laptop"),
+        ("Tesla T4", None),
+    ],
+)
+def test_nvmls_gpu_name_picks_the_profile(gpu: str, profile: str | None) -> None:
+    assert profile_for_gpu(gpu) == profile
+
+
+class _FakeNvml:
+    """NVML as :class:`specband.devices.nvml.NvmlDevice` answers it on an H200 (700 W default,
+    200-700 W range), for the probe's power reading."""
+
+    closed = False
+
+    def __init__(self, index: int) -> None:
+        assert index == 0
+        self.name, self.power_limit_w = "NVIDIA H200", 700.0
+
+    def power_limit_range_w(self) -> PowerLimitRange:
+        return PowerLimitRange(700.0, 200.0, 700.0)
+
+    def read_power_w(self) -> float:
+        return 412.5
+
+    def close(self) -> None:
+        _FakeNvml.closed = True
+
+
+def test_a_local_servers_gpu_power_is_read_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    import specband.devices.nvml as nvml
+    from specband.deploy import probe
+
+    monkeypatch.setattr(nvml, "NvmlDevice", _FakeNvml)
+    monkeypatch.setattr(probe, "_DRIVER_PATHS", (__file__,))  # a driver is present
+    power, why = read_local_power("http://127.0.0.1:30000", 0)
+    assert why is None and power is not None and _FakeNvml.closed
+    assert power.to_json() == {
+        "power_w": 412.5,
+        "power_limit_w": 700.0,
+        "min_limit_w": 200.0,
+        "max_limit_w": 700.0,
+        "gpu": "NVIDIA H200",
+    }
+    power, why = read_local_power("http://10.0.0.5:30000", 0)
+    assert power is None and why is not None and "not local (10.0.0.5)" in why
+
+
+def test_a_plain_server_is_simulated_with_the_bundled_acceptance(run_cli: Any, tmp_path: Path, port: int) -> None:
+    with _server(tmp_path, port, (0, 0, 0), "sglang") as server:
+        server.start()
+        server.wait_healthy(60)
+        result, data = _probe(run_cli, server.base_url, tmp_path / "p.json", "--gpu", "h100-sxm")
+    assert data["action"] == [0, 0, 0] and data["acceptance"] is None and data["requests_sent"] == 0
+    header = next(ln for ln in result.stdout.splitlines() if ln.startswith("SIMULATED on h100-sxm"))
+    assert "acceptance profile" in header or "acceptance borrowed" in header
+    current = next(ln for ln in result.stdout.splitlines() if ln.startswith("  current config"))
+    assert "(0, 0, 0)" in current and "at 700 W" in current

@@ -153,14 +153,15 @@ class ProbeSimulation:
 
 
 def profile_for_gpu(gpu_name: str | None) -> str | None:
-    """The built-in profile whose ``hardware`` names the GPU NVML reports (``"NVIDIA H200"`` ->
-    ``h200``), or ``None``."""
+    """The built-in profile whose GPU model (the first part of its ``hardware``: ``H200`` of
+    ``H200_SXM_141GB``, ``RTX4060`` of ``RTX4060_Laptop``) is in the name NVML reports
+    (``"NVIDIA H200"`` -> ``h200``; letters and digits compared, case ignored), or ``None``."""
     if not gpu_name:
         return None
-    name = gpu_name.lower()
+    name = "".join(c for c in gpu_name.lower() if c.isalnum())
     for profile in builtin_profiles():
-        hardware = load_profile(profile).hardware.lower().replace("nvidia ", "")
-        if hardware and (hardware in name or name.replace("nvidia ", "") in hardware):
+        model = load_profile(profile).hardware.split("_")[0].lower()
+        if model and model in name:
             return profile
     return None
 
