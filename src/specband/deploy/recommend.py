@@ -274,8 +274,10 @@ class RecommendRequest:
 
     def __post_init__(self) -> None:
         if self.is_first_guess and self.gpu is None:
-            asked = "--acceptance-from" if self.acceptance_from is not None else "--target-config/--draft-config"
-            raise ConfigError(f"{asked} make a simulated first guess: give --gpu PROFILE")
+            asked = (
+                "--acceptance-from makes" if self.acceptance_from is not None else "--target-config/--draft-config make"
+            )
+            raise ConfigError(f"{asked} a simulated first guess: give --gpu PROFILE")
         if self.is_first_guess and self.is_mix:
             raise ConfigError("--target-config/--draft-config answer for one --batch-size, not a mix")
         if self.output_format not in ("flags", "json"):
