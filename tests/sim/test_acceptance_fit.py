@@ -207,3 +207,17 @@ def test_bad_files_are_one_error_naming_file_line_field(tmp_path: Path, text: st
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="no such file"):
         read_acceptance_file(tmp_path / "nope.jsonl")
+
+
+def test_a_model_refitted_as_a_sweep_goes(prior: AcceptParams) -> None:
+    from specband.sim import build_model
+    from specband.sim.model import with_fitted_acceptance
+
+    model = build_model("h200", target_config="llama-3.1-8b-instruct")
+    rows = SPECBUNDLE_H200[("humaneval", "old")]
+    first = with_fitted_acceptance(model, [AcceptanceObservation((3, 1, 4), rows[(3, 1, 4)][1])], label="first")
+    assert first.acceptance.source == "first" and first.accept_length((3, 1, 4)) == pytest.approx(3.047, rel=1e-3)
+    both = [AcceptanceObservation(a, rows[a][1]) for a in MEASURED]
+    second = with_fitted_acceptance(first, both, label="second")
+    assert second.acceptance.fit is not None and second.acceptance.fit.prior == model.acceptance.params
+    assert second.accept_length((7, 1, 8)) == pytest.approx(4.096, rel=1e-3)

@@ -31,6 +31,7 @@ Accept length: :mod:`specband.sim.draft_tree`. Model sizes: :mod:`specband.sim.h
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from specband.contract.actions import Action, as_action
 from specband.core.errors import ConfigError
 from specband.core.limits import is_finite_number, is_int
 from specband.sim.acceptance import AcceptanceChoice, fitted_choice, resolve_acceptance
-from specband.sim.acceptance_fit import fit_acceptance, read_acceptance_file
+from specband.sim.acceptance_fit import AcceptanceObservation, AcceptanceSource, fit_acceptance, read_acceptance_file
 from specband.sim.base import RunPrediction
 from specband.sim.draft_tree import accept_length
 from specband.sim.hfconfig import (
@@ -60,6 +61,7 @@ __all__ = [
     "StepCost",
     "build_model",
     "model_pair",
+    "with_fitted_acceptance",
 ]
 
 #: Workload of one sweep row (docs/FACTS.md §4, sglang bench_speculative.py): max(16, bs) requests of 512 tokens.
@@ -564,3 +566,28 @@ def build_model(
                 f"{source.path} measured {what} {named}; the model simulates {simulated} with that acceptance"
             )
     return model
+
+
+def with_fitted_acceptance(
+    model: SpeculativeDecodingModel,
+    measured: AcceptanceSource | Iterable[AcceptanceObservation],
+    *,
+    label: str | None = None,
+) -> SpeculativeDecodingModel:
+    """The same model with its acceptance fitted to ``measured`` (a file read with
+    :func:`~specband.sim.acceptance_fit.read_acceptance_file`, or observations made as a sweep
+    goes), starting from the pair's profile (a model fitted before is refitted from that
+    profile, not from its earlier fit).
+
+    Args:
+        model: the performance model (its profile, pair and acceptance).
+        measured: the measured accept lengths.
+        label: the fit's label (default: the source's, or ``"fitted to N configs"``).
+
+    Raises:
+        DataError: no speculative observation.
+    """
+    base = model.acceptance
+    prior = base.params if base.fit is None else base.fit.prior
+    fit = fit_acceptance(measured, prior=prior, label=label)
+    return SpeculativeDecodingModel(model.profile, model.target, model.draft, acceptance=fitted_choice(base, fit))
