@@ -102,3 +102,25 @@ def test_recommend_acceptance_from_prints_the_fit_and_the_interval(run_cli, tmp_
     bad.write_text("[]\n")
     res = run_cli(*args, "--acceptance-from", bad)
     assert res.exit_code != 0 and res.stderr.splitlines() == [f"error: {bad}:1: expected a JSON object, got list"]
+
+
+def test_launch_serves_a_first_guess_fitted_from_a_file(run_cli, tmp_path: Path) -> None:
+    models = Path(__file__).parents[2] / "src/specband/data/models"
+    for name, config in (("target", "llama-3.1-8b-instruct"), ("draft", "eagle3-llama-3.1-8b-instruct")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text((models / f"{config}.json").read_text())
+    bench = write_bench_file(tmp_path / "he.jsonl", "humaneval", "old")
+    launch = ("launch", "--target", tmp_path / "target", "--draft", tmp_path / "draft", "-b", "1", "--dry-run")
+    launch += ("--device", "none", "--sglang-version", "0.5.23", "--log", tmp_path / "s.log")
+    res = run_cli(*launch, "--gpu", "h200", "--acceptance-from", bench)
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.startswith(f"note: acceptance fitted to 2 configs of {bench}")
+    assert "--speculative-eagle-topk 1" in res.stdout  # a chain: the trees are slower on the H200 at bs 1
+    refused = run_cli(*launch, "--acceptance-from", bench)
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == "error: --acceptance-from makes a simulated first guess: give --gpu PROFILE"
+    refused = run_cli(*launch, "--gpu", "h200", "--acceptance-from", bench, "--models", tmp_path)
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        "error: --acceptance-from makes a simulated first guess for one batch size: not with --models"
+    )
