@@ -221,3 +221,28 @@ def test_a_model_refitted_as_a_sweep_goes(prior: AcceptParams) -> None:
     second = with_fitted_acceptance(first, both, label="second")
     assert second.acceptance.fit is not None and second.acceptance.fit.prior == model.acceptance.params
     assert second.accept_length((7, 1, 8)) == pytest.approx(4.096, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"action": "abc"}, r"p.json: field 'action': expected \[steps, topk, num_draft_tokens\], got 'abc'"),
+        ({"acceptance": None}, r"p.json: field 'acceptance': expected an object"),
+        (
+            {"acceptance": {"accept_length": 2.5, "accept_histogram": [1, "x"]}},
+            r"p.json: field 'acceptance.accept_histogram': expected a finite number, got 'x'$",
+        ),
+        (
+            {"acceptance": {"accept_length": 2.5, "accept_histogram": [1, 2, 3, 4, 5]}},
+            r"p.json: field 'acceptance.accept_histogram': has 5 bins, more than steps \+ 1 = 4$",
+        ),
+        ({"acceptance": {"accept_length": float("nan")}}, r"field 'acceptance.accept_length': expected a finite"),
+    ],
+)
+def test_a_bad_probe_file_is_one_error_naming_the_field(tmp_path: Path, change: dict, match: str) -> None:
+    path = _probe(tmp_path / "p.json")
+    data = json.loads(path.read_text())
+    data.update(change)
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=match):
+        read_acceptance_file(path)
