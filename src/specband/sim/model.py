@@ -39,7 +39,7 @@ from typing import Any
 from specband.contract.actions import Action, as_action
 from specband.core.errors import ConfigError
 from specband.core.limits import is_finite_number, is_int
-from specband.sim.acceptance import AcceptanceChoice, fitted_choice, resolve_acceptance
+from specband.sim.acceptance import AcceptanceChoice, fitted_choice, pair_profile, resolve_acceptance
 from specband.sim.acceptance_fit import AcceptanceObservation, AcceptanceSource, fit_acceptance, read_acceptance_file
 from specband.sim.base import RunPrediction
 from specband.sim.draft_tree import accept_length
@@ -560,6 +560,9 @@ def build_model(
     model = SpeculativeDecodingModel(
         prof, target, draft, acceptance=fitted_choice(base, fit_acceptance(source, prior=base.params))
     )
+    measured = pair_profile(source.target or target.name, source.draft or draft.name)
+    if measured is not None and measured == pair_profile(target.name, draft.name):
+        return model  # the file's pair is the simulated one to the simulator (e.g. the lmsys and yuhuili 8B heads)
     for what, named, simulated in (("target", source.target, target.name), ("draft", source.draft, draft.name)):
         if named and named != simulated:
             model.warnings.append(
