@@ -246,3 +246,25 @@ def test_a_bad_probe_file_is_one_error_naming_the_field(tmp_path: Path, change: 
     path.write_text(json.dumps(data))
     with pytest.raises(DataError, match=match):
         read_acceptance_file(path)
+
+
+def _per_position(first: float, ratio: float, steps: int) -> float:
+    """Accept length of a chain whose i-th position is accepted with ``first * ratio**(i-1)``
+    (the two-parameter per-position model of issue 29)."""
+    total, path = 1.0, 1.0
+    for depth in range(1, steps + 1):
+        path *= first * ratio ** (depth - 1)
+        total += path
+    return total
+
+
+@pytest.mark.parametrize("first", [0.4, 0.55, 0.7, 0.85])
+@pytest.mark.parametrize("ratio", [0.85, 0.95, 1.0])
+def test_two_chains_of_any_workload_pin_the_others(prior: AcceptParams, first: float, ratio: float) -> None:
+    # workloads from low acceptance ((3,1,4) ~ 1.6, as FinanceQA's 1.72) to high (~3.3)
+    obs = [AcceptanceObservation(a, _per_position(first, ratio, a[0])) for a in MEASURED]
+    fit = fit_acceptance(obs, prior=prior)
+    for action, tolerance in (((5, 1, 6), 0.02), ((1, 1, 2), 0.05)):
+        truth = _per_position(first, ratio, action[0])
+        est, lo, hi = fit.accept_length_interval(action)
+        assert abs(est / truth - 1) < tolerance and lo <= truth <= hi
