@@ -207,3 +207,64 @@ def test_bad_files_are_one_error_naming_file_line_field(tmp_path: Path, text: st
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="no such file"):
         read_acceptance_file(tmp_path / "nope.jsonl")
+
+
+def test_a_model_refitted_as_a_sweep_goes(prior: AcceptParams) -> None:
+    from specband.sim import build_model
+    from specband.sim.model import with_fitted_acceptance
+
+    model = build_model("h200", target_config="llama-3.1-8b-instruct")
+    rows = SPECBUNDLE_H200[("humaneval", "old")]
+    first = with_fitted_acceptance(model, [AcceptanceObservation((3, 1, 4), rows[(3, 1, 4)][1])], label="first")
+    assert first.acceptance.source == "first" and first.accept_length((3, 1, 4)) == pytest.approx(3.047, rel=1e-3)
+    both = [AcceptanceObservation(a, rows[a][1]) for a in MEASURED]
+    second = with_fitted_acceptance(first, both, label="second")
+    assert second.acceptance.fit is not None and second.acceptance.fit.prior == model.acceptance.params
+    assert second.accept_length((7, 1, 8)) == pytest.approx(4.096, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"action": "abc"}, r"p.json: field 'action': expected \[steps, topk, num_draft_tokens\], got 'abc'"),
+        ({"acceptance": None}, r"p.json: field 'acceptance': expected an object"),
+        (
+            {"acceptance": {"accept_length": 2.5, "accept_histogram": [1, "x"]}},
+            r"p.json: field 'acceptance.accept_histogram': expected a finite number, got 'x'$",
+        ),
+        (
+            {"acceptance": {"accept_length": 2.5, "accept_histogram": [1, 2, 3, 4, 5]}},
+            r"p.json: field 'acceptance.accept_histogram': has 5 bins, more than steps \+ 1 = 4$",
+        ),
+        ({"acceptance": {"accept_length": float("nan")}}, r"field 'acceptance.accept_length': expected a finite"),
+    ],
+)
+def test_a_bad_probe_file_is_one_error_naming_the_field(tmp_path: Path, change: dict, match: str) -> None:
+    path = _probe(tmp_path / "p.json")
+    data = json.loads(path.read_text())
+    data.update(change)
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=match):
+        read_acceptance_file(path)
+
+
+def _per_position(first: float, ratio: float, steps: int) -> float:
+    """Accept length of a chain whose i-th position is accepted with ``first * ratio**(i-1)``
+    (the two-parameter per-position model of issue 29)."""
+    total, path = 1.0, 1.0
+    for depth in range(1, steps + 1):
+        path *= first * ratio ** (depth - 1)
+        total += path
+    return total
+
+
+@pytest.mark.parametrize("first", [0.4, 0.55, 0.7, 0.85])
+@pytest.mark.parametrize("ratio", [0.85, 0.95, 1.0])
+def test_two_chains_of_any_workload_pin_the_others(prior: AcceptParams, first: float, ratio: float) -> None:
+    # workloads from low acceptance ((3,1,4) ~ 1.6, as FinanceQA's 1.72) to high (~3.3)
+    obs = [AcceptanceObservation(a, _per_position(first, ratio, a[0])) for a in MEASURED]
+    fit = fit_acceptance(obs, prior=prior)
+    for action, tolerance in (((5, 1, 6), 0.02), ((1, 1, 2), 0.05)):
+        truth = _per_position(first, ratio, action[0])
+        est, lo, hi = fit.accept_length_interval(action)
+        assert abs(est / truth - 1) < tolerance and lo <= truth <= hi

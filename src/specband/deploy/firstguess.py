@@ -187,6 +187,7 @@ def first_guess(
         ),
         notes=(
             acceptance_note(model),
+            *(w for w in model.warnings if w != model.acceptance.note),  # a RoPE mismatch, a file of another pair
             label,
             f"SIMULATED speed of the pick at batch size {batch_size}: {interval.expected_tok_s:.1f} tok/s per "
             f"request (95 % interval {interval.lo_tok_s:.1f}-{interval.hi_tok_s:.1f}: acceptance "

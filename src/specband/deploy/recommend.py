@@ -256,7 +256,8 @@ class RecommendRequest:
         None,
         "--target-config",
         help="With --gpu: a simulated first guess for this target (config.json, folder, bundled name or hub id), "
-        "labelled with the profile's calibration error against published measurements.",
+        "labelled with the acceptance it rests on and the calibration error of this profile and pair; needs "
+        "--draft-config unless it is a bundled target (its bundled head comes with it).",
         panel="setup",
         metavar="CONFIG",
         show_default=False,
@@ -264,7 +265,8 @@ class RecommendRequest:
     draft_config: str | None = option(
         None,
         "--draft-config",
-        help="With --gpu: the EAGLE3 draft head's config.json for the simulated first guess.",
+        help="With --gpu: the EAGLE3 draft head's config.json for the simulated first guess; needs --target-config "
+        "unless it is a bundled head.",
         panel="setup",
         metavar="CONFIG",
         show_default=False,
@@ -274,8 +276,10 @@ class RecommendRequest:
 
     def __post_init__(self) -> None:
         if self.is_first_guess and self.gpu is None:
-            asked = "--acceptance-from" if self.acceptance_from is not None else "--target-config/--draft-config"
-            raise ConfigError(f"{asked} make a simulated first guess: give --gpu PROFILE")
+            asked = (
+                "--acceptance-from makes" if self.acceptance_from is not None else "--target-config/--draft-config make"
+            )
+            raise ConfigError(f"{asked} a simulated first guess: give --gpu PROFILE")
         if self.is_first_guess and self.is_mix:
             raise ConfigError("--target-config/--draft-config answer for one --batch-size, not a mix")
         if self.output_format not in ("flags", "json"):

@@ -213,7 +213,7 @@ def histogram_position_accept(histogram: Sequence[float], steps: int) -> tuple[f
 
 def _num(value: Any, path: str, line: int | None, field: str) -> float:
     if not is_finite_number(value):
-        raise DataError(f"expected a finite number, got {value!r}", path=path, line=line, field=field)
+        raise DataError(f"expected a finite number, got {repr(value)[:80]}", path=path, line=line, field=field)
     return float(value)
 
 
@@ -285,8 +285,11 @@ def _read_lines(numbered: list[tuple[int, Any]], path: str) -> tuple[str, list[A
 
 
 def _read_probe(data: dict[str, Any], path: str) -> AcceptanceSource:
+    raw = data.get("action")
+    if not isinstance(raw, list) or len(raw) != 3:
+        raise DataError(f"expected [steps, topk, num_draft_tokens], got {repr(raw)[:80]}", path=path, field="action")
     action = _triple(
-        dict(zip(("steps", "topk", "num_draft_tokens"), data.get("action") or [], strict=False)),
+        dict(zip(("steps", "topk", "num_draft_tokens"), raw, strict=True)),
         ("steps", "topk", "num_draft_tokens"),
         path,
         None,
@@ -307,10 +310,9 @@ def _read_probe(data: dict[str, Any], path: str) -> AcceptanceSource:
             hist = acc["accept_histogram"]
             if not isinstance(hist, list):
                 raise DataError("expected a list of counts", path=path, field="acceptance.accept_histogram")
+            counts = [_num(h, path, None, "acceptance.accept_histogram") for h in hist]
             try:
-                positions = histogram_position_accept(
-                    [_num(h, path, None, "acceptance.accept_histogram") for h in hist], action[0]
-                )
+                positions = histogram_position_accept(counts, action[0])
             except ValueError as exc:
                 raise DataError(str(exc), path=path, field="acceptance.accept_histogram") from None
         bs = data.get("batch_sizes_seen")

@@ -31,6 +31,7 @@ Accept length: :mod:`specband.sim.draft_tree`. Model sizes: :mod:`specband.sim.h
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,8 @@ from typing import Any
 from specband.contract.actions import Action, as_action
 from specband.core.errors import ConfigError
 from specband.core.limits import is_finite_number, is_int
-from specband.sim.acceptance import AcceptanceChoice, fitted_choice, resolve_acceptance
-from specband.sim.acceptance_fit import fit_acceptance, read_acceptance_file
+from specband.sim.acceptance import AcceptanceChoice, fitted_choice, pair_profile, resolve_acceptance
+from specband.sim.acceptance_fit import AcceptanceObservation, AcceptanceSource, fit_acceptance, read_acceptance_file
 from specband.sim.base import RunPrediction
 from specband.sim.draft_tree import accept_length
 from specband.sim.hfconfig import (
@@ -60,6 +61,7 @@ __all__ = [
     "StepCost",
     "build_model",
     "model_pair",
+    "with_fitted_acceptance",
 ]
 
 #: Workload of one sweep row (docs/FACTS.md §4, sglang bench_speculative.py): max(16, bs) requests of 512 tokens.
@@ -558,9 +560,37 @@ def build_model(
     model = SpeculativeDecodingModel(
         prof, target, draft, acceptance=fitted_choice(base, fit_acceptance(source, prior=base.params))
     )
+    measured = pair_profile(source.target or target.name, source.draft or draft.name)
+    if measured is not None and measured == pair_profile(target.name, draft.name):
+        return model  # the file's pair is the simulated one to the simulator (e.g. the lmsys and yuhuili 8B heads)
     for what, named, simulated in (("target", source.target, target.name), ("draft", source.draft, draft.name)):
         if named and named != simulated:
             model.warnings.append(
                 f"{source.path} measured {what} {named}; the model simulates {simulated} with that acceptance"
             )
     return model
+
+
+def with_fitted_acceptance(
+    model: SpeculativeDecodingModel,
+    measured: AcceptanceSource | Iterable[AcceptanceObservation],
+    *,
+    label: str | None = None,
+) -> SpeculativeDecodingModel:
+    """The same model with its acceptance fitted to ``measured`` (a file read with
+    :func:`~specband.sim.acceptance_fit.read_acceptance_file`, or observations made as a sweep
+    goes), starting from the pair's profile (a model fitted before is refitted from that
+    profile, not from its earlier fit).
+
+    Args:
+        model: the performance model (its profile, pair and acceptance).
+        measured: the measured accept lengths.
+        label: the fit's label (default: the source's, or ``"fitted to N configs"``).
+
+    Raises:
+        DataError: no speculative observation.
+    """
+    base = model.acceptance
+    prior = base.params if base.fit is None else base.fit.prior
+    fit = fit_acceptance(measured, prior=prior, label=label)
+    return SpeculativeDecodingModel(model.profile, model.target, model.draft, acceptance=fitted_choice(base, fit))

@@ -39,7 +39,8 @@ class SimulateRequest:
     target_config: str | None = option(
         None,
         "--target-config",
-        help="Target model's Hugging Face config.json, or a bundled name (default: llama-3.2-1b-instruct).",
+        help="Target model's Hugging Face config.json, or a bundled name (default: llama-3.2-1b-instruct); needs "
+        "--draft-config unless it is a bundled target (its bundled head comes with it).",
         panel="model",
         metavar="CONFIG",
         show_default=False,
@@ -47,7 +48,8 @@ class SimulateRequest:
     draft_config: str | None = option(
         None,
         "--draft-config",
-        help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct).",
+        help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct); needs "
+        "--target-config unless it is a bundled head.",
         panel="model",
         metavar="CONFIG",
         show_default=False,
