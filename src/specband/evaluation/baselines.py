@@ -48,6 +48,7 @@ __all__ = [
     "BaselineRow",
     "ConfigFigures",
     "compare_with_engine_defaults",
+    "comparison_table",
     "picks_of",
     "settle_adaptive",
 ]
@@ -235,8 +236,12 @@ def settle_adaptive(
             target = steps[j]
             if target != current:
                 trace.append(f"accepted drafts {ema:.2f} at {current}: moves to {target}")
+            else:
+                lower = f"down at <= {(0.5 if steps[i - 1] == 0 else steps[i - 1] - 0.5) + down:.2f}" if i > 0 else ""
+                upper = f"up above {steps[i] - 0.5 + up:.2f}" if i < len(steps) - 1 else ""
+                bounds = ", ".join(b for b in (lower, upper) if b)
+                trace.append(f"accepted drafts {ema:.2f} at {current}: stays" + (f" (it moves {bounds})" if bounds else ""))
         if target == current:
-            trace.append(f"settles at {current}")
             return (current,), trace
         current = target
     cycle = tuple(seen[seen.index(current) :])
@@ -277,6 +282,7 @@ class _Simulator:
     model: Any
     label: str
     limit_w: float
+    profile: str
 
 
 def _simulator(rows: Sequence[SweepRow]) -> tuple[_Simulator | None, str | None]:
@@ -300,7 +306,7 @@ def _simulator(rows: Sequence[SweepRow]) -> tuple[_Simulator | None, str | None]
         model = with_power_limit(model, limit)
     except ConfigError as exc:
         return None, f"the simulator could not be built ({exc})"
-    return _Simulator(model, f"profile {profile}, {pair[0]} + {pair[1]}", limit), None
+    return _Simulator(model, f"profile {profile}, {pair[0]} + {pair[1]}", limit, profile), None
 
 
 @dataclass(frozen=True)
@@ -391,7 +397,7 @@ class _Figures:
             w = self.config.energy_weight
             reward = band_score(util, self.config) ** w * throughput_score(speed, base.speed, self.config) ** (1 - w)
         sources = sorted({p.source for p in pts})
-        source = " + ".join(s if s != "simulated" else f"simulated ({self.sim.label if self.sim else '?'})" for s in sources)
+        source = " + ".join(s if s != "simulated" else f"simulated ({self.sim.profile if self.sim else '?'})" for s in sources)
         return ConfigFigures(speed, jpt, util, band, reward, source)
 
 
@@ -493,3 +499,36 @@ def picks_of(result: Any, algorithm: str | None = None) -> tuple[str, dict[int, 
         for bs, p in fr.picks.get(algo, {}).items():
             picks.setdefault(bs, EXTENDED_ACTIONS[p.pick])
     return algo, dict(sorted(picks.items()))
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def comparison_table(comparison: BaselineComparison) -> tuple[str, tuple[str, ...], list[list[str]], list[str]]:
+    """The comparison as a table: title, headers, rows (one per contender and batch size) and
+    the notes to print under it (sources, how each sglang config was reached)."""
+    headers = ("bs", "who", "config", "tok/s", "J/token", "utilisation", "band", "reward", "figures from")
+    rows = []
+    for r in comparison.rows:
+        f = r.figures
+        if f is None:
+            rows.append([str(r.batch_size), r.who, r.config_text, "-", "-", "-", "-", "-", "not in the data, not simulated"])
+            continue
+        band = {"in": "in band", "unknown": "-"}.get(f.band, f.band)
+        rows.append(
+            [
+                str(r.batch_size),
+                r.who,
+                r.config_text,
+                f"{f.speed_tok_s:.1f}",
+                _cell(f.joules_per_token, ".4f"),
+                _cell(f.energy_utilization, ".3f"),
+                band,
+                _cell(f.reward, ".3f"),
+                f.source,
+            ]
+        )
+    moves = [f"bs {r.batch_size}, sglang {r.note}" for r in comparison.rows if r.who == SGLANG]
+    title = f"specband's pick against the engines' defaults ({comparison.data} data)"
+    return title, headers, rows, [*comparison.notes, *moves]
