@@ -77,6 +77,7 @@ class ConfigFigures:
             (``band^w x speed^(1-w)``, :mod:`specband.contract.reward`), ``None`` without power.
         source: where the figures come from: the rows' provenance and count
             (``"published, 5 rows"``), or ``"simulated (profile ...)"``.
+        from_data: every config behind them is in the data (``False``: some simulated here).
     """
 
     speed_tok_s: float
@@ -85,6 +86,7 @@ class ConfigFigures:
     band: str
     reward: float | None
     source: str
+    from_data: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """Every field, floats rounded to 4-6 significant digits."""
@@ -96,6 +98,7 @@ class ConfigFigures:
             "band": self.band,
             "reward": r(self.reward, 4),
             "source": self.source,
+            "from_data": self.from_data,
         }
 
 
@@ -207,7 +210,11 @@ def settle_adaptive(
     """
     steps = sorted({int(s) for s in entry["candidate_steps"]})
     knobs = {k: entry.get(k, v) for k, v in SLOT_DEFAULTS.items()}
-    down, up, ceiling_coeff = float(knobs["down_hysteresis"]), float(knobs["up_hysteresis"]), float(knobs["ceiling_coeff"])
+    down, up, ceiling_coeff = (
+        float(knobs["down_hysteresis"]),
+        float(knobs["up_hysteresis"]),
+        float(knobs["ceiling_coeff"]),
+    )
     current = initial_steps if initial_steps in steps else steps[len(steps) // 2]
     trace = [f"starts at {current}"]
     seen: list[int] = []
@@ -240,7 +247,9 @@ def settle_adaptive(
                 lower = f"down at <= {(0.5 if steps[i - 1] == 0 else steps[i - 1] - 0.5) + down:.2f}" if i > 0 else ""
                 upper = f"up above {steps[i] - 0.5 + up:.2f}" if i < len(steps) - 1 else ""
                 bounds = ", ".join(b for b in (lower, upper) if b)
-                trace.append(f"accepted drafts {ema:.2f} at {current}: stays" + (f" (it moves {bounds})" if bounds else ""))
+                trace.append(
+                    f"accepted drafts {ema:.2f} at {current}: stays" + (f" (it moves {bounds})" if bounds else "")
+                )
         if target == current:
             return (current,), trace
         current = target
@@ -250,7 +259,12 @@ def settle_adaptive(
 
 
 # ----------------------------------------------------------------------------- figures
-_PROFILE_BY_HARDWARE = (("rtx4060laptop", "rtx4060-laptop"), ("h100", "h100-sxm"), ("h200", "h200"), ("a100", "a100-sxm4-80gb"))
+_PROFILE_BY_HARDWARE = (
+    ("rtx4060laptop", "rtx4060-laptop"),
+    ("h100", "h100-sxm"),
+    ("h200", "h200"),
+    ("a100", "a100-sxm4-80gb"),
+)
 
 
 def _norm(text: str) -> str:
@@ -296,12 +310,16 @@ def _simulator(rows: Sequence[SweepRow]) -> tuple[_Simulator | None, str | None]
         profile = next((p for key, p in _PROFILE_BY_HARDWARE if key in hardware), None)
     if profile is None:
         return None, "the rows' GPU has no simulator profile"
-    pair = _bundled_pair(_one([r.raw.get("target_model") for r in rows]), _one([r.raw.get("draft_model") for r in rows]))
+    pair = _bundled_pair(
+        _one([r.raw.get("target_model") for r in rows]), _one([r.raw.get("draft_model") for r in rows])
+    )
     if pair is None:
         return None, "the rows' target/draft pair is not a bundled one"
     limits = [r.power_limit_watts for r in rows if r.power_limit_watts]
     try:
-        model = build_model(profile, target_config=pair[0], draft_config=pair[1], workload=_one([r.raw.get("workload") for r in rows]))
+        model = build_model(
+            profile, target_config=pair[0], draft_config=pair[1], workload=_one([r.raw.get("workload") for r in rows])
+        )
         limit = float(statistics.median(limits)) if limits else float(model.power_limit_w)
         model = with_power_limit(model, limit)
     except ConfigError as exc:
@@ -326,7 +344,9 @@ class _Figures:
     def __init__(self, sweep: Sweep, config: RewardConfig) -> None:
         self.config = config
         rows = [r for r in sweep.rows if r.trainable and r.speed_tok_s is not None]
-        self.limit_w = float(statistics.median([r.power_limit_watts for r in rows if r.power_limit_watts] or [config.power_limit_w]))
+        self.limit_w = float(
+            statistics.median([r.power_limit_watts for r in rows if r.power_limit_watts] or [config.power_limit_w])
+        )
         self.kind = "published" if sweep.format == "published_live" else (_one([r.provenance for r in rows]) or "mixed")
         self.groups: dict[tuple[int, Action], list[SweepRow]] = defaultdict(list)
         for r in rows:
@@ -346,8 +366,16 @@ class _Figures:
     def point(self, bs: int, action: Action) -> _Point | None:
         rows = self.groups.get((bs, action))
         if rows:
-            powers = [r.avg_power_watts if r.avg_power_watts is not None else (r.utilization() or 0) * self.limit_w for r in rows if r.utilization() is not None]
-            jpts = [float(r.raw["joules_per_token"]) for r in rows if isinstance(r.raw.get("joules_per_token"), (int, float)) and r.raw["joules_per_token"] > 0]
+            powers = [
+                r.avg_power_watts if r.avg_power_watts is not None else (r.utilization() or 0) * self.limit_w
+                for r in rows
+                if r.utilization() is not None
+            ]
+            jpts = [
+                float(r.raw["joules_per_token"])
+                for r in rows
+                if isinstance(r.raw.get("joules_per_token"), (int, float)) and r.raw["joules_per_token"] > 0
+            ]
             accepts = [r.accept_length for r in rows if r.accept_length is not None]
             return _Point(
                 statistics.fmean(accepts) if accepts else (1.0 if action == BASELINE_ACTION else math.nan),
@@ -388,8 +416,16 @@ class _Figures:
         accept = [p.accept if not math.isnan(p.accept) else 1.0 for p in pts]
         times = [a / p.speed for a, p in zip(accept, pts, strict=True)]
         speed = sum(accept) / sum(times)
-        power = None if any(p.power is None for p in pts) else sum(p.power * t for p, t in zip(pts, times, strict=True) if p.power is not None) / sum(times)
-        jpt = None if any(p.jpt is None for p in pts) else sum(p.jpt * a for p, a in zip(pts, accept, strict=True) if p.jpt is not None) / sum(accept)
+        power = (
+            None
+            if any(p.power is None for p in pts)
+            else sum(p.power * t for p, t in zip(pts, times, strict=True) if p.power is not None) / sum(times)
+        )
+        jpt = (
+            None
+            if any(p.jpt is None for p in pts)
+            else sum(p.jpt * a for p, a in zip(pts, accept, strict=True) if p.jpt is not None) / sum(accept)
+        )
         util = None if power is None else power / self.limit_w
         band, reward = "unknown", None
         if util is not None:
@@ -397,8 +433,10 @@ class _Figures:
             w = self.config.energy_weight
             reward = band_score(util, self.config) ** w * throughput_score(speed, base.speed, self.config) ** (1 - w)
         sources = sorted({p.source for p in pts})
-        source = " + ".join(s if s != "simulated" else f"simulated ({self.sim.profile if self.sim else '?'})" for s in sources)
-        return ConfigFigures(speed, jpt, util, band, reward, source)
+        source = " + ".join(
+            s if s != "simulated" else f"simulated ({self.sim.profile if self.sim else '?'})" for s in sources
+        )
+        return ConfigFigures(speed, jpt, util, band, reward, source, "simulated" not in sources)
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -439,7 +477,11 @@ def compare_with_engine_defaults(
         note = f"tier {tier} (candidate steps {entries[tier]['candidate_steps']}): " + ", ".join(trace)
         rows.append(BaselineRow(bs, SGLANG, actions, figs.figures(bs, actions), note))
         vllm = chain_action(VLLM_K)
-        vnote = "fixed K" if engine == "vllm" else f"read as sglang's chain {vllm} from {engine} rows (vLLM's own speed differs)"
+        vnote = (
+            "fixed K"
+            if engine == "vllm"
+            else f"read as sglang's chain {vllm} from {engine} rows (vLLM's own speed differs)"
+        )
         rows.append(BaselineRow(bs, VLLM, (vllm,), figs.figures(bs, [vllm]), vnote))
     notes = [
         f"sglang: default adaptive tiers and start ({start} steps) from {SGLANG_DEFAULTS_SOURCE}; "
@@ -456,7 +498,9 @@ def compare_with_engine_defaults(
             f"rows marked simulated were not in the data: simulated on {figs.sim.label} at {figs.sim.limit_w:g} W"
             + (f"; on the data's own configs its speed is off by {err:.1%} (median)" if err is not None else "")
         )
-    return BaselineComparison(tuple(rows), figs.kind, figs.sim.label if figs.sim and figs.simulated_used else None, tuple(notes))
+    return BaselineComparison(
+        tuple(rows), figs.kind, figs.sim.label if figs.sim and figs.simulated_used else None, tuple(notes)
+    )
 
 
 def _simulator_error(figs: _Figures) -> float | None:
@@ -513,7 +557,9 @@ def comparison_table(comparison: BaselineComparison) -> tuple[str, tuple[str, ..
     for r in comparison.rows:
         f = r.figures
         if f is None:
-            rows.append([str(r.batch_size), r.who, r.config_text, "-", "-", "-", "-", "-", "not in the data, not simulated"])
+            rows.append(
+                [str(r.batch_size), r.who, r.config_text, "-", "-", "-", "-", "-", "not in the data, not simulated"]
+            )
             continue
         band = {"in": "in band", "unknown": "-"}.get(f.band, f.band)
         rows.append(

@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action
+from specband.evaluation.baselines import SGLANG_DEFAULTS_SOURCE, VLLM_K
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult
 from specband.evaluation.ope import Interval
-
-from specband.evaluation.baselines import SGLANG_DEFAULTS_SOURCE, VLLM_K
 
 if TYPE_CHECKING:
     from specband.evaluation.baselines import BaselineComparison
@@ -127,7 +126,7 @@ def _kind_title(result: EvaluationResult, k: str) -> str:
     return f"{k} features" + (f" (= {', '.join(twins)}: identical states on this data)" if twins else "")
 
 
-def _utilization(result: EvaluationResult, directory: Path, source: str) -> FigureOutcome:  # noqa: C901
+def _utilization(result: EvaluationResult, directory: Path, source: str) -> FigureOutcome:
     name = "utilization.png"
     kinds, algos = _kinds(result), list(result.algorithms)
     values: dict[str, list[float]] = {}
@@ -160,7 +159,9 @@ def _utilization(result: EvaluationResult, directory: Path, source: str) -> Figu
     for ax, k in zip(axes[0], kinds, strict=True):
         cols = _columns(result, k)
         ax.set_title(_kind_title(result, k), fontsize=9)
-        ax.axhspan(cfg.band_low, cfg.band_high, color="green", alpha=0.18, label=f"band {cfg.band_low:.2f}-{cfg.band_high:.2f}")
+        ax.axhspan(
+            cfg.band_low, cfg.band_high, color="green", alpha=0.18, label=f"band {cfg.band_low:.2f}-{cfg.band_high:.2f}"
+        )
         for j, algo in enumerate(algos):
             xs, ys, lo, hi = [], [], [], []
             for i, (bs, _, fr) in enumerate(cols):
@@ -173,19 +174,36 @@ def _utilization(result: EvaluationResult, directory: Path, source: str) -> Figu
                 hi.append(dh)
                 note = _short(p.label) if p is not None and p.utilization is not None else ""
                 if note and np.isfinite(y):
-                    ax.annotate(note, (x, y), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=6, rotation=90)
+                    ax.annotate(
+                        note, (x, y), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=6, rotation=90
+                    )
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=colors(j % 10), label=algo)
         for i, (bs, _, fr) in enumerate(cols):
             ref = fr.contexts[bs].reference_utilization
             if ref is not None:
-                ax.hlines(ref.estimate, i - 0.45, i + 0.45, colors="red", linestyles="--", label="reference (3,4,8)" if i == 0 else None)
+                ax.hlines(
+                    ref.estimate,
+                    i - 0.45,
+                    i + 0.45,
+                    colors="red",
+                    linestyles="--",
+                    label="reference (3,4,8)" if i == 0 else None,
+                )
         labels = [f"{bs}\n(in-sample)" if mixed_scoring and r.scored_on == IN_SAMPLE else str(bs) for bs, r, _ in cols]
         ax.set_xticks(range(len(cols)), labels)
         ax.set_xlabel("batch size")
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("energy utilisation (avg power / power limit)")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.035), ncol=min(6, len(labels)), fontsize=8, frameon=False)
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.035),
+        ncol=min(6, len(labels)),
+        fontsize=8,
+        frameon=False,
+    )
     _save(plt, fig, directory / name, source, bottom=0.1)
     return FigureOutcome(name, True, None, source, values)
 
@@ -195,7 +213,7 @@ def _grid(n: int) -> tuple[int, int]:
     return (n + cols - 1) // cols, cols
 
 
-def _tradeoff(  # noqa: C901, PLR0915
+def _tradeoff(  # noqa: C901
     result: EvaluationResult,
     directory: Path,
     source: str,
@@ -209,12 +227,18 @@ def _tradeoff(  # noqa: C901, PLR0915
         return FigureOutcome(name, False, "no rows with a speed to draw", source)
     sizes = [bs for bs in sorted(stats) if any(s.energy_utilization is not None for s in stats[bs].values())]
     if not sizes:
-        return FigureOutcome(name, False, "no power in the data: utilisation is unknown, so the band cannot be drawn", source)
+        return FigureOutcome(
+            name, False, "no power in the data: utilisation is unknown, so the band cannot be drawn", source
+        )
     values: dict[str, list[float]] = {}
     for bs in sizes:
         values[f"bs{bs}/speed_tok_s"] = [s.speed_tok_s for s in stats[bs].values()]
-        values[f"bs{bs}/utilization"] = [s.energy_utilization for s in stats[bs].values() if s.energy_utilization is not None]
-        values[f"bs{bs}/joules_per_token"] = [s.joules_per_token for s in stats[bs].values() if s.joules_per_token is not None]
+        values[f"bs{bs}/utilization"] = [
+            s.energy_utilization for s in stats[bs].values() if s.energy_utilization is not None
+        ]
+        values[f"bs{bs}/joules_per_token"] = [
+            s.joules_per_token for s in stats[bs].values() if s.joules_per_token is not None
+        ]
     plt = _plt()
     cfg = result.reward_config
     nrows, ncols = _grid(len(sizes))
@@ -231,30 +255,75 @@ def _tradeoff(  # noqa: C901, PLR0915
     marks = {"sglang": ("s", "tab:orange"), "vLLM": ("^", "tab:purple")}
     for n, bs in enumerate(sizes):
         ax = axes[n // ncols][n % ncols]
-        ax.axvspan(cfg.band_low, cfg.band_high, color="green", alpha=0.15, lw=0, label=f"band {cfg.band_low:.2f}-{cfg.band_high:.2f}")
+        ax.axvspan(
+            cfg.band_low,
+            cfg.band_high,
+            color="green",
+            alpha=0.15,
+            lw=0,
+            label=f"band {cfg.band_low:.2f}-{cfg.band_high:.2f}",
+        )
         items = [(a, s) for a, s in stats[bs].items() if s.energy_utilization is not None]
         xs = [s.energy_utilization for _, s in items]
         ys = [s.speed_tok_s for _, s in items]
         cs = [s.joules_per_token if s.joules_per_token is not None else np.nan for _, s in items]
-        scatter = ax.scatter(xs, ys, c=cs if jpts else "tab:blue", cmap="viridis", norm=norm, s=28, zorder=3, edgecolors="none")
+        scatter = ax.scatter(
+            xs, ys, c=cs if jpts else "tab:blue", cmap="viridis", norm=norm, s=28, zorder=3, edgecolors="none"
+        )
         speed_rank = sorted(items, key=lambda it: -it[1].speed_tok_s)[:3]
         labelled = {a for a, _ in speed_rank} | {0}
         pick = picks.get(bs)
         for a, s in items:
             act = EXTENDED_ACTIONS[a]
             if a in labelled or act == pick:
-                ax.annotate(f"({act[0]},{act[1]},{act[2]})", (s.energy_utilization, s.speed_tok_s), textcoords="offset points", xytext=(4, -9), fontsize=6)
+                ax.annotate(
+                    f"({act[0]},{act[1]},{act[2]})",
+                    (s.energy_utilization, s.speed_tok_s),
+                    textcoords="offset points",
+                    xytext=(4, -9),
+                    fontsize=6,
+                )
         if pick is not None:
             hit = [(s.energy_utilization, s.speed_tok_s) for a, s in items if EXTENDED_ACTIONS[a] == pick]
             if hit:
-                ax.scatter(*zip(*hit, strict=True), marker="*", s=260, facecolors="none", edgecolors="red", linewidths=1.5, zorder=4, label=f"specband pick ({algorithm})")
+                ax.scatter(
+                    *zip(*hit, strict=True),
+                    marker="*",
+                    s=260,
+                    facecolors="none",
+                    edgecolors="red",
+                    linewidths=1.5,
+                    zorder=4,
+                    label=f"specband pick ({algorithm})",
+                )
         if comparison is not None:
             for key, (marker, color) in marks.items():
                 row = next((r for r in comparison.rows if r.batch_size == bs and r.who.startswith(key)), None)
                 if row is None or row.figures is None or row.figures.energy_utilization is None:
                     continue
-                sim = row.figures.source.startswith("simulated")
-                ax.scatter([row.figures.energy_utilization], [row.figures.speed_tok_s], marker=marker, s=110, facecolors="none", edgecolors=color, linewidths=1.4, linestyle="--" if sim else "-", zorder=5, label=f"{key} default" + (" (simulated)" if sim else ""))
+                sim = not row.figures.from_data
+                ax.scatter(
+                    [row.figures.energy_utilization],
+                    [row.figures.speed_tok_s],
+                    marker=marker,
+                    s=110,
+                    facecolors="none",
+                    edgecolors=color,
+                    linewidths=1.4,
+                    linestyle="--" if sim else "-",
+                    zorder=5,
+                    label=f"{key} default" + (" (not in the data: simulated)" if sim else ""),
+                )
+        if not any(x is not None and cfg.band_low <= x <= cfg.band_high for x in xs):
+            ax.text(
+                0.5,
+                0.02,
+                "no config in the band at this limit",
+                transform=ax.transAxes,
+                ha="center",
+                fontsize=7,
+                color="darkgreen",
+            )
         ax.set_title(f"batch size {bs}", fontsize=9)
         ax.set_xlabel("energy utilisation (avg power / limit)", fontsize=8)
         ax.set_ylabel("speed, tok/s", fontsize=8)
@@ -266,35 +335,65 @@ def _tradeoff(  # noqa: C901, PLR0915
         axes[n // ncols][n % ncols].axis("off")
     import textwrap
 
-    footer = "\n".join(textwrap.wrap(source + "; dashed outline: the engine default's figures are simulated", 160))
+    footer = "\n".join(
+        textwrap.wrap(
+            source + "; dashed outline: the engine default's config is not in the data, its figures are simulated", 160
+        )
+    )
     fig.text(0.005, 0.005, footer, ha="left", va="bottom", fontsize=7, color="dimgray")
     bottom = (0.75 + 0.15 * footer.count("\n")) / fig.get_figheight()
-    fig.legend(list(legend.values()), list(legend), loc="lower center", bbox_to_anchor=(0.5, bottom), ncol=len(legend), fontsize=7, frameon=False)
-    fig.subplots_adjust(left=0.06, right=0.9, top=1 - 0.7 / fig.get_figheight(), bottom=bottom + 0.75 / fig.get_figheight(), hspace=0.4, wspace=0.3)
+    fig.legend(
+        list(legend.values()),
+        list(legend),
+        loc="lower center",
+        bbox_to_anchor=(0.5, bottom),
+        ncol=len(legend),
+        fontsize=7,
+        frameon=False,
+    )
+    fig.subplots_adjust(
+        left=0.06,
+        right=0.9,
+        top=1 - 0.7 / fig.get_figheight(),
+        bottom=bottom + 0.75 / fig.get_figheight(),
+        hspace=0.4,
+        wspace=0.3,
+    )
     if jpts and scatter is not None:
         cax = fig.add_axes((0.92, bottom + 0.75 / fig.get_figheight(), 0.012, 0.6))
         fig.colorbar(scatter, cax=cax, label="energy, J/token")
-    fig.suptitle("Speed against energy utilisation of every config the data ran (mean over its rows), per batch size", fontsize=10)
+    fig.suptitle(
+        "Speed against energy utilisation of every config the data ran (mean over its rows), per batch size",
+        fontsize=10,
+    )
     fig.savefig(directory / name, dpi=110, metadata={"Source": source})
     plt.close(fig)
     return FigureOutcome(name, True, None, source, values)
 
 
-def _baselines(directory: Path, source: str, comparison: BaselineComparison | None) -> FigureOutcome:  # noqa: C901
+def _baselines(directory: Path, source: str, comparison: BaselineComparison | None) -> FigureOutcome:
     name = "baselines.png"
     if comparison is None:
         return FigureOutcome(name, False, "no comparison with the engines' defaults was made", source)
     sizes = comparison.batch_sizes()
     whos = list(dict.fromkeys(r.who for r in comparison.rows))
-    metrics = (("speed_tok_s", "speed, tok/s"), ("joules_per_token", "energy, J/token"), ("energy_utilization", "utilisation"))
+    metrics = (
+        ("speed_tok_s", "speed, tok/s"),
+        ("joules_per_token", "energy, J/token"),
+        ("energy_utilization", "utilisation"),
+    )
     values: dict[str, list[float]] = {}
     for attr, _ in metrics:
         for who in whos:
             values[f"{attr}/{who}"] = [
-                float(getattr(r.figures, attr)) for r in comparison.rows if r.who == who and r.figures is not None and getattr(r.figures, attr) is not None
+                float(getattr(r.figures, attr))
+                for r in comparison.rows
+                if r.who == who and r.figures is not None and getattr(r.figures, attr) is not None
             ]
     if not any(values[f"speed_tok_s/{w}"] for w in whos):
-        return FigureOutcome(name, False, "no contender has figures at any batch size (not in the data, no simulator)", source)
+        return FigureOutcome(
+            name, False, "no contender has figures at any batch size (not in the data, no simulator)", source
+        )
     plt = _plt()
     colors = {w: c for w, c in zip(whos, ("tab:red", "tab:orange", "tab:purple"), strict=False)}
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.8), squeeze=False)
@@ -309,17 +408,42 @@ def _baselines(directory: Path, source: str, comparison: BaselineComparison | No
                 if v is None:
                     continue
                 x = i - 0.4 + width * (j + 0.5)
-                sim = r is not None and r.figures is not None and r.figures.source.startswith("simulated")
+                sim = r is not None and r.figures is not None and not r.figures.from_data
                 first = ax.get_legend_handles_labels()[1].count(who) == 0
                 if attr == "energy_utilization":  # a point: a bar from 0 would hide the band's few hundredths
-                    ax.scatter([x], [v], s=45, marker="o", color=colors[who] if not sim else "white", edgecolors=colors[who], linewidths=1.5, zorder=3, label=who if first else None)
+                    ax.scatter(
+                        [x],
+                        [v],
+                        s=45,
+                        marker="o",
+                        color=colors[who] if not sim else "white",
+                        edgecolors=colors[who],
+                        linewidths=1.5,
+                        zorder=3,
+                        label=who if first else None,
+                    )
                 else:
-                    ax.bar(x, v, width * 0.9, color=colors[who], hatch="//" if sim else None, edgecolor="white" if sim else None, label=who if first else None)
+                    ax.bar(
+                        x,
+                        v,
+                        width * 0.9,
+                        color=colors[who],
+                        hatch="//" if sim else None,
+                        edgecolor="white" if sim else None,
+                        label=who if first else None,
+                    )
                 if r is not None:
-                    ax.annotate(r.config_text, (x, v), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=6, rotation=90)
+                    ax.annotate(
+                        r.config_text,
+                        (x, v),
+                        textcoords="offset points",
+                        xytext=(0, 4),
+                        ha="center",
+                        fontsize=6,
+                        rotation=90,
+                    )
         ax.set_xticks(range(len(sizes)), [str(bs) for bs in sizes])
         ax.set_xlabel("batch size")
-        ax.set_title(label + (" (log scale)" if attr == "joules_per_token" and ax.get_yscale() == "log" else ""), fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         vals = [v for w in whos for v in values[f"{attr}/{w}"]]
         if attr == "energy_utilization" and vals:
@@ -329,12 +453,26 @@ def _baselines(directory: Path, source: str, comparison: BaselineComparison | No
             ax.set_ylim(min(vals) / 1.5, max(vals) * 2.5)
         else:
             ax.set_ylim(0, ax.get_ylim()[1] * 1.18)
+        ax.set_title(label + (" (log scale)" if ax.get_yscale() == "log" else ""), fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.94), ncol=len(labels), fontsize=8, frameon=False)
-    fig.suptitle("specband's pick against the engines' defaults, per batch size (hatched bar or hollow point: simulated, not in the data)", fontsize=10)
-    sim = f"; hatched: simulated on {comparison.simulator}" if comparison.simulator else ""
+    fig.legend(
+        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.94), ncol=len(labels), fontsize=8, frameon=False
+    )
+    fig.suptitle(
+        "specband's pick against the engines' defaults, per batch size "
+        "(hatched bar or hollow point: simulated, not in the data)",
+        fontsize=10,
+    )
+    simulated = f"; hatched: simulated on {comparison.simulator}" if comparison.simulator else ""
     fig.subplots_adjust(top=0.8)
-    _save(plt, fig, directory / name, source + sim + f"; sglang tiers: {SGLANG_DEFAULTS_SOURCE.split(' (')[0]}; vLLM K={VLLM_K}", bottom=0.0, top=0.86)
+    _save(
+        plt,
+        fig,
+        directory / name,
+        source + simulated + f"; sglang tiers: {SGLANG_DEFAULTS_SOURCE.split(' (')[0]}; vLLM K={VLLM_K}",
+        bottom=0.0,
+        top=0.86,
+    )
     return FigureOutcome(name, True, None, source, values)
 
 

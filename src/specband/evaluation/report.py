@@ -13,17 +13,17 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_INDEX, Action
+from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_INDEX
 from specband.core.errors import ConfigError, SpecbandError
 from specband.core.limits import MAX_CONFIG_FILE_BYTES
 from specband.core.tables import print_table, table_console, unit
+from specband.evaluation.extras import ReportExtras, report_extras
 from specband.evaluation.figures import FIGURES, FigureOutcome
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult, PickSummary
 from specband.evaluation.ope import ESTIMATORS, Interval
@@ -59,33 +59,6 @@ REPORT_FILES: tuple[str, ...] = ("report.md", "evaluation.json", *FIGURES)
 #: Figures of earlier layouts (all-zero in-sample regret, equal reward bars), removed from a
 #: report folder that is written again.
 _OLD_FIGURES: tuple[str, ...] = ("reward.png", "regret.png")
-
-
-@dataclass(frozen=True)
-class ReportExtras:
-    """What the report shows beside the evaluation, from the data itself.
-
-    Attributes:
-        stats: batch size -> action index -> the data's means (:func:`specband.sweeps.origin.action_stats`).
-        picks: the algorithm whose picks are compared and its pick per batch size
-            (:func:`specband.evaluation.baselines.picks_of`).
-        comparison: the engines' defaults against the pick
-            (:func:`specband.evaluation.baselines.compare_with_engine_defaults`), or ``None``.
-    """
-
-    stats: Mapping[int, Mapping[int, Any]]
-    picks: tuple[str, Mapping[int, Action]]
-    comparison: BaselineComparison | None
-
-
-def report_extras(result: EvaluationResult, sweep: Any) -> ReportExtras:
-    """The :class:`ReportExtras` of ``result`` on ``sweep`` (the rows it was evaluated on)."""
-    from specband.evaluation.baselines import compare_with_engine_defaults, picks_of
-    from specband.sweeps.origin import action_stats
-
-    algo, picks = picks_of(result)
-    comparison = compare_with_engine_defaults(sweep, picks, algorithm=algo, config=result.reward_config) if picks else None
-    return ReportExtras(action_stats(sweep), (algo, picks), comparison)
 
 
 @dataclass(frozen=True)
@@ -388,7 +361,9 @@ def _tables(result: EvaluationResult) -> list[tuple[str, tuple[str, ...], list[l
     picks = _merged_rows(
         result,
         lambda fr: {
-            (a, bs): _pick_cells(result, fr, a, p) for a in result.algorithms for bs, p in sorted(fr.picks.get(a, {}).items())
+            (a, bs): _pick_cells(result, fr, a, p)
+            for a in result.algorithms
+            for bs, p in sorted(fr.picks.get(a, {}).items())
         },
     )
     first = next(iter(result.features.values()))  # the oracle and the reference do not depend on the features
@@ -519,7 +494,9 @@ def _feature_notes(fr: FeatureResult) -> list[str]:
     return notes
 
 
-def render_tables(result: EvaluationResult, console: Any | None = None, comparison: BaselineComparison | None = None) -> None:
+def render_tables(
+    result: EvaluationResult, console: Any | None = None, comparison: BaselineComparison | None = None
+) -> None:
     """Print the pick table, the oracle/reference table and the summary with rich (contract
     and pre-launch features in one table, one row where they agree), then the engines'
     defaults; every title says whether the numbers are held-out or in-sample.
