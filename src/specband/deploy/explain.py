@@ -185,7 +185,7 @@ def band_trade(
         for a in allowed
         if a in stats
         and a in means
-        and a != action_index
+        and a not in (action_index, 0)  # the baseline scores 0 on speed: never a trade
         and (u := stats[a].energy_utilization) is not None
         and BAND_LOW <= u <= BAND_HIGH
     ]
