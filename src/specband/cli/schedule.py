@@ -24,7 +24,12 @@ from specband.deploy.explain import origin_line
 from specband.deploy.schedule import ScheduleRequest
 from specband.deploy.usersetup import user_setup
 from specband.engines.base import get_engine
-from specband.evaluation.schedules import evaluate_schedules, render_schedule_table, write_schedule_report
+from specband.evaluation.schedules import (
+    evaluate_schedules,
+    figure_reason,
+    render_schedule_table,
+    write_schedule_report,
+)
 from specband.sweeps.dataset import FEATURE_KINDS
 
 if TYPE_CHECKING:
@@ -155,4 +160,9 @@ def evaluate_schedules_hook(
         n_bootstrap=n_bootstrap,
     )
     render_schedule_table(result, table_console(stderr=to_stderr))
-    return write_schedule_report(result, out_dir) if out_dir is not None else []
+    if out_dir is None:
+        return []
+    reason = figure_reason(result)
+    if reason is not None:
+        _note(f"no schedules.png: {reason}")
+    return write_schedule_report(result, out_dir)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from specband.evaluation.baselines import BaselineComparison
     from specband.sweeps.origin import ActionStats
 
-__all__ = ["FIGURES", "FigureOutcome", "figure_source", "write_figures"]
+__all__ = ["FIGURES", "FigureOutcome", "figure_source", "source_line", "sweep_source", "write_figures"]
 
 #: Figures :func:`write_figures` may write, in report order.
 FIGURES: tuple[str, ...] = ("tradeoff.png", "baselines.png", "utilization.png")
@@ -69,12 +69,18 @@ def _short(label: str) -> str:
     return _SHORT_LABEL.get(label, "mixed" if label.startswith("mixed") else label)
 
 
-def figure_source(result: EvaluationResult) -> str:
-    """The provenance line of every figure: what the rows are and where they come from, e.g.
-    ``"source: published measurements (24 measured, 5 derived rows), rtx4060_published_live.jsonl"``."""
-    counts = ", ".join(f"{n} {k}" for k, n in result.provenance.items()) or "no"
-    kinds = set(result.provenance)
-    if result.data_format == "published_live":
+def source_line(data_format: str, provenance: Mapping[str, int], data_path: str | None) -> str:
+    """The provenance line of a figure: what the rows are and where they come from, e.g.
+    ``"source: published measurements (4 derived, 25 measured rows), rtx4060_published_live.jsonl"``.
+
+    Args:
+        data_format: the sweep's format (``"published_live"`` for the published study's rows).
+        provenance: row label (measured, derived, simulated, emulated) -> count.
+        data_path: the data file (its name is shown), or ``None``.
+    """
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(provenance.items())) or "no"
+    kinds = set(provenance)
+    if data_format == "published_live":
         what = "published measurements"
     elif kinds <= {"measured", "derived"}:
         what = "measured rows"
@@ -82,8 +88,23 @@ def figure_source(result: EvaluationResult) -> str:
         what = f"{next(iter(kinds))} rows" + (" (a simulation, not a measurement)" if "simulated" in kinds else "")
     else:
         what = "mixed rows"
-    name = Path(result.data_path).name if result.data_path else "in-memory data"
+    name = Path(data_path).name if data_path else "in-memory data"
     return f"source: {what} ({counts} rows), {name}"
+
+
+def figure_source(result: EvaluationResult) -> str:
+    """:func:`source_line` of an evaluation's rows."""
+    return source_line(result.data_format, result.provenance, result.data_path)
+
+
+def sweep_source(sweep: Any) -> str:
+    """:func:`source_line` of a sweep's successful rows."""
+    from collections import Counter
+
+    from specband.evaluation.splits import _row_label
+
+    counts = Counter(_row_label(r) for r in sweep.rows if r.trainable)
+    return source_line(sweep.format, counts, None if sweep.path is None else str(sweep.path))
 
 
 def _columns(result: EvaluationResult, k: str) -> list[tuple[int, EvaluationResult, FeatureResult]]:
