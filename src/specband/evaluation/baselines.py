@@ -47,6 +47,7 @@ __all__ = [
     "BaselineComparison",
     "BaselineRow",
     "ConfigFigures",
+    "compare_from_stats",
     "compare_with_engine_defaults",
     "comparison_table",
     "picks_of",
@@ -74,7 +75,8 @@ class ConfigFigures:
         energy_utilization: average power / power limit, fraction (``None`` without power).
         band: ``"in"``, ``"below"``, ``"above"`` the band, or ``"unknown"`` (no power).
         reward: the contract's reward without the thermal multiplier
-            (``band^w x speed^(1-w)``, :mod:`specband.contract.reward`), ``None`` without power.
+            (``band^w x speed^(1-w)``, :mod:`specband.contract.reward`), ``None`` without power
+            (0 for the baseline (0,0,0), whose speed term is 0 whatever its power).
         source: where the figures come from: the rows' provenance and count
             (``"published, 5 rows"``), or ``"simulated (profile ...)"``.
         from_data: every config behind them is in the data (``False``: some simulated here).
@@ -299,28 +301,37 @@ class _Simulator:
     profile: str
 
 
-def _simulator(rows: Sequence[SweepRow]) -> tuple[_Simulator | None, str | None]:
-    """The performance model of the rows' GPU and pair, or ``None`` and why not."""
+def _simulator(
+    profile: str | None,
+    hardware: str | None,
+    pair_names: tuple[str | None, str | None],
+    workload: str | None,
+    limit_w: float | None,
+) -> tuple[_Simulator | None, str | None]:
+    """The performance model of the data's GPU and pair, or ``None`` and why not.
+
+    Args:
+        profile: the simulated rows' profile (``None``: found from ``hardware``).
+        hardware: the rows' GPU name.
+        pair_names: the rows' target and draft model names (matched to the bundled configs'
+            ``_name_or_path``).
+        workload: the rows' workload (``None``: the pair's default).
+        limit_w: the rows' power limit, W (``None``: the profile's).
+    """
     from specband.sim.model import build_model
     from specband.sim.power_capped import with_power_limit
 
-    profile = _one([r.raw.get("profile") for r in rows if r.provenance == "simulated"])
     if profile is None:
-        hardware = _norm(str(_one([r.raw.get("hardware") for r in rows]) or ""))
-        profile = next((p for key, p in _PROFILE_BY_HARDWARE if key in hardware), None)
+        norm = _norm(hardware or "")
+        profile = next((p for key, p in _PROFILE_BY_HARDWARE if key in norm), None)
     if profile is None:
         return None, "the rows' GPU has no simulator profile"
-    pair = _bundled_pair(
-        _one([r.raw.get("target_model") for r in rows]), _one([r.raw.get("draft_model") for r in rows])
-    )
+    pair = _bundled_pair(*pair_names)
     if pair is None:
         return None, "the rows' target/draft pair is not a bundled one"
-    limits = [r.power_limit_watts for r in rows if r.power_limit_watts]
     try:
-        model = build_model(
-            profile, target_config=pair[0], draft_config=pair[1], workload=_one([r.raw.get("workload") for r in rows])
-        )
-        limit = float(statistics.median(limits)) if limits else float(model.power_limit_w)
+        model = build_model(profile, target_config=pair[0], draft_config=pair[1], workload=workload)
+        limit = float(limit_w) if limit_w else float(model.power_limit_w)
         model = with_power_limit(model, limit)
     except ConfigError as exc:
         return None, f"the simulator could not be built ({exc})"
@@ -329,7 +340,7 @@ def _simulator(rows: Sequence[SweepRow]) -> tuple[_Simulator | None, str | None]
 
 @dataclass(frozen=True)
 class _Point:
-    """One config at one batch size: accept length, speed, power (W) and J/token."""
+    """One config at one batch size: accept length (NaN: unknown), speed, power (W) and J/token."""
 
     accept: float
     speed: float
@@ -339,51 +350,26 @@ class _Point:
 
 
 class _Figures:
-    """Figures per (batch size, config): the rows' means, else the simulator's."""
+    """Figures per (batch size, config): the data's means (``measured``), else the simulator's."""
 
-    def __init__(self, sweep: Sweep, config: RewardConfig) -> None:
-        self.config = config
-        rows = [r for r in sweep.rows if r.trainable and r.speed_tok_s is not None]
-        self.limit_w = float(
-            statistics.median([r.power_limit_watts for r in rows if r.power_limit_watts] or [config.power_limit_w])
-        )
-        self.kind = "published" if sweep.format == "published_live" else (_one([r.provenance for r in rows]) or "mixed")
-        self.groups: dict[tuple[int, Action], list[SweepRow]] = defaultdict(list)
-        for r in rows:
-            self.groups[(r.batch_size, r.action)].append(r)
-        self.temps = {bs: statistics.fmean(t) for bs, t in self._temps(rows).items()}
-        self.sim, self.no_sim = _simulator(rows)
+    def __init__(
+        self,
+        measured: Mapping[tuple[int, Action], _Point],
+        *,
+        kind: str,
+        limit_w: float,
+        temps: Mapping[int, float],
+        sim: tuple[_Simulator | None, str | None],
+        config: RewardConfig,
+    ) -> None:
+        self.measured, self.kind, self.limit_w, self.temps, self.config = measured, kind, limit_w, temps, config
+        self.sim, self.no_sim = sim
         self.simulated_used = False
 
-    @staticmethod
-    def _temps(rows: Sequence[SweepRow]) -> dict[int, list[float]]:
-        out: dict[int, list[float]] = defaultdict(list)
-        for r in rows:
-            if r.gpu_temp_c is not None:
-                out[r.batch_size].append(r.gpu_temp_c)
-        return out
-
     def point(self, bs: int, action: Action) -> _Point | None:
-        rows = self.groups.get((bs, action))
-        if rows:
-            powers = [
-                r.avg_power_watts if r.avg_power_watts is not None else (r.utilization() or 0) * self.limit_w
-                for r in rows
-                if r.utilization() is not None
-            ]
-            jpts = [
-                float(r.raw["joules_per_token"])
-                for r in rows
-                if isinstance(r.raw.get("joules_per_token"), (int, float)) and r.raw["joules_per_token"] > 0
-            ]
-            accepts = [r.accept_length for r in rows if r.accept_length is not None]
-            return _Point(
-                statistics.fmean(accepts) if accepts else (1.0 if action == BASELINE_ACTION else math.nan),
-                statistics.fmean(float(r.speed_tok_s or 0.0) for r in rows),
-                statistics.fmean(powers) if powers else None,
-                statistics.fmean(jpts) if jpts else None,
-                f"{self.kind}, {len(rows)} row(s)",
-            )
+        known = self.measured.get((bs, action))
+        if known is not None:
+            return known
         if self.sim is None:
             return None
         model = self.sim.model
@@ -401,8 +387,14 @@ class _Figures:
 
     def accepted(self, bs: int) -> Callable[[int], float | None]:
         def at(steps: int) -> float | None:
-            p = self.point(bs, chain_action(steps))
-            return None if p is None or math.isnan(p.accept) else p.accept - 1.0
+            action = chain_action(steps)
+            p = self.point(bs, action)
+            if p is not None and not math.isnan(p.accept):
+                return p.accept - 1.0
+            if self.sim is not None:  # the data keeps no accept length (a policy folder's means)
+                self.simulated_used = True
+                return float(self.sim.model.accept_length(action)) - 1.0
+            return None
 
         return at
 
@@ -432,11 +424,58 @@ class _Figures:
             band = "below" if util < self.config.band_low else ("above" if util > self.config.band_high else "in")
             w = self.config.energy_weight
             reward = band_score(util, self.config) ** w * throughput_score(speed, base.speed, self.config) ** (1 - w)
+        elif all(a == BASELINE_ACTION for a in actions):
+            reward = 0.0  # the baseline's speed term is 0 against itself, whatever its band
         sources = sorted({p.source for p in pts})
         source = " + ".join(
             s if s != "simulated" else f"simulated ({self.sim.profile if self.sim else '?'})" for s in sources
         )
         return ConfigFigures(speed, jpt, util, band, reward, source, "simulated" not in sources)
+
+
+def _figures_of_sweep(sweep: Sweep, config: RewardConfig) -> _Figures:
+    """:class:`_Figures` over a sweep's successful rows."""
+    rows = [r for r in sweep.rows if r.trainable and r.speed_tok_s is not None]
+    limits = [r.power_limit_watts for r in rows if r.power_limit_watts]
+    limit = float(statistics.median(limits or [config.power_limit_w]))
+    kind = "published" if sweep.format == "published_live" else (_one([r.provenance for r in rows]) or "mixed")
+    groups: dict[tuple[int, Action], list[SweepRow]] = defaultdict(list)
+    temps: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        groups[(r.batch_size, r.action)].append(r)
+        if r.gpu_temp_c is not None:
+            temps[r.batch_size].append(r.gpu_temp_c)
+    measured = {}
+    for (bs, action), group in groups.items():
+        utils = [u for u in (r.utilization() for r in group) if u is not None]
+        jpts = [float(r.raw["joules_per_token"]) for r in group if _positive(r.raw.get("joules_per_token"))]
+        accepts = [r.accept_length for r in group if r.accept_length is not None]
+        measured[(bs, action)] = _Point(
+            statistics.fmean(accepts) if accepts else (1.0 if action == BASELINE_ACTION else math.nan),
+            statistics.fmean(float(r.speed_tok_s or 0.0) for r in group),
+            statistics.fmean(utils) * limit if utils else None,
+            statistics.fmean(jpts) if jpts else None,
+            f"{kind}, {len(group)} row(s)",
+        )
+    sim = _simulator(
+        _one([r.raw.get("profile") for r in rows if r.provenance == "simulated"]),
+        _one([r.raw.get("hardware") for r in rows]),
+        (_one([r.raw.get("target_model") for r in rows]), _one([r.raw.get("draft_model") for r in rows])),
+        _one([r.raw.get("workload") for r in rows]),
+        limit,
+    )
+    return _Figures(
+        measured,
+        kind=kind,
+        limit_w=limit,
+        temps={b: statistics.fmean(t) for b, t in temps.items()},
+        sim=sim,
+        config=config,
+    )
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -461,12 +500,59 @@ def compare_with_engine_defaults(
     Returns:
         a :class:`BaselineComparison` (three rows per batch size of ``picks``).
     """
-    figs = _Figures(sweep, config)
+    return _compare(_figures_of_sweep(sweep, config), picks, algorithm, initial_steps, sweep_engine(sweep))
+
+
+def sweep_engine(sweep: Sweep) -> str:
+    """The engine the rows were measured with (``"sglang"`` when they do not say)."""
+    return str(_one([r.raw.get("engine") for r in sweep.rows]) or "sglang")
+
+
+def compare_from_stats(
+    stats: Mapping[int, Mapping[int, Any]],
+    origin: Any,
+    picks: Mapping[int, Action],
+    *,
+    algorithm: str = "lookup_table",
+    config: RewardConfig = RewardConfig(),
+    initial_steps: int | None = None,
+) -> BaselineComparison:
+    """:func:`compare_with_engine_defaults` from a policy folder's per-config means (its
+    manifest's :class:`~specband.sweeps.origin.ActionStats`) instead of the rows: a folder keeps
+    no accept lengths, so sglang's controller moves on the simulator's (the notes say so).
+
+    Args:
+        stats: batch size -> action index -> :class:`~specband.sweeps.origin.ActionStats`.
+        origin: the folder's :class:`~specband.sweeps.origin.DataOrigin`.
+        picks, algorithm, config, initial_steps: as :func:`compare_with_engine_defaults`.
+    """
+    from specband.contract.actions import EXTENDED_ACTIONS
+
+    limit = float(origin.power_limit_w or config.power_limit_w)
+    kind = origin.provenance
+    measured = {}
+    for bs, per in stats.items():
+        for a, st in per.items():
+            power = None if st.energy_utilization is None else st.energy_utilization * limit
+            accept = 1.0 if a == 0 else math.nan
+            measured[(bs, EXTENDED_ACTIONS[a])] = _Point(
+                accept, st.speed_tok_s, power, st.joules_per_token, f"{kind}, {st.rows} row(s)"
+            )
+    sim = _simulator(origin.profile, origin.hardware, (origin.target_model, origin.draft_model), origin.workload, limit)
+    figs = _Figures(measured, kind=kind, limit_w=limit, temps={}, sim=sim, config=config)
+    comparison = _compare(figs, picks, algorithm, initial_steps, "sglang")
+    note = "the folder keeps no accept lengths: sglang's controller moves on the simulator's"
+    return BaselineComparison(comparison.rows, comparison.data, comparison.simulator, (*comparison.notes, note))
+
+
+def _compare(
+    figs: _Figures, picks: Mapping[int, Action], algorithm: str, initial_steps: int | None, engine: str
+) -> BaselineComparison:
+    """The comparison over ``figs`` (see :func:`compare_with_engine_defaults`)."""
     entries = {int(k): v for k, v in SGLANG_DEFAULT_ADAPTIVE_CONFIG.items()}
     keys = sorted(entries)
     union = sorted({int(s) for e in entries.values() for s in e["candidate_steps"]})
     start = union[len(union) // 2] if initial_steps is None else initial_steps
-    engine = _one([r.raw.get("engine") for r in sweep.rows]) or "sglang"
     rows: list[BaselineRow] = []
     for bs in sorted(picks):
         pick = picks[bs]
@@ -508,14 +594,13 @@ def _simulator_error(figs: _Figures) -> float | None:
     if figs.sim is None:
         return None
     errors = []
-    for (bs, action), rows in figs.groups.items():
+    for (bs, action), known in figs.measured.items():
         try:
             pred = figs.sim.model.predict(bs, action, figs.temps.get(bs, figs.sim.model.ambient_temp_c))
         except ConfigError:
             continue
-        measured = statistics.fmean(float(r.speed_tok_s or 0.0) for r in rows)
-        if measured > 0:
-            errors.append(abs(pred.speed_tok_s / measured - 1.0))
+        if known.speed > 0:
+            errors.append(abs(pred.speed_tok_s / known.speed - 1.0))
     return statistics.median(errors) if errors else None
 
 
