@@ -4,6 +4,8 @@ their steady state, vLLM with a fixed K, against specband's pick, on the bundled
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from specband.contract.actions import Action
@@ -86,7 +88,10 @@ def test_on_the_bundled_laptop_data(laptop: Sweep) -> None:
     assert any("adaptive_spec_params.py" in n and "0.5.23" in n for n in comp.notes)
     title, headers, rows, notes = comparison_table(comp)
     assert "published data" in title and headers[-1] == "figures from"
-    assert ["16", "sglang adaptive (default tiers)", "(3,1,4)"] == rows[10][:3]
+    assert rows[10][:3] == ["16", "sglang adaptive (default tiers)", "(3,1,4)"]
+    assert (
+        "bs 4, sglang tier 1 (candidate steps [1, 3, 5, 7]): starts at 3, accepted drafts 1.04 at 3: stays" in notes[-3]
+    )
 
 
 @pytest.mark.parametrize("profile", ["h100-sxm", "h200"])
@@ -101,3 +106,39 @@ def test_on_simulated_datacenter_rows(profile: str) -> None:
     pick, sglang = comp.at(1, "specband"), comp.at(1, SGLANG)
     assert sglang.configs == (Action(3, 1, 4),)  # the 8B pair accepts about 1.9 drafts at 3 steps: stays
     assert pick.figures.speed_tok_s > sglang.figures.speed_tok_s  # type: ignore[union-attr]
+
+
+def test_evaluate_prints_the_comparison(run_cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    res = run_cli("evaluate", "--algo", "lookup_table", "--bootstrap", "50")
+    assert res.exit_code == 0, res.stderr
+    assert "specband's pick against the engines' defaults (published data)" in res.stdout
+    row = next(line for line in res.stdout.splitlines() if line.startswith("│ 16 ") and "sglang adaptive" in line)
+    assert "(3,1,4)" in row and "simulated (rtx4060-laptop)" in row and "above" in row
+    doc = json.loads(run_cli("evaluate", "--algo", "lookup_table", "--bootstrap", "50", "--json").stdout)
+    rows = doc["engine_defaults"]["rows"]
+    assert [(r["batch_size"], r["who"]) for r in rows[:3]] == [
+        (1, "specband (lookup_table)"),
+        (1, "sglang adaptive (default tiers)"),
+        (1, "vLLM num_speculative_tokens=3"),
+    ]
+    assert doc["engine_defaults"]["vllm_k"] == VLLM_K
+
+
+def test_schedule_explains_against_the_engines_defaults(run_cli, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    res = run_cli("schedule", "-e", "sglang", "--out", "s.json", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)["engine_defaults"]["rows"]
+    at4 = {r["who"]: r for r in rows if r["batch_size"] == 4}
+    assert at4["specband (lookup_table schedule)"]["configs"] == [[3, 1, 4]]
+    sglang4 = at4["sglang adaptive (default tiers)"]
+    assert sglang4["configs"] == [[3, 1, 4]] and sglang4["figures"]["from_data"] is True
+    assert sglang4["figures"]["speed_tok_s"] == pytest.approx(129.574, abs=1e-3)
+    assert sglang4["figures"]["source"] == "published, 1 row(s)"
+    at16 = {r["who"]: r for r in rows if r["batch_size"] == 16}
+    assert at16["specband (lookup_table schedule)"]["figures"]["reward"] == 0.0  # the baseline: speculation off
+    assert at16["sglang adaptive (default tiers)"]["figures"]["source"] == "simulated (rtx4060-laptop)"
+    text = run_cli("schedule", "-e", "sglang", "--out", "s.json", "--force")
+    assert "specband's pick against the engines' defaults (published data)" in text.stdout
+    assert "note: the folder keeps no accept lengths: sglang's controller moves on the simulator's" in text.stderr
