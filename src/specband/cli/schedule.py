@@ -33,7 +33,7 @@ from specband.evaluation.schedules import (
 from specband.sweeps.dataset import FEATURE_KINDS
 
 if TYPE_CHECKING:
-    from specband.deploy.answers import MixAnswer, MixPick
+    from specband.deploy.answers import MixAnswer, MixPick, ScheduleAnswer
     from specband.deploy.tiers import TierPick
     from specband.evaluation.baselines import BaselineComparison
 
@@ -58,7 +58,7 @@ def schedule_command(request: ScheduleRequest) -> None:
     margin_note = engine.schedule_margin_note(request.margin)
     if margin_note is not None:
         _note(margin_note)
-    defaults = engine_defaults(request, written.answer.picks)
+    defaults = engine_defaults(request, written.answer)
     if request.output_format == "json":
         doc = written.to_json(request.engine)
         if defaults is not None:
@@ -80,20 +80,22 @@ def schedule_command(request: ScheduleRequest) -> None:
         _note(line)
 
 
-def engine_defaults(request: ScheduleRequest, picks: Sequence[TierPick]) -> BaselineComparison | None:
+def engine_defaults(request: ScheduleRequest, answer: ScheduleAnswer) -> BaselineComparison | None:
     """The schedule's chain pick at each measured batch size against sglang's default adaptive
     tiers and vLLM with a fixed K (:func:`specband.evaluation.baselines.compare_from_stats`),
-    from the folder's per-config means; ``None`` when the folder records none."""
-    from specband.artifacts.load import load_models
+    from the folder's per-config means (read once, with the picks); ``None`` when the folder
+    records none."""
     from specband.evaluation.baselines import compare_from_stats
 
-    manifest = load_models(
-        request.algo, request.models, request.data, trust_pickle=request.trust_pickle, action_set=request.action_set
-    ).manifest
+    manifest = answer.manifest
+    if manifest is None or manifest.origin is None:
+        return None
     chosen = {
-        p.measured_batch_size: EXTENDED_ACTIONS[p.chain[0]] for p in picks if p.measured_batch_size in manifest.stats
+        p.measured_batch_size: EXTENDED_ACTIONS[p.chain[0]]
+        for p in answer.picks
+        if p.measured_batch_size in manifest.stats
     }
-    if not chosen or manifest.origin is None:
+    if not chosen:
         return None
     return compare_from_stats(manifest.stats, manifest.origin, chosen, algorithm=f"{request.algo} schedule")
 

@@ -718,6 +718,9 @@ class ScheduleAnswer:
         transfer: the transfer check (:class:`TransferCheck`; its warnings say when the data
             is simulated), or ``None`` when not checked.
         notes: the loading notes and the transfer check's warnings, in order.
+        manifest: the folder's :class:`~specband.artifacts.folder.Manifest` the picks were
+            scored from (its per-config means explain the schedule against the engines'
+            defaults; not in :meth:`to_json`), or ``None``.
     """
 
     algorithm: str
@@ -726,6 +729,7 @@ class ScheduleAnswer:
     origin: PickOrigin
     transfer: TransferCheck | None = None
     notes: tuple[str, ...] = ()
+    manifest: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """``batch_sizes`` (per batch size: ``batch_size``, ``measured_batch_size``,
