@@ -142,3 +142,18 @@ def test_schedule_explains_against_the_engines_defaults(run_cli, tmp_path, monke
     text = run_cli("schedule", "-e", "sglang", "--out", "s.json", "--force")
     assert "specband's pick against the engines' defaults (published data)" in text.stdout
     assert "note: the folder keeps no accept lengths: sglang's controller moves on the simulator's" in text.stderr
+
+
+def test_emulated_rows_fill_the_gaps_with_the_emulators_own_model() -> None:
+    """Emulated rows name the pair as given to the emulator ("m", "d"); the emulator runs the
+    bundled 1B pair on the laptop profile, so that is what fills configs the sweep did not run."""
+    from tests.deploy.test_band_trade import _rows
+
+    sweep = Sweep.from_records(_rows(), path="emulated.jsonl")
+    comp = compare_with_engine_defaults(sweep, {16: Action(3, 2, 4)})
+    assert comp.data == "emulated"
+    pick, sglang = comp.at(16, "specband"), comp.at(16, SGLANG)
+    assert pick.figures is not None and pick.figures.source == "emulated, 1 row(s)"
+    assert pick.figures.energy_utilization == pytest.approx(0.944, abs=1e-6)
+    assert sglang.figures is not None and sglang.figures.source == "simulated (rtx4060-laptop)"
+    assert comp.simulator == "profile rtx4060-laptop, llama-3.2-1b-instruct + eagle3-llama-3.2-1b-instruct"

@@ -307,6 +307,7 @@ def _simulator(
     pair_names: tuple[str | None, str | None],
     workload: str | None,
     limit_w: float | None,
+    emulated: bool = False,
 ) -> tuple[_Simulator | None, str | None]:
     """The performance model of the data's GPU and pair, or ``None`` and why not.
 
@@ -317,7 +318,10 @@ def _simulator(
             ``_name_or_path``).
         workload: the rows' workload (``None``: the pair's default).
         limit_w: the rows' power limit, W (``None``: the profile's).
+        emulated: the rows came from ``specband emulate``, whose pair is the bundled 1B one
+            unless given configs (used when the rows' names match no bundled config).
     """
+    from specband.sim.hfconfig import BUNDLED_DRAFT_CONFIG, BUNDLED_TARGET_CONFIG
     from specband.sim.model import build_model
     from specband.sim.power_capped import with_power_limit
 
@@ -327,10 +331,15 @@ def _simulator(
     if profile is None:
         return None, "the rows' GPU has no simulator profile"
     pair = _bundled_pair(*pair_names)
+    if pair is None and emulated:  # the emulator's own pair unless it was given configs
+        pair = (BUNDLED_TARGET_CONFIG, BUNDLED_DRAFT_CONFIG)
     if pair is None:
         return None, "the rows' target/draft pair is not a bundled one"
     try:
-        model = build_model(profile, target_config=pair[0], draft_config=pair[1], workload=workload)
+        try:
+            model = build_model(profile, target_config=pair[0], draft_config=pair[1], workload=workload)
+        except ConfigError:  # a workload no acceptance profile names (the emulator's "builtin"): the pair's own
+            model = build_model(profile, target_config=pair[0], draft_config=pair[1])
         limit = float(limit_w) if limit_w else float(model.power_limit_w)
         model = with_power_limit(model, limit)
     except ConfigError as exc:
@@ -463,6 +472,7 @@ def _figures_of_sweep(sweep: Sweep, config: RewardConfig) -> _Figures:
         (_one([r.raw.get("target_model") for r in rows]), _one([r.raw.get("draft_model") for r in rows])),
         _one([r.raw.get("workload") for r in rows]),
         limit,
+        emulated=kind == "emulated",
     )
     return _Figures(
         measured,
