@@ -89,7 +89,7 @@ def test_laptop_report_figures(tmp_path: Path, drawn_texts: dict[str, list[str]]
         "vLLM num_speculative_tokens=3",
     ]
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "## Specband's pick against the engines' defaults (published data)" in md
+    assert "## specband's pick against the engines' defaults (published data)" in md
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specband.contract.actions import BASELINE_ACTION, Action, chain_action
@@ -80,6 +80,9 @@ class ConfigFigures:
         source: where the figures come from: the rows' provenance and count
             (``"published, 5 rows"``), or ``"simulated (profile ...)"``.
         from_data: every config behind them is in the data (``False``: some simulated here).
+        speed_interval: for simulated figures, ``(low, high)`` tok/s: the speed widened by the
+            simulator's worst relative speed error on the data's own configs (``None`` for
+            figures from the data, or when the data has no config to check the simulator on).
     """
 
     speed_tok_s: float
@@ -89,6 +92,7 @@ class ConfigFigures:
     reward: float | None
     source: str
     from_data: bool = True
+    speed_interval: tuple[float, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Every field, floats rounded to 4-6 significant digits."""
@@ -101,6 +105,7 @@ class ConfigFigures:
             "reward": r(self.reward, 4),
             "source": self.source,
             "from_data": self.from_data,
+            "speed_interval": None if self.speed_interval is None else [round(v, 3) for v in self.speed_interval],
         }
 
 
@@ -589,20 +594,34 @@ def _compare(
         why = figs.no_sim or "the config does not fit in memory (simulated)"
         notes.append(f"{len(missing)} row(s) without figures: not in the data and not simulated ({why})")
     if figs.simulated_used and figs.sim is not None:
-        err = _simulator_error(figs)
-        notes.append(
-            f"rows marked simulated were not in the data: simulated on {figs.sim.label} at {figs.sim.limit_w:g} W"
-            + (f"; on the data's own configs its speed is off by {err:.1%} (median)" if err is not None else "")
-        )
+        errors = _simulator_errors(figs)
+        text = f"rows marked simulated were not in the data: simulated on {figs.sim.label} at {figs.sim.limit_w:g} W"
+        if errors:
+            worst = max(errors)
+            rows = [_widened(r, worst) for r in rows]
+            text += (
+                f"; on the data's own {len(errors)} configs its speed is off by {statistics.median(errors):.1%} "
+                f"(median), {worst:.1%} at worst: the interval on a simulated speed"
+            )
+        notes.append(text)
     return BaselineComparison(
         tuple(rows), figs.kind, figs.sim.label if figs.sim and figs.simulated_used else None, tuple(notes)
     )
 
 
-def _simulator_error(figs: _Figures) -> float | None:
-    """Median relative error of the simulator's speed on the data's own (batch size, config)s."""
+def _widened(row: BaselineRow, error: float) -> BaselineRow:
+    """``row`` with a speed interval of +-``error`` (relative) when its figures are simulated."""
+    f = row.figures
+    if f is None or f.from_data:
+        return row
+    interval = (f.speed_tok_s * (1.0 - error), f.speed_tok_s * (1.0 + error))
+    return replace(row, figures=replace(f, speed_interval=interval))
+
+
+def _simulator_errors(figs: _Figures) -> list[float]:
+    """The simulator's relative speed error on each of the data's own (batch size, config)s."""
     if figs.sim is None:
-        return None
+        return []
     errors = []
     for (bs, action), known in figs.measured.items():
         try:
@@ -611,7 +630,7 @@ def _simulator_error(figs: _Figures) -> float | None:
             continue
         if known.speed > 0:
             errors.append(abs(pred.speed_tok_s / known.speed - 1.0))
-    return statistics.median(errors) if errors else None
+    return errors
 
 
 def picks_of(result: Any, algorithm: str | None = None) -> tuple[str, dict[int, Action]]:
@@ -662,7 +681,8 @@ def comparison_table(comparison: BaselineComparison) -> tuple[str, tuple[str, ..
                 str(r.batch_size),
                 r.who,
                 r.config_text,
-                f"{f.speed_tok_s:.1f}",
+                f"{f.speed_tok_s:.1f}"
+                + ("" if f.speed_interval is None else f" [{f.speed_interval[0]:.1f}, {f.speed_interval[1]:.1f}]"),
                 _cell(f.joules_per_token, ".4f"),
                 _cell(f.energy_utilization, ".3f"),
                 band,

@@ -453,6 +453,9 @@ def _baselines(directory: Path, source: str, comparison: BaselineComparison | No
                         edgecolor="white" if sim else None,
                         label=who if first else None,
                     )
+                    iv = None if r is None or r.figures is None else r.figures.speed_interval
+                    if attr == "speed_tok_s" and iv is not None:  # the simulator's error on this data
+                        ax.errorbar([x], [v], yerr=[[v - iv[0]], [iv[1] - v]], fmt="none", ecolor="black", capsize=2)
                 if r is not None:
                     ax.annotate(
                         r.config_text,
@@ -481,7 +484,8 @@ def _baselines(directory: Path, source: str, comparison: BaselineComparison | No
     )
     fig.suptitle(
         "specband's pick against the engines' defaults, per batch size "
-        "(hatched bar or hollow point: simulated, not in the data)",
+        "(hatched bar or hollow point: simulated, not in the data; its error bar: the simulator's worst "
+        "speed error on the data's own configs)",
         fontsize=10,
     )
     simulated = f"; hatched: simulated on {comparison.simulator}" if comparison.simulator else ""

@@ -610,7 +610,7 @@ def report_markdown(
         from specband.evaluation.baselines import comparison_table
 
         title, headers, rows, notes = comparison_table(extras.comparison)
-        out += ["", f"## {title[0].upper()}{title[1:]}", "", _md_table(headers, rows), ""]
+        out += ["", f"## {title}", "", _md_table(headers, rows), ""]
         out += [f"- {n}" for n in notes]
     out += ["", "## Figures", ""]
     for f in figures or []:
