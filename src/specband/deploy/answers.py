@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action, server_args_kwargs, sglang_cli_args
 from specband.contract.reward import band_status
+from specband.deploy.trade import BandTrade, RewardTerms
 from specband.engines.base import get_engine
 from specband.sweeps.limit_table import fastest, nvidia_smi_command, speed_loss
 
@@ -45,6 +46,7 @@ __all__ = [
     "POWER_LIMIT_JSON_KEYS",
     "Answer",
     "BandPosition",
+    "BandTrade",
     "CalibrationError",
     "Explanation",
     "Figures",
@@ -56,6 +58,7 @@ __all__ = [
     "Pick",
     "PickOrigin",
     "PowerLimitAnswer",
+    "RewardTerms",
     "RowCounts",
     "RunnerUp",
     "ScheduleAnswer",
@@ -261,6 +264,8 @@ class Explanation:
             no power in the rows).
         band_note: what would reach the band when none does (``None`` otherwise).
         figures_are: the data's provenance (a simulation is never called a measurement).
+        band_trade: when the pick is outside the band and a config inside it lost to it, the
+            :class:`BandTrade` (``None`` otherwise).
     """
 
     batch_size: int
@@ -269,9 +274,11 @@ class Explanation:
     band_reachable: bool | None
     band_note: str | None
     figures_are: str
+    band_trade: BandTrade | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Every field, in order (the figures as :meth:`Figures.to_json`)."""
+        """Every field, in order (the figures as :meth:`Figures.to_json`); ``band_trade`` only
+        when there is one (:meth:`BandTrade.to_json`)."""
         return {
             "batch_size": self.batch_size,
             "pick": None if self.pick is None else self.pick.to_json(),
@@ -279,7 +286,7 @@ class Explanation:
             "band_reachable": self.band_reachable,
             "band_note": self.band_note,
             "figures_are": self.figures_are,
-        }
+        } | ({} if self.band_trade is None else {"band_trade": self.band_trade.to_json()})
 
 
 @dataclass(frozen=True)
@@ -743,6 +750,9 @@ class ScheduleAnswer:
         transfer: the transfer check (:class:`TransferCheck`; its warnings say when the data
             is simulated), or ``None`` when not checked.
         notes: the loading notes and the transfer check's warnings, in order.
+        manifest: the folder's :class:`~specband.artifacts.folder.Manifest` the picks were
+            scored from (its per-config means explain the schedule against the engines'
+            defaults; not in :meth:`to_json`), or ``None``.
     """
 
     algorithm: str
@@ -751,6 +761,7 @@ class ScheduleAnswer:
     origin: PickOrigin
     transfer: TransferCheck | None = None
     notes: tuple[str, ...] = ()
+    manifest: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """``batch_sizes`` (per batch size: ``batch_size``, ``measured_batch_size``,

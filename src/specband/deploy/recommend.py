@@ -550,6 +550,7 @@ def _schedule_answer(
         origin=replace(pick_origin(scorer.manifest, None), counts=None),
         transfer=transfer,
         notes=(*scorer.notes, *(() if transfer is None else transfer.warnings)),
+        manifest=scorer.manifest,
     )
 
 
