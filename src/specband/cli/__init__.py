@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "schedule": "schedule",
     "doctor": "doctor",
     "merge": "merge",
+    "probe": "probe",
 }
 
 #: Commands whose plain options are parsed without typer's (pydantic) coercion when the
@@ -94,6 +95,7 @@ STAGES: dict[str, str] = {
     "recommend": "Deploy",
     "schedule": "Deploy",
     "launch": "Deploy",
+    "probe": "Measure",
     "actions": "Tools",
     "doctor": "Tools",
 }

@@ -11,7 +11,7 @@ from specband.cli.output import note, print_power_label, say
 from specband.cli.params import request_command
 from specband.cli.schedule import evaluate_schedules_hook
 from specband.evaluation.limit_curves import power_limit_curves, write_power_limit_report
-from specband.evaluation.report import check_report_dir, render_tables, result_to_json, write_report
+from specband.evaluation.report import check_report_dir, render_tables, report_extras, result_to_json, write_report
 from specband.evaluation.request import EvaluateRequest, evaluate_request, load_request_sweep
 from specband.harness.draft_health import warn_if_draft_rejected
 from specband.sim.power import unmeasured_power_note
@@ -46,7 +46,9 @@ def evaluate_command(request: EvaluateRequest) -> None:
             print(message, file=sys.stderr, flush=True)
 
     result = evaluate_request(r, sweep, progress)
-    written = write_report(result, out_dir) if out_dir is not None else []
+    extras = report_extras(result, sweep)  # the data's configs, the pick against the engines' defaults
+    report = write_report(result, out_dir, extras) if out_dir is not None else None
+    written = [] if report is None else list(report.paths)
     if out_dir is not None and limit_note:  # the pair (limit, flags) at every limit
         curves = power_limit_curves(full_sweep, power_label=unmeasured_power_note(full_sweep.rows))
         written += write_power_limit_report(curves, out_dir)
@@ -56,12 +58,16 @@ def evaluate_command(request: EvaluateRequest) -> None:
         )
     if r.as_json:
         payload = result_to_json(result)
+        if extras.comparison is not None:
+            payload["engine_defaults"] = extras.comparison.to_json()
         label = unmeasured_power_note(sweep.rows)
         if label:
             payload = {**payload, "power_unmeasured": label}
         typer.echo(json.dumps(payload, indent=2))
         return
-    render_tables(result)
+    render_tables(result, comparison=extras.comparison)
     print_power_label(sweep.rows)
     for path in written:
         say(f"wrote {path}")
+    for line in [] if report is None else report.skipped():
+        note(line)

@@ -24,12 +24,18 @@ from specband.deploy.explain import origin_line
 from specband.deploy.schedule import ScheduleRequest
 from specband.deploy.usersetup import user_setup
 from specband.engines.base import get_engine
-from specband.evaluation.schedules import evaluate_schedules, render_schedule_table, write_schedule_report
+from specband.evaluation.schedules import (
+    evaluate_schedules,
+    figure_reason,
+    render_schedule_table,
+    write_schedule_report,
+)
 from specband.sweeps.dataset import FEATURE_KINDS
 
 if TYPE_CHECKING:
-    from specband.deploy.answers import MixAnswer, MixPick
+    from specband.deploy.answers import MixAnswer, MixPick, ScheduleAnswer
     from specband.deploy.tiers import TierPick
+    from specband.evaluation.baselines import BaselineComparison
 
 
 def register(app: typer.Typer) -> None:
@@ -52,13 +58,19 @@ def schedule_command(request: ScheduleRequest) -> None:
     margin_note = engine.schedule_margin_note(request.margin)
     if margin_note is not None:
         _note(margin_note)
+    defaults = engine_defaults(request, written.answer)
     if request.output_format == "json":
-        typer.echo(json.dumps(written.to_json(request.engine), indent=2))
+        doc = written.to_json(request.engine)
+        if defaults is not None:
+            doc["engine_defaults"] = defaults.to_json()
+        typer.echo(json.dumps(doc, indent=2))
         return
     _print_table(written.answer.picks, written.answer.algorithm)
     for pick in written.answer.picks:
         if pick.off_reason:
             _note(pick.off_reason)
+    if defaults is not None:
+        print_engine_defaults(defaults)
     said, noted = engine.schedule_written(
         written.path, written.config, len(written.tiers), written.engine_checked, request.draft_model
     )
@@ -67,6 +79,43 @@ def schedule_command(request: ScheduleRequest) -> None:
     made = written.provenance
     say(f"written for {made['engine_version_basis']}; its provenance beside it: {written.provenance_file}")
     for line in (*noted, str(made["beyond_last_tier"])):
+        _note(line)
+
+
+def engine_defaults(request: ScheduleRequest, answer: ScheduleAnswer) -> BaselineComparison | None:
+    """The schedule's chain pick at each measured batch size against sglang's default adaptive
+    tiers and vLLM with a fixed K (:func:`specband.evaluation.baselines.compare_from_stats`),
+    from the folder's per-config means (read once, with the picks); ``None`` when the folder
+    records none."""
+    from specband.evaluation.baselines import compare_from_stats
+
+    manifest = answer.manifest
+    if manifest is None or manifest.origin is None:
+        return None
+    chosen = {
+        p.measured_batch_size: EXTENDED_ACTIONS[p.chain[0]]
+        for p in answer.picks
+        if p.measured_batch_size in manifest.stats
+    }
+    if not chosen:
+        return None
+    return compare_from_stats(manifest.stats, manifest.origin, chosen, algorithm=f"{request.algo} schedule")
+
+
+def print_engine_defaults(comparison: BaselineComparison) -> None:
+    """The comparison's table (stdout) and notes (stderr)."""
+    from rich.table import Table
+
+    from specband.evaluation.baselines import comparison_table
+
+    title, headers, rows, notes = comparison_table(comparison)
+    table = Table(title=title, title_justify="left")
+    for h in headers:
+        table.add_column(h, overflow="fold")
+    for r in rows:
+        table.add_row(*r)
+    print_table(table, table_console())
+    for line in notes:
         _note(line)
 
 
@@ -157,4 +206,9 @@ def evaluate_schedules_hook(
         n_bootstrap=n_bootstrap,
     )
     render_schedule_table(result, table_console(stderr=to_stderr))
-    return write_schedule_report(result, out_dir) if out_dir is not None else []
+    if out_dir is None:
+        return []
+    reason = figure_reason(result)
+    if reason is not None:
+        _note(f"no schedules.png: {reason}")
+    return write_schedule_report(result, out_dir)

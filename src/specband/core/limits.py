@@ -164,3 +164,15 @@ def is_finite_number(value: object) -> TypeGuard[float]:
     The one check behind every "must be a finite number" message of specband.
     """
     return is_number(value) and math.isfinite(value)
+
+
+#: ``specband probe``'s requests (``--max-requests``): 8 by default, at most 64. Basis: a
+#: request of a few dozen tokens gives tens of verify steps of an accept histogram, so 8 give
+#: hundreds (enough for an accept length to a few percent); 64 bounds what a probe may add to
+#: a production server's load (the probe never changes the server, and says how many it sent).
+DEFAULT_PROBE_REQUESTS = 8
+MAX_PROBE_REQUESTS = 64
+#: Largest answer body ``specband probe`` reads from a server, bytes: 8 MiB. Basis: a
+#: ``/metrics`` page of vLLM 0.32 serving one model is ~40 KB, sglang's ``/server_info`` a few
+#: KB (more with a long ``step_time_dict``), a ``/generate`` answer of 64 tokens under 4 KB.
+MAX_PROBE_BODY_BYTES = 8 << 20

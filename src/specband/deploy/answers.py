@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action, server_args_kwargs, sglang_cli_args
 from specband.contract.reward import band_status
+from specband.deploy.trade import BandTrade, RewardTerms
 from specband.engines.base import get_engine
 from specband.sweeps.limit_table import fastest, nvidia_smi_command, speed_loss
 
@@ -45,6 +46,7 @@ __all__ = [
     "POWER_LIMIT_JSON_KEYS",
     "Answer",
     "BandPosition",
+    "BandTrade",
     "CalibrationError",
     "Explanation",
     "Figures",
@@ -56,10 +58,12 @@ __all__ = [
     "Pick",
     "PickOrigin",
     "PowerLimitAnswer",
+    "RewardTerms",
     "RowCounts",
     "RunnerUp",
     "ScheduleAnswer",
     "SchedulePick",
+    "SimulatedSpeed",
     "TransferCheck",
 ]
 
@@ -70,11 +74,12 @@ JsonValue: TypeAlias = Union[bool, int, float, str, list["JsonValue"], dict[str,
 JsonObject: TypeAlias = Mapping[str, JsonValue]
 
 # fmt: off
-#: The keys of :meth:`Pick.to_json`, in order (``calibration`` only in a first guess,
+#: The keys of :meth:`Pick.to_json`, in order (``calibration`` and ``speed_interval`` only in a first guess,
 #: ``action_set`` only under an action set other than ``contract``).
 PICK_JSON_KEYS = (
     "algorithm", "batch_size", "measured_batch_size", "features", "state", "source", "action_index", "action",
-    "flags", "kwargs", "mean_reward", "origin", "explanation", "calibration", "transfer", "action_set",
+    "flags", "kwargs", "mean_reward", "origin", "explanation", "calibration", "speed_interval", "transfer",
+    "action_set",
 )
 
 #: The keys of :meth:`PowerLimitAnswer.to_json`, in order.
@@ -259,6 +264,8 @@ class Explanation:
             no power in the rows).
         band_note: what would reach the band when none does (``None`` otherwise).
         figures_are: the data's provenance (a simulation is never called a measurement).
+        band_trade: when the pick is outside the band and a config inside it lost to it, the
+            :class:`BandTrade` (``None`` otherwise).
     """
 
     batch_size: int
@@ -267,9 +274,11 @@ class Explanation:
     band_reachable: bool | None
     band_note: str | None
     figures_are: str
+    band_trade: BandTrade | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Every field, in order (the figures as :meth:`Figures.to_json`)."""
+        """Every field, in order (the figures as :meth:`Figures.to_json`); ``band_trade`` only
+        when there is one (:meth:`BandTrade.to_json`)."""
         return {
             "batch_size": self.batch_size,
             "pick": None if self.pick is None else self.pick.to_json(),
@@ -277,7 +286,7 @@ class Explanation:
             "band_reachable": self.band_reachable,
             "band_note": self.band_note,
             "figures_are": self.figures_are,
-        }
+        } | ({} if self.band_trade is None else {"band_trade": self.band_trade.to_json()})
 
 
 @dataclass(frozen=True)
@@ -297,6 +306,30 @@ class CalibrationError:
     def to_json(self) -> dict[str, Any]:
         """``median_abs_error``, ``worst_abs_error``, ``rows``."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class SimulatedSpeed:
+    """A first guess's simulated speed of its pick and the 95 % interval on it
+    (:func:`specband.sim.speed_interval.speed_interval`; never a measurement).
+
+    Attributes:
+        speed_tok_s: the simulated per-request decode speed, tok/s.
+        lo95, hi95: the 95 % interval, tok/s.
+        acceptance_source: where the acceptance comes from (``"fitted to N configs of FILE"``,
+            ``"profile NAME"``, ``"borrowed NAME"``).
+        step_time_sd: the profile's relative step-time calibration error behind the interval.
+    """
+
+    speed_tok_s: float
+    lo95: float
+    hi95: float
+    acceptance_source: str
+    step_time_sd: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields, and ``provenance: "simulated"``."""
+        return {**asdict(self), "provenance": "simulated"}
 
 
 def _flags(action: Action, draft_model: str | None) -> tuple[str, ...]:
@@ -331,7 +364,10 @@ class Pick:
         transfer: the transfer check (:class:`TransferCheck`: the differences taken with
             ``--allow-transfer``; empty when matched or unchecked).
         calibration: a simulated first guess only: per metric its :class:`CalibrationError`
-            against published measurements (empty when none exist); ``None`` for a pick from data.
+            against measurements of this profile and pair (empty when none exist); ``None`` for a
+            pick from data.
+        speed_interval: a simulated first guess only: the pick's simulated speed and its 95 %
+            interval (:class:`SimulatedSpeed`); ``None`` for a pick from data.
         action_set: the action set the command named (``--actions``) when it is not ``contract``
             (else ``None``).
         notes: what to tell the user beside the pick, in order (which folder was used, an
@@ -354,6 +390,7 @@ class Pick:
     calibration: Mapping[str, CalibrationError] | None = None
     action_set: str | None = None
     notes: tuple[str, ...] = ()
+    speed_interval: SimulatedSpeed | None = None
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -367,7 +404,7 @@ class Pick:
 
     def to_json(self) -> dict[str, Any]:
         """What ``recommend --format json`` prints (the keys of :data:`PICK_JSON_KEYS`, in
-        order; ``calibration`` and ``action_set`` only when set)."""
+        order; ``calibration``, ``speed_interval`` and ``action_set`` only when set)."""
         out: dict[str, Any] = {
             "algorithm": self.algorithm,
             "batch_size": self.batch_size,
@@ -385,6 +422,8 @@ class Pick:
         }
         if self.calibration is not None:
             out["calibration"] = {metric: error.to_json() for metric, error in self.calibration.items()}
+        if self.speed_interval is not None:
+            out["speed_interval"] = self.speed_interval.to_json()
         out["transfer"] = self.transfer.to_json()
         if self.action_set is not None:
             out["action_set"] = self.action_set
@@ -711,6 +750,9 @@ class ScheduleAnswer:
         transfer: the transfer check (:class:`TransferCheck`; its warnings say when the data
             is simulated), or ``None`` when not checked.
         notes: the loading notes and the transfer check's warnings, in order.
+        manifest: the folder's :class:`~specband.artifacts.folder.Manifest` the picks were
+            scored from (its per-config means explain the schedule against the engines'
+            defaults; not in :meth:`to_json`), or ``None``.
     """
 
     algorithm: str
@@ -719,6 +761,7 @@ class ScheduleAnswer:
     origin: PickOrigin
     transfer: TransferCheck | None = None
     notes: tuple[str, ...] = ()
+    manifest: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """``batch_sizes`` (per batch size: ``batch_size``, ``measured_batch_size``,

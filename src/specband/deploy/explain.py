@@ -15,8 +15,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action  # the contract's 19 first: right for either set
-from specband.contract.reward import BAND_HIGH, BAND_LOW
-from specband.deploy.answers import BandPosition, Explanation, Figures, Pick, PickOrigin, RowCounts, RunnerUp
+from specband.contract.reward import BAND_HIGH, BAND_LOW, RewardConfig, band_score, throughput_score
+from specband.deploy.answers import (
+    BandPosition,
+    BandTrade,
+    Explanation,
+    Figures,
+    Pick,
+    PickOrigin,
+    RewardTerms,
+    RowCounts,
+    RunnerUp,
+)
 from specband.sweeps.origin import DataOrigin
 
 if TYPE_CHECKING:
@@ -27,6 +37,8 @@ __all__ = [
     "LimitRange",
     "answer_lines",
     "band_note",
+    "band_trade",
+    "band_trade_line",
     "data_notes",
     "explain_pick",
     "explanation_lines",
@@ -214,6 +226,63 @@ def _figures(stats: ActionStats, baseline: ActionStats | None) -> Figures:
     )
 
 
+def _terms(action: int, stats: ActionStats, baseline: ActionStats, mean_reward: float) -> RewardTerms | None:
+    util = stats.energy_utilization
+    if util is None or not baseline.speed_tok_s:
+        return None
+    config = RewardConfig()
+    return RewardTerms(
+        EXTENDED_ACTIONS[action],
+        round(float(mean_reward), 4),
+        round(band_score(util, config), 4),
+        round(throughput_score(stats.speed_tok_s, baseline.speed_tok_s, config), 4),
+        round(util, 4),
+        round(stats.speed_tok_s, 3),
+    )
+
+
+def band_trade(
+    stats: Mapping[int, ActionStats], means: Mapping[int, float], allowed: Iterable[int], action_index: int
+) -> BandTrade | None:
+    """The contract's trade behind a pick outside the band (:class:`~specband.deploy.answers.BandTrade`).
+
+    Args:
+        stats: action index -> the rows' means at the batch size (the baseline 0 among them).
+        means: action index -> mean reward there.
+        allowed: the configs the policy could pick there.
+        action_index: the pick.
+
+    Returns:
+        the pick's and the best in-band config's reward terms, or ``None`` when the pick is
+        inside the band (or its utilisation unknown), no allowed speculative config is inside
+        it (the baseline (0,0,0) scores 0 on speed, so it is never a trade), or there is no
+        baseline to score speed against.
+    """
+    baseline = stats.get(0)
+    pick = stats.get(action_index)
+    if baseline is None or pick is None or pick.energy_utilization is None or action_index not in means:
+        return None
+    if BAND_LOW <= pick.energy_utilization <= BAND_HIGH:
+        return None
+    inside = [
+        a
+        for a in allowed
+        if a in stats
+        and a in means
+        and a not in (action_index, 0)  # the baseline scores 0 on speed: never a trade
+        and (u := stats[a].energy_utilization) is not None
+        and BAND_LOW <= u <= BAND_HIGH
+    ]
+    if not inside:
+        return None
+    best = min(inside, key=lambda a: (-means[a], a))
+    mine, theirs = (
+        _terms(action_index, pick, baseline, means[action_index]),
+        _terms(best, stats[best], baseline, means[best]),
+    )
+    return None if mine is None or theirs is None else BandTrade(mine, theirs)
+
+
 def explain_pick(
     manifest: Manifest,
     measured_batch_size: int | None,
@@ -258,6 +327,7 @@ def explain_pick(
             floor = profile_limit_range(manifest.origin.hardware)
         note = band_note(utils, limit, action_index, floor)
     return Explanation(
+        band_trade=band_trade(stats, means, allowed, action_index),
         batch_size=measured_batch_size,
         pick=_figures(stats[action_index], baseline) if action_index in stats else None,
         runner_up=None
@@ -306,7 +376,36 @@ def explanation_lines(explanation: Explanation | None, action: Action) -> list[s
         )
     if explanation.band_note:
         lines.append(explanation.band_note)
+    if explanation.band_trade is not None:
+        lines.append(band_trade_line(explanation.band_trade))
     return lines
+
+
+def band_trade_line(trade: BandTrade) -> str:
+    """One line: which in-band config lost to the pick outside the band, and by how much in
+    reward terms (the band term the pick gave up against the speed term it gained)."""
+    p, b = trade.pick, trade.in_band
+    side = "below" if p.energy_utilization < BAND_LOW else "above"
+    off = BAND_LOW - p.energy_utilization if side == "below" else p.energy_utilization - BAND_HIGH
+    lost, gained = b.band_term - p.band_term, p.speed_term - b.speed_term
+    verdict = (
+        f"the pick's speed term gains {gained:+.4f}, more than the {lost:.4f} its band term gives up"
+        if p.mean_reward >= b.mean_reward
+        else f"in the data the in-band config scores higher ({b.mean_reward:.4f} against {p.mean_reward:.4f}); "
+        "this policy's estimate prefers the pick"
+    )
+    inside = (
+        f"{b.action} is in the {BAND_LOW:.2f}-{BAND_HIGH:.2f} band "
+        f"(utilisation {b.energy_utilization:.3f}, {b.speed_tok_s:.1f} tok/s)"
+    )
+    pace = "faster" if p.speed_tok_s >= b.speed_tok_s else "slower"
+    outside = f"the pick {p.action} is {side} it by {off:.3f} ({p.energy_utilization:.3f})"
+    outside += f" and {pace} ({p.speed_tok_s:.1f} tok/s)"
+    terms = " against ".join(
+        f"{t.action} band {t.band_term:.4f} x speed {t.speed_term:.4f} (mean reward {t.mean_reward:.4f})"
+        for t in (p, b)
+    )
+    return f"band trade: {inside} but {outside}; reward = band^0.5 x speed^0.5: {terms}: {verdict}"
 
 
 def origin_line(origin: PickOrigin | None) -> str | None:

@@ -18,11 +18,12 @@ from specband.contract.actions import Action
 from specband.contract.state import check_gpu_state
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BATCH_SIZE
-from specband.core.optionspec import option
+from specband.core.optionspec import acceptance_from_field, option
 from specband.deploy.answers import Pick, PowerLimitAnswer, SchedulePick
 from specband.deploy.explain import answer_lines
 from specband.deploy.recommend import (
     AnswerRequest,
+    FirstGuessSpec,
     algo_field,
     allow_modified_field,
     allow_transfer_field,
@@ -143,6 +144,9 @@ class LaunchRequest:
     )
     dry_run: bool = option(False, "--dry-run", help="Print the command line and exit.", panel="output")
     gpu: str | None = gpu_field()
+    acceptance_from: str | None = acceptance_from_field(
+        "a simulated first guess for --target/--draft on --gpu PROFILE, instead of a policy,", "setup"
+    )
     allow_transfer: bool = allow_transfer_field()
 
 
@@ -190,6 +194,7 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
     if r.schedule is not None and r.draft is None:
         raise ConfigError("--schedule runs adaptive EAGLE3 speculation: it needs --draft (the EAGLE3 draft model path)")
     check_mem_fractions(r.mem_fraction, r.retry_mem_fraction)
+    _check_first_guess(r)
     if not r.launch_timeout > 0:
         raise ConfigError(f"--launch-timeout must be > 0 s, got {r.launch_timeout}")
     if r.state is not None:
@@ -218,6 +223,26 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
 
     rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
     return config, rope_note
+
+
+def _check_first_guess(r: LaunchRequest) -> None:
+    """``--acceptance-from``: a simulated first guess for one batch size on ``--gpu PROFILE``, of
+    the pair sglang serves (their config.json read from ``--target``/``--draft``), not of a
+    policy's data (ConfigError, one line)."""
+    if r.acceptance_from is None:
+        return
+    if r.gpu is None:
+        raise ConfigError("--acceptance-from makes a simulated first guess: give --gpu PROFILE")
+    for flag, given in (
+        ("--schedule", r.schedule),
+        ("--models", r.models),
+        ("--data", r.data),
+        ("--set-power-limit", r.set_power_limit),
+    ):
+        if given is not None:
+            raise ConfigError(f"--acceptance-from makes a simulated first guess for one batch size: not with {flag}")
+    if r.draft is None:
+        raise ConfigError("--acceptance-from fits an EAGLE3 pair's acceptance: it needs --draft")
 
 
 def _decide(
@@ -251,10 +276,11 @@ def _decide(
     telemetry = r.state
     if telemetry is None and not limit_auto:  # the idle GPU is read for a pick, not for a limit's answer
         telemetry = read_idle_state(r.device, r.gpu_index or 0, notes)
+    first = None if r.acceptance_from is None else FirstGuessSpec(r.gpu or "", r.target, r.draft, r.acceptance_from)
     request = AnswerRequest(
         algo=r.algo, models=r.models, data=r.data, batch_size=r.batch_size, state=telemetry, draft_model=r.draft,
         trust_pickle=r.trust_pickle, allow_modified=r.allow_modified, power_limit="required" if limit_auto else "never",
-        allow_transfer=r.allow_transfer,
+        allow_transfer=r.allow_transfer, first_guess=first,
     )  # fmt: skip
     decided = answer(request, setup)
     if isinstance(decided, PowerLimitAnswer):

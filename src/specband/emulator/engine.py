@@ -137,6 +137,11 @@ class Engine:
                 state["step_time_dict"] = {str(k): list(v) for k, v in self.step_time_dict.items()}
         return state
 
+    def request_counts(self) -> tuple[int, int]:
+        """``(running, waiting)``: requests in the decode batch and in the queue now."""
+        with self.cond:
+            return len(self.running), len(self.waiting)
+
     def flush_cache(self) -> bool:
         """sglang's ``/flush_cache``: resets the accept-length counters when idle."""
         with self.cond:

@@ -244,12 +244,13 @@ class _VllmHandler(_Handler):
         elif path == "/v1/models":
             body = vllm.models_response(launch.model_path, int(em.started_unix), launch.context_length)
             self._send(200, _json_bytes(body))
-        elif path == "/metrics" and not launch.action.is_baseline:
-            counts, per_pos = em.engine.spec_decode_counts()
-            page = vllm.metrics_page(launch.model_path, em.started_unix, counts, per_pos)
-            self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
         elif path == "/metrics":
-            self._send(200, b"# no speculative decoding\n", "text/plain; version=0.0.4; charset=utf-8")
+            page = ""  # the spec-decode families first, then the request gauges, in vLLM 0.32.0's order
+            if not launch.action.is_baseline:
+                counts, per_pos = em.engine.spec_decode_counts()
+                page += vllm.metrics_page(launch.model_path, em.started_unix, counts, per_pos)
+            page += vllm.requests_gauges(launch.model_path, *em.engine.request_counts())
+            self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(404, _json_bytes({"detail": "Not Found"}))
 

@@ -35,7 +35,15 @@ from specband.emulator.launchargs import LaunchArgs
 from specband.engines.schedule_files import check_vllm_schedule
 from specband.engines.vllm import VLLM_VERSION
 
-__all__ = ["VLLM_FLAGS", "completion_response", "k_at", "metrics_page", "models_response", "parse_vllm_launch_args"]
+__all__ = [
+    "VLLM_FLAGS",
+    "completion_response",
+    "k_at",
+    "metrics_page",
+    "models_response",
+    "parse_vllm_launch_args",
+    "requests_gauges",
+]
 
 #: The vLLM flags the emulator takes: name -> (type or "flag", default).
 VLLM_FLAGS: dict[str, tuple[Any, Any]] = {
@@ -230,6 +238,21 @@ def metrics_page(model: str, created: float, counts: Mapping[str, float], per_po
     lines += [f"# HELP {full}_created {help_text}", f"# TYPE {full}_created gauge"]
     lines += [f'{full}_created{{{labels},position="{i}"}} {created!r}' for i in range(len(per_pos))]
     return "\n".join(lines) + "\n"
+
+
+def requests_gauges(model: str, running: int, waiting: int) -> str:
+    """``GET /metrics``' ``vllm:num_requests_running`` and ``vllm:num_requests_waiting`` gauges
+    (requests in the running batch and in the queue), as vLLM 0.32.0 writes them on every page,
+    speculative or not (labels ``engine`` and ``model_name``)."""
+    labels = f'engine="0",model_name="{model}"'
+    return (
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+        "# TYPE vllm:num_requests_running gauge\n"
+        f"vllm:num_requests_running{{{labels}}} {float(running)!r}\n"
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        f"vllm:num_requests_waiting{{{labels}}} {float(waiting)!r}\n"
+    )
 
 
 def action_at(schedule: Sequence[tuple[int, int, int]] | None, default: Action, batch_size: int) -> Action:

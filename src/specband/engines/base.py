@@ -24,8 +24,9 @@ from specband.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from specband.contract.actions import Action
-    from specband.engines.client import BatchResult
+    from specband.engines.client import BatchResult, ProbeHttp
     from specband.engines.cpu import CpuSweepSettings, ServingOptions
+    from specband.engines.probing import ProbePlan, ServerReading
     from specband.engines.schedule_files import Tier
 
 __all__ = [
@@ -276,6 +277,16 @@ class Engine(Protocol):
 
     def accept_probe(self, url: str, action: Action, batch_size: int) -> AcceptProbe:
         """How the timed batch's accept length is read from the server at ``url``."""
+        ...
+
+    # --- reading a running server (``specband probe``)
+    def recognises(self, http: ProbeHttp) -> bool:
+        """Whether the server behind ``http`` answers as this engine (GET requests only)."""
+        ...
+
+    def probe_server(self, http: ProbeHttp, plan: ProbePlan) -> ServerReading:
+        """Read the running server's config, acceptance and batch sizes, sending at most
+        ``plan.max_requests`` short requests (EngineError: it stops answering)."""
         ...
 
     # --- schedules

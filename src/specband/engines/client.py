@@ -28,11 +28,12 @@ from typing import Any
 import numpy as np
 
 from specband.core.errors import ConfigError, EngineError
-from specband.core.limits import is_number
+from specband.core.limits import MAX_PROBE_BODY_BYTES, is_number
 
 __all__ = [
     "PROMPTS",
     "BatchResult",
+    "ProbeHttp",
     "RequestError",
     "ServerInfo",
     "fetch_server_info",
@@ -360,3 +361,85 @@ def new_client(concurrency: int, timeout_s: float) -> Any:
 
     limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2)
     return httpx.Client(timeout=timeout_s, limits=limits, trust_env=False)
+
+
+class ProbeHttp:
+    """Read-only HTTP to a running server for ``specband probe``: every answer read in
+    chunks up to ``max_bytes`` (a larger one is an error, never read whole), one timeout per
+    request, no proxies from the environment, no redirects followed.
+
+    Args:
+        base_url: ``http://host:port`` (no trailing slash).
+        timeout_s: seconds one request may take (connect, each read).
+        max_bytes: the largest answer body read (:data:`~specband.core.limits.MAX_PROBE_BODY_BYTES`).
+
+    Attributes:
+        posts: the ``POST`` requests sent so far (the probe's requests, counted where they are sent).
+
+    Raises (its methods):
+        EngineError: the server does not answer (``<url> does not answer: ConnectError ...``),
+            answers an error status other than 404, a body over ``max_bytes``, or JSON that
+            does not parse where JSON was asked for.
+    """
+
+    def __init__(self, base_url: str, timeout_s: float, max_bytes: int = MAX_PROBE_BODY_BYTES) -> None:
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        self.max_bytes = max_bytes
+        self.posts = 0
+        self._client = httpx.Client(timeout=timeout_s, trust_env=False, follow_redirects=False)
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._client.close()
+
+    def __enter__(self) -> ProbeHttp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        import httpx
+
+        url = self.base_url + path
+        try:
+            with self._client.stream(method, url, json=body) as resp:
+                data = bytearray()
+                for chunk in resp.iter_bytes():
+                    data += chunk
+                    if len(data) > self.max_bytes:
+                        raise EngineError(f"{url}: answer larger than {self.max_bytes} bytes; not read further")
+                status = resp.status_code
+        except httpx.HTTPError as exc:
+            raise EngineError(f"{self.base_url} does not answer: {type(exc).__name__}: {str(exc)[:200]}") from None
+        if status >= 400 and status != 404:
+            raise EngineError(f"{url} answered HTTP {status}: {bytes(data[:200]).decode('utf-8', 'replace')}")
+        return status, bytes(data)
+
+    def get_text(self, path: str) -> str | None:
+        """``GET path`` as text, or ``None`` on 404."""
+        status, data = self._send("GET", path)
+        return None if status == 404 else data.decode("utf-8", "replace")
+
+    def get_json(self, path: str) -> Any:
+        """``GET path`` as JSON, or ``None`` on 404 (EngineError: not JSON)."""
+        text = self.get_text(path)
+        return None if text is None else self._json(path, text)
+
+    def post_json(self, path: str, body: Mapping[str, Any]) -> Any:
+        """``POST path`` with a JSON body; the JSON answer (EngineError: 404 or not JSON)."""
+        self.posts += 1
+        status, data = self._send("POST", path, dict(body))
+        if status == 404:
+            raise EngineError(f"{self.base_url}{path}: not found (HTTP 404)")
+        return self._json(path, data.decode("utf-8", "replace"))
+
+    def _json(self, path: str, text: str) -> Any:
+        import json
+
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise EngineError(f"{self.base_url}{path}: answer is not JSON ({exc})") from None

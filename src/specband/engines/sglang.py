@@ -44,7 +44,8 @@ from specband.files.fileio import write_text_atomic
 
 if TYPE_CHECKING:
     from specband.engines.base import ScheduleFields, ServerFields
-    from specband.engines.client import BatchResult
+    from specband.engines.client import BatchResult, ProbeHttp
+    from specband.engines.probing import ProbePlan, ServerReading
     from specband.engines.schedule_files import Tier
 
 __all__ = ["ENGINE", "SglangAcceptProbe", "SglangEngine", "sglang_version_for", "timed_batch_step_times"]
@@ -197,6 +198,19 @@ class SglangEngine:
     def accept_probe(self, url: str, action: Action, batch_size: int) -> AcceptProbe:
         """:class:`SglangAcceptProbe`."""
         return SglangAcceptProbe(url, action, batch_size)
+
+    def recognises(self, http: ProbeHttp) -> bool:
+        """``/server_info`` (or ``/get_server_info``) answers a JSON object with ``model_path``."""
+        from specband.engines.sglang_probe import read_sglang_info  # lazy: only probe reads a server
+
+        info = read_sglang_info(http)
+        return info is not None and "model_path" in info
+
+    def probe_server(self, http: ProbeHttp, plan: ProbePlan) -> ServerReading:
+        """:func:`specband.engines.sglang_probe.probe_sglang`."""
+        from specband.engines.sglang_probe import probe_sglang  # lazy: only probe reads a server
+
+        return probe_sglang(http, plan)
 
     def schedule_config(self, tiers: Sequence[Tier], draft_model: str | None) -> dict[str, Any]:
         """:func:`~specband.engines.schedule_files.sglang_adaptive_config` (the draft goes on

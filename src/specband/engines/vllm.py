@@ -39,6 +39,8 @@ from specband.files.fileio import read_text_bounded
 
 if TYPE_CHECKING:
     from specband.engines.base import ScheduleFields, ServerFields
+    from specband.engines.client import ProbeHttp
+    from specband.engines.probing import ProbePlan, ServerReading
     from specband.engines.schedule_files import Tier
 
 __all__ = [
@@ -323,6 +325,20 @@ class VllmEngine:
     def accept_probe(self, url: str, action: Action, batch_size: int) -> AcceptProbe:
         """:class:`~specband.engines.vllm_server.VllmAcceptProbe`."""
         return VllmAcceptProbe(url, action)
+
+    def recognises(self, http: ProbeHttp) -> bool:
+        """``/version`` answers a JSON object with ``version`` and ``/metrics`` carries ``vllm:`` samples."""
+        version = http.get_json("/version")
+        if not isinstance(version, Mapping) or not isinstance(version.get("version"), str):
+            return False
+        page = http.get_text("/metrics")
+        return page is not None and "\nvllm:" in "\n" + page
+
+    def probe_server(self, http: ProbeHttp, plan: ProbePlan) -> ServerReading:
+        """:func:`specband.engines.vllm_probe.probe_vllm`."""
+        from specband.engines.vllm_probe import probe_vllm  # lazy: only probe reads a server
+
+        return probe_vllm(http, plan)
 
     def schedule_config(self, tiers: Sequence[Tier], draft_model: str | None) -> dict[str, Any]:
         """:func:`~specband.engines.schedule_files.vllm_speculative_config`."""

@@ -80,9 +80,16 @@ def power_limit_curves(
     table = limit_table(sweep, config)
     chosen = {bs: selector.select(picks) for bs, picks in table.picks.items()}
     source = f"{table.provenance} rows"
-    if power_label:  # the label's own words, up to its first ':' (the figure's footer is one line)
-        source += "; " + power_label.split(":")[0] + " (see power_limits.md)"
+    if power_label:  # the label's headline, before its first '(' or ':' (the details are in power_limits.md)
+        source += "; " + _headline(power_label) + " (see power_limits.md)"
     return PowerLimitCurves(table, chosen, selector.max_speed_loss, source, power_label)
+
+
+def _headline(label: str) -> str:
+    """``label`` up to its first ``(`` or ``:``, so that a cut never opens a parenthesis it
+    does not close (``"power SIMULATED from a published fit"``)."""
+    cut = min((i for i in (label.find("("), label.find(":")) if i >= 0), default=len(label))
+    return label[:cut].rstrip(" ;,")
 
 
 def power_limit_markdown(curves: PowerLimitCurves) -> str:
@@ -139,6 +146,10 @@ def _figure(curves: PowerLimitCurves, path: Path) -> None:
             ax.axvline(chosen.power_limit_w, color="tab:red", ls="--", lw=1)
             if row == 0:
                 ax.set_title(f"bs {bs}: -pl {chosen.power_limit_w:g} W")
+                if not any(p.in_band for p in picks):
+                    ax.text(
+                        0.5, 0.04, "no limit puts the pick in the band", transform=ax.transAxes, ha="center", fontsize=7
+                    )
             if j == 0:
                 ax.set_ylabel(label)
             if row == 1:
@@ -150,9 +161,12 @@ def _figure(curves: PowerLimitCurves, path: Path) -> None:
         "dashed: the limit recommended)",
         fontsize=9,
     )
-    fig.text(0.995, 0.005, f"source: {curves.source}", ha="right", va="bottom", fontsize=7, color="dimgray")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
-    fig.savefig(path, dpi=110, format="png")
+    import textwrap
+
+    footer = "\n".join(textwrap.wrap(f"source: {curves.source}", int(fig.get_figwidth() * 16)))
+    fig.text(0.005, 0.005, footer, ha="left", va="bottom", fontsize=7, color="dimgray")
+    fig.tight_layout(rect=(0, (0.2 + 0.14 * (footer.count("\n") + 1)) / fig.get_figheight(), 1, 0.95))
+    fig.savefig(path, dpi=110, format="png", metadata={"Source": f"source: {curves.source}"})
     plt.close(fig)
 
 

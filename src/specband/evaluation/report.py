@@ -13,9 +13,9 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,20 +23,28 @@ from specband.contract.actions import EXTENDED_ACTIONS, REFERENCE_INDEX
 from specband.core.errors import ConfigError, SpecbandError
 from specband.core.limits import MAX_CONFIG_FILE_BYTES
 from specband.core.tables import print_table, table_console, unit
+from specband.evaluation.extras import ReportExtras, report_extras
+from specband.evaluation.figures import FIGURES, FigureOutcome
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult, PickSummary
 from specband.evaluation.ope import ESTIMATORS, Interval
 from specband.files.fileio import given_path, read_text_bounded, replace_target
+
+if TYPE_CHECKING:
+    from specband.evaluation.baselines import BaselineComparison
 
 __all__ = [
     "FIGURES",
     "JSON_SCHEMA",
     "REPORT_FILES",
+    "ReportExtras",
+    "WrittenReport",
     "action_json",
     "check_report_dir",
     "format_interval",
     "format_utilization",
     "is_report_dir",
     "render_tables",
+    "report_extras",
     "report_markdown",
     "result_to_json",
     "summary_rows",
@@ -45,10 +53,30 @@ __all__ = [
 
 #: Identifier of the JSON document's layout.
 JSON_SCHEMA = "specband.evaluate/1"
-#: Figures written by :func:`write_report`.
-FIGURES: tuple[str, ...] = ("reward.png", "utilization.png", "regret.png")
-#: Every file :func:`write_report` writes into the report folder.
+#: Every file :func:`write_report` may write into the report folder (a figure with nothing to
+#: show is not written; one left from an earlier report is removed).
 REPORT_FILES: tuple[str, ...] = ("report.md", "evaluation.json", *FIGURES)
+#: Figures of earlier layouts (all-zero in-sample regret, equal reward bars), removed from a
+#: report folder that is written again.
+_OLD_FIGURES: tuple[str, ...] = ("reward.png", "regret.png")
+
+
+@dataclass(frozen=True)
+class WrittenReport:
+    """What :func:`write_report` wrote.
+
+    Attributes:
+        paths: the files written, in :data:`REPORT_FILES` order.
+        figures: every figure's :class:`~specband.evaluation.figures.FigureOutcome` (written
+            or not, and why not).
+    """
+
+    paths: list[Path]
+    figures: list[FigureOutcome]
+
+    def skipped(self) -> list[str]:
+        """One line per figure not written: ``"no tradeoff.png: <why>"``."""
+        return [f"no {f.name}: {f.why}" for f in self.figures if not f.written]
 
 
 def action_json(index: int) -> dict[str, Any]:
@@ -292,12 +320,60 @@ def result_to_json(result: EvaluationResult) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- text
-def _title(result: EvaluationResult, features: str) -> str:
+def _title(result: EvaluationResult) -> str:
+    kinds = " = ".join(result.features) if _all_identical(result) else " and ".join(result.features)
     if result.scored_on == IN_SAMPLE:
         how = "IN-SAMPLE (trained and scored on the same rows)"
     else:
         how = f"held-out by {result.holdout} ({len(result.splits)} splits)"
-    return f"{features} features - {how}"
+    return f"{kinds} features - {how}"
+
+
+def _all_identical(result: EvaluationResult) -> bool:
+    """Every feature kind after the first is identical to an earlier one (no pre-launch telemetry)."""
+    return all(fr.identical_to is not None for fr in list(result.features.values())[1:])
+
+
+def _merged_rows(result: EvaluationResult, cells_of: Any) -> list[list[str]]:
+    """Rows of a table over the feature kinds, a ``features`` cell first: one row where every
+    kind gives the same cells (``"contract = pre"``), else one row per kind.
+
+    Args:
+        result: the evaluation.
+        cells_of: ``FeatureResult -> {key: cells}`` (keys in table order).
+    """
+    kinds = list(result.features)
+    per = {k: cells_of(result.features[k]) for k in kinds}
+    rows: list[list[str]] = []
+    for key in dict.fromkeys(key for k in kinds for key in per[k]):
+        cells = [(k, per[k][key]) for k in kinds if key in per[k]]
+        if all(c == cells[0][1] for _, c in cells):
+            rows.append([" = ".join(k for k, _ in cells), *cells[0][1]])
+        else:
+            rows += [[k, *c] for k, c in cells]
+    return rows
+
+
+def _tables(result: EvaluationResult) -> list[tuple[str, tuple[str, ...], list[list[str]]]]:
+    """The three tables of an evaluation (title, headers, rows): picks, oracle and reference,
+    summary; contract and pre-launch features in one table, merged where they agree."""
+    title = _title(result)
+    picks = _merged_rows(
+        result,
+        lambda fr: {
+            (a, bs): _pick_cells(result, fr, a, p)
+            for a in result.algorithms
+            for bs, p in sorted(fr.picks.get(a, {}).items())
+        },
+    )
+    first = next(iter(result.features.values()))  # the oracle and the reference do not depend on the features
+    ctx = [_context_cells(result, first, bs) for bs in sorted(first.contexts)]
+    summary = _merged_rows(result, lambda fr: {c[0]: c for c in _summary_cells(result, fr)})
+    return [
+        (f"{title}: picks", ("features", *_PICK_HEADERS), picks),
+        (f"{title}: oracle and reference", _CONTEXT_HEADERS, ctx),
+        (f"{title}: summary over batch sizes", ("features", *_SUMMARY_HEADERS), summary),
+    ]
 
 
 def _pick_cells(result: EvaluationResult, fr: FeatureResult, algo: str, p: PickSummary) -> list[str]:
@@ -418,14 +494,18 @@ def _feature_notes(fr: FeatureResult) -> list[str]:
     return notes
 
 
-def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
-    """Print, per feature kind, the pick table, the oracle/reference table and the summary
-    with rich; every title says whether the numbers are held-out or in-sample.
+def render_tables(
+    result: EvaluationResult, console: Any | None = None, comparison: BaselineComparison | None = None
+) -> None:
+    """Print the pick table, the oracle/reference table and the summary with rich (contract
+    and pre-launch features in one table, one row where they agree), then the engines'
+    defaults; every title says whether the numbers are held-out or in-sample.
 
     Args:
         result: the evaluation.
         console: a ``rich.console.Console`` (default: a new one on stdout, 160 columns wide
             when stdout is not a terminal).
+        comparison: specband's pick against the engines' defaults, or ``None``.
     """
     from rich.table import Table
 
@@ -452,19 +532,19 @@ def render_tables(result: EvaluationResult, console: Any | None = None) -> None:
             markup=False,
         )
         _render_features(result.in_sample, console, table)
+    if comparison is not None:
+        from specband.evaluation.baselines import comparison_table
+
+        title, headers, rows, notes = comparison_table(comparison)
+        print_table(table(title, headers, rows), console)
+        for note in notes:
+            console.print(f"note: {note}", highlight=False, markup=False)
 
 
 def _render_features(result: EvaluationResult, console: Any, table: Any) -> None:
-
-    for k, fr in result.features.items():
-        title = _title(result, k)
-        rows = [
-            _pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())
-        ]
-        print_table(table(f"{title}: picks", _PICK_HEADERS, rows), console)
-        ctx = [_context_cells(result, fr, bs) for bs in sorted(fr.contexts)]
-        print_table(table(f"{title}: oracle and reference", _CONTEXT_HEADERS, ctx), console)
-        print_table(table(f"{title}: summary over batch sizes", _SUMMARY_HEADERS, _summary_cells(result, fr)), console)
+    for title, headers, rows in _tables(result):
+        print_table(table(title, headers, rows), console)
+    for fr in result.features.values():
         for note in _feature_notes(fr):
             console.print(note, highlight=False, markup=False)
 
@@ -481,9 +561,12 @@ def _md_table(headers: list[str] | tuple[str, ...], rows: list[list[str]]) -> st
     return "\n".join(lines)
 
 
-def report_markdown(result: EvaluationResult) -> str:
-    """The text of ``report.md``: settings, what could not be held out, per feature kind
-    the pick table, the summary and the off-policy estimates, and the figures."""
+def report_markdown(
+    result: EvaluationResult, extras: ReportExtras | None = None, figures: list[FigureOutcome] | None = None
+) -> str:
+    """The text of ``report.md``: settings, what could not be held out, the pick table, the
+    summary and the off-policy estimates, the engines' defaults, and the figures (or, for a
+    figure not drawn, why)."""
     cfg = result.reward_config
     scored = "**in-sample**" if result.scored_on == IN_SAMPLE else "held-out"
     prov = ", ".join(f"{n} {k}" for k, n in result.provenance.items()) or "none"
@@ -523,37 +606,30 @@ def report_markdown(result: EvaluationResult) -> str:
             "below are **in-sample** (trained and scored on the same rows) and optimistic.",
         ]
         out += _markdown_features(result.in_sample, "###")
-    out += [
-        "",
-        "## Figures",
-        "",
-        "![reward of each pick](reward.png)",
-        "",
-        "![utilisation of each pick](utilization.png)",
-        "",
-        "![regret](regret.png)",
-        "",
-    ]
+    if extras is not None and extras.comparison is not None:
+        from specband.evaluation.baselines import comparison_table
+
+        title, headers, rows, notes = comparison_table(extras.comparison)
+        out += ["", f"## {title}", "", _md_table(headers, rows), ""]
+        out += [f"- {n}" for n in notes]
+    out += ["", "## Figures", ""]
+    for f in figures or []:
+        out += [f"![{f.name}]({f.name})" if f.written else f"- none for `{f.name}`: {f.why}", ""]
     return "\n".join(out)
 
 
 def _markdown_features(result: EvaluationResult, level: str) -> list[str]:
-    out: list[str] = []
-    for k, fr in result.features.items():
-        out += ["", f"{level} {_title(result, k)}", ""]
+    out: list[str] = ["", f"{level} {_title(result)}", ""]
+    for fr in result.features.values():
         out += [n[0].upper() + n[1:] + "." for n in _feature_notes(fr)]
-        out += ["", f"{level}# Picks", ""]
-        rows = [
-            _pick_cells(result, fr, a, p) for a in result.algorithms for _, p in sorted(fr.picks.get(a, {}).items())
-        ]
-        out.append(_md_table(_PICK_HEADERS, rows))
-        out += ["", f"{level}# Oracle and reference", ""]
-        out.append(_md_table(_CONTEXT_HEADERS, [_context_cells(result, fr, bs) for bs in sorted(fr.contexts)]))
-        out += ["", f"{level}# Summary over batch sizes", ""]
-        out.append(_md_table(_SUMMARY_HEADERS, _summary_cells(result, fr)))
+    for title, headers, rows in _tables(result):
+        out += ["", f"{level}# {title.rpartition(': ')[2].capitalize()}", "", _md_table(headers, rows)]
+    for k, fr in result.features.items():
+        if fr.identical_to is not None:
+            continue
         out += [
             "",
-            f"{level}# Off-policy estimates ({result.scored_on}, {fr.ope_n} rows, "
+            f"{level}# Off-policy estimates, {k} features ({result.scored_on}, {fr.ope_n} rows, "
             "the policy acting on each row's own state)",
             "",
             "Propensity: uniform over the configs run at each batch size (or the file's `propensity` column); "
@@ -622,15 +698,23 @@ def _umask() -> int:
     return mask
 
 
-def write_report(result: EvaluationResult, out_dir: str | Path) -> list[Path]:
+def write_report(result: EvaluationResult, out_dir: str | Path, extras: ReportExtras | None = None) -> WrittenReport:
     """Write ``report.md``, ``evaluation.json`` and the figures (:data:`FIGURES`) into
     ``out_dir``, atomically per file: everything is rendered into a temporary folder next
     to ``out_dir`` first, then moved in. A new folder gets the mode ``mkdir`` would give it
     (0777 minus the umask); in a previous report folder only the report's own files
-    (:data:`REPORT_FILES`) are replaced.
+    (:data:`REPORT_FILES`) are replaced, and a figure not drawn this time (or of an earlier
+    layout) is removed, so no figure outlives the data it showed.
+
+    Args:
+        result: the evaluation.
+        out_dir: the report folder.
+        extras: the data's per-config means, the pick and the engines' defaults
+            (:func:`report_extras`); without them ``tradeoff.png`` and ``baselines.png``
+            are not drawn (the report says why).
 
     Returns:
-        the written paths.
+        a :class:`WrittenReport`.
 
     Raises:
         ConfigError: ``out_dir`` is refused by :func:`check_report_dir` (empty name, not a
@@ -645,19 +729,32 @@ def write_report(result: EvaluationResult, out_dir: str | Path) -> list[Path]:
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write there ({exc.strerror})") from None
     try:
-        (tmp / "report.md").write_text(report_markdown(result), encoding="utf-8")
-        (tmp / "evaluation.json").write_text(json.dumps(result_to_json(result), indent=2) + "\n", encoding="utf-8")
         from specband.evaluation.figures import write_figures  # lazy: matplotlib only when a report is written
 
-        write_figures(result, tmp)
+        figures = write_figures(
+            result,
+            tmp,
+            stats=None if extras is None else extras.stats,
+            picks=None if extras is None else extras.picks,
+            comparison=None if extras is None else extras.comparison,
+        )
+        (tmp / "report.md").write_text(report_markdown(result, extras, figures), encoding="utf-8")
+        doc = result_to_json(result)
+        if extras is not None and extras.comparison is not None:
+            doc["engine_defaults"] = extras.comparison.to_json()
+        (tmp / "evaluation.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        names = [n for n in REPORT_FILES if (tmp / n).exists()]
         if not out.exists():
             os.chmod(tmp, 0o777 & ~_umask())
             os.replace(tmp, out)
-            return [out / n for n in REPORT_FILES]
-        targets = [replace_target(out / n, error=ConfigError) for n in REPORT_FILES]  # regular files only
-        for n, dest in zip(REPORT_FILES, targets, strict=True):
+            return WrittenReport([out / n for n in names], figures)
+        targets = [replace_target(out / n, error=ConfigError) for n in names]  # regular files only
+        for n, dest in zip(names, targets, strict=True):
             os.replace(tmp / n, dest)
-        return [out / n for n in REPORT_FILES]
+        for stale in [n for n in REPORT_FILES if n not in names] + list(_OLD_FIGURES):
+            if (out / stale).is_file() and not (out / stale).is_symlink():
+                (out / stale).unlink()
+        return WrittenReport([out / n for n in names], figures)
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write the report ({exc.strerror})") from None
     finally:

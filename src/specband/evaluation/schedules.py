@@ -37,6 +37,7 @@ from specband.contract.actions import EXTENDED_ACTIONS, chain_and_tree_indices
 from specband.contract.reward import RewardConfig
 from specband.core.errors import ConfigError, DataError
 from specband.core.tables import print_table, table_console
+from specband.evaluation.figures import sweep_source
 from specband.evaluation.holdout import (
     HELD_OUT,
     IN_SAMPLE,
@@ -62,6 +63,7 @@ __all__ = [
     "ScheduleSplit",
     "ScheduleSummary",
     "evaluate_schedules",
+    "figure_reason",
     "render_schedule_table",
     "schedules_to_json",
     "write_schedule_report",
@@ -123,6 +125,7 @@ class ScheduleEvaluation:
         holdout: the resolved holdout kind; scored_on: ``held-out`` or ``in-sample``.
         mix: the requested mix (``None``: uniform over each split's held-out batch sizes).
         splits: every :class:`ScheduleSplit`; summaries: every :class:`ScheduleSummary`.
+        source: the rows' provenance line (:func:`specband.evaluation.figures.sweep_source`).
     """
 
     holdout: str
@@ -130,6 +133,7 @@ class ScheduleEvaluation:
     mix: dict[int, float] | None
     splits: tuple[ScheduleSplit, ...]
     summaries: tuple[ScheduleSummary, ...]
+    source: str = ""
 
 
 def _argmax(values: Mapping[int, float]) -> int | None:
@@ -240,7 +244,8 @@ def evaluate_schedules(
         summaries.append(ScheduleSummary(k, algo, variant, value, len(group), len(values), configs))
     summaries.sort(key=lambda s: (s.features, s.algorithm != _ORACLE, s.algorithm, VARIANTS.index(s.variant)))
     scored_on = IN_SAMPLE if kind == "none" else HELD_OUT
-    return ScheduleEvaluation(kind, scored_on, None if mix is None else dict(mix), tuple(rows), tuple(summaries))
+    mix_copy = None if mix is None else dict(mix)
+    return ScheduleEvaluation(kind, scored_on, mix_copy, tuple(rows), tuple(summaries), sweep_source(sweep))
 
 
 def _action_means(obs: Sequence[Any]) -> dict[int, float]:
@@ -288,6 +293,7 @@ def schedules_to_json(result: ScheduleEvaluation) -> dict[str, Any]:
         "holdout": result.holdout,
         "scored_on": result.scored_on,
         "mix": None if result.mix is None else {str(k): v for k, v in result.mix.items()},
+        "source": result.source,
         "summaries": [
             {
                 "features": s.features,
@@ -346,6 +352,36 @@ def render_schedule_table(result: ScheduleEvaluation, console: Any | None = None
     print_table(table, console)
 
 
+def _values(rows: Sequence[ScheduleSummary], k: str) -> list[tuple[str, str, float | None]]:
+    return sorted(
+        (s.algorithm, s.variant, None if s.value is None else s.value.estimate) for s in rows if s.features == k
+    )
+
+
+def _drawn_kinds(rows: Sequence[ScheduleSummary]) -> list[str]:
+    """Feature kinds with a panel: a kind whose every value equals an earlier kind's is drawn once."""
+    kinds: list[str] = []
+    for k in sorted({s.features for s in rows}):
+        if not any(_values(rows, k) == _values(rows, d) for d in kinds):
+            kinds.append(k)
+    return kinds
+
+
+def figure_reason(result: ScheduleEvaluation) -> str | None:
+    """Why ``schedules.png`` has nothing to show (one line), or ``None`` when it has: every
+    variant of every algorithm has the same held-out value (within 1e-9), e.g. when every
+    batch size's pick is a chain config that is also the best fixed config."""
+    values = [s.value.estimate for s in result.summaries if s.value is not None]
+    if not values:
+        return "no variant was measured in a held-out split"
+    if max(values) - min(values) <= 1e-9:
+        return (
+            f"every variant (per-batch-size, schedule, batch-mix, best fixed) of every algorithm serves the same "
+            f"{result.scored_on} value {values[0]:.4f}: nothing to compare"
+        )
+    return None
+
+
 def _figure(result: ScheduleEvaluation) -> bytes:
     """``schedules.png``: per algorithm (first feature kind), the variants' values with intervals."""
     import matplotlib
@@ -354,9 +390,11 @@ def _figure(result: ScheduleEvaluation) -> bytes:
     import matplotlib.pyplot as plt
 
     rows = [s for s in result.summaries if s.algorithm != _ORACLE]
-    kinds = sorted({s.features for s in rows})
+    kinds = _drawn_kinds(rows)
     algos = sorted({s.algorithm for s in rows})
-    fig, axes = plt.subplots(len(kinds), 1, figsize=(max(6.0, 1.4 * len(algos) + 2), 3.2 * len(kinds)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(kinds), 1, figsize=(max(6.0, 1.4 * len(algos) + 2) + 2.2, 3.2 * len(kinds)), squeeze=False
+    )
     oracle = next((s for s in result.summaries if s.variant == "best fixed"), None)
     for ax, k in zip(axes[:, 0], kinds, strict=True):
         for j, variant in enumerate(VARIANTS[:3]):
@@ -374,17 +412,26 @@ def _figure(result: ScheduleEvaluation) -> bytes:
             ax.axhline(oracle.value.estimate, color="k", linestyle="--", linewidth=1, label="best fixed (hindsight)")
         ax.set_xticks(range(len(algos)), algos, rotation=20, fontsize=8)
         ax.set_ylabel(f"{result.scored_on} reward")
-        ax.set_title(f"{k} features: serving the batch-size mix", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        twins = [t for t in sorted({s.features for s in rows}) if t != k and t not in kinds]
+        ax.set_title(f"{' = '.join([k, *twins])} features: serving the batch-size mix", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    import textwrap
+
+    source = result.source or "source: not recorded"
+    footer = "\n".join(
+        textwrap.wrap(f"{source}; {result.scored_on}, holdout {result.holdout}", int(fig.get_figwidth() * 15))
+    )
+    fig.text(0.005, 0.005, footer, ha="left", va="bottom", fontsize=7, color="dimgray")
+    fig.tight_layout(rect=(0, (0.1 + 0.13 * (footer.count("\n") + 1)) / fig.get_figheight(), 1, 1))
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=110, metadata={"Source": source})
     plt.close(fig)
     return buf.getvalue()
 
 
 def write_schedule_report(result: ScheduleEvaluation, out_dir: str | Path) -> list[Path]:
-    """Write :data:`JSON_FILE` and :data:`FIGURE` into a report folder (atomically per file).
+    """Write :data:`JSON_FILE` and :data:`FIGURE` into a report folder (atomically per file);
+    the figure only when it has something to show (:func:`figure_reason`).
 
     Raises:
         ConfigError: the folder cannot be written.
@@ -392,7 +439,10 @@ def write_schedule_report(result: ScheduleEvaluation, out_dir: str | Path) -> li
 
     out = Path(out_dir)
     paths = [
-        write_text_atomic(out / JSON_FILE, json.dumps(schedules_to_json(result), indent=2) + "\n", error=ConfigError),
-        write_bytes_atomic(out / FIGURE, _figure(result), error=ConfigError),
+        write_text_atomic(out / JSON_FILE, json.dumps(schedules_to_json(result), indent=2) + "\n", error=ConfigError)
     ]
+    if figure_reason(result) is None:
+        paths.append(write_bytes_atomic(out / FIGURE, _figure(result), error=ConfigError))
+    elif (out / FIGURE).is_file() and not (out / FIGURE).is_symlink():
+        (out / FIGURE).unlink()  # an earlier report's figure would outlive the data it showed
     return paths

@@ -10,7 +10,7 @@ from specband.contract.actions import action_set as named_action_set
 from specband.core.batchlist import check_batch_size_bound
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_REPEATS, MAX_SEED
-from specband.core.optionspec import option
+from specband.core.optionspec import acceptance_from_field, option
 from specband.devices.power_limit import parse_power_limits
 
 __all__ = ["SimulateRequest"]
@@ -22,6 +22,7 @@ class SimulateRequest:
 
     Raises:
         ConfigError: an empty config, a calibration option without ``--calibration-report``,
+            ``--acceptance-from`` with ``--calibration-report``,
             a bad ``--against``, or no ``--out`` for a simulated sweep (one line each).
     """
 
@@ -38,7 +39,8 @@ class SimulateRequest:
     target_config: str | None = option(
         None,
         "--target-config",
-        help="Target model's Hugging Face config.json, or a bundled name (default: llama-3.2-1b-instruct).",
+        help="Target model's Hugging Face config.json, or a bundled name (default: llama-3.2-1b-instruct); needs "
+        "--draft-config unless it is a bundled target (its bundled head comes with it).",
         panel="model",
         metavar="CONFIG",
         show_default=False,
@@ -46,7 +48,8 @@ class SimulateRequest:
     draft_config: str | None = option(
         None,
         "--draft-config",
-        help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct).",
+        help="EAGLE3 draft head's config.json, or a bundled name (default: eagle3-llama-3.2-1b-instruct); needs "
+        "--target-config unless it is a bundled head.",
         panel="model",
         metavar="CONFIG",
         show_default=False,
@@ -60,6 +63,7 @@ class SimulateRequest:
         metavar="NAME",
         show_default=False,
     )
+    acceptance_from: str | None = acceptance_from_field("the simulation")
     actions: str = action_set_field("the simulated sweep")
     batch_sizes: str = option(
         "1,4,8,16",
@@ -134,8 +138,11 @@ class SimulateRequest:
 
     def _check_power_limits(self) -> None:
         """``--power-limits``: a list :func:`~specband.devices.power_limit.parse_power_limits`
-        takes, with a simulated sweep (ConfigError, one line)."""
+        takes, with a simulated sweep; ``--acceptance-from`` with a simulated sweep too
+        (ConfigError, one line)."""
 
+        if self.acceptance_from is not None and self.calibration_report:
+            raise ConfigError("--acceptance-from goes with --out (a simulated sweep), not --calibration-report")
         if self.power_limits is None:
             return
         if self.calibration_report:

@@ -1,0 +1,195 @@
+"""What ``specband probe`` reads from a running server, in the engines' common terms.
+
+Each engine reads its own endpoints (:meth:`specband.engines.sglang.SglangEngine.probe_server`,
+:meth:`specband.engines.vllm.VllmEngine.probe_server`) into one :class:`ServerReading`: the
+config it runs (engine flags and the contract triple), its acceptance
+(:class:`AcceptanceReading`), the batch sizes it runs and how they were derived, and how many
+requests the probe sent. The probe only reads (``GET``) and sends at most
+:attr:`ProbePlan.max_requests` short completion requests; it never changes the server.
+
+This module also holds the pieces both engines use: the Prometheus text parser
+(:func:`metric_samples`), the sampling of a running-requests gauge (:func:`watch_gauge`), and
+the per-position acceptance of a chain from sglang's accept histogram
+(:func:`position_accept_from_histogram`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "AcceptanceReading",
+    "ProbePlan",
+    "ServerReading",
+    "metric_samples",
+    "position_accept_from_histogram",
+    "probe_prompts",
+    "watch_gauge",
+]
+
+_SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """What the probe may do to a server.
+
+    Attributes:
+        max_requests: at most this many completion requests are sent (``--max-requests``; 0:
+            none, the server is only read).
+        max_new_tokens: tokens each request decodes (``--max-new-tokens``).
+        prompts: the prompts of ``--prompts`` given the target's name (the server's model path,
+            which renders ``messages`` through its chat template), or ``None`` without ``--prompts``.
+        builtin_prompts: the prompts sent when no ``--prompts`` is given and the server has no
+            acceptance of its own yet.
+        watch_s: real seconds over which a running-requests gauge is sampled.
+        watch_samples: samples taken over ``watch_s``.
+    """
+
+    max_requests: int
+    max_new_tokens: int
+    prompts: Callable[[str | None], Sequence[str]] | None
+    builtin_prompts: Sequence[str]
+    watch_s: float = 1.0
+    watch_samples: int = 5
+
+
+@dataclass(frozen=True)
+class AcceptanceReading:
+    """The acceptance a server showed (the ``acceptance`` object of the probe file).
+
+    Attributes:
+        accept_length: tokens per verify step (bonus token included, >= 1).
+        num_drafts: vLLM's ``spec_decode_num_drafts`` behind it (``None`` for sglang).
+        verify_steps: verify steps behind it (sglang's ``spec_verify_ct``; vLLM's drafts), or
+            ``None`` when the server's cumulative figure gives none.
+        position_accept: per draft position i = 1..steps, the fraction of verify steps whose
+            i-th draft token was accepted (chains only), or ``None``.
+        accept_histogram: sglang's ``spec_accept_histogram`` summed over the probe's requests
+            (verify steps by draft tokens accepted), or ``None``.
+        source: ``"server metrics"`` (the server's own counters since launch) or
+            ``"probe requests"`` (the probe's requests alone).
+    """
+
+    accept_length: float
+    num_drafts: int | None
+    verify_steps: int | None
+    position_accept: tuple[float, ...] | None
+    accept_histogram: tuple[int, ...] | None
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The probe file's ``acceptance`` object."""
+        return {
+            "accept_length": round(self.accept_length, 6),
+            "num_drafts": self.num_drafts,
+            "verify_steps": self.verify_steps,
+            "position_accept": None if self.position_accept is None else [round(p, 6) for p in self.position_accept],
+            "accept_histogram": None if self.accept_histogram is None else list(self.accept_histogram),
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class ServerReading:
+    """Everything the probe read from one server.
+
+    Attributes:
+        engine: the engine's ``--engine`` name.
+        engine_version: the release the server reports, or ``None``.
+        url: the server's base URL.
+        target: the served model (name or path), or ``None``.
+        draft: the draft model path, or ``None`` (plain, or not exposed by the engine).
+        action: the contract triple ``(steps, topk, num_draft_tokens)`` it runs (``(0, 0, 0)`` plain).
+        flags: the speculative flags as the engine reports them.
+        acceptance: its acceptance, or ``None`` when it has none (plain decoding, or no draft
+            ran yet and no request was sent).
+        batch_sizes_seen: the batch sizes it ran, increasing (may be empty).
+        batch_size_source: how they were derived (printed and written beside them).
+        requests_sent: the completion requests the probe sent.
+        notes: what the reading could not see, one line each.
+    """
+
+    engine: str
+    engine_version: str | None
+    url: str
+    target: str | None
+    draft: str | None
+    action: tuple[int, int, int]
+    flags: Mapping[str, Any]
+    acceptance: AcceptanceReading | None
+    batch_sizes_seen: tuple[int, ...]
+    batch_size_source: str
+    requests_sent: int
+    notes: tuple[str, ...] = field(default=())
+
+
+def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples of metric ``name`` on a Prometheus text page: ``(labels, value)`` each
+    (non-finite and unparsable values skipped)."""
+    out: list[tuple[dict[str, str], float]] = []
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        m = _SAMPLE.match(line.strip())
+        if m is None or m.group("name") != name:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            out.append((dict(_LABEL.findall(m.group("labels") or "")), value))
+    return out
+
+
+def watch_gauge(read: Callable[[], float | None], seconds: float, samples: int) -> list[float]:
+    """``samples`` readings of a gauge ``seconds`` apart in all (``None`` readings dropped)."""
+    values: list[float] = []
+    for i in range(max(1, samples)):
+        if i:
+            time.sleep(seconds / max(1, samples - 1))
+        value = read()
+        if value is not None:
+            values.append(value)
+    return values
+
+
+def position_accept_from_histogram(histogram: Sequence[int], steps: int) -> tuple[float, ...] | None:
+    """Per draft position i = 1..``steps``, the fraction of verify steps that accepted at
+    least i draft tokens (a chain accepts position i only when it accepted 1..i-1): sglang's
+    ``spec_accept_histogram[j]`` counts the verify steps that accepted j draft tokens. ``None``
+    without verify steps."""
+    total = sum(histogram)
+    if total <= 0 or steps <= 0:
+        return None
+    return tuple(sum(histogram[i:]) / total for i in range(1, steps + 1))
+
+
+def probe_prompts(
+    plan: ProbePlan, target: str | None, server_has_acceptance: bool
+) -> tuple[tuple[str, ...], str | None]:
+    """The prompts to send (at most ``plan.max_requests``, cycling) and the note that says why
+    (``None`` when nothing needs saying): the first ``max_requests`` of ``--prompts`` when
+    given (each once: greedy decoding of one prompt twice shows nothing new), else the
+    built-in ones, cycled, when the server has no acceptance of its own yet, else none."""
+    if plan.max_requests <= 0:
+        return (), None
+    if plan.prompts is not None:
+        given = tuple(plan.prompts(target))
+    elif not server_has_acceptance:
+        given = tuple(plan.builtin_prompts)
+        note = (
+            "the server had decoded no draft yet: the probe's requests used specband's built-in prompts, "
+            "not your workload"
+        )
+        return tuple(given[i % len(given)] for i in range(plan.max_requests)), note
+    else:
+        return (), None
+    return given[: plan.max_requests], None

@@ -1,0 +1,190 @@
+"""``specband probe`` against sglang: what a running sglang server shows of its speculative
+config, its acceptance and its batch sizes (:func:`probe_sglang`, called by
+:meth:`specband.engines.sglang.SglangEngine.probe_server`).
+
+Read (sglang 0.5.18-0.5.23; ``python/sglang/srt/managers/scheduler.py`` ``get_internal_state``,
+``tokenizer_manager.py`` ``_calculate_spec_decoding_metrics``; measured on the CPU build,
+../shared/engines/README.md):
+
+* ``GET /server_info`` (``/get_server_info`` before 0.5.x renamed it): the server arguments
+  (``speculative_algorithm``, ``speculative_num_steps``, ``speculative_eagle_topk``,
+  ``speculative_num_draft_tokens``, ``speculative_draft_model_path``, ``model_path``, ...),
+  ``version``, and ``internal_states[0]`` with ``avg_spec_accept_length`` (cumulative since
+  launch or ``/flush_cache``, once a draft ran) and, with ``SGLANG_RECORD_STEP_TIME=1``,
+  ``step_time_dict`` (decode batch size -> step times);
+* ``GET /metrics`` (only with ``--enable-metrics``): the gauge ``sglang:num_running_reqs``;
+* ``POST /generate`` (the probe's requests): ``meta_info.spec_verify_ct``,
+  ``completion_tokens`` and ``spec_accept_histogram`` (verify steps by draft tokens accepted).
+
+Batch sizes: the keys of ``step_time_dict`` read before the probe's requests (the decode batch
+sizes the server ran since launch), else the distinct non-zero values of
+``sglang:num_running_reqs`` sampled over the watch window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from specband.core.limits import is_int
+from specband.engines.client import ProbeHttp, parse_server_info
+from specband.engines.probing import (
+    AcceptanceReading,
+    ProbePlan,
+    ServerReading,
+    metric_samples,
+    position_accept_from_histogram,
+    probe_prompts,
+    watch_gauge,
+)
+
+__all__ = ["SGLANG_PROBE_FLAGS", "probe_sglang", "read_sglang_info", "sglang_action"]
+
+#: The server arguments the probe file's ``flags`` carries (those present in ``/server_info``).
+SGLANG_PROBE_FLAGS: tuple[str, ...] = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_draft_model_path",
+    "speculative_adaptive",
+    "speculative_adaptive_config",
+    "max_running_requests",
+    "cuda_graph_max_bs",
+    "cuda_graph_max_bs_decode",
+    "mem_fraction_static",
+    "attention_backend",
+    "dtype",
+)
+_SPECULATIVE = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
+_RUNNING_GAUGE = "sglang:num_running_reqs"
+
+
+def read_sglang_info(http: ProbeHttp) -> Mapping[str, Any] | None:
+    """``/server_info`` (``/get_server_info`` on 404) as a JSON object, or ``None`` when
+    neither answers one (not an sglang server)."""
+    info = http.get_json("/server_info")
+    if info is None:
+        info = http.get_json("/get_server_info")
+    return info if isinstance(info, Mapping) else None
+
+
+def sglang_action(info: Mapping[str, Any]) -> tuple[int, int, int]:
+    """The ``(steps, topk, num_draft_tokens)`` a server runs from its arguments: ``(0, 0, 0)``
+    without a speculative algorithm or with any of the three missing."""
+    algo = info.get("speculative_algorithm")
+    triple = [info.get(k) for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")]
+    numbers = [int(v) for v in triple if is_int(v) and v > 0]
+    if not isinstance(algo, str) or algo.upper() not in _SPECULATIVE or len(numbers) != 3:
+        return (0, 0, 0)
+    return (numbers[0], numbers[1], numbers[2])
+
+
+def _running_gauge(http: ProbeHttp) -> float | None:
+    page = http.get_text("/metrics")
+    if page is None:
+        return None
+    samples = metric_samples(page, _RUNNING_GAUGE)
+    return sum(v for _, v in samples) if samples else None
+
+
+def _batch_sizes(http: ProbeHttp, info: Mapping[str, Any], plan: ProbePlan) -> tuple[tuple[int, ...], str]:
+    steps = parse_server_info(info).step_times
+    if steps:
+        sizes = tuple(sorted(bs for bs, times in steps.items() if times and bs >= 1))
+        return sizes, "sglang /server_info step_time_dict: the decode batch sizes it ran since launch"
+    if http.get_text("/metrics") is not None:
+        seen = watch_gauge(lambda: _running_gauge(http), plan.watch_s, plan.watch_samples)
+        sizes = tuple(sorted({round(v) for v in seen if v >= 1}))
+        how = f"sglang /metrics {_RUNNING_GAUGE}: {len(seen)} samples over {plan.watch_s:g} s"
+        return sizes, how + ("" if sizes else " (all 0: the server was idle)")
+    return (), "none: no step_time_dict (SGLANG_RECORD_STEP_TIME unset) and no /metrics (--enable-metrics unset)"
+
+
+def _send(http: ProbeHttp, prompts: tuple[str, ...], max_new_tokens: int) -> tuple[int, int, list[int]]:
+    """Send the prompts one at a time; ``(completion tokens, verify steps, summed histogram)``."""
+    tokens = verify = 0
+    histogram: list[int] = []
+    for prompt in prompts:
+        body = {"text": prompt, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}}
+        answer = http.post_json("/generate", body)
+        meta = answer.get("meta_info") if isinstance(answer, Mapping) else None
+        meta = meta if isinstance(meta, Mapping) else {}
+        got, ct = meta.get("completion_tokens"), meta.get("spec_verify_ct")
+        if is_int(got) and is_int(ct) and ct > 0:
+            tokens, verify = tokens + int(got), verify + int(ct)
+        hist = meta.get("spec_accept_histogram", meta.get("spec_correct_drafts_histogram"))
+        if isinstance(hist, list) and all(is_int(n) and n >= 0 for n in hist):
+            histogram += [0] * (len(hist) - len(histogram))
+            for i, n in enumerate(hist):
+                histogram[i] += int(n)
+    return tokens, verify, histogram
+
+
+def probe_sglang(http: ProbeHttp, plan: ProbePlan) -> ServerReading:
+    """Read an sglang server (see the module docstring) and send at most
+    ``plan.max_requests`` short ``/generate`` requests.
+
+    Raises:
+        EngineError: the server stops answering, or answers an error.
+    """
+    info = read_sglang_info(http) or {}
+    action = sglang_action(info)
+    flags = {k: info[k] for k in SGLANG_PROBE_FLAGS if k in info}
+    notes: list[str] = []
+    server_accept = parse_server_info(info).accept_length
+    sizes, how = _batch_sizes(http, info, plan)
+    target = info.get("model_path") if isinstance(info.get("model_path"), str) else None
+    acceptance: AcceptanceReading | None = None
+    sent = 0
+    if action != (0, 0, 0):
+        prompts, note = probe_prompts(plan, target, server_accept is not None)
+        if note:
+            notes.append(note)
+        if prompts:
+            before = http.posts
+            tokens, verify, histogram = _send(http, prompts, plan.max_new_tokens)
+            sent = http.posts - before
+            if verify > 0:
+                chain = action[1] == 1
+                acceptance = AcceptanceReading(
+                    accept_length=tokens / verify,
+                    num_drafts=None,
+                    verify_steps=verify,
+                    position_accept=position_accept_from_histogram(histogram, action[0]) if chain else None,
+                    accept_histogram=tuple(histogram) or None,
+                    source="probe requests",
+                )
+            else:
+                notes.append("the probe's /generate answers carried no spec_verify_ct: no acceptance from them")
+        if acceptance is None and server_accept is not None:
+            acceptance = AcceptanceReading(server_accept, None, None, None, None, "server metrics")
+        elif acceptance is not None and server_accept is not None:
+            notes.append(f"the server's own avg_spec_accept_length since launch: {server_accept:.3f}")
+        if not sizes and sent:
+            after = parse_server_info(read_sglang_info(http) or {}).step_times
+            if after:
+                sizes = tuple(sorted(bs for bs, times in after.items() if times and bs >= 1))
+                how = (
+                    "sglang /server_info step_time_dict after the probe's requests (none before them): the batch "
+                    "sizes of the probe's own requests, sent one at a time, not of your traffic"
+                )
+    if info.get("speculative_adaptive"):
+        notes.append("the server runs --speculative-adaptive: the steps it runs move with the batch size; "
+                     "the action is its initial one")  # fmt: skip
+    draft = info.get("speculative_draft_model_path")
+    version = info.get("version")
+    return ServerReading(
+        engine="sglang",
+        engine_version=version if isinstance(version, str) else None,
+        url=http.base_url,
+        target=target,
+        draft=draft if isinstance(draft, str) and action != (0, 0, 0) else None,
+        action=action,
+        flags=flags,
+        acceptance=acceptance,
+        batch_sizes_seen=sizes,
+        batch_size_source=how,
+        requests_sent=sent,
+        notes=tuple(notes),
+    )
