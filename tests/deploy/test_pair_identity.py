@@ -34,8 +34,9 @@ def simulated(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """`specband simulate --target-config ./Qwen3-8B` and `specband train` on it, in tmp_path."""
     monkeypatch.chdir(tmp_path)
     _qwen3_folder(tmp_path)
-    res = run_cli("simulate", "--profile", "h100-sxm", "--target-config", "./Qwen3-8B", "--batch-sizes", "1,16",
-                  "--repeats", "1", "--out", "q.jsonl")  # fmt: skip
+    res = run_cli("simulate", "--profile", "h100-sxm", "--target-config", "./Qwen3-8B",
+                  "--draft-config", "eagle3-llama-3.1-8b-instruct", "--batch-sizes", "1,16", "--repeats", "1",
+                  "--out", "q.jsonl")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     assert run_cli("train", "q.jsonl", "--algo", "lookup_table", "--out", "qm").exit_code == 0
     return tmp_path
@@ -59,9 +60,9 @@ def test_the_simulated_folder_is_accepted_however_it_is_spelt(run_cli, simulated
     assert res.exit_code == 0, res.stderr
     assert res.stdout.startswith("--speculative-algorithm EAGLE3") and "transferred" not in res.stderr
     # launch runs the same check first: past it, the pair check stops at the simulated pair's
-    # RoPE (the default 1B draft's differs from Qwen3-8B's), not at "another setup"
+    # RoPE (the bundled 8B Llama head's differs from Qwen3-8B's), not at "another setup"
     res = run_cli("launch", "--dry-run", "-b", "16", "--device", "none", "--models", "qm", "--target", target,
-                  "--draft", "eagle3-llama-3.2-1b-instruct")  # fmt: skip
+                  "--draft", "eagle3-llama-3.1-8b-instruct")  # fmt: skip
     assert res.exit_code == 2 and res.stderr.startswith("error: rope: draft 500000"), res.stderr
 
 

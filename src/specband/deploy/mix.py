@@ -28,6 +28,8 @@ from specband.deploy.explain import data_notes, origin_line, pick_origin, unmeas
 from specband.deploy.mixlimit import MixPowerLimitAnswer
 
 if TYPE_CHECKING:
+    from specband.artifacts.load import ModelFolder
+    from specband.contract.actions import ActionSet
     from specband.deploy.tiers import PolicyScorer
     from specband.deploy.transfer import UserSetup
     from specband.sweeps.dataset import Sweep
@@ -277,3 +279,58 @@ def mix_power_limit_answer(
 def unmeasured_mix_notes(rows: tuple[MixLimitRow, ...]) -> list[str]:
     """One note per batch size of a mix the sweep does not hold (answered at the nearest)."""
     return [unmeasured_note(r.batch_size, r.measured_batch_size) for r in rows if r.measured_batch_size != r.batch_size]
+
+
+def mix_power_limit_for(
+    data: str | Path | None,
+    folder: ModelFolder | None,
+    mix: Mapping[int, float],
+    setup: UserSetup | None,
+    *,
+    max_speed_loss: float,
+    action_set: ActionSet,
+    draft_model: str | None = None,
+    allow: bool = False,
+) -> MixPowerLimitAnswer | None:
+    """A mix over data with several power limits (rule 2 of
+    :func:`specband.deploy.recommend.answer`): one limit and one config for the whole mix
+    (:func:`mix_power_limit_answer`), from the rows of a ``--data`` sweep without ``--models``,
+    or of the sweep a ``--models`` folder trained over several limits was trained on (``data``,
+    else the file its manifest names, when it is here unchanged); ``None`` for data over one
+    limit (the policy answers the mix).
+
+    Raises:
+        ConfigError: a folder over several limits whose sweep is not here (or changed since).
+    """
+    from specband.artifacts.folder import file_sha256
+    from specband.files.hub import resolve_data_file
+    from specband.sweeps.dataset import load_sweep
+    from specband.sweeps.limit_table import sweep_power_limits
+
+    if folder is not None and not folder.manifest.power_limits:
+        return None  # a folder over one limit: its policy answers the mix
+    given = data
+    if given is None:
+        assert folder is not None and folder.manifest.power_limits is not None
+        recorded = folder.manifest.data.sweep
+        path = None if recorded is None or recorded.path is None else Path(recorded.path)
+        limits = folder.manifest.power_limits.limits_w
+        span = f"{min(limits):g}-{max(limits):g} W"
+        if path is None or not path.is_file():
+            raise ConfigError(
+                f"{folder.given} was trained over several power limits ({span}); one limit for a batch-size mix is "
+                f"chosen from its sweep's rows: give --data SWEEP (the file it was trained on, "
+                f"{path if path is not None else 'not recorded'}, is not here)"
+            )
+        if recorded is not None and recorded.sha256 is not None and file_sha256(path) != recorded.sha256:
+            raise ConfigError(
+                f"{path} changed since {folder.given} was trained on it ({span}); give --data SWEEP for the mix's limit"
+            )
+        given = path
+    sweep = load_sweep(resolve_data_file(given), action_set=action_set)
+    if len(sweep_power_limits(sweep)) < 2:
+        return None
+    return mix_power_limit_answer(
+        sweep, mix, max_speed_loss=max_speed_loss, source=str(folder.given if folder else given), setup=setup,
+        draft_model=draft_model, allow=allow,
+    )  # fmt: skip

@@ -485,7 +485,12 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer | M
     validate_algorithms([request.algo])
     folder = None if request.models is None else open_folder(request.models, request.action_set)
     if mix is not None and (request.data is not None or (folder is not None and folder.manifest.power_limits)):
-        mix_limited = _mix_power_limit_answer(request, mix, setup, folder)
+        from specband.deploy.mix import mix_power_limit_for  # lazy: off the cold path (recommend, --help)
+
+        mix_limited = mix_power_limit_for(
+            request.data, folder, mix, setup, max_speed_loss=request.max_speed_loss,
+            action_set=request.action_set, draft_model=request.draft_model, allow=request.allow_transfer,
+        )  # fmt: skip
         if mix_limited is not None:
             return mix_limited
     if mix is not None:
@@ -509,52 +514,6 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer | M
         request.batch_size, request.algo, folder, request.state, request.draft_model, request.data,
         trust_pickle=request.trust_pickle, allow_modified=request.allow_modified, setup=setup,
         allow_transfer=request.allow_transfer, action_set=request.action_set,
-    )  # fmt: skip
-
-
-def _mix_power_limit_answer(
-    request: AnswerRequest, mix: Mapping[int, float], setup: UserSetup | None, folder: ModelFolder | None
-) -> MixPowerLimitAnswer | None:
-    """A mix over data with several power limits: one limit and one config for the whole mix
-    (:func:`specband.deploy.mix.mix_power_limit_answer`), from the rows of a ``--data`` sweep
-    without ``--models``, or of the sweep a ``--models`` folder trained over several limits was
-    trained on (``--data``, else the file its manifest names, when it is here unchanged);
-    ``None`` for data over one limit (the policy answers the mix).
-
-    Raises:
-        ConfigError: a folder over several limits whose sweep is not here (or changed since).
-    """
-    from specband.deploy.mix import mix_power_limit_answer  # lazy: off the cold path (recommend, --help)
-    from specband.sweeps.dataset import load_sweep  # lazy: off the cold path (recommend, --help)
-
-    if folder is not None and not folder.manifest.power_limits:
-        return None  # a folder over one limit: its policy answers the mix
-    given = request.data
-    if given is None:
-        assert folder is not None and folder.manifest.power_limits is not None
-        recorded = folder.manifest.data.sweep
-        path = None if recorded is None or recorded.path is None else Path(recorded.path)
-        limits = folder.manifest.power_limits.limits_w
-        span = f"{min(limits):g}-{max(limits):g} W"
-        if path is None or not path.is_file():
-            raise ConfigError(
-                f"{folder.given} was trained over several power limits ({span}); one limit for a batch-size mix is "
-                f"chosen from its sweep's rows: give --data SWEEP (the file it was trained on, "
-                f"{path if path is not None else 'not recorded'}, is not here)"
-            )
-        from specband.artifacts.folder import file_sha256  # lazy: off the cold path (recommend, --help)
-
-        if recorded is not None and recorded.sha256 is not None and file_sha256(path) != recorded.sha256:
-            raise ConfigError(
-                f"{path} changed since {folder.given} was trained on it ({span}); give --data SWEEP for the mix's limit"
-            )
-        given = path
-    sweep = load_sweep(resolve_data_file(given), action_set=request.action_set)
-    if len(sweep_power_limits(sweep)) < 2:
-        return None
-    return mix_power_limit_answer(
-        sweep, mix, max_speed_loss=request.max_speed_loss, source=str(folder.given if folder else given),
-        setup=setup, draft_model=request.draft_model, allow=request.allow_transfer,
     )  # fmt: skip
 
 
