@@ -50,6 +50,7 @@ def progress(
         with lock:
             if not state["done"]:
                 bar.start()
+                bar.refresh()  # the first frame now, not at the next refresh tick
 
     timer = threading.Timer(delay_s, start)
     timer.daemon = True
