@@ -35,3 +35,34 @@ def test_data_without_models_that_cannot_be_read_is_an_error(run_cli, tmp_path: 
     expected = "no such file" if kind == "missing" else "not a regular file"
     assert line == f"error: {data}: {expected}" or line.startswith(f"error: {data}: {expected} ("), line
     assert not (tmp_path / "s.json").exists()
+
+
+PROFILE = (
+    '[hardware]\nhardware="X\\nerror: injected"\npower_limit_w=450\nvram_mb=24564\nmem_bandwidth_gbs=1008\n'
+    "peak_tflops=165\nidle_power_w=30\n"
+)
+
+
+def test_a_profile_whose_hardware_name_holds_a_newline_is_refused(run_cli, tmp_path: Path) -> None:
+    """N48: the name labelled every row, and ``train`` printed it raw (``error: injected``, exit 0)."""
+    profile = tmp_path / "p_nl.toml"
+    profile.write_text(PROFILE)
+    line = _one_line(run_cli("simulate", "--profile", profile, "--batch-sizes", "1", "--out", tmp_path / "o.jsonl"))
+    assert "hardware.hardware 'X\\nerror: injected' holds a control character" in line
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_row_s_hardware_name_with_a_newline_is_printed_escaped(run_cli, tmp_path: Path) -> None:
+    """N48, the rows written by hand: every line ``train`` prints stays one line."""
+    import json
+
+    unmeasured = tmp_path / "u.toml"
+    unmeasured.write_text(PROFILE.replace("X\\nerror: injected", "X"))
+    assert run_cli("simulate", "--profile", unmeasured, "--batch-sizes", "1", "--out", tmp_path / "o.jsonl").exit_code == 0
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    (tmp_path / "o.jsonl").write_text("".join(json.dumps({**r, "hardware": "X\nerror: injected"}) + "\n" for r in rows))
+    result = run_cli("train", tmp_path / "o.jsonl", "--out", tmp_path / "m", "--algo", "lookup_table")
+    assert result.exit_code == 0, result.stderr
+    lines = (result.stdout + result.stderr).splitlines()
+    assert not [line for line in lines if line.lstrip(" │┃").startswith("error")], lines
+    assert any("X\\nerror: injected" in line for line in lines)  # named, escaped

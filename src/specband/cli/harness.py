@@ -21,7 +21,7 @@ import typer
 from specband.cli.output import say
 from specband.cli.params import PANEL_TITLES, build_request, help_text, request_command, request_signature
 from specband.contract.actions import ACTION_SETS, ActionSet
-from specband.core.errors import DataError
+from specband.core.errors import DataError, one_line
 from specband.devices.base import Clock
 from specband.emulator.faults import parse_fault
 from specband.emulator.options import EmulatorOptions
@@ -119,7 +119,11 @@ class _RichReporter:
         if self.progress is not None:
             self.progress.advance(self.task)
             if row.get("error"):
-                self.progress.console.print(f"  error r{repeat} bs={point.batch_size} {point.action}: {row['error']}")
+                self.progress.console.print(
+                    one_line(f"  error r{repeat} bs={point.batch_size} {point.action}: {row['error']}"),
+                    markup=False,
+                    highlight=False,
+                )
 
     def unit_finished(self, gpu: str, runs: int) -> None:
         """One line per GPU under the sweep's bar: the runs its worker wrote so far."""
