@@ -48,6 +48,7 @@ from specband.contract.reward import RewardConfig, RewardParts, compute_reward
 from specband.core.errors import DataError, InvalidActionError
 from specband.core.limits import (
     MAX_BATCH_SIZE,
+    MAX_DATA_BATCH_SIZES,
     STATE_FIELD_RANGES,
     is_int,
     is_number,
@@ -361,6 +362,18 @@ class Sweep:
         """Successful rows (no error), in file order."""
         return [r for r in self.rows if r.trainable]
 
+    def allowed_masks(self) -> dict[int, np.ndarray]:
+        """:meth:`allowed_mask` of every batch size with a row, in one pass over the rows
+        (one call per batch size would be quadratic in their number)."""
+        masks: dict[int, np.ndarray] = {}
+        for r in self.rows:
+            if r.trainable:
+                masks.setdefault(r.batch_size, np.zeros(len(self.action_set), dtype=bool))[r.action_index] = True
+        for r in self.rows:
+            if r.failed:
+                masks.setdefault(r.batch_size, np.zeros(len(self.action_set), dtype=bool))[r.action_index] = False
+        return masks
+
     def allowed_mask(self, batch_size: int) -> np.ndarray:
         """(19,) bool: actions with a successful row at this batch size and no failed row there."""
         mask = np.zeros(len(self.action_set), dtype=bool)
@@ -446,13 +459,14 @@ class Sweep:
         )
         groups = np.empty(len(rows), dtype=object)
         groups[:] = [(r.trial, r.repeat) for r in rows]
+        masks = self.allowed_masks()
         return TrainingData(
             states=np.stack([r.state(features) for r in rows]).astype(np.float32),
             actions=np.array([r.action_index for r in rows], dtype=np.int64),
             rewards=np.array([self.reward_parts(r, config).reward for r in rows], dtype=np.float64),
             batch_sizes=np.array([r.batch_size for r in rows], dtype=np.int64),
             propensities=propensities,
-            allowed={bs: self.allowed_mask(bs) for bs in sorted(seen)},
+            allowed={bs: masks[bs] for bs in sorted(seen)},
             features=features,
             groups=groups,
             action_set=self.action_set,
@@ -559,7 +573,19 @@ def _validate(
     rows: list[SweepRow] = []
     seen_ids: dict[tuple[int, int | None], int] = {}
     engines: dict[str, int] = {}
+    batch_sizes: set[Any] = set()
     for lineno, record in numbered:
+        size = record.get("batch_size") if isinstance(record, dict) else None
+        if isinstance(size, (int, float, str)) and size not in batch_sizes:  # a bad type is _validate_row's
+            batch_sizes.add(size)
+            if len(batch_sizes) > MAX_DATA_BATCH_SIZES:
+                raise DataError(
+                    f"more than {MAX_DATA_BATCH_SIZES} distinct batch sizes in one file (a measured sweep of that "
+                    "many is weeks of GPU time; see specband.core.limits.MAX_DATA_BATCH_SIZES)",
+                    path=path,
+                    line=lineno,
+                    field="batch_size",
+                )
         row = _validate_row(record, lineno, path, action_set)
         _check_engine(record, lineno, path, engines)
         key = (row.index, row.repeat)
