@@ -19,9 +19,10 @@ from specband.sweeps.dataset import Sweep, SweepRow
 
 def _rows(count: int) -> list[dict[str, Any]]:
     """A baseline and a (3,4,8) row at each of ``count`` batch sizes (the trial's file)."""
-    base = [r for r in simulate_sweep(profile="rtx4060-laptop", batch_sizes=(1,), repeats=1, seed=0)]
+    base = simulate_sweep(profile="rtx4060-laptop", batch_sizes=(1,), repeats=1, seed=0)
     pair = [r for r in base if (r["steps"], r["topk"], r["num_draft_tokens"]) in ((0, 0, 0), (3, 4, 8))]
-    return [{**r, "batch_size": bs, "index": (bs - 1) * 19 + k} for bs in range(1, count + 1) for k, r in enumerate(pair)]
+    sizes = range(1, count + 1)
+    return [{**r, "batch_size": bs, "index": (bs - 1) * 19 + k} for bs in sizes for k, r in enumerate(pair)]
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> Path:

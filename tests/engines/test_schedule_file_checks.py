@@ -18,32 +18,51 @@ VLLM = {
 }
 RANGES = "num_speculative_tokens_per_batch_size"
 
+MAX = MAX_SPECULATIVE_STEPS
 VLLM_BAD = {
-    "extra keys": ({**VLLM, "draft_tensor_parallel_size": 8, "quantization": "evil"}, "draft_tensor_parallel_size", "not a key of a schedule file"),
-    "K 1000": ({**VLLM, "num_speculative_tokens": 1000, RANGES: [[1, 4, 1000]]}, "num_speculative_tokens", f"over {MAX_SPECULATIVE_STEPS}"),
-    "range K over the bound": ({**VLLM, "num_speculative_tokens": 64, RANGES: [[1, 4, 65]]}, RANGES, f"K 65 is over {MAX_SPECULATIVE_STEPS}"),
+    "extra keys": (
+        {**VLLM, "draft_tensor_parallel_size": 8, "quantization": "evil"},
+        "draft_tensor_parallel_size",
+        "not a key of a schedule file",
+    ),
+    "K 1000": (
+        {**VLLM, "num_speculative_tokens": 1000, RANGES: [[1, 4, 1000]]},
+        "num_speculative_tokens",
+        f"over {MAX}",
+    ),
+    "range K over the bound": (
+        {**VLLM, "num_speculative_tokens": 64, RANGES: [[1, 4, 65]]},
+        RANGES,
+        f"K 65 is over {MAX}",
+    ),
     "ngram": ({**VLLM, "method": "ngram"}, "method", "a schedule runs EAGLE3"),
     "unsorted": ({**VLLM, RANGES: [[5, 8, 3], [1, 4, 1]]}, RANGES, "in order of their start"),
     "end 1e20": ({**VLLM, RANGES: [[1, 10**20, 3]]}, RANGES, "ends over 1048576"),
     "all zero": ({**VLLM, RANGES: [[1, 4, 0], [5, 8, 0]]}, RANGES, "never speculates"),
     "K over num_speculative_tokens": ({**VLLM, RANGES: [[1, 4, 5]]}, RANGES, "over num_speculative_tokens 3"),
     "many ranges": ({**VLLM, RANGES: [[i, i, 1] for i in range(1, 5000)]}, RANGES, "over 4096"),
-}  # fmt: skip
+}
 
+
+def _steps(steps: list[int], key: str = "1") -> dict[str, dict[str, list[int]]]:
+    return {key: {"candidate_steps": steps}}
+
+
+FULL_WIDTH = "\uff11\uff16"
 SGLANG_BAD = {
-    "100000 steps": ({"1": {"candidate_steps": list(range(1, 100_001))}}, "1.candidate_steps", "over 64"),
-    "steps 99": ({"1": {"candidate_steps": [99]}}, "1.candidate_steps", "candidate step 99 is over 64"),
-    "repeated steps": ({"1": {"candidate_steps": [3, 3, 3]}}, "1.candidate_steps", "names a step count twice"),
-    "tier 0": ({"0": {"candidate_steps": [3]}}, "0", "must be in [1, 1048576]"),
-    "tier 1e20": ({"99999999999999999999": {"candidate_steps": [3]}}, "99999999999999999999", "must be in [1"),
-    "tier 5000 digits": ({"9" * 5000: {"candidate_steps": [3]}}, "9" * 5000, "must be in [1"),
-    "tier +16": ({"1": {"candidate_steps": [3]}, "+16": {"candidate_steps": [3]}}, "+16", "ASCII digits"),
-    "tier full-width": ({"1": {"candidate_steps": [3]}, "\uff11\uff16": {"candidate_steps": [3]}}, "\uff11\uff16", "ASCII digits"),
+    "100000 steps": (_steps(list(range(1, 100_001))), "1.candidate_steps", "over 64"),
+    "steps 99": (_steps([99]), "1.candidate_steps", "candidate step 99 is over 64"),
+    "repeated steps": (_steps([3, 3, 3]), "1.candidate_steps", "names a step count twice"),
+    "tier 0": (_steps([3], "0"), "0", "must be in [1, 1048576]"),
+    "tier 1e20": (_steps([3], "9" * 20), "9" * 20, "must be in [1"),
+    "tier 5000 digits": (_steps([3], "9" * 5000), "9" * 5000, "must be in [1"),
+    "tier +16": ({**_steps([3]), **_steps([3], "+16")}, "+16", "ASCII digits"),
+    "tier full-width": ({**_steps([3]), **_steps([3], FULL_WIDTH)}, FULL_WIDTH, "ASCII digits"),
     "unknown tier key": ({"1": {"candidate_steps": [3], "evil": 1}}, "1.evil", "unknown key"),
-    "unknown top key": ({"1": {"candidate_steps": [3]}, "evil": 1}, "evil", "unknown key"),
+    "unknown top key": ({**_steps([3]), "evil": 1}, "evil", "unknown key"),
     "NaN knob": ({"1": {"candidate_steps": [3], "ema_alpha": float("nan")}}, "1.ema_alpha", "must be a number in"),
     "200000 tiers": ({str(i): {"candidate_steps": [1]} for i in range(1, 200_001)}, None, "over 4096"),
-}  # fmt: skip
+}
 
 
 def _launch(run_cli, schedule: Path, *engine: str):

@@ -58,7 +58,8 @@ def test_a_row_s_hardware_name_with_a_newline_is_printed_escaped(run_cli, tmp_pa
 
     unmeasured = tmp_path / "u.toml"
     unmeasured.write_text(PROFILE.replace("X\\nerror: injected", "X"))
-    assert run_cli("simulate", "--profile", unmeasured, "--batch-sizes", "1", "--out", tmp_path / "o.jsonl").exit_code == 0
+    simulated = run_cli("simulate", "--profile", unmeasured, "--batch-sizes", "1", "--out", tmp_path / "o.jsonl")
+    assert simulated.exit_code == 0, simulated.stderr
     rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
     (tmp_path / "o.jsonl").write_text("".join(json.dumps({**r, "hardware": "X\nerror: injected"}) + "\n" for r in rows))
     result = run_cli("train", tmp_path / "o.jsonl", "--out", tmp_path / "m", "--algo", "lookup_table")
