@@ -21,7 +21,7 @@ import typer
 from specband.cli.output import say
 from specband.cli.params import PANEL_TITLES, build_request, help_text, request_command, request_signature
 from specband.contract.actions import ACTION_SETS, ActionSet
-from specband.core.errors import DataError, one_line
+from specband.core.errors import DataError, EngineError, one_line
 from specband.devices.base import Clock
 from specband.emulator.faults import parse_fault
 from specband.emulator.options import EmulatorOptions
@@ -283,8 +283,27 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
     if job.adaptive:
         _report_adaptive(job.out, job.plan().points, job.repeats)
     failure = summary.failure()
+    if failure is None and summary.written == 0:  # a resume with nothing left to run
+        failure = _no_measured_row(job.out)
     if failure is not None:  # every run failed: the engine's failure, exit 3
         raise failure
+
+
+def _no_measured_row(out: Path) -> EngineError | None:
+    """The error a resumed sweep ends with when it ran nothing and its file holds error rows
+    only (every run failed before, in a way ``--resume`` does not run again, such as an
+    out-of-memory): the sweep measured nothing, exit 3 as for a fresh one. ``None`` when a
+    row was measured."""
+    from specband.harness.sweepfile import parse_rows  # lazy: off the cold path (recommend, --help)
+
+    numbered, _ = parse_rows(out, verb="resume")
+    rows = [row for _, row in numbered]
+    if not rows or any(not row.get("error") for row in rows):
+        return None
+    return EngineError(
+        f"no run was measured: all {len(rows)} rows of {out} are error rows (first: {rows[0]['error']}); "
+        "--resume runs again only the runs that failed for the environment (launch timeouts, a server that died)"
+    )
 
 
 def _report_adaptive(out: Path, points: Sequence[GridPoint], repeats: int) -> None:
