@@ -403,7 +403,7 @@ def _sglang_generate_request(body: Any, context_length: int) -> tuple[list[Any],
     if prompt is None:
         raise _BadRequest(400, "Either text or input_ids should be provided.")
     batch = isinstance(prompt, list) and (not prompt or not isinstance(prompt[0], int))
-    prompts = prompt if batch else [prompt]
+    prompts: list[Any] = list(prompt) if batch else [prompt]
     for one in prompts:
         tokens = _prompt_tokens(one)
         if tokens >= context_length:

@@ -433,7 +433,8 @@ def check_vllm_schedule_file(obj: Any, where: str) -> list[tuple[int, int, int]]
     if "model" in obj and not (isinstance(obj["model"], str) and obj["model"]):
         raise ConfigError(f"{where}: field 'model': the draft model's path or id, got {obj['model']!r}")
     field_name = "num_speculative_tokens_per_batch_size"
-    schedule, total = obj.get(field_name), obj.get("num_speculative_tokens")
+    schedule: Any = obj.get(field_name)
+    total: Any = obj.get("num_speculative_tokens")
     try:
         ranges = check_vllm_schedule(schedule, total)
     except ConfigError as exc:
