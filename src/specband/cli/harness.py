@@ -280,6 +280,7 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
     finally:
         reporter.stop()
     _report(summary, job.out, ACTION_SETS[job.settings.action_set])
+    _warn_mixed_speed_sources(job.out)
     if job.adaptive:
         _report_adaptive(job.out, job.plan().points, job.repeats)
     failure = summary.failure()
@@ -287,6 +288,27 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
         failure = _no_measured_row(job.out)
     if failure is not None:  # every run failed: the engine's failure, exit 3
         raise failure
+
+
+def _warn_mixed_speed_sources(out: Path) -> None:
+    """``warning:`` when a batch size's successful rows have speeds from sglang's step times
+    and from the wall clock (runs too short for step times, hostile trial N58);
+    ``train``, ``evaluate`` and ``recommend`` then read that batch size on the wall clock
+    (:meth:`specband.sweeps.dataset.Sweep.speed_note`)."""
+    from specband.harness.sweepfile import parse_rows  # lazy: off the cold path (recommend, --help)
+
+    sources: dict[Any, set[Any]] = {}
+    for _, row in parse_rows(out, verb="resume")[0]:
+        if not row.get("error"):
+            sources.setdefault(row.get("batch_size"), set()).add(row.get("speed_source"))
+    mixed = sorted(str(bs) for bs, found in sources.items() if {"step_time", "wall_clock"} <= found)
+    if mixed:
+        say(
+            f"warning: at batch size(s) {', '.join(mixed)} some speeds come from sglang's step times and others from "
+            "the wall clock (their runs were too short for step times, one per 40 decode iterations: raise "
+            "--max-new-tokens); train, evaluate and recommend read those batch sizes on the wall clock",
+            err=True,
+        )
 
 
 def _no_measured_row(out: Path) -> EngineError | None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -286,6 +286,9 @@ class Sweep:
             (:func:`specband.sweeps.benchfile.read_bench`), ``"line <n>: <triple>: <why>"``.
         action_set: the action set the rows were read against (:func:`load_sweep`'s
             ``action_set``): every row's ``action_index`` is into it.
+        wall_clock_batch_sizes: batch sizes whose rows mixed step-time and wall-clock speeds
+            and are all read on the wall clock (:func:`_one_speed_source`).
+        mixed_speed_batch_sizes: batch sizes left mixed (a row without ``wall_clock_tok_s``).
     """
 
     rows: tuple[SweepRow, ...]
@@ -294,6 +297,8 @@ class Sweep:
     power_limit_w: float | None = None
     skipped: tuple[str, ...] = ()
     action_set: ActionSet = CONTRACT_SET
+    wall_clock_batch_sizes: tuple[int, ...] = ()
+    mixed_speed_batch_sizes: tuple[int, ...] = ()
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -334,6 +339,26 @@ class Sweep:
         (:attr:`RewardConfig.power_limit_w <specband.contract.reward.RewardConfig>`, 80 W): it has
         ``avg_power_watts`` but no ``power_limit_watts``, and no override was given."""
         return self.power_limit_w is None and any(_assumes_limit(r) for r in self.rows if r.trainable)
+
+    def speed_note(self) -> str | None:
+        """The sentence a command prints when a batch size's speeds came from two clocks
+        (:func:`_one_speed_source`), else ``None``."""
+        where = self.path or "<data>"
+        if self.mixed_speed_batch_sizes:
+            sizes = ", ".join(map(str, self.mixed_speed_batch_sizes))
+            return (
+                f"warning: {where}: at batch size(s) {sizes} some speeds come from sglang's step times and others "
+                "from the wall clock (runs too short for step times, e.g. a small --max-new-tokens) and not every "
+                "row records wall_clock_tok_s: their speed-ups compare two clocks"
+            )
+        if self.wall_clock_batch_sizes:
+            sizes = ", ".join(map(str, self.wall_clock_batch_sizes))
+            return (
+                f"{where}: at batch size(s) {sizes} some runs were too short for sglang's step times (one per 40 "
+                "decode iterations; raise --max-new-tokens): every speed there is read on the wall clock, so that "
+                "the configs are compared on one clock"
+            )
+        return None
 
     def energy_note(self, config: RewardConfig | None = None) -> str | None:
         """The sentence a command prints about how energy enters the rewards, or ``None``
@@ -613,7 +638,47 @@ def _validate(
             )
     if power_limit_w is None:
         _check_assumed_power_limit(rows, path)
-    return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped, action_set)
+    rows, wall_clock, mixed = _one_speed_source(rows)
+    return Sweep(
+        tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped, action_set, wall_clock, mixed
+    )
+
+
+def _one_speed_source(rows: list[SweepRow]) -> tuple[list[SweepRow], tuple[int, ...], tuple[int, ...]]:
+    """The rows with one speed source per batch size, and the batch sizes changed or left mixed.
+
+    A run's speed comes from sglang's recorded step times (``speed_source: step_time``) or,
+    when its timed batch recorded none (a short run: sglang records one value per 40 decode
+    iterations, :func:`specband.engines.sglang.timed_batch_step_times`), from the wall clock.
+    With a short ``--max-new-tokens`` the baseline (one token per iteration) may get step
+    times while a speculative config (several tokens per iteration) does not (hostile trial
+    N58): their ratio then compares two clocks. At such a batch size every successful row's
+    speed is its ``wall_clock_tok_s`` (every sweep row records it), so the batch size is
+    compared on one clock; where a row lacks it the batch size stays mixed (a note says so).
+
+    Returns:
+        ``(rows, batch sizes now on the wall clock, batch sizes left mixed)``.
+    """
+    sources: dict[int, set[str]] = defaultdict(set)
+    for r in rows:
+        source = r.raw.get("speed_source")
+        if r.trainable and isinstance(source, str):
+            sources[r.batch_size].add(source)
+    mixed = {bs for bs, found in sources.items() if {"step_time", "wall_clock"} <= found}
+    if not mixed:
+        return rows, (), ()
+    changed: set[int] = set()
+    for bs in sorted(mixed):
+        mine = [r for r in rows if r.batch_size == bs and r.trainable]
+        if all(is_number(r.raw.get("wall_clock_tok_s")) and r.raw["wall_clock_tok_s"] > 0 for r in mine):
+            changed.add(bs)
+    out = [
+        replace(r, speed_tok_s=float(r.raw["wall_clock_tok_s"]))
+        if r.batch_size in changed and r.trainable
+        else r
+        for r in rows
+    ]
+    return out, tuple(sorted(changed)), tuple(sorted(mixed - changed))
 
 
 #: ``hardware`` values of the study's card, whose 80 W limit rows without
