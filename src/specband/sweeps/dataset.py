@@ -673,9 +673,7 @@ def _one_speed_source(rows: list[SweepRow]) -> tuple[list[SweepRow], tuple[int, 
         if all(is_number(r.raw.get("wall_clock_tok_s")) and r.raw["wall_clock_tok_s"] > 0 for r in mine):
             changed.add(bs)
     out = [
-        replace(r, speed_tok_s=float(r.raw["wall_clock_tok_s"]))
-        if r.batch_size in changed and r.trainable
-        else r
+        replace(r, speed_tok_s=float(r.raw["wall_clock_tok_s"])) if r.batch_size in changed and r.trainable else r
         for r in rows
     ]
     return out, tuple(sorted(changed)), tuple(sorted(mixed - changed))
