@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -56,6 +56,7 @@ from specband.core.limits import (
 )
 from specband.files.jsonl import read_jsonl
 from specband.sweeps.benchfile import BENCH_COLUMNS, is_bench_record, read_bench
+from specband.sweeps.speeds import one_speed_source, speed_source_note
 
 __all__ = [
     "AGENTIC_ERROR_PREFIX",
@@ -287,7 +288,7 @@ class Sweep:
         action_set: the action set the rows were read against (:func:`load_sweep`'s
             ``action_set``): every row's ``action_index`` is into it.
         wall_clock_batch_sizes: batch sizes whose rows mixed step-time and wall-clock speeds
-            and are all read on the wall clock (:func:`_one_speed_source`).
+            and are all read on the wall clock (:func:`specband.sweeps.speeds.one_speed_source`).
         mixed_speed_batch_sizes: batch sizes left mixed (a row without ``wall_clock_tok_s``).
     """
 
@@ -342,23 +343,8 @@ class Sweep:
 
     def speed_note(self) -> str | None:
         """The sentence a command prints when a batch size's speeds came from two clocks
-        (:func:`_one_speed_source`), else ``None``."""
-        where = self.path or "<data>"
-        if self.mixed_speed_batch_sizes:
-            sizes = ", ".join(map(str, self.mixed_speed_batch_sizes))
-            return (
-                f"warning: {where}: at batch size(s) {sizes} some speeds come from sglang's step times and others "
-                "from the wall clock (runs too short for step times, e.g. a small --max-new-tokens) and not every "
-                "row records wall_clock_tok_s: their speed-ups compare two clocks"
-            )
-        if self.wall_clock_batch_sizes:
-            sizes = ", ".join(map(str, self.wall_clock_batch_sizes))
-            return (
-                f"{where}: at batch size(s) {sizes} some runs were too short for sglang's step times (one per 40 "
-                "decode iterations; raise --max-new-tokens): every speed there is read on the wall clock, so that "
-                "the configs are compared on one clock"
-            )
-        return None
+        (:func:`specband.sweeps.speeds.one_speed_source`), else ``None``."""
+        return speed_source_note(self.path or "<data>", self.wall_clock_batch_sizes, self.mixed_speed_batch_sizes)
 
     def energy_note(self, config: RewardConfig | None = None) -> str | None:
         """The sentence a command prints about how energy enters the rewards, or ``None``
@@ -638,45 +624,10 @@ def _validate(
             )
     if power_limit_w is None:
         _check_assumed_power_limit(rows, path)
-    rows, wall_clock, mixed = _one_speed_source(rows)
+    rows, wall_clock, mixed = one_speed_source(rows)
     return Sweep(
         tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped, action_set, wall_clock, mixed
     )
-
-
-def _one_speed_source(rows: list[SweepRow]) -> tuple[list[SweepRow], tuple[int, ...], tuple[int, ...]]:
-    """The rows with one speed source per batch size, and the batch sizes changed or left mixed.
-
-    A run's speed comes from sglang's recorded step times (``speed_source: step_time``) or,
-    when its timed batch recorded none (a short run: sglang records one value per 40 decode
-    iterations, :func:`specband.engines.sglang.timed_batch_step_times`), from the wall clock.
-    With a short ``--max-new-tokens`` the baseline (one token per iteration) may get step
-    times while a speculative config (several tokens per iteration) does not (hostile trial
-    N58): their ratio then compares two clocks. At such a batch size every successful row's
-    speed is its ``wall_clock_tok_s`` (every sweep row records it), so the batch size is
-    compared on one clock; where a row lacks it the batch size stays mixed (a note says so).
-
-    Returns:
-        ``(rows, batch sizes now on the wall clock, batch sizes left mixed)``.
-    """
-    sources: dict[int, set[str]] = defaultdict(set)
-    for r in rows:
-        source = r.raw.get("speed_source")
-        if r.trainable and isinstance(source, str):
-            sources[r.batch_size].add(source)
-    mixed = {bs for bs, found in sources.items() if {"step_time", "wall_clock"} <= found}
-    if not mixed:
-        return rows, (), ()
-    changed: set[int] = set()
-    for bs in sorted(mixed):
-        mine = [r for r in rows if r.batch_size == bs and r.trainable]
-        if all(is_number(r.raw.get("wall_clock_tok_s")) and r.raw["wall_clock_tok_s"] > 0 for r in mine):
-            changed.add(bs)
-    out = [
-        replace(r, speed_tok_s=float(r.raw["wall_clock_tok_s"])) if r.batch_size in changed and r.trainable else r
-        for r in rows
-    ]
-    return out, tuple(sorted(changed)), tuple(sorted(mixed - changed))
 
 
 #: ``hardware`` values of the study's card, whose 80 W limit rows without
