@@ -53,6 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from specband.core.limits import is_int, is_number
 from specband.emulator import vllm_answers as vllm
 from specband.emulator.engine import Engine, EngineRequest
 from specband.emulator.gpu import EmulatedGpu
@@ -104,10 +105,6 @@ def _serde_kind(value: Any) -> str:
     if value is None:
         return "null"
     return "sequence" if isinstance(value, list) else "map"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class _Handler(BaseHTTPRequestHandler, abc.ABC):
@@ -388,10 +385,10 @@ def _sglang_generate_request(body: Any, context_length: int) -> tuple[list[Any],
     max_new = params.get("max_new_tokens", 128)
     if max_new is None:
         max_new = 128
-    if not _is_int(max_new) or not -(2**63) <= max_new < 2**63:
+    if not is_int(max_new) or not -(2**63) <= max_new < 2**63:
         raise _BadRequest(400, f"invalid type: {_serde_kind(max_new)}, expected i64", contract=True)
     temperature = params.get("temperature", 1.0)
-    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))):
+    if temperature is not None and not is_number(temperature):
         raise _BadRequest(400, f"invalid type: {_serde_kind(temperature)}, expected f64", contract=True)
     if temperature is not None and not (math.isfinite(temperature) and temperature >= 0.0):
         raise _BadRequest(400, f"temperature must be a non-negative finite number, got {temperature}.")
@@ -426,7 +423,7 @@ def _vllm_int(body: dict[str, Any], name: str, default: int | None) -> int | Non
     """``body[name]`` as pydantic's lax ``int`` reads it (an int, an integral finite float,
     a string of digits), else a 400 naming the parameter."""
     value = body.get(name, default)
-    if value is None or _is_int(value):
+    if value is None or is_int(value):
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
@@ -460,7 +457,7 @@ def _vllm_completion_request(body: Any, served: str, context_length: int) -> tup
         raise _BadRequest(400, f"n must be at least 1 and at most {VLLM_MAX_N_SEQUENCES}, got {n}.", param="n")
     temperature = body.get("temperature")
     if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        if not is_number(temperature):
             raise _BadRequest(
                 400, f"1 validation error: temperature: Input should be a valid number, got {temperature!r}"
             )
