@@ -36,6 +36,9 @@ PROVENANCES: tuple[str, ...] = ("measured", "emulated", "simulated", "published"
 #: Formats whose rows are a study's published measurements (not measured by the user).
 _PUBLISHED_FORMATS = ("published_live",)
 
+#: How a line names each engine (the rows' ``engine`` column holds the lower-case name).
+_ENGINE_LABELS = {"sglang": "sglang", "vllm": "vLLM"}
+
 
 def _joined(values: Iterable[Any]) -> str | None:
     """The distinct non-empty values, the most frequent first, joined by ``" + "``
@@ -104,11 +107,14 @@ class DataOrigin:
         """The engine and its version as a line names them: ``"vLLM 0.32.0"``, ``"sglang
         0.5.23"``, ``"sglang not recorded"`` (sglang is the study's engine: an origin that
         names none is read as sglang)."""
-        if self.engine == "vllm":
-            return f"vLLM {self.vllm_version or 'not recorded'}"
-        if self.engine is not None and self.engine != "sglang":
-            return f"engines {self.engine} (sglang {self.sglang_version or '?'}, vLLM {self.vllm_version or '?'})"
-        return f"sglang {self.sglang_version or 'not recorded'}"
+        engine = self.engine or "sglang"
+        version = self._engine_version(engine)
+        if engine not in _ENGINE_LABELS:  # rows of several engines, joined
+            return f"engines {engine} (sglang {self.sglang_version or '?'}, vLLM {self.vllm_version or '?'})"
+        return f"{_ENGINE_LABELS[engine]} {version or 'not recorded'}"
+
+    def _engine_version(self, engine: str) -> str | None:
+        return {"sglang": self.sglang_version, "vllm": self.vllm_version}.get(engine)
 
     def engine_note(self, engine: str, what: str) -> str | None:
         """A note when ``what`` (``"this launch line"``, ``"this schedule"``) runs ``engine``
@@ -117,9 +123,8 @@ class DataOrigin:
         two schedule and verify drafts differently (vLLM runs chains only)."""
         if self.engine is None or self.engine == engine:
             return None
-        names = {"sglang": "sglang", "vllm": "vLLM"}
-        mine, theirs = names.get(engine, engine), names.get(self.engine, self.engine)
-        version = {"sglang": self.sglang_version, "vllm": self.vllm_version}.get(self.engine)
+        mine, theirs = _ENGINE_LABELS.get(engine, engine), _ENGINE_LABELS.get(self.engine, self.engine)
+        version = self._engine_version(self.engine)
         measured_on = f"{theirs} {version}" if version else f"{theirs} (version not recorded)"
         return (
             f"{what} targets {mine}, but the data were measured on {measured_on}: the picks and figures are "
