@@ -3,7 +3,6 @@ model's calibration report (registered by :func:`register`)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 
 import typer
@@ -74,7 +73,7 @@ def simulate(request: SimulateRequest) -> None:
 
 def _warn(warnings: Iterable[str]) -> None:
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        say(f"warning: {warning}", err=True)
 
 
 def _report(r: SimulateRequest) -> None:

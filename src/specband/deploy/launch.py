@@ -280,7 +280,7 @@ def _decide(
     request = AnswerRequest(
         algo=r.algo, models=r.models, data=r.data, batch_size=r.batch_size, state=telemetry, draft_model=r.draft,
         trust_pickle=r.trust_pickle, allow_modified=r.allow_modified, power_limit="required" if limit_auto else "never",
-        allow_transfer=r.allow_transfer, first_guess=first,
+        allow_transfer=r.allow_transfer, first_guess=first, engine=get_engine(r.engine).name,
     )  # fmt: skip
     decided = answer(request, setup)
     if isinstance(decided, PowerLimitAnswer):

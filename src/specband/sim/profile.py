@@ -194,6 +194,11 @@ class HardwareProfile:
             if f.type in ("str",) or f.name in ("name", "hardware", "source", "power_source"):
                 if not isinstance(value, str):
                     raise ConfigError(f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a string")
+                if f.name in ("name", "hardware") and not value.isprintable():  # they label rows and lines
+                    raise ConfigError(
+                        f"profile {self.name!r}: {f.metadata['section']}.{f.name} {value!r} holds a control "
+                        "character (a newline, tab or escape); a GPU's name is one printable line"
+                    )
                 continue
             if f.name in _BOOL_FIELDS:
                 if not isinstance(value, bool):

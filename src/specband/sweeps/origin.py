@@ -36,6 +36,9 @@ PROVENANCES: tuple[str, ...] = ("measured", "emulated", "simulated", "published"
 #: Formats whose rows are a study's published measurements (not measured by the user).
 _PUBLISHED_FORMATS = ("published_live",)
 
+#: How a line names each engine (the rows' ``engine`` column holds the lower-case name).
+_ENGINE_LABELS = {"sglang": "sglang", "vllm": "vLLM"}
+
 
 def _joined(values: Iterable[Any]) -> str | None:
     """The distinct non-empty values, the most frequent first, joined by ``" + "``
@@ -70,6 +73,11 @@ class DataOrigin:
         power_source: how the power was obtained when it was not measured (a simulated
             profile's ``power_source``, ``"unmeasured"``), else ``None``.
         profile: the simulator profile of simulated rows, else ``None``.
+        engine: the engine the rows were measured on (``"sglang"``, ``"vllm"``; several joined
+            by ``" + "``): the rows' ``engine`` column, else ``"sglang"`` for rows that carry
+            an ``sglang_version`` or are published (the study ran sglang), else ``None``. A
+            manifest written before it was recorded reads as ``None``.
+        vllm_version: the rows' ``vllm_version`` (vLLM rows), else ``None``.
     """
 
     hardware: str | None = None
@@ -82,6 +90,8 @@ class DataOrigin:
     power_measured: bool = False
     power_source: str | None = None
     profile: str | None = None
+    engine: str | None = None
+    vllm_version: str | None = None
 
     @property
     def simulated(self) -> bool:
@@ -93,6 +103,34 @@ class DataOrigin:
         """Every row was measured on a GPU (by the user, or published by a study)."""
         return all(p in ("measured", "published") for p in self.provenance.split(" + "))
 
+    def engine_text(self) -> str:
+        """The engine and its version as a line names them: ``"vLLM 0.32.0"``, ``"sglang
+        0.5.23"``, ``"sglang not recorded"`` (sglang is the study's engine: an origin that
+        names none is read as sglang)."""
+        engine = self.engine or "sglang"
+        version = self._engine_version(engine)
+        if engine not in _ENGINE_LABELS:  # rows of several engines, joined
+            return f"engines {engine} (sglang {self.sglang_version or '?'}, vLLM {self.vllm_version or '?'})"
+        return f"{_ENGINE_LABELS[engine]} {version or 'not recorded'}"
+
+    def _engine_version(self, engine: str) -> str | None:
+        return {"sglang": self.sglang_version, "vllm": self.vllm_version}.get(engine)
+
+    def engine_note(self, engine: str, what: str) -> str | None:
+        """A note when ``what`` (``"this launch line"``, ``"this schedule"``) runs ``engine``
+        while the rows were measured on another engine, else ``None`` (no engine recorded:
+        nothing is claimed). The picks then carry one engine's measurements to another; the
+        two schedule and verify drafts differently (vLLM runs chains only)."""
+        if self.engine is None or self.engine == engine:
+            return None
+        mine, theirs = _ENGINE_LABELS.get(engine, engine), _ENGINE_LABELS.get(self.engine, self.engine)
+        version = self._engine_version(self.engine)
+        measured_on = f"{theirs} {version}" if version else f"{theirs} (version not recorded)"
+        return (
+            f"{what} targets {mine}, but the data were measured on {measured_on}: the picks and figures are "
+            f"{theirs}'s, carried to {mine} untested (a sweep with --engine {engine} measures {mine})"
+        )
+
     def describe(self) -> str:
         """One line: ``"published rows: RTX4060_Laptop at 80 W, unsloth/... + rescommons/...,
         sglang ?, workload ?, power measured"``."""
@@ -101,7 +139,7 @@ class DataOrigin:
         return (
             f"{self.provenance} rows: {self.hardware or '? GPU'} at {limit}, "
             f"{self.target_model or '? target'} + {self.draft_model or '? draft'}, "
-            f"sglang {self.sglang_version or '?'}, workload {self.workload or '?'}, {power}"
+            f"{self.engine_text()}, workload {self.workload or '?'}, {power}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -132,6 +170,8 @@ class DataOrigin:
             power_measured=obj.get("power_measured") is True,
             power_source=text("power_source"),
             profile=text("profile"),
+            engine=text("engine"),
+            vllm_version=text("vllm_version"),
         )
 
 
@@ -177,7 +217,19 @@ def data_origin(sweep: Sweep, power_limit_w: float | None = None) -> DataOrigin:
         power_measured=bool(measured_power),
         power_source=power_source,
         profile=_joined(r.raw.get("profile") for r in rows if r.provenance == "simulated"),
+        engine=_joined(_row_engine(r, sweep.format) for r in rows),
+        vllm_version=_joined(r.raw.get("vllm_version") for r in rows),
     )
+
+
+def _row_engine(row: SweepRow, fmt: str) -> str | None:
+    """The engine a row was measured on (:attr:`DataOrigin.engine`)."""
+    engine = row.raw.get("engine")
+    if isinstance(engine, str) and engine:
+        return engine
+    if row.raw.get("sglang_version") or fmt in (*_PUBLISHED_FORMATS, "sglang_bench"):
+        return "sglang"
+    return None
 
 
 @dataclass(frozen=True)
