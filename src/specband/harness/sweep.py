@@ -128,7 +128,7 @@ def run_sweep(job: SweepJob, *, clock: Clock | None = None, reporter: SweepRepor
     reporter = reporter or NoReporter()
     settings, out_path, pool, setup = job.settings, job.out, job.pool, job.setup
     power = not job.power_limits_w  # a --power-limits sweep sets several limits: its rows differ in theirs
-    with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
+    with interrupts_as_keyboard_interrupt(), SweepLock(out_path) as lock:
         # every check first, writing nothing: a refused sweep leaves the folder as it was
         numbered, complete = parse_rows(out_path)
         existing = [row for _, row in numbered]
@@ -167,6 +167,7 @@ def run_sweep(job: SweepJob, *, clock: Clock | None = None, reporter: SweepRepor
 
                 if complete is not None:  # drop the partial last line of a killed sweep (and retried rows)
                     write_bytes_atomic(out_path, complete, error=HarnessError)
+                    lock.relock_output()  # the rewritten file is a new inode
                 sink = RowSink(stack.enter_context(RowWriter(out_path)), reporter, summary)
                 if job.adaptive:
                     _run_adaptive(plan, existing, sink, execute)
