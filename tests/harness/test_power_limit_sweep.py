@@ -152,11 +152,11 @@ def test_through_nvml_every_limit_is_set_and_the_old_one_restored(
     if ending is None:
         assert result.exit_code == 0, result.stderr
         assert [r["power_limit_watts"] for r in _rows(out)] == [40.0, 60.0]
-        assert fake_gpu.limits_set == [40_000, 60_000, 80_000]  # then the enforced limit found
+        assert fake_gpu.limits_set == [40_000, 60_000, 90_000]  # then the limit set (management) found
     else:
         assert result is None or result.exit_code != 0
         assert [r["power_limit_watts"] for r in _rows(out)] == [40.0]
-        assert fake_gpu.limits_set == [40_000, 80_000]
+        assert fake_gpu.limits_set == [40_000, 90_000]
 
 
 def test_through_nvml_without_permission_nothing_runs(run_cli, sweep_args, tmp_path, fake_gpu):
