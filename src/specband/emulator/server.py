@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.emulator import vllm_answers as vllm
+from specband.engines.client import EMULATOR_HEADER
 from specband.emulator.engine import Engine, EngineRequest
 from specband.emulator.gpu import EmulatedGpu
 from specband.emulator.launchargs import LaunchArgs, _log, parse_launch_args
@@ -85,6 +86,7 @@ class _Handler(BaseHTTPRequestHandler, abc.ABC):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        self.send_header(EMULATOR_HEADER, repr(self.emulator.options.time_scale))  # not a real engine: say so
         self.end_headers()
         if body:
             self.wfile.write(body)
@@ -213,6 +215,7 @@ class _SglangHandler(_Handler):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Content-Length", str(len(payload)))
+            self.send_header(EMULATOR_HEADER, repr(self.emulator.options.time_scale))
             self.end_headers()
             self.wfile.write(payload)
             return

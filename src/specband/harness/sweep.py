@@ -184,7 +184,7 @@ def _device_world(settings: MeasureSettings, gpu: GpuDevice) -> dict[str, Any]:
     return {
         "hardware": settings.hardware or gpu.name,
         "power_limit_watts": limit if isinstance(limit, (int, float)) else None,
-        "provenance": getattr(gpu, "provenance", None),
+        "provenance": settings.provenance or getattr(gpu, "provenance", None),
     }
 
 
