@@ -55,7 +55,8 @@ def test_the_limit_is_set_before_the_launch_and_restored_when_the_server_stops(
     result = run_cli(*_ARGS, "--set-power-limit", "60", "--log", tmp_path / "s.log")
     assert result.exit_code == (0 if isinstance(ending, BaseException) else ending), result.stderr
     assert launched and launched[0][1] == [60_000]  # set before the server started
-    assert fake_gpu.limits_set == [60_000, 90_000]  # then the old limit set (management, not the enforced 80 W) put back
+    # then the limit that was set (management, 90 W) put back, not the enforced 80 W
+    assert fake_gpu.limits_set == [60_000, 90_000]
     assert "power limit set to 60 W" in result.stderr
 
 

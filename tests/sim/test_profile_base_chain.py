@@ -14,7 +14,7 @@ from specband.core.errors import ConfigError
 from specband.sim.profile import MAX_PROFILE_DEPTH, load_profile
 
 _BODY = (
-    "[hardware]\nhardware = \"X\"\npower_limit_w = 450\nvram_mb = 24564\nmem_bandwidth_gbs = 1008\n"
+    '[hardware]\nhardware = "X"\npower_limit_w = 450\nvram_mb = 24564\nmem_bandwidth_gbs = 1008\n'
     "peak_tflops = 165\nidle_power_w = 30\n"
 )
 

@@ -14,8 +14,8 @@ import typer
 from specband.cli.output import say
 from specband.cli.params import request_command
 from specband.core.errors import ConfigError
-from specband.files.fileio import write_text_atomic
 from specband.core.tables import print_table, table_console, terminal_width
+from specband.files.fileio import write_text_atomic
 from specband.sim import builtin_profiles, check_out_path, load_profile
 from specband.sim.aic import aic_report, fit_profile_to_aic, format_aic_fit, format_aic_report, load_aic_reference
 from specband.sim.calibrate import calibration_report as report_fn

@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Any
 
 from specband.emulator import vllm_answers as vllm
-from specband.engines.client import EMULATOR_HEADER
 from specband.emulator.engine import Engine, EngineRequest
 from specband.emulator.gpu import EmulatedGpu
 from specband.emulator.launchargs import LaunchArgs, _log, parse_launch_args
@@ -62,6 +61,7 @@ from specband.emulator.models import load_performance_model
 from specband.emulator.options import EmulatorOptions
 from specband.emulator.vllm_answers import parse_vllm_launch_args
 from specband.engines.base import get_engine
+from specband.engines.client import EMULATOR_HEADER
 from specband.sim.power_capped import with_power_limit
 
 __all__ = ["serve"]

@@ -327,8 +327,8 @@ def measure_on_server(
     if emulator_scale is not None and settings.provenance != "emulated" and device.provenance != "emulated":
         raise ConfigError(
             f"the server at {url} is specband's emulator (its answers say so) but the sweep takes it for a real "
-            "engine, so its rows would say measured: run the emulator as `--server-command \"python -m specband "
-            "emulate\"` (the rows then say emulated)"
+            'engine, so its rows would say measured: run the emulator as `--server-command "python -m specband '
+            'emulate"` (the rows then say emulated)'
         )
     window = TelemetryWindow(device, clock, settings.sample_period_s)
     results: list[WindowResult] = []
