@@ -130,18 +130,15 @@ class SweepLock:
         cloexec = getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(self.out_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | cloexec, 0o666)
-        except FileExistsError:
-            fd = None
-        except OSError:
-            return None
-        else:
             st = os.fstat(fd)
             self._created_out = (st.st_dev, st.st_ino)
-        if fd is None:
+        except FileExistsError:
             try:
                 fd = os.open(self.out_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | cloexec)
             except OSError:
                 return None
+        except OSError:
+            return None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
