@@ -213,3 +213,20 @@ def test_commands_give_one_error_line_for_a_crafted_tree(gbt_folder: Path, tmp_p
     shutil.copytree(folder, cwd / "specband-models")
     result = _cli(["recommend", "--algo", "gbt", "-b", "16"], cwd)
     assert result.returncode == 2 and "gbt/model.skops" in result.stderr, result.stderr[-2000:]
+
+
+def test_a_crafted_tree_from_a_hub_id_is_one_error_line(gbt_folder: Path, tmp_path: Path) -> None:
+    """The same folder reached as a hub id (a snapshot in the hub cache, offline)."""
+    from tests.hub.conftest import add_snapshot
+
+    folder = _crafted(gbt_folder, tmp_path / "g", lambda m: _edit_nodes(m, _root(10**9)))
+    cache = tmp_path / "hf-home" / "hub"
+    files = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    add_snapshot(cache, "evil/gbt", files)
+    env = {"HF_HOME": str(cache.parent), "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    result = _cli(["recommend", "--models", "evil/gbt", "--algo", "gbt", "-b", "16"], tmp_path, env)
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "gbt/model.skops: estimators_[0, 0] node 0: left child 1000000000" in line, (
+        line
+    )
