@@ -132,3 +132,29 @@ def test_a_power_limit_sweep_on_a_gpu_held_by_another_is_one_error(run_cli, swee
         assert json.loads(Path(str(state) + ".power-limit.lock").read_text())["set_w"] == 40.0  # untouched
     finally:
         held.release()
+
+
+def test_a_lock_file_that_cannot_be_written_still_locks(fake_gpu, tmp_path, monkeypatch):
+    """Another user's lock file (or a sticky /tmp's protected_regular): opening it for
+    writing is refused, the flock is taken on a read-only descriptor, and NVML's own answer
+    is what the user sees."""
+    import os
+
+    lock_dir = tmp_path / "locks"
+    lock_dir.mkdir()
+    monkeypatch.setenv("SPECBAND_GPU_LOCK_DIR", str(lock_dir))
+    path = NvmlDevice(0).power_limit_lock_path()
+    path.write_text("")
+    real_open = os.open
+
+    def no_write(file, flags, *args):
+        if str(file) == str(path) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(13, "Permission denied")
+        return real_open(file, flags, *args)
+
+    monkeypatch.setattr(os, "open", no_write)
+    with PowerLimitGuard(NvmlDevice(0)) as guard:
+        guard.set(40.0)
+        with pytest.raises(PowerLimitBusyError):
+            PowerLimitGuard(NvmlDevice(0)).set(50.0)
+    assert fake_gpu.limits_set == [40_000, 90_000] and path.read_text() == ""

@@ -235,9 +235,17 @@ class PowerLimitLock:
     def __init__(self, path: Path, gpu: str) -> None:
         self.path = Path(path)
         self.gpu = gpu
+        self.writable = True
+        cloexec = getattr(os, "O_CLOEXEC", 0)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | cloexec, 0o666)
+            except PermissionError:
+                # another user's lock file (or fs.protected_regular on a sticky /tmp): a
+                # read-only descriptor still takes the flock; nothing can be recorded then
+                fd = os.open(self.path, os.O_RDONLY | cloexec)
+                self.writable = False
         except OSError as exc:
             raise PowerLimitError(
                 f"{gpu}: cannot create the power-limit lock {self.path} ({exc.strerror or exc})"
@@ -259,12 +267,13 @@ class PowerLimitLock:
         self.left: dict[str, Any] = _read_record(fd)
 
     def record(self, original_w: float, set_w: float) -> None:
-        """Durably note the limit to restore and the one about to be set.
+        """Durably note the limit to restore and the one about to be set (nothing when the
+        lock file is another user's and read-only here: :attr:`writable` is False).
 
         Raises:
             PowerLimitError: the record cannot be written (nothing is set then).
         """
-        if self._fd is None:
+        if self._fd is None or not self.writable:
             return
         text = json.dumps({"pid": os.getpid(), "gpu": self.gpu, "original_w": original_w, "set_w": set_w})
         try:
@@ -278,7 +287,7 @@ class PowerLimitLock:
 
     def clear(self) -> None:
         """Empty the record (the original limit is back)."""
-        if self._fd is not None:
+        if self._fd is not None and self.writable:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, 0)
                 os.fsync(self._fd)
