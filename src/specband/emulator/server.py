@@ -62,6 +62,7 @@ from specband.emulator.models import load_performance_model
 from specband.emulator.options import EmulatorOptions
 from specband.emulator.vllm_answers import parse_vllm_launch_args
 from specband.engines.base import get_engine
+from specband.engines.client import EMULATOR_HEADER
 from specband.sim.power_capped import with_power_limit
 
 __all__ = ["serve"]
@@ -120,6 +121,7 @@ class _Handler(BaseHTTPRequestHandler, abc.ABC):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        self.send_header(EMULATOR_HEADER, repr(self.emulator.options.time_scale))  # not a real engine: say so
         self.end_headers()
         if body:
             self.wfile.write(body)
@@ -266,6 +268,7 @@ class _SglangHandler(_Handler):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Content-Length", str(len(payload)))
+            self.send_header(EMULATOR_HEADER, repr(self.emulator.options.time_scale))
             self.end_headers()
             self.wfile.write(payload)
             return
