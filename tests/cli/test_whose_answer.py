@@ -19,6 +19,8 @@ ORIGIN_FIELDS = {
     "power_measured",
     "power_source",
     "profile",
+    "engine",
+    "vllm_version",
     "rows",
     "repeats",
     "heldout_interval",

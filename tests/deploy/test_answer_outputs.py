@@ -23,6 +23,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.devices import conftest as devices_conftest
@@ -359,4 +360,21 @@ def test_each_answer_prints_what_it_printed_before(name, inputs, run_cli, monkey
     got_stderr = _without_schedule_lines(got["stderr"], name in ("schedule-sglang", "launch-schedule"))
     got_stdout = _without_schedule_lines(got["stdout"], name == "schedule-sglang")
     assert (got["exit_code"], got_stderr) == (want["exit_code"], want["stderr"])
-    assert _without_limit_range(got_stdout) == _without_limit_range(want["stdout"])
+    if "--format" in got["argv"] or "-f" in got["argv"]:
+        # the data's origin gained the engine its rows were measured on (issue 30): the rest is as before
+        got_json = json.loads(_without_limit_range(got_stdout))
+        assert _without_engine(got_json) == json.loads(_without_limit_range(want["stdout"]))
+        return
+    assert got_stdout == want["stdout"]
+
+
+def _without_engine(value: Any) -> Any:
+    """``value`` with the ``engine`` and ``vllm_version`` of every data origin taken out, each
+    checked: the study's and these simulated rows are sglang's or name no engine."""
+    if isinstance(value, list):
+        return [_without_engine(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "power_measured" in value and "provenance" in value:
+        assert value.pop("engine") in ("sglang", None) and value.pop("vllm_version") is None, value
+    return {key: _without_engine(v) for key, v in value.items()}

@@ -55,7 +55,8 @@ def test_the_limit_is_set_before_the_launch_and_restored_when_the_server_stops(
     result = run_cli(*_ARGS, "--set-power-limit", "60", "--log", tmp_path / "s.log")
     assert result.exit_code == (0 if isinstance(ending, BaseException) else ending), result.stderr
     assert launched and launched[0][1] == [60_000]  # set before the server started
-    assert fake_gpu.limits_set == [60_000, 80_000]  # then the old (enforced) limit put back
+    # then the limit that was set (management, 90 W) put back, not the enforced 80 W
+    assert fake_gpu.limits_set == [60_000, 90_000]
     assert "power limit set to 60 W" in result.stderr
 
 
@@ -70,7 +71,7 @@ def test_a_failed_launch_restores_the_limit(run_cli, tmp_path, monkeypatch, fake
     result = run_cli(*_ARGS, "--set-power-limit", "0.5", "--log", tmp_path / "s.log")
     assert result.exit_code == 3  # the engine failed, not the input
     assert one_error_line(result.stderr) == "error: launch_failed: exited (exit 1): the server exited during start-up"
-    assert fake_gpu.limits_set == [50_000, 80_000]  # 0.5 of the 100 W default, then restored
+    assert fake_gpu.limits_set == [50_000, 90_000]  # 0.5 of the 100 W default, then restored
 
 
 def test_no_permission_is_one_line_and_nothing_launches(run_cli, tmp_path, monkeypatch, fake_gpu):
@@ -120,3 +121,18 @@ def test_auto_checks_the_users_setup_against_the_sweeps_as_recommend_does(run_cl
     assert taken.exit_code == 0, taken.stderr
     assert "note: transferred (--allow-transfer): target org/another-target" in taken.stderr
     assert any(x.startswith("# sudo nvidia-smi -pl ") for x in taken.stdout.splitlines())
+
+
+def test_the_pick_is_checked_against_the_limit_it_will_serve_at(run_cli, tmp_path, fake_gpu):
+    """The trial's N10: ``--set-power-limit 30`` on a GPU now at 80 W passed silently with
+    the 80 W study's pick; a GPU at 40 W with ``--set-power-limit 80`` was refused."""
+    pair = ("--target", "unsloth/Llama-3.2-1B-Instruct", "--draft", "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct")
+    args = ("launch", *pair, "-b", "4", "--sglang-version", "0.5.23", "--dry-run", "--log", tmp_path / "s.log")
+    fake_gpu.enforced_mw = fake_gpu.management_mw = 80_000
+    refused = run_cli(*args, "--set-power-limit", "30")
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert "power limit 30 W vs the data's 80 W" in one_error_line(refused.stderr)
+    fake_gpu.enforced_mw = fake_gpu.management_mw = 40_000
+    taken = run_cli(*args, "--set-power-limit", "80")
+    assert taken.exit_code == 0, taken.stderr
+    assert "# sudo nvidia-smi -pl 80" in taken.stdout and fake_gpu.limits_set == []

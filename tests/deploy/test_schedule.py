@@ -242,7 +242,7 @@ def test_read_config_errors_name_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"bad.json: line 2: not JSON"):
         read_sglang_adaptive_config(bad)
     bad.write_text('{"1": {"candidate_steps": []}}')
-    with pytest.raises(ConfigError, match=r"bad.json: tier '1': candidate_steps"):
+    with pytest.raises(ConfigError, match=r"bad.json: field '1.candidate_steps': candidate_steps"):
         read_sglang_adaptive_config(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         read_sglang_adaptive_config(tmp_path / "missing.json")

@@ -26,6 +26,7 @@ class FakeGpu:
     util_pct: int = 97
     reasons: int = 0
     name: str = "NVIDIA GeForce RTX 4060 Laptop GPU"
+    uuid: str = "GPU-00000000-fake-4060-0000-000000000000"
     unsupported: set[str] = field(default_factory=set)
     errors: dict[str, int] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
@@ -58,9 +59,11 @@ class FakeGpu:
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
-    """Patch every NVML function the NVML backend calls to read from a FakeGpu."""
+def fake_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> FakeGpu:
+    """Patch every NVML function the NVML backend calls to read from a FakeGpu; the
+    per-GPU power-limit locks go to a folder of this test's own."""
     gpu = FakeGpu()
+    monkeypatch.setenv("SPECBAND_GPU_LOCK_DIR", str(tmp_path_factory.mktemp("gpu-locks")))
     handle = object()
 
     def init() -> None:
@@ -73,6 +76,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
         "nvmlShutdown": lambda: gpu.calls.__setitem__("shutdown", gpu.calls.get("shutdown", 0) + 1),
         "nvmlDeviceGetHandleByIndex": lambda i: handle,
         "nvmlDeviceGetName": lambda h: gpu.answer("name", gpu.name),
+        "nvmlDeviceGetUUID": lambda h: gpu.answer("uuid", gpu.uuid),
         "nvmlDeviceGetTotalEnergyConsumption": lambda h: gpu.answer("energy", gpu.next_energy),
         "nvmlDeviceGetPowerUsage": lambda h: gpu.answer("power", lambda: gpu.power_mw),
         "nvmlDeviceGetEnforcedPowerLimit": lambda h: gpu.answer("enforced", lambda: gpu.enforced_mw),

@@ -60,8 +60,9 @@ def test_guard_restores_the_original_limit_at_the_end(fake_gpu):
         guard.set(40.0)
         guard.set(40.0)  # already set: NVML is not asked again
         guard.set(60.0)
-    assert fake_gpu.limits_set == [40_000, 60_000, 80_000]
-    assert dev.power_limit_w == 80.0
+    # the management limit found (90 W, what was set), not the enforced 80 W an external cap gives
+    assert fake_gpu.limits_set == [40_000, 60_000, 90_000]
+    assert dev.power_limit_w == 90.0
 
 
 @pytest.mark.parametrize("ending", [RuntimeError("crash"), KeyboardInterrupt()])
@@ -70,7 +71,7 @@ def test_guard_restores_after_a_crash_and_ctrl_c(fake_gpu, ending):
     with pytest.raises(type(ending)), PowerLimitGuard(dev) as guard:
         guard.set(40.0)
         raise ending
-    assert fake_gpu.limits_set == [40_000, 80_000]
+    assert fake_gpu.limits_set == [40_000, 90_000]
 
 
 def test_guard_restores_after_sigterm(fake_gpu):
@@ -80,7 +81,7 @@ def test_guard_restores_after_sigterm(fake_gpu):
         os.kill(os.getpid(), signal.SIGTERM)
         for _ in range(10**6):
             pass
-    assert fake_gpu.limits_set == [40_000, 80_000]
+    assert fake_gpu.limits_set == [40_000, 90_000]
 
 
 def test_guard_does_not_restore_what_it_never_set(fake_gpu):
@@ -93,7 +94,7 @@ def test_guard_does_not_restore_what_it_never_set(fake_gpu):
 
 def test_a_failed_restore_is_a_warning_not_a_hidden_error(fake_gpu):
     dev = NvmlDevice(0)
-    with pytest.warns(RuntimeWarning, match="nvidia-smi -pl 80"), PowerLimitGuard(dev) as guard:
+    with pytest.warns(RuntimeWarning, match="nvidia-smi -pl 90"), PowerLimitGuard(dev) as guard:
         guard.set(40.0)
         fake_gpu.errors = {"set_limit": pynvml.NVML_ERROR_UNKNOWN}
 

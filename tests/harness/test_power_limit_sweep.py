@@ -152,11 +152,11 @@ def test_through_nvml_every_limit_is_set_and_the_old_one_restored(
     if ending is None:
         assert result.exit_code == 0, result.stderr
         assert [r["power_limit_watts"] for r in _rows(out)] == [40.0, 60.0]
-        assert fake_gpu.limits_set == [40_000, 60_000, 80_000]  # then the enforced limit found
+        assert fake_gpu.limits_set == [40_000, 60_000, 90_000]  # then the limit set (management) found
     else:
         assert result is None or result.exit_code != 0
         assert [r["power_limit_watts"] for r in _rows(out)] == [40.0]
-        assert fake_gpu.limits_set == [40_000, 80_000]
+        assert fake_gpu.limits_set == [40_000, 90_000]
 
 
 def test_through_nvml_without_permission_nothing_runs(run_cli, sweep_args, tmp_path, fake_gpu):
@@ -170,3 +170,36 @@ def test_through_nvml_without_permission_nothing_runs(run_cli, sweep_args, tmp_p
     assert result.exit_code == 2
     assert "no permission to set power limits" in one_error_line(result.stderr)
     assert not out.exists() or out.read_text() == ""
+
+
+def test_resume_after_kill_9_restores_the_limit_found_before_the_killed_sweep(sweep_args, tmp_path):
+    """The trial's N03/N34: kill -9 left the emulated GPU at 40 W, and ``--resume`` took 40 W
+    as the limit it found and "restored" it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "sweep.jsonl"
+    state_path = Path(str(out) + ".gpu-state.json")
+    args = [*sweep_args, "--batch-sizes", "1", "--actions", "0 10", "--repeats", "1", "--power-limits", "0.5,1.0"]
+    command = [sys.executable, "-m", "specband", *args, "--out", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and not (out.exists() and out.read_text().strip()):
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before a row was written"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # the killed sweep's server dies with it (PR_SET_PDEATHSIG); --resume waits for its port
+    assert EmulatedGpu(state_path, MODEL, "rtx4060-laptop", 0.01).read().power_limit_w == 40.0  # left low
+    result = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "is at 40 W, the limit a specband process" in result.stderr
+    assert [r["power_limit_watts"] for r in _rows(out)] == [40.0, 40.0, 80.0, 80.0]
+    assert EmulatedGpu(state_path, MODEL, "rtx4060-laptop", 0.01).read().power_limit_w == 80.0  # the original

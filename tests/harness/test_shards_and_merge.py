@@ -204,3 +204,41 @@ def test_merge_of_empty_shards_writes_nothing(tmp_path):
     with pytest.raises(ConfigError, match="hold no rows"):
         merge_shards(tmp_path / "all.jsonl", empty)
     assert not (tmp_path / "all.jsonl").exists()
+
+
+def _limit_rows(rows: list[dict[str, Any]], limits: tuple[float, ...]) -> list[dict[str, Any]]:
+    """``rows`` (one limit) as a ``--power-limits`` sweep's: limit ``k``'s block at ``k * n + index``."""
+    n = len(BATCH_SIZES) * len(ACTS)
+    return [{**r, "index": k * n + r["index"], "power_limit_watts": w} for k, w in enumerate(limits) for r in rows]
+
+
+def test_merge_refuses_shards_at_another_power_limit(tmp_path, sweep_rows):
+    """Hostile trial N30: shard 2's rows rewritten to 700 W (shard 1's at 80 W) were merged."""
+    files = _shard_files(tmp_path, sweep_rows, 2, False)
+    rows = [json.loads(line) for line in files[1].read_text().splitlines()]
+    _write(files[1], [{**r, "power_limit_watts": 700.0} for r in rows])
+    with pytest.raises(ConfigError) as info:
+        merge_shards(tmp_path / "all.jsonl", files)
+    message = str(info.value)
+    assert message.startswith(f"{files[1]}:1: cannot merge: row index=") and "power_limit_watts=700" in message
+    assert "\n" not in message and not (tmp_path / "all.jsonl").exists()
+
+
+def test_merge_refuses_one_row_at_another_power_limit_inside_a_power_limit_sweep(tmp_path, sweep_rows):
+    limits = (40.0, 80.0)
+    rows = _limit_rows(sweep_rows, limits)
+    plan = SweepPlan(tuple(grid(BATCH_SIZES, ACTS, power_limits_w=limits)), 2, ACTS, False)
+    files = []
+    for k in (1, 2):
+        mine = shard_runs(plan, ShardSpec(k, 2))
+        files.append(_write(tmp_path / f"p{k}.jsonl", [r for r in rows if (r["index"], r["repeat"]) in mine]))
+    assert len(merge_shards(tmp_path / "ok.jsonl", files).missing) == 0  # the real grid merges
+    merged = [json.loads(line) for line in (tmp_path / "ok.jsonl").read_text().splitlines()]
+    assert sorted({r["power_limit_watts"] for r in merged}) == [40.0, 80.0] and len(merged) == len(rows)
+    shard2 = [json.loads(line) for line in files[1].read_text().splitlines()]
+    bad = next(i for i, r in enumerate(shard2) if r["power_limit_watts"] == 40.0)
+    shard2[bad]["power_limit_watts"] = 60.0  # measured while another sweep held the GPU at 60 W
+    _write(files[1], shard2)
+    with pytest.raises(ConfigError, match=r"power_limit_watts=60, .* has 40: rows of another power limit"):
+        merge_shards(tmp_path / "bad.jsonl", files)
+    assert not (tmp_path / "bad.jsonl").exists()

@@ -345,12 +345,26 @@ def test_without_nvml_the_sweep_runs_with_telemetry_off(run_cli, sweep_args, tmp
         "--cooldown",
         "0",
     )
-    assert result.exit_code == 0, result.stderr
+    # the disguised emulator announces itself in its answers: its rows would have said
+    # "measured" (the trial's N55), so the sweep stops before the first row
+    assert result.exit_code == 2, result.stderr
     assert "warning: NVML is not available" in result.stderr and "telemetry is off" in result.stderr
-    for r in _rows(out):
+    assert "is specband's emulator (its answers say so)" in one_error_line(result.stderr)
+    assert not out.exists()
+    args[args.index("--server-command") + 1] = emulator_command("--time-scale", str(TIME_SCALE))
+    result = run_cli(
+        *args, "--batch-sizes", "1", "--actions", "0 10", "--repeats", "1", "--out", out, "--device", "none",
+        "--power-limit", "80", "--cooldown", "0",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    rows = _rows(out)
+    for r in rows:
         assert r["error"] is None and r["energy_method"] == "none"
         assert r["energy_joules"] is None and r["avg_power_watts"] is None and r["gpu_temp_c"] is None
-        assert r["power_limit_watts"] == 80.0 and r["provenance"] == "measured"
+        # the emulator's rows are emulated whatever the device, and its step times and the
+        # wall clock are both in its emulated seconds (not 1/TIME_SCALE apart)
+        assert r["power_limit_watts"] == 80.0 and r["provenance"] == "emulated"
+        assert 0.2 < r["wall_clock_tok_s"] / r["speed_tok_s"] <= 1.5, r
     sweep = load_sweep(out)
     assert not sweep.energy_measured  # rewards from throughput only
 

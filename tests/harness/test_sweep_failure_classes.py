@@ -97,7 +97,13 @@ def test_an_oom_during_capture_of_a_server_that_keeps_running_is_an_error_row_no
     assert "no run was measured: the one run failed" in one_error_line(res.stderr)
     (row,) = _rows(out)
     assert row["error"].startswith("launch_failed: out_of_memory_cuda_graph_capture")
-    assert row["retry_mem_fraction"] == 0.55  # retried once at the lower fraction, as an out-of-memory is
+    assert row["retry_mem_fraction"] == 0.55
+    # resumed, nothing is run again (an out-of-memory is the configuration's): still no measured row, exit 3
+    again = run_cli(*args, "--batch-sizes", "1", "--actions", "0", "--repeats", "1", "--out", out, "--cooldown", "0",
+                    "--device", "none", "--power-limit", "80", "--resume")  # fmt: skip
+    assert again.exit_code == 3, again.stderr
+    assert one_error_line(again.stderr).startswith(f"error: no run was measured: all 1 rows of {out} are error rows")
+    assert _rows(out) == [row]  # retried once at the lower fraction, as an out-of-memory is
 
 
 def test_a_rejected_draft_is_flagged_and_warned_once(run_cli, sweep_args, tmp_path):

@@ -103,3 +103,60 @@ def test_specband_handlers_survive_ray_init() -> None:
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_ray_address_from_the_environment_is_checked_like_the_option(run_cli, tmp_path: Path, monkeypatch) -> None:
+    """The trial's R03: ``RAY_ADDRESS`` (no ``--ray-address``) hung the sweep, ignored SIGTERM
+    and left the output, its lock and its log folder."""
+    pytest.importorskip("ray")
+    out = tmp_path / "s.jsonl"
+    address = f"127.0.0.1:{_free_port()}"
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    args = ("sweep", "--target", "m", "--draft", "d", "--ray", "--server-command", "false", "--device", "none")
+    t0 = time.monotonic()
+    result = run_cli(*args, "--out", out)
+    assert time.monotonic() - t0 < 30
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: RAY_ADDRESS={address}: cannot reach the Ray cluster")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:notaport")
+    result = run_cli(*args, "--out", out)
+    assert result.exit_code == 2 and "RAY_ADDRESS='127.0.0.1:notaport': expected HOST:PORT" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no <out>, <out>.lock or <out>.logs
+
+
+def test_sigterm_while_ray_waits_for_a_silent_cluster_exits_at_once(tmp_path: Path) -> None:
+    """An address that accepts TCP but is no Ray head: ``ray.init`` waits in native code
+    (Python's SIGTERM handler cannot run there); the sweep exits 143 at once, writing nothing."""
+    pytest.importorskip("ray")
+    import os
+    import subprocess
+    import sys
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(50)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        out = tmp_path / "s.jsonl"
+        log = tmp_path / "stderr.txt"
+        cmd = [sys.executable, "-m", "specband", "sweep", "--target", "m", "--draft", "d", "--ray"]
+        cmd += ["--server-command", "false", "--device", "none", "--out", str(out)]
+        with log.open("w") as err:
+            proc = subprocess.Popen(
+                cmd, stderr=err, stdout=subprocess.DEVNULL, env={**os.environ, "RAY_ADDRESS": address}
+            )
+            try:
+                deadline = time.monotonic() + 120
+                while "GCS" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.1)  # Ray says it is waiting for the GCS: inside ray.init now
+                assert proc.poll() is None, log.read_text()
+                proc.send_signal(signal.SIGTERM)
+                t0 = time.monotonic()
+                code = proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert code == 143 and time.monotonic() - t0 < 5, log.read_text()
+        assert "terminated while connecting to Ray (nothing was written)" in log.read_text()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["stderr.txt"]

@@ -125,6 +125,45 @@ def test_the_lock_of_a_new_file_covers_its_symlinked_folder(tmp_path: Path) -> N
         SweepLock(tmp_path / "alias" / "new.jsonl").acquire()
 
 
+@pytest.mark.parametrize("alias", ["symlink", "dotdot", "hardlink"])
+def test_an_alias_made_after_a_fresh_sweep_locked_is_refused(tmp_path: Path, alias: str) -> None:
+    """The trial's F14: sweep A locked ``same.jsonl`` before the file existed, then
+    ``ln same.jsonl hard.jsonl``; B on ``hard.jsonl`` appended to the same file."""
+    out = tmp_path / "runs" / "same.jsonl"
+    with SweepLock(out) as lock:
+        assert out.is_file() and out.stat().st_size == 0  # created when the lock was taken
+        if alias == "hardlink":
+            other = tmp_path / "hard.jsonl"
+            os.link(out, other)
+        elif alias == "symlink":
+            other = tmp_path / "sym.jsonl"
+            os.symlink(out, other)
+        else:
+            (tmp_path / "x").mkdir()
+            other = tmp_path / "x" / ".." / "runs" / "same.jsonl"
+        with pytest.raises(SweepBusyError, match="another sweep"):
+            SweepLock(other).acquire()
+        out.write_text('{"index": 0}\n')
+        # the sweep replaces its file (a killed sweep's partial line dropped): a new inode
+        tmp = out.with_name("tmp")
+        tmp.write_text('{"index": 0}\n')
+        os.replace(tmp, out)
+        lock.relock_output()
+        late = tmp_path / "late.jsonl"
+        os.link(out, late)
+        with pytest.raises(SweepBusyError, match="the same file under another name"):
+            SweepLock(late).acquire()
+    assert out.read_text() == '{"index": 0}\n'  # a file with rows is kept
+    assert not (tmp_path / "runs" / "same.jsonl.lock").exists()
+
+
+def test_a_refused_fresh_sweep_leaves_no_empty_output(tmp_path: Path) -> None:
+    out = tmp_path / "new.jsonl"
+    with SweepLock(out):
+        assert out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_a_disk_that_fills_mid_sweep_is_one_error(tmp_path: Path) -> None:
     import errno
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from specband.sim.profile import load_profile
 from specband.sweeps.dataset import load_sweep
 
 
@@ -223,3 +224,49 @@ def test_simulate_empty_model_config_is_one_error_line(run_cli, tmp_path) -> Non
     res = run_cli("simulate", "--target-config", "", "--out", tmp_path / "o.jsonl")
     assert res.exit_code == 2
     assert res.stderr.splitlines() == ["error: --target-config: empty; give a config.json path or a bundled name"]
+
+
+@pytest.mark.parametrize("profile", ["h100-sxm", "custom"])
+@pytest.mark.parametrize("refit", [False, True])
+def test_a_profile_is_never_calibrated_against_another_gpus_rows(run_cli, tmp_path, profile, refit) -> None:
+    """The trial's N20/N21: the H100 (or a custom GPU) "calibrated" against the RTX 4060
+    Laptop rows, and a refit written as a file still called H100, calibrated, with the
+    shipped source text."""
+    if profile == "custom":
+        custom = tmp_path / "custom.toml"
+        custom.write_text(
+            '[hardware]\nhardware = "X"\npower_limit_w = 450\nvram_mb = 24564\nmem_bandwidth_gbs = 1008\n'
+            "peak_tflops = 165\nidle_power_w = 30\n"
+        )
+        profile = str(custom)
+    written = tmp_path / "refit.toml"
+    args = ["simulate", "--calibration-report", "--profile", profile]
+    args += ["--refit", "--write-profile", str(written)] if refit else []
+    res = run_cli(*args)
+    assert res.exit_code == 2 and res.stdout == ""
+    line = res.stderr.strip().splitlines()[-1]
+    assert "the published live rows are RTX4060_Laptop's, so it cannot be" in line
+    assert ("refitted to" if refit else "compared with") in line and "--against published-datacenter" in line
+    assert not written.exists()
+
+
+def test_a_refit_of_its_own_gpu_is_named_after_its_file_and_says_what_it_was_fitted_to(run_cli, tmp_path) -> None:
+    written = tmp_path / "laptop-refit.toml"
+    report = tmp_path / "report.txt"
+    res = run_cli("simulate", "--calibration-report", "--refit", "--write-profile", written, "--out", report)
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout == ""  # --out: the report went to the file
+    assert "calibration report: profile rtx4060-laptop vs the published RTX 4060 Laptop live rows" in report.read_text()
+    assert f"wrote the calibration report to {report}" in res.stderr
+    prof = load_profile(written)
+    assert prof.name == "laptop-refit" and prof.hardware == "RTX4060_Laptop" and prof.calibrated
+    assert prof.source.startswith("refitted by specband simulate --refit from profile rtx4060-laptop to 17 published")
+    assert prof.source != load_profile("rtx4060-laptop").source
+
+
+def test_calibration_report_out_refuses_an_existing_file(run_cli, tmp_path) -> None:
+    report = tmp_path / "report.txt"
+    report.write_text("mine\n")
+    res = run_cli("simulate", "--calibration-report", "--out", report)
+    assert res.exit_code == 2 and "output file exists" in res.stderr
+    assert report.read_text() == "mine\n"

@@ -37,6 +37,7 @@ def test_the_bundled_origin_names_the_study_setup() -> None:
         draft_model="rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
         provenance="published",
         power_measured=True,
+        engine="sglang",
     )
 
 

@@ -63,15 +63,18 @@ def _front_matter(sweep: Sweep, dataset_id: str | None) -> list[str]:
     return [*lines, "---"]
 
 
-def _utilization(sweep: Sweep, batch_size: int, action: int) -> float | None:
-    values = [
-        u
-        for r in sweep.rows
-        if r.trainable and r.batch_size == batch_size and r.action_index == action
-        for u in [r.utilization(sweep.power_limit_w)]
-        if u is not None
-    ]
-    return sum(values) / len(values) if values else None
+def _utilizations(sweep: Sweep) -> dict[tuple[int, int], float]:
+    """Mean utilisation of each ``(batch size, action index)`` over the successful rows, in
+    one pass (one scan per pick would be quadratic in the number of batch sizes)."""
+    sums: dict[tuple[int, int], list[float]] = {}
+    for r in sweep.rows:
+        if r.trainable:
+            u = r.utilization(sweep.power_limit_w)
+            if u is not None:
+                cell = sums.setdefault((r.batch_size, r.action_index), [0.0, 0.0])
+                cell[0] += u
+                cell[1] += 1
+    return {key: total / count for key, (total, count) in sums.items()}
 
 
 def _fmt(value: float | None, spec: str = ".4f") -> str:
@@ -85,11 +88,12 @@ def _picks(manifest: Manifest, sweep: Sweep, picks: Sequence[PickRow]) -> list[s
         "speed-up | rows | repeats |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    utilizations = _utilizations(sweep)
     for p in picks:
         rows = manifest.row_counts.get(p.batch_size, {}).get(p.action, 0)
         stats = manifest.stats.get(p.batch_size, {})
         mine, base = stats.get(p.action), stats.get(0)
-        util = _utilization(sweep, p.batch_size, p.action)
+        util = utilizations.get((p.batch_size, p.action))
         band = band_status(util)
         band_text = band["status"] if band["status"] in ("in", "unknown") else f"{band['status']} by {band['by']:.3f}"
         speed = "-" if mine is None else f"{mine.speed_tok_s:.1f}"

@@ -33,6 +33,9 @@ def evaluate_command(request: EvaluateRequest) -> None:
     out_dir = check_report_dir(r.out) if r.out is not None else None
     sweep = load_request_sweep(r)
     warn_if_draft_rejected(sweep)
+    speed_note = sweep.speed_note()
+    if speed_note is not None:
+        say(speed_note if speed_note.startswith("warning: ") else f"note: {speed_note}", err=True)
     if sweep.power_limit_assumed:
         note(str(sweep.energy_note()))
 

@@ -21,7 +21,7 @@ import typer
 from specband.cli.output import say
 from specband.cli.params import PANEL_TITLES, build_request, help_text, request_command, request_signature
 from specband.contract.actions import ACTION_SETS, ActionSet
-from specband.core.errors import DataError
+from specband.core.errors import DataError, EngineError, one_line
 from specband.devices.base import Clock
 from specband.emulator.faults import parse_fault
 from specband.emulator.options import EmulatorOptions
@@ -119,7 +119,11 @@ class _RichReporter:
         if self.progress is not None:
             self.progress.advance(self.task)
             if row.get("error"):
-                self.progress.console.print(f"  error r{repeat} bs={point.batch_size} {point.action}: {row['error']}")
+                self.progress.console.print(
+                    one_line(f"  error r{repeat} bs={point.batch_size} {point.action}: {row['error']}"),
+                    markup=False,
+                    highlight=False,
+                )
 
     def unit_finished(self, gpu: str, runs: int) -> None:
         """One line per GPU under the sweep's bar: the runs its worker wrote so far."""
@@ -276,11 +280,52 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
     finally:
         reporter.stop()
     _report(summary, job.out, ACTION_SETS[job.settings.action_set])
+    _warn_mixed_speed_sources(job.out)
     if job.adaptive:
         _report_adaptive(job.out, job.plan().points, job.repeats)
     failure = summary.failure()
+    if failure is None and summary.written == 0:  # a resume with nothing left to run
+        failure = _no_measured_row(job.out)
     if failure is not None:  # every run failed: the engine's failure, exit 3
         raise failure
+
+
+def _warn_mixed_speed_sources(out: Path) -> None:
+    """``warning:`` when a batch size's successful rows have speeds from sglang's step times
+    and from the wall clock (runs too short for step times, hostile trial N58);
+    ``train``, ``evaluate`` and ``recommend`` then read that batch size on the wall clock
+    (:meth:`specband.sweeps.dataset.Sweep.speed_note`)."""
+    from specband.harness.sweepfile import parse_rows  # lazy: off the cold path (recommend, --help)
+
+    sources: dict[Any, set[Any]] = {}
+    for _, row in parse_rows(out, verb="resume")[0]:
+        if not row.get("error"):
+            sources.setdefault(row.get("batch_size"), set()).add(row.get("speed_source"))
+    mixed = sorted(str(bs) for bs, found in sources.items() if {"step_time", "wall_clock"} <= found)
+    if mixed:
+        say(
+            f"warning: at batch size(s) {', '.join(mixed)} some speeds come from sglang's step times and others from "
+            "the wall clock (their runs were too short for step times, one per 40 decode iterations: raise "
+            "--max-new-tokens); train, evaluate and recommend read those batch sizes on the wall clock",
+            err=True,
+        )
+
+
+def _no_measured_row(out: Path) -> EngineError | None:
+    """The error a resumed sweep ends with when it ran nothing and its file holds error rows
+    only (every run failed before, in a way ``--resume`` does not run again, such as an
+    out-of-memory): the sweep measured nothing, exit 3 as for a fresh one. ``None`` when a
+    row was measured."""
+    from specband.harness.sweepfile import parse_rows  # lazy: off the cold path (recommend, --help)
+
+    numbered, _ = parse_rows(out, verb="resume")
+    rows = [row for _, row in numbered]
+    if not rows or any(not row.get("error") for row in rows):
+        return None
+    return EngineError(
+        f"no run was measured: all {len(rows)} rows of {out} are error rows (first: {rows[0]['error']}); "
+        "--resume runs again only the runs that failed for the environment (launch timeouts, a server that died)"
+    )
 
 
 def _report_adaptive(out: Path, points: Sequence[GridPoint], repeats: int) -> None:

@@ -37,4 +37,4 @@ def print_power_label(rows: object) -> None:
 
     label = unmeasured_power_note(rows)  # type: ignore[arg-type]
     if label:
-        print(label)
+        say(label)  # it names the rows' hardware, read from a file

@@ -3,8 +3,10 @@ model's calibration report (registered by :func:`register`)."""
 
 from __future__ import annotations
 
-import sys
+import contextlib
+import io
 from collections.abc import Iterable
+from pathlib import Path
 
 import typer
 
@@ -13,10 +15,11 @@ from specband.cli.params import request_command
 from specband.cli.progress import progress
 from specband.core.errors import ConfigError
 from specband.core.tables import print_table, table_console, terminal_width
+from specband.files.fileio import write_text_atomic
 from specband.sim import builtin_profiles, check_out_path, load_profile
 from specband.sim.aic import aic_report, fit_profile_to_aic, format_aic_fit, format_aic_report, load_aic_reference
 from specband.sim.calibrate import calibration_report as report_fn
-from specband.sim.calibrate import format_fit, format_report, refit_profile
+from specband.sim.calibrate import check_rows_gpu, format_fit, format_report, refit_profile, refitted_provenance
 from specband.sim.calibrate import write_profile as write_fn
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import DEFAULT_PROFILE
@@ -58,11 +61,17 @@ def simulate(request: SimulateRequest) -> None:
     if r.list_profiles:
         _list_profiles()
         return
-    if r.against == "published-datacenter":  # checked: with --calibration-report, --profile alone
-        typer.echo(format_published_report(published_report(r.profile), terminal_width()))
-        return
     if r.calibration_report:
-        _report(r)
+        if r.out is None:
+            _report(r)
+            return
+        # --out: the report goes to the file (all or nothing), the notes stay on stderr
+        out = check_out_path(r.out, overwrite=r.force, option="--out")
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            _report(r)
+        write_text_atomic(out, text.getvalue(), error=ConfigError)
+        say(f"wrote the calibration report to {out}", err=True)
         return
 
     plan = plan_simulation(r)
@@ -77,17 +86,22 @@ def simulate(request: SimulateRequest) -> None:
 
 def _warn(warnings: Iterable[str]) -> None:
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        say(f"warning: {warning}", err=True)
 
 
 def _report(r: SimulateRequest) -> None:
-    """``--calibration-report``: against the AIC reference, or the published rows."""
+    """``--calibration-report``: against the published datacenter measurements, the AIC
+    reference, or the published RTX 4060 Laptop rows (a profile of that GPU only)."""
+    if r.against == "published-datacenter":  # checked: with --calibration-report, --profile alone
+        typer.echo(format_published_report(published_report(r.profile), terminal_width()))
+        return
     if r.against == "aic":
         if r.write_profile is not None:
             check_out_path(r.write_profile, overwrite=r.force, option="--write-profile")
         _aic_report(r.profile, refit=r.refit, write_profile=r.write_profile, force=r.force)
         return
 
+    check_rows_gpu(load_profile(r.profile or DEFAULT_PROFILE), refit=r.refit)  # before anything is fitted
     model = calibration_model(r)
     _warn(model.warnings)
     _calibration_report(model, r.profile or DEFAULT_PROFILE, r)
@@ -122,7 +136,8 @@ def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None
         typer.echo("")
         model = SpeculativeDecodingModel(fitted, model.target, model.draft)  # type: ignore[attr-defined]
         if r.write_profile is not None:
-            header = f"refitted from profile {profile} by specband simulate --refit"
+            fitted = refitted_provenance(result, Path(r.write_profile).stem)
+            header = f"refitted from profile {profile} by specband simulate --refit\n{fitted.source}"
             write_fn(fitted, r.write_profile, header=header, overwrite=r.force)
             say(f"wrote {r.write_profile}", err=True)
     with progress("specband simulate: the calibration report"):

@@ -34,6 +34,9 @@ def train_command(request: TrainRequest) -> None:
         energy_note = sweep.energy_note()
         if energy_note is not None:
             note(energy_note)
+        speed_note = sweep.speed_note()
+        if speed_note is not None:
+            say(speed_note if speed_note.startswith("warning: ") else f"note: {speed_note}", err=True)
 
     with progress("specband train: reading the sweep") as step:
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from specband.core.errors import ArtifactError, ConfigError
 from specband.core.limits import MAX_BATCH_SIZE
@@ -142,9 +143,15 @@ def nearest_batch_size(batch_size: int, available: Iterable[int]) -> int:
     """The measured batch size closest to ``batch_size``; the larger on a tie (the more
     memory-constrained one), as :meth:`specband.sweeps.dataset.TrainingData.allowed_for`.
 
+    A batch size found in a mapping or set (the callers' measured batch sizes) is answered
+    without a scan: ``train`` asks for every measured batch size, and a scan each would be
+    quadratic in their number (hostile trial N45).
+
     Raises:
         ArtifactError: ``available`` is empty.
     """
+    if isinstance(available, (AbstractSet, Mapping)) and batch_size in available:
+        return int(batch_size)
     choices = sorted({int(b) for b in available})
     if not choices:
         raise ArtifactError("no measured batch size to pick for")

@@ -5,7 +5,7 @@ The module imports nothing but the standard library, so that CLI option declarat
 
 * Batch size (:data:`MAX_BATCH_SIZE`): one bound for sweep rows (``dataset``), ``train``,
   ``recommend``, ``simulate``, ``sweep`` and ``launch`` (``--max-running-requests`` and
-  ``--cuda-graph-max-bs``).
+  ``--cuda-graph-max-bs``); at most :data:`MAX_DATA_BATCH_SIZES` distinct ones in a data file.
 * GPU state readings (:data:`GPU_TEMP_RANGE_C`, :data:`GPU_MEM_MAX_MB`,
   :data:`GPU_UTIL_RANGE_PCT`): a decision state given with ``--state`` and the state
   columns of a loaded sweep row.
@@ -32,6 +32,35 @@ from typing import TypeGuard
 #: 2**20 requests leave ~4 tokens each: beyond it the number is not a decode batch.
 #: sglang itself takes any int, and would pass a 31-digit ``--cuda-graph-max-bs`` on.
 MAX_BATCH_SIZE = 1 << 20
+
+#: Most distinct batch sizes in one data file (``train``, ``evaluate``, ``--data``): 4096.
+#: Basis: a measured sweep runs every action at every batch size, so 4096 batch sizes x 19
+#: actions x ~30 s a run (the study's runs took 30-90 s) is 27 days of one GPU, more than any
+#: sweep specband plans (the README's grid has 4-8); ``train`` prints one table row per
+#: batch size and algorithm, and reads 4096 in about 5 s on 2 CPU cores (hostile trial N45:
+#: 20 000 were crafted to exhaust it).
+MAX_DATA_BATCH_SIZES = 4096
+
+#: Largest speculative step count anywhere (sglang ``--speculative-num-steps`` and a schedule's
+#: ``candidate_steps``, vLLM's ``num_speculative_tokens`` K): 64. Basis: 8x the deepest chain
+#: of sglang's bench grid and of the extended action set (7 steps); an EAGLE3 draft position k
+#: is accepted with probability about alpha**k (alpha 0.6-0.9 in the EAGLE-3 paper's tables),
+#: under 0.2 % at k = 64, so no engine config goes there. sglang and vLLM take any int
+#: (vLLM: ``num_speculative_tokens`` > 0); a crafted 10**9 made the emulator allocate until
+#: it was killed (hostile trial N15).
+MAX_SPECULATIVE_STEPS = 64
+
+#: Largest ``--speculative-eagle-topk``: 64. Basis: 8x the extended action set's widest
+#: tree (topk 8); each step expands topk candidates per request.
+MAX_EAGLE_TOPK = 64
+
+#: Largest ``--speculative-num-draft-tokens``: 1024. Basis: 32x the extended action set's
+#: largest (32); the target verifies that many tokens per request in one forward pass.
+MAX_DRAFT_TOKENS = 1024
+
+#: Most tiers (sglang batch-size keys, vLLM ``[start, end, K]`` ranges) in one schedule file:
+#: 4096, one per batch size a data file may hold (:data:`MAX_DATA_BATCH_SIZES`).
+MAX_SCHEDULE_TIERS = MAX_DATA_BATCH_SIZES
 
 #: Largest training seed: 2**32 - 1. Basis: scikit-learn's ``random_state`` (gbt) goes to
 #: ``numpy.random.RandomState``, which takes seeds in [0, 2**32 - 1]; torch and NumPy's

@@ -18,6 +18,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from specband.core.errors import one_line
+
 __all__ = [
     "NO_BREAK",
     "fit_columns",
@@ -146,7 +148,7 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int
     for header in headers:
         table.add_column(header)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(one_line(str(cell)) for cell in row))  # a cell read from a file stays on its line
     text = io.StringIO()
     print_table(table, Console(file=text, width=width, color_system=None, highlight=False, legacy_windows=False))
     return [line.rstrip() for line in text.getvalue().splitlines()]

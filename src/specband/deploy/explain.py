@@ -419,7 +419,7 @@ def origin_line(origin: PickOrigin | None) -> str | None:
     return (
         f"pick rests on {data.provenance} data: {data.hardware or '? GPU'} {data.limit_phrase}, "
         f"target {data.target_model or '?'}, draft {data.draft_model or '?'}, "
-        f"sglang {data.sglang_version or 'not recorded'}, "
+        f"{data.engine_text()}, "
         f"workload {data.workload or 'not recorded'}, "
         f"{power}{rows}{repeats}" + (" at this batch size" if rows else "")
     )

@@ -246,16 +246,20 @@ def _check_first_guess(r: LaunchRequest) -> None:
 
 
 def _decide(
-    r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None
+    r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None, new_limit_w: float | None = None
 ) -> tuple[Any, Pick | PowerLimitAnswer | SchedulePick]:
     """The pick, the power limit and its pick (``--set-power-limit auto``) or the schedule,
     and the config with its flags, the user's setup checked against the data's
     (:mod:`specband.deploy.transfer`). The pick and the limit are
     :func:`specband.deploy.recommend.answer`'s, by ``recommend``'s rules: the limit comes from
-    ``--models DIR`` trained on several limits, else from ``--data SWEEP`` over several."""
+    ``--models DIR`` trained on several limits, else from ``--data SWEEP`` over several.
+    ``new_limit_w`` (``--set-power-limit W``) is the limit the server will run at: the data
+    is checked against it, not against the limit the GPU has now."""
     from specband.deploy.usersetup import user_setup  # lazy: off the cold path (recommend, --help)
 
     setup = user_setup(r.target, r.draft, r.gpu, r.gpu_index or 0, read_gpu=r.device != "none")
+    if new_limit_w is not None:
+        setup = dataclasses.replace(setup, power_limit_w=new_limit_w)
     if r.schedule is not None:
         from specband.deploy.schedule import (  # lazy: off the cold path (recommend, --help)
             auto_schedule,
@@ -280,7 +284,7 @@ def _decide(
     request = AnswerRequest(
         algo=r.algo, models=r.models, data=r.data, batch_size=r.batch_size, state=telemetry, draft_model=r.draft,
         trust_pickle=r.trust_pickle, allow_modified=r.allow_modified, power_limit="required" if limit_auto else "never",
-        allow_transfer=r.allow_transfer, first_guess=first,
+        allow_transfer=r.allow_transfer, first_guess=first, engine=get_engine(r.engine).name,
     )  # fmt: skip
     decided = answer(request, setup)
     if isinstance(decided, PowerLimitAnswer):
@@ -320,7 +324,12 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
             from specband.deploy.schedule import new_auto_schedule_file  # lazy: off the cold path (launch --help)
 
             auto_file = new_auto_schedule_file(r.log)
-        config, pick = _decide(r, config, notes, auto_file)
+        limit_w: float | None = None
+        if r.set_power_limit is not None and r.set_power_limit != "auto":
+            # read before the pick: the pick is checked against the limit it will serve at
+            limit_w, limit_notes = launch_power_limit_w(r.set_power_limit, r.gpu_index or 0)
+            notes += limit_notes
+        config, pick = _decide(r, config, notes, auto_file, limit_w)
         steps, topk, draft_tokens = pick.action
         action = Action(steps, topk, draft_tokens)  # printed as "(3,2,4)", the one spelling of a triple
         if r.schedule is None:
@@ -333,10 +342,8 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                 f"(the EAGLE3 draft model path)"
             )
         command = build_launch_command(config, action, r.batch_size, r.mem_fraction)
-        limit_w = pick.power_limit_w if isinstance(pick, PowerLimitAnswer) else None
-        if r.set_power_limit is not None and r.set_power_limit != "auto":
-            limit_w, limit_notes = launch_power_limit_w(r.set_power_limit, r.gpu_index or 0)
-            notes += limit_notes
+        if isinstance(pick, PowerLimitAnswer):
+            limit_w = pick.power_limit_w
     except BaseException:
         if log_created:
             with contextlib.suppress(OSError):

@@ -411,6 +411,9 @@ class AnswerRequest:
         power_limit: when to answer with a power limit (one of :data:`POWER_LIMIT_RULES`).
         max_speed_loss: the speed a lower limit may cost against the fastest pick, fraction.
         allow_transfer: take data from another setup (its differences as notes).
+        engine: the engine the answer's flags are for (``recommend``: sglang's; ``launch
+            --engine``); a schedule's is its :attr:`ScheduleSpec.engine`. Data measured on
+            another engine get a note (:meth:`~specband.sweeps.origin.DataOrigin.engine_note`).
 
     Raises:
         ConfigError: an unknown ``power_limit`` rule, or not exactly one of a batch size, a mix
@@ -433,6 +436,7 @@ class AnswerRequest:
     power_limit: str = "when-several"
     max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS
     allow_transfer: bool = False
+    engine: str = "sglang"
 
     def __post_init__(self) -> None:
         if self.power_limit not in POWER_LIMIT_RULES:
@@ -481,6 +485,15 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer | M
     """
     if request.first_guess is not None:
         return _first_guess(request)
+    decided = _answer(request, setup)
+    engine = request.schedule.engine if request.schedule is not None else request.engine
+    what = "this schedule" if request.schedule is not None else "this pick"
+    note = None if decided.origin is None else decided.origin.data.engine_note(engine, what)
+    return decided if note is None else replace(decided, notes=(*decided.notes, note))
+
+
+def _answer(request: AnswerRequest, setup: UserSetup | None) -> Answer | MixPowerLimitAnswer:
+    """:func:`answer` of a request with data (every rule but the first guess)."""
     mix = _read_mix(request) if request.is_mix else None  # a bad mix is the first error: nothing is read before
     validate_algorithms([request.algo])
     folder = None if request.models is None else open_folder(request.models, request.action_set)

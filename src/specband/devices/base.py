@@ -24,6 +24,7 @@ import time
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 from specband.core.errors import ConfigError
@@ -293,6 +294,18 @@ class GpuDevice(ABC):
     def power_limit_range_w(self) -> PowerLimitRange | None:
         """The limits this GPU accepts (default, min, max in W), or ``None`` when the backend
         cannot set limits."""
+        return None
+
+    def power_limit_setting_w(self) -> float | None:
+        """The limit *set* on the GPU (what a restore writes back), W; the default is
+        :attr:`power_limit_w`. NVML's management limit can be above the enforced one
+        (an external cap)."""
+        return self.power_limit_w
+
+    def power_limit_lock_path(self) -> Path | None:
+        """The file that serialises setting this GPU's limit across processes
+        (:class:`~specband.devices.power_limit.PowerLimitLock`), or ``None`` when the
+        backend cannot set limits."""
         return None
 
     def set_power_limit_w(self, watts: float) -> float:

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from specband.core.errors import DeviceError
 from specband.devices.base import DeviceWarning, GpuDevice, check_power_limit_w
-from specband.devices.power_limit import PowerLimitError, PowerLimitPermissionError, PowerLimitRange
+from specband.devices.power_limit import PowerLimitError, PowerLimitPermissionError, PowerLimitRange, gpu_lock_dir
 
 __all__ = ["NvmlDevice", "import_pynvml"]
 
@@ -261,6 +262,26 @@ class NvmlDevice(GpuDevice):
         except self._nvml.NVMLError as exc:
             raise self._error(exc, "reading the allowed power limits") from None
         return PowerLimitRange(float(default_mw) / 1000.0, float(low_mw) / 1000.0, float(high_mw) / 1000.0)
+
+    def power_limit_setting_w(self) -> float | None:
+        """``nvmlDeviceGetPowerManagementLimit`` (the limit set, e.g. by ``nvidia-smi -pl``),
+        W; the enforced limit when NVML does not answer."""
+        try:
+            value_mw = self._nvml.nvmlDeviceGetPowerManagementLimit(self._handle)
+        except (self._nvml.NVMLError, AttributeError):
+            return self.power_limit_w
+        return float(value_mw) / 1000.0 if value_mw and value_mw > 0 else self.power_limit_w
+
+    def power_limit_lock_path(self) -> Path:
+        """``<lock dir>/specband-gpu-<UUID>.power-limit.lock`` (NVML's ``nvmlDeviceGetUUID``;
+        the NVML index when it gives none: NVML indices ignore ``CUDA_VISIBLE_DEVICES``)."""
+        try:
+            uuid = self._nvml.nvmlDeviceGetUUID(self._handle)
+            key = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        except Exception:  # an NVML error, or a pynvml without the call
+            key = ""
+        key = "".join(c if c.isalnum() or c in "-_" else "_" for c in key)[:80] or f"index{self.index}"
+        return gpu_lock_dir() / f"specband-gpu-{key}.power-limit.lock"
 
     def set_power_limit_w(self, watts: float) -> float:
         """``nvmlDeviceSetPowerManagementLimit(handle, mW)``, clamped to the allowed range;

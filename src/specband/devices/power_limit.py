@@ -11,6 +11,13 @@ and put the original back on every exit path.
   the sweep, an exception, Ctrl-C or SIGTERM (the sweep turns both into
   ``KeyboardInterrupt``, :mod:`specband.harness.interrupts`).
 
+* :class:`PowerLimitLock` lets one process at a time set a GPU's limit (a second
+  ``sweep --power-limits`` or ``launch --set-power-limit`` on the same GPU is refused:
+  its rows would be measured at the other's limits, and the two restores would leave the
+  GPU at a swept limit). Its lock file also records, before each limit is set, the limit
+  found and the limit being set, so that after a kill -9 the next guard restores the
+  original limit, not the low one left behind.
+
 Errors: :class:`PowerLimitError` (the device cannot set limits: exit 4) and its subclass
 :class:`PowerLimitPermissionError` (NVML's ``NVML_ERROR_NO_PERMISSION``: setting a limit
 needs root: exit 2), each one line. The NVML backend maps NVML's error codes to these once
@@ -19,11 +26,18 @@ needs root: exit 2), each one line. The NVML backend maps NVML's error codes to 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import math
+import os
+import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 from specband.core.errors import ConfigError, DeviceError, PermissionDeniedError
 
@@ -44,23 +58,43 @@ class PowerLimitedDevice(Protocol):
 
 
 __all__ = [
+    "LOCK_DIR_ENV",
     "MAX_POWER_LIMITS",
+    "PowerLimitBusyError",
     "PowerLimitError",
     "PowerLimitGuard",
+    "PowerLimitLock",
     "PowerLimitPermissionError",
     "PowerLimitRange",
     "PowerLimitedDevice",
+    "gpu_lock_dir",
     "parse_power_limits",
     "resolve_power_limits",
 ]
 
 #: Most values ``--power-limits`` takes (each multiplies the sweep's grid).
 MAX_POWER_LIMITS = 128
+#: Environment variable naming the folder of the per-GPU power-limit lock files (default:
+#: the system's temporary folder, which a reboot clears, as a reboot resets the limit).
+LOCK_DIR_ENV = "SPECBAND_GPU_LOCK_DIR"
+#: Two limits closer than this are the same setting, W (NVML sets whole mW; a profile's
+#: emulated limit is rounded to 1 mW).
+SAME_LIMIT_TOL_W = 0.5
+
+
+def gpu_lock_dir() -> Path:
+    """The folder of the per-GPU lock files (:data:`LOCK_DIR_ENV`, else the temporary folder)."""
+    return Path(os.environ.get(LOCK_DIR_ENV) or tempfile.gettempdir())
 
 
 class PowerLimitError(DeviceError):
     """The device cannot set its power limit (not supported, a value NVML refused): a
     device failure, exit 4."""
+
+
+class PowerLimitBusyError(ConfigError):
+    """Another live process holds the GPU's :class:`PowerLimitLock` (one power-limit sweep
+    or launch per GPU at a time): exit 2, nothing set."""
 
 
 class PowerLimitPermissionError(PowerLimitError, PermissionDeniedError):
@@ -180,6 +214,110 @@ def resolve_power_limits(
     return tuple(watts), tuple(notes)
 
 
+class PowerLimitLock:
+    """An exclusive ``flock`` on a GPU's lock file, held while a process sets its power
+    limit, and the file's record of what to restore.
+
+    The record (JSON: ``pid``, ``gpu``, ``original_w``, ``set_w``) is written and fsynced
+    *before* each limit is set; :meth:`clear` empties it once the original is back. The
+    kernel drops the ``flock`` of a killed process, but the record stays: the next holder
+    finds it in :attr:`left`.
+
+    Args:
+        path: the lock file (:meth:`~specband.devices.base.GpuDevice.power_limit_lock_path`).
+        gpu: the GPU's name for messages.
+
+    Raises:
+        PowerLimitBusyError: another live process holds it.
+        PowerLimitError: the lock file cannot be created or locked.
+    """
+
+    def __init__(self, path: Path, gpu: str) -> None:
+        self.path = Path(path)
+        self.gpu = gpu
+        self.writable = True
+        cloexec = getattr(os, "O_CLOEXEC", 0)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | cloexec, 0o666)
+            except PermissionError:
+                # another user's lock file (or fs.protected_regular on a sticky /tmp): a
+                # read-only descriptor still takes the flock; nothing can be recorded then
+                fd = os.open(self.path, os.O_RDONLY | cloexec)
+                self.writable = False
+        except OSError as exc:
+            raise PowerLimitError(
+                f"{gpu}: cannot create the power-limit lock {self.path} ({exc.strerror or exc})"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_record(fd).get("pid")
+            os.close(fd)
+            raise PowerLimitBusyError(
+                f"{gpu}: another specband process (pid {holder or 'unknown'}) is setting this GPU's power limit "
+                f"(lock {self.path}); one power-limit sweep or launch per GPU at a time"
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise PowerLimitError(f"{gpu}: cannot lock {self.path} ({exc.strerror or exc})") from None
+        self._fd: int | None = fd
+        #: the record a previous holder left (it was killed before restoring), else ``{}``
+        self.left: dict[str, Any] = _read_record(fd)
+
+    def record(self, original_w: float, set_w: float) -> None:
+        """Durably note the limit to restore and the one about to be set (nothing when the
+        lock file is another user's and read-only here: :attr:`writable` is False).
+
+        Raises:
+            PowerLimitError: the record cannot be written (nothing is set then).
+        """
+        if self._fd is None or not self.writable:
+            return
+        text = json.dumps({"pid": os.getpid(), "gpu": self.gpu, "original_w": original_w, "set_w": set_w})
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, (text + "\n").encode(), 0)
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise PowerLimitError(
+                f"{self.gpu}: cannot record the power limit to restore in {self.path} ({exc.strerror or exc})"
+            ) from None
+
+    def clear(self) -> None:
+        """Empty the record (the original limit is back)."""
+        if self._fd is not None and self.writable:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+                os.fsync(self._fd)
+
+    def release(self) -> None:
+        """Unlock (the record stays as it is). Idempotent."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+def _read_record(fd: int) -> dict[str, Any]:
+    """The JSON record of a lock file (``{}`` when empty or unreadable)."""
+    try:
+        data = os.pread(fd, 4096, 0)
+        value = json.loads(data.decode("utf-8")) if data.strip() else {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _finite(value: Any) -> float | None:
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        else None
+    )
+
+
 class PowerLimitGuard:
     """Sets power limits on one device and restores the limit it found on exit.
 
@@ -189,6 +327,14 @@ class PowerLimitGuard:
             guard.set(300.0)
             ...  # runs at 300 W
         # the original limit is back (also after an exception, Ctrl-C or SIGTERM)
+
+    The first :meth:`set` takes the device's :class:`PowerLimitLock` (when the device
+    names one: ``power_limit_lock_path()``), so a second guard on the same GPU, in any
+    process, is refused until this one has restored the limit. The limit found is the
+    limit *set* on the GPU (``power_limit_setting_w()``: NVML's management limit, which an
+    external cap may keep above the enforced one), unless the lock's record shows that a
+    killed guard left the GPU at the limit it was setting: the original that guard recorded
+    is restored then (with a note on stderr).
 
     Args:
         device: the GPU (its :meth:`~specband.devices.base.GpuDevice.set_power_limit_w`).
@@ -202,6 +348,39 @@ class PowerLimitGuard:
         self.device = device
         self.original_w: float | None = None
         self.current_w: float | None = None
+        self._lock: PowerLimitLock | None = None
+
+    def _setting_w(self) -> float | None:
+        read = getattr(self.device, "power_limit_setting_w", None)
+        return read() if callable(read) else self.device.power_limit_w
+
+    def _take_lock(self) -> None:
+        where = getattr(self.device, "power_limit_lock_path", None)
+        path = where() if callable(where) else None
+        if path is not None:
+            self._lock = PowerLimitLock(path, self.device.name)
+
+    def _find_original(self) -> float:
+        found = self._setting_w()
+        left = self._lock.left if self._lock is not None else {}
+        left_original, left_set = _finite(left.get("original_w")), _finite(left.get("set_w"))
+        if (
+            found is not None
+            and left_original is not None
+            and left_set is not None
+            and abs(found - left_set) <= SAME_LIMIT_TOL_W
+            and abs(found - left_original) > SAME_LIMIT_TOL_W
+        ):
+            print(
+                f"note: {self.device.name} is at {found:g} W, the limit a specband process (pid "
+                f"{left.get('pid', 'unknown')}) set and did not restore (it was killed); {left_original:g} W, "
+                "the limit it found, is restored at the end",
+                file=sys.stderr,
+            )
+            return left_original
+        if found is None:
+            raise PowerLimitError(f"{self.device.name}: the current power limit is unknown, so it cannot be restored")
+        return found
 
     def set(self, watts: float) -> float:
         """Set the limit (a no-op when it is already set).
@@ -210,23 +389,33 @@ class PowerLimitGuard:
             the limit the device reports after setting, W.
 
         Raises:
+            PowerLimitBusyError: another process is setting this GPU's limit.
             PowerLimitError, PowerLimitPermissionError: as the device's ``set_power_limit_w``.
         """
         if self.current_w is not None and math.isclose(self.current_w, watts, abs_tol=5e-4):
             return self.current_w
         if self.original_w is None:
-            self.original_w = self.device.power_limit_w
-            if self.original_w is None:
-                raise PowerLimitError(
-                    f"{self.device.name}: the current power limit is unknown, so it cannot be restored"
-                )
+            self._take_lock()
+            try:
+                self.original_w = self._find_original()
+            except BaseException:
+                self._release()
+                raise
+        if self._lock is not None:
+            self._lock.record(self.original_w, float(watts))
         self.current_w = self.device.set_power_limit_w(watts)
         return self.current_w
 
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
     def restore(self) -> None:
         """Put the original limit back (once; a failure is a warning, never hides the
-        exception that ended the block)."""
+        exception that ended the block), clear the lock's record and release the lock."""
         if self.original_w is None or self.current_w is None:
+            self._release()
             return
         original, self.current_w = self.original_w, None
         try:
@@ -238,6 +427,11 @@ class PowerLimitGuard:
                 RuntimeWarning,
                 stacklevel=2,
             )
+        else:
+            if self._lock is not None:
+                self._lock.clear()
+        finally:
+            self._release()
 
     def __enter__(self) -> PowerLimitGuard:
         return self

@@ -16,6 +16,7 @@ Note: Zeus's GPU indices follow ``CUDA_VISIBLE_DEVICES``; NVML's do not.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 from specband.core.errors import DeviceError
@@ -150,6 +151,14 @@ class ZeusDevice(GpuDevice):
     def power_limit_range_w(self) -> PowerLimitRange | None:
         """The NVML telemetry device's allowed limits (Zeus measures energy only)."""
         return self._telemetry.power_limit_range_w()
+
+    def power_limit_setting_w(self) -> float | None:
+        """The NVML telemetry device's limit set (its management limit), W."""
+        return self._telemetry.power_limit_setting_w()
+
+    def power_limit_lock_path(self) -> Path | None:
+        """The NVML telemetry device's lock file (one lock per GPU, whichever backend)."""
+        return self._telemetry.power_limit_lock_path()
 
     def set_power_limit_w(self, watts: float) -> float:
         """Set the limit through the NVML telemetry device (errors as

@@ -341,6 +341,16 @@ class EmulatedDevice(GpuDevice):
         holds no NVML constraint, so this range is the emulator's own assumption)."""
         return emulated_power_limit_range(self.gpu.model)
 
+    def power_limit_setting_w(self) -> float:
+        """The limit in the state file now, W (another process may have set it)."""
+        return float(self.gpu.read().power_limit_w)
+
+    def power_limit_lock_path(self) -> Path:
+        """``<state file>.power-limit.lock``: the state file is the emulated GPU, so every
+        sweep sharing it shares the lock."""
+        real = Path(os.path.realpath(self.gpu.path))
+        return real.with_name(real.name + ".power-limit.lock")
+
     def set_power_limit_w(self, watts: float) -> float:
         """Write the limit into the state file: the emulator server launched next runs under
         it (speed falls where the demand exceeds it, :func:`specband.sim.power_capped.with_power_limit`)."""

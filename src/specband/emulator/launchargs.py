@@ -17,7 +17,13 @@ from typing import Any
 
 from specband.contract.actions import Action, validate_action
 from specband.core.errors import ConfigError, InvalidActionError
-from specband.core.limits import MAX_CONFIG_FILE_BYTES
+from specband.core.limits import (
+    MAX_BATCH_SIZE,
+    MAX_CONFIG_FILE_BYTES,
+    MAX_DRAFT_TOKENS,
+    MAX_EAGLE_TOPK,
+    MAX_SPECULATIVE_STEPS,
+)
 from specband.engines.schedule_files import read_sglang_adaptive_config
 from specband.engines.sglang_flags import strict_parser
 from specband.files.fileio import read_text_bounded
@@ -154,10 +160,28 @@ def _resolve_triple(ns: argparse.Namespace) -> tuple[int, int, int]:
             f"sglang's resolution fails (AssertionError) when only some speculative flags are given: missing {missing}"
         )
     steps, topk, draft = (int(v) for v in values)
+    check_speculative_bounds(steps, topk, draft)
     if topk == 1 and draft != steps + 1:
         _log("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
         draft = steps + 1
     return steps, topk, draft
+
+
+def check_speculative_bounds(steps: int, topk: int, draft: int) -> None:
+    """Refuse a speculative triple over specband's stated bounds (sglang takes any int; a
+    crafted 10**9 made the emulator allocate until it was killed: hostile trial N15).
+
+    Raises:
+        ConfigError: ``"--speculative-num-steps 1000000000 is over 64
+            (specband.core.limits.MAX_SPECULATIVE_STEPS)"``, one line.
+    """
+    for flag, value, bound, name in (
+        ("--speculative-num-steps", steps, MAX_SPECULATIVE_STEPS, "MAX_SPECULATIVE_STEPS"),
+        ("--speculative-eagle-topk", topk, MAX_EAGLE_TOPK, "MAX_EAGLE_TOPK"),
+        ("--speculative-num-draft-tokens", draft, MAX_DRAFT_TOKENS, "MAX_DRAFT_TOKENS"),
+    ):
+        if value > bound:
+            raise ConfigError(f"{flag} {value} is over {bound} (specband.core.limits.{name})")
 
 
 def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
@@ -190,6 +214,11 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
     max_running = ns.max_running_requests or cuda_graph_max_bs or 256
     if max_running <= 0:
         raise ConfigError(f"--max-running-requests must be > 0, got {max_running}")
+    if max(max_running, cuda_graph_max_bs or 0) > MAX_BATCH_SIZE:
+        raise ConfigError(
+            f"--max-running-requests / --cuda-graph-max-bs {max(max_running, cuda_graph_max_bs or 0)} is over "
+            f"{MAX_BATCH_SIZE} (specband.core.limits.MAX_BATCH_SIZE)"
+        )
     adaptive = _adaptive_tiers(ns.speculative_adaptive, ns.speculative_adaptive_config, action)
     return LaunchArgs(
         model_path=ns.model_path,

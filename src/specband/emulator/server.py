@@ -53,6 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from specband.core.limits import is_int, is_number
 from specband.emulator import vllm_answers as vllm
 from specband.emulator.engine import Engine, EngineRequest
 from specband.emulator.gpu import EmulatedGpu
@@ -61,6 +62,7 @@ from specband.emulator.models import load_performance_model
 from specband.emulator.options import EmulatorOptions
 from specband.emulator.vllm_answers import parse_vllm_launch_args
 from specband.engines.base import get_engine
+from specband.engines.client import EMULATOR_HEADER
 from specband.sim.power_capped import with_power_limit
 
 __all__ = ["serve"]
@@ -68,8 +70,42 @@ __all__ = ["serve"]
 _VERSION = "0.5.23"  # the sglang release whose flags and answers it emulates
 
 
+#: Largest request body the emulator reads: 64 MiB (413 above it, before reading). Basis: a
+#: prompt of the default 131072-token context is about 0.5 MB of text (4 characters per
+#: token); 64 MiB holds a batch of over a hundred such prompts, while a crafted
+#: ``Content-Length: 99999999999`` made the read itself fail (MemoryError). uvicorn, under
+#: sglang and vLLM, sets no bound of its own.
+MAX_REQUEST_BODY_BYTES = 64 * 1024 * 1024
+
+
+class _BadRequest(Exception):
+    """A request the engine refuses: its HTTP status, message and (vLLM) parameter."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, contract: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.contract = contract  # sglang's JSON contract gate: {"error": "<text>"}
+
+
 def _json_bytes(obj: Any) -> bytes:
     return json.dumps(obj).encode()
+
+
+def _serde_kind(value: Any) -> str:
+    """How serde (sglang's JSON contract decoder) names a JSON value in ``invalid type`` errors."""
+    if isinstance(value, bool):
+        return f"boolean `{str(value).lower()}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"floating point `{value}`"
+    if isinstance(value, str):
+        return f"string {json.dumps(value[:50])}"
+    if value is None:
+        return "null"
+    return "sequence" if isinstance(value, list) else "map"
 
 
 class _Handler(BaseHTTPRequestHandler, abc.ABC):
@@ -85,14 +121,45 @@ class _Handler(BaseHTTPRequestHandler, abc.ABC):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        self.send_header(EMULATOR_HEADER, repr(self.emulator.options.time_scale))  # not a real engine: say so
         self.end_headers()
         if body:
             self.wfile.write(body)
 
     def _read_json(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
+        """The request's JSON body, read only up to :data:`MAX_REQUEST_BODY_BYTES`.
+
+        Raises:
+            _BadRequest: 400 for a ``Content-Length`` that is not a count, a body that is
+                not JSON or is nested too deeply; 413 for a body over the bound (not read:
+                the connection is closed after the answer).
+        """
+        text = (self.headers.get("Content-Length") or "0").strip()
+        if not (text.isascii() and text.isdigit() and len(text) <= 20):
+            self.close_connection = True
+            raise _BadRequest(400, f"Content-Length {text[:30]!r} is not a byte count")
+        length = int(text)
+        if length > MAX_REQUEST_BODY_BYTES:
+            self.close_connection = True  # the body is not read: the connection cannot be reused
+            raise _BadRequest(
+                413, f"request body of {length} bytes is over the emulator's {MAX_REQUEST_BODY_BYTES} bytes"
+            )
         raw = self.rfile.read(length) if length else b""
-        return json.loads(raw or b"{}")
+        try:
+            return json.loads(raw or b"{}")
+        except RecursionError:
+            raise _BadRequest(400, "body is not JSON (nested too deeply)") from None
+        except (ValueError, UnicodeDecodeError):
+            raise _BadRequest(400, "body is not JSON") from None
+
+    def _refuse(self, error: _BadRequest) -> None:
+        """Answer ``error`` in the engine's error shape (:meth:`error_body`)."""
+        self._send(error.status, _json_bytes(self.error_body(error)))
+
+    @staticmethod
+    @abc.abstractmethod
+    def error_body(error: _BadRequest) -> dict[str, Any]:
+        """The engine's JSON error answer for ``error``."""
 
     def do_GET(self) -> None:
         em = self.emulator
@@ -108,11 +175,9 @@ class _Handler(BaseHTTPRequestHandler, abc.ABC):
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
         try:
-            body = self._read_json()
-        except (ValueError, UnicodeDecodeError):
-            self._send(400, _json_bytes({"error": {"message": "body is not JSON"}}))
-            return
-        self._post(path, body)
+            self._post(path, self._read_json())
+        except _BadRequest as error:
+            self._refuse(error)
 
     @staticmethod
     @abc.abstractmethod
@@ -140,6 +205,13 @@ class _SglangHandler(_Handler):
     def parse_launch(argv: Sequence[str]) -> LaunchArgs:
         """sglang's launch flags (:func:`~specband.emulator.launchargs.parse_launch_args`)."""
         return parse_launch_args(argv)
+
+    @staticmethod
+    def error_body(error: _BadRequest) -> dict[str, Any]:
+        """sglang 0.5.23's: ``{"error": "<text>"}`` from its JSON contract gate
+        (``entrypoints/api_contract.py``), else ``{"error": {"message": ...}}``
+        (``http_server._create_error_response``)."""
+        return {"error": error.message} if error.contract else {"error": {"message": error.message}}
 
     @staticmethod
     def ready(launch: LaunchArgs) -> None:
@@ -180,24 +252,7 @@ class _SglangHandler(_Handler):
         if path != "/generate":
             self._send(404, _json_bytes({"detail": "Not Found"}))
             return
-        if not isinstance(body, dict):
-            self._send(400, _json_bytes({"error": {"message": "body must be a JSON object"}}))
-            return
-        text = body.get("text", body.get("input_ids"))
-        if text is None:
-            self._send(400, _json_bytes({"error": {"message": "Either text or input_ids should be provided."}}))
-            return
-        batch = isinstance(text, list) and (not text or not isinstance(text[0], int))
-        prompts = text if batch else [text]
-        params = body.get("sampling_params") or {}
-        try:
-            max_new = int(params.get("max_new_tokens", 128))
-        except (TypeError, ValueError):
-            self._send(400, _json_bytes({"error": {"message": "max_new_tokens must be an integer"}}))
-            return
-        if max_new <= 0:
-            self._send(400, _json_bytes({"error": {"message": "max_new_tokens must be > 0"}}))
-            return
+        prompts, max_new, batch = _sglang_generate_request(body, em.launch.context_length)
         if em.engine.has_fault("hung_requests"):
             _log("request received (fault injected: hung_requests): never answering")
             threading.Event().wait()
@@ -213,6 +268,7 @@ class _SglangHandler(_Handler):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Content-Length", str(len(payload)))
+            self.send_header(EMULATOR_HEADER, repr(self.emulator.options.time_scale))
             self.end_headers()
             self.wfile.write(payload)
             return
@@ -229,6 +285,20 @@ class _VllmHandler(_Handler):
 
         launch: LaunchArgs = parse_vllm_launch_args(argv)
         return launch
+
+    @staticmethod
+    def error_body(error: _BadRequest) -> dict[str, Any]:
+        """vLLM 0.32's ``ErrorResponse``: ``{"error": {"message", "type", "param", "code"}}``
+        (``entrypoints/serve/exception_handling/error_response.py``)."""
+        kinds = {400: "BadRequestError", 404: "NotFoundError", 413: "Request Entity Too Large"}
+        return {
+            "error": {
+                "message": error.message,
+                "type": kinds.get(error.status, "BadRequestError"),
+                "param": error.param,
+                "code": error.status,
+            }
+        }
 
     @staticmethod
     def ready(launch: LaunchArgs) -> None:
@@ -264,31 +334,154 @@ class _VllmHandler(_Handler):
         """``POST /v1/completions`` (``prompt`` a string, ``max_tokens``; non-streaming)."""
 
         em = self.emulator
-        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
-            self._send(400, _json_bytes({"error": {"message": "prompt must be a string", "code": 400}}))
-            return
-        try:
-            max_tokens = int(body.get("max_tokens", 16))
-        except (TypeError, ValueError):
-            max_tokens = 0
-        if max_tokens <= 0:
-            self._send(400, _json_bytes({"error": {"message": "max_tokens must be at least 1", "code": 400}}))
-            return
+        prompt_tokens, max_tokens = _vllm_completion_request(body, em.launch.model_path, em.launch.context_length)
         if em.engine.has_fault("hung_requests"):
             _log("request received (fault injected: hung_requests): never answering")
             threading.Event().wait()
-        prompt_tokens = _prompt_tokens(body["prompt"])
         req = em.engine.submit(max_tokens, prompt_tokens)
         req.done.wait()
         if req.error:
             self._send(503, _json_bytes({"error": {"message": req.error, "code": 503}}))
             return
-        self._send(200, _json_bytes(vllm.completion_response(em.launch.model_path, prompt_tokens, max_tokens)))
+        answer = vllm.completion_response(em.launch.model_path, prompt_tokens, max_tokens)
+        if body.get("stream") is True:  # vLLM's server-sent events: the completion, then [DONE]
+            payload = b"data: " + _json_bytes(answer) + b"\n\ndata: [DONE]\n\n"
+            self._send(200, payload, "text/event-stream")
+            return
+        self._send(200, _json_bytes(answer))
 
 
 #: The endpoints of each engine the emulator answers as (``--engine``, the names of
 #: :data:`specband.engines.base.ENGINES`): its launch flags, its ready line and its HTTP answers.
 ENGINE_HANDLERS: dict[str, type[_Handler]] = {"sglang": _SglangHandler, "vllm": _VllmHandler}
+
+
+#: ``VLLM_MAX_N_SEQUENCES``'s default (vllm/envs.py, vLLM 0.32): the largest ``n``.
+VLLM_MAX_N_SEQUENCES = 16384
+
+
+def _sglang_generate_request(body: Any, context_length: int) -> tuple[list[Any], int, bool]:
+    """``(prompts, max_new_tokens, batch)`` of a ``POST /generate`` body, refused as sglang
+    0.5.23 refuses it: its JSON contract (``sglang.api.v1.api_types.GenerateRequest``:
+    ``text`` a string or list of strings, ``max_new_tokens`` an i64, the sampling numbers
+    numbers), ``SamplingParams.verify`` (a finite temperature >= 0, ``max_new_tokens`` >= 0)
+    and ``TokenizerManager._validate_one_request`` (input and input + new tokens within the
+    context length; ``validate_total_tokens`` is on by default).
+
+    Raises:
+        _BadRequest: 400 with sglang's message.
+    """
+    if not isinstance(body, dict):
+        raise _BadRequest(400, "Request body must be a JSON object.", contract=True)
+    text = body.get("text")
+    if text is not None and not (
+        isinstance(text, str) or (isinstance(text, list) and all(isinstance(t, str) for t in text))
+    ):
+        raise _BadRequest(
+            400,
+            f"invalid type: {_serde_kind(text)}, expected a value or an array of values for StringOrList",
+            contract=True,
+        )
+    params = body.get("sampling_params")
+    if params is not None and not isinstance(params, dict):
+        raise _BadRequest(400, f"invalid type: {_serde_kind(params)}, expected struct SamplingParams", contract=True)
+    params = params or {}
+    max_new = params.get("max_new_tokens", 128)
+    if max_new is None:
+        max_new = 128
+    if not is_int(max_new) or not -(2**63) <= max_new < 2**63:
+        raise _BadRequest(400, f"invalid type: {_serde_kind(max_new)}, expected i64", contract=True)
+    temperature = params.get("temperature", 1.0)
+    if temperature is not None and not is_number(temperature):
+        raise _BadRequest(400, f"invalid type: {_serde_kind(temperature)}, expected f64", contract=True)
+    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0.0):
+        raise _BadRequest(400, f"temperature must be a non-negative finite number, got {temperature}.")
+    if max_new < 0:
+        raise _BadRequest(400, f"max_new_tokens must be at least 0, got {max_new}.")
+    if max_new == 0:
+        raise _BadRequest(400, "max_new_tokens must be > 0 (the emulator decodes at least one token)")
+    prompt = text if text is not None else body.get("input_ids")
+    if prompt is None:
+        raise _BadRequest(400, "Either text or input_ids should be provided.")
+    batch = isinstance(prompt, list) and (not prompt or not isinstance(prompt[0], int))
+    prompts: list[Any] = list(prompt) if batch else [prompt]
+    for one in prompts:
+        tokens = _prompt_tokens(one)
+        if tokens >= context_length:
+            raise _BadRequest(
+                400, f"The input ({tokens} tokens) is longer than the model's context length ({context_length} tokens)."
+            )
+        if tokens + max_new > context_length:
+            raise _BadRequest(
+                400,
+                "Requested token count exceeds the model's maximum context length "
+                f"of {context_length} tokens. You requested a total of {tokens + max_new} "
+                f"tokens: {tokens} tokens from the input messages and "
+                f"{max_new} tokens for the completion. Please reduce the number "
+                "of tokens in the input messages or the completion to fit within the limit.",
+            )
+    return prompts, max_new, batch
+
+
+def _vllm_int(body: dict[str, Any], name: str, default: int | None) -> int | None:
+    """``body[name]`` as pydantic's lax ``int`` reads it (an int, an integral finite float,
+    a string of digits), else a 400 naming the parameter."""
+    value = body.get(name, default)
+    if value is None or is_int(value):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) <= 20:
+        return int(value)
+    raise _BadRequest(400, f"1 validation error: {name}: Input should be a valid integer, got {value!r}", param=name)
+
+
+def _vllm_completion_request(body: Any, served: str, context_length: int) -> tuple[int, int]:
+    """``(prompt tokens, max_tokens)`` of a ``POST /v1/completions`` body, refused as vLLM
+    0.32 refuses it: another model than the one served (404, ``OpenAIServingModels.check_model``),
+    a prompt that is not a string, ``max_tokens``/``n`` that are not ints, ``n`` outside
+    [1, 16384] and a temperature outside [0, 2] or not finite (``SamplingParams._verify_args``),
+    a prompt at or over the context length (``renderers/params.py``); ``max_tokens`` over what
+    the context leaves is lowered to it (``get_max_tokens``), as vLLM does.
+
+    Raises:
+        _BadRequest: 400 or 404 with vLLM's message and parameter.
+    """
+    if not isinstance(body, dict):
+        raise _BadRequest(400, "1 validation error: Input should be a valid dictionary")
+    model = body.get("model")
+    if model and model != served:
+        raise _BadRequest(404, f"The model `{model}` does not exist.", param="model")
+    if not isinstance(body.get("prompt"), str):
+        raise _BadRequest(400, "prompt must be a string", param="prompt")
+    max_tokens = _vllm_int(body, "max_tokens", 16)
+    n = _vllm_int(body, "n", 1)
+    assert n is not None
+    if not 1 <= n <= VLLM_MAX_N_SEQUENCES:
+        raise _BadRequest(400, f"n must be at least 1 and at most {VLLM_MAX_N_SEQUENCES}, got {n}.", param="n")
+    temperature = body.get("temperature")
+    if temperature is not None:
+        if not is_number(temperature):
+            raise _BadRequest(
+                400, f"1 validation error: temperature: Input should be a valid number, got {temperature!r}"
+            )
+        if not math.isfinite(temperature):
+            raise _BadRequest(400, f"temperature must be a finite number, got {temperature}.", param="temperature")
+        if not 0.0 <= temperature <= 2.0:
+            raise _BadRequest(400, f"temperature must be in [0, 2], got {temperature}.", param="temperature")
+    if max_tokens is not None and max_tokens < 1:
+        raise _BadRequest(400, f"max_tokens must be at least 1, got {max_tokens}.", param="max_tokens")
+    prompt_tokens = _prompt_tokens(body["prompt"])
+    if prompt_tokens >= context_length:
+        raise _BadRequest(
+            400,
+            f"This model's maximum context length is {context_length} tokens. However, your prompt contains "
+            f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. Please reduce "
+            "the length of the input prompt.",
+            param="input_tokens",
+        )
+    room = context_length - prompt_tokens
+    return prompt_tokens, room if max_tokens is None else min(max_tokens, room)
 
 
 def _prompt_tokens(prompt: Any) -> int:

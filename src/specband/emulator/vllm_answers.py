@@ -31,6 +31,7 @@ from typing import Any
 
 from specband.contract.actions import Action, chain_action
 from specband.core.errors import ConfigError
+from specband.core.limits import MAX_BATCH_SIZE, MAX_SPECULATIVE_STEPS
 from specband.emulator.launchargs import LaunchArgs
 from specband.engines.schedule_files import check_vllm_schedule
 from specband.engines.vllm import VLLM_VERSION
@@ -102,8 +103,10 @@ def _spec_config(text: str | None) -> tuple[str | None, int, tuple[tuple[int, in
         return None, 0, None
     try:
         spec = json.loads(text)
+    except RecursionError:
+        raise ConfigError("--speculative-config is not JSON: nested too deeply") from None
     except ValueError as exc:
-        raise ConfigError(f"--speculative-config is not JSON: {exc}") from None
+        raise ConfigError(f"--speculative-config is not JSON: {' '.join(str(exc).split())}") from None
     if not isinstance(spec, Mapping):
         raise ConfigError("--speculative-config must be a JSON object")
     if str(spec.get("method", "")).lower() not in ("eagle3", "eagle"):
@@ -111,6 +114,10 @@ def _spec_config(text: str | None) -> tuple[str | None, int, tuple[tuple[int, in
     k = spec.get("num_speculative_tokens")
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(f"num_speculative_tokens must be an integer >= 1, got {k!r}")
+    if k > MAX_SPECULATIVE_STEPS:
+        raise ConfigError(
+            f"num_speculative_tokens {k} is over {MAX_SPECULATIVE_STEPS} (specband.core.limits.MAX_SPECULATIVE_STEPS)"
+        )
     draft = spec.get("model")
     if not isinstance(draft, str) or not draft:
         raise ConfigError("--speculative-config needs the draft model ('model')")
@@ -139,6 +146,10 @@ def parse_vllm_launch_args(argv: Sequence[str]) -> Any:
     max_running = ns.max_num_seqs or DEFAULT_MAX_NUM_SEQS
     if max_running <= 0:
         raise ConfigError(f"--max-num-seqs must be > 0, got {max_running}")
+    if max_running > MAX_BATCH_SIZE:
+        raise ConfigError(
+            f"--max-num-seqs {max_running} is over {MAX_BATCH_SIZE} (specband.core.limits.MAX_BATCH_SIZE)"
+        )
     return LaunchArgs(
         model_path=ns.served_model_name or ns.model,
         host=ns.host or "0.0.0.0",

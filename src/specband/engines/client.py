@@ -31,17 +31,23 @@ from specband.core.errors import ConfigError, EngineError
 from specband.core.limits import MAX_PROBE_BODY_BYTES, is_number
 
 __all__ = [
+    "EMULATOR_HEADER",
     "PROMPTS",
     "BatchResult",
     "ProbeHttp",
     "RequestError",
     "ServerInfo",
+    "emulator_time_scale",
     "fetch_server_info",
     "new_client",
     "p20",
     "parse_server_info",
     "run_batch",
 ]
+
+#: The header every answer of ``specband emulate`` carries: its time scale (real seconds per
+#: emulated second). A real engine sends none, so a sweep tells an emulated server by it.
+EMULATOR_HEADER = "X-Specband-Emulator-Time-Scale"
 
 #: The four fixed prompts of the workload (long, open-ended answers so that with
 #: ``ignore_eos`` every request decodes ``max_new_tokens`` tokens of natural text).
@@ -163,6 +169,28 @@ def fetch_server_info(base_url: str, timeout_s: float = 30.0) -> ServerInfo:
         raise EngineError(f"server_info_failed: {type(exc).__name__}: {exc}") from None
     except ValueError as exc:
         raise EngineError(f"server_info_failed: not JSON ({exc})") from None
+
+
+def emulator_time_scale(base_url: str, timeout_s: float = 30.0) -> float | None:
+    """The time scale ``specband emulate`` announces in :data:`EMULATOR_HEADER` (on its
+    ``GET /health`` answer), or ``None`` when the server is not the emulator (no header, or
+    one that is not a positive finite number).
+
+    Raises:
+        EngineError: the server cannot be reached.
+    """
+    import httpx
+
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+            value = client.get(base_url + "/health").headers.get(EMULATOR_HEADER)
+    except httpx.HTTPError as exc:
+        raise EngineError(f"server_unreachable: {type(exc).__name__}: {exc}") from None
+    try:
+        scale = float(str(value)[:32]) if value is not None else None
+    except ValueError:
+        return None
+    return scale if scale is not None and math.isfinite(scale) and scale > 0 else None
 
 
 @dataclass(frozen=True)

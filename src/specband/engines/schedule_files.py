@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specband.core.errors import ConfigError
-from specband.core.limits import MAX_CONFIG_FILE_BYTES, is_int
+from specband.core.limits import (
+    MAX_BATCH_SIZE,
+    MAX_CONFIG_FILE_BYTES,
+    MAX_SCHEDULE_TIERS,
+    MAX_SPECULATIVE_STEPS,
+    is_int,
+    is_number,
+)
 from specband.files.fileio import read_text_bounded
 
 if TYPE_CHECKING:
@@ -154,6 +161,69 @@ def read_schedule_provenance(path: str | Path) -> dict[str, Any] | None:
     return obj
 
 
+#: The range of each controller knob's value in a schedule file (sglang 0.5.23's
+#: ``AdaptiveStepSlot`` reads them unchecked): ``(lowest, highest, integer)``. ``ema_alpha``
+#: is an EMA weight, (0, 1]; the intervals and warm-up are batch counts; the hysteresis
+#: terms are compared with an accept length, so they stay within the step bound; the
+#: ceiling multiplies an accept length.
+SGLANG_KNOB_RANGES: dict[str, tuple[float, float, bool]] = {
+    "ema_alpha": (1e-6, 1.0, False),
+    "update_interval": (1, 1_000_000, True),
+    "warmup_batches": (0, 1_000_000, True),
+    "up_hysteresis": (-MAX_SPECULATIVE_STEPS, MAX_SPECULATIVE_STEPS, False),
+    "down_hysteresis": (-MAX_SPECULATIVE_STEPS, MAX_SPECULATIVE_STEPS, False),
+    "ceiling_coeff": (0, MAX_SPECULATIVE_STEPS, False),
+}
+
+#: The keys of a vLLM schedule file (``specband schedule --engine vllm`` writes these, no
+#: other): the rest of vLLM's ``SpeculativeConfig`` (parallelism, quantization, other
+#: methods) is not a schedule's to set.
+VLLM_SCHEDULE_KEYS: tuple[str, ...] = (
+    "method",
+    "model",
+    "num_speculative_tokens",
+    "num_speculative_tokens_per_batch_size",
+)
+
+
+def _tier_key(key: str, where: str) -> int:
+    """A tier key as its batch size: ASCII digits, no sign, space or leading zero, 1 ..
+    :data:`~specband.core.limits.MAX_BATCH_SIZE`.
+
+    Raises:
+        ConfigError: ``"<where>: field '<key>': ..."``.
+    """
+    if not (key.isascii() and key.isdigit() and (len(key) > len(str(MAX_BATCH_SIZE)) or str(int(key)) == key)):
+        raise ConfigError(
+            f'{where}: field {key!r}: a tier key is a batch size written in ASCII digits (e.g. "16"), got {key!r}'
+        )
+    if len(key) > len(str(MAX_BATCH_SIZE)) or not 1 <= int(key) <= MAX_BATCH_SIZE:  # never int() of a huge string
+        raise ConfigError(f"{where}: field {key!r}: a tier's batch size must be in [1, {MAX_BATCH_SIZE}]")
+    return int(key)
+
+
+def _check_knob(name: str, value: Any, where: str, field_name: str) -> None:
+    low, high, integer = SGLANG_KNOB_RANGES[name]
+    ok = (is_int(value) if integer else is_number(value)) and low <= value <= high
+    if not ok:
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(f"{where}: field {field_name!r}: must be {kind} in [{low:g}, {high:g}], got {value!r}")
+
+
+def _check_candidate_steps(steps: Any, where: str, field_name: str) -> None:
+    if not (isinstance(steps, list) and steps and all(is_int(s) and s >= 0 for s in steps)):
+        raise ConfigError(
+            f"{where}: field {field_name!r}: candidate_steps must be a non-empty list of ints >= 0, got {steps!r}"
+        )
+    if max(steps) > MAX_SPECULATIVE_STEPS:
+        raise ConfigError(
+            f"{where}: field {field_name!r}: candidate step {max(steps)} is over {MAX_SPECULATIVE_STEPS} "
+            "(specband.core.limits.MAX_SPECULATIVE_STEPS)"
+        )
+    if len(set(steps)) != len(steps):
+        raise ConfigError(f"{where}: field {field_name!r}: candidate_steps {steps!r} names a step count twice")
+
+
 #: Controller knobs of an sglang tier entry (``AdaptiveStepSlot.__init__``, sglang 0.5.23).
 SGLANG_CONTROLLER_KEYS: tuple[str, ...] = (
     "ema_alpha",
@@ -227,28 +297,98 @@ def sglang_adaptive_config(tiers: Sequence[Tier], knobs: Mapping[str, float] | N
 
 def check_sglang_adaptive_config(obj: Any, where: str = "adaptive config") -> dict[int, dict[str, Any]]:
     """Check an sglang adaptive config with the rules of sglang 0.5.23's
-    ``_load_adaptive_config``, and return ``{tier key: entry}`` (``{**defaults, **entry}``).
+    ``_load_adaptive_config`` and specband's bounds, and return ``{tier key: entry}``
+    (``{**defaults, **entry}``).
+
+    sglang reads every digit key as a tier and every other top-level key as a default of
+    every tier's controller; it takes any value. Here a top-level key is a tier (ASCII
+    digits, a batch size in [1, :data:`~specband.core.limits.MAX_BATCH_SIZE`]) or a controller
+    knob (:data:`SGLANG_CONTROLLER_KEYS`); an entry holds ``candidate_steps`` and knobs only;
+    ``candidate_steps`` are distinct ints in [0, :data:`~specband.core.limits.MAX_SPECULATIVE_STEPS`];
+    knobs lie in :data:`SGLANG_KNOB_RANGES`; at most
+    :data:`~specband.core.limits.MAX_SCHEDULE_TIERS` tiers.
 
     Raises:
-        ConfigError: not a JSON object; a digit key whose ``candidate_steps`` is not a
-            non-empty list of ints >= 0; no digit key (the message names ``where`` and the key).
+        ConfigError: one line naming ``where`` and the field: not a JSON object, an unknown
+            key, a bad tier key, ``candidate_steps`` or knob value, too many tiers, no tier.
     """
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    defaults = {k: v for k, v in obj.items() if not k.isdigit()}
-    entries: dict[int, dict[str, Any]] = {}
-    for key, entry in obj.items():
-        if not key.isdigit():
-            continue
-        steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
-        if not (isinstance(steps, list) and steps and all(is_int(s) and s >= 0 for s in steps)):
+    defaults: dict[str, Any] = {}
+    tiers: list[tuple[str, Any]] = []
+    for key, value in obj.items():
+        if key in SGLANG_CONTROLLER_KEYS:
+            _check_knob(key, value, where, key)
+            defaults[key] = value
+        elif key.strip().lstrip("+-")[:1].isdigit():  # meant as a tier: "16", "+16", " 16 ", full-width digits
+            _tier_key(key, where)
+            tiers.append((key, value))
+        else:
             raise ConfigError(
-                f"{where}: tier {key!r}: candidate_steps must be a non-empty list of ints >= 0, got {steps!r}"
+                f'{where}: field {key!r}: unknown key; a schedule holds batch-size tiers ("1", "16", ...) and '
+                f"controller knobs ({', '.join(SGLANG_CONTROLLER_KEYS)})"
             )
+    if len(tiers) > MAX_SCHEDULE_TIERS:
+        raise ConfigError(
+            f"{where}: {len(tiers)} tiers, over {MAX_SCHEDULE_TIERS} (specband.core.limits.MAX_SCHEDULE_TIERS)"
+        )
+    entries: dict[int, dict[str, Any]] = {}
+    for key, entry in tiers:
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: field {key!r}: expected an object with candidate_steps, got {entry!r}")
+        _check_candidate_steps(entry.get("candidate_steps"), where, f"{key}.candidate_steps")
+        for name, value in entry.items():
+            if name == "candidate_steps":
+                continue
+            if name not in SGLANG_CONTROLLER_KEYS:
+                raise ConfigError(
+                    f"{where}: field '{key}.{name}': unknown key; a tier holds candidate_steps and "
+                    f"{', '.join(SGLANG_CONTROLLER_KEYS)}"
+                )
+            _check_knob(name, value, where, f"{key}.{name}")
         entries[int(key)] = {**defaults, **entry}
     if not entries:
-        raise ConfigError(f'{where}: no batch-size tier (an integer-string key such as "1"); keys: {list(obj)}')
+        raise ConfigError(f'{where}: no batch-size tier (an integer-string key such as "1"); keys: {list(obj)[:10]}')
     return entries
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: a key given twice is refused (sglang's
+    ``json.load`` would keep the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def load_schedule_json(path: str | Path, kind: str) -> Any:
+    """The JSON value of a schedule file, read bounded
+    (:data:`~specband.core.limits.MAX_CONFIG_FILE_BYTES`), a key given twice in an object refused.
+
+    Raises:
+        ConfigError: ``"<path>: ..."``: unreadable, not UTF-8, not JSON (with its line), nested
+            too deeply, a number too long, or a key twice (``field '16': given twice``).
+    """
+    try:
+        text = read_text_bounded(path, limit=MAX_CONFIG_FILE_BYTES, kind=kind, error=ConfigError)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
+    except _DuplicateKey as exc:
+        raise ConfigError(f"{path}: field {exc.key!r}: given twice (JSON keeps only the last one)") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
+    except (RecursionError, ValueError):
+        raise ConfigError(f"{path}: not JSON (nested too deeply, or a number too long)") from None
 
 
 def read_sglang_adaptive_config(path: str | Path | None) -> dict[int, dict[str, Any]]:
@@ -259,17 +399,7 @@ def read_sglang_adaptive_config(path: str | Path | None) -> dict[int, dict[str, 
     """
     if path is None:
         return check_sglang_adaptive_config(SGLANG_DEFAULT_ADAPTIVE_CONFIG, "sglang default adaptive config")
-    try:
-        text = read_text_bounded(path, limit=MAX_CONFIG_FILE_BYTES, kind="JSON schedule file", error=ConfigError)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: line {exc.lineno}: not JSON ({exc.msg})") from None
-    except (RecursionError, ValueError):
-        raise ConfigError(f"{path}: not JSON (nested too deeply, or a number too long)") from None
-    return check_sglang_adaptive_config(obj, str(path))
+    return check_sglang_adaptive_config(load_schedule_json(path, "JSON schedule file"), str(path))
 
 
 def validate_with_sglang(path: str | Path) -> bool:
@@ -367,8 +497,18 @@ def check_vllm_schedule(schedule: Any, num_speculative_tokens: Any) -> list[tupl
     """
     if not is_int(num_speculative_tokens) or num_speculative_tokens <= 0:
         raise ConfigError(f"num_speculative_tokens must be an int > 0, got {num_speculative_tokens!r}")
+    if num_speculative_tokens > MAX_SPECULATIVE_STEPS:
+        raise ConfigError(
+            f"num_speculative_tokens {num_speculative_tokens} is over {MAX_SPECULATIVE_STEPS} "
+            "(specband.core.limits.MAX_SPECULATIVE_STEPS)"
+        )
     if not isinstance(schedule, list) or not schedule:
         raise ConfigError("num_speculative_tokens_per_batch_size must be a non-empty list of [start, end, K]")
+    if len(schedule) > MAX_SCHEDULE_TIERS:
+        raise ConfigError(
+            f"num_speculative_tokens_per_batch_size has {len(schedule)} ranges, over {MAX_SCHEDULE_TIERS} "
+            "(specband.core.limits.MAX_SCHEDULE_TIERS)"
+        )
     parsed = []
     for entry in schedule:
         if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not all(is_int(v) for v in entry):
@@ -378,8 +518,14 @@ def check_vllm_schedule(schedule: Any, num_speculative_tokens: Any) -> list[tupl
             raise ConfigError(f"batch-size range ({start}, {end}) must be positive")
         if start > end:
             raise ConfigError(f"batch-size range start must be <= end for {entry!r}")
+        if end > MAX_BATCH_SIZE:
+            raise ConfigError(
+                f"batch-size range ({start}, {end}) ends over {MAX_BATCH_SIZE} (specband.core.limits.MAX_BATCH_SIZE)"
+            )
         if k < 0:
             raise ConfigError(f"K must be >= 0, got {k}")
+        if k > MAX_SPECULATIVE_STEPS:
+            raise ConfigError(f"K {k} is over {MAX_SPECULATIVE_STEPS} (specband.core.limits.MAX_SPECULATIVE_STEPS)")
         parsed.append((start, end, k))
     parsed.sort()
     previous_end = 0
@@ -448,3 +594,54 @@ def schedule_provenance_notes(
         start, end, k = max(ranges)
         out.append(beyond_last_tier_note(engine, start, end, [k]))
     return out
+
+
+def check_vllm_schedule_file(obj: Any, where: str) -> list[tuple[int, int, int]]:
+    """Check a vLLM schedule file (a ``--speculative-config`` object, as ``specband schedule
+    --engine vllm`` writes it) and return its ranges: :func:`check_vllm_schedule`, and what a
+    schedule file must be beyond vLLM's own rules: only the keys of
+    :data:`VLLM_SCHEDULE_KEYS` (anything else would pass into the server's
+    ``--speculative-config``), ``method`` ``eagle3``, ``model`` a string, the ranges written
+    in order (vLLM sorts them; a file out of order was not written by ``schedule``), every K
+    at most ``num_speculative_tokens`` (vLLM clamps a larger one silently) and some K > 0.
+
+    Raises:
+        ConfigError: ``"<where>: field '<key>': <rule>"``, one line.
+    """
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{where}: expected a JSON object (a vLLM --speculative-config), got {type(obj).__name__}")
+    unknown = [key for key in obj if key not in VLLM_SCHEDULE_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"{where}: field {unknown[0]!r}: not a key of a schedule file ({', '.join(VLLM_SCHEDULE_KEYS)}); "
+            "it would pass into the server's --speculative-config"
+        )
+    if obj.get("method") != "eagle3":
+        raise ConfigError(f"{where}: field 'method': a schedule runs EAGLE3 (\"eagle3\"), got {obj.get('method')!r}")
+    if "model" in obj and not (isinstance(obj["model"], str) and obj["model"]):
+        raise ConfigError(f"{where}: field 'model': the draft model's path or id, got {obj['model']!r}")
+    field_name = "num_speculative_tokens_per_batch_size"
+    schedule: Any = obj.get(field_name)
+    total: Any = obj.get("num_speculative_tokens")
+    try:
+        ranges = check_vllm_schedule(schedule, total)
+    except ConfigError as exc:
+        name = "num_speculative_tokens" if str(exc).startswith("num_speculative_tokens ") else field_name
+        raise ConfigError(f"{where}: field {name!r}: {exc}") from None
+    written = [tuple(entry) for entry in schedule]
+    if written != ranges:
+        raise ConfigError(
+            f"{where}: field {field_name!r}: the ranges must be in order of their start, got {schedule!r}"
+        )
+    over = next((r for r in ranges if r[2] > total), None)
+    if over is not None:
+        raise ConfigError(
+            f"{where}: field {field_name!r}: K {over[2]} at batch sizes {over[0]}-{over[1]} is over "
+            f"num_speculative_tokens {total} (vLLM would run {total})"
+        )
+    if all(r[2] == 0 for r in ranges):
+        raise ConfigError(
+            f"{where}: field {field_name!r}: K = 0 at every batch size: the schedule never speculates; "
+            "launch without it"
+        )
+    return ranges

@@ -28,14 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from specband.contract.actions import ACTIONS, Action, chain_action
 from specband.core.errors import ConfigError
-from specband.core.limits import MAX_CONFIG_FILE_BYTES
 from specband.engines.base import AcceptProbe, AutoSchedule, Engine, EngineVersion, LaunchSchedule, RowEngineColumns
 from specband.engines.cpu import CpuSweepSettings, ServingOptions, cpu_name
-from specband.engines.schedule_files import check_vllm_schedule, vllm_speculative_config
+from specband.engines.schedule_files import check_vllm_schedule_file, load_schedule_json, vllm_speculative_config
 from specband.engines.serverconfig import DEFAULT_ATTENTION_BACKEND, DEFAULT_SERVER_COMMAND
 from specband.engines.sglang_flags import NEWEST_VERSION, run_version_probe
 from specband.engines.vllm_server import VLLM_CPU_ENV, VLLM_SERVER_MODULE, VllmAcceptProbe
-from specband.files.fileio import read_text_bounded
 
 if TYPE_CHECKING:
     from specband.engines.base import ScheduleFields, ServerFields
@@ -382,25 +380,19 @@ class VllmEngine:
         if auto is not None:
             obj = vllm_speculative_config(auto.tiers, draft)
             notes.append(f"--schedule auto: {auto.algo}'s vLLM schedule {json.dumps(obj)}")
+            where = "--schedule auto"
         else:
-            try:
-                text = read_text_bounded(Path(schedule), limit=MAX_CONFIG_FILE_BYTES, kind="vLLM speculative config")
-                obj = json.loads(text)
-            except (OSError, ValueError) as exc:
-                raise ConfigError(f"--schedule {schedule}: cannot read a vLLM --speculative-config ({exc})") from None
+            where = f"--schedule {schedule}"
+            obj = load_schedule_json(Path(schedule), "vLLM speculative config")
             if not isinstance(obj, dict) or "num_speculative_tokens_per_batch_size" not in obj:
                 raise ConfigError(
-                    f"--schedule {schedule}: not a vLLM --speculative-config with "
+                    f"{schedule}: not a vLLM --speculative-config with "
                     f"num_speculative_tokens_per_batch_size (write one with `specband schedule --engine vllm`)"
                 )
+            check_vllm_schedule_file(obj, where)  # as written, before --draft replaces its model
             if draft is not None:
                 obj = {**obj, "model": draft}
-        try:
-            ranges = check_vllm_schedule(
-                obj["num_speculative_tokens_per_batch_size"], obj.get("num_speculative_tokens")
-            )
-        except ConfigError as exc:
-            raise ConfigError(f"--schedule {schedule}: {exc}") from None
+        ranges = check_vllm_schedule_file(obj, where)
         return LaunchSchedule(
             path=schedule,
             action=chain_action(int(obj["num_speculative_tokens"])),

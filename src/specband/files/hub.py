@@ -21,14 +21,16 @@ foreign: its pickles load only when trusted (:mod:`specband.files.safeload`).
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from specband.core.errors import ConfigError, DownloadError, SpecbandError, one_line
+from specband.core.errors import ConfigError, DataError, DownloadError, SpecbandError, one_line
 from specband.files.fileio import write_text_atomic
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "HubRef",
     "HubUnreachableError",
     "check_local_path",
+    "check_readable_file",
     "download_file",
     "download_repo",
     "hub_reachable",
@@ -317,9 +320,14 @@ def resolve_data_file(text: str | Path) -> Path:
     revision ``refs/convert/parquet``) is converted to JSONL once, into
     ``<hub cache>/specband-parquet/<sha256>.jsonl``.
 
+    The file is checked here, before any command decides whether it uses it (``--data``
+    without ``--models`` is still a file the user named, hostile trial N28).
+
     Raises:
         HubError: see :func:`download_repo`.
         ConfigError: a folder with no or several ``.jsonl`` files and no Parquet.
+        DataError: ``"<path>: no such file"``, not a regular file (a device, FIFO or
+            socket) or not readable by this user (:func:`check_readable_file`).
     """
     check_local_path(text, "file or folder")
     ref = parse_hub_ref(text)
@@ -328,7 +336,27 @@ def resolve_data_file(text: str | Path) -> Path:
         path = _data_file_in(path, str(text))
     if path.suffix == ".parquet" or path.is_dir():
         return _parquet_to_jsonl(sorted(path.rglob("*.parquet")) if path.is_dir() else [path])
+    check_readable_file(path)
     return path
+
+
+def check_readable_file(path: Path) -> None:
+    """Refuse a data file that cannot be read, without opening it (a FIFO would block).
+
+    Raises:
+        DataError: ``"<path>: no such file"``, ``"<path>: not a regular file (a device, FIFO
+            or socket); give a JSONL file"`` or ``"<path>: cannot read: Permission denied"``.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DataError("no such file", path=path) from None
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+    if not stat.S_ISREG(mode):
+        raise DataError("not a regular file (a device, FIFO or socket); give a JSONL file", path=path)
+    if not os.access(path, os.R_OK):
+        raise DataError("cannot read: Permission denied", path=path)
 
 
 def _data_file_in(folder: Path, label: str) -> Path:

@@ -7,6 +7,7 @@ Only the standard library is imported (cold commands stay fast).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,18 @@ from specband.files.fileio import read_text_bounded
 
 __all__ = ["parse_jsonl", "read_jsonl"]
 
+#: JSON Lines ends a line with ``\n`` (``\r\n`` and a lone ``\r`` are read too: neither can
+#: stand raw inside a JSON string). ``str.splitlines`` would also split on U+0085, U+2028,
+#: U+2029, ``\x0b``, ``\x0c`` and ``\x1c``-``\x1e``, and the first three are valid raw inside
+#: a JSON string (``json.dumps(..., ensure_ascii=False)`` writes them so).
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
 
 def parse_jsonl(text: str, path: str | Path | None, *, objects: bool = False, why: str = "") -> list[tuple[int, Any]]:
     """``(line number, value)`` of each non-blank line of ``text`` (1-based numbers).
+
+    Lines end at ``\n``, ``\r\n`` or ``\r`` only (:data:`_LINE_END`), so a string holding a
+    raw U+2028 or U+0085 stays on its line.
 
     Args:
         text: the file's text.
@@ -31,7 +41,7 @@ def parse_jsonl(text: str, path: str | Path | None, *, objects: bool = False, wh
             ``"... expected a JSON object"`` with ``objects``.
     """
     out: list[tuple[int, Any]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(_LINE_END.split(text), start=1):
         if not line.strip():
             continue
         try:

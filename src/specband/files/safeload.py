@@ -19,6 +19,12 @@ manifest records for them (a file modified after ``specband train`` is refused, 
 with a warning under ``--allow-modified``). Every path is resolved (symlinks, ``..``,
 ``//``) with :func:`resolved` before any check.
 
+A model read from a file is checked before scikit-learn runs it: scikit-learn's compiled
+tree walk trusts a tree's child and feature indices (an out-of-range index reads outside
+its arrays and crashes the process; a node pointing back to itself loops forever without
+releasing the GIL, so no signal ends it). :func:`check_sklearn_structure` validates every
+tree of a ``GradientBoostingRegressor`` and the arrays of a ``LinearRegression`` first.
+
 A scikit-learn version mismatch found while loading is printed as one ``note:`` line on
 stderr (never silenced).
 """
@@ -52,6 +58,8 @@ __all__ = [
     "check_npz_arrays",
     "check_pickle_trusted",
     "check_safetensors_header",
+    "check_sklearn_structure",
+    "check_tree_structure",
     "check_zip_members",
     "in_hub_cache",
     "load_sklearn_model",
@@ -434,6 +442,169 @@ def skops_bytes(model: Any) -> bytes:
             fixed.compress_type = zipfile.ZIP_DEFLATED
             dst.writestr(fixed, data)
     return out.getvalue()
+
+
+#: scikit-learn's marker of a leaf in ``children_left``/``children_right`` (``sklearn.tree._tree.TREE_LEAF``).
+TREE_LEAF = -1
+
+
+def _bad(path: Path, what: str) -> ArtifactError:
+    return ArtifactError(f"{path}: {what}; not a model specband wrote (refused before scikit-learn reads it)")
+
+
+def check_tree_structure(tree: Any, path: Path, where: str, n_features: int) -> None:
+    """Check one fitted ``sklearn.tree._tree.Tree`` before anything walks it.
+
+    A regression tree specband can predict with has ``node_count == capacity >= 1``, one
+    output and one "class" (a value stride of 1, which ``GradientBoostingRegressor``'s
+    compiled prediction assumes), and ``n_features`` inputs. Node ``i`` is a leaf (both
+    children ``-1``) or a split whose children are both in ``(i, node_count)``: scikit-learn's
+    builders number children after their parent, so this also rules out cycles (a walk
+    then ends within ``node_count`` steps). A split's feature is in ``[0, n_features)`` and
+    its threshold finite; values are ``(node_count, 1, 1)`` finite floats.
+
+    Args:
+        tree: the ``tree_`` attribute of a fitted decision tree.
+        path: the file it came from (for the message).
+        where: which tree, e.g. ``"estimators_[3, 0]"``.
+        n_features: the model's input width.
+
+    Raises:
+        ArtifactError: any of the above does not hold (the first violation is named).
+    """
+    import numpy as np
+    from sklearn.tree._tree import Tree
+
+    if type(tree) is not Tree:
+        raise _bad(path, f"{where}.tree_ is a {type(tree).__name__}, not a scikit-learn Tree")
+    n = int(tree.node_count)
+    # node_count is stored apart from the node array; reading the arrays with a count
+    # larger than what was allocated reads past it, so this comes first.
+    if n < 1 or n != int(tree.capacity):
+        raise _bad(path, f"{where} declares {n} nodes for {int(tree.capacity)} stored")
+    if int(tree.n_features) != n_features or int(tree.n_outputs) != 1 or int(tree.max_n_classes) != 1:
+        raise _bad(
+            path,
+            f"{where} has {int(tree.n_features)} features, {int(tree.n_outputs)} outputs and "
+            f"{int(tree.max_n_classes)} classes (a regression tree over {n_features} features has 1 and 1)",
+        )
+    left = np.asarray(tree.children_left, dtype=np.int64)
+    right = np.asarray(tree.children_right, dtype=np.int64)
+    feature = np.asarray(tree.feature, dtype=np.int64)
+    threshold = np.asarray(tree.threshold, dtype=np.float64)
+    value = np.asarray(tree.value)
+    if not (left.shape == right.shape == feature.shape == threshold.shape == (n,)):
+        raise _bad(path, f"{where}: node arrays are not {n} long")
+    index = np.arange(n)
+    leaf = left == TREE_LEAF
+    split = ~leaf
+    if np.any(right[leaf] != TREE_LEAF):
+        i = int(index[leaf][right[leaf] != TREE_LEAF][0])
+        raise _bad(path, f"{where} node {i}: a leaf (left child -1) with right child {int(right[i])}")
+    for name, child in (("left", left), ("right", right)):
+        wrong = split & ((child <= index) | (child >= n))
+        if np.any(wrong):
+            i = int(index[wrong][0])
+            raise _bad(
+                path,
+                f"{where} node {i}: {name} child {int(child[i])} is not in ({i}, {n}) "
+                "(out of range, or pointing back up the tree: a cycle)",
+            )
+    wrong = split & (left == right)
+    if np.any(wrong):
+        raise _bad(path, f"{where} node {int(index[wrong][0])}: both children are the same node")
+    wrong = split & ((feature < 0) | (feature >= n_features))
+    if np.any(wrong):
+        i = int(index[wrong][0])
+        raise _bad(path, f"{where} node {i}: feature {int(feature[i])} is not in [0, {n_features})")
+    wrong = split & ~np.isfinite(threshold)
+    if np.any(wrong):
+        raise _bad(path, f"{where} node {int(index[wrong][0])}: its threshold is not a finite number")
+    if value.shape != (n, 1, 1) or value.dtype != np.float64:
+        raise _bad(path, f"{where}: values have shape {value.shape} ({value.dtype}), not ({n}, 1, 1) float64")
+    if not np.isfinite(value).all():
+        raise _bad(path, f"{where}: holds a value that is not a finite number")
+
+
+def _check_gbr(model: Any, path: Path, n_features: int) -> None:
+    import numpy as np
+    from sklearn.dummy import DummyRegressor
+    from sklearn.tree import DecisionTreeRegressor
+
+    stages = getattr(model, "estimators_", None)
+    if stages is None:
+        return  # unfitted: the prediction probe names it
+    count = getattr(model, "n_estimators_", None)
+    if (
+        not isinstance(stages, np.ndarray)
+        or stages.dtype != object
+        or stages.ndim != 2
+        or stages.shape[1] != 1
+        or not isinstance(count, (int, np.integer))
+        or stages.shape[0] != count
+        or count < 1
+    ):
+        shape = getattr(stages, "shape", type(stages).__name__)
+        raise _bad(path, f"estimators_ is {shape} for n_estimators_={count!r}, not ({count!r}, 1) trees")
+    if getattr(model, "n_trees_per_iteration_", 1) != 1:
+        raise _bad(path, f"n_trees_per_iteration_ is {model.n_trees_per_iteration_!r}, not 1 (a regressor)")
+    rate = getattr(model, "learning_rate", None)
+    if not isinstance(rate, (int, float, np.floating)) or not np.isfinite(rate):
+        raise _bad(path, f"learning_rate {rate!r} is not a finite number")
+    init = getattr(model, "init_", None)
+    if not (isinstance(init, str) and init == "zero") and type(init) is not DummyRegressor:
+        raise _bad(path, f"init_ is a {type(init).__name__}, not a DummyRegressor or 'zero'")
+    for i in range(count):
+        est = stages[i, 0]
+        where = f"estimators_[{i}, 0]"
+        if type(est) is not DecisionTreeRegressor:
+            raise _bad(path, f"{where} is a {type(est).__name__}, not a DecisionTreeRegressor")
+        if getattr(est, "n_features_in_", None) != n_features:
+            raise _bad(path, f"{where} takes {getattr(est, 'n_features_in_', None)!r} features, not {n_features}")
+        check_tree_structure(getattr(est, "tree_", None), path, where, n_features)
+
+
+def _check_linear(model: Any, path: Path, n_features: int) -> None:
+    import numpy as np
+
+    coef = getattr(model, "coef_", None)
+    if coef is None:
+        return  # unfitted: the prediction probe names it
+    intercept = getattr(model, "intercept_", None)
+    if (
+        not isinstance(coef, np.ndarray)
+        or coef.dtype.kind != "f"
+        or coef.shape not in ((n_features,), (1, n_features))
+        or not np.isfinite(coef).all()
+    ):
+        shape = getattr(coef, "shape", type(coef).__name__)
+        raise _bad(path, f"coef_ is {shape}, not {n_features} finite floats")
+    arr = np.asarray(intercept) if isinstance(intercept, (float, int, np.ndarray, np.number)) else None
+    if arr is None or arr.dtype.kind not in "fi" or arr.size != 1 or not np.isfinite(arr).all():
+        raise _bad(path, f"intercept_ {intercept!r} is not one finite number")
+
+
+def check_sklearn_structure(model: Any, path: Path, n_features: int) -> None:
+    """Check a loaded scikit-learn model's fitted arrays before anything predicts with it:
+    every tree of a ``GradientBoostingRegressor`` (:func:`check_tree_structure`, the stage
+    array's shape, ``init_``, ``learning_rate``), or a ``LinearRegression``'s ``coef_``
+    (``n_features`` finite floats) and ``intercept_`` (one finite number). Other classes
+    are refused by the caller's class check; an unfitted model is left to its caller.
+
+    Args:
+        model: the loaded estimator.
+        path: the file it was read from (named in the message).
+        n_features: the model card's input width (5: ``[state(4), action_idx/19]``).
+
+    Raises:
+        ArtifactError: a structure scikit-learn's compiled code would read out of range
+            or loop on, or a non-finite number.
+    """
+    name = type(model).__name__
+    if name == "GradientBoostingRegressor":
+        _check_gbr(model, path, n_features)
+    elif name == "LinearRegression":
+        _check_linear(model, path, n_features)
 
 
 @contextmanager

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from specband.core.errors import one_line
+
 __all__ = [
     "DRAFT_REJECTED_ACCEPT_LENGTH",
     "DRAFT_REJECTED_FLAG",
@@ -83,4 +85,4 @@ def warn_if_draft_rejected(sweep: Any) -> None:
 
     message = draft_rejected_warning((row.raw for row in sweep.rows), str(sweep.path or "<data>"))
     if message is not None:
-        print(f"warning: {message}", file=sys.stderr)
+        print(f"warning: {one_line(message)}", file=sys.stderr)

@@ -10,7 +10,10 @@ SHA-256, first and retry mem fraction, and the same grid (an ``index`` means the
 batch size and action in every file). For each setting, the reference is the first row
 (in the order the files are given) that has that column; a column a row lacks (an older
 file) is not compared. An ``(index, repeat)`` found twice, in one file or in two, is
-refused. Every check runs before anything is written; the merged rows, in ``(repeat,
+refused. Power limits (:func:`_check_power_limits`): the shards' rows are at one limit, or
+they are a ``--power-limits`` sweep's grid (each limit a block of indices over the same batch
+sizes and actions); rows at another limit than their grid's block are refused (docs/safety.md).
+Every check runs before anything is written; the merged rows, in ``(repeat,
 index)`` order, then replace ``OUT`` all or nothing (:func:`specband.files.fileio.write_jsonl_atomic`).
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from math import gcd
 from pathlib import Path
 from typing import Any, cast
 
@@ -132,6 +136,69 @@ def _grid(numbered: Sequence[tuple[Path, int, dict[str, Any]]]) -> list[GridPoin
     return cast(list[GridPoint], [points.get(i) for i in range(max(points, default=-1) + 1)])
 
 
+def _limit_of(row: dict[str, Any]) -> float | None:
+    value = row.get("power_limit_watts")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _check_power_limits(numbered: Sequence[tuple[Path, int, dict[str, Any]]]) -> None:
+    """Refuse rows measured at another power limit than the sweep's grid puts them at.
+
+    One limit in every row (that has one) is one sweep's GPU. Several limits are only a
+    ``--power-limits`` sweep's grid (:func:`specband.harness.pipeline.grid`: index
+    ``k * P + p``, limit ``k`` of ``P`` grid points, the limit changing least often): the same
+    batch size and action recur every ``P`` indices, so ``P`` divides the index distance of
+    every two rows with the same batch size and action (``P`` is taken as their gcd), every
+    block of ``P`` indices is at one limit and index ``i`` is the same batch size and action
+    as ``i mod P``. Rows of two sweeps at two limits (no batch size and action measured at two
+    indices) are refused.
+
+    Raises:
+        ConfigError: ``"<shard>:<line>: cannot merge: row index=3 repeat=0 has
+            power_limit_watts=700.0, ..."``, naming the other row.
+    """
+    limited: list[tuple[Path, int, dict[str, Any], float]] = []
+    for path, line, row in numbered:
+        limit = _limit_of(row)
+        if limit is not None:
+            limited.append((path, line, row, limit))
+    if not limited or all(abs(entry[3] - limited[0][3]) <= 0.5 for entry in limited):
+        return
+    keys = ("batch_size", "steps", "topk", "num_draft_tokens")
+    index_of: dict[tuple[Any, ...], int] = {}
+    period = 0
+    for _, _, row, _ in limited:
+        seen = index_of.setdefault(tuple(row.get(k) for k in keys), row["index"])
+        period = gcd(period, abs(row["index"] - seen))
+    by_block: dict[int, tuple[Path, int, dict[str, Any], float]] = {}
+    by_slot: dict[int, tuple[Path, int, dict[str, Any], float]] = {}
+    for entry in limited:
+        path, line, row, limit = entry
+        where = f"{path}:{line}: cannot merge: row index={row['index']} repeat={row['repeat']}"
+        if period == 0:
+            if abs(limit - limited[0][3]) <= 0.5:
+                continue
+            other = limited[0]
+            raise ConfigError(
+                f"{where} has power_limit_watts={limit:g}, {other[0]}:{other[1]} has {other[3]:g}, and no batch size "
+                "and action is measured at both: rows of another power limit never share one file (a "
+                "--power-limits sweep measures every grid point at each limit)"
+            )
+        block = by_block.setdefault(row["index"] // period, entry)
+        if abs(block[3] - limit) > 0.5:
+            raise ConfigError(
+                f"{where} has power_limit_watts={limit:g}, {block[0]}:{block[1]} (index={block[2]['index']}, in the "
+                f"same block of {period} grid points of a --power-limits sweep) has {block[3]:g}: rows of another "
+                "power limit never share one file"
+            )
+        slot = by_slot.setdefault(row["index"] % period, entry)
+        if any(slot[2].get(k) != row.get(k) for k in keys):
+            raise ConfigError(
+                f"{where} is not the grid point of {slot[0]}:{slot[1]} (index={slot[2]['index']}), as every "
+                f"{period}th index of one --power-limits sweep is: rows of another power limit never share one file"
+            )
+
+
 def _read_shard(path: Path) -> list[tuple[Path, int, dict[str, Any]]]:
     """``(path, line, row)`` of every row of one shard file.
 
@@ -169,7 +236,8 @@ def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> M
         ConfigError: ``out`` exists without ``force``, is a folder or its folder is
             missing; no shard given; a row with another setting or another grid
             (``"<shard>:<line>: cannot merge: its rows have dtype='bfloat16', this sweep
-            has 'float16' (...)"``), naming the shard, line and column.
+            has 'float16' (...)"``), naming the shard, line and column; rows at another power
+            limit than their grid's (:func:`_check_power_limits`).
         DataError: a shard cannot be read as rows, ends in a partial line, or repeats an
             ``(index, repeat)`` (``"<shard>:<line>: field 'index': ..."``).
         HarnessError: a shard cannot be read.
@@ -204,6 +272,7 @@ def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> M
                 field="index",
             )
         seen[key] = (path, line)
+    _check_power_limits(numbered)
     merged = sorted(rows, key=lambda r: (r["repeat"], r["index"]))
     write_jsonl_atomic(out, merged, error=ConfigError)
     span = [(i, r) for r in range(1 + max((k[1] for k in seen), default=-1)) for i in range(len(points))]

@@ -611,6 +611,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         request_timeout_s=r.request_timeout,
         stop_grace_s=r.stop_grace,
         time_scale=r.time_scale,
+        # the emulator's rows are emulated whatever GPU --device reads (none, or a real one via NVML)
+        provenance="emulated" if runs_emulator(r.server_command) else None,
         **workload,
     )
     setup = None

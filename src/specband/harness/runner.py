@@ -44,7 +44,7 @@ from specband.contract.record import SweepRecord, error_class_of
 from specband.core.errors import ConfigError, EngineError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
 from specband.engines.base import get_engine
-from specband.engines.client import PROMPTS, new_client, p20, run_batch
+from specband.engines.client import PROMPTS, emulator_time_scale, new_client, p20, run_batch
 from specband.engines.failures import LaunchError
 from specband.engines.serverconfig import ServerConfig, build_launch_command
 from specband.harness.draft_health import draft_flag
@@ -110,6 +110,9 @@ class MeasureSettings:
             keep the published columns); a resumed or merged sweep must share it.
         time_scale: real seconds per emulated second of the runs (``--time-scale``; 1 for
             real time): a row's ``time_scale``, which a resumed sweep must share.
+        provenance: the rows' ``provenance`` when the server, not the device, decides it
+            (``"emulated"``: the server command runs ``specband emulate`` whatever
+            ``--device`` reads); ``None``: the device's.
     """
 
     server: ServerConfig
@@ -132,6 +135,7 @@ class MeasureSettings:
     log_dir: Path = field(default_factory=lambda: Path("specband-server-logs"))
     env: Mapping[str, str] | None = None
     time_scale: float = 1.0
+    provenance: str | None = None
 
     def __post_init__(self) -> None:
         check_mem_fractions(self.mem_fraction_static, self.retry_mem_fraction)
@@ -319,6 +323,13 @@ def measure_on_server(
     """
     url = server.base_url
     request_timeout = max(10.0, clock.to_real(settings.request_timeout_s))
+    emulator_scale = emulator_time_scale(url, request_timeout)
+    if emulator_scale is not None and settings.provenance != "emulated" and device.provenance != "emulated":
+        raise ConfigError(
+            f"the server at {url} is specband's emulator (its answers say so) but the sweep takes it for a real "
+            'engine, so its rows would say measured: run the emulator as `--server-command "python -m specband '
+            'emulate"` (the rows then say emulated)'
+        )
     window = TelemetryWindow(device, clock, settings.sample_period_s)
     results: list[WindowResult] = []
     engine = get_engine(settings.server.engine)
@@ -352,6 +363,10 @@ def measure_on_server(
         raise EngineError("empty_batch: the timed batch returned no tokens")
     accept, accept_source, window_times = probe.after(batch)
     elapsed = result.elapsed_s if result.elapsed_s > 0 else batch.elapsed_real_s / clock.time_scale
+    if emulator_scale is not None and not math.isclose(emulator_scale, clock.time_scale, rel_tol=1e-6):
+        # an emulator running at its own --time-scale against a sweep on another clock (--device
+        # none or nvml): its step times are in its emulated seconds, so the wall clock must be too
+        elapsed = batch.elapsed_real_s / emulator_scale
     wall_tok_s = batch.total_output_tokens / elapsed / batch_size if elapsed > 0 else None
     step_time = p20(window_times) if window_times else None
     if accept is not None and step_time is not None and step_time > 0:
@@ -410,7 +425,7 @@ def base_record(
         power_limit_watts=device.power_limit_w,
         gpu_mem_used_mb_before=pre.mem_used_mb,
         gpu_util_pct_before=pre.util_pct,
-        provenance=device.provenance,
+        provenance=settings.provenance or device.provenance,
         target_model=settings.server.model_path,
         draft_model=settings.server.draft_model_path,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

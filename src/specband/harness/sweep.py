@@ -126,9 +126,24 @@ def run_sweep(job: SweepJob, *, clock: Clock | None = None, reporter: SweepRepor
     """
     clock = clock or Clock(job.settings.time_scale)
     reporter = reporter or NoReporter()
+    pool = job.pool
+    with interrupts_as_keyboard_interrupt():
+        connect = getattr(pool, "connect", None)
+        if callable(connect):  # a Ray pool: connected before anything is written (SIGTERM then exits at once)
+            connect(prompt_exit=True)
+        try:
+            return _locked_sweep(job, clock, reporter)
+        finally:
+            disconnect = getattr(pool, "disconnect", None)
+            if callable(disconnect):
+                disconnect()
+
+
+def _locked_sweep(job: SweepJob, clock: Clock, reporter: SweepReporter) -> SweepSummary:
+    """:func:`run_sweep` once the pool is connected: everything under the output's lock."""
     settings, out_path, pool, setup = job.settings, job.out, job.pool, job.setup
     power = not job.power_limits_w  # a --power-limits sweep sets several limits: its rows differ in theirs
-    with interrupts_as_keyboard_interrupt(), SweepLock(out_path):
+    with SweepLock(out_path) as lock:
         # every check first, writing nothing: a refused sweep leaves the folder as it was
         numbered, complete = parse_rows(out_path)
         existing = [row for _, row in numbered]
@@ -167,6 +182,7 @@ def run_sweep(job: SweepJob, *, clock: Clock | None = None, reporter: SweepRepor
 
                 if complete is not None:  # drop the partial last line of a killed sweep (and retried rows)
                     write_bytes_atomic(out_path, complete, error=HarnessError)
+                    lock.relock_output()  # the rewritten file is a new inode
                 sink = RowSink(stack.enter_context(RowWriter(out_path)), reporter, summary)
                 if job.adaptive:
                     _run_adaptive(plan, existing, sink, execute)
@@ -183,7 +199,7 @@ def _device_world(settings: MeasureSettings, gpu: GpuDevice) -> dict[str, Any]:
     return {
         "hardware": settings.hardware or gpu.name,
         "power_limit_watts": limit if isinstance(limit, (int, float)) else None,
-        "provenance": getattr(gpu, "provenance", None),
+        "provenance": settings.provenance or getattr(gpu, "provenance", None),
     }
 
 

@@ -31,8 +31,12 @@ class SweepLock:
 
     It goes by the file itself, not its name: the output path is resolved first
     (symlinks, ``..``, ``//``), so every alias of one file locks the same ``<real
-    out>.lock``; and when the output file exists, the file itself (its inode, so a hard
-    link is the same file too) is ``flock``-ed as well.
+    out>.lock``; and the output file itself is ``flock``-ed as well (its inode: a hard
+    link, or the same file seen through a bind mount, is the same file). A fresh sweep's
+    output is created (empty, exclusively) when the lock is taken, so that an alias made
+    of it later is caught too; :meth:`release` removes it again while it is still empty.
+    After the sweep replaces its output (dropping a killed sweep's partial last line),
+    :meth:`relock_output` locks the new file.
 
     It is an advisory ``fcntl.flock`` on ``<real out>.lock``, which holds the owner's pid.
     The kernel drops a ``flock`` when its process dies, so a lock file left by a killed
@@ -56,6 +60,7 @@ class SweepLock:
         self.path = self._lock_path()
         self._fd: int | None = None
         self._file_fd: int | None = None
+        self._created_out: tuple[int, int] | None = None  # (st_dev, st_ino) of an output this lock created
         self._created_dirs: list[Path] = []
 
     def _lock_path(self) -> Path:
@@ -119,10 +124,19 @@ class SweepLock:
             os.close(fd)  # released and removed by its holder meanwhile: lock the new file
 
     def _lock_file_itself(self) -> int | None:
-        """``flock`` the existing output file (its inode: a hard link is the same file);
-        ``None`` when there is none yet (its lock file then covers every alias)."""
+        """``flock`` the output file (its inode: a hard link is the same file), creating it
+        empty when there is none yet (``O_EXCL``: never through a symlink); ``None`` when
+        it is not a regular file (the writer refuses it with one line) or cannot be opened."""
+        cloexec = getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(self.out_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self.out_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | cloexec, 0o666)
+            st = os.fstat(fd)
+            self._created_out = (st.st_dev, st.st_ino)
+        except FileExistsError:
+            try:
+                fd = os.open(self.out_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | cloexec)
+            except OSError:
+                return None
         except OSError:
             return None
         try:
@@ -139,6 +153,21 @@ class SweepLock:
             os.close(fd)
             return None
         return fd
+
+    def relock_output(self) -> None:
+        """Lock the output file again after the sweep replaced it (a new inode), keeping
+        the old lock until the new one is held.
+
+        Raises:
+            SweepBusyError: another sweep holds the new file (it made an alias of it).
+        """
+        if self._fd is None:
+            return
+        fd = self._lock_file_itself()
+        if self._file_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._file_fd)
+        self._file_fd = fd
 
     def _holder(self, fd: int) -> str:
         """The pid in the lock file (its holder writes it right after locking)."""
@@ -157,6 +186,7 @@ class SweepLock:
         they are empty. Idempotent."""
         if self._fd is None:
             return
+        self._remove_created_output()
         if self._file_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._file_fd)
@@ -167,6 +197,17 @@ class SweepLock:
         self._fd = None
         remove_empty_dirs(self._created_dirs)
         self._created_dirs = []
+
+    def _remove_created_output(self) -> None:
+        """Remove the output :meth:`acquire` created if it is still that empty file (a
+        sweep refused or stopped before its first row leaves no file behind)."""
+        created, self._created_out = self._created_out, None
+        if created is None:
+            return
+        with contextlib.suppress(OSError):
+            st = os.stat(self.out_path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == created and st.st_size == 0 and stat.S_ISREG(st.st_mode):
+                os.unlink(self.out_path)
 
     def __enter__(self) -> SweepLock:
         self.acquire()

@@ -28,8 +28,11 @@ fastest first, NVML's is PCI bus order).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
+import select
+import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -283,8 +286,15 @@ def _ray_task(execute: Callable[[Any, WorkerContext], Any], unit: Any, base_port
 RAY_CONNECT_TIMEOUT_S = 10.0
 
 
-def check_ray_address(address: str, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> tuple[str, int] | None:
-    """Check a ``--ray-address`` before Ray is asked to connect: ``auto`` and ``local``
+#: The environment variable ``ray.init()`` reads when no address is given.
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
+
+
+def check_ray_address(
+    address: str, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S, option: str = "--ray-address"
+) -> tuple[str, int] | None:
+    """Check a ``--ray-address`` (or ``RAY_ADDRESS``, named by ``option``) before Ray is
+    asked to connect: ``auto`` and ``local``
     pass as they are; ``HOST:PORT`` or ``ray://HOST:PORT`` must have a host and a port in
     1..65535, and a TCP connection to it must succeed within ``timeout_s``.
 
@@ -305,7 +315,7 @@ def check_ray_address(address: str, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S)
     host = host.strip("[]")
     if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536 or "/" in rest:
         raise ConfigError(
-            f"--ray-address {address!r}: expected HOST:PORT (the head node's GCS address), ray://HOST:PORT "
+            f"{_named(option, address)!s}: expected HOST:PORT (the head node's GCS address), ray://HOST:PORT "
             "(Ray Client) or auto"
         )
     port = int(port_text)
@@ -315,27 +325,91 @@ def check_ray_address(address: str, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S)
     except OSError as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc) or type(exc).__name__)
         raise HarnessError(
-            f"--ray-address {address}: cannot reach the Ray cluster ({reason} within {timeout_s:g} s); "
+            f"{_named(option, address, quote=False)}: cannot reach the Ray cluster ({reason} within {timeout_s:g} s); "
             "check the address and that the head node is running"
         ) from None
     return host, port
 
 
-def _ray_init(ray: Any, address: str | None, kwargs: Mapping[str, Any]) -> None:
+def _named(option: str, address: str, *, quote: bool = True) -> str:
+    """``--ray-address 'x'`` or ``RAY_ADDRESS='x'`` (an environment variable) for messages."""
+    shown = repr(address) if quote else address
+    return f"{option}={shown}" if option == RAY_ADDRESS_ENV else f"{option} {shown}"
+
+
+@contextlib.contextmanager
+def _exit_on_signal_while_blocked(message: str) -> Iterator[None]:
+    """While the block runs, SIGTERM or SIGINT ends the process at once (status 143 or 130,
+    ``message`` on stderr), even inside native code that holds the main thread for minutes
+    (``ray.init`` waiting for a GCS that never answers: Python's own handlers run only when
+    it returns). The C-level handler writes the signal's number to a wakeup fd
+    (``signal.set_wakeup_fd``); a watcher thread reads it. Only for a block before anything
+    was written (nothing is left to clean up); off the main thread it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    try:
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except ValueError:
+        os.close(read_fd)
+        os.close(write_fd)
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            ready, _, _ = select.select([read_fd], [], [], 0.1)
+            if not ready:
+                continue
+            for signum in os.read(read_fd, 64):
+                if signum in (signal.SIGTERM, signal.SIGINT) and not done.is_set():
+                    with contextlib.suppress(OSError):
+                        os.write(2, f"error: {message}\n".encode())
+                    os._exit(128 + signum)
+
+    watcher = threading.Thread(target=watch, name="specband-signal-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(previous)
+        watcher.join()
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def _ray_init(
+    ray: Any,
+    address: str | None,
+    kwargs: Mapping[str, Any],
+    option: str = "--ray-address",
+    *,
+    prompt_exit: bool = False,
+) -> None:
     """``ray.init`` with its failures as one line, and specband's SIGINT/SIGTERM handling
     kept (``ray.init`` installs a SIGTERM handler that exits with status 15).
 
     Raises:
         HarnessError: Ray could not connect or start (an auth mismatch, a version
             mismatch, no cluster for ``auto``).
-        KeyboardInterrupt: SIGTERM or Ctrl-C while connecting.
+        KeyboardInterrupt: SIGTERM or Ctrl-C while connecting (with ``prompt_exit``, the
+            process exits at once instead: see :func:`_exit_on_signal_while_blocked`).
     """
-    import signal
-
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    blocked = (
+        _exit_on_signal_while_blocked("terminated while connecting to Ray (nothing was written)")
+        if prompt_exit
+        else contextlib.nullcontext()
+    )
     try:
-        ray.init(address=address, include_dashboard=False, **kwargs)
+        with blocked:
+            ray.init(address=address, include_dashboard=False, **kwargs)
     except SystemExit as exc:  # Ray's own SIGTERM handler: sys.exit(15)
         if exc.code == signal.SIGTERM:
             note_received(signal.SIGTERM)
@@ -345,7 +419,7 @@ def _ray_init(ray: Any, address: str | None, kwargs: Mapping[str, Any]) -> None:
         raise
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        where = f"--ray-address {address}" if address else "--ray"
+        where = _named(option, address, quote=False) if address else "--ray"
         raise HarnessError(f"{where}: Ray could not connect ({type(exc).__name__}: {first})") from None
     finally:
         for sig, handler in previous.items():
@@ -375,27 +449,63 @@ class RayPool:
             import ray  # noqa: F401
         except ImportError:
             raise ConfigError("--ray needs Ray: pip install 'specband[ray]'") from None
-        if address is not None:
+        self.address_option = "--ray-address"
+        if address is None and os.environ.get(RAY_ADDRESS_ENV, "").strip():
+            # ray.init() would connect to RAY_ADDRESS itself, retrying for minutes with
+            # SIGTERM ignored: the same bounded check as --ray-address, before anything is written
+            address, self.address_option = os.environ[RAY_ADDRESS_ENV].strip(), RAY_ADDRESS_ENV
+            check_ray_address(address, option=RAY_ADDRESS_ENV)
+        elif address is not None:
             check_ray_address(address)
         self.address = address
         self.base_port = base_port
         self.cancel_wait_s = cancel_wait_s
         self.init_kwargs = dict(init_kwargs or {})
+        self._started: bool | None = None  # connected: whether this pool started Ray (and shuts it down)
 
-    def run(self, units: Sequence[U], execute: Callable[[U, WorkerContext], R]) -> Results[U, R]:
-        """See :class:`WorkerPool`."""
+    def connect(self, *, prompt_exit: bool = False) -> None:
+        """Connect to the cluster (or start a local Ray) now; :meth:`run` does it when not
+        done. A sweep connects before it takes its lock or writes anything, with
+        ``prompt_exit``: SIGTERM or Ctrl-C while Ray connects to a cluster then ends the
+        process at once (Ray's native connect otherwise holds them for up to a minute); a
+        local Ray being started is left to Ray's own handling. Idempotent.
+
+        Raises:
+            HarnessError: Ray could not connect or start.
+            ConfigError: the cluster has no GPU.
+            KeyboardInterrupt: SIGTERM or Ctrl-C while connecting (without ``prompt_exit``).
+        """
         import ray
 
+        if self._started is not None:
+            return
         started = not ray.is_initialized()
         if started:
             kwargs = dict(self.init_kwargs)
             if self.address is None:  # a Ray started here talks to itself over loopback only
                 kwargs.setdefault("_node_ip_address", LOCAL_NODE_IP)
-            _ray_init(ray, self.address, kwargs)
+            # never while Ray starts its own processes here (an exit then would orphan them)
+            joining = self.address is not None and self.address.strip() != "local"
+            _ray_init(ray, self.address, kwargs, self.address_option, prompt_exit=prompt_exit and joining)
         if ray.cluster_resources().get("GPU", 0) < 1:  # its tasks would wait for ever
             if started:
                 ray.shutdown()
             raise ConfigError("--ray: the Ray cluster has no GPU (start it with GPUs, or give --ray-address)")
+        self._started = started
+
+    def disconnect(self) -> None:
+        """Shut down the Ray this pool started (a connected cluster stays up). Idempotent."""
+        started, self._started = self._started, None
+        if started:
+            import ray
+
+            ray.shutdown()
+
+    def run(self, units: Sequence[U], execute: Callable[[U, WorkerContext], R]) -> Results[U, R]:
+        """See :class:`WorkerPool`."""
+        import ray
+
+        self.connect()
         task = ray.remote(num_gpus=1, max_retries=0)(_ray_task)
         pending = {task.remote(execute, unit, self.base_port): unit for unit in units}
 
@@ -414,7 +524,6 @@ class RayPool:
                     ray.wait(list(pending), num_returns=len(pending), timeout=self.cancel_wait_s)
                 pending.clear()
             finally:
-                if started:
-                    ray.shutdown()
+                self.disconnect()
 
         return Results(next_result, close)

@@ -230,5 +230,7 @@ EMBEDDED_MANIFEST: dict[str, Any] = {
         "power_measured": True,
         "power_source": None,
         "profile": None,
+        "engine": "sglang",
+        "vllm_version": None,
     },
 }

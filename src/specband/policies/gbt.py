@@ -22,7 +22,7 @@ import numpy as np
 
 from specband.contract.actions import NUM_ACTIONS
 from specband.core.errors import ArtifactError
-from specband.files.safeload import SKOPS_SUFFIX, load_sklearn_model, skops_bytes
+from specband.files.safeload import SKOPS_SUFFIX, check_sklearn_structure, load_sklearn_model, skops_bytes
 from specband.policies.base import Policy, PolicyConfig, as_states, check_int, check_number, write_bytes_atomic
 from specband.sweeps.dataset import TrainingData
 
@@ -118,9 +118,14 @@ def load_joblib(path: Path, expected: str, n_features: int = 5, *, trust_pickle:
     skops copy when present, else unpickled only when specband wrote it (sha256 in the
     manifest) or ``trust_pickle`` (see :func:`specband.files.safeload.load_sklearn_model`).
 
+    The fitted arrays are checked (:func:`specband.files.safeload.check_sklearn_structure`:
+    tree child and feature indices in range, no cycles, finite numbers) before the model
+    predicts anything, so a crafted file is one error, never a crash or a hang.
+
     Raises:
         ArtifactError: missing or unreadable file, no ``predict``, a class other than
-            ``expected``, or a feature count other than ``n_features``.
+            ``expected``, a feature count other than ``n_features``, or a malformed tree
+            or coefficient array.
         specband.files.safeload.UntrustedPickleError: a pickle specband cannot vouch for.
     """
 
@@ -132,6 +137,8 @@ def load_joblib(path: Path, expected: str, n_features: int = 5, *, trust_pickle:
         raise ArtifactError(
             f"{path}: the model takes {got} features, the model card's is {n_features} ([state(4), action_idx/19])"
         )
+    skops_path = path.with_suffix(SKOPS_SUFFIX)
+    check_sklearn_structure(model, skops_path if skops_path.is_file() else path, n_features)
     import numpy as np
 
     try:  # a crafted file (unfitted, a wrong-length coef_) fails here, not at the first pick

@@ -59,10 +59,12 @@ __all__ = [
     "FitResult",
     "RowComparison",
     "calibration_report",
+    "check_rows_gpu",
     "fit_profile",
     "format_fit",
     "noise_from_trials",
     "refit_profile",
+    "refitted_provenance",
     "write_profile",
 ]
 
@@ -193,6 +195,51 @@ class FitResult:
         :data:`FIT_PARAMETERS`, ``activity_power_w`` and the noise parameters."""
         names = [*ACCEPT_PARAMETERS, *FIT_PARAMETERS, "activity_power_w", *NOISE_PARAMETERS]
         return [(n, float(getattr(self.start, n)), float(getattr(self.profile, n))) for n in names]
+
+
+def _gpu_key(name: str) -> str:
+    return "".join(c for c in str(name).lower() if c.isalnum())
+
+
+def rows_hardware(sweep: Sweep | None = None) -> str:
+    """The ``hardware`` the calibration rows were measured on (``"RTX4060_Laptop"`` for the
+    bundled rows; several names joined with ``" + "``)."""
+    sweep = load_sweep() if sweep is None else sweep
+    names = sorted({str(r.raw.get("hardware")) for r in sweep.rows if r.raw.get("hardware")})
+    return " + ".join(names) or "unknown"
+
+
+def check_rows_gpu(profile: HardwareProfile, sweep: Sweep | None = None, *, refit: bool = False) -> None:
+    """A profile is compared with (or refitted to) measurements of its own GPU only: its
+    ``hardware`` must be the rows' (letters and digits, case-insensitive).
+
+    Raises:
+        ConfigError: another GPU's profile, naming both and the reports that fit it.
+    """
+    rows = rows_hardware(sweep)
+    if _gpu_key(profile.hardware) in {_gpu_key(h) for h in rows.split(" + ")}:
+        return
+    what = "refitted to" if refit else "compared with"
+    raise ConfigError(
+        f"profile {profile.name} is {profile.hardware}; the published live rows are {rows}'s, so it cannot be "
+        f"{what} them (another GPU's measurements). For {profile.hardware}: --against published-datacenter "
+        "(published measurements of datacenter GPUs) or --against aic (AIConfigurator's step times)"
+    )
+
+
+def refitted_provenance(fit: FitResult, name: str, sweep: Sweep | None = None) -> HardwareProfile:
+    """The refitted profile named ``name`` (the file it is written to), its ``source``
+    (and ``power_source``, which the fit replaced) saying what it was fitted to, so that
+    rows simulated from it cannot be taken for the shipped profile's."""
+    hardware = rows_hardware(sweep)
+    fitted = (
+        f"refitted by specband simulate --refit from profile {fit.start.name} to {fit.rows} published live rows of "
+        f"{hardware} (trial {', '.join(CALIBRATION_TRIALS)})"
+    )
+    values: dict[str, object] = {"name": name, "source": fitted}
+    if fit.profile.power_source:
+        values["power_source"] = f"{fitted}: idle and activity power fitted to their utilisation and J/token"
+    return fit.profile.with_values(**values)
 
 
 def refit_profile(

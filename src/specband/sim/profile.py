@@ -194,6 +194,11 @@ class HardwareProfile:
             if f.type in ("str",) or f.name in ("name", "hardware", "source", "power_source"):
                 if not isinstance(value, str):
                     raise ConfigError(f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a string")
+                if f.name in ("name", "hardware") and not value.isprintable():  # they label rows and lines
+                    raise ConfigError(
+                        f"profile {self.name!r}: {f.metadata['section']}.{f.name} {value!r} holds a control "
+                        "character (a newline, tab or escape); a GPU's name is one printable line"
+                    )
                 continue
             if f.name in _BOOL_FIELDS:
                 if not isinstance(value, bool):
@@ -329,7 +334,26 @@ def _check_required(data: Mapping[str, Any], flat: Mapping[str, Any], path: Path
         raise ConfigError(f"{path}: field 'hardware.hardware': give the GPU's name (it labels every simulated row)")
 
 
+#: Deepest chain of ``hardware.base`` files loaded (a shipped profile has one level; the
+#: bound keeps a crafted chain from exhausting Python's recursion limit).
+MAX_PROFILE_DEPTH = 64
+
+
+class _ProfileChainError(ConfigError):
+    """A ``hardware.base`` loop or an over-long chain: raised once, naming the whole chain,
+    and not wrapped again by every file on the way back."""
+
+
 def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
+    key = os.path.realpath(path)
+    if key in stack:
+        chain = " -> ".join([*stack[stack.index(key) :], key])
+        raise _ProfileChainError(f"profiles inherit from each other in a loop (hardware.base): {chain}")
+    if len(stack) >= MAX_PROFILE_DEPTH:
+        raise _ProfileChainError(
+            f"{path}: hardware.base chains more than {MAX_PROFILE_DEPTH} profiles (starting at {stack[0]})"
+        )
+    stack = (*stack, key)
     data = _read_mapping(path)
     flat = _flatten(data, path)
     _check_required(data, flat, path)
@@ -340,10 +364,10 @@ def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
     else:
         if not isinstance(base_name, str):
             raise ConfigError(f"{path}: field 'hardware.base': expected a profile name")
-        if base_name in stack:
-            raise ConfigError(f"{path}: field 'hardware.base': profiles inherit from each other in a loop")
         try:
-            base = _load(base_name, stack + (path.stem,))
+            base = _load(base_name, stack)
+        except _ProfileChainError:
+            raise
         except ConfigError as exc:
             raise ConfigError(f"{path}: field 'hardware.base': {exc}") from None
         # a derived profile is calibrated only if it says so

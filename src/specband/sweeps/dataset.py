@@ -48,6 +48,7 @@ from specband.contract.reward import RewardConfig, RewardParts, compute_reward
 from specband.core.errors import DataError, InvalidActionError
 from specband.core.limits import (
     MAX_BATCH_SIZE,
+    MAX_DATA_BATCH_SIZES,
     STATE_FIELD_RANGES,
     is_int,
     is_number,
@@ -55,6 +56,7 @@ from specband.core.limits import (
 )
 from specband.files.jsonl import read_jsonl
 from specband.sweeps.benchfile import BENCH_COLUMNS, is_bench_record, read_bench
+from specband.sweeps.speeds import one_speed_source, speed_source_note
 
 __all__ = [
     "AGENTIC_ERROR_PREFIX",
@@ -285,6 +287,9 @@ class Sweep:
             (:func:`specband.sweeps.benchfile.read_bench`), ``"line <n>: <triple>: <why>"``.
         action_set: the action set the rows were read against (:func:`load_sweep`'s
             ``action_set``): every row's ``action_index`` is into it.
+        wall_clock_batch_sizes: batch sizes whose rows mixed step-time and wall-clock speeds
+            and are all read on the wall clock (:func:`specband.sweeps.speeds.one_speed_source`).
+        mixed_speed_batch_sizes: batch sizes left mixed (a row without ``wall_clock_tok_s``).
     """
 
     rows: tuple[SweepRow, ...]
@@ -293,6 +298,8 @@ class Sweep:
     power_limit_w: float | None = None
     skipped: tuple[str, ...] = ()
     action_set: ActionSet = CONTRACT_SET
+    wall_clock_batch_sizes: tuple[int, ...] = ()
+    mixed_speed_batch_sizes: tuple[int, ...] = ()
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -334,6 +341,11 @@ class Sweep:
         ``avg_power_watts`` but no ``power_limit_watts``, and no override was given."""
         return self.power_limit_w is None and any(_assumes_limit(r) for r in self.rows if r.trainable)
 
+    def speed_note(self) -> str | None:
+        """The sentence a command prints when a batch size's speeds came from two clocks
+        (:func:`specband.sweeps.speeds.one_speed_source`), else ``None``."""
+        return speed_source_note(self.path or "<data>", self.wall_clock_batch_sizes, self.mixed_speed_batch_sizes)
+
     def energy_note(self, config: RewardConfig | None = None) -> str | None:
         """The sentence a command prints about how energy enters the rewards, or ``None``
         when every row carries its own power limit (or the user gave one).
@@ -360,6 +372,18 @@ class Sweep:
     def training_rows(self) -> list[SweepRow]:
         """Successful rows (no error), in file order."""
         return [r for r in self.rows if r.trainable]
+
+    def allowed_masks(self) -> dict[int, np.ndarray]:
+        """:meth:`allowed_mask` of every batch size with a row, in one pass over the rows
+        (one call per batch size would be quadratic in their number)."""
+        masks: dict[int, np.ndarray] = {}
+        for r in self.rows:
+            if r.trainable:
+                masks.setdefault(r.batch_size, np.zeros(len(self.action_set), dtype=bool))[r.action_index] = True
+        for r in self.rows:
+            if r.failed:
+                masks.setdefault(r.batch_size, np.zeros(len(self.action_set), dtype=bool))[r.action_index] = False
+        return masks
 
     def allowed_mask(self, batch_size: int) -> np.ndarray:
         """(19,) bool: actions with a successful row at this batch size and no failed row there."""
@@ -446,13 +470,14 @@ class Sweep:
         )
         groups = np.empty(len(rows), dtype=object)
         groups[:] = [(r.trial, r.repeat) for r in rows]
+        masks = self.allowed_masks()
         return TrainingData(
             states=np.stack([r.state(features) for r in rows]).astype(np.float32),
             actions=np.array([r.action_index for r in rows], dtype=np.int64),
             rewards=np.array([self.reward_parts(r, config).reward for r in rows], dtype=np.float64),
             batch_sizes=np.array([r.batch_size for r in rows], dtype=np.int64),
             propensities=propensities,
-            allowed={bs: self.allowed_mask(bs) for bs in sorted(seen)},
+            allowed={bs: masks[bs] for bs in sorted(seen)},
             features=features,
             groups=groups,
             action_set=self.action_set,
@@ -559,7 +584,19 @@ def _validate(
     rows: list[SweepRow] = []
     seen_ids: dict[tuple[int, int | None], int] = {}
     engines: dict[str, int] = {}
+    batch_sizes: set[Any] = set()
     for lineno, record in numbered:
+        size = record.get("batch_size") if isinstance(record, dict) else None
+        if isinstance(size, (int, float, str)) and size not in batch_sizes:  # a bad type is _validate_row's
+            batch_sizes.add(size)
+            if len(batch_sizes) > MAX_DATA_BATCH_SIZES:
+                raise DataError(
+                    f"more than {MAX_DATA_BATCH_SIZES} distinct batch sizes in one file (a measured sweep of that "
+                    "many is weeks of GPU time; see specband.core.limits.MAX_DATA_BATCH_SIZES)",
+                    path=path,
+                    line=lineno,
+                    field="batch_size",
+                )
         row = _validate_row(record, lineno, path, action_set)
         _check_engine(record, lineno, path, engines)
         key = (row.index, row.repeat)
@@ -587,7 +624,10 @@ def _validate(
             )
     if power_limit_w is None:
         _check_assumed_power_limit(rows, path)
-    return Sweep(tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped, action_set)
+    rows, wall_clock, mixed = one_speed_source(rows)
+    return Sweep(
+        tuple(rows), None if path is None else str(path), fmt, power_limit_w, skipped, action_set, wall_clock, mixed
+    )
 
 
 #: ``hardware`` values of the study's card, whose 80 W limit rows without

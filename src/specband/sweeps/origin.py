@@ -36,6 +36,9 @@ PROVENANCES: tuple[str, ...] = ("measured", "emulated", "simulated", "published"
 #: Formats whose rows are a study's published measurements (not measured by the user).
 _PUBLISHED_FORMATS = ("published_live",)
 
+#: How a line names each engine (the rows' ``engine`` column holds the lower-case name).
+_ENGINE_LABELS = {"sglang": "sglang", "vllm": "vLLM"}
+
 
 def _joined(values: Iterable[Any]) -> str | None:
     """The distinct non-empty values, the most frequent first, joined by ``" + "``
@@ -78,6 +81,11 @@ class DataOrigin:
         target_config_sha256, draft_config_sha256: the rows' config identities
             (:func:`specband.sim.hfconfig.config_sha256`; several joined by ``" + "``): what the
             models are, however they were named; ``None`` for rows that do not record them.
+        engine: the engine the rows were measured on (``"sglang"``, ``"vllm"``; several joined
+            by ``" + "``): the rows' ``engine`` column, else ``"sglang"`` for rows that carry
+            an ``sglang_version`` or are published (the study ran sglang), else ``None``. A
+            manifest written before it was recorded reads as ``None``.
+        vllm_version: the rows' ``vllm_version`` (vLLM rows), else ``None``.
     """
 
     hardware: str | None = None
@@ -110,6 +118,9 @@ class DataOrigin:
         """``"at 80 W"``, ``"over 200-700 W"`` (rows swept over several limits), or ``"at ?"``."""
         return ("over " if self.power_limit_range_w is not None else "at ") + self.limit_text
 
+    engine: str | None = None
+    vllm_version: str | None = None
+
     @property
     def simulated(self) -> bool:
         """Some of the rows are simulated (every figure from them is a simulation)."""
@@ -120,6 +131,34 @@ class DataOrigin:
         """Every row was measured on a GPU (by the user, or published by a study)."""
         return all(p in ("measured", "published") for p in self.provenance.split(" + "))
 
+    def engine_text(self) -> str:
+        """The engine and its version as a line names them: ``"vLLM 0.32.0"``, ``"sglang
+        0.5.23"``, ``"sglang not recorded"`` (sglang is the study's engine: an origin that
+        names none is read as sglang)."""
+        engine = self.engine or "sglang"
+        version = self._engine_version(engine)
+        if engine not in _ENGINE_LABELS:  # rows of several engines, joined
+            return f"engines {engine} (sglang {self.sglang_version or '?'}, vLLM {self.vllm_version or '?'})"
+        return f"{_ENGINE_LABELS[engine]} {version or 'not recorded'}"
+
+    def _engine_version(self, engine: str) -> str | None:
+        return {"sglang": self.sglang_version, "vllm": self.vllm_version}.get(engine)
+
+    def engine_note(self, engine: str, what: str) -> str | None:
+        """A note when ``what`` (``"this launch line"``, ``"this schedule"``) runs ``engine``
+        while the rows were measured on another engine, else ``None`` (no engine recorded:
+        nothing is claimed). The picks then carry one engine's measurements to another; the
+        two schedule and verify drafts differently (vLLM runs chains only)."""
+        if self.engine is None or self.engine == engine:
+            return None
+        mine, theirs = _ENGINE_LABELS.get(engine, engine), _ENGINE_LABELS.get(self.engine, self.engine)
+        version = self._engine_version(self.engine)
+        measured_on = f"{theirs} {version}" if version else f"{theirs} (version not recorded)"
+        return (
+            f"{what} targets {mine}, but the data were measured on {measured_on}: the picks and figures are "
+            f"{theirs}'s, carried to {mine} untested (a sweep with --engine {engine} measures {mine})"
+        )
+
     def describe(self) -> str:
         """One line: ``"published rows: RTX4060_Laptop at 80 W, unsloth/... + rescommons/...,
         sglang ?, workload ?, power measured"``."""
@@ -127,7 +166,7 @@ class DataOrigin:
         return (
             f"{self.provenance} rows: {self.hardware or '? GPU'} {self.limit_phrase}, "
             f"{self.target_model or '? target'} + {self.draft_model or '? draft'}, "
-            f"sglang {self.sglang_version or '?'}, workload {self.workload or '?'}, {power}"
+            f"{self.engine_text()}, workload {self.workload or '?'}, {power}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -176,6 +215,8 @@ class DataOrigin:
             target_config_sha256=text("target_config_sha256"),
             draft_architecture=text("draft_architecture"),
             draft_config_sha256=text("draft_config_sha256"),
+            engine=text("engine"),
+            vllm_version=text("vllm_version"),
         )
 
 
@@ -236,7 +277,19 @@ def data_origin(sweep: Sweep, power_limit_w: float | None = None) -> DataOrigin:
         draft_architecture=_joined(r.raw.get("draft_architecture") for r in rows),
         draft_config_sha256=_joined(r.raw.get("draft_config_sha256") for r in rows),
         power_limit_range_w=(min(limits), max(limits)) if power_limit_w is None and len(set(limits)) > 1 else None,
+        engine=_joined(_row_engine(r, sweep.format) for r in rows),
+        vllm_version=_joined(r.raw.get("vllm_version") for r in rows),
     )
+
+
+def _row_engine(row: SweepRow, fmt: str) -> str | None:
+    """The engine a row was measured on (:attr:`DataOrigin.engine`)."""
+    engine = row.raw.get("engine")
+    if isinstance(engine, str) and engine:
+        return engine
+    if row.raw.get("sglang_version") or fmt in (*_PUBLISHED_FORMATS, "sglang_bench"):
+        return "sglang"
+    return None
 
 
 @dataclass(frozen=True)
