@@ -39,6 +39,7 @@ from specband.contract.actions import BASELINE_ACTION, Action, chain_action
 from specband.contract.reward import RewardConfig, band_score, throughput_score
 from specband.core.errors import ConfigError
 from specband.engines.schedule_files import SGLANG_DEFAULT_ADAPTIVE_CONFIG, SLOT_DEFAULTS
+from specband.engines.vllm import VllmEngine
 from specband.sweeps.dataset import Sweep, SweepRow
 
 __all__ = [
@@ -580,7 +581,7 @@ def _compare(
         vllm = chain_action(VLLM_K)
         vnote = (
             "fixed K"
-            if engine == "vllm"
+            if engine == VllmEngine.name
             else f"read as sglang's chain {vllm} from {engine} rows (vLLM's own speed differs)"
         )
         rows.append(BaselineRow(bs, VLLM, (vllm,), figs.figures(bs, [vllm]), vnote))
