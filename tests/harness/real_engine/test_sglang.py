@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,18 @@ from specband.harness.process import ServerProcess
 from specband.harness.procfs import group_members
 
 from .conftest import RECORDED, TinyModels, engine_cache_env
+from .recording import action_key, assert_emulator_matches, sglang_answers
 
 pytestmark = pytest.mark.real_engine
 
 VERSION = "0.5.18"
-RECORDING = RECORDED / f"sglang-{VERSION}.json"
+RECORDING = RECORDED / f"sglang-{VERSION}-eagle3.json"
+#: Set to 1 to rewrite the recording from the live server (a developer's step, never CI's).
 RECORD_ENV = "SPECBAND_RECORD_REAL_ANSWERS"
+#: the recorded answers: a chain and a tree
+RECORDED_ACTIONS = ((3, 1, 4), (3, 4, 8))
+#: sglang's line once it serves
+READY_LINE = "The server is fired up and ready to roll!"
 #: baseline, a chain (3,1,4), trees with topk 2 (3,2,4) and 4 (3,4,4)
 SWEEP_ACTIONS = "0 5 7 9"
 #: tokens per request: 160 / accept length 4 = 40 decode iterations per request at least
@@ -267,64 +272,63 @@ def test_launch_schedule_with_sglangs_adaptive_config(
 # --------------------------------------------------------------------------- emulator vs real
 
 
-def _shapes(url: str) -> dict[str, Any]:
-    body = {"text": "Hello there", "sampling_params": {"max_new_tokens": 48, "temperature": 0, "ignore_eos": True}}
-    with httpx.Client(timeout=300, trust_env=False) as client:
-        answer = client.post(url + "/generate", json=body).json()
-        info = client.get(url + "/server_info").json()
-    state = info["internal_states"][0]
-    steps = state.get("step_time_dict", {})
-    return {
-        "meta_info_keys": sorted(answer["meta_info"]),
-        "internal_state_keys": sorted(state),
-        "step_time_dict_key_types": sorted({type(k).__name__ for k in steps}),
-        "step_time_dict_value_types": sorted({type(v).__name__ for v in steps.values()}),
-        "accept_length_type": type(state.get("avg_spec_accept_length")).__name__,
-    }
-
-
 @pytest.fixture(scope="module")
-def real_sglang_shapes(
+def real_sglang_answers(
     sglang_python: str, tiny_models: TinyModels, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("sglang-shapes")
-    port = free_port()
-    preset = sglang_cpu_preset(_sglang_command(sglang_python), tmp / "sglang-cache")
-    config = ServerConfig(
-        model_path=str(tiny_models.predictable.target), draft_model_path=str(tiny_models.predictable.draft),
-        server_command=_sglang_command(sglang_python), port=port, dtype=preset.dtype,
-        attention_backend=preset.attention_backend, extra_args=preset.extra_args, sglang_version=VERSION,
-    )  # fmt: skip
-    command = build_launch_command(config, (3, 1, 4), 1, 0.65)
-    env = {**os.environ, **SGLANG_ENV, **preset.env, **engine_cache_env(tmp / "cache")}
-    server = ServerProcess(command, host="127.0.0.1", port=port, log_path=tmp / "server.log", env=env)
-    server.start()
-    try:
-        server.wait_healthy(300)
-        yield {**_shapes(server.base_url), "log": server.log_tail(1 << 20)}
-    finally:
-        pgid = server.pgid
-        server.stop()
-        assert pgid is None or not group_members(pgid)
-
-
-def test_the_emulator_answers_the_shapes_real_sglang_answers(
-    real_sglang_shapes: dict[str, Any], tmp_path: Path
-) -> None:
-    port = free_port()
-    emu = emulator_command().split()
-    config = ServerConfig(model_path="m", draft_model_path="d", server_command=" ".join(emu), port=port)
-    command = build_launch_command(config, (3, 1, 4), 1, 0.65)
-    with ServerProcess(command, host="127.0.0.1", port=port, log_path=tmp_path / "emu.log") as server:
+) -> dict[str, Any]:
+    """The answers' shapes of real sglang serving the predictable pair with EAGLE3, one server per
+    action of :data:`RECORDED_ACTIONS` (a chain and a tree), as :func:`sglang_answers` reduces them."""
+    tmp = tmp_path_factory.mktemp("sglang-answers")
+    answers: dict[str, Any] = {}
+    for action in RECORDED_ACTIONS:
+        port = free_port()
+        preset = sglang_cpu_preset(_sglang_command(sglang_python), tmp / "sglang-cache")
+        config = ServerConfig(
+            model_path=str(tiny_models.predictable.target), draft_model_path=str(tiny_models.predictable.draft),
+            server_command=_sglang_command(sglang_python), port=port, dtype=preset.dtype,
+            attention_backend=preset.attention_backend, extra_args=preset.extra_args, sglang_version=VERSION,
+        )  # fmt: skip
+        command = build_launch_command(config, action, 1, 0.65)
+        env = {**os.environ, **SGLANG_ENV, **preset.env, **engine_cache_env(tmp / "cache")}
+        log = tmp / f"server-{action_key(action)}.log"
+        server = ServerProcess(command, host="127.0.0.1", port=port, log_path=log, env=env)
         server.start()
-        server.wait_healthy(60)
-        emulated = _shapes(server.base_url)
-    real = {k: v for k, v in real_sglang_shapes.items() if k != "log"}
-    if os.environ.get(RECORD_ENV) == "1":
-        RECORDING.write_text(json.dumps(real, indent=1) + "\n")
-    assert set(real["meta_info_keys"]) <= set(emulated["meta_info_keys"]), "fields the emulator lacks"
-    for key in ("step_time_dict_key_types", "step_time_dict_value_types", "accept_length_type"):
-        assert emulated[key] == real[key], key
-    assert "The server is fired up and ready to roll!" in real_sglang_shapes["log"]
-    if RECORDING.exists():  # the recording still matches the real server
-        assert json.loads(RECORDING.read_text()) == real
+        try:
+            server.wait_healthy(300)
+            answers[action_key(action)] = sglang_answers(server.base_url, action)
+            assert READY_LINE in server.log_tail(1 << 20)
+        finally:
+            pgid = server.pgid
+            server.stop()
+            assert pgid is None or not group_members(pgid)
+    return answers
+
+
+def test_real_sglang_still_answers_as_recorded(real_sglang_answers: dict[str, Any]) -> None:
+    """The recording the emulator is held to (tests/emulator/test_engine_recordings.py, every CI
+    run) is what the live server answers: keys, types, structure and the speculative counts."""
+    if os.environ.get(RECORD_ENV) == "1":  # a developer's step, never CI's
+        old = json.loads(RECORDING.read_text()) if RECORDING.exists() else {}
+        RECORDING.write_text(json.dumps({"recorded": old.get("recorded", ""), **real_sglang_answers}, indent=1) + "\n")
+    recorded = json.loads(RECORDING.read_text())
+    for key, live in real_sglang_answers.items():
+        assert live == recorded[key], key
+        # accept length = steps + 1 on the predictable pair, by every measure sglang answers
+        steps = int(key.strip("()").split(",")[0])
+        assert live["spec"]["spec_accept_length"] == pytest.approx(steps + 1, abs=0.1)
+        assert all(live["spec"]["relations"].values()), live["spec"]["relations"]
+
+
+def test_the_emulator_answers_the_shapes_live_sglang_answers(
+    real_sglang_answers: dict[str, Any], tmp_path: Path
+) -> None:
+    for key, real in real_sglang_answers.items():
+        action = tuple(int(v) for v in key.strip("()").split(","))
+        port = free_port()
+        config = ServerConfig(model_path="m", draft_model_path="d", server_command=emulator_command(), port=port)
+        command = build_launch_command(config, action, 1, 0.65)
+        with ServerProcess(command, host="127.0.0.1", port=port, log_path=tmp_path / f"emu-{key}.log") as server:
+            server.start()
+            server.wait_healthy(60)
+            emulated = sglang_answers(server.base_url, action)
+        assert_emulator_matches(emulated, real)
