@@ -77,6 +77,13 @@ def _type_tree(value: Any) -> Any:
     return type(value).__name__
 
 
+#: What sglang 0.5.18's ``Scheduler.get_internal_state`` adds to the server arguments in
+#: ``internal_states[0]`` (``srt/managers/scheduler.py``; the elastic-EP ones only with that backend).
+RUNTIME_STATE_KEYS = frozenset({
+    "last_gen_throughput", "memory_usage", "startup_time", "effective_max_running_requests_per_dp",
+    "avg_spec_accept_length", "step_time_dict", "is_scaling_elastic_ep", "effective_ep_size", "pending_ep_size",
+    "scale_phase", "elastic_ep_last_error",
+})  # fmt: skip
 #: the server arguments a recording keeps as values
 _SPEC_ARGS = (
     "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
@@ -85,10 +92,12 @@ _SPEC_ARGS = (
 
 
 def sglang_answers(
-    url: str, action: tuple[int, int, int], *, prompt: str = "Hello there", tokens: int = 48
+    url: str, action: tuple[int, int, int], *, prompt: str = "Hello there", tokens: int = 200
 ) -> dict[str, Any]:
     """The shapes of a live sglang server's answers to one greedy ``/generate`` (``tokens`` new
-    tokens, ``ignore_eos``) and the ``/server_info`` read after it, with the values that vary by
+    tokens, ``ignore_eos``; 200: at least 50 decode iterations at accept length 4, so that sglang
+    has logged one 40-iteration interval, which is when it records a step time and its
+    ``avg_spec_accept_length``) and the ``/server_info`` read after it, with the values that vary by
     machine (latencies, step times, memory, timestamps) reduced to their types and checked for
     range here; the speculative counts (deterministic on the predictable pair) and the
     accept-length relations (:func:`spec_relations`) kept as values.
@@ -116,11 +125,11 @@ def sglang_answers(
         "meta_info_types": {k: type(v).__name__ for k, v in sorted(meta.items())},
         "finish_reason": meta["finish_reason"],
         "completion_tokens": meta["completion_tokens"],
-        "server_info_keys": sorted(info),
+        "server_info_keys": sorted(k for k in info if k not in server_args),
         "server_args_types": {k: type(v).__name__ for k, v in sorted(server_args.items())},
-        "internal_state_runtime_keys": sorted(k for k in state if k not in server_args),
+        "internal_state_runtime_keys": sorted(k for k in state if k in RUNTIME_STATE_KEYS),
         "internal_state_runtime_types": {
-            k: _type_tree(v) for k, v in sorted(state.items()) if k not in server_args and k != "step_time_dict"
+            k: _type_tree(v) for k, v in sorted(state.items()) if k in RUNTIME_STATE_KEYS and k != "step_time_dict"
         },
         "step_time_dict": {
             "key_types": sorted({type(k).__name__ for k in steps_recorded}),
@@ -165,10 +174,12 @@ def assert_emulator_matches(emulated: dict[str, Any], real: dict[str, Any]) -> N
     assert emulated["meta_info_types"] == real["meta_info_types"]
     assert emulated["finish_reason"] == real["finish_reason"]
     assert emulated["completion_tokens"] == real["completion_tokens"]
-    extra = set(emulated["server_info_keys"]) - set(real["server_info_keys"])
+    assert emulated["server_info_keys"] == real["server_info_keys"]
+    extra = set(emulated["server_args_types"]) - set(real["server_args_types"])
     assert not extra, f"server_info keys real sglang does not answer: {sorted(extra)}"
     types = {k: (t, real["server_args_types"][k]) for k, t in emulated["server_args_types"].items()}
-    assert {k: t for k, t in types.items() if t[0] != t[1]} == {}, "server_info types differ"
+    differ = {k: t for k, t in types.items() if t[0] != t[1]}
+    assert not differ, f"server_info types (emulated, real) differ: {differ}"
     state_keys = set(emulated["internal_state_runtime_keys"]) - EMULATOR_ONLY_STATE_KEYS
     assert state_keys == set(real["internal_state_runtime_keys"])
     emulated_types = {
