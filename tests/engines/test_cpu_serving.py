@@ -30,7 +30,14 @@ def test_amx_is_read_from_the_cpu_flags() -> None:
     assert cpu_name(AMD) == "cpu: AMD EPYC 9B14" and cpu_name("") == "cpu"
 
 
-def test_the_preset_takes_intel_openmp_from_the_server_venv(tmp_path: Path) -> None:
+def test_the_preset_keeps_an_inductor_cache_the_environment_names(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SGLANG_CACHE_DIR", str(tmp_path / "shared"))
+    preset = sglang_cpu_preset("python -m sglang.launch_server", tmp_path / "cache", cpuinfo=INTEL)
+    assert preset.env["SGLANG_CACHE_DIR"] == str(tmp_path / "shared")
+
+
+def test_the_preset_takes_intel_openmp_from_the_server_venv(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("SGLANG_CACHE_DIR", raising=False)
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "lib").mkdir()

@@ -142,7 +142,8 @@ def sglang_cpu_preset(
     Args:
         server_command: the launch command; when its interpreter is a venv's, that venv's
             ``lib/libiomp5.so`` (intel-openmp) goes first in ``LD_PRELOAD``.
-        cache_dir: ``SGLANG_CACHE_DIR`` (inductor's compiled kernels).
+        cache_dir: ``SGLANG_CACHE_DIR`` (inductor's compiled kernels), unless this process's
+            environment sets one already (kept: EAGLE3's first launch compiles for several seconds).
         cpuinfo: /proc/cpuinfo's text (tests).
 
     On a CPU without ``amx_tile`` the environment also has :data:`SGLANG_ASSUME_AMX_ENV` ``=1`` and
@@ -161,7 +162,9 @@ def sglang_cpu_preset(
             missing.append(lib)
         else:
             preload.append(str(found))
-    env = {"SGLANG_USE_CPU_ENGINE": "1", "SGLANG_CACHE_DIR": str(Path(cache_dir).resolve())}
+    # an inductor cache the environment names already is kept (compiled once, reused by every launch)
+    cache = os.environ.get("SGLANG_CACHE_DIR") or str(Path(cache_dir).resolve())
+    env = {"SGLANG_USE_CPU_ENGINE": "1", "SGLANG_CACHE_DIR": cache}
     if preload:
         env["LD_PRELOAD"] = ":".join(preload)
     amx_note = None

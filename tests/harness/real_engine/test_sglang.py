@@ -203,16 +203,14 @@ def test_a_model_folder_that_does_not_load_is_one_error_line(
 
 
 def _launch(python: str, models: TinyModels, tmp_path: Path, *how: str) -> tuple[subprocess.Popen[bytes], int]:
-    """``specband launch`` of the predictable pair on sglang's CPU engine (``how``: the pick)."""
+    """``specband launch --cpu`` of the predictable pair on sglang's CPU engine (``how``: the pick)."""
     port = free_port()
-    preset = sglang_cpu_preset(_sglang_command(python), tmp_path / "sglang-cache")
-    env = {**os.environ, **preset.env, **engine_cache_env(tmp_path / "cache")}
+    env = {**os.environ, **engine_cache_env(tmp_path / "cache")}
     launch = subprocess.Popen(
-        [sys.executable, "-m", "specband", "launch", "--target", str(models.predictable.target),
+        [sys.executable, "-m", "specband", "launch", "--cpu", "--target", str(models.predictable.target),
          "--draft", str(models.predictable.draft), "--allow-transfer", *how,
          "--server-command", _sglang_command(python), "--sglang-version", VERSION, "--port", str(port),
-         "--dtype", preset.dtype, "--attention-backend", preset.attention_backend,
-         "--server-arg", " ".join(preset.extra_args), "--log", str(tmp_path / "server.log")],
+         "--log", str(tmp_path / "server.log")],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     return launch, port
