@@ -30,6 +30,7 @@ from specband.harness.process import ServerProcess
 
 RECORDED = Path(__file__).parents[1] / "harness" / "real_engine" / "recorded"
 
+
 def test_the_recorded_vllm_metrics_page_parses_to_the_real_counts() -> None:
     recorded = json.loads((RECORDED / "vllm-0.32.0.json").read_text())
     counters = parse_spec_decode_metrics(recorded["metrics_page"])
