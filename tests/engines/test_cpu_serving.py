@@ -87,7 +87,7 @@ def test_sweep_cpu_dry_run_prints_cpu_launch_lines(run_cli, tmp_path: Path) -> N
     assert len(lines) == 2
     for line in lines:
         assert "--dtype bfloat16" in line and "--attention-backend intel_amx" in line
-        assert line.endswith("--device cpu --disable-overlap-schedule --max-total-tokens 4096")
+        assert line.endswith(" ".join(SGLANG_CPU_FLAGS))
     assert result.stderr.count("throughput-only") == 1
     assert not (tmp_path / "s.jsonl").exists()
 
@@ -137,7 +137,7 @@ def test_launch_cpu_dry_run_sets_the_cpu_engine_and_reads_no_gpu(run_cli, tmp_pa
     assert result.exit_code == 0, result.stderr
     line = next(ln for ln in result.stdout.splitlines() if "sglang.launch_server" in ln)
     assert "--dtype bfloat16" in line and "--attention-backend intel_amx" in line
-    assert line.endswith("--device cpu --disable-overlap-schedule --max-total-tokens 4096")
+    assert line.endswith(" ".join(SGLANG_CPU_FLAGS))
     assert "SGLANG_USE_CPU_ENGINE=1" in line
     assert ("SPECBAND_SGLANG_ASSUME_AMX=1" in line) == (not cpu_has_amx())
     assert result.stderr.count("no AMX") == (0 if cpu_has_amx() else 1)

@@ -2,7 +2,8 @@
 that make sglang's CPU engine serve EAGLE3 (``specband sweep --cpu``).
 
 Measured with sglang 0.5.18 and its CPU kernel (../shared/engines/README.md): the CPU engine
-needs ``--device cpu --disable-overlap-schedule --max-total-tokens 4096 --tp 1``, ``--dtype
+needs ``--device cpu --disable-overlap-schedule --max-total-tokens 4096 --tp 1`` (and, for adaptive
+speculation, ``--cuda-graph-backend-decode disabled``), ``--dtype
 bfloat16`` (float32 fails: ``rmsnorm_kernel not implemented for 'Float'``) and
 ``--attention-backend intel_amx`` (``torch_native`` refuses EAGLE); environment
 ``SGLANG_USE_CPU_ENGINE=1``, an inductor cache folder ``SGLANG_CACHE_DIR`` and ``LD_PRELOAD`` of
@@ -44,7 +45,14 @@ __all__ = [
     "sglang_cpu_preset",
 ]
 
-SGLANG_CPU_FLAGS: tuple[str, ...] = ("--device", "cpu", "--disable-overlap-schedule", "--max-total-tokens", "4096")
+#: ``--cuda-graph-backend-decode disabled``: the CPU engine captures no graph, but sglang 0.5.18's
+#: adaptive speculation (``--speculative-adaptive``) builds a decode graph runner per step count
+#: unless that backend is disabled, and the intel_amx backend has none (``NotImplementedError`` in
+#: ``init_cuda_graph_state``, measured at start-up).
+SGLANG_CPU_FLAGS: tuple[str, ...] = (
+    "--device", "cpu", "--disable-overlap-schedule", "--max-total-tokens", "4096",
+    "--cuda-graph-backend-decode", "disabled",
+)  # fmt: skip
 SGLANG_CPU_DTYPE = "bfloat16"
 SGLANG_CPU_ATTENTION_BACKEND = "intel_amx"
 #: Debian's allocator libraries (packages libgoogle-perftools4, libtbb12), searched in this order.
