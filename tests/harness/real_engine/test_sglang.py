@@ -91,7 +91,9 @@ def predictable_sweep(sglang_python: str, tiny_models: TinyModels, tmp_path_fact
 
 def test_sweep_rows_are_all_successful_and_accept_steps_plus_one(predictable_sweep: Path) -> None:
     rows = _rows(predictable_sweep)
-    assert sorted((r["batch_size"], r["index"]) for r in rows) == sorted((bs, i) for bs in (1, 4) for i in (0, 5, 7, 9))
+    # one row per batch size and action (a row's index is its place in the grid, not the action's)
+    triples = sorted((r["batch_size"], (r["steps"], r["topk"], r["num_draft_tokens"])) for r in rows)
+    assert triples == sorted((bs, a) for bs in (1, 4) for a in ((0, 0, 0), (3, 1, 4), (3, 2, 4), (3, 4, 4)))
     for row in rows:
         assert row["error"] is None, row
         assert row["energy_method"] == "none" and row["hardware"].startswith("cpu")
