@@ -268,6 +268,12 @@ def test_launch_serves_and_a_signal_stops_it_with_no_process_left(
     assert answer["meta_info"]["completion_tokens"] == 8
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="sglang 0.5.18's CPU engine cannot run adaptive speculation with this CPU kernel (measured on an "
+    "AMD EPYC: the first verify step dies in sgl_kernel's verify_tree_greedy_cpu, 'CHECK_EQ(candidates."
+    "scalar_type(), index_dtype) failed. Int vs Long'); strict, so that a fixed engine or kernel is noticed",
+)
 def test_launch_schedule_with_sglangs_adaptive_config(
     sglang_python: str, tiny_models: TinyModels, tmp_path: Path
 ) -> None:
