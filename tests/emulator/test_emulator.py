@@ -179,7 +179,9 @@ def test_slow_health_then_ready(tmp_path, port):
 
 def test_missing_step_times_fault(tmp_path, port):
     with _start(tmp_path, port, (1, 1, 2), 1, options="--fault missing_step_times") as server:
-        run_batch(server.base_url, num_requests=1, concurrency=1, max_new_tokens=10, timeout_s=30)
+        # 100 tokens at accept length <= 2: 50+ decode iterations, past sglang's 40-iteration log
+        # interval, when it folds the accept length into /server_info's (as sglang 0.5.18 does)
+        run_batch(server.base_url, num_requests=1, concurrency=1, max_new_tokens=100, timeout_s=30)
         info = fetch_server_info(server.base_url)
     assert info.step_times == {} and info.accept_length is not None
 

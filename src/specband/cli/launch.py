@@ -49,7 +49,7 @@ def launch_command(request: LaunchRequest) -> None:
         typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")
         if plan.power_limit_w is not None:
             typer.echo(f"# sudo nvidia-smi -pl {plan.power_limit_w:g}")
-        typer.echo(format_launch(plan.command, engine=plan.config.engine))
+        typer.echo(format_launch(plan.command, plan.config.env, engine=plan.config.engine))
         return
     code = serve_launch(plan, say, note)
     if code:

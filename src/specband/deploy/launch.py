@@ -37,6 +37,7 @@ from specband.deploy.recommend import (
 from specband.devices import open_device
 from specband.devices.base import Clock
 from specband.engines.base import get_engine
+from specband.engines.cpu import ServingOptions
 from specband.engines.serverconfig import ServerConfig, build_launch_command, split_server_args
 from specband.harness.gpu_limits import held_power_limit, launch_power_limit_w
 from specband.harness.interrupts import interrupts_as_keyboard_interrupt
@@ -126,6 +127,15 @@ class LaunchRequest:
     dtype: str = server_field("dtype")
     attention_backend: str = server_field("attention_backend")
     server_arg: list[str] = server_field("server_arg")
+    cpu: bool = option(
+        False,
+        "--cpu",
+        help="Serve on the CPU with sglang's CPU engine, as `specband sweep --cpu`: its flags, --dtype bfloat16, "
+        "--attention-backend intel_amx and its environment (on a CPU without AMX, the variable that lets sglang "
+        "use its AVX-512 BF16 kernels); no GPU state is read (--device none). With --engine vllm: vLLM's CPU "
+        "backend.",
+        panel="server",
+    )
     launch_timeout: float = launch_timeout_field()
     sglang_version: str | None = sglang_version_field()
     allow_rope_mismatch: bool = server_field("allow_rope_mismatch", panel="setup")
@@ -182,9 +192,10 @@ class LaunchPlan:
     power_limit_w: float | None = None
 
 
-def _check(r: LaunchRequest) -> tuple[Any, str | None]:
+def _check(r: LaunchRequest) -> tuple[Any, str | None, list[str]]:
     """Every option, before the GPU is read; the :class:`~specband.engines.serverconfig.ServerConfig`
-    and the note of a skipped RoPE check (or ``None``)."""
+    (with ``--cpu``'s flags and environment), the note of a skipped RoPE check (or ``None``) and
+    ``--cpu``'s notes."""
     from specband.harness.runner import check_mem_fractions  # lazy: off the cold path (recommend, --help)
 
     if r.batch_size is None and r.schedule is None:
@@ -207,22 +218,31 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None]:
                 "--set-power-limit auto needs --data SWEEP (a sweep over several power limits) or --models DIR "
                 "(a folder trained on one)"
             )
+    extra_args = tuple(split_server_args(r.server_arg, command="launch", engine=r.engine))
+    dtype, attention_backend, env, cpu_notes = r.dtype, r.attention_backend, {}, []
+    if r.cpu:  # sglang's (or vLLM's) CPU engine: specband.engines.cpu
+        engine = get_engine(r.engine)
+        given = ServingOptions(r.dtype, r.attention_backend, extra_args, {}, r.device, None)
+        cpu = engine.cpu_settings(r.server_command, given, r.log.with_name(r.log.name + ".sglang-cache"))
+        dtype, attention_backend, extra_args, env = cpu.dtype, cpu.attention_backend, cpu.extra_args, cpu.env
+        cpu_notes = [f"--cpu: {engine.display_name}'s CPU engine; no GPU state is read (--device none)", *cpu.notes]
     config = ServerConfig(  # checks --target, --port and --server-command
         model_path=r.target,
         draft_model_path=r.draft,
         server_command=r.server_command,
         host=r.host,
         port=r.port,
-        dtype=r.dtype,
-        attention_backend=r.attention_backend,
-        extra_args=split_server_args(r.server_arg, command="launch", engine=r.engine),
+        dtype=dtype,
+        attention_backend=attention_backend,
+        extra_args=extra_args,
+        env=env,
         engine=r.engine,
     )
     validate_algorithms([r.algo])
     from specband.doctor.pairs import check_pair_before_launch  # lazy: off the cold path (recommend, --help)
 
     rope_note = check_pair_before_launch(r.target, r.draft, allow_rope_mismatch=r.allow_rope_mismatch)
-    return config, rope_note
+    return config, rope_note, cpu_notes
 
 
 def _check_first_guess(r: LaunchRequest) -> None:
@@ -305,17 +325,19 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     """
     from specband.harness.request import engine_server  # lazy: off the cold path (recommend, --help)
 
-    config, rope_note = _check(r)
+    config, rope_note, cpu_notes = _check(r)
+    if r.cpu:  # no GPU to read: the policy gets the contract's fills for the idle state
+        r = dataclasses.replace(r, device="none")
     engine = get_engine(r.engine)
     log_created = open_log(r.log, dry_run=r.dry_run)
     # the version warning and the notes wait until the pick is known to be launchable,
     # so that bad input (e.g. a speculative pick without --draft) is one error line
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(config.env)
     command_line, (version, version_source, version_warning) = engine_server(
-        r.engine, r.server_command, r.sglang_version, r.attention_backend, env
+        r.engine, r.server_command, r.sglang_version, config.attention_backend, env
     )
     config = dataclasses.replace(config, server_command=command_line, env=env, **engine.version_fields(version))
-    notes: list[str] = [] if rope_note is None else [rope_note]
+    notes: list[str] = [*cpu_notes, *([] if rope_note is None else [rope_note])]
     newer = engine.version_note(version)
     notes += [] if newer is None else [newer]
     auto_file: Path | None = None

@@ -33,6 +33,9 @@ __all__ = ["DECODE_LOG_INTERVAL", "Engine", "EngineRequest"]
 #: Decode iterations per ``step_time_dict`` value (sglang's ``--decode-log-interval``
 #: default, 40).
 DECODE_LOG_INTERVAL = 40
+#: The graph phases of ``memory_usage.graph`` and ``startup_time.cuda_graph`` in sglang 0.5.18's
+#: ``internal_states[0]`` (``srt/model_executor/graph_memory_usage.py``, a stable base schema).
+GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
 
 
 @dataclass
@@ -84,6 +87,11 @@ class Engine:
         self.emul_since_tic = 0.0
         self.cum_accept_tokens = 0
         self.cum_accept_count = 0
+        #: accepted tokens and verify steps not yet folded into the cumulative counts: sglang
+        #: folds them at each decode log interval (metrics_reporter.py), so /server_info's
+        #: ``avg_spec_accept_length`` appears only after the first DECODE_LOG_INTERVAL iterations
+        self.pending_accept_tokens = 0
+        self.pending_accept_count = 0
         self.completed = 0
         self.steps_after_warmup = 0
         self.last_gen_throughput = 0.0
@@ -120,12 +128,30 @@ class Engine:
         return req
 
     def internal_state(self) -> dict[str, Any]:
-        """``internal_states[0]`` as sglang's ``Scheduler.get_internal_state`` builds it."""
+        """``internal_states[0]``'s runtime fields as sglang 0.5.18's ``Scheduler.get_internal_state``
+        adds them (keys, types and structure recorded from the real server:
+        tests/harness/real_engine/recorded/sglang-0.5.18-eagle3.json). The emulator has no weights,
+        KV pool or graphs: ``memory_usage`` holds the emulated GPU's memory in use as ``kvcache``
+        (GB) and 0.0 for the rest; ``startup_time`` is 0.0 throughout."""
+        graph = dict.fromkeys(GRAPH_PHASES, 0.0)
         with self.cond:
             state: dict[str, Any] = {
                 "last_gen_throughput": self.last_gen_throughput,
-                "memory_usage": {"weight": None, "kvcache": None, "token_capacity": None},
-                "load": len(self.running) + len(self.waiting),
+                "memory_usage": {
+                    "weight": 0.0,
+                    "kvcache": round(self.mem_used_mb / 1024.0, 3),
+                    "startup_available": 0.0,
+                    "token_capacity": int(self.launch.context_length),
+                    "token_capacity_swa": None,
+                    "graph": dict(graph),
+                },
+                "startup_time": {
+                    "load_weight": 0.0,
+                    "kv_cache_allocation": 0.0,
+                    "scheduler_e2e": 0.0,
+                    "cuda_graph": graph,
+                },
+                "effective_max_running_requests_per_dp": int(self.launch.max_running_requests),
             }
             if not self.launch.action.is_baseline and self.cum_accept_count > 0:
                 state["avg_spec_accept_length"] = self.cum_accept_tokens / self.cum_accept_count
@@ -147,8 +173,8 @@ class Engine:
         with self.cond:
             if self.running or self.waiting:
                 return False
-            self.cum_accept_tokens = 0
-            self.cum_accept_count = 0
+            self.cum_accept_tokens = self.pending_accept_tokens = 0
+            self.cum_accept_count = self.pending_accept_count = 0
             return True
 
     def has_fault(self, kind: str) -> bool:
@@ -243,8 +269,8 @@ class Engine:
                         if len(r.histogram) < got:
                             r.histogram.extend([0] * (got - len(r.histogram)))
                         r.histogram[got - 1] += 1
-                    self.cum_accept_tokens += got
-                    self.cum_accept_count += 1
+                    self.pending_accept_tokens += got
+                    self.pending_accept_count += 1
                     tokens_out += got
                     if r.generated >= r.max_new_tokens:
                         finished.append(r)
@@ -289,6 +315,9 @@ class Engine:
         value, self.emul_since_tic = self.emul_since_tic / DECODE_LOG_INTERVAL, 0.0
         with self.cond:
             self.step_time_dict.setdefault(running, []).append(value)
+            self.cum_accept_tokens += self.pending_accept_tokens
+            self.cum_accept_count += self.pending_accept_count
+            self.pending_accept_tokens = self.pending_accept_count = 0
 
     def _count_draft(self, action: Action, accepted: int) -> None:
         """vLLM's ``observe_draft`` for one request's verify step: ``K`` draft tokens,

@@ -46,6 +46,9 @@ class LaunchArgs:
         adaptive_config: the ``--speculative-adaptive-config`` path, or ``None``.
         engine: the engine the flags are for (``sglang``; ``vllm``: :mod:`specband.emulator.vllm_answers`).
         vllm_schedule: vLLM's ``num_speculative_tokens_per_batch_size`` ranges, or ``None``.
+        context_length_given: ``--context-length`` as given (``None``: not given; sglang's
+            ``/server_info`` then answers ``null``, recorded), while ``context_length`` holds the
+            emulator's default.
     """
 
     model_path: str
@@ -63,6 +66,7 @@ class LaunchArgs:
     adaptive_config: str | None = None
     engine: str = "sglang"
     vllm_schedule: tuple[tuple[int, int, int], ...] | None = None
+    context_length_given: int | None = None
 
     def server_args(self) -> dict[str, Any]:
         """The ``ServerArgs``-style fields ``/get_server_info`` reports."""
@@ -77,7 +81,7 @@ class LaunchArgs:
             "cuda_graph_max_bs_decode": self.cuda_graph_max_bs,
             "dtype": self.dtype,
             "attention_backend": self.attention_backend,
-            "context_length": self.context_length,
+            "context_length": self.context_length_given,
             "speculative_algorithm": "EAGLE3" if spec else None,
             "speculative_draft_model_path": self.draft_model_path if spec else None,
             "speculative_num_steps": self.action.speculative_num_steps if spec else None,
@@ -199,6 +203,7 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
 
     parser = _sglang_parser() or strict_parser()
     ns = parser.parse_args(list(argv))
+    context_length_given = getattr(ns, "context_length", None)
     for name, value in _DEFAULTS.items():
         if getattr(ns, name, None) is None:
             setattr(ns, name, value)
@@ -234,6 +239,7 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
         context_length=ns.context_length,
         adaptive=adaptive,
         adaptive_config=ns.speculative_adaptive_config if adaptive is not None else None,
+        context_length_given=context_length_given,
     )
 
 

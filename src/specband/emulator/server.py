@@ -536,7 +536,9 @@ class _Emulator:
             if r.histogram:
                 meta["spec_correct_drafts_histogram"] = list(r.histogram)
                 meta["spec_accept_histogram"] = list(r.histogram)
-        return {"text": " emulated" * tokens, "meta_info": meta}
+        # sglang answers the generated token ids beside the text (recorded); the emulator's text is
+        # one word per token, its id 0
+        return {"text": " emulated" * tokens, "output_ids": [0] * tokens, "meta_info": meta}
 
 
 def _raise_exit(signum: int, frame: Any) -> None:

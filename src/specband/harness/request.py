@@ -568,7 +568,7 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         given = ServingOptions(r.dtype, r.attention_backend, extra_args, server_env, r.device, r.hardware)
         cpu = engine.cpu_settings(r.server_command, given, out.with_name(out.name + ".sglang-cache"))
         dtype, attention_backend, extra_args, server_env = cpu.dtype, cpu.attention_backend, cpu.extra_args, cpu.env
-        hardware, notes = cpu.hardware, (cpu.note,)
+        hardware, notes = cpu.hardware, (cpu.note, *cpu.notes)
     workload: dict[str, Any] = {}
     if r.prompts is not None:
         loaded = load_prompts(r.prompts, r.target)

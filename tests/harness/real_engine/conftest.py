@@ -3,10 +3,10 @@ tiny model pairs, and servers shared across tests.
 
 The engines live in their own venvs (``.ci/install-engines``); the tests find their interpreters
 through ``SPECBAND_SGLANG_PYTHON`` and ``SPECBAND_VLLM_PYTHON``. Without one the tests skip, or
-fail when ``SPECBAND_REQUIRE_REAL_ENGINES=1`` (CI sets it). The one exception: without AMX
-(no ``amx_tile``) sglang 0.5.18 falls back to its torch_native attention backend, which refuses
-EAGLE3 (measured on an AMD EPYC), so there the sglang tests skip with that reason even then
-(``SPECBAND_SGLANG_WITHOUT_AMX=1`` lets a developer try a server built anyway).
+fail when ``SPECBAND_REQUIRE_REAL_ENGINES=1`` (CI sets it). On a CPU without AMX (no
+``amx_tile``) sglang's servers get ``SPECBAND_SGLANG_ASSUME_AMX=1`` from specband's CPU preset
+(:func:`specband.engines.cpu.sglang_cpu_preset`), which the install's one-line edit of sglang
+reads; on a CPU without AVX-512 BF16 the install skips sglang, so its tests skip (or fail).
 """
 
 from __future__ import annotations
@@ -27,22 +27,9 @@ BUILDER = Path(__file__).with_name("build_tiny_models.py")
 RECORDED = Path(__file__).with_name("recorded")
 
 
-def cpu_has_amx() -> bool:
-    """``amx_tile`` in /proc/cpuinfo's flags (sglang's CPU kernel is built with -mamx-*)."""
-    try:
-        return " amx_tile" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
 def engine_python(engine: str) -> str:
     """The interpreter of ``engine``'s venv; skips (or fails under ``SPECBAND_REQUIRE_REAL_ENGINES=1``)
     when it is not there."""
-    if engine == "sglang" and not cpu_has_amx() and os.environ.get("SPECBAND_SGLANG_WITHOUT_AMX") != "1":
-        pytest.skip(
-            "sglang: this CPU has no AMX (no amx_tile in /proc/cpuinfo): sglang falls back to torch_native "
-            "attention there, which refuses EAGLE3"
-        )
     var = ENGINE_ENV[engine]
     python = os.environ.get(var, "")
     if python and os.access(python, os.X_OK):
