@@ -10,7 +10,8 @@ Rounds, each planned from every row measured so far (:func:`plan_round`), at eac
    profile: every config gets a predicted reward interval; a measured config gets its measured
    interval ``mean +- z s / sqrt(n)`` (``z = 1.645``, one-sided 95 %; ``s`` the pooled
    standard deviation of the rewards of every config measured twice or more, over every batch
-   size, or :data:`PRIOR_REWARD_SD` while fewer than 3 degrees of freedom are pooled);
+   size, or :data:`PRIOR_REWARD_SD` while fewer than 3 degrees of freedom are pooled; a config
+   whose rewards are all 0, the reward's floor, no faster than the baseline, has ``[0, 0]``);
 3. the *best* is the measured config with the highest mean reward; its lower end is ``L``.
    A config **could win** when its interval's upper end exceeds ``L + eps`` (``eps =``
    :data:`TOLERANCE` x the best's mean: a config that can beat the best by less than that is
@@ -46,7 +47,7 @@ from typing import Any
 from specband.contract.actions import EXTENDED_ACTIONS, Action, as_action
 from specband.contract.record import RUN_COLUMNS
 from specband.contract.reward import RewardConfig
-from specband.harness.adaptive import _rewards_by_config, _sweep_of
+from specband.harness.adaptive import _rewards_by_config, _sweep_of, row_gpu_seconds
 from specband.harness.pipeline import GridPoint, RowSink, RunResult, SweepPlan
 from specband.harness.predictor import Interval, WorldFit, fit_world
 from specband.sim.model import SpeculativeDecodingModel
@@ -60,7 +61,10 @@ __all__ = [
     "PlannedRun",
     "PredictDecision",
     "PredictSink",
+    "PredictSummary",
     "plan_round",
+    "predict_summary",
+    "replay_predicted",
     "run_predicted",
     "seed_actions",
 ]
@@ -188,7 +192,8 @@ def _decide(
         got = samples.get(p.action)
         if got:
             mean = sum(got) / len(got)
-            half = Z * sd / math.sqrt(len(got)) if not p.action.is_baseline else 0.0
+            # the baseline scores 0 by definition; rewards all 0 sit at the floor (no faster than the baseline)
+            half = Z * sd / math.sqrt(len(got)) if any(got) else 0.0
             views.append(ConfigView(p.action, len(got), Interval(mean, mean - half, mean + half), True))
         elif counts.get(p.index, 0) == 0:
             predicted = world.reward_interval(bs, p.action)
@@ -349,3 +354,91 @@ def run_predicted(
         if len(kept) == before:  # nothing was written (every run cancelled): do not spin
             break
     return decisions
+
+
+@dataclass(frozen=True)
+class PredictSummary:
+    """What a predicted sweep measured, against the exhaustive sweep of the same grid.
+
+    Attributes:
+        runs: rows in the file.
+        runs_exhaustive: ``repeats x grid points``.
+        gpu_s: GPU seconds of the rows (:func:`specband.harness.adaptive.row_gpu_seconds`).
+        gpu_s_exhaustive: an estimate: every grid point ``repeats`` times, a point never
+            measured at the mean GPU time of its batch size's rows.
+        picks: batch size -> (the best measured config, its mean reward, its rows).
+        planned_by: ``planned_by`` -> rows.
+    """
+
+    runs: int
+    runs_exhaustive: int
+    gpu_s: float
+    gpu_s_exhaustive: float
+    picks: Mapping[int, tuple[Action, float, int]]
+    planned_by: Mapping[str, int]
+
+
+def predict_summary(
+    rows: Sequence[Mapping[str, Any]], points: Sequence[GridPoint], repeats: int,
+    reward_config: RewardConfig = RewardConfig(),
+) -> PredictSummary:  # fmt: skip
+    """Runs, GPU seconds and picks of a predicted sweep's rows (see :class:`PredictSummary`).
+
+    Raises:
+        DataError: an invalid row.
+    """
+    per_point: dict[int, list[float]] = defaultdict(list)
+    for row in rows:
+        if isinstance(row.get("index"), int):
+            per_point[row["index"]].append(row_gpu_seconds(row))
+    per_bs: dict[int, list[float]] = defaultdict(list)
+    for p in points:
+        per_bs[p.batch_size] += per_point.get(p.index, [])
+    gpu_s = sum(sum(v) for v in per_point.values())
+    estimate = 0.0
+    for p in points:
+        seen = per_point.get(p.index) or per_bs.get(p.batch_size) or [0.0]
+        estimate += repeats * sum(seen) / len(seen)
+    picks = {}
+    order = {a: i for i, a in enumerate(EXTENDED_ACTIONS)}
+    for bs, per in _samples(rows, reward_config).items():
+        if per:
+            best = max(per, key=lambda a: (sum(per[a]) / len(per[a]), -order.get(a, 0)))
+            picks[bs] = (best, sum(per[best]) / len(per[best]), len(per[best]))
+    planned = Counter(str(r.get("planned_by")) for r in rows)
+    return PredictSummary(len(rows), repeats * len(points), gpu_s, estimate, dict(sorted(picks.items())), planned)
+
+
+def replay_predicted(
+    world: Sequence[Mapping[str, Any]], points: Sequence[GridPoint], model: SpeculativeDecodingModel, repeats: int,
+    *, start: Sequence[Mapping[str, Any]] = (), max_rounds: int = 1000,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows a predicted sweep would measure in a world whose every run is already known:
+    each round's run ``(index, repeat)`` takes the row of ``world`` with that key, with
+    ``planned_by`` and ``predicted_reward`` set (as :class:`PredictSink` writes them). For
+    benchmarks and tests: an exhaustive (e.g. simulated) sweep of ``repeats`` passes stands in
+    for the GPU.
+
+    Args:
+        world: rows with every ``(index, repeat)`` of the grid up to ``repeats`` passes.
+        points: the grid.
+        model: the profile's performance model.
+        repeats: the most rows per config.
+        start: rows already measured (a resumed sweep's file).
+        max_rounds: a bound on the rounds.
+
+    Raises:
+        KeyError: ``world`` lacks a run the planner asks for.
+    """
+    by_run = {(r["index"], r["repeat"]): r for r in world}
+    rows = [dict(r) for r in start]
+    for _ in range(max_rounds):
+        chosen, _decisions, _world = plan_round(rows, points, model, max_repeats=repeats)
+        if not chosen:
+            break
+        per_bs = Counter(run.point.batch_size for run in chosen)
+        for run in chosen:
+            predicted = None if run.predicted is None else [round(x, 4) for x in run.predicted]
+            rows.append({**by_run[(run.point.index, run.repeat)], "propensity": 1.0 / per_bs[run.point.batch_size],
+                         "planned_by": run.planned_by, "predicted_reward": predicted})  # fmt: skip
+    return rows

@@ -42,7 +42,7 @@ import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -248,7 +248,7 @@ class WorldFit:
     model: SpeculativeDecodingModel
     acceptance: AcceptanceFit
     costs: Mapping[int, BatchSizeCost]
-    config: RewardConfig = RewardConfig()
+    config: RewardConfig = field(default_factory=RewardConfig)
 
     def reward_interval(self, batch_size: int, action: Action) -> Interval | None:
         """The predicted reward of ``action`` at ``batch_size`` with its interval (simulated),
@@ -347,12 +347,12 @@ def _cost_at(
         act = as_action((r["steps"], r["topk"], r["num_draft_tokens"]))
         pred = model.predict(batch_size, act, model.profile.reference_temp_c)
         ratios.append(util / (pred.avg_power_w / model.power_limit_w))
+    factor: float | None = None
+    util_half = 0.0
     if ratios:
-        factor: float | None = sum(ratios) / len(ratios)
-        spread = math.sqrt(sum((x / factor - 1.0) ** 2 for x in ratios) / len(ratios))
-        util_half = max(0.02, 2.0 * spread)
-    else:
-        factor, util_half = None, 0.0
+        mean_ratio = sum(ratios) / len(ratios)
+        spread = math.sqrt(sum((x / mean_ratio - 1.0) ** 2 for x in ratios) / len(ratios))
+        factor, util_half = mean_ratio, max(0.02, 2.0 * spread)
     thermal = [_thermal(r, config) for r in ok]
     baseline_speed = sum(float(r["speed_tok_s"]) for r in base) / len(base)
     return BatchSizeCost(a, b, step_half, factor, util_half,
