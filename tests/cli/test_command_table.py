@@ -57,6 +57,7 @@ def test_plain_options_parse_to_the_callback_arguments() -> None:
         "gpu": None,
         "target_config": None,
         "draft_config": None,
+        "acceptance_from": None,
         "allow_transfer": False,
     }
 

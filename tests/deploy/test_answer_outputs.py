@@ -2,7 +2,11 @@
 for every kind of answer (a pick, a first guess, a power limit from a sweep or a folder, a
 batch-size mix, a schedule, a launch) stays what it was: ``answer_outputs.json`` holds the
 outputs the code printed before the answer types became one family (captured at commit
-ed923b7, before the change); ``--format json`` is each answer's ``to_json()``.
+ed923b7, before the change); ``--format json`` is each answer's ``to_json()``. The two
+first-guess scenarios were captured again for issue 29, which changed them on purpose: the
+first note names the acceptance used, the calibration quoted is that of the profile and pair
+simulated, the pick's speed carries its interval, and one bundled config brings its own
+bundled pair (the 8B target with its 8B head, no longer the 1B laptop head).
 
 Every input is built here, deterministically (simulated rows with the simulator's fixed
 seed, ``specband train`` with seed 0), in one folder shared by the module; the user's GPU

@@ -25,7 +25,7 @@ from specband.deploy.recommend import RecommendRequest, answer, power_limit_answ
 from specband.deploy.transfer import TransferCheck
 from specband.sweeps.origin import DataOrigin
 
-_OPTIONAL = ("calibration", "action_set")
+_OPTIONAL = ("calibration", "speed_interval", "action_set")
 
 
 def test_a_pick_is_typed_frozen_and_its_json_has_the_documented_keys_in_order() -> None:

@@ -112,11 +112,18 @@ def test_the_first_guess_is_a_labelled_simulation_with_its_calibration_error() -
     assert origin.target_model == "meta-llama/Llama-3.1-8B-Instruct"
     assert pick.origin.repeats == 3  # the first guess's passes
     errors = calibration_errors("h100-sxm")
+    # the published rows measured this pair on this GPU, and the pair's own acceptance is used:
+    # their errors are quoted (one H100 row has both a speed and an accept length: too few for a
+    # step-time error, which the H200 first guess quotes)
     assert pick.calibration is not None and set(pick.calibration) == set(errors) and errors
     for metric, err in errors.items():
         assert pick.calibration[metric].median_abs_error == pytest.approx(err.median_abs_error, abs=1e-4)
         assert pick.calibration[metric].rows == err.rows
-    assert pick.notes[0].startswith("SIMULATED on h100-sxm, not measured; calibration error against published")
+    assert pick.notes[0] == "acceptance: bundled profile llama-3.1-8b/eagle3-8b/mt-bench (workload mt-bench)"
+    assert pick.notes[1].startswith(
+        "SIMULATED on h100-sxm, not measured; calibration error of h100-sxm with meta-llama/Llama-3.1-8B-Instruct + "
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: "
+    )
     assert "a sweep settles" in pick.notes[-1]
     expl = pick.explanation
     assert expl is not None and expl.figures_are == "simulated" and expl.pick is not None and expl.pick.speedup > 1.0
@@ -127,4 +134,4 @@ def test_a_first_guess_for_a_profile_without_published_rows_says_so() -> None:
     guess = first_guess(4, "a100-sxm4-80gb")
     assert calibration_errors("a100-sxm4-80gb") == {}
     assert guess.calibration == {}
-    assert "no published measurement holds this profile" in guess.notes[0]
+    assert "no measured row holds a100-sxm4-80gb with unsloth/Llama-3.2-1B-Instruct" in guess.notes[1]

@@ -22,7 +22,10 @@ def test_a_simulated_sweep_writes_the_rows_it_returns_and_says_so(tmp_path: Path
     lines = out.read_text().splitlines()
     assert len(written.rows) == len(lines) == 2 * 19
     assert {json.loads(line)["provenance"] for line in lines} == {"simulated"}
-    assert written.notes == ()
+    acceptance, cost = written.notes
+    assert acceptance == "acceptance profile llama-3.2-1b/specforge-eagle3/specband-sweep"
+    assert cost.startswith("speed intervals (95 %): step time of profile rtx4060-laptop given the measured accept")
+    assert "over 29 rows (the published RTX 4060 Laptop live rows" in cost
     assert written.summary() == (
         f"SIMULATED sweep: 38 rows ({written.error_rows} error rows) from profile rtx4060-laptop"
         f"{written.labels()}, seed 3 -> {out}"

@@ -14,7 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GIVE", "NAME_METAVARS", "OPTION_KEY", "PANELS", "OptionSpec", "option", "option_spec"]
+__all__ = [
+    "GIVE",
+    "NAME_METAVARS",
+    "OPTION_KEY",
+    "PANELS",
+    "OptionSpec",
+    "acceptance_from_field",
+    "option",
+    "option_spec",
+]
 
 #: Key of a field's metadata holding its :class:`OptionSpec`.
 OPTION_KEY = "specband.option"
@@ -111,3 +120,21 @@ def option_spec(field: dataclasses.Field[Any]) -> OptionSpec | None:
     """The :class:`OptionSpec` of a dataclass field (``None``: not an option)."""
     spec = field.metadata.get(OPTION_KEY)
     return spec if isinstance(spec, OptionSpec) else None
+
+
+def acceptance_from_field(what: str, panel: str = "model") -> Any:
+    """``--acceptance-from FILE``: measured accept lengths that ``what`` fits its acceptance to
+    (:mod:`specband.sim.acceptance_fit`); declared once for ``simulate``, the first guess of
+    ``recommend`` and the sweep's planner."""
+
+    return option(
+        None,
+        "--acceptance-from",
+        help=f"Fit {what}'s acceptance (target, draft, workload) to measured accept lengths: a specband sweep "
+        "JSONL, an sglang bench_speculative.py JSONL or a `specband probe` file; the residual of every fitted "
+        "config is printed and simulated figures say 'fitted to N configs of FILE'.",
+        panel=panel,
+        metavar="FILE",
+        show_default=False,
+        give="a sweep JSONL, a bench_speculative JSONL or a probe file",
+    )

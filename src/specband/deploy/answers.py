@@ -60,6 +60,7 @@ __all__ = [
     "RunnerUp",
     "ScheduleAnswer",
     "SchedulePick",
+    "SimulatedSpeed",
     "TransferCheck",
 ]
 
@@ -70,11 +71,12 @@ JsonValue: TypeAlias = Union[bool, int, float, str, list["JsonValue"], dict[str,
 JsonObject: TypeAlias = Mapping[str, JsonValue]
 
 # fmt: off
-#: The keys of :meth:`Pick.to_json`, in order (``calibration`` only in a first guess,
+#: The keys of :meth:`Pick.to_json`, in order (``calibration`` and ``speed_interval`` only in a first guess,
 #: ``action_set`` only under an action set other than ``contract``).
 PICK_JSON_KEYS = (
     "algorithm", "batch_size", "measured_batch_size", "features", "state", "source", "action_index", "action",
-    "flags", "kwargs", "mean_reward", "origin", "explanation", "calibration", "transfer", "action_set",
+    "flags", "kwargs", "mean_reward", "origin", "explanation", "calibration", "speed_interval", "transfer",
+    "action_set",
 )
 
 #: The keys of :meth:`PowerLimitAnswer.to_json`, in order.
@@ -299,6 +301,30 @@ class CalibrationError:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class SimulatedSpeed:
+    """A first guess's simulated speed of its pick and the 95 % interval on it
+    (:func:`specband.sim.speed_interval.speed_interval`; never a measurement).
+
+    Attributes:
+        speed_tok_s: the simulated per-request decode speed, tok/s.
+        lo95, hi95: the 95 % interval, tok/s.
+        acceptance_source: where the acceptance comes from (``"fitted to N configs of FILE"``,
+            ``"profile NAME"``, ``"borrowed NAME"``).
+        step_time_sd: the profile's relative step-time calibration error behind the interval.
+    """
+
+    speed_tok_s: float
+    lo95: float
+    hi95: float
+    acceptance_source: str
+    step_time_sd: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields, and ``provenance: "simulated"``."""
+        return {**asdict(self), "provenance": "simulated"}
+
+
 def _flags(action: Action, draft_model: str | None) -> tuple[str, ...]:
     return tuple(sglang_cli_args(action, draft_model))
 
@@ -331,7 +357,10 @@ class Pick:
         transfer: the transfer check (:class:`TransferCheck`: the differences taken with
             ``--allow-transfer``; empty when matched or unchecked).
         calibration: a simulated first guess only: per metric its :class:`CalibrationError`
-            against published measurements (empty when none exist); ``None`` for a pick from data.
+            against measurements of this profile and pair (empty when none exist); ``None`` for a
+            pick from data.
+        speed_interval: a simulated first guess only: the pick's simulated speed and its 95 %
+            interval (:class:`SimulatedSpeed`); ``None`` for a pick from data.
         action_set: the action set the command named (``--actions``) when it is not ``contract``
             (else ``None``).
         notes: what to tell the user beside the pick, in order (which folder was used, an
@@ -354,6 +383,7 @@ class Pick:
     calibration: Mapping[str, CalibrationError] | None = None
     action_set: str | None = None
     notes: tuple[str, ...] = ()
+    speed_interval: SimulatedSpeed | None = None
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -367,7 +397,7 @@ class Pick:
 
     def to_json(self) -> dict[str, Any]:
         """What ``recommend --format json`` prints (the keys of :data:`PICK_JSON_KEYS`, in
-        order; ``calibration`` and ``action_set`` only when set)."""
+        order; ``calibration``, ``speed_interval`` and ``action_set`` only when set)."""
         out: dict[str, Any] = {
             "algorithm": self.algorithm,
             "batch_size": self.batch_size,
@@ -385,6 +415,8 @@ class Pick:
         }
         if self.calibration is not None:
             out["calibration"] = {metric: error.to_json() for metric, error in self.calibration.items()}
+        if self.speed_interval is not None:
+            out["speed_interval"] = self.speed_interval.to_json()
         out["transfer"] = self.transfer.to_json()
         if self.action_set is not None:
             out["action_set"] = self.action_set

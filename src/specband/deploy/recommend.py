@@ -29,7 +29,7 @@ from specband.contract.state import check_gpu_state
 from specband.core.batchlist import parse_batch_mix
 from specband.core.errors import ConfigError
 from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, MAX_BATCH_SIZE
-from specband.core.optionspec import option
+from specband.core.optionspec import acceptance_from_field, option
 from specband.deploy.answers import Answer, Pick, PickOrigin, PowerLimitAnswer, ScheduleAnswer, TransferCheck
 from specband.deploy.explain import data_notes, explain_pick, pick_origin, unmeasured_note, unmeasured_notes
 from specband.deploy.transfer import check_scorer_transfer, check_transfer
@@ -269,11 +269,15 @@ class RecommendRequest:
         metavar="CONFIG",
         show_default=False,
     )
+    acceptance_from: str | None = acceptance_from_field("the simulated first guess (with --gpu)", "setup")
     allow_transfer: bool = allow_transfer_field()
 
     def __post_init__(self) -> None:
         if self.is_first_guess and self.gpu is None:
-            raise ConfigError("--target-config/--draft-config make a simulated first guess: give --gpu PROFILE")
+            asked = (
+                "--acceptance-from makes" if self.acceptance_from is not None else "--target-config/--draft-config make"
+            )
+            raise ConfigError(f"{asked} a simulated first guess: give --gpu PROFILE")
         if self.is_first_guess and self.is_mix:
             raise ConfigError("--target-config/--draft-config answer for one --batch-size, not a mix")
         if self.output_format not in ("flags", "json"):
@@ -300,8 +304,8 @@ class RecommendRequest:
 
     @property
     def is_first_guess(self) -> bool:
-        """A simulated first guess (``--target-config`` or ``--draft-config``)."""
-        return self.target_config is not None or self.draft_config is not None
+        """A simulated first guess (``--target-config``, ``--draft-config`` or ``--acceptance-from``)."""
+        return any(v is not None for v in (self.target_config, self.draft_config, self.acceptance_from))
 
     @property
     def is_mix(self) -> bool:
@@ -314,7 +318,7 @@ class RecommendRequest:
         first = None
         if self.is_first_guess:
             assert self.gpu is not None  # checked when the request was built
-            first = FirstGuessSpec(self.gpu, self.target_config, self.draft_config)
+            first = FirstGuessSpec(self.gpu, self.target_config, self.draft_config, self.acceptance_from)
         return AnswerRequest(
             algo=self.algo,
             models=self.models,
@@ -347,12 +351,15 @@ class FirstGuessSpec:
 
     Attributes:
         profile: the user's GPU as a simulator profile (``--gpu``).
-        target_config, draft_config: the models' config.json (``None``: the profile's pair).
+        target_config, draft_config: the models' config.json (``None``: the bundled pair; one
+            alone: its bundled pair, :func:`specband.sim.model.model_pair`).
+        acceptance_from: measured accept lengths the pair's acceptance is fitted to, or ``None``.
     """
 
     profile: str
     target_config: str | None = None
     draft_config: str | None = None
+    acceptance_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -497,7 +504,12 @@ def _first_guess(request: AnswerRequest) -> Pick:
     spec = request.first_guess
     assert spec is not None and request.batch_size is not None  # checked when the request was built
     return first_guess(
-        request.batch_size, spec.profile, spec.target_config, spec.draft_config, draft_model=request.draft_model
+        request.batch_size,
+        spec.profile,
+        spec.target_config,
+        spec.draft_config,
+        draft_model=request.draft_model,
+        acceptance_from=spec.acceptance_from,
     )
 
 

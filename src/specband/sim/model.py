@@ -31,6 +31,7 @@ Accept length: :mod:`specband.sim.draft_tree`. Model sizes: :mod:`specband.sim.h
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,8 @@ from typing import Any
 from specband.contract.actions import Action, as_action
 from specband.core.errors import ConfigError
 from specband.core.limits import is_finite_number, is_int
-from specband.sim.acceptance import resolve_acceptance
+from specband.sim.acceptance import AcceptanceChoice, fitted_choice, resolve_acceptance
+from specband.sim.acceptance_fit import AcceptanceObservation, AcceptanceSource, fit_acceptance, read_acceptance_file
 from specband.sim.base import RunPrediction
 from specband.sim.draft_tree import accept_length
 from specband.sim.hfconfig import (
@@ -51,12 +53,15 @@ from specband.sim.hfconfig import (
 from specband.sim.profile import DEFAULT_PROFILE, HardwareProfile, load_profile
 
 __all__ = [
+    "BUNDLED_PAIRS",
     "MAX_NEW_TOKENS",
     "NUM_PROMPTS",
     "RunCost",
     "SpeculativeDecodingModel",
     "StepCost",
     "build_model",
+    "model_pair",
+    "with_fitted_acceptance",
 ]
 
 #: Workload of one sweep row (docs/FACTS.md §4, sglang bench_speculative.py): max(16, bs) requests of 512 tokens.
@@ -116,6 +121,9 @@ class SpeculativeDecodingModel:
         profile: hardware profile.
         target: target model spec.
         draft: EAGLE3 draft head spec.
+        workload: the acceptance profile's workload (``None``: the pair's default).
+        acceptance: the acceptance to use instead of the pair's profile (e.g. a fit,
+            :func:`~specband.sim.acceptance.fitted_choice`); ``workload`` is then unused.
 
     Attributes:
         profile, target, draft: as given.
@@ -126,7 +134,12 @@ class SpeculativeDecodingModel:
     """
 
     def __init__(
-        self, profile: HardwareProfile, target: ModelSpec, draft: ModelSpec, workload: str | None = None
+        self,
+        profile: HardwareProfile,
+        target: ModelSpec,
+        draft: ModelSpec,
+        workload: str | None = None,
+        acceptance: AcceptanceChoice | None = None,
     ) -> None:
         self.profile = profile
         self.target = target
@@ -135,7 +148,9 @@ class SpeculativeDecodingModel:
         mismatch = rope_mismatch(target, draft)
         if mismatch:
             self.warnings.append(mismatch)
-        self.acceptance = resolve_acceptance(profile, target.name, draft.name, workload)
+        if acceptance is None:
+            acceptance = resolve_acceptance(profile, target.name, draft.name, workload)
+        self.acceptance = acceptance
         if self.acceptance.borrowed:
             self.warnings.append(self.acceptance.note)
         self._accept = self.acceptance.params
@@ -450,12 +465,63 @@ class SpeculativeDecodingModel:
         return target + (gpu_temp_c - target) * math.exp(-seconds / self.profile.thermal_time_constant_s)
 
 
+#: The bundled (target config, EAGLE3 head config) pairs: one named alone brings the other.
+BUNDLED_PAIRS: tuple[tuple[str, str], ...] = (
+    (BUNDLED_TARGET_CONFIG, BUNDLED_DRAFT_CONFIG),
+    ("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b-instruct"),
+)
+
+
+def _partner(given: Any, spec: ModelSpec, draft: bool) -> str | None:
+    """The bundled config paired with ``spec`` (``draft``: ``spec`` is the head), or ``None``."""
+    for target_name, draft_name in BUNDLED_PAIRS:
+        mine, other = (draft_name, target_name) if draft else (target_name, draft_name)
+        if given == mine or spec.name == load_model_spec(mine, draft=draft).name:
+            return other
+    return None
+
+
+def model_pair(
+    target_config: str | Path | dict[str, Any] | ModelSpec | None,
+    draft_config: str | Path | dict[str, Any] | ModelSpec | None,
+) -> tuple[ModelSpec, ModelSpec]:
+    """The target and draft specs of a pair: both given, neither (the bundled Llama-3.2-1B
+    pair), or one of a bundled pair (:data:`BUNDLED_PAIRS`: the other comes with it, matched by
+    bundled name or by the config's ``_name_or_path``).
+
+    Raises:
+        ConfigError: an unreadable or invalid config (first); one config given that is not
+            part of a bundled pair: ``"--draft-config: ..."`` (or ``--target-config``), since
+            simulating a target with another pair's head borrows a draft of another shape.
+    """
+    target = load_model_spec(target_config, draft=False, default=BUNDLED_TARGET_CONFIG)
+    draft = load_model_spec(draft_config, draft=True, default=BUNDLED_DRAFT_CONFIG)
+    if (target_config is None) == (draft_config is None):
+        return target, draft
+    if draft_config is None:
+        partner = _partner(target_config, target, draft=False)
+        if partner is None:
+            raise ConfigError(
+                f"--draft-config: needed with --target-config {target.name} (no bundled EAGLE3 head is paired with "
+                f"it; the bundled pairs: {', '.join(t for t, _ in BUNDLED_PAIRS)}): give its draft head's config.json"
+            )
+        return target, load_model_spec(partner, draft=True)
+    partner = _partner(draft_config, draft, draft=True)
+    if partner is None:
+        raise ConfigError(
+            f"--target-config: needed with --draft-config {draft.name} (no bundled target is paired with it; "
+            f"the bundled heads: {', '.join(d for _, d in BUNDLED_PAIRS)}): give its target's config.json"
+        )
+    return load_model_spec(partner, draft=False), draft
+
+
 def build_model(
     profile: str | Path | HardwareProfile = DEFAULT_PROFILE,
     *,
     target_config: str | Path | dict[str, Any] | ModelSpec | None = None,
     draft_config: str | Path | dict[str, Any] | ModelSpec | None = None,
     workload: str | None = None,
+    acceptance_from: str | Path | None = None,
 ) -> SpeculativeDecodingModel:
     """The performance model for a hardware profile and a target/draft pair.
 
@@ -463,20 +529,65 @@ def build_model(
         profile: a built-in profile name (``rtx4060-laptop``, ``a100-sxm4-80gb``,
             ``h100-sxm``, ``h200``), a TOML/JSON profile file, or a :class:`HardwareProfile`.
         target_config: the target's Hugging Face ``config.json`` (path or dict) or a
-            :class:`ModelSpec`; ``None``: bundled Llama-3.2-1B-Instruct.
+            :class:`ModelSpec`; ``None``: bundled Llama-3.2-1B-Instruct (or the target of a
+            bundled ``draft_config``, :func:`model_pair`).
         draft_config: the EAGLE3 draft head's ``config.json`` or spec; ``None``: the
-            bundled SpecForge EAGLE3 head for Llama-3.2-1B-Instruct.
+            bundled SpecForge EAGLE3 head for Llama-3.2-1B-Instruct (or the head of a bundled
+            ``target_config``); one given alone must be part of a bundled pair.
         workload: the acceptance workload (``mt-bench``, ...); ``None``: the pair's default
             (:mod:`specband.sim.acceptance`; an uncovered pair or workload borrows a profile
             and says so in ``model.warnings``).
+        acceptance_from: a file of measured accept lengths (sweep JSONL, bench_speculative
+            JSONL, probe file; :mod:`specband.sim.acceptance_fit`): the acceptance is fitted to
+            it, starting from the pair's profile (``model.acceptance.fit``: the fit and its
+            residuals); a file naming another target or draft adds a warning.
 
     Returns:
         a :class:`SpeculativeDecodingModel` (satisfies :class:`PerformanceModel`).
 
     Raises:
-        ConfigError: unknown profile, unreadable or invalid profile or model config.
+        ConfigError: unknown profile, unreadable or invalid profile or model config, one
+            config given alone that no bundled pair holds (:func:`model_pair`).
+        DataError: an unreadable or malformed ``acceptance_from`` file, or one without a
+            measured speculative config.
     """
     prof = load_profile(profile)
-    target = load_model_spec(target_config, draft=False, default=BUNDLED_TARGET_CONFIG)
-    draft = load_model_spec(draft_config, draft=True, default=BUNDLED_DRAFT_CONFIG)
-    return SpeculativeDecodingModel(prof, target, draft, workload)
+    target, draft = model_pair(target_config, draft_config)
+    if acceptance_from is None:
+        return SpeculativeDecodingModel(prof, target, draft, workload)
+    source = read_acceptance_file(acceptance_from)
+    base = resolve_acceptance(prof, target.name, draft.name, workload)
+    model = SpeculativeDecodingModel(
+        prof, target, draft, acceptance=fitted_choice(base, fit_acceptance(source, prior=base.params))
+    )
+    for what, named, simulated in (("target", source.target, target.name), ("draft", source.draft, draft.name)):
+        if named and named != simulated:
+            model.warnings.append(
+                f"{source.path} measured {what} {named}; the model simulates {simulated} with that acceptance"
+            )
+    return model
+
+
+def with_fitted_acceptance(
+    model: SpeculativeDecodingModel,
+    measured: AcceptanceSource | Iterable[AcceptanceObservation],
+    *,
+    label: str | None = None,
+) -> SpeculativeDecodingModel:
+    """The same model with its acceptance fitted to ``measured`` (a file read with
+    :func:`~specband.sim.acceptance_fit.read_acceptance_file`, or observations made as a sweep
+    goes), starting from the pair's profile (a model fitted before is refitted from that
+    profile, not from its earlier fit).
+
+    Args:
+        model: the performance model (its profile, pair and acceptance).
+        measured: the measured accept lengths.
+        label: the fit's label (default: the source's, or ``"fitted to N configs"``).
+
+    Raises:
+        DataError: no speculative observation.
+    """
+    base = model.acceptance
+    prior = base.params if base.fit is None else base.fit.prior
+    fit = fit_acceptance(measured, prior=prior, label=label)
+    return SpeculativeDecodingModel(model.profile, model.target, model.draft, acceptance=fitted_choice(base, fit))

@@ -42,8 +42,7 @@ from typing import Any
 from specband.contract.actions import ACTIONS, Action
 from specband.core.errors import ConfigError
 from specband.core.tables import text_table, wrap_lines
-from specband.sim import build_model
-from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.model import SpeculativeDecodingModel, build_model
 from specband.sim.power import serving_power_w
 from specband.sim.profile import HardwareProfile, load_profile
 

@@ -10,7 +10,7 @@ from specband.contract.actions import action_set as named_action_set
 from specband.core.batchlist import check_batch_size_bound
 from specband.core.errors import ConfigError
 from specband.core.limits import MAX_REPEATS, MAX_SEED
-from specband.core.optionspec import option
+from specband.core.optionspec import acceptance_from_field, option
 from specband.devices.power_limit import parse_power_limits
 
 __all__ = ["SimulateRequest"]
@@ -22,6 +22,7 @@ class SimulateRequest:
 
     Raises:
         ConfigError: an empty config, a calibration option without ``--calibration-report``,
+            ``--acceptance-from`` with ``--calibration-report``,
             a bad ``--against``, or no ``--out`` for a simulated sweep (one line each).
     """
 
@@ -60,6 +61,7 @@ class SimulateRequest:
         metavar="NAME",
         show_default=False,
     )
+    acceptance_from: str | None = acceptance_from_field("the simulation")
     actions: str = action_set_field("the simulated sweep")
     batch_sizes: str = option(
         "1,4,8,16",
@@ -134,8 +136,11 @@ class SimulateRequest:
 
     def _check_power_limits(self) -> None:
         """``--power-limits``: a list :func:`~specband.devices.power_limit.parse_power_limits`
-        takes, with a simulated sweep (ConfigError, one line)."""
+        takes, with a simulated sweep; ``--acceptance-from`` with a simulated sweep too
+        (ConfigError, one line)."""
 
+        if self.acceptance_from is not None and self.calibration_report:
+            raise ConfigError("--acceptance-from goes with --out (a simulated sweep), not --calibration-report")
         if self.power_limits is None:
             return
         if self.calibration_report:

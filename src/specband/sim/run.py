@@ -18,6 +18,7 @@ from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.power_capped import resolve_model_power_limits
 from specband.sim.profile import DEFAULT_PROFILE
 from specband.sim.request import SimulateRequest
+from specband.sim.speed_interval import acceptance_notes
 
 __all__ = ["SimulatedSweep", "SimulationPlan", "calibration_model", "plan_simulation", "run_simulation"]
 
@@ -25,14 +26,19 @@ __all__ = ["SimulatedSweep", "SimulationPlan", "calibration_model", "plan_simula
 def request_model(r: SimulateRequest) -> SpeculativeDecodingModel:
     """The performance model of ``r``: ``--profile`` (default :data:`DEFAULT_PROFILE`) and
     the pair of ``--target-config``/``--draft-config``/``--workload`` (its ``warnings``:
-    what the pair borrows).
+    what the pair borrows), its acceptance fitted to ``--acceptance-from`` when given.
 
     Raises:
-        ConfigError: an unknown profile, an unreadable profile or model config.
+        ConfigError: an unknown profile, an unreadable profile or model config, one config
+            without the other outside a bundled pair; DataError: a bad ``--acceptance-from``.
     """
 
     return build_model(
-        r.profile or DEFAULT_PROFILE, target_config=r.target_config, draft_config=r.draft_config, workload=r.workload
+        r.profile or DEFAULT_PROFILE,
+        target_config=r.target_config,
+        draft_config=r.draft_config,
+        workload=r.workload,
+        acceptance_from=r.acceptance_from,
     )
 
 
@@ -113,7 +119,7 @@ class SimulatedSweep:
             mark += " [power UNMEASURED: rows carry power_w_range]"
         if self.plan.request.actions != "contract":
             mark += f" [{self.plan.request.actions} action set: {len(self.plan.actions)} actions]"
-        return mark
+        return mark + f" [acceptance: {self.plan.model.acceptance.source}; rows carry speed_tok_s_interval]"
 
     def summary(self) -> str:
         """The one line that says what was written, labelled SIMULATED."""
@@ -138,7 +144,7 @@ def run_simulation(plan: SimulationPlan) -> SimulatedSweep:
         "seed": r.seed,
         "actions": plan.actions,
     }
-    notes: list[str] = []
+    notes: list[str] = acceptance_notes(model)
     if r.power_limits is not None:
         limits_w, clamped = resolve_model_power_limits(model, r.power_limits)
         notes += clamped

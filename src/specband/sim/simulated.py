@@ -10,6 +10,14 @@ that does not fit in VRAM x 0.65 is retried at 0.55 (``retry_mem_fraction``); on
 at neither is an error row with null measurements. Repeats are full passes, so the thermal
 state carries across runs.
 
+Every successful row also says where its acceptance came from (``acceptance_source``: a
+profile, a borrowed profile, or "fitted to N configs of FILE") and carries the model's speed
+without noise (``speed_tok_s_expected``) and a 95 % interval on it (``speed_tok_s_interval``,
+tok/s): the acceptance's accept-length interval
+(:meth:`~specband.sim.acceptance.AcceptanceChoice.accept_length_interval`) divided by the step
+time, widened by the profile's step-time calibration error either way
+(:func:`specband.sim.speed_interval.speed_interval`: ``speed = accept_length / step_time``).
+
 Noise per run (independent normal draws, from ``numpy.random.default_rng(seed)`` in a fixed
 order): accept length (``accept_sd``), step time (``speed_rel_sd``), average power
 (``power_rel_sd``), temperature readings (``temp_sd_c``). The calibrated values are the
@@ -35,6 +43,7 @@ from specband.files.fileio import check_out_path, write_jsonl_atomic
 from specband.sim.model import SpeculativeDecodingModel, build_model
 from specband.sim.power import power_range_w
 from specband.sim.power_capped import with_power_limit
+from specband.sim.speed_interval import speed_interval
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -70,10 +79,25 @@ SIMULATED_COLUMNS: tuple[str, ...] = (
     "target_model",
     "draft_model",
 )
+#: Columns after SIMULATED_COLUMNS on a model with an acceptance (every built model): where the
+#: acceptance comes from, the noise-free speed and its 95 % interval (null on an error row).
+INTERVAL_COLUMNS: tuple[str, ...] = ("acceptance_source", "speed_tok_s_expected", "speed_tok_s_interval")
 
 
 def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+def _with_interval(out: dict[str, Any], model: Any, bs: int, action: Action, pred: Any) -> dict[str, Any]:
+    """``out`` with :data:`INTERVAL_COLUMNS` (``pred``: its noise-free prediction, ``None``
+    on an error row); unchanged for a duck-typed model without an ``acceptance``."""
+    if getattr(model, "acceptance", None) is None:
+        return out
+    interval = None if pred is None else speed_interval(model, bs, action, prediction=pred)
+    out["acceptance_source"] = model.acceptance.source
+    out["speed_tok_s_expected"] = None if interval is None else round(interval.expected_tok_s, 3)
+    out["speed_tok_s_interval"] = None if interval is None else interval.as_list()
+    return out
 
 
 def _held(power_w: float, limit_w: float, profile: Any) -> float:
@@ -96,9 +120,10 @@ def simulate_sweep(  # noqa: C901
 ) -> list[dict[str, Any]]:
     """Simulated sweep rows (the published sweep columns plus ``power_limit_watts``,
     ``provenance``, ``profile``, ``seed``, ``gpu_mem_used_mb_before``,
-    ``gpu_util_pct_before``, ``target_model``, ``draft_model``), one dict per run, in run
-    order; ``index`` counts runs from 0 across passes. A profile with a ``power_source`` (power
-    fitted to published figures) adds ``power_source: "published fit (...)"`` to every row; one
+    ``gpu_util_pct_before``, ``target_model``, ``draft_model``, and, for a model with an
+    ``acceptance``, :data:`INTERVAL_COLUMNS`), one dict per run, in run order; ``index``
+    counts runs from 0 across passes. A profile with a ``power_source`` (power fitted to
+    published figures) adds ``power_source: "published fit (...)"`` to every row; one
     with neither that nor ``power_measured = true`` adds ``power_measured: false`` to every row
     and ``power_w_range: [low, high]`` (W, :func:`specband.sim.power.power_range_w`) to every
     successful one.
@@ -247,9 +272,8 @@ def simulate_sweep(  # noqa: C901
                     if not p.power_measured and not p.power_source:
                         low, high = power_range_w(p, pred)
                         row.power_w_range = [round(min(low, limit_w), 1), round(min(high, limit_w), 1)]
-                rows.append(
-                    row.as_row(SIMULATED_COLUMNS, omit_null=("power_w_range", "power_measured", "power_source"))
-                )
+                out = row.as_row(SIMULATED_COLUMNS, omit_null=("power_w_range", "power_measured", "power_source"))
+                rows.append(_with_interval(out, model, bs, action, None if error else pred))
                 # teardown and the 5 s sleep between launches
                 temp = model.advance_temperature(temp, p.idle_power_w, p.cooldown_s)
                 index += 1

@@ -1,0 +1,104 @@
+"""A first guess says what it rests on (issue 29, item 3): the acceptance first (fitted, bundled
+or borrowed, and why), the calibration error of the profile *and* pair simulated, a speed
+interval that a borrowed acceptance widens, and one config without its pair is an error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.deploy.qwen3_configs import write_qwen3_pair
+from tests.sim.specbundle_h200 import SPECBUNDLE_H200, write_bench_file
+
+from specband.core.errors import ConfigError
+from specband.deploy.firstguess import first_guess
+
+
+@pytest.fixture
+def qwen3(tmp_path: Path) -> tuple[Path, Path]:
+    """Qwen3-8B and an EAGLE3 head for it: a pair no bundled profile covers."""
+    return write_qwen3_pair(tmp_path)
+
+
+def _width(pick) -> float:  # type: ignore[no-untyped-def]
+    s = pick.speed_interval
+    return (s.hi95 - s.lo95) / s.speed_tok_s
+
+
+def test_the_qwen3_first_guess_names_the_borrowed_acceptance(qwen3: tuple[Path, Path]) -> None:
+    target, draft = qwen3
+    pick = first_guess(8, "h200", str(target), str(draft))
+    assert pick.notes[0].startswith(
+        "acceptance: BORROWED from pair unsloth/Llama-3.2-1B-Instruct + rescommons/SpecForge-EAGLE3-Llama-3.2-1B-"
+        "Instruct (profile llama-3.2-1b/specforge-eagle3/specband-sweep, workload specband-sweep), because no "
+        "profile for Qwen/Qwen3-8B + Tengyunw/qwen3_8b_eagle3"
+    )
+    # no measured row holds h200 with this pair: nothing quoted (not the Llama-3.1-8B pair's errors)
+    assert pick.calibration == {}
+    assert pick.notes[1] == (
+        "SIMULATED on h200, not measured; no measured row holds h200 with Qwen/Qwen3-8B + Tengyunw/qwen3_8b_eagle3 "
+        "to a calibration error"
+    )
+    assert not any("accept_length median" in note for note in pick.notes)
+    assert pick.speed_interval is not None
+    assert pick.speed_interval.acceptance_source == "borrowed llama-3.2-1b/specforge-eagle3/specband-sweep"
+    # a borrowed acceptance widens the interval against the 8B pair's own profile
+    own = first_guess(8, "h200", "llama-3.1-8b-instruct", "eagle3-llama-3.1-8b-instruct")
+    assert own.notes[0] == "acceptance: bundled profile llama-3.1-8b/eagle3-8b/mt-bench (workload mt-bench)"
+    assert _width(pick) > 3 * _width(own)
+    assert own.calibration is not None and {"step_time", "accept_length", "speed_tok_s"} <= set(own.calibration)
+    assert own.calibration["accept_length"].rows == 5
+
+
+def test_a_first_guess_fitted_from_a_file_names_it(tmp_path: Path) -> None:
+    bench = write_bench_file(tmp_path / "he.jsonl", "humaneval", "specforge")
+    pick = first_guess(1, "h200", "llama-3.1-8b-instruct", acceptance_from=str(bench))
+    assert pick.notes[0].startswith(f"acceptance fitted to 2 configs of {bench} (parameters first_token_accept")
+    assert "residuals (3, 1, 4): measured 3.340, fitted 3.340" in pick.notes[0]
+    # the published accept-length and speed errors are of MT-bench's acceptance: not quoted
+    assert pick.calibration is not None and set(pick.calibration) == {"step_time"}
+    assert pick.speed_interval is not None
+    assert pick.speed_interval.acceptance_source == f"fitted to 2 configs of {bench}"
+    if pick.action in SPECBUNDLE_H200[("humaneval", "specforge")]:  # a measured chain: inside its interval
+        speed = SPECBUNDLE_H200[("humaneval", "specforge")][pick.action][0]
+        assert pick.speed_interval.lo95 <= speed <= pick.speed_interval.hi95
+
+
+def test_one_config_alone_brings_its_bundled_pair() -> None:
+    pick = first_guess(8, "h200", "llama-3.1-8b-instruct")
+    assert pick.origin.data.draft_model == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    pick = first_guess(8, "h200", None, "eagle3-llama-3.1-8b-instruct")
+    assert pick.origin.data.target_model == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_one_config_without_its_pair_is_one_error_naming_the_option(run_cli, qwen3: tuple[Path, Path]) -> None:
+    target, draft = qwen3
+    res = run_cli("recommend", "--gpu", "h200", "--target-config", target, "-b", "8")
+    assert res.exit_code == 2 and res.stdout == "" and len(res.stderr.splitlines()) == 1
+    assert res.stderr.startswith("error: --draft-config: needed with --target-config Qwen/Qwen3-8B (no bundled")
+    res = run_cli("recommend", "--gpu", "h200", "--draft-config", draft, "-b", "8")
+    assert res.exit_code == 2 and res.stdout == "" and len(res.stderr.splitlines()) == 1
+    assert res.stderr.startswith("error: --target-config: needed with --draft-config Tengyunw/qwen3_8b_eagle3")
+    with pytest.raises(ConfigError, match=r"^--draft-config: needed"):
+        first_guess(8, "h200", str(target))
+
+
+def test_recommend_acceptance_from_prints_the_fit_and_the_interval(run_cli, tmp_path: Path) -> None:
+    bench = write_bench_file(tmp_path / "mt.jsonl", "mtbench", "old")
+    args = ("recommend", "--gpu", "h200", "--target-config", "llama-3.1-8b-instruct", "-b", "1")
+    res = run_cli(*args, "--acceptance-from", bench, "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    interval = doc["speed_interval"]
+    assert interval["provenance"] == "simulated" and interval["lo95"] < interval["speed_tok_s"] < interval["hi95"]
+    assert interval["acceptance_source"] == f"fitted to 2 configs of {bench}"
+    assert res.stderr.startswith(f"note: acceptance fitted to 2 configs of {bench}")
+    assert "note: SIMULATED speed of the pick at batch size 1: " in res.stderr
+    alone = run_cli("recommend", "--acceptance-from", bench, "-b", "1")
+    assert alone.exit_code == 2
+    assert alone.stderr.strip() == "error: --acceptance-from makes a simulated first guess: give --gpu PROFILE"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("[]\n")
+    res = run_cli(*args, "--acceptance-from", bad)
+    assert res.exit_code != 0 and res.stderr.splitlines() == [f"error: {bad}:1: expected a JSON object, got list"]
