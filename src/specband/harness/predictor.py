@@ -4,29 +4,22 @@ measured so far, says what every config of the grid would score.
 What is fitted to the measured rows (:func:`fit_world`):
 
 * **acceptance** (the prompts' part, shared by every batch size): each measured config's mean
-  accept length (successful speculative rows, any batch size) is an observation; the chain
-  parameters of :class:`~specband.sim.draft_tree.AcceptParams` (``first_token_accept``,
-  ``depth_decay``) are fitted to the chains by least squares, the tree parameters
-  (``chain_factor``, ``rank2_ratio``, ``off_track_factor``) as well once a tree was measured,
-  each pulled towards the prior (the profile's acceptance) by a weak penalty so that two
-  observations never leave a parameter free (:func:`fit_acceptance_rows`);
+  accept length (successful speculative rows, any batch size; plus ``--acceptance-from FILE``'s
+  observations) is an observation of :func:`specband.sim.acceptance_fit.fit_acceptance`, which
+  moves the profile's :class:`~specband.sim.draft_tree.AcceptParams` as far as the measurements
+  pin them (:func:`fit_acceptance_rows`);
 * **cost** (the GPU's part, per batch size): the simulated step time is split into the target's
   forward plus host time ``T`` and the speculative rest ``S``; the measured baseline fixes the
   factor ``a`` on ``T``, the measured speculative configs the factor ``b`` on ``S`` (their
   median); the utilisation (average power / power limit) is the simulated one times the
   measured/simulated ratio's mean, and the thermal multiplier the measured rows' mean.
 
-Interval of an accept length (:meth:`AcceptanceFit.interval`), estimate ``e``:
-
-* a config measured: its own mean (it is not predicted);
-* a chain: ``e +- max(0.02 (e - 1) + 0.01, 2 rmse_chains)``, doubled outside the measured
-  depths (an extrapolation);
-* a tree while no tree was measured: the lowest and the highest accept length over the corners
-  of a box (``chain_factor`` 0.8 / 1.3 with the chain parameters refitted at each;
-  ``rank2_ratio`` 0.02 / 0.6, ``rank_decay`` 0.4 / 1, ``alt_depth_decay`` 0.3 / 1,
-  ``off_track_factor`` 0.3 / 1): chains say little about trees (a tree's accept length is
-  0.64-1.07 of the same-depth chain's across published workloads, issue 29);
-* a tree once ``m`` tree configs were measured: ``e +- max(0.03 e, 2 rmse_trees) (1 + 2/m)``.
+Interval of an accept length (:meth:`AcceptanceFit.interval`): a measured config's own mean (it
+is not predicted); else the fit's 95 % interval
+(:meth:`specband.sim.acceptance_fit.FittedAcceptance.accept_length_interval`: tight for a chain
+between the measured chain depths, wide for a tree while only chains were measured, since a
+tree's accept length is 0.64-1.07 of the same-depth chain's across published workloads); before
+any speculative row, ``[1, steps + 1]``.
 
 Reward interval (:meth:`WorldFit.reward_interval`): speed ``accept / step`` with the step's
 relative half-width ``h_c = max(0.03, 2 x`` the rms relative error of the cost fit at that
@@ -38,7 +31,6 @@ prediction), never a measurement; the rows it plans are measured.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -49,6 +41,7 @@ import numpy as np
 
 from specband.contract.actions import Action, as_action
 from specband.contract.reward import RewardConfig, band_score, throughput_score
+from specband.sim.acceptance_fit import AcceptanceObservation, FittedAcceptance, fit_acceptance
 from specband.sim.draft_tree import AcceptParams, accept_length
 from specband.sim.model import SpeculativeDecodingModel
 
@@ -61,13 +54,6 @@ __all__ = [
     "fit_world",
 ]
 
-#: Corners of the tree-parameter box while no tree is measured (see the module docstring).
-_CHAIN_FACTORS = (0.8, 1.3)
-_TREE_LOW = {"rank2_ratio": 0.02, "rank_decay": 0.4, "alt_depth_decay": 0.3, "off_track_factor": 0.3}
-_TREE_HIGH = {"rank2_ratio": 0.6, "rank_decay": 1.0, "alt_depth_decay": 1.0, "off_track_factor": 1.0}
-#: Weight of the pull towards the prior per parameter (accept-length units per unit of parameter).
-_PRIOR_WEIGHT = 0.05
-
 
 @dataclass(frozen=True)
 class Interval:
@@ -78,102 +64,53 @@ class Interval:
     high: float
 
 
-def _is_chain(action: Action) -> bool:
-    return action.speculative_eagle_topk == 1
-
-
-def _residuals(params: AcceptParams, obs: Mapping[Action, tuple[float, float]]) -> np.ndarray:
-    return np.array([math.sqrt(w) * (accept_length(a, params) - m) for a, (m, w) in obs.items()])
-
-
-def _least_squares(
-    prior: AcceptParams, names: Sequence[str], bounds: Sequence[tuple[float, float]],
-    obs: Mapping[Action, tuple[float, float]],
-) -> AcceptParams:  # fmt: skip
-    """``prior`` with ``names`` fitted to ``obs`` (action -> (mean accept length, weight)),
-    pulled towards the prior's values by :data:`_PRIOR_WEIGHT`."""
-    from scipy.optimize import least_squares  # lazy: scipy only when a sweep plans by prediction
-
-    x0 = np.array([min(max(getattr(prior, n), lo), hi) for n, (lo, hi) in zip(names, bounds, strict=True)])
-
-    def fun(x: np.ndarray) -> np.ndarray:
-        params = dataclasses.replace(prior, **dict(zip(names, (float(v) for v in x), strict=True)))
-        return np.concatenate([_residuals(params, obs), _PRIOR_WEIGHT * (x - x0)])
-
-    lo = np.array([b[0] for b in bounds])
-    hi = np.array([b[1] for b in bounds])
-    result = least_squares(fun, x0, bounds=(lo, hi), method="trf", xtol=1e-8, max_nfev=200)
-    return dataclasses.replace(prior, **dict(zip(names, (float(v) for v in result.x), strict=True)))
-
-
-_CHAIN_PARAMS = ("first_token_accept", "depth_decay")
-_CHAIN_BOUNDS = ((0.02, 0.99), (0.3, 1.3))
-_TREE_PARAMS = ("chain_factor", "rank2_ratio", "off_track_factor")
-_TREE_BOUNDS = ((0.5, 1.5), (0.0, 1.0), (0.0, 1.0))
-
-
 @dataclass(frozen=True)
 class AcceptanceFit:
-    """Accept lengths fitted to measured configs (see the module docstring).
+    """Accept lengths fitted to the measured configs (:func:`specband.sim.acceptance_fit.fit_acceptance`).
 
     Attributes:
-        params: the fitted parameters.
+        fitted: the fit (``None`` while no speculative config was measured: the prior alone).
+        prior: the profile's acceptance (the fit's start and the value of every parameter the
+            measurements do not pin).
         observed: action -> (mean measured accept length, rows behind it).
-        rmse_chains, rmse_trees: root-mean-square residual of the fitted chains / trees
-            (``0.0`` when none).
-        corners: parameter sets whose accept lengths bound an unmeasured tree's (while no tree
-            is measured; empty after).
-        label: where the acceptance comes from (``"fitted to 3 measured configs"``).
+        label: where the acceptance comes from (``"fitted to 3 configs of the sweep's rows"``).
     """
 
-    params: AcceptParams
+    fitted: FittedAcceptance | None
+    prior: AcceptParams
     observed: Mapping[Action, tuple[float, float]]
-    rmse_chains: float
-    rmse_trees: float
-    corners: tuple[AcceptParams, ...]
     label: str
 
     def interval(self, action: Action | tuple[int, int, int]) -> Interval:
-        """The accept length of ``action`` with its interval (bonus token included, within
-        ``[1, steps + 1]``)."""
+        """The accept length of ``action`` with its 95 % interval (bonus token included, within
+        ``[1, steps + 1]``): a measured config's own mean, else the fit's interval, else (nothing
+        measured yet) the prior's estimate between 1 and ``steps + 1``."""
         action = as_action(action)
         if action.is_baseline:
             return Interval(1.0, 1.0, 1.0)
         if action in self.observed:
             mean = self.observed[action][0]
             return Interval(mean, mean, mean)
-        top = float(action.speculative_num_steps) + 1.0
-        est = accept_length(action, self.params)
-        if _is_chain(action):
-            half = max(0.02 * (est - 1.0) + 0.01, 2.0 * self.rmse_chains)
-            depths = [a.speculative_num_steps for a in self.observed if _is_chain(a)]
-            if not depths or not min(depths) <= action.speculative_num_steps <= max(depths):
-                half *= 2.0
-            low, high = est - half, est + half
-        elif self.corners:
-            values = [accept_length(action, p) for p in self.corners] + [est]
-            low, high = min(values), max(values)
-        else:
-            trees = sum(1 for a in self.observed if not _is_chain(a))
-            half = max(0.03 * est, 2.0 * self.rmse_trees) * (1.0 + 2.0 / max(1, trees))
-            low, high = est - half, est + half
-        return Interval(est, min(max(low, 1.0), top), min(max(high, 1.0), top))
+        if self.fitted is None:
+            est = accept_length(action, self.prior)
+            return Interval(est, 1.0, float(action.speculative_num_steps) + 1.0)
+        est, low, high = self.fitted.accept_length_interval(tuple(action))
+        return Interval(est, min(low, est), max(high, est))
 
 
-def _rmse(params: AcceptParams, obs: Mapping[Action, tuple[float, float]], chains: bool) -> float:
-    errs = [accept_length(a, params) - m for a, (m, _) in obs.items() if _is_chain(a) == chains]
-    return math.sqrt(sum(e * e for e in errs) / len(errs)) if errs else 0.0
-
-
-def fit_acceptance_rows(rows: Sequence[Mapping[str, Any]], prior: AcceptParams) -> AcceptanceFit:
-    """Fit the acceptance to the successful speculative rows' accept lengths (any batch size).
+def fit_acceptance_rows(
+    rows: Sequence[Mapping[str, Any]], prior: AcceptParams, extra: Sequence[AcceptanceObservation] = ()
+) -> AcceptanceFit:
+    """Fit the acceptance to the successful speculative rows' accept lengths (any batch size),
+    and to ``extra`` observations (``--acceptance-from FILE``).
 
     Args:
         rows: sweep rows (dicts as in the JSONL).
-        prior: the profile's acceptance (the start and the pull of the fit).
+        prior: the profile's acceptance (the start of the fit).
+        extra: observations measured elsewhere (another file).
 
     Returns:
-        the :class:`AcceptanceFit` (the prior, with tree corners, when nothing was measured).
+        the :class:`AcceptanceFit` (the prior alone when nothing was measured).
     """
     sums: dict[Action, list[float]] = defaultdict(list)
     for row in rows:
@@ -181,27 +118,13 @@ def fit_acceptance_rows(rows: Sequence[Mapping[str, Any]], prior: AcceptParams) 
         if row.get("error") or not isinstance(accept, (int, float)) or not row.get("steps"):
             continue
         sums[as_action((row["steps"], row["topk"], row["num_draft_tokens"]))].append(float(accept))
-    obs = {a: (sum(v) / len(v), float(len(v))) for a, v in sums.items()}
-    chains = {a: v for a, v in obs.items() if _is_chain(a)}
-    trees = {a: v for a, v in obs.items() if not _is_chain(a)}
-    params = prior
-    if chains:
-        names = _CHAIN_PARAMS if len(chains) >= 2 else _CHAIN_PARAMS[:1]
-        params = _least_squares(prior, names, _CHAIN_BOUNDS[: len(names)], chains)
-    corners: tuple[AcceptParams, ...] = ()
-    if trees:
-        params = _least_squares(params, _CHAIN_PARAMS + _TREE_PARAMS, _CHAIN_BOUNDS + _TREE_BOUNDS, obs)
-    else:
-        found = []
-        for factor in _CHAIN_FACTORS:
-            base = dataclasses.replace(params, chain_factor=factor)
-            if chains:
-                names = _CHAIN_PARAMS if len(chains) >= 2 else _CHAIN_PARAMS[:1]
-                base = _least_squares(base, names, _CHAIN_BOUNDS[: len(names)], chains)
-            found += [dataclasses.replace(base, **_TREE_LOW), dataclasses.replace(base, **_TREE_HIGH)]
-        corners = tuple(found)
-    label = f"fitted to {len(obs)} measured config(s)" if obs else "the profile's acceptance (nothing measured yet)"
-    return AcceptanceFit(params, obs, _rmse(params, obs, True), _rmse(params, obs, False), corners, label)
+    observed = {a: (sum(v) / len(v), float(len(v))) for a, v in sums.items()}
+    observations = [AcceptanceObservation((a[0], a[1], a[2]), m, weight=n) for a, (m, n) in observed.items()]
+    observations += list(extra)
+    if not observations:
+        return AcceptanceFit(None, prior, observed, "the profile's acceptance (nothing measured yet)")
+    fitted = fit_acceptance(observations, prior=prior, label=f"fitted to {len(observations)} measured config(s)")
+    return AcceptanceFit(fitted, prior, observed, fitted.label)
 
 
 @dataclass(frozen=True)
