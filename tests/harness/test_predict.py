@@ -177,3 +177,23 @@ def test_two_chains_pin_the_other_chains_and_trees_stay_wide_until_one_is_measur
     narrow = with_tree.interval(tree)
     assert narrow.high - narrow.low < wide.high - wide.low
     assert narrow.low <= accept_length(tree, truth) <= narrow.high
+
+
+def test_acceptance_from_another_file_narrows_the_trees_before_any_tree_is_measured():
+    from specband.sim.acceptance_fit import AcceptanceObservation
+
+    model = build_model("h200", **PAIR_8B)
+    world = _with_acceptance(model, TREE_FRIENDLY)
+    points = grid((1,), ACTIONS)
+    full = _world_rows(world, 1, seed=4, batch_sizes=(1,))
+    seed = [r for r in full if (r["steps"], r["topk"], r["num_draft_tokens"]) in {(0, 0, 0), (3, 1, 4), (5, 1, 6)}]
+    trees = [(3, 2, 4), (5, 4, 8), (3, 4, 8)]
+    elsewhere = [AcceptanceObservation(t, accept_length(t, TREE_FRIENDLY)) for t in trees]
+    _, plain, fit_plain = plan_round(seed, points, model, max_repeats=1)
+    _, informed, fit_informed = plan_round(seed, points, model, max_repeats=1, observations=elsewhere)
+    tree = as_action((5, 4, 16))
+    wide, narrow = fit_plain.acceptance.interval(tree), fit_informed.acceptance.interval(tree)
+    assert narrow.high - narrow.low < wide.high - wide.low
+    assert narrow.low <= accept_length(tree, TREE_FRIENDLY) <= narrow.high
+    assert fit_informed.acceptance.label.startswith("fitted to 5 ")  # 2 chains measured here + 3 trees from the file
+    assert plain[1].best == informed[1].best  # the pick is still the measured best

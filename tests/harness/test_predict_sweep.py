@@ -23,6 +23,8 @@ GRID = ["--batch-sizes", "1", "--actions", "0 1 5 7 10 11"]
         (["--plan", "predict", "--adaptive"], "--plan predict and --adaptive exclude each other"),
         (["--plan", "predict", "--shard", "1/2"], "--plan predict and --shard exclude each other"),
         (["--profile", "h200"], "--profile applies only to --plan predict"),
+        (["--acceptance-from", "x.jsonl"], "--acceptance-from applies only to --plan predict"),
+        (["--plan", "predict", "--acceptance-from", "no-such-file.jsonl"], "no-such-file.jsonl"),
         (["--plan", "predict", "--profile", "no-such-gpu"], "no-such-gpu"),
         (["--plan", "nope"], "nope"),
     ],

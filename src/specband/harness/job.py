@@ -47,11 +47,14 @@ class PredictSetup:
             GPU's name, found when the sweep opens the GPU (:meth:`profile_for`).
         target_config, draft_config: the models' ``config.json`` paths, or ``None`` for the
             bundled Llama-3.2-1B pair.
+        observations: accept lengths measured elsewhere (``--acceptance-from FILE``:
+            :class:`specband.sim.acceptance_fit.AcceptanceObservation` s), fitted with the sweep's rows.
     """
 
     profile: str | None = None
     target_config: str | None = None
     draft_config: str | None = None
+    observations: tuple[Any, ...] = ()
 
     def profile_for(self, gpu_name: str | None) -> str:
         """The profile: :attr:`profile`, else the built-in one whose GPU ``gpu_name`` names.

@@ -227,7 +227,7 @@ def _decide(
 
 def plan_round(
     rows: Sequence[Mapping[str, Any]], points: Sequence[GridPoint], model: SpeculativeDecodingModel, *,
-    max_repeats: int, reward_config: RewardConfig = RewardConfig(),
+    max_repeats: int, reward_config: RewardConfig = RewardConfig(), observations: Sequence[Any] = (),
 ) -> tuple[list[PlannedRun], dict[int, PredictDecision], WorldFit | None]:  # fmt: skip
     """The runs of the next round, decided from ``rows`` (see the module docstring).
 
@@ -239,6 +239,8 @@ def plan_round(
         model: the profile's performance model (the simulator the predictions come from).
         max_repeats: rows a config may have at most (``--repeats``).
         reward_config: the reward's constants.
+        observations: accept lengths measured elsewhere (``--acceptance-from``), fitted with
+            the rows.
 
     Returns:
         ``(runs in grid order, decision per batch size, the fitted world or None before the
@@ -254,7 +256,7 @@ def plan_round(
         return missing, {}, None
     samples = _samples(rows, reward_config)
     sd = _pooled_sd(samples)
-    world = fit_world(model, rows, reward_config)
+    world = fit_world(model, rows, reward_config, observations)
     failed = _failed(rows)
     by_bs: dict[int, list[GridPoint]] = defaultdict(list)
     for p in points:
@@ -312,6 +314,7 @@ def run_predicted(
     execute: Callable[[SweepPlan, RowSink], None],
     model: SpeculativeDecodingModel,
     *,
+    observations: Sequence[Any] = (),
     max_rounds: int = 1000,
 ) -> dict[int, PredictDecision]:
     """Run a predicted sweep: round after round of :func:`plan_round`'s runs until every batch
@@ -323,6 +326,7 @@ def run_predicted(
         sink: where rows go (its writer, reporter and summary are shared by the rounds).
         execute: runs one round's plan into a sink (one GPU or a worker pool).
         model: the profile's performance model.
+        observations: accept lengths measured elsewhere (``--acceptance-from``).
         max_rounds: a bound on the rounds (each measures at least one new row, so the sweep
             ends after at most ``repeats x points`` rounds anyway).
 
@@ -335,7 +339,9 @@ def run_predicted(
     kept = list(rows)
     decisions: dict[int, PredictDecision] = {}
     for _ in range(max_rounds):
-        chosen, decisions, _world = plan_round(kept, plan.points, model, max_repeats=plan.repeats)
+        chosen, decisions, _world = plan_round(
+            kept, plan.points, model, max_repeats=plan.repeats, observations=observations
+        )
         if not chosen:
             break
         keys = {(run.point.index, run.repeat) for run in chosen}

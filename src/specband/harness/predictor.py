@@ -283,16 +283,18 @@ def _cost_at(
 
 
 def fit_world(
-    model: SpeculativeDecodingModel, rows: Sequence[Mapping[str, Any]], config: RewardConfig = RewardConfig()
-) -> WorldFit:
+    model: SpeculativeDecodingModel, rows: Sequence[Mapping[str, Any]], config: RewardConfig = RewardConfig(),
+    observations: Sequence[AcceptanceObservation] = (),
+) -> WorldFit:  # fmt: skip
     """The simulator ``model`` corrected by ``rows`` (see the module docstring).
 
     Args:
         model: the profile's performance model (its acceptance is the prior).
         rows: the sweep's rows so far (error rows are ignored).
         config: the reward's constants.
+        observations: accept lengths measured elsewhere (``--acceptance-from``), fitted with the rows.
     """
-    acceptance = fit_acceptance_rows(rows, model.acceptance.params)
+    acceptance = fit_acceptance_rows(rows, model.acceptance.params, observations)
     by_bs: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         if isinstance(row.get("batch_size"), int):

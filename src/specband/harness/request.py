@@ -27,7 +27,7 @@ from specband.core.limits import (
     MAX_TIMEOUT_S,
     PORT_RANGE,
 )
-from specband.core.optionspec import option
+from specband.core.optionspec import acceptance_from_field, option
 from specband.devices import DeviceSpec
 from specband.devices.base import Clock, check_power_limit_w
 from specband.engines.base import ENGINE_NAMES, EngineVersion, get_engine
@@ -261,6 +261,7 @@ class SweepRequest:
         metavar="PROFILE",
         show_default=False,
     )
+    acceptance_from: str | None = acceptance_from_field("--plan predict", "grid")
     quiet: bool = option(False, "--quiet", help="No progress bar.", panel="output")
     # server: how each run is launched
     engine: str = engine_field()
@@ -536,8 +537,9 @@ def _check_options(r: SweepRequest, shard: ShardSpec | None) -> None:
         for flag, value in given.items():
             if value:
                 raise ConfigError(f"--plan predict and {flag} exclude each other: each round is planned from every row")
-    elif r.profile is not None:
-        raise ConfigError("--profile applies only to --plan predict (the simulator its predictions come from)")
+    elif r.profile is not None or r.acceptance_from is not None:
+        flag = "--profile" if r.profile is not None else "--acceptance-from"
+        raise ConfigError(f"{flag} applies only to --plan predict (what its predictions come from)")
     if r.adaptive and r.repeats < 2:
         raise ConfigError("--adaptive needs --repeats >= 2: pass 0 measures everything, later passes save runs")
     if r.repeats <= 0:  # the CLI's parser says so first; a request built in code is checked here
@@ -702,7 +704,12 @@ def _predict_setup(r: SweepRequest) -> PredictSetup:
         load_profile(profile)  # an unknown or invalid profile is refused before anything runs
     configs = [Path(m) / "config.json" if m is not None else None for m in (r.target, r.draft)]
     target, draft = (str(c) if c is not None and c.is_file() else None for c in configs)
-    return PredictSetup(profile=profile, target_config=target, draft_config=draft)
+    observations: tuple[Any, ...] = ()
+    if r.acceptance_from is not None:  # read and checked before anything runs (one error line naming the file)
+        from specband.sim.acceptance_fit import read_acceptance_file  # lazy: off the cold path
+
+        observations = read_acceptance_file(given_path("--acceptance-from", r.acceptance_from)).observations
+    return PredictSetup(profile=profile, target_config=target, draft_config=draft, observations=observations)
 
 
 def _plugged_env(plugged: DeviceSpec) -> dict[str, str]:

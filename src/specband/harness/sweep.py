@@ -180,7 +180,7 @@ def run_sweep(job: SweepJob, *, clock: Clock | None = None, reporter: SweepRepor
                 if job.adaptive:
                     _run_adaptive(plan, existing, sink, execute)
                 elif job.predict is not None:
-                    _run_predicted(plan, existing, sink, execute, predict_model)
+                    _run_predicted(plan, existing, sink, execute, predict_model, job.predict.observations)
                 else:
                     execute(plan, sink)
         finally:
@@ -219,12 +219,12 @@ def _run_adaptive(
 
 def _run_predicted(
     plan: SweepPlan, rows: list[dict[str, Any]], sink: RowSink, execute: Callable[[SweepPlan, RowSink], None],
-    model: Any,
+    model: Any, observations: tuple[Any, ...],
 ) -> None:  # fmt: skip
     """:func:`specband.harness.predict.run_predicted`, timed over every round."""
     t0 = time.monotonic()
     try:
-        run_predicted(plan, rows, sink, execute, model)
+        run_predicted(plan, rows, sink, execute, model, observations=observations)
     finally:
         sink.summary.elapsed_s = time.monotonic() - t0
 
