@@ -197,3 +197,18 @@ def test_acceptance_from_another_file_narrows_the_trees_before_any_tree_is_measu
     assert narrow.low <= accept_length(tree, TREE_FRIENDLY) <= narrow.high
     assert fit_informed.acceptance.label.startswith("fitted to 5 ")  # 2 chains measured here + 3 trees from the file
     assert plain[1].best == informed[1].best  # the pick is still the measured best
+
+
+@pytest.mark.parametrize(
+    ("gpu", "profile"),
+    [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("H100_SXM5_80GB", "h100-sxm"),
+     ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"), ("NVIDIA GeForce RTX 4060 Laptop GPU", "rtx4060-laptop")],
+)  # fmt: skip
+def test_the_gpu_name_finds_its_profile_and_an_unknown_gpu_needs_one(gpu, profile):
+    from specband.core.errors import ConfigError
+    from specband.harness.job import PredictSetup
+
+    assert PredictSetup().profile_for(gpu) == profile
+    assert PredictSetup(profile="h200").profile_for(gpu) == "h200"  # --profile wins
+    with pytest.raises(ConfigError, match="no calibrated simulator profile for the GPU 'NVIDIA L4'; name one"):
+        PredictSetup().profile_for("NVIDIA L4")
