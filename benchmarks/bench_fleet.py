@@ -228,7 +228,7 @@ def emulated(runs_per_worker: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def compare_predicted(label: str, base: list[str], repeats: int) -> None:
+def compare_predicted(label: str, base: list[str], repeats: int, predict_extra: tuple[str, ...] = ()) -> None:
     """Run the same grid exhaustively and with ``--plan predict`` (``base``: the sweep's
     arguments without ``--out``, ``--repeats`` or ``--plan``) and print each one's wall time,
     rows, launches and pick per batch size (measured: the best mean reward of its own rows)."""
@@ -238,7 +238,7 @@ def compare_predicted(label: str, base: list[str], repeats: int) -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench-predict-"))
     try:
         found = {}
-        for mode, extra in (("exhaustive", []), ("--plan predict", ["--plan", "predict"])):
+        for mode, extra in (("exhaustive", []), ("--plan predict", ["--plan", "predict", *predict_extra])):
             out = folder / f"{mode.strip('-').replace(' ', '-')}.jsonl"
             seconds, ok = _timed_cli([*base, "--repeats", str(repeats), "--out", str(out), *extra])
             rows = read_rows_for_resume(out)
@@ -290,7 +290,7 @@ def predict_on_vllm(repeats: int) -> None:
     os.environ.update(env)
     pair = models / "predictable"
     base = [
-        "sweep", "--engine", "vllm", "--cpu", "--profile", "rtx4060-laptop",
+        "sweep", "--engine", "vllm", "--cpu",
         "--target", str(pair / "target"), "--draft", str(pair / "draft"),
         "--batch-sizes", "1,2", "--actions", "all", "--one-launch-per-config", "--num-prompts", "2",
         "--max-new-tokens", "64", "--cooldown", "0", "--port", str(_free_port()),
@@ -298,7 +298,8 @@ def predict_on_vllm(repeats: int) -> None:
         "--server-arg", "--enforce-eager --max-model-len 1024", "--launch-timeout", "900", "--quiet",
     ]  # fmt: skip
     try:
-        compare_predicted("real vLLM 0.32.0 on the CPU (tiny predictable pair, bs 1,2, 4 actions)", base, repeats)
+        label = "real vLLM 0.32.0 on the CPU (tiny predictable pair, bs 1,2, 4 actions, one launch per config)"
+        compare_predicted(label, base, repeats, ("--profile", "rtx4060-laptop"))
     finally:
         shutil.rmtree(models, ignore_errors=True)
 
