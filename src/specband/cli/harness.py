@@ -283,6 +283,8 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
     _warn_mixed_speed_sources(job.out)
     if job.adaptive:
         _report_adaptive(job.out, job.plan().points, job.repeats)
+    if job.predict is not None:
+        _report_predicted(job.out, job.plan().points, job.repeats)
     failure = summary.failure()
     if failure is None and summary.written == 0:  # a resume with nothing left to run
         failure = _no_measured_row(job.out)
@@ -337,6 +339,20 @@ def _report_adaptive(out: Path, points: Sequence[GridPoint], repeats: int) -> No
         f"--adaptive: {saved.runs} of {saved.runs_exhaustive} runs ({saved.runs_saved} saved), "
         f"{saved.gpu_s:.0f} GPU-s of an estimated {saved.gpu_s_exhaustive:.0f} ({saved.gpu_s_saved:.0f} saved)"
     )
+
+
+def _report_predicted(out: Path, points: Sequence[GridPoint], repeats: int) -> None:
+    """Print what the predicted sweep measured against the exhaustive grid, and its picks."""
+    from specband.harness.predict import predict_summary  # lazy: off the cold path (recommend, --help)
+
+    got = predict_summary(read_rows_for_resume(out), points, repeats)
+    why = ", ".join(f"{n} {k}" for k, n in sorted(got.planned_by.items()))
+    typer.echo(
+        f"--plan predict: {got.runs} of {got.runs_exhaustive} runs ({why}), {got.gpu_s:.0f} GPU-s of an estimated "
+        f"{got.gpu_s_exhaustive:.0f} for the whole grid ({100 * got.gpu_s / max(got.gpu_s_exhaustive, 1e-9):.0f} %)"
+    )
+    for bs, (action, reward, n) in got.picks.items():
+        typer.echo(f"  bs {bs}: pick {action} (measured mean reward {reward:.4f}, {n} row(s))")
 
 
 def _report(summary: SweepSummary, out: Path, action_set: ActionSet) -> None:

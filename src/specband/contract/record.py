@@ -155,6 +155,10 @@ class SweepRecord:
     energy_utilization_origin: str | None = _col(str)
     reward_published: float | None = _col(float)
     propensity: float | None = _col(float)
+    # a predicted sweep's rows (specband.harness.predict): why the run was measured ("seed",
+    # "prediction", "remeasure") and the simulated reward interval [estimate, low, high] it was planned on
+    planned_by: str | None = _col(str)
+    predicted_reward: list[float] | None = _col(list)  # noqa: RUF009 (a dataclasses.field, default None)
     # simulated rows (specband.sim.simulated)
     power_w_range: list[float] | None = _col(list)  # noqa: RUF009 (a dataclasses.field, default None)
     power_measured: bool | None = _col(bool)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.contract.actions import ACTIONS, Action
+from specband.core.errors import ConfigError
 from specband.devices import DeviceSpec, open_device
 from specband.devices.base import GpuDevice
 from specband.engines.base import EngineVersion
@@ -26,7 +27,61 @@ from specband.harness.runner import MeasureSettings
 from specband.harness.shards import ShardSpec
 from specband.harness.workers import WorkerPool
 
-__all__ = ["SweepDevice", "SweepJob"]
+__all__ = ["PredictSetup", "SweepDevice", "SweepJob"]
+
+#: A GPU name's words -> the built-in simulator profile ``--plan predict`` uses for it.
+_GPU_PROFILES: tuple[tuple[str, str], ...] = (
+    ("h200", "h200"),
+    ("h100", "h100-sxm"),
+    ("a100", "a100-sxm4-80gb"),
+    ("4060", "rtx4060-laptop"),
+)
+
+
+@dataclass(frozen=True)
+class PredictSetup:
+    """What ``sweep --plan predict`` simulates (:mod:`specband.harness.predict`).
+
+    Attributes:
+        profile: the simulator profile (a built-in name or a file); ``None``: the one of the
+            GPU's name, found when the sweep opens the GPU (:meth:`profile_for`).
+        target_config, draft_config: the models' ``config.json`` paths, or ``None`` for the
+            bundled Llama-3.2-1B pair.
+        observations: accept lengths measured elsewhere (``--acceptance-from FILE``:
+            :class:`specband.sim.acceptance_fit.AcceptanceObservation` s), fitted with the sweep's rows.
+    """
+
+    profile: str | None = None
+    target_config: str | None = None
+    draft_config: str | None = None
+    observations: tuple[Any, ...] = ()
+
+    def profile_for(self, gpu_name: str | None) -> str:
+        """The profile: :attr:`profile`, else the built-in one whose GPU ``gpu_name`` names.
+
+        Raises:
+            ConfigError: no built-in profile matches ``gpu_name``.
+        """
+        if self.profile is not None:
+            return self.profile
+        key = "".join(ch for ch in (gpu_name or "").lower() if ch.isalnum())
+        for word, profile in _GPU_PROFILES:
+            if word in key:
+                return profile
+        raise ConfigError(
+            f"--plan predict: no calibrated simulator profile for the GPU {gpu_name!r}; name one with --profile "
+            f"(built-in: {', '.join(p for _, p in _GPU_PROFILES)}, or a TOML file)"
+        )
+
+    def model(self, gpu_name: str | None) -> Any:
+        """The performance model the predictions come from (:func:`specband.sim.build_model`).
+
+        Raises:
+            ConfigError: as :meth:`profile_for`; an unreadable profile or config.
+        """
+        from specband.sim.model import build_model  # lazy: the simulator only for a predicted sweep
+
+        return build_model(self.profile_for(gpu_name), target_config=self.target_config, draft_config=self.draft_config)
 
 
 @dataclass(frozen=True)
@@ -73,6 +128,7 @@ class SweepJob:
         resume: skip the ``(index, repeat)`` rows already in ``out``.
         one_launch_per_config: one server per action serves every batch size.
         adaptive: adaptive repeats (:mod:`specband.harness.adaptive`).
+        predict: ``--plan predict`` (:mod:`specband.harness.predict`), or ``None`` for the grid.
         shard: measure only this shard's runs (``--shard``), or ``None``.
         pool: the worker pool of ``--gpus``/``--ray`` (``None``: one GPU, here).
         setup: the pool's worker setup (``None`` without a pool).
@@ -92,6 +148,7 @@ class SweepJob:
     resume: bool = False
     one_launch_per_config: bool = False
     adaptive: bool = False
+    predict: PredictSetup | None = None
     shard: ShardSpec | None = None
     pool: WorkerPool | None = None
     setup: WorkerSetup | None = None
@@ -123,5 +180,6 @@ class SweepJob:
             self.out,
             resume=self.resume,
             adaptive=self.adaptive,
+            predicted=self.predict is not None,
             shard=self.shard,
         )

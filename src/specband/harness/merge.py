@@ -256,7 +256,10 @@ def merge_shards(out: Path, shards: Sequence[Path], *, force: bool = False) -> M
     for path, line, row in numbered:
         try:
             check_resumable([row], reference, points, f"{path}:{line}", verb="merge")
-            check_same_logging([row], rows[0].get("propensity") is not None, f"{path}:{line}", verb="merge")
+            check_same_logging(
+                [row], rows[0].get("propensity") is not None, f"{path}:{line}", verb="merge",
+                predicted=rows[0].get("planned_by") is not None,
+            )  # fmt: skip
             check_same_world(
                 [rows[0], row], f"{path}:{line}", verb="merge", first=f"{first_file}'s first row", power=False
             )

@@ -27,7 +27,7 @@ from specband.core.limits import (
     MAX_TIMEOUT_S,
     PORT_RANGE,
 )
-from specband.core.optionspec import option
+from specband.core.optionspec import acceptance_from_field, option
 from specband.devices import DeviceSpec
 from specband.devices.base import Clock, check_power_limit_w
 from specband.engines.base import ENGINE_NAMES, EngineVersion, get_engine
@@ -41,7 +41,7 @@ from specband.harness.workload import load_prompts
 
 if TYPE_CHECKING:  # the sweep's modules are imported when a sweep is built (launch imports this one)
     from specband.contract.actions import Action
-    from specband.harness.job import SweepJob
+    from specband.harness.job import PredictSetup, SweepJob
     from specband.harness.shards import ShardSpec
     from specband.harness.workers import WorkerPool
 
@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 _EMULATOR = "For the emulator only: "
+#: ``--plan`` values: every run of the grid, or only what could win (:mod:`specband.harness.predict`).
+PLAN_NAMES = ("grid", "predict")
 #: ``--device`` values (:data:`specband.devices.DEVICE_KINDS`).
 DEVICE_CHOICES = ("auto", "nvml", "zeus", "emulated", "none")
 
@@ -240,6 +242,26 @@ class SweepRequest:
         "the pick, and the baseline. Rows get a 'propensity' column.",
         panel="grid",
     )
+    plan: str = option(
+        "grid",
+        "--plan",
+        help="grid (every config, --repeats times), or predict: per batch size the baseline and two chains "
+        "first, then only the configs whose simulated reward interval (acceptance fitted to the rows so far) "
+        "could beat the best measured one; --repeats caps the rows per config. Rows get 'planned_by'.",
+        panel="grid",
+        metavar="NAME",
+        choices=PLAN_NAMES,
+    )
+    profile: str | None = option(
+        None,
+        "--profile",
+        help="With --plan predict: the simulator profile the predictions come from (a built-in name or a "
+        "TOML file; default: --emulator-hardware under the emulator, else the profile of the GPU's name).",
+        panel="grid",
+        metavar="PROFILE",
+        show_default=False,
+    )
+    acceptance_from: str | None = acceptance_from_field("--plan predict", "grid")
     quiet: bool = option(False, "--quiet", help="No progress bar.", panel="output")
     # server: how each run is launched
     engine: str = engine_field()
@@ -510,6 +532,14 @@ def _check_options(r: SweepRequest, shard: ShardSpec | None) -> None:
 
     if r.adaptive and shard is not None:
         raise ConfigError("--adaptive and --shard exclude each other: each pass is planned from every shard's rows")
+    if r.plan == "predict":
+        given = {"--adaptive": r.adaptive, "--shard": shard is not None, "--power-limits": r.power_limits}
+        for flag, value in given.items():
+            if value:
+                raise ConfigError(f"--plan predict and {flag} exclude each other: each round is planned from every row")
+    elif r.profile is not None or r.acceptance_from is not None:
+        flag = "--profile" if r.profile is not None else "--acceptance-from"
+        raise ConfigError(f"{flag} applies only to --plan predict (what its predictions come from)")
     if r.adaptive and r.repeats < 2:
         raise ConfigError("--adaptive needs --repeats >= 2: pass 0 measures everything, later passes save runs")
     if r.repeats <= 0:  # the CLI's parser says so first; a request built in code is checked here
@@ -642,12 +672,46 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         resume=r.resume,
         one_launch_per_config=r.one_launch_per_config,
         adaptive=r.adaptive,
+        predict=_predict_setup(r) if r.plan == "predict" else None,
         shard=shard,
         pool=pool,
         setup=setup,
         power_limit_notes=tuple(limit_notes),
         notes=notes,
     )
+
+
+def _predict_setup(r: SweepRequest) -> PredictSetup:
+    """What ``--plan predict`` simulates: ``--profile``, else the emulator's profile, else the
+    GPU's (found once the sweep reads the GPU's name); the target's and draft's ``config.json``
+    when they are local folders, else the bundled pair (the cost side and the acceptance are
+    then fitted to the measured rows alone).
+
+    Raises:
+        ConfigError: an unknown or invalid ``--profile``; ``--plan predict`` with ``--cpu`` or a pool
+            and no ``--profile`` outside the emulator (no GPU name to match a profile to).
+    """
+    from specband.harness.job import PredictSetup  # lazy: off the cold path (recommend, --help)
+    from specband.sim.profile import load_profile  # lazy: off the cold path (recommend, --help)
+
+    profile = r.profile
+    if profile is None and r.device_kind() == "emulated":
+        profile = r.emulator_hardware
+    if profile is None and (r.cpu or r.gpus is not None or r.ray or r.device_kind() == "none"):
+        raise ConfigError(
+            "--plan predict needs --profile PROFILE here: no GPU name to find the simulator profile by "
+            "(e.g. --profile h100-sxm)"
+        )
+    if profile is not None:
+        load_profile(profile)  # an unknown or invalid profile is refused before anything runs
+    configs = [Path(m) / "config.json" if m is not None else None for m in (r.target, r.draft)]
+    target, draft = (str(c) if c is not None and c.is_file() else None for c in configs)
+    observations: tuple[Any, ...] = ()
+    if r.acceptance_from is not None:  # read and checked before anything runs (one error line naming the file)
+        from specband.sim.acceptance_fit import read_acceptance_file  # lazy: off the cold path
+
+        observations = read_acceptance_file(given_path("--acceptance-from", r.acceptance_from)).observations
+    return PredictSetup(profile=profile, target_config=target, draft_config=draft, observations=observations)
 
 
 def _plugged_env(plugged: DeviceSpec) -> dict[str, str]:
@@ -667,6 +731,12 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     if job.adaptive:  # later passes are decided from pass 0's rewards
         lines.append("# --adaptive: pass 0 below; later passes re-measure only the contenders")
         plan = dataclasses.replace(plan, repeats=1)
+    if job.predict is not None:  # later rounds are decided from the seed's rows
+        from specband.harness.predict import seed_actions  # lazy: off the cold path (recommend, --help)
+
+        seeds = set(seed_actions(job.actions))
+        lines.append("# --plan predict: the seed runs below; later rounds measure only what could win")
+        plan = dataclasses.replace(plan, points=tuple(p for p in plan.points if p.action in seeds), repeats=1)
     limit = None
     for unit, command in zip(plan.units(), plan.launch_commands(job.settings), strict=True):
         at = unit.runs[0].point.power_limit_w

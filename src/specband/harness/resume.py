@@ -38,6 +38,7 @@ def planned_sweep(
     resume: bool,
     adaptive: bool,
     shard: ShardSpec | None,
+    predicted: bool = False,
 ) -> tuple[SweepPlan, int]:
     """What a sweep into ``out_path`` still runs, given the rows already there, after every
     check a resumed sweep makes (``sweep`` and ``sweep --dry-run`` alike).
@@ -49,6 +50,7 @@ def planned_sweep(
         out_path: the output file (named in messages).
         resume: ``--resume`` was given.
         adaptive: ``--adaptive`` was given.
+        predicted: ``--plan predict`` was given.
         shard: ``--shard K/N`` (``None``: the whole sweep).
 
     Returns:
@@ -65,7 +67,7 @@ def planned_sweep(
             f"{out_path} already has {len(existing)} rows; pass --resume to continue it or choose another --out"
         )
     check_resumable(existing, settings, plan.points, out_path)
-    check_same_logging(existing, adaptive, out_path)
+    check_same_logging(existing, adaptive, out_path, predicted=predicted)
     if resume:  # environment-class error rows are run again (run_sweep drops them from the file)
         existing = [r for r in existing if row_error_class(r) != "environment"]
     done = frozenset((r.get("index"), r.get("repeat")) for r in existing)
@@ -80,20 +82,29 @@ def planned_sweep(
     return shard_plan(dataclasses.replace(plan, done=done), shard)
 
 
-def check_same_logging(rows: Sequence[dict[str, Any]], adaptive: bool, where: str | Path, verb: str = "resume") -> None:
-    """Refuse to ``verb`` (resume, merge) rows of a uniform sweep with those of an adaptive
-    one (an adaptive row carries a ``propensity``; a uniform one has none): one file holds
-    one logging policy, so that the off-policy estimators read it right.
+def check_same_logging(
+    rows: Sequence[dict[str, Any]], adaptive: bool, where: str | Path, verb: str = "resume", *, predicted: bool = False
+) -> None:
+    """Refuse to ``verb`` (resume, merge) rows of one logging policy with another's: a uniform
+    sweep's rows have no ``propensity``, an adaptive one's have one, a predicted one's
+    (``--plan predict``) have one and a ``planned_by``. One file holds one logging policy, so
+    that the off-policy estimators read it right.
 
     Raises:
         ConfigError: ``"<where>: cannot resume: its rows were written with --adaptive ..."``.
     """
+    mine = "--plan predict" if predicted else ("--adaptive" if adaptive else None)
     for row in rows:
-        if (row.get("propensity") is not None) != adaptive:
-            was = "with" if not adaptive else "without"
+        theirs = (
+            "--plan predict"
+            if row.get("planned_by") is not None
+            else ("--adaptive" if row.get("propensity") is not None else None)
+        )
+        if theirs != mine:
+            was = "with" if theirs is not None else "without"
             hint = f"; resume {was} it" if verb == "resume" else ""
             raise ConfigError(
-                f"{where}: cannot {verb}: its rows were written {was} --adaptive{hint} "
+                f"{where}: cannot {verb}: its rows were written {was} {theirs or mine}{hint} "
                 "(a file mixes no logging policies)"
             )
 

@@ -67,6 +67,7 @@ from specband.harness.pipeline import (
     SweepReporter,
     SweepSummary,
 )
+from specband.harness.predict import run_predicted
 from specband.harness.procfs import wait_port_free
 from specband.harness.resume import check_same_world
 from specband.harness.runner import MeasureSettings
@@ -101,7 +102,10 @@ def run_sweep(job: SweepJob, *, clock: Clock | None = None, reporter: SweepRepor
     then not opened, and the ports checked free are the pool's. With ``job.adaptive``
     pass 0 measures every run and later passes only the configs that may still be the
     pick (:func:`specband.harness.adaptive.run_adaptive`); rows get a ``propensity``
-    column.
+    column. With ``job.predict`` (``--plan predict``) each batch size measures the baseline
+    and two chains, then only the configs whose simulated reward interval could beat the best
+    measured one (:func:`specband.harness.predict.run_predicted`); rows get ``propensity``,
+    ``planned_by`` and ``predicted_reward``.
 
     Args:
         job: the checked sweep.
@@ -162,7 +166,10 @@ def _locked_sweep(job: SweepJob, clock: Clock, reporter: SweepReporter) -> Sweep
             check_same_world(existing, out_path, power=power)  # the rows among themselves
             with contextlib.ExitStack() as stack:
                 execute: Callable[[SweepPlan, RowSink], None]
+                predict_model = None
                 if pool is not None and setup is not None:
+                    if job.predict is not None:
+                        predict_model = job.predict.model(settings.hardware)
 
                     def execute(p: SweepPlan, sink: RowSink) -> None:
                         execute_on_pool(p, pool, setup, clock, sink)
@@ -171,6 +178,8 @@ def _locked_sweep(job: SweepJob, clock: Clock, reporter: SweepReporter) -> Sweep
                     gpu = job.device.open()
                     stack.callback(gpu.close)
                     check_same_world(existing, out_path, mine=_device_world(settings, gpu), power=power)
+                    if job.predict is not None:  # the GPU's name finds the profile when none was named
+                        predict_model = job.predict.model(settings.hardware or gpu.name)
                     executor = LaunchExecutor(
                         settings, gpu, clock, started=lambda run: reporter.run_started(run.point, run.repeat)
                     )
@@ -186,6 +195,8 @@ def _locked_sweep(job: SweepJob, clock: Clock, reporter: SweepReporter) -> Sweep
                 sink = RowSink(stack.enter_context(RowWriter(out_path)), reporter, summary)
                 if job.adaptive:
                     _run_adaptive(plan, existing, sink, execute)
+                elif job.predict is not None:
+                    _run_predicted(plan, existing, sink, execute, predict_model, job.predict.observations)
                 else:
                     execute(plan, sink)
         finally:
@@ -218,6 +229,18 @@ def _run_adaptive(
     t0 = time.monotonic()
     try:
         run_adaptive(plan, rows, sink, execute)
+    finally:
+        sink.summary.elapsed_s = time.monotonic() - t0
+
+
+def _run_predicted(
+    plan: SweepPlan, rows: list[dict[str, Any]], sink: RowSink, execute: Callable[[SweepPlan, RowSink], None],
+    model: Any, observations: tuple[Any, ...],
+) -> None:  # fmt: skip
+    """:func:`specband.harness.predict.run_predicted`, timed over every round."""
+    t0 = time.monotonic()
+    try:
+        run_predicted(plan, rows, sink, execute, model, observations=observations)
     finally:
         sink.summary.elapsed_s = time.monotonic() - t0
 
