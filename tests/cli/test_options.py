@@ -28,7 +28,7 @@ def test_the_feature_choices_are_the_feature_kinds() -> None:
 
 
 def test_help_says_what_the_option_does_in_that_command(run_cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    for name, value in {"COLUMNS": "400", "TERMINAL_WIDTH": "400", "NO_COLOR": "1"}.items():
+    for name, value in {"COLUMNS": "400", "NO_COLOR": "1"}.items():
         monkeypatch.setenv(name, value)
     sweep = " ".join(run_cli("sweep", "--help").stdout.split())
     # markdown help kept <out> (it was read as an HTML tag: "default: .gpu-state.json")
