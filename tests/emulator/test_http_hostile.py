@@ -43,7 +43,10 @@ def _serve(engine_name: str) -> Iterator[tuple[str, int, _Engine]]:
     engine = _Engine()
     handler = type("Handler", (ENGINE_HANDLERS[engine_name],), {})
     handler.emulator = SimpleNamespace(  # type: ignore[attr-defined]
-        engine=engine, launch=SimpleNamespace(model_path="m", context_length=CONTEXT), healthy=lambda: True
+        engine=engine,
+        launch=SimpleNamespace(model_path="m", context_length=CONTEXT),
+        options=SimpleNamespace(time_scale=1.0),  # every answer carries the emulator's time-scale header
+        healthy=lambda: True,
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
