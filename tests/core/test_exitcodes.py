@@ -30,6 +30,8 @@ EXPECTED: dict[str, ExitCode] = {
     "specband.files.hub.HubError": ExitCode.BAD_INPUT,  # no such repo, revision or file
     "specband.deploy.transfer.TransferError": ExitCode.BAD_INPUT,
     "specband.harness.sweeplock.SweepBusyError": ExitCode.BAD_INPUT,
+    "specband.devices.power_limit.PowerLimitBusyError": ExitCode.BAD_INPUT,  # another run sets this GPU's limit
+    "specband.sim.profile._ProfileChainError": ExitCode.BAD_INPUT,  # profiles' hardware.base in a loop
     "specband.engines.failures.LauncherError": ExitCode.BAD_INPUT,  # --server-command cannot be run
     "specband.engines.failures.ServerArgsError": ExitCode.BAD_INPUT,  # sglang refused the flags
     "specband.devices.power_limit.PowerLimitPermissionError": ExitCode.BAD_INPUT,  # needs root
