@@ -78,9 +78,10 @@ def test_probe_reads_an_emulated_sglang_server(run_cli: Any, sglang_server: Serv
     assert acc["accept_length"] == pytest.approx(3 * 48 / acc["verify_steps"], rel=1e-5)
     pos = acc["position_accept"]
     assert len(pos) == 3 and all(a >= b for a, b in itertools.pairwise(pos))
-    # the server's own cumulative figure counts the same requests
+    # the server's own figure counts the same requests, but (as sglang's) only the decode iterations
+    # of its completed 40-iteration log intervals: close to the probe's exact count, not equal
     info = httpx.get(sglang_server.base_url + "/server_info", timeout=30, trust_env=False).json()
-    assert info["internal_states"][0]["avg_spec_accept_length"] == pytest.approx(acc["accept_length"], rel=1e-6)
+    assert info["internal_states"][0]["avg_spec_accept_length"] == pytest.approx(acc["accept_length"], rel=0.05)
     # no batch size before the probe's requests; then its own (batch size 1), said so
     assert data["batch_sizes_seen"] == [1] and "probe's own requests" in data["batch_size_source"]
     assert data["power"] is None and data["power_note"]
@@ -110,7 +111,10 @@ def test_a_second_probe_without_prompts_reads_the_servers_counters_and_sends_not
     _, data = _probe(run_cli, sglang_server.base_url, tmp_path / "p.json")
     assert data["requests_sent"] == 0
     assert data["acceptance"]["source"] == "server metrics"
-    assert data["acceptance"]["accept_length"] == pytest.approx(answer["meta_info"]["spec_accept_length"], rel=1e-6)
+    # the server's figure covers its completed 40-iteration log intervals, the request's meta_info all of it
+    assert data["acceptance"]["accept_length"] == pytest.approx(answer["meta_info"]["spec_accept_length"], rel=0.02)
+    info = httpx.get(sglang_server.base_url + "/server_info", timeout=30, trust_env=False).json()
+    assert data["acceptance"]["accept_length"] == pytest.approx(info["internal_states"][0]["avg_spec_accept_length"])
     assert data["batch_sizes_seen"] == [1] and "since launch" in data["batch_size_source"]
 
 
