@@ -47,23 +47,21 @@ def _in_a_terminal(code: str, cwd: Path) -> tuple[str, str, int]:
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, cwd=cwd, env=env
     )
-    os.close(slave)
+    # the slave end stays open here until the child has exited and everything it wrote is read:
+    # closed early, the terminal hangs up when the child exits and Linux may drop what it had not
+    # yet handed over (a read then fails with EIO)
     seen = []
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
+        exited = proc.poll() is not None
+        ready, _, _ = select.select([master], [], [], 0.0 if exited else 0.2)
         if ready:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not data:
-                break
-            seen.append(data)
-        elif proc.poll() is not None:
+            seen.append(os.read(master, 65536))
+        elif exited:
             break
     out = proc.stdout.read().decode() if proc.stdout else ""
     code_ = proc.wait(timeout=60)
+    os.close(slave)
     os.close(master)
     return b"".join(seen).decode(errors="replace"), out, code_
 

@@ -15,7 +15,8 @@ from specband.harness.request import SweepRequest, build_sweep, dry_run_lines
 def test_every_sweep_option_is_declared_once_with_help_and_panel() -> None:
     specs = [option_spec(f) for f in dataclasses.fields(SweepRequest)]
     flags = [s.flags[0] for s in specs if s is not None]
-    assert len(flags) == len(set(flags)) == 45  # 42 + --power-limits (issue 20) + --cpu (issue 17) + --engine (23)
+    # 42 + --power-limits (issue 20) + --cpu (issue 17) + --engine (23) + --plan, --profile, --acceptance-from (29)
+    assert len(flags) == len(set(flags)) == 48
     # the issue's five, and Output for where the rows go (--out, --resume, --dry-run, --quiet)
     assert {s.panel for s in specs if s is not None} == {"grid", "server", "telemetry", "fleet", "emulator", "output"}
     assert all(s.help.strip() for s in specs if s is not None)

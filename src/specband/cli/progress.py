@@ -19,12 +19,13 @@ DELAY_S = 1.0
 
 @contextmanager
 def progress(
-    description: str, *, stream: IO[str] | None = None, delay_s: float = DELAY_S
+    description: str, *, stream: IO[str] | None = None, delay_s: float | None = None
 ) -> Iterator[Callable[[str], None]]:
     """Show ``description`` with a spinner and the elapsed time on ``stream`` (default:
     stderr) from ``delay_s`` seconds on, while the block runs; yields a function that
     replaces the description (the step being done). On a stream that is not a terminal
-    nothing is drawn and the function does nothing."""
+    nothing is drawn and the function does nothing. ``delay_s`` ``None``: :data:`DELAY_S`, read
+    at the call (so that setting the module's value takes effect)."""
     stream = sys.stderr if stream is None else stream
     isatty = getattr(stream, "isatty", None)
     if not (callable(isatty) and isatty()):
@@ -52,7 +53,7 @@ def progress(
                 bar.start()
                 bar.refresh()  # the first frame now, not at the next refresh tick
 
-    timer = threading.Timer(delay_s, start)
+    timer = threading.Timer(DELAY_S if delay_s is None else delay_s, start)
     timer.daemon = True
     timer.start()
     try:
