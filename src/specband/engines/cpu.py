@@ -47,8 +47,8 @@ __all__ = [
 
 #: ``--cuda-graph-backend-decode disabled``: the CPU engine captures no graph, but sglang 0.5.18's
 #: adaptive speculation (``--speculative-adaptive``) builds a decode graph runner per step count
-#: unless that backend is disabled, and the intel_amx backend has none (``NotImplementedError`` in
-#: ``init_cuda_graph_state``, measured at start-up).
+#: unless that backend is disabled, and the intel_amx backend has none (its ``init_cuda_graph_state``
+#: raises at start-up: measured).
 SGLANG_CPU_FLAGS: tuple[str, ...] = (
     "--device", "cpu", "--disable-overlap-schedule", "--max-total-tokens", "4096",
     "--cuda-graph-backend-decode", "disabled",
