@@ -110,3 +110,24 @@ def test_a_folder_named_like_the_studys_model_with_an_8b_config_is_refused(run_c
     config = json.loads(bundled_model_config_path("llama-3.2-1b-instruct").read_text())
     (folder / "config.json").write_text(json.dumps(config))
     assert run_cli("recommend", "-b", "16", "--target", "./Llama-3.2-1B-Instruct").exit_code == 0
+
+
+def test_measured_rows_of_a_local_pair_match_the_same_folder_by_its_config(tmp_path: Path) -> None:
+    """Measured rows record the model's path and no config hash (the real-vLLM sweep of a tiny
+    pair): the same folder is the data's model, read from the rows' path; another config in a
+    folder of the same name is not; and with nothing readable on either side, the name decides."""
+    from specband.deploy.transfer import _model_difference
+
+    draft = tmp_path / "pair" / "draft"
+    draft.mkdir(parents=True)
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 128, "num_hidden_layers": 1}
+    (draft / "config.json").write_text(json.dumps(config))
+    assert _model_difference("draft", str(draft), str(draft)) is None
+    other = tmp_path / "other" / "draft"
+    other.mkdir(parents=True)
+    (other / "config.json").write_text(json.dumps({**config, "hidden_size": 256}))
+    got = _model_difference("draft", str(other), str(draft))
+    assert got == f"draft {other} vs the data's {draft} (hidden size 256 vs 128)"
+    gone = str(tmp_path / "gone" / "draft")  # the rows' path is not on this machine: the name decides
+    assert _model_difference("draft", str(draft), gone) is None
+    assert _model_difference("draft", "org/unreadable-model", "org/unreadable-model") is None

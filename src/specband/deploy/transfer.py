@@ -179,17 +179,26 @@ def _model_difference(kind: str, user: str, data: str, data_sha256: str | None =
 
     A model is identified by what it is: when its config can be read here (a folder, a path,
     a bundled name, a cached hub id), by the config's identity (:func:`specband.sim.hfconfig.config_sha256`)
-    against the rows' recorded one (``data_sha256``) or the bundled config of the data's model,
-    else by its shape (architecture, hidden size, layers); a local folder is never matched by
-    its name. Only a model whose config cannot be read here is matched by name."""
+    against the rows' recorded one (``data_sha256``), the bundled config of the data's model or
+    the config at the data's path where it is readable here, else by its shape (architecture,
+    hidden size, layers); a local folder is never matched by its name while anything says what
+    the data's model is. Only when neither config can be read here is the name compared."""
     candidates = data.split(" + ")
+    by_name = (
+        None if any(model_key(user) == model_key(c) for c in candidates) else f"{kind} {user} vs the data's {data}"
+    )
     mine = _given_config(user)
     if mine is None:
-        return (
-            None if any(model_key(user) == model_key(c) for c in candidates) else f"{kind} {user} vs the data's {data}"
-        )
-    theirs = [c for c in (_bundled_config_named(c) for c in candidates) if c is not None]
+        return by_name
+    # the data's model: its bundled config, else its own config.json where the rows' path is readable here
+    theirs = [
+        c
+        for c in (_bundled_config_named(c) or (_given_config(c) if Path(c).exists() else None) for c in candidates)
+        if c is not None
+    ]
     recorded = set((data_sha256 or "").split(" + ")) - {""}
+    if not theirs and not recorded:  # nothing here says what the data's model is: its name is all there is
+        return by_name
     if mine.sha256 in recorded or any(mine.sha256 == c.sha256 for c in theirs):
         return None
     if mine.triple is not None and any(mine.triple == c.triple for c in theirs):
