@@ -57,6 +57,7 @@ __all__ = [
     "BandPosition",
     "BandTrade",
     "CalibrationError",
+    "ChosenLimit",
     "Explanation",
     "Figures",
     "JsonObject",
@@ -222,8 +223,38 @@ def _limit_pick_json(p: LimitPick) -> dict[str, Any]:
     }
 
 
+class ChosenLimit:
+    """What an answer with one chosen power limit derives from its ``chosen``
+    :class:`~specband.sweeps.limit_table.LimitPick` and ``draft_model`` (the limit, the command
+    that sets it, the config and its sglang flags): shared by :class:`PowerLimitAnswer` and
+    :class:`specband.deploy.mixlimit.MixPowerLimitAnswer`."""
+
+    chosen: LimitPick
+    draft_model: str | None
+
+    @property
+    def power_limit_w(self) -> float:
+        """The chosen limit, W."""
+        return self.chosen.power_limit_w
+
+    @property
+    def nvidia_smi(self) -> str:
+        """The command that sets it (``sudo nvidia-smi -pl W``)."""
+        return nvidia_smi_command(self.chosen.power_limit_w)
+
+    @property
+    def action(self) -> Action:
+        """The config at the chosen limit."""
+        return EXTENDED_ACTIONS[self.chosen.action_index]  # the contract's 19 first: right for either set
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Its sglang flags."""
+        return _flags(self.action, self.draft_model)
+
+
 @dataclass(frozen=True)
-class PowerLimitAnswer:
+class PowerLimitAnswer(ChosenLimit):
     """``recommend``'s (and ``launch --set-power-limit auto``'s) answer when the data holds
     several power limits: "set the limit to ``power_limit_w`` and use these flags"
     (:func:`specband.deploy.recommend.power_limit_answer`: the selector's choice over one
@@ -279,30 +310,9 @@ class PowerLimitAnswer:
         return speed_loss(self.picks, self.chosen)
 
     @property
-    def power_limit_w(self) -> float:
-        """The chosen limit, W."""
-        return self.chosen.power_limit_w
-
-    @property
-    def nvidia_smi(self) -> str:
-        """The command that sets it (``sudo nvidia-smi -pl W``)."""
-
-        return nvidia_smi_command(self.chosen.power_limit_w)
-
-    @property
     def action_index(self) -> int:
         """The pick's index at the chosen limit."""
         return self.chosen.action_index
-
-    @property
-    def action(self) -> Action:
-        """The pick at the chosen limit."""
-        return EXTENDED_ACTIONS[self.chosen.action_index]  # the contract's 19 first: right for either set
-
-    @property
-    def flags(self) -> tuple[str, ...]:
-        """Its sglang flags."""
-        return _flags(self.action, self.draft_model)
 
     @property
     def kwargs(self) -> dict[str, object]:

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from specband.contract.actions import EXTENDED_ACTIONS, Action
-from specband.deploy.answers import PickOrigin, TransferCheck, _flags, _limit_pick_json
-from specband.sweeps.limit_table import fastest, nvidia_smi_command
+from specband.deploy.answers import ChosenLimit, PickOrigin, TransferCheck, _limit_pick_json
+from specband.sweeps.limit_table import speed_loss
 
 if TYPE_CHECKING:
     from specband.sweeps.limit_table import LimitPick, MixLimitRow
@@ -21,7 +20,7 @@ __all__ = ["MixPowerLimitAnswer"]
 
 
 @dataclass(frozen=True)
-class MixPowerLimitAnswer:
+class MixPowerLimitAnswer(ChosenLimit):
     """``recommend --batch-mix``'s answer when the data holds several power limits: one GPU
     has one limit, so one limit and one config for the whole mix
     (:func:`specband.deploy.mix.mix_power_limit_answer`).
@@ -51,26 +50,6 @@ class MixPowerLimitAnswer:
     transfer: TransferCheck | None = None
     notes: tuple[str, ...] = ()
 
-    @property
-    def power_limit_w(self) -> float:
-        """The chosen limit, W."""
-        return self.chosen.power_limit_w
-
-    @property
-    def nvidia_smi(self) -> str:
-        """The command that sets it (``sudo nvidia-smi -pl W``)."""
-        return nvidia_smi_command(self.chosen.power_limit_w)
-
-    @property
-    def action(self) -> Action:
-        """The mix's one config at the chosen limit."""
-        return EXTENDED_ACTIONS[self.chosen.action_index]
-
-    @property
-    def flags(self) -> tuple[str, ...]:
-        """Its sglang flags."""
-        return _flags(self.action, self.draft_model)
-
     def summary_lines(self) -> list[str]:
         """What the chosen limit does: one line for the mix, then one per batch size (its
         utilisation of the limit and band status, its speed), with the data's provenance."""
@@ -80,7 +59,7 @@ class MixPowerLimitAnswer:
         def pct(value: float | None) -> str:
             return "?" if value is None else f"{value:.1%}"
 
-        loss = max(0.0, 1.0 - chosen.speed_tok_s / fastest(self.picks).speed_tok_s)
+        loss = speed_loss(self.picks, chosen)
         lines = [
             f"power limit {chosen.power_limit_w:g} W for the whole mix "
             f"(default as swept: {default.power_limit_w:g} W): "
