@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specband.contract.actions import ACTIONS, CONTRACT_SET, EXTENDED_ACTIONS, EXTENDED_SET, Action
-from specband.contract.record import RUN_COLUMNS
+from specband.contract.record import RUN_COLUMNS, SweepRecord
 from specband.contract.reward import RewardConfig
 from specband.core.errors import ConfigError
 from specband.harness.pipeline import GridPoint, RowSink, RunResult, SweepPlan
@@ -349,14 +349,18 @@ class AdaptiveSink(RowSink):
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def consume(self, result: RunResult) -> None:
-        """Write ``result``'s row with its ``propensity``.
+        """Write ``result``'s row with its ``propensity`` (:meth:`with_columns`) and keep it.
 
         Raises:
             HarnessError: as :meth:`RowSink.consume`.
         """
-        record = dataclasses.replace(result.record, propensity=self.propensity[result.run.batch_size])
+        record = self.with_columns(result)
         super().consume(dataclasses.replace(result, record=record))
         self.rows.append(record.as_row(self.columns))
+
+    def with_columns(self, result: RunResult) -> SweepRecord:
+        """``result``'s record with this sink's columns: its batch size's ``propensity``."""
+        return dataclasses.replace(result.record, propensity=self.propensity[result.run.batch_size])
 
 
 def run_adaptive(

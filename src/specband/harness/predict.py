@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action, as_action
-from specband.contract.record import RUN_COLUMNS
+from specband.contract.record import RUN_COLUMNS, SweepRecord
 from specband.contract.reward import RewardConfig
-from specband.harness.adaptive import _rewards_by_config, _sweep_of, row_gpu_seconds
+from specband.harness.adaptive import AdaptiveSink, _rewards_by_config, _sweep_of, row_gpu_seconds
 from specband.harness.pipeline import GridPoint, RowSink, RunResult, SweepPlan
 from specband.harness.predictor import Interval, WorldFit, fit_world
 from specband.sim.model import SpeculativeDecodingModel
@@ -273,8 +273,8 @@ def plan_round(
 
 
 @dataclass
-class PredictSink(RowSink):
-    """A :class:`~specband.harness.pipeline.RowSink` for one round: each row gets its
+class PredictSink(AdaptiveSink):
+    """An :class:`~specband.harness.adaptive.AdaptiveSink` for one round: each row gets its
     ``propensity``, ``planned_by`` and ``predicted_reward`` (see the module docstring) and is
     kept in :attr:`rows` (the next round is planned from them).
 
@@ -286,25 +286,12 @@ class PredictSink(RowSink):
 
     columns: tuple[str, ...] | None = PREDICT_COLUMNS
     planned: Mapping[tuple[int, int], PlannedRun] = field(default_factory=dict)
-    propensity: Mapping[int, float] = field(default_factory=dict)
-    rows: list[dict[str, Any]] = field(default_factory=list)
 
-    def consume(self, result: RunResult) -> None:
-        """Write ``result``'s row with the round's columns.
-
-        Raises:
-            HarnessError: as :meth:`RowSink.consume`.
-        """
+    def with_columns(self, result: RunResult) -> SweepRecord:
+        """``result``'s record with its ``propensity``, ``planned_by`` and ``predicted_reward``."""
         run = self.planned[result.run.key]
         predicted = None if run.predicted is None else [round(x, 4) for x in run.predicted]
-        record = dataclasses.replace(
-            result.record,
-            propensity=self.propensity[result.run.batch_size],
-            planned_by=run.planned_by,
-            predicted_reward=predicted,
-        )
-        super().consume(dataclasses.replace(result, record=record))
-        self.rows.append(record.as_row(self.columns))
+        return dataclasses.replace(super().with_columns(result), planned_by=run.planned_by, predicted_reward=predicted)
 
 
 def run_predicted(
