@@ -15,7 +15,7 @@ from specband.core.errors import DataError
 from specband.core.limits import MAX_DATA_FILE_BYTES
 from specband.files.fileio import read_text_bounded
 
-__all__ = ["parse_jsonl", "read_jsonl"]
+__all__ = ["parse_jsonl", "read_data_text", "read_jsonl"]
 
 #: JSON Lines ends a line with ``\n`` (``\r\n`` and a lone ``\r`` are read too: neither can
 #: stand raw inside a JSON string). ``str.splitlines`` would also split on U+0085, U+2028,
@@ -58,6 +58,32 @@ def parse_jsonl(text: str, path: str | Path | None, *, objects: bool = False, wh
     return out
 
 
+def read_data_text(path: Path, *, kind: str) -> str:
+    """The text of a data file (UTF-8, a byte-order mark dropped), read at most
+    :data:`~specband.core.limits.MAX_DATA_FILE_BYTES`.
+
+    Args:
+        path: the file.
+        kind: what it should be, with its article, for the messages (``"a JSONL file"``).
+
+    Raises:
+        DataError: naming the file: missing, a folder, a device/FIFO/socket, too large, not
+            UTF-8 or unreadable.
+    """
+    try:
+        return read_text_bounded(
+            path, limit=MAX_DATA_FILE_BYTES, kind=kind.split(" ", 1)[-1], error=DataError, encoding="utf-8-sig"
+        )
+    except FileNotFoundError:
+        raise DataError("no such file", path=path) from None
+    except IsADirectoryError:
+        raise DataError(f"is a directory, not {kind}", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 text ({exc.reason})", path=path) from None
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror or exc}", path=path) from None
+
+
 def read_jsonl(path: str | Path, *, objects: bool = False) -> list[tuple[int, Any]]:
     """Read a JSONL data file: ``(line number, value)`` of each non-blank line.
 
@@ -69,17 +95,7 @@ def read_jsonl(path: str | Path, *, objects: bool = False) -> list[tuple[int, An
             a line as :func:`parse_jsonl`.
     """
     p = Path(path)
-    try:
-        text = read_text_bounded(p, limit=MAX_DATA_FILE_BYTES, kind="JSONL file", error=DataError, encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise DataError("no such file", path=p) from None
-    except IsADirectoryError:
-        raise DataError("is a directory, not a JSONL file", path=p) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text ({exc.reason})", path=p) from None
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror}", path=p) from None
-    numbered = parse_jsonl(text, p, objects=objects)
+    numbered = parse_jsonl(read_data_text(p, kind="a JSONL file"), p, objects=objects)
     if not numbered:
         raise DataError("file is empty: no JSON rows", path=p)
     return numbered

@@ -52,9 +52,8 @@ import numpy as np
 
 from specband.contract.actions import validate_action
 from specband.core.errors import DataError, InvalidActionError
-from specband.core.limits import MAX_DATA_FILE_BYTES, is_finite_number, is_int
-from specband.files.fileio import read_text_bounded
-from specband.files.jsonl import parse_jsonl
+from specband.core.limits import is_finite_number, is_int
+from specband.files.jsonl import parse_jsonl, read_data_text
 from specband.sim.draft_tree import AcceptParams, accept_length, tree_node_values
 
 __all__ = [
@@ -347,18 +346,7 @@ def read_acceptance_file(path: str | Path) -> AcceptanceSource:
     """
     p = Path(path)
     name = str(p)
-    try:
-        text = read_text_bounded(
-            p, limit=MAX_DATA_FILE_BYTES, kind="acceptance file", error=DataError, encoding="utf-8-sig"
-        )
-    except FileNotFoundError:
-        raise DataError("no such file", path=name) from None
-    except IsADirectoryError:
-        raise DataError("is a directory, not an acceptance file", path=name) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text ({exc.reason})", path=name) from None
-    except OSError as exc:
-        raise DataError(f"cannot read ({exc.strerror or exc})", path=name) from None
+    text = read_data_text(p, kind="an acceptance file")
     if not text.strip():
         raise DataError("empty file", path=name)
     whole: Any = None
