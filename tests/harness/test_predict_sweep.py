@@ -43,6 +43,24 @@ def test_predict_without_a_gpu_name_needs_a_profile(run_cli, tmp_path):
     assert named.exit_code == 0, named.stderr
 
 
+def test_the_dry_run_finds_the_profile_by_the_gpus_name_as_the_run_does(run_cli, tmp_path, monkeypatch):
+    """A GPU (here: none readable, so its name is 'unknown') with no built-in profile: the dry
+    run refuses as the run does, and says the profile it found when there is one."""
+    args = ["sweep", "--target", "m", "--draft", "d", "--sglang-version", "0.5.23", "--plan", "predict"]
+    dry = run_cli(*args, "--out", tmp_path / "s.jsonl", "--dry-run")
+    real = run_cli(*args, "--out", tmp_path / "s.jsonl")
+    message = "--plan predict: no calibrated simulator profile for the GPU 'unknown'"
+    assert (dry.exit_code, real.exit_code) == (2, 2)
+    assert message in one_error_line(dry.stderr) and message in one_error_line(real.stderr)
+    assert list(tmp_path.iterdir()) == []
+    import specband.harness.job as job
+
+    monkeypatch.setattr(job.PredictSetup, "profile_for", lambda self, name: "h200")
+    found = run_cli(*args, "--out", tmp_path / "s.jsonl", "--dry-run")
+    assert found.exit_code == 0, found.stderr
+    assert "# --plan predict: simulated on profile h200 (the GPU's)" in found.stdout
+
+
 def test_dry_run_lists_the_seed_launches_only(run_cli, sweep_args, tmp_path):
     result = run_cli(
         *sweep_args, "--batch-sizes", "1,4", "--plan", "predict", "--out", tmp_path / "s.jsonl", "--dry-run"

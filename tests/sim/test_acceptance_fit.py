@@ -268,3 +268,12 @@ def test_two_chains_of_any_workload_pin_the_others(prior: AcceptParams, first: f
         truth = _per_position(first, ratio, action[0])
         est, lo, hi = fit.accept_length_interval(action)
         assert abs(est / truth - 1) < tolerance and lo <= truth <= hi
+
+
+def test_a_device_is_refused_with_its_article() -> None:
+    """``/dev/zero`` is not read (a device): one line naming the file and what to give."""
+    from specband.sim.acceptance_fit import read_acceptance_file
+
+    with pytest.raises(DataError) as caught:
+        read_acceptance_file(Path("/dev/zero"))
+    assert str(caught.value) == "/dev/zero: not a regular file (a device, FIFO or socket); give an acceptance file"

@@ -252,7 +252,7 @@ def _refuse(path: str, info: os.stat_result, limit: int, kind: str, error: type[
     if stat.S_ISDIR(info.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     if not stat.S_ISREG(info.st_mode):
-        raise _read_error(error, path, f"not a regular file (a device, FIFO or socket); give a {kind}")
+        raise _read_error(error, path, f"not a regular file (a device, FIFO or socket); give {_with_article(kind)}")
     if info.st_size > limit:
         raise _read_error(error, path, f"too large ({info.st_size} bytes; a {kind} may have at most {_size(limit)})")
 
@@ -280,7 +280,7 @@ def read_bytes_bounded(
         error: the :class:`SpecbandError` subclass raised.
 
     Raises:
-        error: ``"<path>: not a regular file (a device, FIFO or socket); give a <kind>"``
+        error: ``"<path>: not a regular file (a device, FIFO or socket); give a/an <kind>"``
             or ``"<path>: too large (<n> bytes; a <kind> may have at most <limit>)"``.
         OSError: missing (``FileNotFoundError``), a folder (``IsADirectoryError``),
             unreadable: the caller reports it as before.
@@ -294,6 +294,11 @@ def read_bytes_bounded(
     if len(data) > limit:
         raise _read_error(error, name, f"too large (over {_size(limit)}, the most a {kind} may have)")
     return data
+
+
+def _with_article(kind: str) -> str:
+    """``kind`` with its indefinite article ("a JSONL file", "an acceptance file")."""
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
 
 
 def read_text_bounded(

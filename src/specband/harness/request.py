@@ -722,7 +722,8 @@ def _plugged_env(plugged: DeviceSpec) -> dict[str, str]:
 
 def dry_run_lines(job: SweepJob) -> list[str]:
     """What ``sweep --dry-run`` prints: the engine release, then every server command line
-    in launch order (``--adaptive``: pass 0 only). Makes every check the sweep makes on ``--out``
+    in launch order (``--adaptive``: pass 0 only; ``--plan predict``: the seed, and the profile
+    found by the GPU's name as the run finds it). Makes every check the sweep makes on ``--out``
     (:meth:`~specband.harness.job.SweepJob.planned`)."""
 
     plan, _ = job.planned(existing_rows(job.out))
@@ -734,6 +735,13 @@ def dry_run_lines(job: SweepJob) -> list[str]:
     if job.predict is not None:  # later rounds are decided from the seed's rows
         from specband.harness.predict import seed_actions  # lazy: off the cold path (recommend, --help)
 
+        if job.predict.profile is None and job.pool is None:  # the run finds the profile by the GPU's name
+            gpu = job.device.open()
+            try:
+                profile = job.predict.profile_for(job.settings.hardware or gpu.name)
+            finally:
+                gpu.close()
+            lines.append(f"# --plan predict: simulated on profile {profile} (the GPU's)")
         seeds = set(seed_actions(job.actions))
         lines.append("# --plan predict: the seed runs below; later rounds measure only what could win")
         plan = dataclasses.replace(plan, points=tuple(p for p in plan.points if p.action in seeds), repeats=1)
