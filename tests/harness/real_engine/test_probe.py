@@ -77,8 +77,16 @@ def test_probe_reads_real_vllm(vllm_chain: VllmServer, tiny_models: TinyModels, 
 
 
 def test_probe_sees_the_batch_real_vllm_runs(vllm_chain: VllmServer, tmp_path: Path) -> None:
+    # batches of three requests one after another until the probe is done: one batch can end
+    # before the probe's process has started and sampled (seconds on a loaded machine)
     results: list[Any] = []
-    worker = threading.Thread(target=lambda: results.append(vllm_chain.batch(3, 3, tokens=900)))
+    stop = threading.Event()
+
+    def keep_busy() -> None:
+        while not stop.is_set():
+            results.append(vllm_chain.batch(3, 3, tokens=900))
+
+    worker = threading.Thread(target=keep_busy)
     worker.start()
     try:
         deadline = time.monotonic() + 120
@@ -94,6 +102,7 @@ def test_probe_sees_the_batch_real_vllm_runs(vllm_chain: VllmServer, tmp_path: P
         assert running == 3, "the three requests never ran together"
         _, data = _probe(vllm_chain.url, tmp_path / "busy.json", "--max-requests", "0")
     finally:
+        stop.set()
         worker.join(timeout=300)
     assert 3 in data["batch_sizes_seen"] and set(data["batch_sizes_seen"]) <= {1, 2, 3}
     assert "vllm:num_requests_running" in data["batch_size_source"] and data["requests_sent"] == 0
