@@ -59,6 +59,7 @@ def test_plain_options_parse_to_the_callback_arguments() -> None:
         "draft_config": None,
         "acceptance_from": None,
         "allow_transfer": False,
+        "engine": "sglang",  # the text given: the request resolves it to the engine
     }
 
 

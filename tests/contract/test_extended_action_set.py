@@ -62,7 +62,8 @@ def _train_values(folder: Path) -> dict[str, Any]:
     manifest["data"].pop("path")
     # the origin's engine columns came later (the bundled rows are sglang's; vLLM's version only on vLLM rows)
     assert manifest["origin"].pop("engine") == "sglang"
-    assert manifest["origin"].pop("vllm_version", None) is None
+    assert manifest["origin"].pop("engine_version", None) is None  # sglang_version before it: null
+    manifest["origin"]["sglang_version"] = None
     return {
         "lookup_table/model.json": json.loads((folder / "lookup_table/model.json").read_text()),
         "linucb/model.npz": arrays("linucb/model.npz", ("theta", "A", "actions")),

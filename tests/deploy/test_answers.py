@@ -23,6 +23,7 @@ from specband.deploy.answers import (
 from specband.deploy.firstguess import first_guess
 from specband.deploy.recommend import RecommendRequest, answer, power_limit_answer, recommend
 from specband.deploy.transfer import TransferCheck
+from specband.engines.base import get_engine
 from specband.sweeps.origin import DataOrigin
 
 _OPTIONAL = ("calibration", "speed_interval", "action_set")
@@ -106,18 +107,18 @@ def test_schedule_picks_for_sglang_and_vllm(tmp_path) -> None:
 
     notes: list[str] = []
     log = tmp_path / "server.log"
-    auto = auto_schedule("sglang", "lookup_table", None, None, notes=notes)
-    sglang = launch_schedule("sglang", "auto", auto, notes=notes, log=log)  # a dry run
-    assert isinstance(sglang, SchedulePick) and sglang.engine == "sglang"
+    auto = auto_schedule(get_engine("sglang"), "lookup_table", None, None, notes=notes)
+    sglang = launch_schedule(get_engine("sglang"), "auto", auto, notes=notes, log=log)  # a dry run
+    assert isinstance(sglang, SchedulePick) and sglang.engine is get_engine("sglang")
     assert sglang.path == tmp_path / "server.log.schedule-XXXXXXXX.json" and not sglang.path.exists()
     assert sorted(sglang.tiers) == [1, 3, 6, 12] and sglang.ranges == () and sglang.speculative_config is None
     assert sglang.extra_args == ("--speculative-adaptive", "--speculative-adaptive-config", str(sglang.path))
     out = sglang.to_json()
     assert list(out) == ["engine", "path", "action", "tiers", "extra_args"]
     assert list(out["tiers"]) == ["1", "3", "6", "12"] and out["path"] == str(sglang.path)
-    auto = auto_schedule("vllm", "lookup_table", None, None, notes=notes)
-    vllm = launch_schedule("vllm", "auto", auto, "org/draft", notes=notes)
-    assert vllm.engine == "vllm" and vllm.path == "auto" and vllm.tiers == {} and vllm.extra_args == ()
+    auto = auto_schedule(get_engine("vllm"), "lookup_table", None, None, notes=notes)
+    vllm = launch_schedule(get_engine("vllm"), "auto", auto, "org/draft", notes=notes)
+    assert vllm.engine is get_engine("vllm") and vllm.path == "auto" and vllm.tiers == {} and vllm.extra_args == ()
     assert vllm.speculative_config is not None and vllm.speculative_config["model"] == "org/draft"
     k = vllm.speculative_config["num_speculative_tokens"]
     assert vllm.action == (k, 1, k + 1) and max(r[2] for r in vllm.ranges) == k

@@ -19,7 +19,8 @@ NOTE = "targets sglang, but the data were measured on vLLM 0.32.0: the picks and
 
 @pytest.fixture
 def vllm_folder(run_cli, tmp_path: Path) -> Path:
-    """A folder trained on rows of vLLM's chain configs (engine ``vllm``, ``vllm_version``)."""
+    """A folder trained on rows of vLLM's chain configs, written as files were before the
+    ``engine_version`` column (engine ``vllm``, its release in ``vllm_version``)."""
     chains = [ACTIONS[i] for i in CHAIN_INDICES]
     rows = simulate_sweep(profile="rtx4060-laptop", batch_sizes=(1, 4), actions=chains, repeats=1, seed=0)
     vllm_rows = [{**r, "engine": "vllm", "vllm_version": "0.32.0", "sglang_version": None} for r in rows]
@@ -32,7 +33,8 @@ def vllm_folder(run_cli, tmp_path: Path) -> Path:
 
 def test_the_manifest_records_the_engine(vllm_folder: Path) -> None:
     origin = json.loads((vllm_folder / "specband.json").read_text())["origin"]
-    assert origin["engine"] == "vllm" and origin["vllm_version"] == "0.32.0"
+    assert origin["engine"] == "vllm" and origin["engine_version"] == "0.32.0"  # the old columns were read
+    assert "vllm_version" not in origin and "sglang_version" not in origin
     manifest = Manifest.from_json(json.loads((vllm_folder / "specband.json").read_text()), vllm_folder)
     assert manifest.origin is not None and manifest.origin.engine_text() == "vLLM 0.32.0"
 
@@ -74,6 +76,17 @@ def test_the_study_data_for_vllm_is_noted(run_cli, tmp_path: Path) -> None:
 
 def test_a_manifest_written_before_the_engine_was_recorded_still_reads() -> None:
     old = {"hardware": "RTX4060_Laptop", "power_limit_w": 80.0, "provenance": "measured", "sglang_version": "0.5.9"}
-    origin = DataOrigin.from_json(old)
-    assert origin is not None and origin.engine is None and origin.vllm_version is None
-    assert origin.engine_text() == "sglang 0.5.9" and origin.engine_note("vllm", "this schedule") is None
+    origin = DataOrigin.from_json(old)  # its per-engine column names the engine and its release
+    assert origin is not None and (origin.engine, origin.engine_version) == ("sglang", "0.5.9")
+    assert origin.engine_text() == "sglang 0.5.9"
+    assert origin.engine_note("vllm", "this schedule") == (
+        "this schedule targets vLLM, but the data were measured on sglang 0.5.9: the picks and figures are "
+        "sglang's, carried to vLLM untested (a sweep with --engine vllm measures vLLM)"
+    )
+    old_vllm = DataOrigin.from_json({"engine": "vllm", "sglang_version": None, "vllm_version": "0.32.0"})
+    assert old_vllm is not None and (old_vllm.engine, old_vllm.engine_version) == ("vllm", "0.32.0")
+    unnamed = DataOrigin.from_json({"hardware": "RTX4060_Laptop", "provenance": "measured"})
+    assert unnamed is not None and unnamed.engine is None and unnamed.engine_note("vllm", "this pick") is None
+    assert unnamed.engine_text() == "sglang not recorded"  # the study's engine, nothing claimed
+    new = DataOrigin.from_json({"engine": "vllm", "engine_version": "0.32.0"})
+    assert new is not None and new.to_json()["engine_version"] == "0.32.0" and new.engine_text() == "vLLM 0.32.0"

@@ -95,6 +95,9 @@ def test_probe_reads_an_emulated_sglang_server(run_cli: Any, sglang_server: Serv
     assert "acceptance fitted to 1 config of" in header and "probe.json" in header
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("  current config") or ln.startswith("  best at")]
     assert len(lines) == 3 and all("tok/s per request" in ln and "J/token" in ln and "band" in ln for ln in lines)
+    # the suggestion in the server's engine's own flags (sglang's, with the server's draft)
+    (flags,) = [ln for ln in result.stdout.splitlines() if ln.startswith("  sglang flags of the suggestion: ")]
+    assert "--speculative-algorithm EAGLE3 --speculative-draft-model-path /m/draft" in flags or "baseline" in flags
     # a first guess from the probe file names it, first
     guess = run_cli("recommend", "--gpu", "h200", "-b", "4", "--acceptance-from", out)
     assert guess.exit_code == 0, guess.stderr

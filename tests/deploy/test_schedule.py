@@ -15,6 +15,7 @@ from specband.contract.actions import ACTIONS, CHAIN_INDICES, TREE_INDICES
 from specband.core.errors import ConfigError
 from specband.deploy.tiers import PolicyScorer, TierPick, load_scorer, merge_tiers, pick_chain_tiers
 from specband.emulator.controller import AdaptiveController
+from specband.engines.base import get_engine
 from specband.engines.schedule_files import (
     SGLANG_DEFAULT_ADAPTIVE_CONFIG,
     check_sglang_adaptive_config,
@@ -69,7 +70,7 @@ TABLE = {
 
 
 def test_pick_chain_tiers_margin_and_chain_cost():
-    picks = pick_chain_tiers(_FixedScorer(TABLE), margin=0.05)
+    picks = pick_chain_tiers(_FixedScorer(TABLE), margin=0.05, engine=get_engine("sglang"))
     assert [(p.batch_size, p.steps, p.best_steps) for p in picks] == [
         (1, (3, 5), 3),
         (2, (3,), 3),
@@ -80,13 +81,13 @@ def test_pick_chain_tiers_margin_and_chain_cost():
     assert picks[2].chain_cost == pytest.approx(-0.05)  # the chain config beats every tree config
     assert picks[3].tree_index == 10 and picks[3].chain_reward == pytest.approx(0.5)
     with pytest.raises(ConfigError, match="--margin"):
-        pick_chain_tiers(_FixedScorer(TABLE), margin=-1)
+        pick_chain_tiers(_FixedScorer(TABLE), margin=-1, engine=get_engine("sglang"))
     with pytest.raises(ConfigError, match="no estimate for any chain config"):
-        pick_chain_tiers(_FixedScorer({4: {10: 0.5}}))
+        pick_chain_tiers(_FixedScorer({4: {10: 0.5}}), engine=get_engine("sglang"))
 
 
 def test_merge_tiers_uses_nearest_batch_size_boundaries():
-    picks = pick_chain_tiers(_FixedScorer(TABLE))
+    picks = pick_chain_tiers(_FixedScorer(TABLE), engine=get_engine("sglang"))
     tiers = merge_tiers(picks)
     # 1 and 2 share (3,); 8 starts at ceil((2+8)/2)=5, 32 at ceil((8+32)/2)=20
     assert [(t.start, t.end, t.steps, t.batch_sizes) for t in tiers] == [
@@ -111,7 +112,7 @@ def test_merge_tiers_uses_nearest_batch_size_boundaries():
 
 
 def test_vllm_never_speculating_is_refused():
-    tiers = merge_tiers([TierPick(1, 1, (0,), 0.1, None, None)])
+    tiers = merge_tiers([TierPick(1, 1, (0,), 0.1, None, None, get_engine("vllm"))])
     with pytest.raises(ConfigError, match="never speculates"):
         vllm_speculative_config(tiers, None)
 

@@ -19,6 +19,7 @@ from specband.core.errors import ConfigError
 from specband.devices.base import Clock
 from specband.emulator.env import MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
 from specband.emulator.launchargs import parse_launch_args
+from specband.engines.base import get_engine
 from specband.engines.serverconfig import SGLANG_ENV, ServerConfig, build_launch_command
 from specband.harness.process import ServerProcess
 
@@ -271,9 +272,9 @@ def test_launch_schedule_auto_writes_a_new_file_of_its_own_beside_the_log(tmp_pa
     first, second = new_auto_schedule_file(log), new_auto_schedule_file(log)
     assert first != second and first.parent == tmp_path and first.name.startswith("server.log.schedule-")
     notes: list[str] = []
-    auto = auto_schedule("sglang", "lookup_table", None, None, notes=notes)
-    pick = launch_schedule("sglang", "auto", auto, notes=notes, auto_file=first, log=log)
-    assert pick.path == first and pick.extra_args[-1] == str(first) and pick.engine == "sglang"
+    auto = auto_schedule(get_engine("sglang"), "lookup_table", None, None, notes=notes)
+    pick = launch_schedule(get_engine("sglang"), "auto", auto, notes=notes, auto_file=first, log=log)
+    assert pick.path == first and pick.extra_args[-1] == str(first) and pick.engine is get_engine("sglang")
     assert sorted(json.loads(first.read_text())) == ["1", "12", "3", "6"]
     assert notes == [
         # the bundled data has no chain config at bs 1 and 16 (issue 18: say why speculation is off)

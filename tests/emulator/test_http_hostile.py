@@ -17,8 +17,9 @@ import pytest
 
 from specband.core.errors import ConfigError
 from specband.emulator.launchargs import parse_launch_args
-from specband.emulator.server import ENGINE_HANDLERS, MAX_REQUEST_BODY_BYTES
+from specband.emulator.server import MAX_REQUEST_BODY_BYTES, handler_for
 from specband.emulator.vllm_answers import parse_vllm_launch_args
+from specband.engines.base import get_engine
 
 CONTEXT = 1000
 
@@ -41,11 +42,12 @@ class _Engine:
 
 def _serve(engine_name: str) -> Iterator[tuple[str, int, _Engine]]:
     engine = _Engine()
-    handler = type("Handler", (ENGINE_HANDLERS[engine_name],), {})
+    handler = type("Handler", (handler_for(get_engine(engine_name)),), {})
     handler.emulator = SimpleNamespace(  # type: ignore[attr-defined]
         engine=engine,
         launch=SimpleNamespace(model_path="m", context_length=CONTEXT),
-        options=SimpleNamespace(time_scale=1.0),  # every answer carries the emulator's time-scale header
+        # every answer carries the emulator's time-scale header; models are owned by the engine
+        options=SimpleNamespace(time_scale=1.0, engine=get_engine(engine_name)),
         healthy=lambda: True,
     )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -176,7 +176,7 @@ def test_every_launch_line_parses_resolves_and_keeps_its_values_in_sglang(sglang
     try:
         for backend in ("flashinfer", "auto"):
             config = ServerConfig(
-                model_path=target, draft_model_path=draft, attention_backend=backend, sglang_version=NEWEST_VERSION
+                model_path=target, draft_model_path=draft, attention_backend=backend, engine_version=NEWEST_VERSION
             )
             for bs in (1, 4, 8, 16):
                 for mem in (0.65, 0.55):

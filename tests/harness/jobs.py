@@ -14,5 +14,5 @@ from specband.harness.runner import MeasureSettings
 def sweep_job(settings: MeasureSettings, out: Path, **fields: Any) -> SweepJob:
     """The job of ``settings`` writing ``out``; ``fields`` are its other fields (the grid, the
     device, the pool, ...); its engine release is the one ``settings`` spells the flags for."""
-    version = EngineVersion(settings.server.sglang_version, "the test's settings", None)
+    version = EngineVersion(settings.server.engine_version, "the test's settings", None)
     return SweepJob(out=out, settings=settings, version=version, **fields)

@@ -21,7 +21,7 @@ from specband.sweeps.dataset import load_sweep
 
 BATCH_SIZES = (1, 4, 8)
 ACTS = ACTIONS[:6]
-SETTINGS = {"sglang_version": "0.5.23", "dtype": "float16", "attention_backend": "flashinfer",
+SETTINGS = {"engine": "sglang", "engine_version": "0.5.23", "dtype": "float16", "attention_backend": "flashinfer",
             "max_new_tokens": 512, "num_prompts": 16, "workload": "builtin", "workload_sha256": "ab" * 32}  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from tests.servers import emulator_command, one_error_line
 from specband.contract.actions import ACTIONS
 from specband.contract.record import EXTRA_COLUMNS
 from specband.core.errors import ConfigError
-from specband.engines.serverconfig import ServerConfig, build_launch_command, check_server_env, split_server_args
+from specband.engines.serverconfig import ServerConfig, build_launch_command, check_sglang_env, split_server_args
 from specband.engines.sglang_flags import NEWEST_VERSION, detect_sglang_version, parse_version, strict_parser
 
 
@@ -103,7 +103,7 @@ def test_dry_run_one_launch_per_config_and_resume_skip_what_is_done(run_cli, tmp
 
 @pytest.mark.parametrize("version", ["0.5.4", "0.5.13", "0.5.14", "0.5.19", "0.5.20", "0.5.23", "0.6.0"])
 def test_every_action_line_uses_one_spelling_per_version(version):
-    config = ServerConfig(model_path="m", draft_model_path="d", sglang_version=version)
+    config = ServerConfig(model_path="m", draft_model_path="d", engine_version=version)
     expected = "--cuda-graph-max-bs" if parse_version(version) < (0, 5, 14) else "--cuda-graph-max-bs-decode"
     for action in ACTIONS:
         cmd = build_launch_command(config, action, 8, 0.65)
@@ -117,7 +117,7 @@ def test_newest_lines_pass_the_strict_parser_and_the_old_flag_does_not():
         cmd = build_launch_command(config, action, 16, 0.55)
         ns = strict_parser().parse_args(cmd[cmd.index("--model-path") :])
         assert ns.cuda_graph_max_bs_decode == 16 and ns.max_running_requests == 16
-    old = build_launch_command(ServerConfig(model_path="m", sglang_version="0.5.13"), (0, 0, 0), 16, 0.65)
+    old = build_launch_command(ServerConfig(model_path="m", engine_version="0.5.13"), (0, 0, 0), 16, 0.65)
     with pytest.raises(SystemExit):
         strict_parser().parse_args(old[old.index("--model-path") :])
 
@@ -159,7 +159,8 @@ def test_sweep_rows_record_the_settings_a_resume_must_share(run_cli, sweep_args,
     # the emulated GPU's state stays (it persists like a real GPU); its lock leaves no file
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("s.jsonl.gpu")) == ["s.jsonl.gpu-state.json"]
     for column in (
-        "sglang_version",
+        "engine",
+        "engine_version",
         "dtype",
         "attention_backend",
         "max_new_tokens",
@@ -171,7 +172,8 @@ def test_sweep_rows_record_the_settings_a_resume_must_share(run_cli, sweep_args,
     ):
         assert column in EXTRA_COLUMNS and column in row
     assert row["time_scale"] == float(sweep_args[sweep_args.index("--time-scale") + 1])
-    assert row["sglang_version"] == NEWEST_VERSION or row["sglang_version"].startswith("0.5.")
+    assert row["engine"] == "sglang" and "sglang_version" not in row and "vllm_version" not in row
+    assert row["engine_version"] == NEWEST_VERSION or row["engine_version"].startswith("0.5.")
     assert (row["dtype"], row["attention_backend"], row["max_new_tokens"], row["num_prompts"]) == (
         "float16",
         "flashinfer",
@@ -189,7 +191,7 @@ def test_sweep_rows_record_the_settings_a_resume_must_share(run_cli, sweep_args,
         (["--max-new-tokens", "256"], "max_new_tokens"),
         (["--num-prompts", "8"], "num_prompts"),
         (["--mem-fraction-static", "0.7"], "mem_fraction_static"),
-        (["--sglang-version", "0.5.20"], "sglang_version"),
+        (["--sglang-version", "0.5.20"], "engine_version"),
         (["--time-scale", "0.01"], "time_scale"),  # rows measured in real time (1.0), not emulated faster
     ],
 )
@@ -204,7 +206,8 @@ def test_resume_refuses_other_settings_naming_the_difference(run_cli, tmp_path, 
         "num_draft_tokens": 0,
         "target_model": "m",
         "draft_model": "d",
-        "sglang_version": NEWEST_VERSION,
+        "engine": "sglang",
+        "engine_version": NEWEST_VERSION,
         "dtype": "float16",
         "attention_backend": "flashinfer",
         "max_new_tokens": 512,
@@ -257,8 +260,8 @@ def test_server_args_refuse_every_cuda_graph_flag_and_step_time_off():
             split_server_args([value])
     assert split_server_args(["--disable-cuda-graph-padding"]) == ("--disable-cuda-graph-padding",)
     with pytest.raises(ConfigError, match="SGLANG_RECORD_STEP_TIME=0: specband sets SGLANG_RECORD_STEP_TIME=1"):
-        check_server_env({"SGLANG_RECORD_STEP_TIME": "0"})
-    check_server_env({"SGLANG_RECORD_STEP_TIME": "1", "OTHER": "0"})
+        check_sglang_env({"SGLANG_RECORD_STEP_TIME": "0"})
+    check_sglang_env({"SGLANG_RECORD_STEP_TIME": "1", "OTHER": "0"})
 
 
 def test_env_step_time_off_is_one_error_line(run_cli, sweep_args, tmp_path):
@@ -303,7 +306,7 @@ def test_a_real_shaped_timed_batch_at_bs16_gives_the_models_speed_or_the_labelle
 
 
 def test_timed_batch_step_times_drop_the_value_spanning_the_idle_gap():
-    from specband.engines.sglang import timed_batch_step_times
+    from specband.engines.sglang_serving import timed_batch_step_times
 
     assert timed_batch_step_times([0.5, 0.02], [0.5, 0.02, 0.9, 0.021, 0.019]) == [0.021, 0.019]
     assert timed_batch_step_times([], [0.9]) == []

@@ -139,8 +139,8 @@ def test_vllm_rows_record_the_engine_and_the_accept_length_from_metrics(vllm_sha
     merge_shards(tmp_path / "all.jsonl", vllm_shards)
     rows = _rows(tmp_path / "all.jsonl")
     assert len(rows) == 6 and all(r["error"] is None for r in rows)
-    assert {r["engine"] for r in rows} == {"vllm"} and {r["vllm_version"] for r in rows} == {"0.32.0"}
-    assert all(r["sglang_version"] is None and r["attention_backend"] is None for r in rows)
+    assert {r["engine"] for r in rows} == {"vllm"} and {r["engine_version"] for r in rows} == {"0.32.0"}
+    assert all(r["attention_backend"] is None and "sglang_version" not in r for r in rows)
     for r in rows:
         if r["is_baseline"]:
             assert (r["accept_length"], r["accept_length_source"]) == (1.0, "baseline")
@@ -155,7 +155,7 @@ def test_vllm_rows_record_the_engine_and_the_accept_length_from_metrics(vllm_sha
 
 def test_mixing_engines_is_refused_on_merge_resume_and_train(vllm_shards: list[Path], tmp_path: Path) -> None:
     first, second = vllm_shards
-    sglang_rows = [{**r, "engine": "sglang", "vllm_version": None} for r in _rows(second)]
+    sglang_rows = [{**r, "engine": "sglang", "engine_version": None} for r in _rows(second)]
     relabelled = tmp_path / "s2-sglang.jsonl"
     relabelled.write_text("".join(json.dumps(r) + "\n" for r in sglang_rows))
     with pytest.raises(ConfigError, match="its rows are sglang runs, this sweep runs vllm"):

@@ -16,11 +16,19 @@ from specband.doctor.machine import (
     config_checks,
     environment_checks,
     exit_status,
-    sglang_version_check,
 )
+from specband.engines.base import get_engine
+from specband.engines.sglang_serving import sglang_version_check as _installed_check
 from specband.sim.hfconfig import bundled_model_config_path, load_model_spec, rope_settings
 
 from .conftest import add_snapshot, config_bytes
+
+
+def sglang_version_check(version: str) -> Check:
+    """The doctor's line for sglang ``version``, as :func:`specband.doctor.machine.engine_check` makes it."""
+    found = _installed_check(version, get_engine("sglang"))
+    return Check("sglang", found.level, found.message, found.fix)
+
 
 LLAMA3_SCALING = {
     "factor": 32.0,
@@ -196,7 +204,7 @@ def _write_pair(tmp_path: Path, target: dict, draft: dict) -> tuple[Path, Path]:
 
 
 def test_doctor_cli_exit_statuses(run_cli, tmp_path: Path, target, draft, monkeypatch) -> None:
-    monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None: [])
+    monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None, engine=None: [])
     t, d = _write_pair(tmp_path, target, {**draft, "torch_dtype": "bfloat16"})
     res = run_cli("doctor", "--target", t, "--draft", d)
     assert res.exit_code == 0, res.stdout
@@ -210,7 +218,7 @@ def test_doctor_cli_exit_statuses(run_cli, tmp_path: Path, target, draft, monkey
 
 
 def test_doctor_with_hub_ids(run_cli, hub_cache: Path, target, draft, monkeypatch) -> None:
-    monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None: [])
+    monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None, engine=None: [])
     add_snapshot(hub_cache, "unsloth/Llama-3.2-1B-Instruct", {"config.json": config_bytes(target)})
     add_snapshot(
         hub_cache,

@@ -48,7 +48,7 @@ def test_recommend_json_carries_the_origin_and_explanation() -> None:
     assert origin.provenance == "published" and origin.power_measured is True
     assert origin.target_model == "unsloth/Llama-3.2-1B-Instruct"
     assert pick.origin.rows == 17 and pick.origin.repeats == 5  # the bs-16 rows of the bundled file
-    assert origin.sglang_version is None and origin.workload is None  # not recorded in the study's rows
+    assert origin.engine_version is None and origin.workload is None  # not recorded in the study's rows
     expl = pick.explanation
     assert expl is not None and pick.action == (3, 2, 4)
     rows = [r for r in load_sweep(None).rows if r.batch_size == 16 and r.trainable]

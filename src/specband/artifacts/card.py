@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from specband import __version__
 from specband.artifacts.folder import ARTIFACT_FILES, SweepRecord
 from specband.contract.actions import EXTENDED_ACTIONS
+from specband.contract.record import row_engine
 from specband.contract.reward import band_status
 from specband.policies.registry import REGISTRY
 
@@ -28,8 +29,8 @@ __all__ = ["LICENSE", "RECIPES", "TAGS", "render_model_card"]
 
 #: The licence of what specband writes: specband's own (pyproject.toml).
 LICENSE = "apache-2.0"
-#: Hub tags of every card.
-TAGS: tuple[str, ...] = ("speculative-decoding", "eagle3", "sglang", "energy", "contextual-bandit")
+#: Hub tags of every card (the engine the rows ran on is added: :func:`_engine_tags`).
+TAGS: tuple[str, ...] = ("speculative-decoding", "eagle3", "energy", "contextual-bandit")
 #: How each model card file loads without specband (docs/model_card.txt, "load" column;
 #: :attr:`specband.policies.registry.PolicyEntry.recipe`), in the model card's order.
 RECIPES: dict[str, str] = {name: entry.recipe for name, entry in REGISTRY.items()}
@@ -55,9 +56,14 @@ def _yaml_list(key: str, items: Sequence[str]) -> list[str]:
     return [f"{key}:", *(f"- {json.dumps(item)}" for item in items)] if items else []
 
 
+def _engine_tags(sweep: Sweep) -> list[str]:
+    """The engines the rows ran on (a row that names none: the default engine's, the study's)."""
+    return list(dict.fromkeys(str(row_engine(r.raw)[0]) for r in sweep.rows))
+
+
 def _front_matter(sweep: Sweep, dataset_id: str | None) -> list[str]:
     lines = ["---", "library_name: specband", f"license: {LICENSE}"]
-    lines += _yaml_list("tags", TAGS)
+    lines += _yaml_list("tags", [*TAGS[:2], *_engine_tags(sweep), *TAGS[2:]])
     lines += _yaml_list("datasets", [dataset_id] if dataset_id else [])
     lines += _yaml_list("base_model", _values(sweep, "target_model") + _values(sweep, "draft_model"))
     return [*lines, "---"]
@@ -224,7 +230,7 @@ def render_model_card(
         ),
         f"- provenance: {_provenance(sweep)}",
         f"- energy measured: {_energy(manifest)}",
-        f"- sglang version: {(manifest.origin.sglang_version if manifest.origin else None) or 'not recorded'}",
+        f"- engine: {manifest.origin.engine_text() if manifest.origin else 'not recorded'}",
         f"- workload: {(manifest.origin.workload if manifest.origin else None) or 'not recorded'}",
         "",
         "## Held-out figures",

@@ -13,12 +13,14 @@ import typer
 
 from specband.cli.output import note as _note
 from specband.cli.params import PANEL_TITLES, request_command
-from specband.contract.actions import ACTIONS, REFERENCE_INDEX, server_args_kwargs, sglang_cli_args
+from specband.contract.actions import ACTIONS, REFERENCE_INDEX
+from specband.core.engine_table import default_engine_name, engine_names
 from specband.core.tables import flag_units, print_table, table_console
 from specband.deploy.answers import MixAnswer, Pick, PowerLimitAnswer
 from specband.deploy.explain import answer_lines
 from specband.deploy.mixlimit import MixPowerLimitAnswer
 from specband.deploy.recommend import RecommendRequest
+from specband.engines.base import get_engine
 
 
 def _fmt(value: float | None) -> str:
@@ -35,16 +37,26 @@ def actions_command(
     as_json: bool = typer.Option(
         False, "--json", help="Print JSON instead of a table.", rich_help_panel=PANEL_TITLES["output"]
     ),
+    engine_name: str = typer.Option(
+        default_engine_name(),
+        "--engine",
+        help=f"The engine whose flags are listed: {' or '.join(engine_names())}.",
+        metavar="NAME",
+        rich_help_panel=PANEL_TITLES["output"],
+    ),
 ) -> None:
-    """List the 19 contract actions with their index and sglang flags."""
-
+    """List the 19 contract actions with their index and the engine's flags (sglang's by default;
+    an action the engine does not run says so)."""
+    engine = get_engine(engine_name)
     if as_json:
         out = [
             {
                 "index": i,
                 "action": list(a),
-                "flags": sglang_cli_args(a),
-                "kwargs": server_args_kwargs(a),
+                "engine": engine.name,
+                "runs": engine.runs(a),
+                "flags": engine.speculative_flags(a, None) if engine.runs(a) else None,
+                "kwargs": engine.speculative_kwargs(a, None) if engine.runs(a) else None,
             }
             for i, a in enumerate(ACTIONS)
         ]
@@ -54,22 +66,25 @@ def actions_command(
 
     table = Table(
         title="specband actions: index (its position in every published policy file), action "
-        "(steps,topk,draft) and its sglang flags"
+        f"(steps,topk,draft) and its {engine.display_name} flags"
     )
     table.add_column("index", justify="right")
     table.add_column("action")
-    table.add_column("sglang flags")
+    table.add_column(f"{engine.display_name} flags")
     for i, a in enumerate(ACTIONS):
         note = " (baseline)" if a.is_baseline else " (reference)" if i == REFERENCE_INDEX else ""
-        flags = flag_units(sglang_cli_args(a)) or "(no speculative flags)"
+        if not engine.runs(a):
+            flags = f"(not run by {engine.display_name})"
+        else:
+            flags = flag_units(engine.speculative_flags(a, None)) or "(no speculative flags)"
         table.add_row(str(i), f"{a}{note}", flags)
     print_table(table, table_console())
 
 
 @request_command(RecommendRequest)
 def recommend_command(request: RecommendRequest) -> None:
-    """Print the sglang flags for a batch size, ready to paste after
-    `python -m sglang.launch_server`."""
+    """Print the engine's flags for a batch size (--engine: sglang's by default, ready to paste after
+    `python -m sglang.launch_server`; vLLM's --speculative-config)."""
     from specband.deploy.recommend import answer  # lazy: off the cold path (recommend, --help)
     from specband.deploy.usersetup import user_setup  # lazy: off the cold path (recommend, --help)
 
@@ -100,8 +115,8 @@ def _print_pick(pick: Pick, output_format: str) -> None:
     elif pick.draft_model is None:
         draft = pick.origin.data.draft_model  # the data's own draft (the study's for the embedded policy)
         _note(
-            "sglang needs --speculative-draft-model-path for EAGLE3; pass --draft-model PATH to include it"
-            + (f" (the data's rows used {draft})" if draft else "")
+            f"{pick.engine.display_name} needs {pick.engine.draft_flag} for EAGLE3; pass --draft-model PATH to "
+            "include it" + (f" (the data's rows used {draft})" if draft else "")
         )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from specband.cli.params import PANEL_TITLES
+from specband.core.engine_table import default_engine_name, engine_names
+from specband.engines.base import get_engine
 from specband.files.fileio import given_path
 
 
@@ -27,17 +29,26 @@ def register(app: typer.Typer) -> None:
             metavar="ID|PATH",
             rich_help_panel=PANEL_TITLES["input"],
         ),
+        engine_name: str = typer.Option(
+            default_engine_name(),
+            "--engine",
+            help=f"The engine to check (installed beside specband, and the flags specband emits for it): "
+            f"{' or '.join(engine_names())}.",
+            metavar="NAME",
+            rich_help_panel=PANEL_TITLES["input"],
+        ),
     ) -> None:
         """Check a target/draft pair (RoPE in either config layout, dtype and the --dtype that
         follows, vocabulary, hidden size, architectures, maximum positions) and the machine
-        (sglang and its version, flashinfer, NVML energy counter and power limit). One line
+        (the engine and its version, sglang by default; flashinfer; NVML energy counter and power limit). One line
         per check: ok, warn or error with its fix. Exit 0 when all are ok, 1 on warnings,
         2 on errors."""
         from specband.doctor.machine import exit_status, run_doctor  # lazy: off the cold path (recommend, --help)
 
+        engine = get_engine(engine_name)  # an unknown one is one error line
         for option, value in (("--target", target), ("--draft", draft)):
             given_path(option, value)  # an empty one is refused, not read as "."
-        checks = run_doctor(target, draft)
+        checks = run_doctor(target, draft, engine=engine)
         for check in checks:  # one line per check (scripts read them; README, tests/test_readme.py)
             typer.echo(check.line())
         raise typer.Exit(exit_status(checks))

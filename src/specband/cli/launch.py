@@ -22,7 +22,6 @@ import typer
 from specband.cli.output import note, say, warn
 from specband.cli.params import request_command
 from specband.deploy.launch import LaunchRequest
-from specband.engines.base import get_engine
 from specband.engines.serverconfig import format_launch
 
 
@@ -33,8 +32,8 @@ def register(app: typer.Typer) -> None:
 
 @request_command(LaunchRequest)
 def launch_command(request: LaunchRequest) -> None:
-    """Pick the flags for this batch size and GPU state, then run sglang with them in the
-    foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
+    """Pick the flags for this batch size and GPU state, then run the engine (--engine: sglang or
+    vLLM) with them in the foreground. Ctrl-C (or SIGTERM) stops the server and everything it started; exit
     status 0, since stopping is the normal way to end it. If the server exits on its
     own, its exit status is returned. Every option is checked before the GPU is read:
     bad input is one error line (exit 2)."""
@@ -45,8 +44,8 @@ def launch_command(request: LaunchRequest) -> None:
     for line in plan.notes:
         note(line)
     if request.dry_run:
-        engine = get_engine(plan.config.engine).display_name
-        typer.echo(f"# {engine} {plan.sglang_version} ({plan.sglang_version_source})")
+        engine = plan.config.engine.display_name
+        typer.echo(f"# {engine} {plan.engine_version} ({plan.engine_version_source})")
         if plan.power_limit_w is not None:
             typer.echo(f"# sudo nvidia-smi -pl {plan.power_limit_w:g}")
         typer.echo(format_launch(plan.command, plan.config.env, engine=plan.config.engine))

@@ -122,6 +122,8 @@ def _request_params(request_type: type) -> tuple[list[inspect.Parameter], set[st
         default = field.default if field.default is not dataclasses.MISSING else factory()
         # an argument keeps its path type: typer shows it in --help's type column (<path>)
         annotation: Any = hints[field.name] if spec.argument else _as_text(hints[field.name])
+        if spec.parse is not None:  # given as text; the request holds what parse makes of it
+            annotation = str
         if spec.choices is not None:  # typer lists an enum's values in --help and refuses others
             choice: Any = enum.Enum(f"{field.name}_choice", {c: c for c in spec.choices}, type=str)  # type: ignore[misc]
             choices.add(field.name)
@@ -231,7 +233,9 @@ def check_values(request_type: type, values: dict[str, Any]) -> dict[str, Any]:
                     raise ConfigError(f"Invalid value for {shown}: Input should be greater than or equal to {spec.min}")
                 if spec.max is not None and item > spec.max:
                     raise ConfigError(f"Invalid value for {shown}: Input should be less than or equal to {spec.max}")
-        if Path in kinds and isinstance(value, str):
+        if spec.parse is not None:
+            out[field.name] = spec.parse(value)
+        elif Path in kinds and isinstance(value, str):
             out[field.name] = Path(value)
         elif Path in kinds and isinstance(value, list):
             out[field.name] = [Path(v) for v in value]

@@ -3,10 +3,13 @@ print what its config gives and what the best config would give (simulated)."""
 
 from __future__ import annotations
 
+import shlex
+
 import typer
 
 from specband.cli.output import note, say
 from specband.cli.params import request_command
+from specband.contract.actions import Action
 from specband.deploy.probe import ProbeOutcome, ProbeRequest
 
 
@@ -30,7 +33,7 @@ def probe_command(request: ProbeRequest) -> None:
 
 def _print_reading(outcome: ProbeOutcome) -> None:
     r = outcome.reading
-    engine = r.engine if r.engine_version is None else f"{r.engine} {r.engine_version}"
+    engine = r.engine.name if r.engine_version is None else f"{r.engine.name} {r.engine_version}"
     say(f"{r.url}: {engine}, target {r.target or 'not reported'}, draft {r.draft or 'not reported'}")
     flags = ", ".join(f"{k}={v}" for k, v in r.flags.items() if v is not None)
     say(f"config (measured): action {tuple(r.action)}" + (f" ({flags})" if flags else ""))
@@ -86,5 +89,10 @@ def _print_simulation(outcome: ProbeOutcome) -> None:
                 f"({f.total_tok_s:.0f} in all), {_interval(f.joules_per_token, f.jpt_lo, f.jpt_hi, 4)} J/token, "
                 f"utilisation {f.utilization:.1%} ({f.band} the 95-98 % band)"
             )
+        best = a.suggested or a.best
+        if best is not None:  # the suggestion in the server's engine's own flags
+            engine = outcome.reading.engine
+            flags = shlex.join(engine.speculative_flags(Action(*best.action), outcome.reading.draft))
+            say(f"  {engine.display_name} flags of the suggestion: {flags or '(none: the baseline)'}")
     for line in sim.notes:
         note(line)

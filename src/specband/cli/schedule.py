@@ -23,7 +23,6 @@ from specband.core.tables import print_table, table_console
 from specband.deploy.explain import origin_line
 from specband.deploy.schedule import ScheduleRequest
 from specband.deploy.usersetup import user_setup
-from specband.engines.base import get_engine
 from specband.evaluation.schedules import (
     evaluate_schedules,
     figure_reason,
@@ -50,12 +49,12 @@ def schedule_command(request: ScheduleRequest) -> None:
     config falls behind the best tree config (topk > 1)."""
     from specband.deploy.schedule import write_schedule  # lazy: off the cold path (recommend, --help)
 
-    engine = get_engine(request.engine)
+    engine = request.engine
     written = write_schedule(request, user_setup(request.target, request.draft_model, request.gpu))
     origin = origin_line(written.answer.origin)
     for line in (*written.answer.notes, *([origin] if origin else [])):
         _note(line)
-    margin_note = engine.schedule_margin_note(request.margin)
+    margin_note = engine.serving.schedule_margin_note(request.margin)
     if margin_note is not None:
         _note(margin_note)
     defaults = engine_defaults(request, written.answer)
@@ -71,7 +70,7 @@ def schedule_command(request: ScheduleRequest) -> None:
             _note(pick.off_reason)
     if defaults is not None:
         print_engine_defaults(defaults)
-    said, noted = engine.schedule_written(
+    said, noted = engine.serving.schedule_written(
         written.path, written.config, len(written.tiers), written.engine_checked, request.draft_model
     )
     for line in said:

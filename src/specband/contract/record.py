@@ -12,15 +12,22 @@ then those of the published live file, of simulated rows and of imported bench r
 A file keeps the columns its writer names (:data:`RUN_COLUMNS` for a measured sweep), in
 that order; columns the record does not know are kept by the reader and never checked.
 
-This module imports only the standard library (``recommend`` stays fast without it).
+The engine a row ran on is ``engine`` (its name, :mod:`specband.core.engine_table`) and
+``engine_version`` (its release); rows written before ``engine_version`` carry the release in a
+per-engine column (``sglang_version``, ``vllm_version``), which :func:`row_engine` still reads.
+
+This module imports only the standard library and :mod:`specband.core` (``recommend`` stays
+fast without it).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from specband.core.engine_table import default_engine_name, version_columns
 
 __all__ = [
     "COLUMN_KINDS",
@@ -32,6 +39,7 @@ __all__ = [
     "SWEEP_COLUMNS",
     "SweepRecord",
     "error_class_of",
+    "row_engine",
     "row_error_class",
 ]
 
@@ -73,6 +81,28 @@ def row_error_class(row: dict[str, Any]) -> str | None:
     if isinstance(given, str) and given in ERROR_CLASSES:
         return given
     return error_class_of(str(error))
+
+
+def row_engine(row: Mapping[str, Any], *, default: bool = True) -> tuple[str | None, str | None]:
+    """``(engine, engine_version)`` of a row (or a manifest's origin) as written: its ``engine``
+    and ``engine_version``, else what a file written before ``engine_version`` says (a per-engine
+    column, :func:`specband.core.engine_table.version_columns`: ``sglang_version`` -> sglang).
+    A row naming no engine is the default engine's (the study's, and the only one specband ran
+    before the column) when ``default``, else ``None``. A value that is not text reads as
+    unknown (``None``)."""
+    engine = row.get("engine")
+    engine = engine if isinstance(engine, str) and engine else None
+    version = row.get("engine_version")
+    version = version if isinstance(version, str) and version else None
+    if version is None:
+        for column, name in version_columns().items():
+            old = row.get(column)
+            if isinstance(old, str) and old and (engine is None or engine == name):
+                engine, version = name, old
+                break
+    if engine is None and default:
+        engine = default_engine_name()
+    return engine, version
 
 
 def _col(kind: type, *, nonnegative: bool = False) -> Any:
@@ -134,9 +164,8 @@ class SweepRecord:
     step_time_count: int | None = _col(int)
     launch_wall_s: float | None = _col(float)
     started_at: str | None = _col(str)
-    engine: str | None = _col(str)  # "sglang" or "vllm" (a row without it: sglang)
-    sglang_version: str | None = _col(str)
-    vllm_version: str | None = _col(str)
+    engine: str | None = _col(str)  # the engine's name (core.engine_table); a row without it: row_engine
+    engine_version: str | None = _col(str)  # its release (older rows: a per-engine column, row_engine)
     dtype: str | None = _col(str)
     attention_backend: str | None = _col(str)
     max_new_tokens: int | None = _col(int)

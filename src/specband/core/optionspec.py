@@ -82,6 +82,9 @@ class OptionSpec:
         finite: a float value must be finite (otherwise ``"<option>: must be a finite
             number, got nan"``); ``False`` lets ``inf``/``nan`` through to the request's own
             check (one that names what the number is, e.g. ``--power-limit``'s range in W).
+        parse: turns the text given into the field's value (``--engine``: the resolved engine,
+            :func:`specband.engines.base.get_engine`); the command line takes text, and the
+            request holds what ``parse`` made of it (ConfigError: a usage error, one line).
     """
 
     flags: tuple[str, ...]
@@ -98,6 +101,7 @@ class OptionSpec:
     allow_empty: bool = False
     give: str | None = None
     finite: bool = True
+    parse: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.flags or not (self.argument or self.flags[0].startswith("--")) or not self.help.strip():

@@ -18,8 +18,10 @@
 
 Each is a frozen dataclass read by attribute; ``to_json()`` is the one serialiser of
 ``--format json`` (key order included); ``notes`` are the lines printed on stderr beside
-an answer, in order. Only the standard library and :mod:`specband.contract.actions` are
-imported here (``recommend`` stays cold-fast).
+an answer, in order. Every answer carries the :class:`~specband.engines.base.Engine` it is for:
+its ``flags`` and ``kwargs`` are that engine's spelling of the pick
+(:meth:`~specband.engines.base.Engine.speculative_flags`). Only the standard library and
+:mod:`specband.contract.actions` are imported here (``recommend`` stays cold-fast).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, Union
 
-from specband.contract.actions import EXTENDED_ACTIONS, Action, server_args_kwargs, sglang_cli_args
+from specband.contract.actions import EXTENDED_ACTIONS, Action
 from specband.deploy.answer_parts import (
     BandPosition,
     CalibrationError,
@@ -42,11 +44,11 @@ from specband.deploy.answer_parts import (
     TransferCheck,
 )
 from specband.deploy.trade import BandTrade, RewardTerms
-from specband.engines.base import get_engine
 from specband.sweeps.limit_table import fastest, nvidia_smi_command, speed_loss
 
 if TYPE_CHECKING:
     from specband.deploy.tiers import TierPick
+    from specband.engines.base import Engine
     from specband.sweeps.limit_table import LimitPick
 
 __all__ = [
@@ -88,31 +90,24 @@ JsonObject: TypeAlias = Mapping[str, JsonValue]
 #: ``action_set`` only under an action set other than ``contract``).
 PICK_JSON_KEYS = (
     "algorithm", "batch_size", "measured_batch_size", "features", "state", "source", "action_index", "action",
-    "flags", "kwargs", "mean_reward", "origin", "explanation", "calibration", "speed_interval", "transfer",
+    "engine", "flags", "kwargs", "mean_reward", "origin", "explanation", "calibration", "speed_interval", "transfer",
     "action_set",
 )
 
 #: The keys of :meth:`PowerLimitAnswer.to_json`, in order.
 POWER_LIMIT_JSON_KEYS = (
-    "batch_size", "measured_batch_size", "power_limit_w", "nvidia_smi", "action_index", "action", "flags",
-    "kwargs", "in_band", "utilization", "speed_tok_s", "speed_loss", "max_speed_loss", "joules_per_token",
+    "batch_size", "measured_batch_size", "power_limit_w", "nvidia_smi", "action_index", "action", "engine",
+    "flags", "kwargs", "in_band", "utilization", "speed_tok_s", "speed_loss", "max_speed_loss", "joules_per_token",
     "default_power_limit_w", "default_joules_per_token", "default_utilization", "band", "provenance", "origin",
     "transfer", "picks",
 )
 
 #: The keys of :meth:`MixAnswer.to_json`, in order.
 MIX_JSON_KEYS = (
-    "algorithm", "source", "batch_mix", "action_index", "action", "flags", "kwargs", "expected_reward",
+    "algorithm", "source", "batch_mix", "action_index", "action", "engine", "flags", "kwargs", "expected_reward",
     "expected_regret", "per_batch_size", "left_out", "origin", "transfer",
 )
 # fmt: on
-
-
-# --------------------------------------------------------------------------- parts
-
-
-def _flags(action: Action, draft_model: str | None) -> tuple[str, ...]:
-    return tuple(sglang_cli_args(action, draft_model))
 
 
 # --------------------------------------------------------------------------- answers
@@ -134,8 +129,9 @@ class Pick:
         source: where the policy came from (a folder, the embedded default, a first guess).
         action_index: index of the pick in the action set (the contract's 19 first).
         action: the pick ``(speculative_num_steps, speculative_eagle_topk,
-            speculative_num_draft_tokens)``.
-        draft_model: the ``--speculative-draft-model-path`` its flags carry (``None``: none).
+            speculative_num_draft_tokens)``, one the engine runs.
+        engine: the engine its flags are for (:class:`~specband.engines.base.Engine`).
+        draft_model: the draft model its flags carry (``None``: none).
         mean_reward: observed mean reward of the pick at ``measured_batch_size``, or ``None``.
         origin: what the pick rests on (:class:`PickOrigin`, counted at ``measured_batch_size``).
         explanation: the figures of the pick and the runner-up (:class:`Explanation`), or
@@ -161,6 +157,7 @@ class Pick:
     source: str
     action_index: int
     action: Action
+    engine: Engine
     draft_model: str | None
     mean_reward: float | None
     origin: PickOrigin
@@ -173,13 +170,13 @@ class Pick:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """sglang ``launch_server`` flags of the pick (none for the baseline)."""
-        return _flags(self.action, self.draft_model)
+        """The engine's server flags of the pick (none for the baseline)."""
+        return tuple(self.engine.speculative_flags(self.action, self.draft_model))
 
     @property
     def kwargs(self) -> dict[str, object]:
-        """The same as sglang ``ServerArgs`` keyword arguments."""
-        return server_args_kwargs(self.action, self.draft_model)
+        """The same as the engine's Python keyword arguments (sglang's ``ServerArgs``)."""
+        return self.engine.speculative_kwargs(self.action, self.draft_model)
 
     def to_json(self) -> dict[str, Any]:
         """What ``recommend --format json`` prints (the keys of :data:`PICK_JSON_KEYS`, in
@@ -193,6 +190,7 @@ class Pick:
             "source": self.source,
             "action_index": self.action_index,
             "action": list(self.action),
+            "engine": self.engine.name,
             "flags": list(self.flags),
             "kwargs": self.kwargs,
             "mean_reward": self.mean_reward,
@@ -225,11 +223,12 @@ def _limit_pick_json(p: LimitPick) -> dict[str, Any]:
 
 class ChosenLimit:
     """What an answer with one chosen power limit derives from its ``chosen``
-    :class:`~specband.sweeps.limit_table.LimitPick` and ``draft_model`` (the limit, the command
-    that sets it, the config and its sglang flags): shared by :class:`PowerLimitAnswer` and
-    :class:`specband.deploy.mixlimit.MixPowerLimitAnswer`."""
+    :class:`~specband.sweeps.limit_table.LimitPick`, ``engine`` and ``draft_model`` (the limit,
+    the command that sets it, the config and the engine's flags for it): shared by
+    :class:`PowerLimitAnswer` and :class:`specband.deploy.mixlimit.MixPowerLimitAnswer`."""
 
     chosen: LimitPick
+    engine: Engine
     draft_model: str | None
 
     @property
@@ -249,8 +248,13 @@ class ChosenLimit:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """Its sglang flags."""
-        return _flags(self.action, self.draft_model)
+        """The engine's flags of the config."""
+        return tuple(self.engine.speculative_flags(self.action, self.draft_model))
+
+    @property
+    def kwargs(self) -> dict[str, object]:
+        """The same as the engine's Python keyword arguments (sglang's ``ServerArgs``)."""
+        return self.engine.speculative_kwargs(self.action, self.draft_model)
 
 
 @dataclass(frozen=True)
@@ -271,7 +275,8 @@ class PowerLimitAnswer(ChosenLimit):
         max_speed_loss: the speed loss accepted (``--max-speed-loss``), fraction.
         band: ``(band_low, band_high)`` of the reward, fractions of the limit.
         provenance: where the rows came from (``measured``, ``simulated``, ... joined by ``+``).
-        draft_model: the ``--speculative-draft-model-path`` its flags carry (``None``: none).
+        engine: the engine its flags are for.
+        draft_model: the draft model its flags carry (``None``: none).
         origin: what the data rests on (:class:`PickOrigin`, no rows counted), or ``None``
             when not known.
         transfer: the transfer check (:class:`TransferCheck`; the power limit is not
@@ -287,6 +292,7 @@ class PowerLimitAnswer(ChosenLimit):
     max_speed_loss: float
     band: tuple[float, float]
     provenance: str
+    engine: Engine
     draft_model: str | None = None
     origin: PickOrigin | None = None
     transfer: TransferCheck | None = None
@@ -313,11 +319,6 @@ class PowerLimitAnswer(ChosenLimit):
     def action_index(self) -> int:
         """The pick's index at the chosen limit."""
         return self.chosen.action_index
-
-    @property
-    def kwargs(self) -> dict[str, object]:
-        """Its sglang ``ServerArgs`` keyword arguments."""
-        return server_args_kwargs(self.action, self.draft_model)
 
     def summary(self) -> str:
         """One line saying what the chosen limit does against the default, with where the
@@ -353,6 +354,7 @@ class PowerLimitAnswer(ChosenLimit):
             "nvidia_smi": self.nvidia_smi,
             "action_index": self.action_index,
             "action": list(self.action),
+            "engine": self.engine.name,
             "flags": list(self.flags),
             "kwargs": self.kwargs,
             "in_band": chosen.in_band,
@@ -454,6 +456,7 @@ class MixAnswer:
         source: where the policy came from (a folder, ``"embedded"``).
         mix: batch size -> weight (normalised).
         pick: the :class:`MixPick` (expected reward and regret, per-batch-size rows).
+        engine: the engine its flags are for.
         draft_model: ``--draft-model`` (or ``None``).
         notes: the loading notes, the transfer check's warnings, the data's notes, the origin
             line and what the mix left out, in order.
@@ -468,6 +471,7 @@ class MixAnswer:
     source: str
     mix: Mapping[int, float]
     pick: MixPick
+    engine: Engine
     draft_model: str | None = None
     notes: tuple[str, ...] = ()
     transfer: TransferCheck | None = None
@@ -481,8 +485,8 @@ class MixAnswer:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        """The sglang flags of :attr:`action`."""
-        return _flags(self.action, self.draft_model)
+        """The engine's flags of :attr:`action`."""
+        return tuple(self.engine.speculative_flags(self.action, self.draft_model))
 
     def to_json(self) -> dict[str, Any]:
         """What ``recommend --batch-mix --format json`` prints (the keys of
@@ -497,8 +501,9 @@ class MixAnswer:
             "batch_mix": {str(bs): w for bs, w in self.mix.items()},
             "action_index": self.pick.index,
             "action": list(self.action),
+            "engine": self.engine.name,
             "flags": list(self.flags),
-            "kwargs": server_args_kwargs(self.action, self.draft_model),
+            "kwargs": self.engine.speculative_kwargs(self.action, self.draft_model),
             "expected_reward": self.pick.expected_reward,
             "expected_regret": self.pick.expected_regret,
             "per_batch_size": [
@@ -577,7 +582,7 @@ class SchedulePick:
     (:func:`specband.deploy.schedule.launch_schedule`).
 
     Attributes:
-        engine: ``"sglang"`` or ``"vllm"``.
+        engine: the engine that runs it.
         path: sglang: the ``--speculative-adaptive-config`` file; vLLM: ``--schedule`` as
             given (a file, or ``"auto"``: the object goes on the command line).
         action: the config the server starts from (sglang: the chain of sglang's own initial
@@ -591,7 +596,7 @@ class SchedulePick:
             the draft); ``None`` for sglang.
     """
 
-    engine: str
+    engine: Engine
     path: Path | str
     action: Action
     tiers: Mapping[int, JsonObject]
@@ -604,8 +609,8 @@ class SchedulePick:
         (keys as strings) and ``extra_args``, or vLLM's ``ranges`` (``[start, end, K]``) and
         ``speculative_config``."""
 
-        out: dict[str, Any] = {"engine": self.engine, "path": str(self.path), "action": list(self.action)}
-        return {**out, **get_engine(self.engine).schedule_json(self)}
+        out: dict[str, Any] = {"engine": self.engine.name, "path": str(self.path), "action": list(self.action)}
+        return {**out, **self.engine.serving.schedule_json(self)}
 
 
 #: What :func:`specband.deploy.recommend.answer` returns.

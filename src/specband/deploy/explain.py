@@ -10,7 +10,7 @@ Only the standard library is imported (``recommend`` stays cold-fast).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -289,6 +289,7 @@ def explain_pick(
     action_index: int,
     provenance: str | None = None,
     floor: LimitRange | None = None,
+    runnable: Collection[int] | None = None,
 ) -> Explanation | None:
     """The explanation of a pick (what ``recommend --format json`` prints as ``explanation``),
     or ``None`` when the manifest has no per-action figures (a foreign folder, or one written
@@ -304,13 +305,16 @@ def explain_pick(
         (what would reach the band when none does) and ``figures_are`` (the data's provenance
         or ``provenance``: a simulation is never called a measurement). ``floor`` is the
         GPU's range of limits the band note keeps to (``None``: the built-in profile of the
-        data's GPU, when one matches, :func:`profile_limit_range`).
+        data's GPU, when one matches, :func:`profile_limit_range`). ``runnable``: the configs
+        the engine runs, the only ones compared (``None``: every allowed one).
     """
     if measured_batch_size is None or measured_batch_size not in manifest.stats:
         return None
     stats: Mapping[int, ActionStats] = manifest.stats[measured_batch_size]
     baseline = stats.get(0)
-    allowed = [a for a in manifest.allowed.get(measured_batch_size, ()) if a in stats]
+    allowed = [
+        a for a in manifest.allowed.get(measured_batch_size, ()) if a in stats and (runnable is None or a in runnable)
+    ]
     means = manifest.mean_rewards.get(measured_batch_size, {})
     others = sorted((a for a in allowed if a != action_index and a in means), key=lambda a: (-means[a], a))
     runner = others[0] if others else None

@@ -26,6 +26,7 @@ from specband.artifacts.fit import build_manifest
 from specband.contract.actions import ACTIONS
 from specband.deploy.answers import CalibrationError, Pick, PickOrigin, RowCounts, SimulatedSpeed, TransferCheck
 from specband.deploy.explain import explain_pick, profile_limit_range
+from specband.engines.base import Engine, default_engine, runnable_indices
 from specband.policies.lookup_core import lookup_pick
 from specband.sim.acceptance import BORROWED_ACCEPT_FACTOR, acceptance_profiles, pair_profile
 from specband.sim.cost_error import cost_error
@@ -105,8 +106,9 @@ def first_guess(
     *,
     draft_model: str | None = None,
     acceptance_from: str | None = None,
+    engine: Engine | None = None,
 ) -> Pick:
-    """Simulate and pick for ``batch_size`` on ``profile``.
+    """Simulate and pick for ``batch_size`` on ``profile``, among the configs ``engine`` runs.
 
     Args:
         batch_size: concurrent requests.
@@ -117,6 +119,7 @@ def first_guess(
         draft_model: emitted as ``--speculative-draft-model-path`` (default: none).
         acceptance_from: measured accept lengths to fit the pair's acceptance to
             (:mod:`specband.sim.acceptance_fit`), or ``None``.
+        engine: the engine the pick is for (``None``: the default engine): its configs, its flags.
 
     Returns:
         a :class:`~specband.deploy.answers.Pick` with the fields of
@@ -142,7 +145,9 @@ def first_guess(
     data = sweep.training_data("pre")
     manifest = build_manifest(data, ["lookup_table"], seed=FIRST_GUESS_SEED, sweep=sweep)
     measured = manifest.measured_batch_size(batch_size)
-    index = lookup_pick(manifest.mean_rewards, batch_size, manifest.allowed_indices(batch_size))
+    engine = engine or default_engine()
+    runnable = runnable_indices(engine, ACTIONS, manifest.allowed_indices(batch_size))
+    index = lookup_pick(manifest.mean_rewards, batch_size, runnable)
     action = ACTIONS[index]
     calibration = _calibration(model, profile)
     assert manifest.origin is not None
@@ -172,10 +177,13 @@ def first_guess(
         source=f"simulated first guess ({prof.name}, seed {FIRST_GUESS_SEED}, {FIRST_GUESS_REPEATS} repeats)",
         action_index=index,
         action=action,
+        engine=engine,
         draft_model=draft_model,
         mean_reward=None if measured is None else manifest.mean_reward(measured, index),
         origin=origin,
-        explanation=explain_pick(manifest, measured, index, "simulated", profile_limit_range(str(profile))),
+        explanation=explain_pick(
+            manifest, measured, index, "simulated", profile_limit_range(str(profile)), runnable=runnable
+        ),
         transfer=TransferCheck(),  # a first guess for the setup named: nothing transferred
         calibration=calibration,
         speed_interval=SimulatedSpeed(

@@ -21,28 +21,26 @@ from specband.core.limits import MAX_BATCH_SIZE
 from specband.core.optionspec import acceptance_from_field, option
 from specband.deploy.answers import Pick, PowerLimitAnswer, SchedulePick
 from specband.deploy.explain import answer_lines
-from specband.deploy.recommend import (
-    AnswerRequest,
-    FirstGuessSpec,
+from specband.deploy.options import (
     algo_field,
     allow_modified_field,
     allow_transfer_field,
-    answer,
     data_field,
     gpu_field,
     models_field,
     state_field,
     trust_pickle_field,
 )
+from specband.deploy.recommend import AnswerRequest, FirstGuessSpec, answer
 from specband.devices import open_device
 from specband.devices.base import Clock
-from specband.engines.base import get_engine
+from specband.engines.base import Engine, engine_field, get_engine
 from specband.engines.cpu import ServingOptions
 from specband.engines.serverconfig import ServerConfig, build_launch_command, split_server_args
 from specband.harness.gpu_limits import held_power_limit, launch_power_limit_w
 from specband.harness.interrupts import interrupts_as_keyboard_interrupt
 from specband.harness.request import (
-    engine_field,
+    ENGINE_HELP,
     gpu_index_field,
     launch_timeout_field,
     port_field,
@@ -118,8 +116,8 @@ class LaunchRequest:
         choices=("auto", "nvml", "none"),
     )
     gpu_index: int | None = gpu_index_field()
-    engine: str = engine_field()
-    server_command: str = server_field("server_command")
+    engine: Engine = engine_field(ENGINE_HELP)
+    server_command: str | None = server_field("server_command")
     host: str = server_field("host")
     port: int = port_field()
     mem_fraction: float = server_field("mem_fraction")
@@ -159,6 +157,9 @@ class LaunchRequest:
     )
     allow_transfer: bool = allow_transfer_field()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "engine", get_engine(self.engine))  # resolved once, here
+
 
 @dataclass(frozen=True)
 class LaunchPlan:
@@ -173,7 +174,8 @@ class LaunchPlan:
             :class:`~specband.deploy.answers.PowerLimitAnswer`; with ``--schedule`` the
             :class:`~specband.deploy.answers.SchedulePick`.
         notes: what to tell the user, in order (after ``version_warning``).
-        sglang_version, sglang_version_source, version_warning: the flag spellings' release.
+        engine_version, engine_version_source, version_warning: the release the flags are
+            spelt for, where it came from, and the line to print when it was assumed.
         auto_file: the schedule file ``--schedule auto`` wrote (removed when the launch ends).
         power_limit_w: ``--set-power-limit`` in W (clamped to the GPU's range; set while the
             server runs), or ``None``.
@@ -185,8 +187,8 @@ class LaunchPlan:
     command: list[str]
     pick: Pick | PowerLimitAnswer | SchedulePick
     notes: tuple[str, ...]
-    sglang_version: str
-    sglang_version_source: str
+    engine_version: str
+    engine_version_source: str
     version_warning: str | None
     auto_file: Path | None = None
     power_limit_w: float | None = None
@@ -221,15 +223,15 @@ def _check(r: LaunchRequest) -> tuple[Any, str | None, list[str]]:
     extra_args = tuple(split_server_args(r.server_arg, command="launch", engine=r.engine))
     dtype, attention_backend, env, cpu_notes = r.dtype, r.attention_backend, {}, []
     if r.cpu:  # sglang's (or vLLM's) CPU engine: specband.engines.cpu
-        engine = get_engine(r.engine)
+        engine = r.engine
         given = ServingOptions(r.dtype, r.attention_backend, extra_args, {}, r.device, None)
-        cpu = engine.cpu_settings(r.server_command, given, r.log.with_name(r.log.name + ".sglang-cache"))
+        cpu = engine.serving.cpu_settings(r.server_command, given, r.log.with_name(r.log.name + ".sglang-cache"))
         dtype, attention_backend, extra_args, env = cpu.dtype, cpu.attention_backend, cpu.extra_args, cpu.env
         cpu_notes = [f"--cpu: {engine.display_name}'s CPU engine; no GPU state is read (--device none)", *cpu.notes]
     config = ServerConfig(  # checks --target, --port and --server-command
         model_path=r.target,
         draft_model_path=r.draft,
-        server_command=r.server_command,
+        server_command=r.server_command or "",
         host=r.host,
         port=r.port,
         dtype=dtype,
@@ -293,7 +295,7 @@ def _decide(
                 allow_transfer=r.allow_transfer,
             )  # fmt: skip
         pick = launch_schedule(r.engine, r.schedule, auto, r.draft, notes=notes, auto_file=auto_file, log=r.log)
-        fields = get_engine(r.engine).schedule_server_fields(config, pick, r.max_running_requests)
+        fields = r.engine.serving.schedule_server_fields(config, pick, r.max_running_requests)
         return dataclasses.replace(config, **fields), pick
     assert r.batch_size is not None  # checked: --batch-size or --schedule
     limit_auto = r.set_power_limit == "auto"
@@ -304,7 +306,7 @@ def _decide(
     request = AnswerRequest(
         algo=r.algo, models=r.models, data=r.data, batch_size=r.batch_size, state=telemetry, draft_model=r.draft,
         trust_pickle=r.trust_pickle, allow_modified=r.allow_modified, power_limit="required" if limit_auto else "never",
-        allow_transfer=r.allow_transfer, first_guess=first, engine=get_engine(r.engine).name,
+        allow_transfer=r.allow_transfer, first_guess=first, engine=r.engine,
     )  # fmt: skip
     decided = answer(request, setup)
     if isinstance(decided, PowerLimitAnswer):
@@ -328,17 +330,17 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
     config, rope_note, cpu_notes = _check(r)
     if r.cpu:  # no GPU to read: the policy gets the contract's fills for the idle state
         r = dataclasses.replace(r, device="none")
-    engine = get_engine(r.engine)
+    engine = r.engine
     log_created = open_log(r.log, dry_run=r.dry_run)
     # the version warning and the notes wait until the pick is known to be launchable,
     # so that bad input (e.g. a speculative pick without --draft) is one error line
     env: dict[str, str] = dict(config.env)
     command_line, (version, version_source, version_warning) = engine_server(
-        r.engine, r.server_command, r.sglang_version, config.attention_backend, env
+        engine, r.server_command, r.sglang_version, config.attention_backend, env
     )
-    config = dataclasses.replace(config, server_command=command_line, env=env, **engine.version_fields(version))
+    config = dataclasses.replace(config, server_command=command_line, env=env, engine_version=version)
     notes: list[str] = [*cpu_notes, *([] if rope_note is None else [rope_note])]
-    newer = engine.version_note(version)
+    newer = engine.serving.version_note(version)
     notes += [] if newer is None else [newer]
     auto_file: Path | None = None
     try:
@@ -374,7 +376,7 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
         remove(auto_file)
         raise
     if isinstance(pick, SchedulePick):
-        notes.append(engine.schedule_note(pick, action))
+        notes.append(engine.serving.schedule_note(pick, action))
     elif isinstance(pick, PowerLimitAnswer):
         notes.append(f"power limit {pick.power_limit_w:g} W with {action} for batch size {r.batch_size}")
     else:
@@ -426,7 +428,7 @@ def serve_launch(plan: LaunchPlan, say: Callable[[str], None], note: Callable[[s
                 if isinstance(plan.pick, SchedulePick)
                 else f"{Action(*plan.action)} for batch size {r.batch_size}"
             )
-            engine = get_engine(r.engine).display_name
+            engine = r.engine.display_name
             say(
                 f"{engine} ready at {server.base_url} with {what}{retried}; log: {r.log}; "
                 "Ctrl-C stops it (exit status 0)"

@@ -26,6 +26,7 @@ from specband.core.limits import MAX_BATCH_SIZE, MAX_CONFIG_FILE_BYTES
 from specband.deploy.answers import LeftOut, MixAnswer, MixPick, MixRow, PickOrigin
 from specband.deploy.explain import data_notes, origin_line, pick_origin, unmeasured_note, unmeasured_notes
 from specband.deploy.mixlimit import MixPowerLimitAnswer
+from specband.engines.base import Engine, default_engine
 
 if TYPE_CHECKING:
     from specband.artifacts.load import ModelFolder
@@ -174,12 +175,14 @@ def mix_answer(
     state: tuple[float, float, float] | None = None,
     draft_model: str | None = None,
     allow: bool = False,
+    engine: Engine | None = None,
 ) -> MixAnswer:
     """``recommend --batch-mix``'s answer (rule 2 of :func:`specband.deploy.recommend.answer`):
     the single config with the best expected reward over ``mix`` (:func:`pick_for_mix`), the
     user's ``setup`` checked against the data's first as ``recommend`` checks it
     (:func:`specband.deploy.transfer.check_scorer_transfer`; ``allow`` takes another setup's
-    pick, its differences as notes; ``None``: not checked), the policy asked from ``state``.
+    pick, its differences as notes; ``None``: not checked), the policy asked from ``state``;
+    its flags are ``engine``'s (``None``: the default engine).
 
     Raises:
         ConfigError: no config is scored at every batch size of the mix; TransferError: the
@@ -208,6 +211,7 @@ def mix_answer(
         source=scorer.source,
         mix=mix,
         pick=pick,
+        engine=engine or default_engine(),
         draft_model=draft_model,
         notes=notes,
         transfer=transfer,
@@ -225,6 +229,7 @@ def mix_power_limit_answer(
     setup: UserSetup | None = None,
     draft_model: str | None = None,
     allow: bool = False,
+    engine: Engine | None = None,
 ) -> MixPowerLimitAnswer:
     """``recommend --batch-mix --data SWEEP``'s answer when the sweep holds several power limits:
     per limit the mix's one config (:func:`specband.sweeps.limit_table.mix_limit_picks`), and
@@ -269,6 +274,7 @@ def mix_power_limit_answer(
         max_speed_loss=float(selector.max_speed_loss),
         band=band,
         provenance="+".join(sorted({r.provenance for r in trained})),
+        engine=engine or default_engine(),
         draft_model=draft_model,
         origin=PickOrigin(origin),
         transfer=transfer,
@@ -291,6 +297,7 @@ def mix_power_limit_for(
     action_set: ActionSet,
     draft_model: str | None = None,
     allow: bool = False,
+    engine: Engine | None = None,
 ) -> MixPowerLimitAnswer | None:
     """A mix over data with several power limits (rule 2 of
     :func:`specband.deploy.recommend.answer`): one limit and one config for the whole mix
@@ -332,5 +339,5 @@ def mix_power_limit_for(
         return None
     return mix_power_limit_answer(
         sweep, mix, max_speed_loss=max_speed_loss, source=str(folder.given if folder else given), setup=setup,
-        draft_model=draft_model, allow=allow,
+        draft_model=draft_model, allow=allow, engine=engine,
     )  # fmt: skip

@@ -14,6 +14,7 @@ from specband.deploy.answers import ChosenLimit, PickOrigin, TransferCheck, _lim
 from specband.sweeps.limit_table import speed_loss
 
 if TYPE_CHECKING:
+    from specband.engines.base import Engine
     from specband.sweeps.limit_table import LimitPick, MixLimitRow
 
 __all__ = ["MixPowerLimitAnswer"]
@@ -34,7 +35,7 @@ class MixPowerLimitAnswer(ChosenLimit):
         rows: per batch size of the mix, that config at the chosen limit
             (:class:`~specband.sweeps.limit_table.MixLimitRow`: speed, utilisation, band).
         picks: the mix's config at every limit, by increasing limit.
-        max_speed_loss, band, provenance, draft_model, origin, transfer, notes: as
+        max_speed_loss, band, provenance, engine, draft_model, origin, transfer, notes: as
             :class:`PowerLimitAnswer`'s.
     """
 
@@ -45,6 +46,7 @@ class MixPowerLimitAnswer(ChosenLimit):
     max_speed_loss: float
     band: tuple[float, float]
     provenance: str
+    engine: Engine
     draft_model: str | None = None
     origin: PickOrigin | None = None
     transfer: TransferCheck | None = None
@@ -88,6 +90,7 @@ class MixPowerLimitAnswer(ChosenLimit):
             "nvidia_smi": self.nvidia_smi,
             "action_index": self.chosen.action_index,
             "action": list(self.action),
+            "engine": self.engine.name,
             "flags": list(self.flags),
             "in_band": self.chosen.in_band,
             "utilization": self.chosen.utilization,

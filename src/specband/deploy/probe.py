@@ -1,9 +1,9 @@
 """``specband probe --url URL``: read a running sglang or vLLM server and write a probe file.
 
 The engine is found from its endpoints (each engine's
-:meth:`~specband.engines.base.Engine.recognises`, in :data:`specband.engines.base.ENGINES`'
-order) or named with ``--engine``; the engine reads the server
-(:meth:`~specband.engines.base.Engine.probe_server`: its config, acceptance and batch sizes),
+:meth:`~specband.engines.base.EngineServing.recognises`, in the engine list's order,
+:func:`specband.engines.base.engine_names`) or named with ``--engine``; the engine reads the server
+(:meth:`~specband.engines.base.EngineServing.probe_server`: its config, acceptance and batch sizes),
 sending at most ``--max-requests`` short completion requests and nothing else that changes
 it (``GET`` only otherwise). When the server is local (127.0.0.1, localhost or ::1) and an
 NVIDIA GPU is present, the GPU's power and power limit are read through NVML
@@ -34,7 +34,7 @@ from specband.core.limits import (
 )
 from specband.core.optionspec import option
 from specband.deploy.probe_sim import ProbeSimulation, profile_for_gpu, simulate_probe
-from specband.engines.base import ENGINE_NAMES, Engine, get_engine
+from specband.engines.base import Engine, engine_names, get_engine
 from specband.engines.client import PROMPTS, ProbeHttp
 from specband.engines.probing import ProbePlan, ServerReading
 from specband.files.fileio import check_out_path, given_path, write_text_atomic
@@ -90,12 +90,14 @@ class ProbeRequest:
         panel="input",
         metavar="URL",
     )
-    engine: str = option(
+    engine: Engine | None = option(
         "auto",
         "--engine",
-        help=f"The server's engine: auto (found from its endpoints), {' or '.join(ENGINE_NAMES)}.",
+        help=f"The server's engine: auto (found from its endpoints), {' or '.join(engine_names())}; the suggested "
+        "configs are printed in its flags.",
         panel="input",
         metavar="NAME",
+        parse=lambda value: _given_engine(value),
     )
     prompts: str | None = option(
         None,
@@ -186,8 +188,7 @@ class ProbeRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "url", _check_url(self.url))
-        if self.engine != "auto":
-            get_engine(self.engine)  # ConfigError: an unknown name
+        object.__setattr__(self, "engine", _given_engine(self.engine))  # resolved once (ConfigError: unknown)
         for name, value in (("--timeout", self.timeout_s), ("--watch", self.watch_s)):
             if not math.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value}")
@@ -275,15 +276,20 @@ def read_local_power(url: str, index: int) -> tuple[PowerReading | None, str | N
         device.close()
 
 
-def _find_engine(http: ProbeHttp, name: str) -> Engine:
-    if name != "auto":
-        return get_engine(name)
-    for candidate in ENGINE_NAMES:
-        engine = get_engine(candidate)
-        if engine.recognises(http):
+def _given_engine(value: str | Engine | None) -> Engine | None:
+    """``--engine``: ``None`` for ``auto`` (found from the server's endpoints), else the engine."""
+    return None if value is None or value == "auto" else get_engine(value)
+
+
+def _find_engine(http: ProbeHttp, given: Engine | None) -> Engine:
+    if given is not None:
+        return given
+    engines = [get_engine(name) for name in engine_names()]
+    for engine in engines:
+        if engine.serving.recognises(http):
             return engine
     raise EngineError(
-        f"{http.base_url} answers, but as neither {' nor '.join(get_engine(n).display_name for n in ENGINE_NAMES)} "
+        f"{http.base_url} answers, but as neither {' nor '.join(e.display_name for e in engines)} "
         "(no sglang /server_info, no vLLM /version with vllm: metrics); pass --engine if it is one"
     )
 
@@ -295,7 +301,7 @@ def probe_file_json(
     return {
         "format": PROBE_FORMAT,
         "version": PROBE_VERSION,
-        "engine": reading.engine,
+        "engine": reading.engine.name,
         "engine_version": reading.engine_version,
         "url": reading.url,
         "target": reading.target,
@@ -353,7 +359,7 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
     )
     with ProbeHttp(request.url, request.timeout_s) as http:
         engine = _find_engine(http, request.engine)
-        reading = engine.probe_server(http, plan)
+        reading = engine.serving.probe_server(http, plan)
     assert reading.requests_sent <= request.max_requests  # the plan's bound, kept by every engine
     power, power_note = read_local_power(request.url, request.gpu_index)
     data = probe_file_json(reading, power, power_note, request.max_requests)

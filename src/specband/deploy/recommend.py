@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from specband.sweeps.limit_table import BandWithinSpeedLoss, LimitTable
     from specband.sweeps.origin import DataOrigin
 
-from specband.artifacts.folder import DEFAULT_MODELS_DIR, validate_algorithms
+from specband.artifacts.folder import validate_algorithms
 from specband.artifacts.load import ModelFolder, load_models, open_folder
 from specband.contract.actions import ACTION_SETS, CONTRACT_SET, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
@@ -40,7 +40,19 @@ from specband.deploy.answers import (
     TransferCheck,
 )
 from specband.deploy.explain import LimitRange, data_notes, explain_pick, pick_origin, unmeasured_note, unmeasured_notes
+from specband.deploy.options import (
+    algo_field,
+    allow_modified_field,
+    allow_transfer_field,
+    data_field,
+    gpu_field,
+    models_field,
+    state_field,
+    target_field,
+    trust_pickle_field,
+)
 from specband.deploy.transfer import check_scorer_transfer, check_transfer
+from specband.engines.base import Engine, default_engine, engine_field, get_engine, runnable_indices
 from specband.files.hub import resolve_data_file
 from specband.policies.lookup_core import lookup_pick
 from specband.sweeps.limit_table import BandWithinSpeedLoss, limit_table, sweep_power_limits
@@ -56,134 +68,6 @@ __all__ = [
     "power_limit_answer",
     "recommend",
 ]
-
-
-# The options of every command that asks a policy (recommend, launch, schedule), declared
-# once (:mod:`specband.core.optionspec`); each returns a request dataclass field.
-
-
-def algo_field() -> Any:
-    """``--algo/-a``: the model card algorithm to ask."""
-
-    return option("lookup_table", "--algo", "-a", help="Algorithm to ask.", panel="model", metavar="NAME")
-
-
-def models_field() -> Any:
-    """``--models/-m``: artifact folder or hub id (:func:`load_models`)."""
-
-    return option(
-        None,
-        "--models",
-        "-m",
-        help="Artifact folder (from `specband train`, or the model card's layout) or a Hugging Face hub id "
-        f"(org/name[@REV], hf://org/name). Default: ./{DEFAULT_MODELS_DIR} when it exists and holds the --algo "
-        "algorithm, else the embedded policy trained on the bundled published measurements.",
-        panel="model",
-        metavar="DIR",
-        show_default=False,
-        give="an artifact folder or hub id",
-    )
-
-
-#: ``--data``'s first sentence, the same in every command (:func:`load_models`).
-_DATA_HELP = (
-    "Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder without a specband manifest."
-)
-#: ``--data``'s help per command: what else the sweep answers there (``recommend``: a power
-#: limit within its --max-speed-loss; ``launch``: with --set-power-limit auto, within
-#: :data:`specband.core.limits.DEFAULT_MAX_SPEED_LOSS`; ``schedule``: nothing).
-DATA_HELP: dict[str, str] = {
-    "recommend": _DATA_HELP + " Without --models, a sweep over several power limits (sweep/simulate "
-    "--power-limits) answers with a limit: the lowest whose pick is within --max-speed-loss of the fastest "
-    "and in the band.",
-    "launch": _DATA_HELP + " With --set-power-limit auto, a sweep over several power limits (sweep/simulate "
-    "--power-limits) answers with the limit: the lowest whose pick is within "
-    f"{DEFAULT_MAX_SPEED_LOSS:.0%} of the fastest and in the band.",
-    "schedule": _DATA_HELP + " Used with such a --models folder only (ignored without --models).",
-}
-
-
-def data_field(command: str = "recommend") -> Any:
-    """``--data`` of ``command`` (``recommend``, ``launch`` or ``schedule``: the sweep of a
-    foreign folder, :func:`load_models`; its help per command, :data:`DATA_HELP`)."""
-
-    return option(None, "--data", help=DATA_HELP[command], panel="model", metavar="SWEEP", show_default=False)
-
-
-def trust_pickle_field() -> Any:
-    """``--trust-pickle`` (:mod:`specband.files.safeload`)."""
-
-    return option(
-        False,
-        "--trust-pickle",
-        help="Unpickle a joblib file (a pickle runs code from the file; specband's own folders need none). "
-        "Never applied to ./specband-models picked up without --models.",
-        panel="model",
-    )
-
-
-def allow_modified_field() -> Any:
-    """``--allow-modified`` (:func:`specband.files.safeload.verify_files`)."""
-
-    return option(
-        False,
-        "--allow-modified",
-        help="Load policy files whose sha256 no longer matches the folder's specband.json (with a warning).",
-        panel="model",
-    )
-
-
-def state_field(help_text: str) -> Any:
-    """``--state TEMP_C MEM_MB UTIL_PCT``: the GPU state to decide from."""
-
-    return option(
-        None,
-        "--state",
-        help=help_text,
-        panel="pick",
-        metavar="TEMP_C MEM_MB UTIL_PCT",
-        show_default=False,
-        finite=False,  # check_gpu_state names the quantity and its range, nan and inf included
-    )
-
-
-def gpu_field() -> Any:
-    """``--gpu PROFILE``: the user's GPU as a simulator profile (:func:`specband.deploy.transfer.user_gpu`)."""
-
-    return option(
-        None,
-        "--gpu",
-        help="Your GPU as a simulator profile (h100-sxm, h200, a100-sxm4-80gb, rtx4060-laptop), checked against "
-        "the data's. Default: NVML's; without NVML the GPU is not checked (a note says so).",
-        panel="setup",
-        metavar="PROFILE",
-        show_default=False,
-    )
-
-
-def target_field() -> Any:
-    """``--target MODEL``: the user's target model, checked against the data's
-    (:func:`specband.deploy.transfer.check_transfer`)."""
-    return option(
-        None,
-        "--target",
-        help="Your target model (path or id), checked against the data's. Default: the data's own.",
-        panel="setup",
-        metavar="MODEL",
-        show_default=False,
-    )
-
-
-def allow_transfer_field() -> Any:
-    """``--allow-transfer`` (:func:`specband.deploy.transfer.check_transfer`)."""
-
-    return option(
-        False,
-        "--allow-transfer",
-        help="Take a pick whose data came from another GPU, model or power limit (the difference is printed "
-        "as a warning) instead of stopping.",
-        panel="setup",
-    )
 
 
 @dataclass(frozen=True)
@@ -281,8 +165,14 @@ class RecommendRequest:
     )
     acceptance_from: str | None = acceptance_from_field("the simulated first guess (with --gpu)", "setup")
     allow_transfer: bool = allow_transfer_field()
+    engine: Engine = engine_field(
+        "The engine you run: the flags are its spelling (vLLM: --speculative-config with K = steps) and the "
+        "pick one it runs (vLLM: chains only).",
+        "setup",
+    )
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "engine", get_engine(self.engine))  # resolved once, here
         if self.is_first_guess and self.gpu is None:
             asked = (
                 "--acceptance-from makes" if self.acceptance_from is not None else "--target-config/--draft-config make"
@@ -345,6 +235,7 @@ class RecommendRequest:
             power_limit="when-several",
             max_speed_loss=self.max_speed_loss,
             allow_transfer=self.allow_transfer,
+            engine=self.engine,
         )
 
 
@@ -379,14 +270,18 @@ class ScheduleSpec:
     Attributes:
         batch_sizes: the batch sizes to schedule (``None``: the measured ones).
         margin: reward units within which chain configs join a tier's candidates.
-        engine: the engine it is for (``"sglang"`` or ``"vllm"``), named in the off reasons.
+        engine: the engine it is for (named in the off reasons; ``None``: the default engine).
         measured_only: score only the configs measured at each batch size.
     """
 
     batch_sizes: tuple[int, ...] | None = None
     margin: float = 0.0
-    engine: str = "sglang"
+    engine: Engine | None = None
     measured_only: bool = True
+
+    def __post_init__(self) -> None:
+        if self.engine is not None:  # a name given in code is resolved here, once
+            object.__setattr__(self, "engine", get_engine(self.engine))
 
 
 @dataclass(frozen=True)
@@ -411,9 +306,10 @@ class AnswerRequest:
         power_limit: when to answer with a power limit (one of :data:`POWER_LIMIT_RULES`).
         max_speed_loss: the speed a lower limit may cost against the fastest pick, fraction.
         allow_transfer: take data from another setup (its differences as notes).
-        engine: the engine the answer's flags are for (``recommend``: sglang's; ``launch
-            --engine``); a schedule's is its :attr:`ScheduleSpec.engine`. Data measured on
-            another engine get a note (:meth:`~specband.sweeps.origin.DataOrigin.engine_note`).
+        engine: the engine the answer is for (``--engine``; ``None``: the default engine): its
+            flags are the engine's spelling and a pick is one it runs; a schedule's is its
+            :attr:`ScheduleSpec.engine`. Data measured on another engine get a note
+            (:meth:`~specband.sweeps.origin.DataOrigin.engine_note`).
 
     Raises:
         ConfigError: an unknown ``power_limit`` rule, or not exactly one of a batch size, a mix
@@ -436,9 +332,11 @@ class AnswerRequest:
     power_limit: str = "when-several"
     max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS
     allow_transfer: bool = False
-    engine: str = "sglang"
+    engine: Engine | None = None
 
     def __post_init__(self) -> None:
+        if self.engine is not None:  # a name given in code is resolved here, once
+            object.__setattr__(self, "engine", get_engine(self.engine))
         if self.power_limit not in POWER_LIMIT_RULES:
             raise ConfigError(f"power_limit must be one of {', '.join(POWER_LIMIT_RULES)}, got {self.power_limit!r}")
         asked = [self.batch_size is not None, self.is_mix, self.schedule is not None]
@@ -483,17 +381,19 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer | M
         limits; TransferError: the data is from another setup and ``request.allow_transfer``
         is False; ArtifactError, DataError, HubError: as the folder, sweep and hub reading.
     """
+    engine = (request.schedule.engine if request.schedule is not None else request.engine) or default_engine()
     if request.first_guess is not None:
-        return _first_guess(request)
-    decided = _answer(request, setup)
-    engine = request.schedule.engine if request.schedule is not None else request.engine
+        return _first_guess(request, engine)
+    decided = _answer(request, setup, engine)
+    if not isinstance(decided, (Pick, ScheduleAnswer)):  # one the data chose: the engine must run it
+        engine.check_actions([decided.action], option=f"--engine {engine.name}: the answer's config")
     what = "this schedule" if request.schedule is not None else "this pick"
-    note = None if decided.origin is None else decided.origin.data.engine_note(engine, what)
+    note = None if decided.origin is None else decided.origin.data.engine_note(engine.name, what)
     return decided if note is None else replace(decided, notes=(*decided.notes, note))
 
 
-def _answer(request: AnswerRequest, setup: UserSetup | None) -> Answer | MixPowerLimitAnswer:
-    """:func:`answer` of a request with data (every rule but the first guess)."""
+def _answer(request: AnswerRequest, setup: UserSetup | None, engine: Engine) -> Answer | MixPowerLimitAnswer:
+    """:func:`answer` of a request with data (every rule but the first guess), for ``engine``."""
     mix = _read_mix(request) if request.is_mix else None  # a bad mix is the first error: nothing is read before
     validate_algorithms([request.algo])
     folder = None if request.models is None else open_folder(request.models, request.action_set)
@@ -503,6 +403,7 @@ def _answer(request: AnswerRequest, setup: UserSetup | None) -> Answer | MixPowe
         mix_limited = mix_power_limit_for(
             request.data, folder, mix, setup, max_speed_loss=request.max_speed_loss,
             action_set=request.action_set, draft_model=request.draft_model, allow=request.allow_transfer,
+            engine=engine,
         )  # fmt: skip
         if mix_limited is not None:
             return mix_limited
@@ -514,23 +415,24 @@ def _answer(request: AnswerRequest, setup: UserSetup | None) -> Answer | MixPowe
             request.algo, folder, request.data, trust_pickle=request.trust_pickle, action_set=request.action_set
         )
         return mix_answer(
-            scorer, mix, setup, state=request.state, draft_model=request.draft_model, allow=request.allow_transfer
-        )
+            scorer, mix, setup, state=request.state, draft_model=request.draft_model, allow=request.allow_transfer,
+            engine=engine,
+        )  # fmt: skip
     if request.schedule is not None:
-        return _schedule_answer(request, request.schedule, folder, setup)
+        return _schedule_answer(request, request.schedule, folder, setup, engine)
     assert request.batch_size is not None  # checked when the request was built
     if request.power_limit != "never":
-        limited = _power_limit_answer(request, request.batch_size, folder, setup)
+        limited = _power_limit_answer(request, request.batch_size, folder, setup, engine)
         if limited is not None:
             return limited
     return recommend(
         request.batch_size, request.algo, folder, request.state, request.draft_model, request.data,
         trust_pickle=request.trust_pickle, allow_modified=request.allow_modified, setup=setup,
-        allow_transfer=request.allow_transfer, action_set=request.action_set,
+        allow_transfer=request.allow_transfer, action_set=request.action_set, engine=engine,
     )  # fmt: skip
 
 
-def _first_guess(request: AnswerRequest) -> Pick:
+def _first_guess(request: AnswerRequest, engine: Engine) -> Pick:
     from specband.deploy.firstguess import first_guess  # lazy: off the cold path (recommend, --help)
 
     spec = request.first_guess
@@ -542,6 +444,7 @@ def _first_guess(request: AnswerRequest) -> Pick:
         spec.draft_config,
         draft_model=request.draft_model,
         acceptance_from=spec.acceptance_from,
+        engine=engine,
     )
 
 
@@ -561,7 +464,7 @@ def _read_mix(request: AnswerRequest) -> Mapping[int, float]:
 
 
 def _schedule_answer(
-    request: AnswerRequest, spec: ScheduleSpec, folder: ModelFolder | None, setup: UserSetup | None
+    request: AnswerRequest, spec: ScheduleSpec, folder: ModelFolder | None, setup: UserSetup | None, engine: Engine
 ) -> ScheduleAnswer:
     """The chain pick per batch size (:func:`specband.deploy.tiers.pick_chain_tiers`), the
     user's setup checked first (a refused transfer picks nothing)."""
@@ -572,7 +475,7 @@ def _schedule_answer(
         action_set=request.action_set,
     )  # fmt: skip
     transfer = None if setup is None else check_scorer_transfer(scorer, setup, allow=request.allow_transfer)
-    picks = pick_chain_tiers(scorer, spec.batch_sizes, spec.margin, engine=spec.engine)
+    picks = pick_chain_tiers(scorer, spec.batch_sizes, spec.margin, engine=engine)
     return ScheduleAnswer(
         algorithm=request.algo,
         source=scorer.source,
@@ -585,7 +488,7 @@ def _schedule_answer(
 
 
 def _power_limit_answer(
-    request: AnswerRequest, batch_size: int, folder: ModelFolder | None, setup: UserSetup | None
+    request: AnswerRequest, batch_size: int, folder: ModelFolder | None, setup: UserSetup | None, engine: Engine
 ) -> PowerLimitAnswer | None:
     """Rule 4 of :func:`answer`: the answer with a limit, or ``None`` (the pick answers).
 
@@ -625,8 +528,9 @@ def _power_limit_answer(
     if setup is not None:  # the power limit is the answer's lever: not compared
         checked = check_transfer(origin, replace(setup, power_limit_w=None), allow=request.allow_transfer, source=label)
     return power_limit_answer(
-        table, batch_size, selector=selector, draft_model=request.draft_model, origin=origin, transfer=checked
-    )
+        table, batch_size, selector=selector, draft_model=request.draft_model, origin=origin, transfer=checked,
+        engine=engine,
+    )  # fmt: skip
 
 
 def power_limit_answer(
@@ -637,6 +541,7 @@ def power_limit_answer(
     draft_model: str | None = None,
     origin: DataOrigin | None = None,
     transfer: TransferCheck | None = None,
+    engine: Engine | None = None,
 ) -> PowerLimitAnswer:
     """The answer with a limit from ``table`` (a sweep's or a folder's): the selector's choice
     among the picks at every limit of the measured batch size nearest ``batch_size``.
@@ -650,6 +555,7 @@ def power_limit_answer(
         origin: what the data rests on (``None``: not known).
         transfer: the user's setup checked against ``origin`` (``None``: not checked); its
             warnings end the notes.
+        engine: the engine its flags are for (``None``: the default engine).
 
     Raises:
         ArtifactError: a table without batch sizes.
@@ -670,6 +576,7 @@ def power_limit_answer(
         max_speed_loss=float(selector.max_speed_loss),
         band=table.band,
         provenance=table.provenance,
+        engine=engine or default_engine(),
         draft_model=draft_model,
         origin=None if origin is None else PickOrigin(origin),
         transfer=transfer,
@@ -686,6 +593,15 @@ def _gpu_floor(setup: UserSetup | None) -> LimitRange | None:
     return LimitRange(low, high, f"NVML's constraints on this {setup.gpu_name or 'GPU'}")
 
 
+def _mask(indices: tuple[int, ...], size: int) -> Any:
+    """A ``(size,)`` bool mask of ``indices`` (what a policy's ``act`` takes)."""
+    import numpy as np  # a policy other than the lookup table: NumPy is loaded already
+
+    mask = np.zeros(size, dtype=bool)
+    mask[list(indices)] = True
+    return mask
+
+
 def recommend(  # noqa: PLR0913
     batch_size: int,
     algo: str = "lookup_table",
@@ -699,6 +615,7 @@ def recommend(  # noqa: PLR0913
     setup: UserSetup | None = None,
     allow_transfer: bool = False,
     action_set: ActionSet = CONTRACT_SET,
+    engine: Engine | None = None,
 ) -> Pick:
     """The pick of one algorithm for a batch size (rule 5 of :func:`answer`): a
     :class:`~specband.deploy.answers.Pick`, whose ``to_json()`` is what ``specband recommend
@@ -723,9 +640,13 @@ def recommend(  # noqa: PLR0913
             become notes) instead of stopping.
         action_set: the command's ``--actions``: the folder (and ``data_path``) is read
             against it; the pick's JSON names it when it is not the contract.
+        engine: the engine the pick is for (``None``: the default engine): it is chosen among
+            the configs the engine runs (a note says when that left some out) and its flags are
+            the engine's.
 
     Raises:
-        ConfigError: unknown algorithm, an empty ``draft_model``; TransferError: the data is
+        ConfigError: unknown algorithm, an empty ``draft_model``, no allowed config the engine
+        runs; TransferError: the data is
         from another setup and ``allow_transfer`` is False; ArtifactError: unreadable
         folder or an untrusted pickle; DataError: bad sweep; HubError: a hub id not found.
     """
@@ -748,13 +669,22 @@ def recommend(  # noqa: PLR0913
     measured = manifest.measured_batch_size(batch_size)
     notes.extend(unmeasured_notes(manifest, [batch_size]))
     state = manifest.state_for(batch_size, telemetry)
+    engine = engine or default_engine()
+    allowed = manifest.allowed_indices(batch_size)
+    runnable = runnable_indices(engine, action_set, allowed)
+    if not runnable:
+        raise ConfigError(f"--engine {engine.name}: none of the configs the data allows here is one it runs")
+    left_out = (len(action_set) if allowed is None else len(allowed)) - len(runnable)
+    if left_out:
+        notes.append(f"picked among the {len(runnable)} config(s) {engine.display_name} runs ({left_out} left out)")
     if lookup_means is not None:
-        index = lookup_pick(
-            lookup_means, batch_size if measured is None else measured, manifest.allowed_indices(batch_size), action_set
-        )
+        index = lookup_pick(lookup_means, batch_size if measured is None else measured, runnable, action_set)
+    elif allowed is None and not left_out:
+        assert policy is not None
+        index = policy.act(state, None)
     else:
         assert policy is not None
-        index = policy.act(state, manifest.allowed_for(batch_size))
+        index = policy.act(state, _mask(runnable, len(action_set)))
     return Pick(
         algorithm=algo,
         batch_size=batch_size,
@@ -764,10 +694,11 @@ def recommend(  # noqa: PLR0913
         source=source,
         action_index=index,
         action=action_set[index],
+        engine=engine,
         draft_model=draft_model,
         mean_reward=None if measured is None else manifest.mean_reward(measured, index),
         origin=pick_origin(manifest, measured),
-        explanation=explain_pick(manifest, measured, index, floor=_gpu_floor(setup)),
+        explanation=explain_pick(manifest, measured, index, floor=_gpu_floor(setup), runnable=runnable),
         transfer=checked,
         action_set=None if action_set.is_contract else action_set.name,
         notes=tuple(notes),

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,18 +15,27 @@ from typing import TYPE_CHECKING, Any
 from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
 from specband.core.batchlist import parse_batch_sizes
+from specband.core.engine_table import display_name_of
 from specband.core.errors import ConfigError
 from specband.core.optionspec import option
 from specband.deploy.answers import JsonObject, ScheduleAnswer, SchedulePick
+from specband.deploy.options import (
+    algo_field,
+    allow_transfer_field,
+    data_field,
+    gpu_field,
+    models_field,
+    target_field,
+    trust_pickle_field,
+)
 from specband.deploy.recommend import AnswerRequest, ScheduleSpec, answer
 from specband.deploy.tiers import merge_tiers
-from specband.engines.base import ENGINE_NAMES, AutoSchedule, get_engine
-from specband.engines.schedule_files import provenance_path, schedule_provenance, schedule_provenance_notes
+from specband.engines.base import AutoSchedule, Engine, engine_field, engine_names, get_engine
+from specband.engines.schedule_files import Tier, provenance_path, read_schedule_provenance
 from specband.files.fileio import check_out_path, out_option_path, write_text_atomic
 
 if TYPE_CHECKING:
     from specband.deploy.transfer import UserSetup
-    from specband.engines.schedule_files import Tier
 
 __all__ = [
     "SchedulePick",
@@ -58,7 +68,7 @@ def new_auto_schedule_file(log: Path) -> Path:
 
 
 def auto_schedule(
-    engine: str,
+    engine: Engine,
     algo: str,
     models: Path | None,
     data: Path | None,
@@ -77,14 +87,14 @@ def auto_schedule(
         TransferError: the data is from another setup and ``allow_transfer`` is not set; the
             loading errors of :func:`specband.artifacts.load.load_models`.
     """
-    tiered = _tier_picks(algo, models, data, get_engine(engine).name, trust_pickle, setup, allow_transfer)
+    tiered = _tier_picks(algo, models, data, engine, trust_pickle, setup, allow_transfer)
     notes += tiered.notes
     picks = tiered.picks
     return AutoSchedule(algo, merge_tiers(picks), tuple(p.off_reason for p in picks if p.off_reason))
 
 
 def launch_schedule(
-    engine: str,
+    engine: Engine,
     schedule: str,
     auto: AutoSchedule | None,
     draft: str | None = None,
@@ -97,7 +107,7 @@ def launch_schedule(
     to say is appended to ``notes`` for the caller to print.
 
     With ``auto`` (:func:`auto_schedule`, for ``--schedule auto``) the engine writes it in its
-    format (:meth:`specband.engines.base.Engine.launch_schedule`: sglang's file goes to
+    format (:meth:`specband.engines.base.EngineServing.launch_schedule`: sglang's file goes to
     ``auto_file``, :func:`new_auto_schedule_file`, owned by the launch, and a dry run's
     ``None`` writes nothing; vLLM's object goes on the command line); else ``schedule`` is a
     file read and checked with the engine's rules (sglang: an adaptive config; vLLM: a
@@ -109,15 +119,13 @@ def launch_schedule(
         ``extra_args``; vLLM: ``ranges`` and ``speculative_config``).
 
     Raises:
-        ConfigError: an unknown engine, an unreadable or invalid file, or a schedule that
-            never speculates.
+        ConfigError: an unreadable or invalid file, or a schedule that never speculates.
     """
-    runs = get_engine(engine)
-    made = runs.launch_schedule(schedule, auto, draft=draft, notes=notes, auto_file=auto_file, log=log)
+    made = engine.serving.launch_schedule(schedule, auto, draft=draft, notes=notes, auto_file=auto_file, log=log)
     auto_tiers = None if auto is None else auto.tiers
-    notes += schedule_provenance_notes(runs.name, schedule, auto_tiers, made.tiers, made.ranges)
+    notes += schedule_provenance_notes(engine, schedule, auto_tiers, made.tiers, made.ranges)
     return SchedulePick(
-        engine=runs.name,
+        engine=engine,
         path=made.path,
         action=made.action,
         tiers=made.tiers,
@@ -131,7 +139,7 @@ def _tier_picks(
     algo: str,
     models: Path | None,
     data: Path | None,
-    engine: str,
+    engine: Engine,
     trust_pickle: bool,
     setup: UserSetup | None,
     allow_transfer: bool,
@@ -152,21 +160,9 @@ def _tier_picks(
 
 
 def _schedule_option_fields() -> dict[str, Any]:
-    from specband.deploy.recommend import (
-        algo_field,
-        allow_transfer_field,
-        data_field,
-        gpu_field,
-        models_field,
-        target_field,
-        trust_pickle_field,
-    )  # lazy: off the cold path (recommend, --help)
-
     return {
         "actions": action_set_field("the models (an extended folder is read with 'extended' only)", "model"),
-        "engine": option(
-            ..., "--engine", "-e", help=f"Engine format: {' or '.join(ENGINE_NAMES)}.", panel="output", metavar="NAME"
-        ),
+        "engine": engine_field(f"Engine format: {' or '.join(engine_names())}.", "output", short=True, required=True),
         "models": models_field(),
         "algo": algo_field(),
         "data": data_field("schedule"),
@@ -239,7 +235,7 @@ class ScheduleRequest:
             ``--actions``.
     """
 
-    engine: str = _F["engine"]
+    engine: Engine = _F["engine"]
     models: Path | None = _F["models"]
     algo: str = _F["algo"]
     data: Path | None = _F["data"]
@@ -259,7 +255,7 @@ class ScheduleRequest:
 
     def __post_init__(self) -> None:
 
-        get_engine(self.engine)  # an unknown engine is one error line
+        object.__setattr__(self, "engine", get_engine(self.engine))  # resolved once (an unknown one: one line)
         check_out_path(self.out_path, overwrite=self.force)
         check_out_path(provenance_path(self.out_path), overwrite=self.force)
         named_action_set(self.actions)  # an unknown --actions, naming the option
@@ -300,7 +296,7 @@ class WrittenSchedule:
             the chain pick per batch size, the data's origin, the transfer check, the notes).
         tiers: the merged tiers.
         engine_checked: sglang's own loader accepted the file.
-        provenance: what was written beside it (:func:`~specband.engines.schedule_files.schedule_provenance`:
+        provenance: what was written beside it (:func:`schedule_provenance`:
             the engine release it targets, the data's provenance, its notes, what the engine does
             above the last tier), in ``provenance_file``.
     """
@@ -313,12 +309,12 @@ class WrittenSchedule:
     provenance: JsonObject
     provenance_file: Path
 
-    def to_json(self, engine: str) -> dict[str, Any]:
+    def to_json(self, engine: Engine) -> dict[str, Any]:
         """What ``schedule --format json`` prints: ``engine``, the file (``path``), its
         ``config``, then the answer's :meth:`~specband.deploy.answers.ScheduleAnswer.to_json`
         (per batch size the chain pick and why speculation is off, the origin, the transfer)."""
         return {
-            "engine": engine,
+            "engine": engine.name,
             "engine_version": self.provenance["engine_version"],
             "path": str(self.path),
             "provenance_file": str(self.provenance_file),
@@ -344,16 +340,96 @@ def write_schedule(r: ScheduleRequest, setup: UserSetup | None = None) -> Writte
     tiered = answer(r.answer_request(sizes), setup)  # a refused transfer leaves --out alone
     assert isinstance(tiered, ScheduleAnswer)
     tiers = merge_tiers(tiered.picks)
-    engine = get_engine(r.engine)
-    obj = engine.schedule_config(tiers, r.draft_model)
+    engine = r.engine
+    obj = engine.serving.schedule_config(tiers, r.draft_model)
     checked: list[bool] = []
 
     def check_with_engine(tmp: Path) -> None:
-        if r.engine_check and engine.check_schedule_file(tmp):
+        if r.engine_check and engine.serving.check_schedule_file(tmp):
             checked.append(True)
 
-    provenance = schedule_provenance(engine.name, tiered.origin.data.provenance, tiered.notes, tiers)
+    provenance = schedule_provenance(engine, tiered.origin.data.provenance, tiered.notes, tiers)
     write_text_atomic(r.out_path, json.dumps(obj, indent=2) + "\n", error=ConfigError, check=check_with_engine)
     side = provenance_path(r.out_path)
     write_text_atomic(side, json.dumps(provenance, indent=2) + "\n", error=ConfigError)
     return WrittenSchedule(r.out_path, obj, tiered, tiers, bool(checked), provenance, side)
+
+
+def schedule_provenance(engine: Engine, provenance: str, notes: Sequence[str], tiers: Sequence[Tier]) -> dict[str, Any]:
+    """The provenance object written beside a schedule: the engine (its name) and the release
+    its format targets with the basis (:attr:`~specband.engines.base.EngineServing.schedule_version`),
+    the data's provenance (``measured``, ``simulated``, ...), the notes the schedule was written
+    with (a simulation's label among them), the largest batch size scheduled, and what the engine
+    does above it (:meth:`~specband.engines.base.EngineServing.beyond_last_tier`)."""
+    serving = engine.serving
+    version, basis = serving.schedule_version
+    last = tiers[-1]
+    top = max([*last.batch_sizes, last.start, *([] if last.end is None else [last.end])])
+    return {
+        "engine": engine.name,
+        "engine_version": version,
+        "engine_version_basis": basis,
+        "provenance": provenance,
+        "notes": [str(n) for n in notes],
+        "last_batch_size": top,
+        "beyond_last_tier": serving.beyond_last_tier(last.start, top, serving.last_tier_steps(last)),
+    }
+
+
+def schedule_provenance_notes(
+    engine: Engine,
+    schedule: str,
+    auto_tiers: Sequence[Tier] | None,
+    tiers: Mapping[int, Mapping[str, Any]],
+    ranges: Sequence[tuple[int, int, int]],
+) -> list[str]:
+    """What ``launch --schedule`` says of the schedule's provenance: for a file, the provenance
+    file ``specband schedule`` wrote beside it (the engine release it targets, the data's
+    provenance and the notes it was written with, e.g. SIMULATED), or that there is none; for
+    ``auto`` (``auto_tiers``: the tiers the policy built), the release it is written for (its
+    notes come with the picks); then what the engine does above the last tier.
+
+    Args:
+        engine: the engine launched.
+        schedule: ``--schedule`` (a file, or ``"auto"``).
+        auto_tiers: the tiers of ``--schedule auto``, ``None`` for a file.
+        tiers, ranges: the launched schedule's sglang tiers or vLLM ranges.
+
+    Raises:
+        ConfigError: a provenance file that cannot be read (:func:`read_schedule_provenance`).
+    """
+    serving = engine.serving
+    version, _ = serving.schedule_version
+    label = engine.display_name
+    if auto_tiers is not None:
+        last = auto_tiers[-1]
+        top = max([*last.batch_sizes, last.start])
+        return [
+            f"the auto schedule is written for {label} {version}",
+            serving.beyond_last_tier(last.start, top, serving.last_tier_steps(last)),
+        ]
+    found = read_schedule_provenance(schedule)
+    side = provenance_path(schedule)
+    if found is None:
+        out = [
+            f"{schedule}: no {side.name} beside it, so what its tiers rest on (measured or simulated data, which "
+            "engine release) is not known; `specband schedule` writes one"
+        ]
+    else:
+        written_for = display_name_of(str(found["engine"]))
+        out = [
+            f"{schedule}: written by `specband schedule` for {written_for} {found['engine_version']} from "
+            f"{found['provenance']} data ({side.name})",
+            *(f"{schedule}: {n}" for n in found["notes"]),
+        ]
+        if found["engine"] != engine.name:
+            out.append(f"{schedule} was written for {written_for}, launched with --engine {engine.name}")
+        return [*out, str(found["beyond_last_tier"])]
+    if tiers:
+        last_key = max(tiers)
+        steps = [int(s) for s in tiers[last_key]["candidate_steps"]]
+        out.append(serving.beyond_last_tier(last_key, None, steps))
+    elif ranges:
+        start, end, k = max(ranges)
+        out.append(serving.beyond_last_tier(start, end, [k]))
+    return out

@@ -55,7 +55,7 @@ from specband.contract.actions import (
 )
 from specband.core.batchlist import nearest_batch_size
 from specband.core.errors import ConfigError
-from specband.engines.base import get_engine
+from specband.engines.base import Engine
 from specband.engines.schedule_files import Tier
 
 if TYPE_CHECKING:
@@ -186,9 +186,8 @@ class TierPick:
         chain_scored: speculative chain configs (topk 1, steps > 0) with an estimate here
             (measured there, for ``measured_only`` scorers).
         best_chain_reward: the best of them, or ``None`` when there is none.
-        engine: the engine the schedule is for (``"sglang"``: adaptive tiers; ``"vllm"``:
-            a per-batch-size K), named in :attr:`off_reason`
-            (:attr:`specband.engines.base.Engine.schedule_runs`).
+        engine: the engine the schedule is for (sglang: adaptive tiers; vLLM: a per-batch-size
+            K), named in :attr:`off_reason` (:attr:`specband.engines.base.Engine.schedule_runs`).
     """
 
     batch_size: int
@@ -197,9 +196,9 @@ class TierPick:
     chain_reward: float
     tree_index: int | None
     tree_reward: float | None
+    engine: Engine
     chain_scored: int = 0
     best_chain_reward: float | None = None
-    engine: str = "sglang"
 
     @property
     def off_reason(self) -> str | None:
@@ -208,7 +207,7 @@ class TierPick:
         if self.best_steps != 0:
             return None
         if self.chain_scored == 0:
-            runs = get_engine(self.engine).schedule_runs
+            runs = self.engine.schedule_runs
             return (
                 f"batch size {self.batch_size}: speculation off: no chain config (topk 1) was measured at batch "
                 f"size {self.measured_batch_size}, and {runs} chains only"
@@ -238,7 +237,7 @@ class TierPick:
 
 
 def pick_chain_tiers(
-    scorer: PolicyScorer, batch_sizes: Sequence[int] | None = None, margin: float = 0.0, *, engine: str = "sglang"
+    scorer: PolicyScorer, batch_sizes: Sequence[int] | None = None, margin: float = 0.0, *, engine: Engine
 ) -> list[TierPick]:
     """The best chain config per batch size (and those within ``margin`` of it).
 
@@ -247,8 +246,7 @@ def pick_chain_tiers(
         batch_sizes: batch sizes to schedule (default: the measured ones).
         margin: reward units; chain configs scoring at least ``best - margin`` join the
             candidate set (sglang's acceptance controller moves inside it).
-        engine: the engine the schedule is for (``"sglang"`` or ``"vllm"``; named in the
-            picks' :attr:`TierPick.off_reason`).
+        engine: the engine the schedule is for (named in the picks' :attr:`TierPick.off_reason`).
 
     Raises:
         ConfigError: a negative margin or a non-positive batch size, or a batch size where

@@ -3,7 +3,7 @@
 Checks come back as data (:class:`~specband.doctor.pairs.Check`: ``ok``/``warn``/``error`` with
 a fix); the CLI prints them, one line each. The pair's config checks live one floor down in
 :mod:`specband.doctor.pairs` (the sweep runs them too) and are re-exported here;
-:func:`environment_checks` looks at sglang, flashinfer and NVML.
+:func:`environment_checks` looks at the engine (sglang by default), flashinfer and NVML.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specband.contract.actions import ACTIONS, REFERENCE_INDEX, sglang_cli_args
 from specband.core.errors import ConfigError, SpecbandError
 from specband.devices.nvml import NvmlDevice
 from specband.doctor.pairs import (
@@ -24,7 +23,7 @@ from specband.doctor.pairs import (
     exit_status,
     read_model_config,
 )
-from specband.engines.sglang_flags import FLAG_SPELLINGS, NEWEST_VERSION, OLDEST_VERSION, flag_for, parse_version
+from specband.engines.base import Engine, default_engine
 from specband.files.hub import HubError, HubUnreachableError, parse_hub_ref
 
 __all__ = [
@@ -33,6 +32,7 @@ __all__ = [
     "Check",
     "check_pair_before_launch",
     "config_checks",
+    "engine_check",
     "environment_checks",
     "exit_status",
     "read_model_config",
@@ -40,39 +40,11 @@ __all__ = [
 ]
 
 
-def _sglang_check() -> Check:
-    """The installed sglang's version and the flag spellings specband emits for it
-    (:func:`specband.engines.sglang_flags.flag_for`): ``warn`` for a version outside
-    ``OLDEST_VERSION``..``NEWEST_VERSION``, ``error`` when sglang is not installed."""
-    from importlib import metadata
-
-    try:
-        version = metadata.version("sglang")
-    except metadata.PackageNotFoundError:
-        return Check("sglang", "error", "sglang is not installed", "pip install sglang (on the GPU machine)")
-    return sglang_version_check(version)
-
-
-def sglang_version_check(version: str) -> Check:
-    """The ``sglang`` check for sglang ``version`` (see :func:`_sglang_check`)."""
-
-    supported = f"supported: {OLDEST_VERSION} .. {NEWEST_VERSION}"
-    try:
-        parsed = parse_version(version, option="sglang")
-    except ConfigError as exc:
-        return Check("sglang", "warn", str(exc), f"install an sglang release in {OLDEST_VERSION} .. {NEWEST_VERSION}")
-    flags = " ".join(sglang_cli_args(ACTIONS[REFERENCE_INDEX]))
-    spelled = ", ".join(flag_for(field, parsed) for field in FLAG_SPELLINGS)
-    message = f"sglang {version}; specband emits: {flags}; version-dependent spellings: {spelled}"
-    newest = parse_version(NEWEST_VERSION)
-    if parsed > newest:
-        return Check(
-            "sglang",
-            "warn",
-            f"{message}; newer than {NEWEST_VERSION} ({supported}): the {NEWEST_VERSION} spellings are assumed",
-            f"check the launch lines, or install sglang {NEWEST_VERSION}",
-        )
-    return Check("sglang", "ok", message)
+def engine_check(engine: Engine) -> Check:
+    """The engine installed beside specband, its release and the flags specband emits for it
+    (:meth:`specband.engines.base.EngineServing.installed_check`), as the check named after it."""
+    found = engine.serving.installed_check()
+    return Check(engine.name, found.level, found.message, found.fix)
 
 
 def _flashinfer_check() -> Check:
@@ -112,17 +84,18 @@ def _nvml_checks(open_nvml: Callable[[], Any]) -> list[Check]:
     return checks
 
 
-def environment_checks(open_nvml: Callable[[], Any] | None = None) -> list[Check]:
-    """sglang (version and the flag spellings specband emits), flashinfer, NVML (energy
-    counter, power limit).
+def environment_checks(open_nvml: Callable[[], Any] | None = None, engine: Engine | None = None) -> list[Check]:
+    """The engine (its version and the flag spellings specband emits, :func:`engine_check`),
+    flashinfer, NVML (energy counter, power limit).
 
     Args:
         open_nvml: opens the GPU's telemetry (default: NVML device 0); raises a
             :class:`~specband.core.errors.SpecbandError` when there is none.
+        engine: the engine to check (``None``: the default engine).
     """
     if open_nvml is None:
         open_nvml = NvmlDevice
-    return [_sglang_check(), _flashinfer_check(), *_nvml_checks(open_nvml)]
+    return [engine_check(engine or default_engine()), _flashinfer_check(), *_nvml_checks(open_nvml)]
 
 
 def _config_fix(model: str | Path, exc: ConfigError | HubError) -> str:
@@ -142,9 +115,16 @@ def _config_fix(model: str | Path, exc: ConfigError | HubError) -> str:
     )
 
 
-def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[], Any] | None = None) -> list[Check]:
+def run_doctor(
+    target: str | Path,
+    draft: str | Path,
+    *,
+    open_nvml: Callable[[], Any] | None = None,
+    engine: Engine | None = None,
+) -> list[Check]:
     """Every check of ``specband doctor``: the two configs (an unreadable one is an
-    ``error`` check naming it), then the machine."""
+    ``error`` check naming it), then the machine (``engine``: the one to check, ``None``: the
+    default engine)."""
     checks: list[Check] = []
     configs = {}
     for name, model in (("target-config", target), ("draft-config", draft)):
@@ -159,7 +139,7 @@ def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[],
         except ConfigError as exc:
             pair = [Check("config", "error", str(exc), "fix the field's type")]
         checks += [_fixed_copy(c, t, d, dsrc, draft) if c.name == "rope" and c.level == "error" else c for c in pair]
-    return checks + environment_checks(open_nvml)
+    return checks + environment_checks(open_nvml, engine)
 
 
 #: Where ``specband doctor`` writes a fixed copy of a draft config that is not the user's to edit.

@@ -44,7 +44,6 @@ class LaunchArgs:
             :func:`specband.deploy.tiers.check_sglang_adaptive_config`; sglang's default
             without ``--speculative-adaptive-config``), else ``None``.
         adaptive_config: the ``--speculative-adaptive-config`` path, or ``None``.
-        engine: the engine the flags are for (``sglang``; ``vllm``: :mod:`specband.emulator.vllm_answers`).
         vllm_schedule: vLLM's ``num_speculative_tokens_per_batch_size`` ranges, or ``None``.
         context_length_given: ``--context-length`` as given (``None``: not given; sglang's
             ``/server_info`` then answers ``null``, recorded), while ``context_length`` holds the
@@ -64,7 +63,6 @@ class LaunchArgs:
     context_length: int
     adaptive: Mapping[int, Mapping[str, Any]] | None = None
     adaptive_config: str | None = None
-    engine: str = "sglang"
     vllm_schedule: tuple[tuple[int, int, int], ...] | None = None
     context_length_given: int | None = None
 

@@ -1,13 +1,14 @@
-"""The emulator's own settings, those that are not sglang flags (:class:`EmulatorOptions`)."""
+"""The emulator's own settings, those that are not the engine's flags (:class:`EmulatorOptions`)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specband.emulator.env import FAULTS_ENV
 from specband.emulator.faults import Fault, parse_fault
+from specband.engines.base import Engine, default_engine, get_engine
 
 __all__ = ["EmulatorOptions"]
 
@@ -32,6 +33,7 @@ class EmulatorOptions:
         idle_hold_s: emulated seconds the GPU keeps its busy power after the last
             request finished (at least 20 ms real), so that the gap between back-to-back
             requests, stretched by the time scale, does not read as idle.
+        engine: the engine it answers as (its flags and endpoints; a name is resolved here).
     """
 
     hardware: str = "rtx4060-laptop"
@@ -44,7 +46,10 @@ class EmulatorOptions:
     faults: tuple[Fault, ...] = ()
     record_step_time: bool = True
     idle_hold_s: float = 1.0
-    engine: str = "sglang"
+    engine: Engine = field(default_factory=default_engine)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "engine", get_engine(self.engine))
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EmulatorOptions:

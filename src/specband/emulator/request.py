@@ -10,8 +10,7 @@ from pathlib import Path
 from specband.core.limits import MAX_SEED, MAX_TIMEOUT_S
 from specband.core.optionspec import option
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
-from specband.engines.base import ENGINE_NAMES
-from specband.engines.vllm import EMULATOR_ENGINE_ENV
+from specband.engines.base import EMULATOR_ENGINE_ENV, Engine, engine_field, engine_names, get_engine
 
 __all__ = ["EmulateRequest"]
 
@@ -69,13 +68,10 @@ class EmulateRequest:
     seed: int | None = option(
         None, "--seed", help="Noise seed of the emulated runs.", panel="emulator", metavar="N", min=0, max=MAX_SEED
     )
-    engine: str = option(
-        "sglang",
-        "--engine",
-        help="Answer as sglang (its launch flags and endpoints) or vllm (vLLM's flags, /v1/completions, /metrics).",
-        panel="emulator",
-        metavar="NAME",
-        choices=ENGINE_NAMES,
+    engine: Engine = engine_field(
+        f"The engine to answer as, {' or '.join(engine_names())}: its launch flags and endpoints (sglang's "
+        "/generate and /get_server_info; vLLM's /v1/completions and /metrics).",
+        "emulator",
         envvar=EMULATOR_ENGINE_ENV,
     )
     fault: list[str] = option(
@@ -86,3 +82,6 @@ class EmulateRequest:
         panel="emulator",
         metavar="FAULT",
     )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "engine", get_engine(self.engine))  # resolved once, here

@@ -53,6 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from specband.core.errors import ConfigError
 from specband.core.limits import is_int, is_number
 from specband.emulator import vllm_answers as vllm
 from specband.emulator.engine import Engine, EngineRequest
@@ -61,8 +62,10 @@ from specband.emulator.launchargs import LaunchArgs, _log, parse_launch_args
 from specband.emulator.models import load_performance_model
 from specband.emulator.options import EmulatorOptions
 from specband.emulator.vllm_answers import parse_vllm_launch_args
-from specband.engines.base import get_engine
+from specband.engines.base import Engine as ServingEngine
 from specband.engines.client import EMULATOR_HEADER
+from specband.engines.sglang import SglangEngine
+from specband.engines.vllm import VllmEngine
 from specband.sim.power_capped import with_power_limit
 
 __all__ = ["serve"]
@@ -232,7 +235,7 @@ class _SglangHandler(_Handler):
                 "id": em.launch.model_path,
                 "object": "model",
                 "created": int(em.started_unix),
-                "owned_by": "sglang",
+                "owned_by": em.options.engine.name,
                 "root": em.launch.model_path,
                 "max_model_len": em.launch.context_length,
             }
@@ -312,7 +315,9 @@ class _VllmHandler(_Handler):
         if path == "/version":
             self._send(200, _json_bytes(vllm.version_response()))
         elif path == "/v1/models":
-            body = vllm.models_response(launch.model_path, int(em.started_unix), launch.context_length)
+            body = vllm.models_response(
+                launch.model_path, int(em.started_unix), launch.context_length, em.options.engine.name
+            )
             self._send(200, _json_bytes(body))
         elif path == "/metrics":
             page = ""  # the spec-decode families first, then the request gauges, in vLLM 0.32.0's order
@@ -351,9 +356,22 @@ class _VllmHandler(_Handler):
         self._send(200, _json_bytes(answer))
 
 
-#: The endpoints of each engine the emulator answers as (``--engine``, the names of
-#: :data:`specband.engines.base.ENGINES`): its launch flags, its ready line and its HTTP answers.
-ENGINE_HANDLERS: dict[str, type[_Handler]] = {"sglang": _SglangHandler, "vllm": _VllmHandler}
+#: The endpoints the emulator answers with, per kind of engine (``--engine``: an engine that
+#: serves as sglang does, a :class:`~specband.engines.sglang.SglangEngine`, gets sglang's): its
+#: launch flags, its ready line and its HTTP answers.
+ENGINE_HANDLERS: tuple[tuple[type, type[_Handler]], ...] = ((VllmEngine, _VllmHandler), (SglangEngine, _SglangHandler))
+
+
+def handler_for(engine: ServingEngine) -> type[_Handler]:
+    """The endpoints the emulator answers with as ``engine`` (:data:`ENGINE_HANDLERS`).
+
+    Raises:
+        ConfigError: an engine whose answers the emulator does not know.
+    """
+    for kind, handler in ENGINE_HANDLERS:
+        if isinstance(engine, kind):
+            return handler
+    raise ConfigError(f"--engine {engine.name}: the emulator answers as sglang or vLLM only")
 
 
 #: ``VLLM_MAX_N_SEQUENCES``'s default (vllm/envs.py, vLLM 0.32): the largest ``n``.
@@ -560,7 +578,7 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
         ConfigError: bad flags or options.
     """
 
-    answers = ENGINE_HANDLERS[get_engine(options.engine).name]  # the engine it answers as, chosen once
+    answers = handler_for(options.engine)  # the engine it answers as, chosen once
     launch = answers.parse_launch(argv)
     model = load_performance_model(options.model_spec, options.hardware)
     signal.signal(signal.SIGTERM, _raise_exit)
@@ -580,9 +598,9 @@ def serve(argv: Sequence[str], options: EmulatorOptions) -> int:  # noqa: C901
     engine: Engine | None = None
     try:
         _log(
-            f"emulated {launch.engine} server: {options.hardware} ({type(model).__name__}), action {launch.action}, "
-            f"max running {launch.max_running_requests}, mem fraction {launch.mem_fraction_static:g}, "
-            f"time scale {options.time_scale:g}"
+            f"emulated {options.engine.name} server: {options.hardware} ({type(model).__name__}), "
+            f"action {launch.action}, max running {launch.max_running_requests}, "
+            f"mem fraction {launch.mem_fraction_static:g}, time scale {options.time_scale:g}"
         )
         pred = model.predict(launch.max_running_requests, launch.action, gpu.read().temp_c, launch.mem_fraction_static)
         gpu.update(mem_used_mb=float(pred.mem_used_mb) * 0.5, owner_pid=os.getpid())

@@ -162,7 +162,6 @@ def parse_vllm_launch_args(argv: Sequence[str]) -> Any:
         draft_model_path=draft,
         action=chain_action(k),
         context_length=ns.max_model_len or 131072,
-        engine="vllm",
         vllm_schedule=schedule,
     )
 
@@ -202,13 +201,13 @@ def completion_response(model: str, prompt_tokens: int, tokens: int) -> dict[str
     }
 
 
-def models_response(model: str, created: int, max_model_len: int) -> dict[str, Any]:
-    """``GET /v1/models`` (one model, ``owned_by: vllm``)."""
+def models_response(model: str, created: int, max_model_len: int, owned_by: str) -> dict[str, Any]:
+    """``GET /v1/models`` (one model, ``owned_by``: the engine's name, ``vllm``)."""
     entry = {
         "id": model,
         "object": "model",
         "created": created,
-        "owned_by": "vllm",
+        "owned_by": owned_by,
         "root": model,
         "parent": None,
         "max_model_len": max_model_len,

@@ -1,55 +1,70 @@
 """The serving engine as one interface: :class:`Engine`, implemented by
-:class:`~specband.engines.sglang.SglangEngine` and :class:`~specband.engines.vllm.VllmEngine`,
-and :func:`get_engine`, which turns an ``--engine`` value into one of them.
+:class:`~specband.engines.sglang.SglangEngine` and :class:`~specband.engines.vllm.VllmEngine`
+(and by any engine a plug-in registers), and :func:`get_engine`, which turns an ``--engine``
+value into one of them once, where the value enters (an option, a file's ``engine`` column).
 
-Whatever differs between sglang and vLLM (the actions they run, their launch line and
-environment, how their version is found, how a timed batch's accept length is read, their
-schedule formats, their CPU preset) is a method of the engine; the layers above choose the
-engine once from ``--engine`` and call it, never comparing engine names.
+Whatever differs between engines (the actions they run, the speculative flags of a pick, their
+launch line and environment, how their version is found, how a timed batch's accept length is
+read, their schedule formats, their CPU preset) is a method of the engine; the layers above get
+the resolved engine and call it, never comparing engine names.
 
-:data:`ENGINES` names each engine's module (imported the first time the engine is asked
-for, as the policy registry does: ``vllm`` serves without sglang's flag tables and back).
+The list of engines is data (:mod:`specband.core.engine_table`: ``data/engines.json``); each
+engine's module is imported the first time the engine is asked for, as the policy registry
+does (``vllm`` serves without sglang's flag tables and back). :func:`register_engine` adds an
+engine at run time (a plug-in's, or a test's).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from specband.core.engine_table import (
+    EngineEntry,
+    default_engine_name,
+    engine_names,
+    find_engine_entry,
+    register_engine_entry,
+    unregister_engine_entry,
+)
 from specband.core.errors import ConfigError
+from specband.core.optionspec import option
 
 if TYPE_CHECKING:
-    from specband.contract.actions import Action
+    from specband.contract.actions import Action, ActionSet
     from specband.engines.client import BatchResult, ProbeHttp
     from specband.engines.cpu import CpuSweepSettings, ServingOptions
     from specband.engines.probing import ProbePlan, ServerReading
     from specband.engines.schedule_files import Tier
 
 __all__ = [
-    "ENGINES",
-    "ENGINE_NAMES",
+    "EMULATOR_ENGINE_ENV",
     "AcceptProbe",
     "AutoSchedule",
     "Engine",
+    "EngineServing",
     "EngineVersion",
+    "InstalledCheck",
     "LaunchSchedule",
     "RowEngineColumns",
     "ScheduleFields",
     "ServerFields",
+    "default_engine",
+    "engine_field",
+    "engine_names",
     "get_engine",
+    "register_engine",
+    "runnable_indices",
+    "unregister_engine",
 ]
 
-#: ``--engine`` value -> the module that defines the engine (its ``ENGINE``).
-ENGINES: dict[str, str] = {
-    "sglang": "specband.engines.sglang",
-    "vllm": "specband.engines.vllm",
-}
-#: The ``--engine`` values, in :data:`ENGINES`' order (the commands' choices).
-ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
+
+#: The engine ``specband emulate`` answers as (its ``--engine``'s default); a sweep or launch
+#: whose server command runs the emulator sets it to its engine where that is not the default.
+EMULATOR_ENGINE_ENV = "SPECBAND_EMULATOR_ENGINE"
 
 
 class EngineVersion(NamedTuple):
@@ -70,12 +85,26 @@ class EngineVersion(NamedTuple):
 
 class RowEngineColumns(NamedTuple):
     """The engine's columns of a sweep row (:class:`specband.contract.record.SweepRecord`):
-    the release of the engine that ran it (the other engine's column ``None``) and the
-    attention backend (``None`` where the engine picks its own)."""
+    the engine (its name), the release that ran it and the attention backend (``None`` where
+    the engine picks its own)."""
 
-    sglang_version: str | None
-    vllm_version: str | None
+    engine: str
+    engine_version: str | None
     attention_backend: str | None
+
+
+class InstalledCheck(NamedTuple):
+    """What ``specband doctor`` says about the engine installed beside specband.
+
+    Attributes:
+        level: ``"ok"``, ``"warn"`` or ``"error"``.
+        message: the installed release and the flag spellings specband emits for it, or why not.
+        fix: what to do about a warn or error (``None`` for ok).
+    """
+
+    level: str
+    message: str
+    fix: str | None = None
 
 
 class AcceptProbe(Protocol):
@@ -157,6 +186,9 @@ class ServerFields(Protocol):
     (:class:`specband.engines.serverconfig.ServerConfig`, whose fields these are)."""
 
     @property
+    def engine(self) -> Engine: ...
+
+    @property
     def model_path(self) -> str: ...
 
     @property
@@ -181,41 +213,90 @@ class ServerFields(Protocol):
     def extra_args(self) -> tuple[str, ...]: ...
 
     @property
-    def sglang_version(self) -> str: ...
-
-    @property
-    def vllm_version(self) -> str | None: ...
+    def engine_version(self) -> str: ...
 
     @property
     def speculative_config(self) -> Mapping[str, Any] | None: ...
 
 
 class Engine(Protocol):
-    """One serving engine: everything specband does differently for sglang and vLLM.
+    """One serving engine as the layers above see it: what it is, which actions it runs and how
+    it spells one (everything a pick needs: ``recommend`` imports nothing more), and its
+    :attr:`serving` half (launch lines, versions, the HTTP client, probes, schedules), loaded
+    the first time something serves or launches.
 
     Attributes:
         name: the ``--engine`` value and the rows' ``engine`` column (``"sglang"``, ``"vllm"``).
         display_name: how messages name it (``"sglang"``, ``"vLLM"``).
-        actions: the contract actions it runs (``--actions all``).
-        line_env: the environment a printed launch line sets (``launch --dry-run``,
-            ``sweep --dry-run``).
+        actions: the contract actions it runs (``--actions all``; a pick for it is one of them).
         schedule_runs: what its schedule runs, for the note of a batch size where the
             schedule turns speculation off (``"sglang's adaptive tiers run"``).
+        launcher: the command its launch line starts with by default (``--server-command``'s
+            default; what a pick's flags are pasted after).
+        draft_flag: where its flags name the EAGLE3 draft (``"--speculative-draft-model-path"``),
+            for the note of flags printed without one.
     """
 
     name: str
     display_name: str
     actions: tuple[Action, ...]
-    line_env: Mapping[str, str]
     schedule_runs: str
+    launcher: str
+    draft_flag: str
 
-    # --- actions and server values
+    @property
+    def serving(self) -> EngineServing:
+        """The engine's serving half (imported on first use)."""
+        ...
+
+    def runs(self, action: Action) -> bool:
+        """Whether the engine runs ``action`` (sglang: every action; vLLM: the chains)."""
+        ...
+
     def check_actions(self, actions: Sequence[Action], option: str = "--actions") -> None:
         """Refuse an action the engine cannot run (ConfigError naming ``option``)."""
         ...
 
+    def speculative_flags(self, action: Action, draft_model: str | None) -> list[str]:
+        """The server flags that run ``action`` (none for the baseline), in the engine's spelling;
+        ``draft_model`` ``None`` leaves the draft out (the caller says to add it).
+
+        Raises:
+            ConfigError: an action the engine cannot run.
+        """
+        ...
+
+    def speculative_kwargs(self, action: Action, draft_model: str | None) -> dict[str, object]:
+        """The same as the keyword arguments of the engine's own Python entry point."""
+        ...
+
+
+class EngineServing(Protocol):
+    """How specband serves, launches and reads an engine (:attr:`Engine.serving`).
+
+    Attributes:
+        line_env: the environment a printed launch line sets (``launch --dry-run``,
+            ``sweep --dry-run``).
+        default_version: the release the flags are spelt for when none is given or found.
+        schedule_version: ``(release, basis)``: the release its schedule format is written for
+            and what says so (a schedule's provenance file).
+    """
+
+    line_env: Mapping[str, str]
+    default_version: str
+    schedule_version: tuple[str, str]
+
+    # --- server values and the launch line
     def check_server_values(self, dtype: str, attention_backend: str) -> None:
         """``--dtype`` and ``--attention-backend`` as the engine's parser takes them (ConfigError)."""
+        ...
+
+    def check_server_env(self, env: Mapping[str, str]) -> None:
+        """Refuse ``--env`` values that would change what the measurement relies on (ConfigError)."""
+        ...
+
+    def check_version(self, version: str) -> None:
+        """Refuse a release the flags cannot be spelt for (ConfigError)."""
         ...
 
     def owned_flags(self, command: str) -> Mapping[str, str]:
@@ -223,7 +304,6 @@ class Engine(Protocol):
         specband option that sets them (``--server-arg`` refuses them)."""
         ...
 
-    # --- the launch line, its environment and the engine's release
     def launch_command(
         self, config: ServerFields, action: Action, max_batch_size: int | None, mem_fraction_static: float
     ) -> list[str]:
@@ -236,17 +316,17 @@ class Engine(Protocol):
 
     def resolve_server(
         self,
-        server_command: str,
+        server_command: str | None,
         version: str | None,
         attention_backend: str,
         server_env: dict[str, str],
         *,
         emulated: bool,
     ) -> tuple[str, EngineVersion]:
-        """The server command to run (``--server-command``, or the engine's own default) and
-        the release its flags are written for; ``version`` is ``--sglang-version``,
-        ``emulated`` says that the command runs ``specband emulate`` (told to answer as
-        this engine through ``server_env``).
+        """The server command to run (``--server-command``, or ``None``: the engine's
+        :attr:`Engine.launcher`) and the release its flags are written for; ``version`` is
+        ``--sglang-version``, ``emulated`` says that the command runs ``specband emulate``
+        (told to answer as this engine through ``server_env``).
 
         Raises:
             ConfigError: an option that does not apply to the engine, or a bad version.
@@ -257,17 +337,17 @@ class Engine(Protocol):
         """The note to say about ``version`` (a release newer than specband knows), or ``None``."""
         ...
 
-    def version_fields(self, version: str) -> dict[str, Any]:
-        """The server fields ``sglang_version`` and ``vllm_version`` for a launch of ``version``."""
-        ...
-
     def row_columns(self, config: ServerFields) -> RowEngineColumns:
         """The engine's columns of the rows a sweep with ``config`` writes."""
         ...
 
-    def cpu_settings(self, server_command: str, given: ServingOptions, cache_dir: Path) -> CpuSweepSettings:
+    def cpu_settings(self, server_command: str | None, given: ServingOptions, cache_dir: Path) -> CpuSweepSettings:
         """``--cpu`` applied to a sweep's options (ConfigError: a value the CPU backend
         cannot use)."""
+        ...
+
+    def installed_check(self) -> InstalledCheck:
+        """The engine installed beside specband (``specband doctor``)."""
         ...
 
     # --- measuring a timed batch
@@ -343,20 +423,96 @@ class Engine(Protocol):
         """The engine's part of a schedule answer's ``--format json``."""
         ...
 
+    def last_tier_steps(self, tier: Tier) -> list[int]:
+        """What the schedule's last tier runs, as :meth:`beyond_last_tier` names it (sglang: its
+        candidate steps; vLLM: ``[K]``)."""
+        ...
 
-def get_engine(name: str) -> Engine:
-    """The engine named ``name`` (an ``--engine`` value), imported on first use; the same
-    object on every call.
+    def beyond_last_tier(self, last_start: int, last_scheduled: int | None, steps: list[int]) -> str:
+        """What the engine does at batch sizes above the schedule's last scheduled one (one line;
+        ``last_scheduled`` ``None``: not known)."""
+        ...
+
+
+def runnable_indices(
+    engine: Engine, actions: Sequence[Action] | ActionSet, allowed: Iterable[int] | None
+) -> tuple[int, ...]:
+    """The indices of ``allowed`` (``None``: every index of ``actions``) whose action ``engine``
+    runs, in order: what a pick for the engine is chosen among."""
+    indices = range(len(actions)) if allowed is None else allowed
+    return tuple(int(i) for i in indices if engine.runs(actions[int(i)]))
+
+
+def get_engine(name: str | Engine) -> Engine:
+    """The engine named ``name`` (an ``--engine`` value, a file's ``engine`` column), imported on
+    first use; the same object on every call. An :class:`Engine` is passed through, so that
+    code given either resolves it once.
 
     Raises:
         ConfigError: ``"--engine must be one of sglang, vllm, got 'x'"``.
     """
-    if not isinstance(name, str) or name not in ENGINES:
-        raise ConfigError(f"--engine must be one of {', '.join(ENGINE_NAMES)}, got {name!r}")
-    return _load(name)
+    if not isinstance(name, str):
+        if hasattr(name, "speculative_flags") and isinstance(getattr(name, "name", None), str):
+            return name  # an engine already
+        raise ConfigError(f"--engine must be one of {', '.join(engine_names())}, got {name!r}")
+    entry = find_engine_entry(name)
+    if entry is None:
+        raise ConfigError(f"--engine must be one of {', '.join(engine_names())}, got {name!r}")
+    loaded = _LOADED.get(name)
+    if loaded is None:
+        loaded = importlib.import_module(entry.module).ENGINE
+        _LOADED[name] = loaded
+    return loaded
 
 
-@cache
-def _load(name: str) -> Engine:
-    engine: Engine = importlib.import_module(ENGINES[name]).ENGINE
+#: Engines loaded (or registered as objects), by name.
+_LOADED: dict[str, Engine] = {}
+
+
+def default_engine() -> Engine:
+    """The engine of ``--engine``'s default (:func:`specband.core.engine_table.default_engine_name`)."""
+    return get_engine(default_engine_name())
+
+
+def register_engine(engine: Engine, *, version_column: str | None = None) -> Engine:
+    """Add ``engine`` (an object with every member of :class:`Engine`) at run time: from now on
+    ``--engine NAME``, a row's ``engine`` column and :func:`get_engine` give it. Registering the
+    same engine again does nothing.
+
+    Raises:
+        ConfigError: the name is taken by another engine, or it is no name.
+    """
+    entry = EngineEntry(engine.name, type(engine).__module__, engine.display_name, version_column)
+    register_engine_entry(entry)
+    _LOADED[engine.name] = engine
     return engine
+
+
+def unregister_engine(name: str) -> None:
+    """Remove an engine registered at run time with :func:`register_engine` (a test's; the
+    bundled engines stay)."""
+    unregister_engine_entry(name)
+    if find_engine_entry(name) is None:
+        _LOADED.pop(name, None)
+
+
+def engine_field(
+    help_text: str | None = None, panel: str = "server", *, short: bool = False, required: bool = False, **spec: Any
+) -> Any:
+    """``--engine NAME`` (``sweep``, ``launch``, ``recommend``, ``schedule``, ``emulate``...): the
+    engine the command's flags and launch lines are for, a request field holding the resolved
+    :class:`Engine` (the request's ``__post_init__`` calls :func:`get_engine`; the default is
+    :func:`~specband.core.engine_table.default_engine_name`'s, unless ``required``). ``help_text``
+    is the command's own help (default: the flags and launch lines it prints), ``short`` adds
+    ``-e``; ``spec`` is passed on to :func:`~specband.core.optionspec.option` (``envvar``)."""
+    names = " or ".join(engine_names())
+    return option(
+        ... if required else default_engine_name(),
+        "--engine",
+        *(("-e",) if short else ()),
+        help=help_text or f"The engine the flags and launch lines are for: {names}.",
+        panel=panel,
+        metavar="NAME",
+        parse=get_engine,
+        **spec,
+    )

@@ -18,14 +18,10 @@ Source: sglang ``python/sglang/srt/managers/scheduler.py`` (``get_internal_state
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from specband.core.errors import ConfigError, EngineError
 from specband.core.limits import MAX_PROBE_BODY_BYTES, is_number
@@ -78,7 +74,11 @@ def p20(values: Sequence[float]) -> float:
     """
     if len(values) == 0:
         raise ValueError("p20 of no values")
-    return float(np.percentile(np.asarray(values, dtype=np.float64), 20))
+    ordered = sorted(float(v) for v in values)
+    position = (len(ordered) - 1) * 0.2  # numpy's "linear" method: between the two nearest ranks
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 @dataclass(frozen=True)
@@ -263,6 +263,9 @@ def run_batch(  # noqa: C901, PLR0913, PLR0915
             ``server_died_mid_batch`` when ``server_alive()`` says the server is gone.
         ConfigError: non-positive counts.
     """
+    import threading  # the timed batch's threads: only a sweep sends one, not recommend or --help
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
     import httpx
 
     if num_requests <= 0 or concurrency <= 0 or max_new_tokens <= 0:

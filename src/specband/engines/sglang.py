@@ -1,313 +1,67 @@
-"""sglang as the engine (``--engine sglang``, the default): :class:`SglangEngine`, whose
-methods call sglang's pieces — the flags per release (:mod:`specband.engines.sglang_flags`),
-the launch line (:func:`specband.engines.serverconfig.sglang_launch_command`), the CPU preset
-(:mod:`specband.engines.cpu`), ``/get_server_info`` (:mod:`specband.engines.client`) and the
-adaptive-speculation config file (:mod:`specband.engines.schedule_files`).
+"""sglang as the engine (``--engine sglang``, the default): :class:`SglangEngine`, what it is and
+how it spells a config (every contract and extended action, trees included:
+``--speculative-algorithm EAGLE3 --speculative-num-steps S --speculative-eagle-topk K
+--speculative-num-draft-tokens D``, :func:`specband.contract.actions.sglang_cli_args`), with its
+serving half (:class:`specband.engines.sglang_serving.SglangServing`: launch line, versions,
+``/get_server_info``, the adaptive-speculation schedule) imported the first time something
+serves or launches.
 
-sglang runs every contract and extended action (trees included), records per-step decode
-times (``SGLANG_RECORD_STEP_TIME=1``) and reports the accept length in ``meta_info`` and
-``/get_server_info``; its schedule is ``--speculative-adaptive --speculative-adaptive-config
-FILE`` (batch-size tiers of candidate step counts).
+A pick needs only this module: ``recommend`` stays cold-fast.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shlex
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING
 
-from specband.contract.actions import ACTIONS, Action, chain_action
-from specband.core.errors import ConfigError
-from specband.engines.base import AcceptProbe, AutoSchedule, Engine, EngineVersion, LaunchSchedule, RowEngineColumns
-from specband.engines.client import fetch_server_info
-from specband.engines.cpu import CpuSweepSettings, ServingOptions, apply_cpu_preset
-from specband.engines.schedule_files import (
-    check_sglang_adaptive_config,
-    read_sglang_adaptive_config,
-    sglang_adaptive_config,
-    sglang_initial_steps,
-    sglang_schedule_flags,
-    validate_with_sglang,
-)
-from specband.engines.serverconfig import SGLANG_ENV, SGLANG_OWNED_FLAGS, sglang_launch_command
-from specband.engines.sglang_flags import (
-    ATTENTION_BACKEND_CHOICES,
-    DTYPE_CHOICES,
-    NEWEST_VERSION,
-    newer_version_note,
-    resolve_sglang_version,
-)
-from specband.files.fileio import write_text_atomic
+from specband.contract.actions import ACTIONS, Action, server_args_kwargs, sglang_cli_args
 
 if TYPE_CHECKING:
-    from specband.engines.base import ScheduleFields, ServerFields
-    from specband.engines.client import BatchResult, ProbeHttp
-    from specband.engines.probing import ProbePlan, ServerReading
-    from specband.engines.schedule_files import Tier
+    from specband.engines.base import Engine, EngineServing
 
-__all__ = ["ENGINE", "SglangAcceptProbe", "SglangEngine", "sglang_version_for", "timed_batch_step_times"]
+__all__ = ["ENGINE", "SGLANG_LAUNCHER", "SglangEngine"]
 
-
-def sglang_version_for(
-    given: str | None, server_command: str, server_env: Mapping[str, str], *, emulated: bool = False
-) -> EngineVersion:
-    """The sglang release the flags are spelt for (``--sglang-version``, else found in
-    ``server_command``'s interpreter, else the newest supported), with where it came from;
-    the warning when it had to be assumed and the command is not ``specband emulate``
-    (``emulated``: the emulator answers as the newest release).
-
-    Raises:
-        ConfigError: ``given`` (or the version found) is not a supported release.
-    """
-    version, source = resolve_sglang_version(given, server_command, {**os.environ, **server_env})
-    warning = None
-    if source == "assumed" and not emulated:
-        warning = (
-            f"cannot find sglang in --server-command's interpreter; spelling flags for sglang {version} "
-            f"(pass --sglang-version)"
-        )
-    labels = {"detected": "found in the --server-command interpreter", "assumed": "assumed: sglang not found"}
-    return EngineVersion(version, labels.get(source, source), warning)
-
-
-def timed_batch_step_times(prior: list[float], recorded: list[float]) -> list[float]:
-    """The ``step_time_dict`` values (at the batch size) that the timed batch recorded.
-
-    sglang appends one value per 40 decode iterations: the time since its previous value
-    over 40 (``metrics_reporter.py``), so the first value recorded in the timed batch
-    also spans the idle gap before it (the ``/server_info`` read, the barrier) and is
-    dropped. A handful of values remain at bs 16 with 512 new tokens; none (a short
-    batch) means the speed falls back to the wall clock.
-
-    Args:
-        prior: the values before the timed batch; recorded: after it.
-    """
-    new = recorded[len(prior) :] if recorded[: len(prior)] == prior else recorded
-    return new[1:]
-
-
-class SglangAcceptProbe:
-    """sglang's accept length and step times: ``/server_info`` before and after the timed
-    batch (:mod:`specband.harness.runner`). The accept length is the batch's own
-    ``meta_info`` one when the responses carry ``spec_verify_ct`` (source ``meta_info``),
-    else ``/server_info``'s ``avg_spec_accept_length`` (``server_info``); the baseline's is 1."""
-
-    def __init__(self, url: str, action: Action, batch_size: int) -> None:
-        self.url, self.action, self.batch_size = url, action, batch_size
-        self.prior: list[float] = []
-
-    def before(self) -> None:
-        """Read the step times recorded before the timed batch."""
-        self.prior = fetch_server_info(self.url).step_times.get(self.batch_size, [])
-
-    def after(self, batch: BatchResult) -> tuple[float | None, str | None, list[float]]:
-        """``(accept_length, accept_length_source, the timed batch's step times)``."""
-        after = fetch_server_info(self.url)
-        window_times = timed_batch_step_times(self.prior, after.step_times.get(self.batch_size, []))
-        if batch.accept_length is not None and batch.accept_length >= 1.0:
-            accept, source = batch.accept_length, "meta_info"
-        elif after.accept_length is not None:
-            accept, source = after.accept_length, "server_info"
-        elif self.action.is_baseline:
-            accept, source = 1.0, "baseline"
-        else:
-            accept, source = None, None
-        if accept is not None and self.action.is_baseline:
-            accept = 1.0
-        return accept, source, window_times
+#: sglang's launcher (docs/FACTS.md §1): ``--server-command``'s default for ``--engine sglang``.
+SGLANG_LAUNCHER = "python -m sglang.launch_server"
 
 
 class SglangEngine:
-    """sglang (:class:`specband.engines.base.Engine`; see the module docstring)."""
+    """sglang (:class:`specband.engines.base.Engine`; see the module docstring). A subclass with
+    its own ``name``, ``display_name`` and :meth:`speculative_flags` is an engine that serves as
+    sglang does and spells its flags its own way (its launch line takes them from the engine)."""
 
     name = "sglang"
     display_name = "sglang"
     actions: tuple[Action, ...] = ACTIONS
-    line_env: Mapping[str, str] = SGLANG_ENV
     schedule_runs = "sglang's adaptive tiers run"
+    launcher = SGLANG_LAUNCHER
+    draft_flag = "--speculative-draft-model-path"
+
+    @cached_property
+    def serving(self) -> EngineServing:
+        """:class:`~specband.engines.sglang_serving.SglangServing` of this engine."""
+        from specband.engines.sglang_serving import SglangServing  # the serving half: off a cold `recommend`
+
+        return SglangServing(self)
+
+    def runs(self, action: Action) -> bool:
+        """Every action of the contract and extended sets."""
+        return True
 
     def check_actions(self, actions: Sequence[Action], option: str = "--actions") -> None:
         """Nothing to refuse: sglang runs every action of the contract and extended sets."""
 
-    def check_server_values(self, dtype: str, attention_backend: str) -> None:
-        """``--dtype``: sglang's :data:`~specband.engines.sglang_flags.DTYPE_CHOICES`;
-        ``--attention-backend``: its :data:`~specband.engines.sglang_flags.ATTENTION_BACKEND_CHOICES`
-        or specband's ``auto`` (upstream's pick per action).
+    def speculative_flags(self, action: Action, draft_model: str | None) -> list[str]:
+        """:func:`~specband.contract.actions.sglang_cli_args` (``--speculative-draft-model-path``
+        only when ``draft_model`` is given)."""
+        return sglang_cli_args(action, draft_model)
 
-        Raises:
-            ConfigError: the first value sglang would refuse, naming the option.
-        """
-        if dtype not in DTYPE_CHOICES:
-            raise ConfigError(f"--dtype {dtype!r}: sglang {NEWEST_VERSION} takes one of {', '.join(DTYPE_CHOICES)}")
-        if attention_backend != "auto" and attention_backend not in ATTENTION_BACKEND_CHOICES:
-            raise ConfigError(
-                f"--attention-backend {attention_backend!r}: sglang {NEWEST_VERSION} takes one of "
-                f"{', '.join(ATTENTION_BACKEND_CHOICES)} (or auto: upstream's pick per action)"
-            )
-
-    def owned_flags(self, command: str) -> Mapping[str, str]:
-        """:data:`~specband.engines.serverconfig.SGLANG_OWNED_FLAGS` of ``command``."""
-        return SGLANG_OWNED_FLAGS[command]
-
-    def launch_command(
-        self, config: ServerFields, action: Action, max_batch_size: int | None, mem_fraction_static: float
-    ) -> list[str]:
-        """:func:`~specband.engines.serverconfig.sglang_launch_command`."""
-        return sglang_launch_command(config, action, max_batch_size, mem_fraction_static)
-
-    def server_env(self, base: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
-        """``base``, then :data:`~specband.engines.serverconfig.SGLANG_ENV` (docs/FACTS.md §1),
-        then ``own``."""
-        return {**base, **SGLANG_ENV, **dict(own)}
-
-    def resolve_server(
-        self,
-        server_command: str,
-        version: str | None,
-        attention_backend: str,
-        server_env: dict[str, str],
-        *,
-        emulated: bool,
-    ) -> tuple[str, EngineVersion]:
-        """``server_command`` as given and :func:`sglang_version_for`."""
-        return server_command, sglang_version_for(version, server_command, server_env, emulated=emulated)
-
-    def version_note(self, version: str) -> str | None:
-        """:func:`~specband.engines.sglang_flags.newer_version_note`."""
-        return newer_version_note(version)
-
-    def version_fields(self, version: str) -> dict[str, Any]:
-        """The flags are spelt for ``version``; no vLLM release."""
-        return {"sglang_version": version, "vllm_version": None}
-
-    def row_columns(self, config: ServerFields) -> RowEngineColumns:
-        """The sglang release and the pinned attention backend."""
-        return RowEngineColumns(config.sglang_version, None, config.attention_backend)
-
-    def cpu_settings(self, server_command: str, given: ServingOptions, cache_dir: Path) -> CpuSweepSettings:
-        """:func:`~specband.engines.cpu.apply_cpu_preset` (sglang's CPU engine)."""
-        return apply_cpu_preset(server_command, given, cache_dir)
-
-    def completion_model(self, config: ServerFields) -> str | None:
-        """``None``: the workload goes to sglang's ``/generate``."""
-        return None
-
-    def accept_probe(self, url: str, action: Action, batch_size: int) -> AcceptProbe:
-        """:class:`SglangAcceptProbe`."""
-        return SglangAcceptProbe(url, action, batch_size)
-
-    def recognises(self, http: ProbeHttp) -> bool:
-        """``/server_info`` (or ``/get_server_info``) answers a JSON object with ``model_path``."""
-        from specband.engines.sglang_probe import read_sglang_info  # lazy: only probe reads a server
-
-        info = read_sglang_info(http)
-        return info is not None and "model_path" in info
-
-    def probe_server(self, http: ProbeHttp, plan: ProbePlan) -> ServerReading:
-        """:func:`specband.engines.sglang_probe.probe_sglang`."""
-        from specband.engines.sglang_probe import probe_sglang  # lazy: only probe reads a server
-
-        return probe_sglang(http, plan)
-
-    def schedule_config(self, tiers: Sequence[Tier], draft_model: str | None) -> dict[str, Any]:
-        """:func:`~specband.engines.schedule_files.sglang_adaptive_config` (the draft goes on
-        the launch line, not in the file)."""
-        return sglang_adaptive_config(tiers)
-
-    def check_schedule_file(self, path: Path) -> bool:
-        """:func:`~specband.engines.schedule_files.validate_with_sglang`."""
-        return validate_with_sglang(path)
-
-    def schedule_margin_note(self, margin: float) -> str | None:
-        """``None``: ``--margin`` fills sglang's candidate sets."""
-        return None
-
-    def schedule_written(
-        self, path: Path, config: Mapping[str, Any], count: int, engine_checked: bool, draft_model: str | None
-    ) -> tuple[list[str], list[str]]:
-        """The file and who checked it, then the launch flags that run it (a note instead
-        when the schedule never speculates)."""
-        checked = (
-            "sglang's _load_adaptive_config accepts it"
-            if engine_checked
-            else ("sglang not importable: checked with its rules")
-        )
-        said, noted = [f"wrote {path} ({count} tier(s)); {checked}"], []
-        try:
-            entries = check_sglang_adaptive_config(config)
-            said.append("sglang flags: " + shlex.join(sglang_schedule_flags(path, entries, draft_model)))
-        except ConfigError as exc:
-            noted.append(str(exc))
-        return said, noted
-
-    def launch_schedule(
-        self,
-        schedule: str,
-        auto: AutoSchedule | None,
-        *,
-        draft: str | None,
-        notes: list[str],
-        auto_file: Path | None,
-        log: Path,
-    ) -> LaunchSchedule:
-        """``FILE`` is read and checked with sglang's rules; ``auto`` is written to
-        ``auto_file`` (with ``None``, a dry run, nothing is written: the note holds the
-        schedule and the command line names ``<log>.schedule-XXXXXXXX.json``). The server
-        starts at the chain of sglang's own initial ``--speculative-num-steps``.
-
-        Raises:
-            ConfigError: an unreadable or invalid file, or a schedule that never speculates.
-        """
-
-        if auto is not None:
-            notes.extend(auto.off_reasons)
-            obj = sglang_adaptive_config(auto.tiers)
-            entries = check_sglang_adaptive_config(obj)
-            path = auto_file or log.with_name(f"{log.name}.schedule-XXXXXXXX.json")
-            sglang_schedule_flags(path, entries, None)  # refuses a schedule that never speculates, before writing
-            tiers = ", ".join(map(str, sorted(entries)))
-            if auto_file is None:
-                notes.append(
-                    f"--schedule auto (dry run, nothing written): {auto.algo}'s schedule {json.dumps(obj)} "
-                    f"(tiers {tiers}); a launch writes it beside --log and removes it when it ends"
-                )
-            else:
-                write_text_atomic(auto_file, json.dumps(obj, indent=2) + "\n", error=ConfigError)
-                notes.append(
-                    f"--schedule auto: wrote {auto.algo}'s schedule to {auto_file} (tiers {tiers}; removed at the end)"
-                )
-        else:
-            path = Path(schedule)
-            entries = read_sglang_adaptive_config(path)
-        flags = sglang_schedule_flags(path, entries, None)
-        return LaunchSchedule(
-            path=path,
-            action=chain_action(sglang_initial_steps(entries)),
-            tiers=entries,
-            extra_args=tuple(flags[flags.index("--speculative-adaptive") :]),
-        )
-
-    def schedule_server_fields(
-        self, config: ServerFields, schedule: ScheduleFields, max_running_requests: int | None
-    ) -> dict[str, Any]:
-        """The adaptive flags before ``--max-running-requests N`` and the user's flags."""
-        mrr = ["--max-running-requests", str(max_running_requests)] if max_running_requests else []
-        return {"extra_args": (*schedule.extra_args, *mrr, *config.extra_args)}
-
-    def schedule_note(self, schedule: ScheduleFields, action: Action) -> str:
-        """The file, its tiers and the config the server starts from."""
-        return f"adaptive speculation with {schedule.path}: tiers {sorted(schedule.tiers)}, starting at {action}"
-
-    def schedule_json(self, schedule: ScheduleFields) -> dict[str, Any]:
-        """``tiers`` (keys as strings) and ``extra_args``."""
-        return {
-            "tiers": {str(tier): dict(entry) for tier, entry in schedule.tiers.items()},
-            "extra_args": list(schedule.extra_args),
-        }
+    def speculative_kwargs(self, action: Action, draft_model: str | None) -> dict[str, object]:
+        """sglang's ``ServerArgs`` keyword arguments
+        (:func:`~specband.contract.actions.server_args_kwargs`)."""
+        return server_args_kwargs(action, draft_model)
 
 
-#: The engine :func:`specband.engines.base.get_engine` gives for ``"sglang"``.
+#: The engine :func:`specband.engines.base.get_engine` gives for sglang.
 ENGINE: Engine = SglangEngine()

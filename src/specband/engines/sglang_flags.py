@@ -23,20 +23,21 @@ Only the standard library is imported at module level.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specband.core.errors import ConfigError
+
+if TYPE_CHECKING:  # argparse and subprocess load where a parser is built or a version probed
+    import argparse
 
 __all__ = [
     "ATTENTION_BACKEND_CHOICES",
@@ -174,6 +175,8 @@ def detect_sglang_version(command: Sequence[str], env: Mapping[str, str] | None 
 def run_version_probe(interpreter: str, probe: str, env: Mapping[str, str] | None = None) -> str | None:
     """What ``interpreter -c probe`` prints (stripped; 30 s at most, no stdin), or ``None``
     when it cannot start, times out, fails or prints nothing. Used for the engines' versions."""
+    import subprocess  # a version probe only: off the engine's cold path (recommend's flags)
+
     try:
         done = subprocess.run(
             [interpreter, "-c", probe],
@@ -244,6 +247,8 @@ def resolve_sglang_version(
 
 # ---------------------------------------------------------------- the strict parser
 def _kind(action: argparse.Action) -> str:
+    import argparse  # where a parser is read: off the engine's cold path (recommend's flags)
+
     if isinstance(action, argparse.BooleanOptionalAction):
         return "bool"
     if action.nargs == 0:
@@ -260,6 +265,8 @@ def flag_table_from_sglang() -> list[dict[str, Any]]:
     Raises:
         ImportError: sglang is not installed.
     """
+    import argparse  # where a parser is built: off the engine's cold path (recommend's flags)
+
     from sglang.srt.server_args import ServerArgs
 
     parser = argparse.ArgumentParser(prog="sglang serve")
@@ -306,6 +313,8 @@ def strict_parser() -> argparse.ArgumentParser:
     ``parse_args`` exits 2 with ``sglang serve: error: ...`` on an unknown, ambiguous or
     badly typed flag, as sglang does.
     """
+    import argparse  # where a parser is built: off the engine's cold path (recommend's flags)
+
     parser = argparse.ArgumentParser(prog="sglang serve", add_help=False)  # sglang's prog: its messages
     types = {"int": int, "float": float}
     for row in _table():

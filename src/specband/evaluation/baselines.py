@@ -36,10 +36,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specband.contract.actions import BASELINE_ACTION, Action, chain_action
+from specband.contract.record import row_engine
 from specband.contract.reward import RewardConfig, band_score, throughput_score
 from specband.core.errors import ConfigError
+from specband.engines.base import Engine, default_engine, engine_names, get_engine
 from specband.engines.schedule_files import SGLANG_DEFAULT_ADAPTIVE_CONFIG, SLOT_DEFAULTS
-from specband.engines.vllm import VllmEngine
+from specband.engines.vllm import ENGINE as VLLM_ENGINE
 from specband.sweeps.dataset import Sweep, SweepRow
 
 __all__ = [
@@ -519,9 +521,15 @@ def compare_with_engine_defaults(
     return _compare(_figures_of_sweep(sweep, config), picks, algorithm, initial_steps, sweep_engine(sweep))
 
 
-def sweep_engine(sweep: Sweep) -> str:
-    """The engine the rows were measured with (``"sglang"`` when they do not say)."""
-    return str(_one([r.raw.get("engine") for r in sweep.rows]) or "sglang")
+def _origin_engine(name: str | None) -> Engine:
+    """The engine an origin names (``None``, or rows of several engines joined: the default engine's)."""
+    return get_engine(name) if name in engine_names() else default_engine()
+
+
+def sweep_engine(sweep: Sweep) -> Engine:
+    """The engine the rows were measured with (:func:`specband.contract.record.row_engine`: the
+    default engine's when they do not say)."""
+    return _origin_engine(_one([row_engine(r.raw)[0] for r in sweep.rows]))
 
 
 def compare_from_stats(
@@ -556,13 +564,13 @@ def compare_from_stats(
             )
     sim = _simulator(origin.profile, origin.hardware, (origin.target_model, origin.draft_model), origin.workload, limit)
     figs = _Figures(measured, kind=kind, limit_w=limit, temps={}, sim=sim, config=config)
-    comparison = _compare(figs, picks, algorithm, initial_steps, "sglang")
+    comparison = _compare(figs, picks, algorithm, initial_steps, _origin_engine(origin.engine))
     note = "the folder keeps no accept lengths: sglang's controller moves on the simulator's"
     return BaselineComparison(comparison.rows, comparison.data, comparison.simulator, (*comparison.notes, note))
 
 
 def _compare(
-    figs: _Figures, picks: Mapping[int, Action], algorithm: str, initial_steps: int | None, engine: str
+    figs: _Figures, picks: Mapping[int, Action], algorithm: str, initial_steps: int | None, engine: Engine
 ) -> BaselineComparison:
     """The comparison over ``figs`` (see :func:`compare_with_engine_defaults`)."""
     entries = {int(k): v for k, v in SGLANG_DEFAULT_ADAPTIVE_CONFIG.items()}
@@ -581,8 +589,8 @@ def _compare(
         vllm = chain_action(VLLM_K)
         vnote = (
             "fixed K"
-            if engine == VllmEngine.name
-            else f"read as sglang's chain {vllm} from {engine} rows (vLLM's own speed differs)"
+            if engine is VLLM_ENGINE  # the rows are vLLM's own runs of it
+            else f"read as sglang's chain {vllm} from {engine.name} rows (vLLM's own speed differs)"
         )
         rows.append(BaselineRow(bs, VLLM, (vllm,), figs.figures(bs, [vllm]), vnote))
     notes = [

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specband.contract.actions import EXTENDED_ACTIONS, Action
-from specband.evaluation.baselines import SGLANG_DEFAULTS_SOURCE, VLLM_K
+from specband.evaluation.baselines import SGLANG, SGLANG_DEFAULTS_SOURCE, VLLM, VLLM_K
 from specband.evaluation.holdout import IN_SAMPLE, EvaluationResult, FeatureResult
 from specband.evaluation.ope import Interval
 
@@ -273,7 +273,7 @@ def _tradeoff(  # noqa: C901
         norm = LogNorm(lo, hi) if lo > 0 and hi / lo > 5 else Normalize(lo, hi if hi > lo else lo * 1.01 + 1e-9)
     scatter = None
     legend: dict[str, Any] = {}
-    marks = {"sglang": ("s", "tab:orange"), "vLLM": ("^", "tab:purple")}
+    marks = {SGLANG: ("s", "tab:orange"), VLLM: ("^", "tab:purple")}  # by the comparison's row label
     for n, bs in enumerate(sizes):
         ax = axes[n // ncols][n % ncols]
         ax.axvspan(
@@ -319,7 +319,7 @@ def _tradeoff(  # noqa: C901
                 )
         if comparison is not None:
             for key, (marker, color) in marks.items():
-                row = next((r for r in comparison.rows if r.batch_size == bs and r.who.startswith(key)), None)
+                row = next((r for r in comparison.rows if r.batch_size == bs and r.who == key), None)
                 if row is None or row.figures is None or row.figures.energy_utilization is None:
                     continue
                 sim = not row.figures.from_data
@@ -333,7 +333,7 @@ def _tradeoff(  # noqa: C901
                     linewidths=1.4,
                     linestyle="--" if sim else "-",
                     zorder=5,
-                    label=f"{key} default" + (" (not in the data: simulated)" if sim else ""),
+                    label=f"{key.split()[0]} default" + (" (not in the data: simulated)" if sim else ""),
                 )
         if not any(x is not None and cfg.band_low <= x <= cfg.band_high for x in xs):
             ax.text(

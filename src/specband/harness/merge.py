@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from specband.contract.actions import validate_action
+from specband.contract.record import row_engine
 from specband.core.errors import ConfigError, DataError, InvalidActionError
 from specband.core.limits import is_int
 from specband.engines.serverconfig import ServerConfig
@@ -97,9 +98,12 @@ def _first(rows: Sequence[dict[str, Any]], key: str, *, when: str | None = None,
 
 def _reference(rows: Sequence[dict[str, Any]]) -> MeasureSettings:
     first_mem = _first(rows, "mem_fraction_static", when="retry_mem_fraction", retried=False)
+    shared = {key: _first(rows, key) for key in _run_setting_keys() if any(key in r for r in rows)}
+    if rows:  # the engine as the first row names it, in its columns or a file's older ones
+        shared["engine"], shared["engine_version"] = row_engine(rows[0])
     settings = _RowSettings(
         server=_Server(_first(rows, "target_model"), _first(rows, "draft_model")),
-        settings={key: _first(rows, key) for key in _run_setting_keys() if any(key in r for r in rows)},
+        settings=shared,
         mem_fraction_static=first_mem,
         retry_mem_fraction=_first(rows, "retry_mem_fraction", when="retry_mem_fraction", retried=True),
         action_set=rows[0].get("action_set", "contract") if rows else "contract",

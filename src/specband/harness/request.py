@@ -30,7 +30,7 @@ from specband.core.limits import (
 from specband.core.optionspec import acceptance_from_field, option
 from specband.devices import DeviceSpec
 from specband.devices.base import Clock, check_power_limit_w
-from specband.engines.base import ENGINE_NAMES, EngineVersion, get_engine
+from specband.engines.base import Engine, EngineVersion, engine_field, get_engine
 from specband.engines.cpu import ServingOptions
 from specband.engines.serverconfig import ServerConfig, format_launch, split_server_args
 from specband.files.fileio import given_path
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # the sweep's modules are imported when a sweep is built (lau
 __all__ = [
     "SweepRequest",
     "build_sweep",
-    "engine_field",
     "gpu_index_field",
     "launch_timeout_field",
     "port_field",
@@ -112,9 +111,9 @@ def sglang_version_field(panel: str = "server") -> Any:
 #: The server options that ``sweep`` and ``launch`` share: name -> (default, flag, help, metavar).
 _SERVER_OPTIONS: dict[str, tuple[Any, str, str, str | None]] = {
     "server_command": (
-        "python -m sglang.launch_server",
+        None,
         "--server-command",
-        "Server launcher; the flags are appended.",
+        "Server launcher; the flags are appended (default: the engine's own, e.g. 'python -m sglang.launch_server').",
         "CMD",
     ),
     "host": ("127.0.0.1", "--host", "Address the server listens on.", "ADDR"),
@@ -125,7 +124,7 @@ _SERVER_OPTIONS: dict[str, tuple[Any, str, str, str | None]] = {
         "Retry a failed launch once at this fraction (0: no retry; docs/FACTS.md §1).",
         "F",
     ),
-    "dtype": ("float16", "--dtype", "sglang's --dtype of every launch.", "DTYPE"),
+    "dtype": ("float16", "--dtype", "The engine's --dtype of every launch.", "DTYPE"),
     "attention_backend": (
         "flashinfer",
         "--attention-backend",
@@ -142,17 +141,12 @@ _SERVER_OPTIONS: dict[str, tuple[Any, str, str, str | None]] = {
 }
 
 
-def engine_field(panel: str = "server") -> Any:
-    """``--engine`` (``sweep``, ``launch``): ``sglang`` or ``vllm``."""
-    return option(
-        "sglang",
-        "--engine",
-        help="sglang, or vllm (chain actions only: K = steps; default --server-command "
-        "'python -m vllm.entrypoints.openai.api_server').",
-        panel=panel,
-        metavar="NAME",
-        choices=ENGINE_NAMES,
-    )
+#: ``--engine``'s help in ``sweep`` and ``launch``.
+ENGINE_HELP = (
+    "The engine that serves (its launch line and flags); vLLM runs chain actions only (K = steps). "
+    "Default --server-command: the engine's own launcher ('python -m sglang.launch_server', "
+    "'python -m vllm.entrypoints.openai.api_server')."
+)
 
 
 def server_field(name: str, panel: str | None = None) -> Any:
@@ -165,7 +159,10 @@ def server_field(name: str, panel: str | None = None) -> Any:
     # check of --dtype and --attention-backend lists the values it takes, '' included
     finite = name not in ("mem_fraction", "retry_mem_fraction")
     allow_empty = name in ("dtype", "attention_backend")
-    return option(default, flag, help=help_text, panel=panel, metavar=metavar, finite=finite, allow_empty=allow_empty)
+    return option(
+        default, flag, help=help_text, panel=panel, metavar=metavar, finite=finite, allow_empty=allow_empty,
+        show_default=default is not None,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -264,8 +261,8 @@ class SweepRequest:
     acceptance_from: str | None = acceptance_from_field("--plan predict", "grid")
     quiet: bool = option(False, "--quiet", help="No progress bar.", panel="output")
     # server: how each run is launched
-    engine: str = engine_field()
-    server_command: str = server_field("server_command")
+    engine: Engine = engine_field(ENGINE_HELP)
+    server_command: str | None = server_field("server_command")
     host: str = server_field("host")
     port: int = port_field()
     mem_fraction: float = server_field("mem_fraction")
@@ -388,6 +385,9 @@ class SweepRequest:
     #: the device plugged in for ``--device emulated`` (set by the caller, not an option)
     plugged: DeviceSpec | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "engine", get_engine(self.engine))  # resolved once, here
+
     def device_kind(self) -> str:
         """``--device``, with ``auto`` read as ``emulated`` when the server command runs
         ``specband emulate``."""
@@ -400,8 +400,11 @@ class SweepRequest:
         return self.emulator_state or out.with_name(out.name + ".gpu-state.json")
 
 
-def runs_emulator(command: str) -> bool:
-    """True when ``command`` runs ``specband emulate`` (then ``--device auto`` is the emulator's GPU)."""
+def runs_emulator(command: str | None) -> bool:
+    """True when ``command`` runs ``specband emulate`` (then ``--device auto`` is the emulator's GPU);
+    ``None`` (the engine's own launcher) does not."""
+    if command is None:
+        return False
     try:
         parts = shlex.split(command)
     except ValueError:
@@ -427,7 +430,7 @@ def _folder_path(option_name: str, text: str) -> Path:
     return path
 
 
-def parse_actions(text: str, engine: str = "sglang") -> tuple[Action, ...]:
+def parse_actions(text: str, engine: Engine) -> tuple[Action, ...]:
     """``--actions``: ``all`` or ``contract`` (the 19), ``extended`` (the 44 of
     :data:`specband.contract.actions.EXTENDED_ACTIONS`), or action indices / triples of the extended
     set separated by spaces or ``;``, each action once (an index and its triple are the same
@@ -442,7 +445,7 @@ def parse_actions(text: str, engine: str = "sglang") -> tuple[Action, ...]:
             for vLLM.
     """
 
-    runs = get_engine(engine)
+    runs = engine
     if text.strip().lower() == "all":
         return runs.actions
     if text.strip().lower() == "contract":
@@ -491,17 +494,22 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
 
 
 def engine_server(
-    engine: str, server_command: str, sglang_version: str | None, attention_backend: str, server_env: dict[str, str]
+    engine: Engine,
+    server_command: str | None,
+    sglang_version: str | None,
+    attention_backend: str,
+    server_env: dict[str, str],
 ) -> tuple[str, EngineVersion]:
     """``(server command, (version, source, warning))`` of ``engine`` (``sweep`` and
-    ``launch``): :meth:`specband.engines.base.Engine.resolve_server` (for vLLM, sglang's
-    default command becomes vLLM's, and ``server_env`` tells an emulator to answer as vLLM).
+    ``launch``): :meth:`specband.engines.base.EngineServing.resolve_server` (no
+    ``--server-command``: the engine's launcher; for vLLM ``server_env`` tells an emulator to
+    answer as vLLM).
 
     Raises:
         ConfigError: an unknown engine, a bad ``--sglang-version``, or an option that does not
             apply to the engine (``--sglang-version`` or ``--attention-backend`` with vLLM).
     """
-    return get_engine(engine).resolve_server(
+    return engine.serving.resolve_server(
         server_command, sglang_version, attention_backend, server_env, emulated=runs_emulator(server_command)
     )
 
@@ -585,10 +593,10 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     _check_options(r, shard)
     log_dir = None if r.log_dir is None else _folder_path("--log-dir", r.log_dir)
     bs = tuple(parse_batch_sizes(r.batch_sizes))
-    engine = get_engine(r.engine)
-    acts = parse_actions(r.actions, r.engine)
+    engine = r.engine
+    acts = parse_actions(r.actions, engine)
     grid(bs, acts)  # distinct, positive batch sizes and distinct actions
-    extra_args = split_server_args(r.server_arg, engine=r.engine)
+    extra_args = split_server_args(r.server_arg, engine=engine)
     server_env = parse_env(r.env)
     if r.device_kind() == "emulated" and r.plugged is not None:
         server_env.update(_plugged_env(r.plugged))
@@ -596,15 +604,15 @@ def build_sweep(r: SweepRequest) -> SweepJob:
     notes: tuple[str, ...] = ()
     if r.cpu:
         given = ServingOptions(r.dtype, r.attention_backend, extra_args, server_env, r.device, r.hardware)
-        cpu = engine.cpu_settings(r.server_command, given, out.with_name(out.name + ".sglang-cache"))
+        cpu = engine.serving.cpu_settings(r.server_command, given, out.with_name(out.name + ".sglang-cache"))
         dtype, attention_backend, extra_args, server_env = cpu.dtype, cpu.attention_backend, cpu.extra_args, cpu.env
         hardware, notes = cpu.hardware, (cpu.note, *cpu.notes)
     workload: dict[str, Any] = {}
     if r.prompts is not None:
         loaded = load_prompts(r.prompts, r.target)
         workload = {"prompts": loaded.prompts, "workload": loaded.name}
-    command, version = engine_server(r.engine, r.server_command, r.sglang_version, r.attention_backend, server_env)
-    newer = engine.version_note(version.version)
+    command, version = engine_server(engine, r.server_command, r.sglang_version, r.attention_backend, server_env)
+    newer = engine.serving.version_note(version.version)
     notes += () if newer is None else (newer,)
     server = ServerConfig(
         model_path=r.target,
@@ -616,8 +624,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         attention_backend=attention_backend,
         extra_args=extra_args,
         env=server_env,
-        engine=r.engine,
-        **engine.version_fields(version.version),
+        engine=engine,
+        engine_version=version.version,
     )
     from specband.doctor.pairs import check_pair_before_launch  # lazy: off the cold path (recommend, --help)
 
@@ -728,7 +736,7 @@ def dry_run_lines(job: SweepJob) -> list[str]:
 
     plan, _ = job.planned(existing_rows(job.out))
     engine = job.settings.server.engine
-    lines = [f"# {get_engine(engine).display_name} {job.version.version} ({job.version.source})"]
+    lines = [f"# {engine.display_name} {job.version.version} ({job.version.source})"]
     if job.adaptive:  # later passes are decided from pass 0's rewards
         lines.append("# --adaptive: pass 0 below; later passes re-measure only the contenders")
         plan = dataclasses.replace(plan, repeats=1)

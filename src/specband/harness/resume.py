@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specband.contract.record import row_error_class
+from specband.contract.record import row_engine, row_error_class
 from specband.core.errors import ConfigError
 from specband.harness.pipeline import GridPoint, SweepPlan
 from specband.harness.runner import MeasureSettings
@@ -139,12 +139,18 @@ def check_resumable(
         **settings.run_settings(),
     }
     mine_engine = mine_by_key.pop("engine", None)
+    mine_version = mine_by_key.pop("engine_version", None)
     for row in existing:
-        theirs = row.get("engine") or "sglang"  # a row written before the column: sglang's
+        theirs, their_version = row_engine(row)  # a row written before the columns: its old ones
         if mine_engine is not None and theirs != mine_engine:
             raise ConfigError(
                 f"{out_path}: cannot {verb}: its rows are {theirs} runs, this sweep runs {mine_engine} "
                 f"(one file holds one engine's rows)"
+            )
+        if None not in (their_version, mine_version) and their_version != mine_version:
+            raise ConfigError(
+                f"{out_path}: cannot {verb}: its rows have engine_version={their_version!r}, "
+                f"this sweep has {mine_version!r}"
             )
         for key, mine in mine_by_key.items():
             if key in row and row[key] != mine:

@@ -11,7 +11,7 @@ For one ``(batch size, action)``:
    batch), open the energy and telemetry window, send ``max(num_prompts, bs)`` requests
    at concurrency ``bs``, close the window, read ``/get_server_info`` again;
 5. ``step_time_s = p20`` of the step times recorded at batch size ``bs`` *during the timed
-   batch only* (:func:`specband.engines.sglang.timed_batch_step_times`); ``speed_tok_s =
+   batch only* (:func:`specband.engines.sglang_serving.timed_batch_step_times`); ``speed_tok_s =
    accept_length / step_time_s`` (``speed_source = "step_time"``); without step times or
    accept length, ``speed_tok_s = tokens / elapsed / bs`` (``"wall_clock"``);
 6. stop the server's process group and sleep the cool-down (5 s).
@@ -22,7 +22,7 @@ sum(spec_verify_ct)`` from each response's ``meta_info`` when sglang returns
 ``avg_spec_accept_length`` (as sglang's bench script reads it; cumulative since launch or
 ``/flush_cache``, warm-up included); the baseline's is 1 by definition; otherwise it stays
 null (``accept_length_source`` says which: ``meta_info``, ``server_info``, ``baseline``).
-That is sglang's way; each engine has its own (:meth:`specband.engines.base.Engine.accept_probe`):
+That is sglang's way; each engine has its own (:meth:`specband.engines.base.EngineServing.accept_probe`):
 vLLM records no step times and gives the accept length through its ``/metrics`` spec-decode
 counters (source ``metrics``).
 """
@@ -43,7 +43,6 @@ from specband.contract.actions import Action
 from specband.contract.record import SweepRecord, error_class_of
 from specband.core.errors import ConfigError, EngineError
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, TelemetryWindow, WindowResult
-from specband.engines.base import get_engine
 from specband.engines.client import PROMPTS, emulator_time_scale, new_client, p20, run_batch
 from specband.engines.failures import LaunchError
 from specband.engines.serverconfig import ServerConfig, build_launch_command
@@ -167,11 +166,10 @@ class MeasureSettings:
     def run_settings(self) -> dict[str, Any]:
         """The row columns every run of one sweep shares (a resumed sweep must match)."""
         server = self.server
-        columns = get_engine(server.engine).row_columns(server)
+        columns = server.engine.serving.row_columns(server)
         out: dict[str, Any] = {
-            "engine": server.engine,
-            "sglang_version": columns.sglang_version,
-            "vllm_version": columns.vllm_version,
+            "engine": columns.engine,
+            "engine_version": columns.engine_version,
             "dtype": server.dtype,
             "attention_backend": columns.attention_backend,
             "max_new_tokens": self.max_new_tokens,
@@ -186,10 +184,10 @@ class MeasureSettings:
 
     def server_env(self) -> dict[str, str]:
         """The environment every server gets: the engine's
-        (:meth:`specband.engines.base.Engine.server_env`: sglang's docs/FACTS.md §1 variables,
-        vLLM's :func:`~specband.engines.vllm.vllm_server_env`) from this one and ``--env``."""
+        (:meth:`specband.engines.base.EngineServing.server_env`: sglang's docs/FACTS.md §1 variables,
+        vLLM's :func:`~specband.engines.vllm_serving.vllm_server_env`) from this one and ``--env``."""
         base = dict(self.env) if self.env is not None else dict(os.environ)
-        return get_engine(self.server.engine).server_env(base, self.server.env)
+        return self.server.engine.serving.server_env(base, self.server.env)
 
 
 @dataclass(frozen=True)
@@ -332,8 +330,8 @@ def measure_on_server(
         )
     window = TelemetryWindow(device, clock, settings.sample_period_s)
     results: list[WindowResult] = []
-    engine = get_engine(settings.server.engine)
-    probe = engine.accept_probe(url, action, batch_size)
+    serving = settings.server.engine.serving
+    probe = serving.accept_probe(url, action, batch_size)
     with new_client(batch_size, request_timeout) as http:
         common: dict[str, Any] = dict(
             max_new_tokens=settings.max_new_tokens,
@@ -341,7 +339,7 @@ def measure_on_server(
             timeout_s=request_timeout,
             server_alive=server.alive,
             client=http,
-            openai_model=engine.completion_model(settings.server),
+            openai_model=serving.completion_model(settings.server),
         )
         if settings.warmup:
             run_batch(url, num_requests=batch_size, concurrency=batch_size, **common)

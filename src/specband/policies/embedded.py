@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specband.core.engine_table import default_engine_name
+
 __all__ = ["EMBEDDED_MANIFEST"]
 
 EMBEDDED_MANIFEST: dict[str, Any] = {
@@ -224,13 +226,12 @@ EMBEDDED_MANIFEST: dict[str, Any] = {
         "power_limit_w": 80.0,
         "target_model": "unsloth/Llama-3.2-1B-Instruct",
         "draft_model": "rescommons/SpecForge-EAGLE3-Llama-3.2-1B-Instruct",
-        "sglang_version": None,
         "workload": None,
         "provenance": "published",
         "power_measured": True,
         "power_source": None,
         "profile": None,
-        "engine": "sglang",
-        "vllm_version": None,
+        "engine": default_engine_name(),  # the study's engine (data/engines.json's default)
+        "engine_version": None,
     },
 }

@@ -43,8 +43,9 @@ from typing import Any, Literal
 import numpy as np
 
 from specband.contract.actions import ACTION_SETS, CONTRACT_SET, Action, ActionSet, action_index
-from specband.contract.record import COLUMN_KINDS, NONNEGATIVE_COLUMNS, REQUIRED_COLUMNS, SWEEP_COLUMNS
+from specband.contract.record import COLUMN_KINDS, NONNEGATIVE_COLUMNS, REQUIRED_COLUMNS, SWEEP_COLUMNS, row_engine
 from specband.contract.reward import RewardConfig, RewardParts, compute_reward
+from specband.core.engine_table import engine_names
 from specband.core.errors import DataError, InvalidActionError
 from specband.core.limits import (
     MAX_BATCH_SIZE,
@@ -674,10 +675,6 @@ def _check_assumed_power_limit(rows: Sequence[SweepRow], path: str | Path | None
         )
 
 
-#: ``engine`` values of a sweep row (a row without the column is sglang's).
-ROW_ENGINES = ("sglang", "vllm")
-
-
 def _check_engine(record: Mapping[str, Any], lineno: int, path: str | Path | None, engines: dict[str, int]) -> None:
     """Refuse an unknown ``engine`` and a file whose rows come from two engines (the first
     line of each is in ``engines``): one engine's speeds and accept lengths are not the other's.
@@ -685,10 +682,10 @@ def _check_engine(record: Mapping[str, Any], lineno: int, path: str | Path | Non
     Raises:
         DataError: naming the file, the line and ``engine``.
     """
-    engine = record.get("engine") or "sglang"
-    if engine not in ROW_ENGINES:
+    engine, _ = row_engine(record)  # a row without it: the default engine's (the study's)
+    if engine not in engine_names():
         raise DataError(
-            f"engine must be one of {', '.join(ROW_ENGINES)}, got {engine!r}", path=path, line=lineno, field="engine"
+            f"engine must be one of {', '.join(engine_names())}, got {engine!r}", path=path, line=lineno, field="engine"
         )
     if engines and engine not in engines:
         other, first = next(iter(engines.items()))

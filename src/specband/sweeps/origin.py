@@ -1,11 +1,13 @@
-"""Where a pick comes from: the hardware, power limit, models, sglang version, workload and
+"""Where a pick comes from: the hardware, power limit, models, engine and its version, workload and
 provenance of the data a folder was trained on (:class:`DataOrigin`), and per batch size
 and action what the rows showed (:class:`ActionStats`: speed, utilisation, joules per
 token, repeats). ``specband train`` records both in the manifest; ``recommend``, ``launch``
 and ``schedule`` print them beside the pick and check them against the user's setup
 (:mod:`specband.deploy.transfer`).
 
-Only the standard library is imported at module level (``recommend`` stays cold-fast).
+Only the standard library and the lowest floors are imported at module level (``recommend``
+stays cold-fast). An origin names its engine (``engine``, ``engine_version``); a manifest
+written before ``engine_version`` (its ``sglang_version``/``vllm_version``) still reads.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from specband.contract.record import row_engine
+from specband.core.engine_table import default_engine_name, display_name_of
 from specband.core.limits import is_finite_number
 
 if TYPE_CHECKING:
@@ -35,9 +39,6 @@ PROVENANCES: tuple[str, ...] = ("measured", "emulated", "simulated", "published"
 
 #: Formats whose rows are a study's published measurements (not measured by the user).
 _PUBLISHED_FORMATS = ("published_live",)
-
-#: How a line names each engine (the rows' ``engine`` column holds the lower-case name).
-_ENGINE_LABELS = {"sglang": "sglang", "vllm": "vLLM"}
 
 
 def _joined(values: Iterable[Any]) -> str | None:
@@ -65,7 +66,6 @@ class DataOrigin:
         power_limit_w: the power limit the utilisation is relative to, W (the override of
             ``train --power-limit``, else the rows' ``power_limit_watts``), or ``None``.
         target_model, draft_model: the rows' ``target_model`` / ``draft_model``.
-        sglang_version: the rows' ``sglang_version`` (``None`` when unrecorded).
         workload: the rows' ``workload`` (``None`` when unrecorded).
         provenance: one of :data:`PROVENANCES` (several joined by ``" + "``).
         power_measured: True only when some row's power was read from a GPU (by the user,
@@ -81,18 +81,19 @@ class DataOrigin:
         target_config_sha256, draft_config_sha256: the rows' config identities
             (:func:`specband.sim.hfconfig.config_sha256`; several joined by ``" + "``): what the
             models are, however they were named; ``None`` for rows that do not record them.
-        engine: the engine the rows were measured on (``"sglang"``, ``"vllm"``; several joined
-            by ``" + "``): the rows' ``engine`` column, else ``"sglang"`` for rows that carry
-            an ``sglang_version`` or are published (the study ran sglang), else ``None``. A
-            manifest written before it was recorded reads as ``None``.
-        vllm_version: the rows' ``vllm_version`` (vLLM rows), else ``None``.
+        engine: the name of the engine the rows were measured on (several joined by ``" + "``):
+            the rows' ``engine`` (:func:`specband.contract.record.row_engine`: a row without it
+            is the default engine's when it carries an older per-engine version column or is
+            published, the study's), else ``None``. A manifest written before it was recorded
+            reads as ``None``.
+        engine_version: the rows' engine release (several joined by ``" + "``), or ``None``
+            when unrecorded.
     """
 
     hardware: str | None = None
     power_limit_w: float | None = None
     target_model: str | None = None
     draft_model: str | None = None
-    sglang_version: str | None = None
     workload: str | None = None
     provenance: str = "measured"
     power_measured: bool = False
@@ -119,7 +120,7 @@ class DataOrigin:
         return ("over " if self.power_limit_range_w is not None else "at ") + self.limit_text
 
     engine: str | None = None
-    vllm_version: str | None = None
+    engine_version: str | None = None
 
     @property
     def simulated(self) -> bool:
@@ -133,26 +134,22 @@ class DataOrigin:
 
     def engine_text(self) -> str:
         """The engine and its version as a line names them: ``"vLLM 0.32.0"``, ``"sglang
-        0.5.23"``, ``"sglang not recorded"`` (sglang is the study's engine: an origin that
-        names none is read as sglang)."""
-        engine = self.engine or "sglang"
-        version = self._engine_version(engine)
-        if engine not in _ENGINE_LABELS:  # rows of several engines, joined
-            return f"engines {engine} (sglang {self.sglang_version or '?'}, vLLM {self.vllm_version or '?'})"
-        return f"{_ENGINE_LABELS[engine]} {version or 'not recorded'}"
-
-    def _engine_version(self, engine: str) -> str | None:
-        return {"sglang": self.sglang_version, "vllm": self.vllm_version}.get(engine)
+        0.5.23"``, ``"sglang not recorded"`` (an origin that names no engine is read as the
+        default engine's, the study's; rows of several engines: ``"engines sglang + vllm"``)."""
+        engine = self.engine or default_engine_name()
+        if " + " in engine:
+            return f"engines {engine} ({self.engine_version or 'versions not recorded'})"
+        return f"{display_name_of(engine)} {self.engine_version or 'not recorded'}"
 
     def engine_note(self, engine: str, what: str) -> str | None:
-        """A note when ``what`` (``"this launch line"``, ``"this schedule"``) runs ``engine``
-        while the rows were measured on another engine, else ``None`` (no engine recorded:
-        nothing is claimed). The picks then carry one engine's measurements to another; the
-        two schedule and verify drafts differently (vLLM runs chains only)."""
+        """A note when ``what`` (``"this launch line"``, ``"this schedule"``) runs the engine
+        named ``engine`` while the rows were measured on another engine, else ``None`` (no engine
+        recorded: nothing is claimed). The picks then carry one engine's measurements to another;
+        engines schedule and verify drafts differently (vLLM runs chains only)."""
         if self.engine is None or self.engine == engine:
             return None
-        mine, theirs = _ENGINE_LABELS.get(engine, engine), _ENGINE_LABELS.get(self.engine, self.engine)
-        version = self._engine_version(self.engine)
+        mine, theirs = display_name_of(engine), display_name_of(self.engine)
+        version = self.engine_version
         measured_on = f"{theirs} {version}" if version else f"{theirs} (version not recorded)"
         return (
             f"{what} targets {mine}, but the data were measured on {measured_on}: the picks and figures are "
@@ -204,7 +201,6 @@ class DataOrigin:
             power_limit_w=limit if limit is not None and limit > 0 else None,
             target_model=text("target_model"),
             draft_model=text("draft_model"),
-            sglang_version=text("sglang_version"),
             workload=text("workload"),
             provenance=text("provenance") or "measured",
             power_measured=obj.get("power_measured") is True,
@@ -215,8 +211,9 @@ class DataOrigin:
             target_config_sha256=text("target_config_sha256"),
             draft_architecture=text("draft_architecture"),
             draft_config_sha256=text("draft_config_sha256"),
-            engine=text("engine"),
-            vllm_version=text("vllm_version"),
+            # an origin written before engine_version: its per-engine column (sglang_version, ...)
+            engine=row_engine(obj, default=False)[0],
+            engine_version=row_engine(obj, default=False)[1],
         )
 
 
@@ -266,7 +263,6 @@ def data_origin(sweep: Sweep, power_limit_w: float | None = None) -> DataOrigin:
         power_limit_w=None if limit is None else float(limit),
         target_model=_joined(r.raw.get("target_model") for r in rows),
         draft_model=_joined(r.raw.get("draft_model") for r in rows),
-        sglang_version=_joined(r.raw.get("sglang_version") for r in rows),
         workload=_joined(r.raw.get("workload") for r in rows),
         provenance=provenance,
         power_measured=bool(measured_power),
@@ -278,18 +274,16 @@ def data_origin(sweep: Sweep, power_limit_w: float | None = None) -> DataOrigin:
         draft_config_sha256=_joined(r.raw.get("draft_config_sha256") for r in rows),
         power_limit_range_w=(min(limits), max(limits)) if power_limit_w is None and len(set(limits)) > 1 else None,
         engine=_joined(_row_engine(r, sweep.format) for r in rows),
-        vllm_version=_joined(r.raw.get("vllm_version") for r in rows),
+        engine_version=_joined(row_engine(r.raw)[1] for r in rows),
     )
 
 
 def _row_engine(row: SweepRow, fmt: str) -> str | None:
-    """The engine a row was measured on (:attr:`DataOrigin.engine`)."""
-    engine = row.raw.get("engine")
-    if isinstance(engine, str) and engine:
-        return engine
-    if row.raw.get("sglang_version") or fmt in (*_PUBLISHED_FORMATS, "sglang_bench"):
-        return "sglang"
-    return None
+    """The engine a row was measured on (:attr:`DataOrigin.engine`): the row's own
+    (:func:`specband.contract.record.row_engine`), the default engine's for published rows and
+    sglang bench files (the study and the bench script ran it), else ``None``."""
+    engine, _ = row_engine(row.raw, default=fmt in (*_PUBLISHED_FORMATS, "sglang_bench"))
+    return engine
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def sglang_chain(sglang_python: str, tiny_models: TinyModels, engine_tmp: Path) 
         dtype=preset.dtype,
         attention_backend=preset.attention_backend,
         extra_args=preset.extra_args,
-        sglang_version=SGLANG_VERSION,
+        engine_version=SGLANG_VERSION,
     )
     launch = build_launch_command(config, (3, 1, 4), 4, 0.65)
     env = {**os.environ, **preset.env, **engine_cache_env(engine_tmp), "SGLANG_RECORD_STEP_TIME": "1"}

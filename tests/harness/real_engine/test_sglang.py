@@ -305,7 +305,7 @@ def real_sglang_answers(
         config = ServerConfig(
             model_path=str(tiny_models.predictable.target), draft_model_path=str(tiny_models.predictable.draft),
             server_command=_sglang_command(sglang_python), port=port, dtype=preset.dtype,
-            attention_backend=preset.attention_backend, extra_args=preset.extra_args, sglang_version=VERSION,
+            attention_backend=preset.attention_backend, extra_args=preset.extra_args, engine_version=VERSION,
         )  # fmt: skip
         command = build_launch_command(config, action, 1, 0.65)
         env = {**os.environ, **SGLANG_ENV, **preset.env, **engine_cache_env(tmp / "cache")}

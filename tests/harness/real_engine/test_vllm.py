@@ -26,13 +26,13 @@ from tests.servers import free_port
 
 from specband.engines.failures import ServerArgsError
 from specband.engines.schedule_files import check_vllm_schedule
-from specband.engines.vllm import VLLM_DTYPE_CHOICES
 from specband.engines.vllm_server import (
     VLLM_CPU_ENV,
     SpecDecodeCounters,
     build_vllm_command,
     fetch_spec_decode_counters,
 )
+from specband.engines.vllm_serving import VLLM_DTYPE_CHOICES
 from specband.harness.process import ServerProcess
 from specband.harness.procfs import group_members
 

@@ -75,7 +75,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 def test_a_vllm_sweep_of_the_predictable_pair_measures_k_plus_one(vllm_sweep: Path) -> None:
     rows = _rows(vllm_sweep)
     assert len(rows) == 6 and all(r["error"] is None for r in rows), [r["error"] for r in rows]
-    assert {r["engine"] for r in rows} == {"vllm"} and {r["vllm_version"] for r in rows} == {"0.32.0"}
+    assert {r["engine"] for r in rows} == {"vllm"} and {r["engine_version"] for r in rows} == {"0.32.0"}
     assert {r["energy_method"] for r in rows} == {"none"} and all(r["hardware"].startswith("cpu") for r in rows)
     for r in rows:
         assert r["total_output_tokens"] == 64 * max(2, r["batch_size"])
