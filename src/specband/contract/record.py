@@ -14,7 +14,8 @@ that order; columns the record does not know are kept by the reader and never ch
 
 The engine a row ran on is ``engine`` (its name, :mod:`specband.core.engine_table`) and
 ``engine_version`` (its release); rows written before ``engine_version`` carry the release in a
-per-engine column (``sglang_version``, ``vllm_version``), which :func:`row_engine` still reads.
+per-engine column (``sglang_version``, ``vllm_version``), which :func:`row_engine` still reads
+(:func:`specband.core.engine_table.row_engine`, re-exported here).
 
 This module imports only the standard library and :mod:`specband.core` (``recommend`` stays
 fast without it).
@@ -23,11 +24,11 @@ fast without it).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from specband.core.engine_table import default_engine_name, version_columns
+from specband.core.engine_table import row_engine
 
 __all__ = [
     "COLUMN_KINDS",
@@ -81,28 +82,6 @@ def row_error_class(row: dict[str, Any]) -> str | None:
     if isinstance(given, str) and given in ERROR_CLASSES:
         return given
     return error_class_of(str(error))
-
-
-def row_engine(row: Mapping[str, Any], *, default: bool = True) -> tuple[str | None, str | None]:
-    """``(engine, engine_version)`` of a row (or a manifest's origin) as written: its ``engine``
-    and ``engine_version``, else what a file written before ``engine_version`` says (a per-engine
-    column, :func:`specband.core.engine_table.version_columns`: ``sglang_version`` -> sglang).
-    A row naming no engine is the default engine's (the study's, and the only one specband ran
-    before the column) when ``default``, else ``None``. A value that is not text reads as
-    unknown (``None``)."""
-    engine = row.get("engine")
-    engine = engine if isinstance(engine, str) and engine else None
-    version = row.get("engine_version")
-    version = version if isinstance(version, str) and version else None
-    if version is None:
-        for column, name in version_columns().items():
-            old = row.get(column)
-            if isinstance(old, str) and old and (engine is None or engine == name):
-                engine, version = name, old
-                break
-    if engine is None and default:
-        engine = default_engine_name()
-    return engine, version
 
 
 def _col(kind: type, *, nonnegative: bool = False) -> Any:

@@ -14,6 +14,7 @@ lowest floor, so that the contract (rows) and sweeps (origins) read it too.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "engine_names",
     "find_engine_entry",
     "register_engine_entry",
+    "row_engine",
     "version_columns",
 ]
 
@@ -130,3 +132,25 @@ def register_engine_entry(entry: EngineEntry) -> None:
 def unregister_engine_entry(name: str) -> None:
     """Remove an engine registered at run time (the bundled ones stay)."""
     _REGISTERED.pop(name, None)
+
+
+def row_engine(row: Mapping[str, Any], *, default: bool = True) -> tuple[str | None, str | None]:
+    """``(engine, engine_version)`` of a row (or a manifest's origin) as written: its ``engine``
+    and ``engine_version``, else what a file written before ``engine_version`` says (a per-engine
+    column, :func:`specband.core.engine_table.version_columns`: ``sglang_version`` -> sglang).
+    A row naming no engine is the default engine's (the study's, and the only one specband ran
+    before the column) when ``default``, else ``None``. A value that is not text reads as
+    unknown (``None``)."""
+    engine = row.get("engine")
+    engine = engine if isinstance(engine, str) and engine else None
+    version = row.get("engine_version")
+    version = version if isinstance(version, str) and version else None
+    if version is None:
+        for column, name in version_columns().items():
+            old = row.get(column)
+            if isinstance(old, str) and old and (engine is None or engine == name):
+                engine, version = name, old
+                break
+    if engine is None and default:
+        engine = default_engine_name()
+    return engine, version

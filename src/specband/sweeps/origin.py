@@ -18,8 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from specband.contract.record import row_engine
-from specband.core.engine_table import default_engine_name, display_name_of
+from specband.core.engine_table import default_engine_name, display_name_of, row_engine
 from specband.core.limits import is_finite_number
 
 if TYPE_CHECKING:
@@ -82,7 +81,7 @@ class DataOrigin:
             (:func:`specband.sim.hfconfig.config_sha256`; several joined by ``" + "``): what the
             models are, however they were named; ``None`` for rows that do not record them.
         engine: the name of the engine the rows were measured on (several joined by ``" + "``):
-            the rows' ``engine`` (:func:`specband.contract.record.row_engine`: a row without it
+            the rows' ``engine`` (:func:`specband.core.engine_table.row_engine`: a row without it
             is the default engine's when it carries an older per-engine version column or is
             published, the study's), else ``None``. A manifest written before it was recorded
             reads as ``None``.
@@ -280,7 +279,7 @@ def data_origin(sweep: Sweep, power_limit_w: float | None = None) -> DataOrigin:
 
 def _row_engine(row: SweepRow, fmt: str) -> str | None:
     """The engine a row was measured on (:attr:`DataOrigin.engine`): the row's own
-    (:func:`specband.contract.record.row_engine`), the default engine's for published rows and
+    (:func:`specband.core.engine_table.row_engine`), the default engine's for published rows and
     sglang bench files (the study and the bench script ran it), else ``None``."""
     engine, _ = row_engine(row.raw, default=fmt in (*_PUBLISHED_FORMATS, "sglang_bench"))
     return engine
