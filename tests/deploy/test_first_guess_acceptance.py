@@ -5,6 +5,7 @@ interval that a borrowed acceptance widens, and one config without its pair is a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,25 @@ def test_a_first_guess_from_a_probe_file_names_it(tmp_path: Path) -> None:
     path.write_text(json.dumps(probe))
     pick = first_guess(4, "h200", "llama-3.1-8b-instruct", acceptance_from=str(path))
     assert pick.notes[1].startswith("SIMULATED on h200, not measured; calibration error of h200 with ")
+
+
+def _workload_labels(run_cli, *args: str) -> list[str]:
+    res = run_cli("recommend", *args)
+    assert res.exit_code == 0, res.stderr
+    return re.findall(r"\bworkload ([^,;)]+)", res.stderr)
+
+
+def test_one_answer_names_one_workload(run_cli, qwen3: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 37: the first note said ``workload mt-bench`` and the origin line ``workload not
+    recorded`` for the same pick; the simulated rows now record their acceptance's workload."""
+    bundled = _workload_labels(run_cli, "-b", "4", "--gpu", "h100-sxm", "--target-config", "llama-3.1-8b-instruct")
+    assert bundled == ["mt-bench", "mt-bench"]
+    target, draft = qwen3
+    borrowed = _workload_labels(run_cli, "-b", "8", "--gpu", "h200", "--target-config", str(target),
+                                "--draft-config", str(draft))  # fmt: skip
+    assert borrowed == ["specband-sweep", "specband-sweep"]
+    bench = write_bench_file(tmp_path / "he.jsonl", "humaneval", "specforge")
+    res = run_cli("recommend", "-b", "1", "--gpu", "h200", "--target-config", "llama-3.1-8b-instruct",
+                  "--acceptance-from", str(bench))  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert f"workload fitted to 2 configs of {bench}, " in res.stderr and "workload not recorded" not in res.stderr

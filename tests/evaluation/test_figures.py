@@ -110,6 +110,39 @@ def test_simulated_h100_report_figures(tmp_path: Path, h100: Sweep, drawn_texts:
     assert "no config in the band at this limit" in " ".join(_figure_name(drawn_texts, "tradeoff.png"))
 
 
+@pytest.mark.parametrize("batch_sizes", [(16,), (1, 16), (1, 4, 8, 16)])
+def test_the_tradeoff_colour_bar_is_labelled_and_nothing_is_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_sizes: tuple[int, ...]
+) -> None:
+    """Issue 37: with one batch size the figure was 5.8 in wide and its colour bar's label, its
+    tick labels, the title and the legend fell outside it. Every text drawn must lie inside."""
+    from matplotlib.figure import Figure
+
+    drawn: dict[str, tuple[tuple[float, ...], tuple[float, float]]] = {}
+    labels: dict[str, list[str]] = {}
+    original = Figure.savefig
+
+    def savefig(self, fname, *args, **kwargs):  # type: ignore[no-untyped-def]
+        done = original(self, fname, *args, **kwargs)
+        name = Path(str(fname)).name
+        # what is drawn (every text, tick label and legend entry), in inches from the lower left
+        box = self.get_tightbbox(self.canvas.get_renderer())
+        drawn[name] = ((box.x0, box.y0, box.x1, box.y1), (self.get_figwidth(), self.get_figheight()))
+        labels[name] = [ax.get_ylabel() for ax in self.axes]
+        return done
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    sweep = load_sweep(None)
+    sub = sweep.subset(lambda r: r.batch_size in batch_sizes)
+    result = evaluate(sub, algorithms=["lookup_table"], n_bootstrap=20)
+    write_report(result, tmp_path / "r", report_extras(result, sub))
+    name = next(k for k in drawn if k.endswith("tradeoff.png"))
+    (x0, y0, x1, y1), (width, height) = drawn[name]
+    assert x0 >= -0.01 and y0 >= -0.01 and x1 <= width + 0.01 and y1 <= height + 0.01, drawn[name]
+    # the panels' y axes, then the colour bar's: labelled with what its colour means, in its unit
+    assert labels[name] == ["speed, tok/s"] * len(batch_sizes) + ["energy, J/token"]
+
+
 def test_no_power_no_band_figures(tmp_path: Path, h100: Sweep) -> None:
     """Rows without power: the figures that need utilisation are not written, each says why."""
     records = [

@@ -117,6 +117,51 @@ def test_tables_say_what_was_not_held_out(held_out: EvaluationResult) -> None:
     assert "the pre and contract states are identical" in text
 
 
+def _last_cells(md: str, header: str) -> list[str]:
+    """The last cell of each row of the first markdown table whose header row starts with ``header``."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.strip("|").split("|")[-1].strip())
+    return rows
+
+
+def test_every_row_label_says_where_its_rows_come_from(held_out: EvaluationResult) -> None:
+    """Issue 37: the legend of report.md's row labels left out emulated (and published) rows, and
+    the published study's rows were labelled measured, as if measured on the user's GPU."""
+    from specband.evaluation.report import ROW_LABELS
+    from specband.sim import build_model, simulate_sweep
+    from specband.sweeps.dataset import Sweep
+
+    from .conftest import MeanTablePolicy
+
+    legend = "- row labels: " + "; ".join(f"{label} = {meaning}" for label, meaning in ROW_LABELS)
+    assert [label for label, _ in ROW_LABELS] == ["measured", "emulated", "simulated", "published", "derived", "mixed"]
+    md = report_markdown(held_out)
+    assert legend in md.splitlines()
+    picks = _last_cells(md, "| features | algorithm | bs | pick |")
+    assert picks and all(cell.startswith("published") for cell in picks), picks
+    assert "published (mixed: 4 measured, 1 derived)" in picks
+    assert "successful rows: 4 published (derived), 25 published)" in md
+    # rows of a sweep against the emulator are labelled emulated, in the tables and the legend
+    records = simulate_sweep(build_model("rtx4060-laptop"), batch_sizes=(1, 16), repeats=2)
+    for r in records:
+        r["provenance"] = "emulated"
+    emulated = evaluate(
+        Sweep.from_records(records, path="emulated.jsonl"),
+        algorithms=["lookup_table"],
+        policy_factory=lambda n, s: MeanTablePolicy(s),
+        n_bootstrap=20,
+    )
+    md = report_markdown(emulated)
+    assert legend in md.splitlines()
+    assert _last_cells(md, "| features | algorithm | bs | pick |") == ["emulated", "emulated"]
+    assert _last_cells(md, "| bs | splits | oracle |") == ["38 (emulated)", "38 (emulated)"]
+
+
 def test_write_report(held_out: EvaluationResult, tmp_path: Path) -> None:
     out = tmp_path / "report"
     written = write_report(held_out, out)

@@ -369,6 +369,20 @@ def test_without_nvml_the_sweep_runs_with_telemetry_off(run_cli, sweep_args, tmp
     assert not sweep.energy_measured  # rewards from throughput only
 
 
+def test_an_interrupted_sweep_names_its_output_only_where_it_exists(tmp_path) -> None:
+    from specband.cli.harness import interrupted_line
+
+    out = tmp_path / "s.jsonl"
+    line = interrupted_line(out)
+    assert line == (
+        "interrupted: every server the sweep started was stopped; no row was written (run the same command to "
+        "start again)"
+    )
+    assert str(out) not in line and not out.exists()
+    out.write_text('{"index": 0}\n{"index": 1}\n{"index": 2')  # a row cut short is not counted
+    assert interrupted_line(out).endswith(f"; {out} holds 2 complete row(s) (continue with --resume)")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_during_a_launch_leaves_no_server(sweep_args, tmp_path, port, sig):
     out = tmp_path / "s.jsonl"
@@ -395,9 +409,13 @@ def test_interrupt_during_a_launch_leaves_no_server(sweep_args, tmp_path, port, 
             proc.kill()
             proc.wait()
     assert proc.returncode == (143 if sig == signal.SIGTERM else 130)  # one rule for every command
-    assert "interrupted" in stderr and "--resume" in stderr
+    # before the first row: it names only what exists (issue 37: it named an --out never created)
+    if out.exists():
+        assert _rows(out) == [] and f"{out} holds 0 complete row(s) (continue with --resume)" in stderr
+    else:
+        assert "interrupted: every server the sweep started was stopped; no row was written" in stderr
+        assert str(out) not in stderr
     assert [p for p in processes_with(marker) if p != proc.pid] == []
-    assert not out.exists() or _rows(out) == []
 
 
 def _listing(folder: Path) -> dict[str, int | None]:

@@ -152,6 +152,9 @@ def test_exit_status() -> None:
     assert exit_status([Check("a", "ok", "")]) == 0
     assert exit_status([Check("a", "ok", ""), Check("b", "warn", "", "x")]) == 1
     assert exit_status([Check("a", "warn", "", "x"), Check("b", "error", "", "y")]) == 2
+    # by cause: a config the hub could not deliver is a failed download (5), unless bad input is there too
+    assert exit_status([Check("a", "warn", "", "x"), Check("b", "error", "", "y", 5)]) == 5
+    assert exit_status([Check("a", "error", "", "x", 5), Check("b", "error", "", "y")]) == 2
 
 
 class _FakeDevice:
@@ -217,7 +220,7 @@ def test_doctor_cli_exit_statuses(run_cli, tmp_path: Path, target, draft, monkey
     assert res.stdout.splitlines()[0].startswith("error rope: draft 10000/None differs from target 500000/")
 
 
-def test_doctor_with_hub_ids(run_cli, hub_cache: Path, target, draft, monkeypatch) -> None:
+def test_doctor_with_hub_ids(run_cli, hub_cache: Path, target, draft, monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None, engine=None: [])
     add_snapshot(hub_cache, "unsloth/Llama-3.2-1B-Instruct", {"config.json": config_bytes(target)})
     add_snapshot(
@@ -235,7 +238,8 @@ def test_doctor_with_hub_ids(run_cli, hub_cache: Path, target, draft, monkeypatc
     assert res.exit_code == 2 and res.stdout.startswith("error rope:")
     res = run_cli("doctor", "--target", "org/missing", "--draft", "org/missing-draft")
     lines = res.stdout.splitlines()
-    assert res.exit_code == 2 and lines[0].startswith("error target-config: org/missing/config.json: not in the local")
+    # the hub is offline (HF_HUB_OFFLINE=1) and the ids are not in the cache: a failed download, exit 5
+    assert res.exit_code == 5 and lines[0].startswith("error target-config: org/missing/config.json: not in the local")
     assert lines[1].startswith("error draft-config: org/missing-draft/config.json")
     # a hub id was given: the fix is the hub's, not "give ... a hub id"
     assert lines[0].endswith(
@@ -244,6 +248,9 @@ def test_doctor_with_hub_ids(run_cli, hub_cache: Path, target, draft, monkeypatc
         "or its config.json"
     ), lines[0]
     assert "give a model folder, its config.json or a hub id" not in res.stdout
+    # with a bad input beside it (a folder that does not exist), bad input decides: 2
+    res = run_cli("doctor", "--target", "org/missing", "--draft", str(tmp_path / "no-such-draft"))
+    assert res.exit_code == 2 and res.stdout.splitlines()[1].startswith("error draft-config:")
 
 
 def test_launch_refuses_a_rope_mismatch_unless_allowed(run_cli, tmp_path: Path, target, draft) -> None:

@@ -272,10 +272,7 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
         summary = run_sweep(job, reporter=reporter)
     except KeyboardInterrupt:
         reporter.stop()
-        say(
-            f"interrupted: the server was stopped; {job.out} holds complete rows only (continue with --resume)",
-            err=True,
-        )
+        say(interrupted_line(job.out), err=True)
         raise
     finally:
         reporter.stop()
@@ -290,6 +287,21 @@ def _run_sweep(job: SweepJob, *, quiet: bool) -> None:
         failure = _no_measured_row(job.out)
     if failure is not None:  # every run failed: the engine's failure, exit 3
         raise failure
+
+
+def interrupted_line(out: Path) -> str:
+    """What an interrupted sweep says: its servers are stopped and, naming ``out`` only where it
+    exists, how many complete rows it holds (an early Ctrl-C, before the first row, named a file
+    that was never created)."""
+    stopped = "interrupted: every server the sweep started was stopped"
+    try:
+        with out.open("rb") as f:
+            rows = sum(1 for line in f if line.endswith(b"\n") and line.strip())
+    except FileNotFoundError:
+        return f"{stopped}; no row was written (run the same command to start again)"
+    except OSError as exc:
+        return f"{stopped}; {out} could not be read ({exc.strerror})"
+    return f"{stopped}; {out} holds {rows} complete row(s) (continue with --resume)"
 
 
 def _warn_mixed_speed_sources(out: Path) -> None:

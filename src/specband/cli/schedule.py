@@ -140,8 +140,8 @@ def _print_table(picks: Sequence[TierPick], algorithm: str) -> None:
 
 def print_mix_recommendation(answer: MixAnswer, output_format: str) -> None:
     """Print ``recommend --batch-mix``'s answer (:class:`specband.deploy.answers.MixAnswer`):
-    its notes, then the flags line and each batch size's own pick with the regret of using one
-    config for all (JSON on stdout with ``--format json``)."""
+    its notes and each batch size's own pick with the regret of using one config for all on
+    stderr, the flags line alone on stdout (JSON on stdout with ``--format json``)."""
     for line in answer.notes:
         _note(line)
     if output_format == "json":
@@ -172,7 +172,7 @@ def _print_mix_table(pick: MixPick, algorithm: str) -> None:
             f"{r.mix_reward:.4f}",
             f"{r.regret:.4f}",
         )
-    print_table(table, table_console())
+    print_table(table, table_console(stderr=True))  # with the notes: stdout is the flags line only
 
 
 def evaluate_schedules_hook(

@@ -55,7 +55,7 @@ class ExitCode(enum.IntEnum):
     #: GPU cannot set, a broken emulated GPU state.
     DEVICE_FAILED = 4
     #: a download failed: the Hugging Face hub unreachable (or ``HF_HUB_OFFLINE=1``) and the
-    #: id not in the local cache.
+    #: id not in the local cache (also ``doctor`` when its only errors are such configs).
     DOWNLOAD_FAILED = 5
     #: Ctrl-C (SIGINT).
     INTERRUPTED = 130

@@ -134,7 +134,7 @@ def acceptance_from_field(what: str, panel: str = "model") -> Any:
     return option(
         None,
         "--acceptance-from",
-        help=f"Fit {what}'s acceptance (target, draft, workload) to measured accept lengths: a specband sweep "
+        help=f"Fit the acceptance (target, draft, workload) of {what} to measured accept lengths: a specband sweep "
         "JSONL, an sglang bench_speculative.py JSONL or a `specband probe` file; the residual of every fitted "
         "config is printed and simulated figures say 'fitted to N configs of FILE'.",
         panel=panel,

@@ -153,7 +153,7 @@ class LaunchRequest:
     dry_run: bool = option(False, "--dry-run", help="Print the command line and exit.", panel="output")
     gpu: str | None = gpu_field()
     acceptance_from: str | None = acceptance_from_field(
-        "a simulated first guess for --target/--draft on --gpu PROFILE, instead of a policy,", "setup"
+        "a simulated first guess for --target/--draft on --gpu PROFILE (used instead of a policy)", "setup"
     )
     allow_transfer: bool = allow_transfer_field()
 

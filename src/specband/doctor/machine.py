@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specband.core.errors import ConfigError, SpecbandError
+from specband.core.exitcodes import exit_code_for
 from specband.devices.nvml import NvmlDevice
 from specband.doctor.pairs import (
     ALLOW_ROPE_OPTION,
@@ -29,6 +30,7 @@ from specband.files.hub import HubError, HubUnreachableError, parse_hub_ref
 __all__ = [
     "ALLOW_ROPE_OPTION",
     "LEVELS",
+    "WRITE_FIXED_OPTION",
     "Check",
     "check_pair_before_launch",
     "config_checks",
@@ -121,36 +123,49 @@ def run_doctor(
     *,
     open_nvml: Callable[[], Any] | None = None,
     engine: Engine | None = None,
+    fixed_dir: Path | None = None,
 ) -> list[Check]:
     """Every check of ``specband doctor``: the two configs (an unreadable one is an
-    ``error`` check naming it), then the machine (``engine``: the one to check, ``None``: the
-    default engine)."""
+    ``error`` check naming it, with the exit status of its cause: 5 for a hub id the hub could
+    not deliver), then the machine.
+
+    Args:
+        engine: the engine to check; ``None``: the default engine.
+        fixed_dir: ``--write-fixed DIR``: where a fixed copy of a draft config that is not the
+            user's to edit goes (:func:`_fixed_copy`); ``None``: nothing is written.
+    """
     checks: list[Check] = []
     configs = {}
     for name, model in (("target-config", target), ("draft-config", draft)):
         try:
             configs[name] = read_model_config(model)
         except (ConfigError, HubError) as exc:
-            checks.append(Check(name, "error", str(exc), _config_fix(model, exc)))
+            checks.append(Check(name, "error", str(exc), _config_fix(model, exc), exit_code_for(exc)))
     if len(configs) == 2:
         (t, tsrc), (d, dsrc) = configs["target-config"], configs["draft-config"]
         try:
             pair = config_checks(t, d, target_source=tsrc, draft_source=dsrc)
         except ConfigError as exc:
             pair = [Check("config", "error", str(exc), "fix the field's type")]
-        checks += [_fixed_copy(c, t, d, dsrc, draft) if c.name == "rope" and c.level == "error" else c for c in pair]
+        checks += [
+            _fixed_copy(c, t, d, dsrc, draft, fixed_dir) if c.name == "rope" and c.level == "error" else c for c in pair
+        ]
     return checks + environment_checks(open_nvml, engine)
 
 
-#: Where ``specband doctor`` writes a fixed copy of a draft config that is not the user's to edit.
-FIXED_DIR = Path("specband-fixed")
+#: The option of ``specband doctor`` that writes a fixed copy of a draft config that is not the
+#: user's to edit (nothing is written without it).
+WRITE_FIXED_OPTION = "--write-fixed"
 
 
-def _fixed_copy(check: Check, target: dict[str, Any], draft: dict[str, Any], dsrc: str, given: str | Path) -> Check:
+def _fixed_copy(
+    check: Check, target: dict[str, Any], draft: dict[str, Any], dsrc: str, given: str | Path, fixed_dir: Path | None
+) -> Check:
     """The RoPE check of a draft whose config is not the user's to edit (bundled in specband, or
-    in the Hugging Face cache): a fixed copy (the target's ``rope_theta`` and ``rope_scaling``,
-    in the layout the draft uses) is written to ``./specband-fixed/<draft>/config.json`` (never
-    over a different file) and the fix names it; any other draft keeps its fix (edit its own file)."""
+    in the Hugging Face cache): with ``fixed_dir`` (``--write-fixed DIR``) a fixed copy (the
+    target's ``rope_theta`` and ``rope_scaling``, in the layout the draft uses) is written to
+    ``DIR/<draft>/config.json`` (never over a different file) and the fix names it; without it
+    nothing is written and the fix names the option. Any other draft keeps its fix (edit its own file)."""
     import dataclasses
     import json
 
@@ -167,8 +182,17 @@ def _fixed_copy(check: Check, target: dict[str, Any], draft: dict[str, Any], dsr
         else:
             fixed.pop(key, None)
     ref = parse_hub_ref(given)
-    name = ref.repo_id.split("/")[-1] if ref is not None else Path(str(given)).name.removesuffix(".json")
-    out = FIXED_DIR / (name or "draft") / "config.json"
+    name = (ref.repo_id.split("/")[-1] if ref is not None else Path(str(given)).name.removesuffix(".json")) or "draft"
+    hub_id = ref.repo_id if ref is not None else draft.get("_name_or_path")
+    download = f"`hf download {hub_id} --local-dir DRAFT`" if hub_id else "the draft's files in a folder DRAFT"
+    use = f"take your own copy of the draft ({download}), copy it over DRAFT/config.json and pass --draft DRAFT"
+    if fixed_dir is None:
+        fix = (
+            f"{dsrc} is {where}, not a file to edit; {WRITE_FIXED_OPTION} DIR writes a copy of it with the "
+            f"target's RoPE to DIR/{name}/config.json: {use}"
+        )
+        return dataclasses.replace(check, fix=fix)
+    out = fixed_dir / name / "config.json"
     text = json.dumps(fixed, indent=2) + "\n"
     if out.exists() and out.read_text(encoding="utf-8", errors="replace") != text:
         fix = f"{out} exists and differs from the fixed copy: remove it and run doctor again"
@@ -177,10 +201,5 @@ def _fixed_copy(check: Check, target: dict[str, Any], draft: dict[str, Any], dsr
             write_text_atomic(out, text, error=ConfigError, make_parents=True)
         except ConfigError as exc:
             return dataclasses.replace(check, fix=f"{check.fix} (could not write it: {exc})")
-        hub_id = ref.repo_id if ref is not None else draft.get("_name_or_path")
-        download = f"`hf download {hub_id} --local-dir DIR`" if hub_id else "the draft's files in a folder DIR"
-        fix = (
-            f"{dsrc} is {where}, not a file to edit; a fixed copy with the target's RoPE is written to {out}: "
-            f"take your own copy of the draft ({download}), copy {out} over DIR/config.json and pass --draft DIR"
-        )
+        fix = f"{dsrc} is {where}, not a file to edit; a fixed copy with the target's RoPE is written to {out}: {use}"
     return dataclasses.replace(check, fix=fix)

@@ -48,12 +48,16 @@ class Check:
         level: ``"ok"``, ``"warn"`` or ``"error"``.
         message: what was found.
         fix: what to do (``None`` for ``ok``).
+        status: the exit status an ``error`` check stands for
+            (:class:`~specband.core.exitcodes.ExitCode`): bad input (2) unless a failed
+            operation caused it, e.g. a config that could not be downloaded (5).
     """
 
     name: str
     level: str
     message: str
     fix: str | None = None
+    status: int = ExitCode.BAD_INPUT
 
     def line(self) -> str:
         """``"<level> <name>: <message>[; fix: <fix>]"``, one line."""
@@ -62,11 +66,15 @@ class Check:
 
 
 def exit_status(checks: list[Check]) -> int:
-    """0 when every check is ok, 1 with a warning, 2 with an error (:class:`~specband.core.exitcodes.ExitCode`)."""
-    levels = {c.level for c in checks}
-    if "error" in levels:
-        return ExitCode.BAD_INPUT
-    return ExitCode.WARNINGS if "warn" in levels else ExitCode.OK
+    """0 when every check is ok, 1 with a warning, else the status of the errors by cause
+    (:class:`~specband.core.exitcodes.ExitCode`): 2 when an error is bad input (running doctor
+    again as it is finds it again), else the first error's (5: a config could not be downloaded)."""
+    errors = [c for c in checks if c.level == "error"]
+    if errors:
+        if any(c.status == ExitCode.BAD_INPUT for c in errors):
+            return ExitCode.BAD_INPUT
+        return errors[0].status
+    return ExitCode.WARNINGS if any(c.level == "warn" for c in checks) else ExitCode.OK
 
 
 def read_model_config(model: str | Path) -> tuple[dict[str, Any], str]:
@@ -98,8 +106,8 @@ def _rope_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, 
         "(docs/FACTS.md §6)",
         f"copy {what} into {dsrc}"
         if where is None
-        else f"{dsrc} is {where}, not a file to edit: `specband doctor --target TARGET --draft DRAFT` writes a "
-        f"fixed copy with {what} beside you, for your own copy of the draft",
+        else f"{dsrc} is {where}, not a file to edit: `specband doctor --target TARGET --draft DRAFT --write-fixed "
+        f"DIR` writes a fixed copy with {what} to DIR, for your own copy of the draft",
     )
 
 

@@ -234,6 +234,59 @@ def _grid(n: int) -> tuple[int, int]:
     return (n + cols - 1) // cols, cols
 
 
+#: ``tradeoff.png``: inches kept right of the panels for the colour bar (0.15 in wide), its tick labels
+#: (``6 x 10^-2`` on a log scale) and its label, and the narrowest figure (one batch size).
+_CBAR_ROOM_IN = 2.0
+_MIN_TRADEOFF_WIDTH_IN = 9.0
+#: Width of a character of the 7-point footer and legend text, inches (DejaVu Sans, measured: 160
+#: characters of the footer take 8.3 in), and of a legend entry's marker and padding.
+_CHAR_IN = 0.055
+_LEGEND_HANDLE_IN = 0.55
+
+
+def _tradeoff_frame(fig: Any, source: str, legend: Mapping[str, Any], scatter: Any) -> None:
+    """The trade-off figure's footer, legend (wrapped into rows that fit the width), panel margins
+    and colour bar (``scatter``'s, labelled ``energy, J/token``; ``None``: no J/token to colour by),
+    all laid out in inches so that nothing is cut, whatever the number of panels."""
+    import textwrap
+
+    width, height = fig.get_figwidth(), fig.get_figheight()
+    note = "; dashed outline: the engine default's config is not in the data, its figures are simulated"
+    footer = "\n".join(textwrap.wrap(source + note, int((width - 0.2) / _CHAR_IN)))
+    fig.text(0.005, 0.005, footer, ha="left", va="bottom", fontsize=7, color="dimgray")
+    entry_in = max((_LEGEND_HANDLE_IN + _CHAR_IN * len(label) for label in legend), default=1.0)
+    per_row = max(1, min(len(legend), int((width - 0.4) // entry_in)))
+    rows = -(-len(legend) // per_row)
+    bottom_in = 0.25 + 0.15 * (footer.count("\n") + 1)
+    fig.set_figheight(height + 0.22 * (rows - 1))
+    height = fig.get_figheight()
+    fig.legend(
+        list(legend.values()),
+        list(legend),
+        loc="lower center",
+        bbox_to_anchor=(0.5, bottom_in / height),
+        ncol=per_row,
+        fontsize=7,
+        frameon=False,
+    )
+    axes_bottom_in = bottom_in + 0.22 * rows + 0.6  # the legend, then the x tick labels and label
+    axes_top_in = height - 0.7  # the suptitle and the panel titles
+    right_in = width - _CBAR_ROOM_IN + 0.3
+    fig.subplots_adjust(
+        left=0.75 / width,
+        right=right_in / width,
+        top=axes_top_in / height,
+        bottom=axes_bottom_in / height,
+        hspace=0.4,
+        wspace=0.3,
+    )
+    if scatter is not None:
+        cax = fig.add_axes(
+            ((right_in + 0.25) / width, axes_bottom_in / height, 0.15 / width, (axes_top_in - axes_bottom_in) / height)
+        )
+        fig.colorbar(scatter, cax=cax, label="energy, J/token")
+
+
 def _tradeoff(  # noqa: C901
     result: EvaluationResult,
     directory: Path,
@@ -263,7 +316,10 @@ def _tradeoff(  # noqa: C901
     plt = _plt()
     cfg = result.reward_config
     nrows, ncols = _grid(len(sizes))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols + 1.4, 3.8 * nrows + 1.6), squeeze=False)
+    # room on the right for the colour bar, its ticks and its label; a one-panel figure still as
+    # wide as its title, legend and footer (they were cut at 5.8 in)
+    width = max(4.4 * ncols + _CBAR_ROOM_IN, _MIN_TRADEOFF_WIDTH_IN)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 3.8 * nrows + 1.6), squeeze=False)
     jpts = [v for bs in sizes for v in values[f"bs{bs}/joules_per_token"]]
     norm = None
     if jpts:
@@ -354,35 +410,7 @@ def _tradeoff(  # noqa: C901
             legend.setdefault(lab, h)
     for n in range(len(sizes), nrows * ncols):
         axes[n // ncols][n % ncols].axis("off")
-    import textwrap
-
-    footer = "\n".join(
-        textwrap.wrap(
-            source + "; dashed outline: the engine default's config is not in the data, its figures are simulated", 160
-        )
-    )
-    fig.text(0.005, 0.005, footer, ha="left", va="bottom", fontsize=7, color="dimgray")
-    bottom = (0.75 + 0.15 * footer.count("\n")) / fig.get_figheight()
-    fig.legend(
-        list(legend.values()),
-        list(legend),
-        loc="lower center",
-        bbox_to_anchor=(0.5, bottom),
-        ncol=len(legend),
-        fontsize=7,
-        frameon=False,
-    )
-    fig.subplots_adjust(
-        left=0.06,
-        right=0.9,
-        top=1 - 0.7 / fig.get_figheight(),
-        bottom=bottom + 0.75 / fig.get_figheight(),
-        hspace=0.4,
-        wspace=0.3,
-    )
-    if jpts and scatter is not None:
-        cax = fig.add_axes((0.92, bottom + 0.75 / fig.get_figheight(), 0.012, 0.6))
-        fig.colorbar(scatter, cax=cax, label="energy, J/token")
+    _tradeoff_frame(fig, source, legend, scatter if jpts else None)
     fig.suptitle(
         "Speed against energy utilisation of every config the data ran (mean over its rows), per batch size",
         fontsize=10,

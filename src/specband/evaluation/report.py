@@ -2,8 +2,9 @@
 (``report.md`` plus PNG figures).
 
 Every number is printed with the label of how it was scored (``held-out`` or
-``in-sample``) and where its rows come from (``measured``, ``derived`` or ``simulated``,
-see :func:`specband.evaluation.holdout.provenance_label`).
+``in-sample``) and where its rows come from (``measured``, ``emulated``, ``simulated`` or
+``published``, ``derived`` where the utilisation was back-computed: :data:`ROW_LABELS`,
+:func:`row_label`, :func:`specband.evaluation.holdout.provenance_label`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "FIGURES",
     "JSON_SCHEMA",
     "REPORT_FILES",
+    "ROW_LABELS",
     "ReportExtras",
     "WrittenReport",
     "action_json",
@@ -47,6 +49,7 @@ __all__ = [
     "report_extras",
     "report_markdown",
     "result_to_json",
+    "row_label",
     "summary_rows",
     "write_report",
 ]
@@ -376,6 +379,29 @@ def _tables(result: EvaluationResult) -> list[tuple[str, tuple[str, ...], list[l
     ]
 
 
+#: What each row label means (``report.md``'s legend; :func:`row_label` gives a row set's label).
+ROW_LABELS: tuple[tuple[str, str], ...] = (
+    ("measured", "read from a run of a real engine on a GPU"),
+    ("emulated", "from a sweep against `specband emulate` (a model of an engine on a GPU, not a measurement)"),
+    ("simulated", "from `specband simulate` (not a measurement)"),
+    ("published", "measured by the published study, read from its data"),
+    ("derived", "the utilisation back-computed from a published reward"),
+    ("mixed", "rows of several of these kinds, counted"),
+)
+
+
+def row_label(result: EvaluationResult, label: str) -> str:
+    """The label of a set of rows as the tables print it: ``label`` from
+    :func:`specband.evaluation.splits.provenance_label`, with the published study's rows
+    (``published_live`` data) called published: ``published``, ``published (derived)`` or
+    ``published (mixed: 3 measured, 1 derived)``."""
+    if result.data_format != "published_live":
+        return label
+    if label == "measured":
+        return "published"
+    return f"published ({label})"
+
+
 def _pick_cells(result: EvaluationResult, fr: FeatureResult, algo: str, p: PickSummary) -> list[str]:
     pick = _action_text(p.pick)
     if len(p.picks) > 1:
@@ -401,7 +427,7 @@ def _pick_cells(result: EvaluationResult, fr: FeatureResult, algo: str, p: PickS
         "yes" if p.reaches_oracle else "no",
         format_utilization(p.utilization, limits),
         band,
-        p.label,
+        row_label(result, p.label),
     ]
 
 
@@ -441,7 +467,7 @@ def _context_cells(result: EvaluationResult, fr: FeatureResult, bs: int) -> list
         format_interval(c.reference_reward),
         format_interval(c.reference_regret),
         format_utilization(c.reference_utilization, (result.reward_config.band_low, result.reward_config.band_high)),
-        f"{c.n_rows} ({c.label})",
+        f"{c.n_rows} ({row_label(result, c.label)})",
     ]
 
 
@@ -569,7 +595,7 @@ def report_markdown(
     figure not drawn, why)."""
     cfg = result.reward_config
     scored = "**in-sample**" if result.scored_on == IN_SAMPLE else "held-out"
-    prov = ", ".join(f"{n} {k}" for k, n in result.provenance.items()) or "none"
+    prov = ", ".join(f"{n} {row_label(result, k)}" for k, n in result.provenance.items()) or "none"
     out = [
         "# specband evaluation",
         "",
@@ -586,8 +612,7 @@ def report_markdown(
         f"- band: {cfg.band_low:.2f}-{cfg.band_high:.2f} of the power limit; intervals: "
         f"{100 * (1 - result.alpha):.0f} % percentile bootstrap, {result.n_bootstrap} resamples, seed {result.seed} "
         "(reward and utilisation over held-out rows, regret over splits; `(n=1)`: a single observation, no interval)",
-        "- row labels: measured = read from a run; derived = utilisation back-computed from a published "
-        "reward; simulated = from `specband simulate`",
+        "- row labels: " + "; ".join(f"{label} = {meaning}" for label, meaning in ROW_LABELS),
         f"- {result.fits} policy fits in {result.fit_s:.1f} s",
     ]
     if not result.energy_measured:

@@ -10,8 +10,10 @@ that does not fit in VRAM x 0.65 is retried at 0.55 (``retry_mem_fraction``); on
 at neither is an error row with null measurements. Repeats are full passes, so the thermal
 state carries across runs.
 
-Every successful row also says where its acceptance came from (``acceptance_source``: a
-profile, a borrowed profile, or "fitted to N configs of FILE") and carries the model's speed
+Every row says which workload its acceptance belongs to (``workload``: the acceptance profile's,
+e.g. ``mt-bench``, or "fitted to N configs of FILE"), and every successful row where its
+acceptance came from (``acceptance_source``: a profile, a borrowed profile, or "fitted to N
+configs of FILE") and carries the model's speed
 without noise (``speed_tok_s_expected``) and a 95 % interval on it (``speed_tok_s_interval``,
 tok/s): the acceptance's accept-length interval
 (:meth:`~specband.sim.acceptance.AcceptanceChoice.accept_length_interval`) divided by the step
@@ -49,6 +51,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZES",
     "MEM_FRACTION_STATIC",
     "RETRY_MEM_FRACTION",
+    "acceptance_workload",
     "check_out_path",
     "simulate_power_limits",
     "simulate_sweep",
@@ -92,11 +95,20 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
+def acceptance_workload(choice: Any) -> str:
+    """The workload a simulated row's acceptance belongs to, as its ``workload`` column says it:
+    the acceptance profile's (``mt-bench``; a borrowed profile's own), or ``"fitted to N configs
+    of FILE"`` for acceptance fitted to the user's measurements (their prompts)."""
+    return str(choice.fit.label) if choice.fit is not None else str(choice.workload)
+
+
 def _with_interval(out: dict[str, Any], model: Any, bs: int, action: Action, pred: Any) -> dict[str, Any]:
-    """``out`` with :data:`INTERVAL_COLUMNS` (``pred``: its noise-free prediction, ``None``
-    on an error row); unchanged for a duck-typed model without an ``acceptance``."""
+    """``out`` with its acceptance's ``workload`` (:func:`acceptance_workload`) and
+    :data:`INTERVAL_COLUMNS` (``pred``: its noise-free prediction, ``None`` on an error row);
+    unchanged for a duck-typed model without an ``acceptance``."""
     if getattr(model, "acceptance", None) is None:
         return out
+    out["workload"] = acceptance_workload(model.acceptance)
     interval = None if pred is None else speed_interval(model, bs, action, prediction=pred)
     out["acceptance_source"] = model.acceptance.source
     out["speed_tok_s_expected"] = None if interval is None else round(interval.expected_tok_s, 3)

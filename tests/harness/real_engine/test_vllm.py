@@ -176,6 +176,22 @@ def test_specbands_vllm_dtype_choices_are_vllms_own(vllm_python: str) -> None:
     assert tuple(json.loads(out.stdout.strip().splitlines()[-1])) == VLLM_DTYPE_CHOICES
 
 
+def test_the_cpu_worker_asks_for_the_amx_permission_before_any_kernel_runs(vllm_python: str) -> None:
+    # .ci/install-engines' edit (docs/real-engines.md, "vLLM on a CPU with AMX"): vLLM 0.32's AMX
+    # attention never asks Linux for the tile-data permission itself; without the edit a first
+    # batch of 4 tokens or fewer under --enforce-eager dies with SIGILL on an AMX CPU. On a CPU
+    # without AMX the asked condition is false and the worker runs as upstream's.
+    probe = (
+        "import inspect, torch; from vllm.v1.worker.cpu_worker import CPUWorker;"
+        "src = inspect.getsource(CPUWorker.init_device);"
+        "print(src.count('if torch.cpu._is_amx_tile_supported():'), src.count('torch.cpu._init_amx()'),"
+        " torch.cpu._is_amx_tile_supported() == ('amx_tile' in open('/proc/cpuinfo').read().split()))"
+    )
+    out = subprocess.run([vllm_python, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "1 1 True"
+
+
 def test_schedule_output_starts_vllm_and_sets_k_per_batch_size(
     scheduled_server: VllmServer, schedule_file: Path, tiny_models: TinyModels
 ) -> None:
