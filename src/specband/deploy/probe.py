@@ -60,18 +60,26 @@ _DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/usr/lib/wsl/
 
 
 def _check_url(url: str) -> str:
-    """``http(s)://host[:port]`` without a path, query or credentials (ConfigError)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    """``http(s)://host[:port]`` without a path, query or credentials (ConfigError; a bracketed
+    host that is no IPv6 address too: urllib raises ValueError on it, hostile trial P15)."""
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+    except ValueError as exc:
+        raise ConfigError(f"--url is not a URL ({exc}): {url!r}") from None
+    if parts.scheme not in ("http", "https") or not host:
         raise ConfigError(f"--url must be http://HOST:PORT (the server's address), got {url!r}")
     if parts.username or parts.password:
         raise ConfigError("--url must not carry credentials")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ConfigError(f"--url must be the server's base address without a path, got {url!r}")
     try:
-        parts.port  # noqa: B018 (a bad port raises here)
+        port = parts.port
     except ValueError:
         raise ConfigError(f"--url has a bad port: {url!r}") from None
+    bracketed = f"[{host}]" if ":" in host else host
+    if parts.netloc.lower() != (bracketed if port is None else f"{bracketed}:{port}").lower():
+        raise ConfigError(f"--url must be http://HOST:PORT (the server's address), got {url!r}")
     return f"{parts.scheme}://{parts.netloc}"
 
 
