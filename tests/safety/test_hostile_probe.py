@@ -54,3 +54,123 @@ def _probe(run_cli: Any, tmp_path: Path, mode: dict[str, Any], *args: str) -> tu
     with hostile_server(mode) as url:
         result = run_cli("probe", "--url", url, "--out", out, "--timeout", "10", "--watch", "0", *args)
     return result, out
+
+
+_NEGATIVE = sglang_info(speculative_num_steps=-3, speculative_num_draft_tokens=-1)
+_HUGE = sglang_info(
+    speculative_num_steps=10**30,
+    speculative_eagle_topk=10**30,
+    speculative_num_draft_tokens=10**30,
+    internal_states=[{"avg_spec_accept_length": 1e308}],
+)
+
+
+@pytest.mark.parametrize(
+    ("info", "field"),
+    [
+        (_NEGATIVE, "speculative_num_steps = -3"),
+        (sglang_info(speculative_num_steps="3; rm -rf /"), "speculative_num_steps = '3; rm -rf /'"),
+        (sglang_info(speculative_eagle_topk=[1]), "speculative_eagle_topk = [1]"),
+        (sglang_info(speculative_num_draft_tokens={"a": 1}), "speculative_num_draft_tokens = {'a': 1}"),
+        (sglang_info(speculative_num_steps=True), "speculative_num_steps = True"),
+        (_HUGE, "speculative_num_steps = 1000000000000000000000000000000"),
+        (sglang_info(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=9), "(3, 1, 9)"),
+    ],
+)
+def test_a_config_that_no_server_runs_is_refused_not_read_as_plain(
+    run_cli: Any, tmp_path: Path, info: dict[str, Any], field: str
+) -> None:
+    """P07, P08: negative, type-confused or huge speculative flags were read as plain decoding
+    (or written as 31-digit steps); the probe refuses them with the field named."""
+    result, out = _probe(run_cli, tmp_path, {"server_info": info}, "--max-requests", "0")
+    assert result.exit_code == 3
+    line = _one_error_line(result)
+    assert field in line or "not a valid config" in line, line
+    assert not out.exists()
+
+
+def test_a_plain_server_with_missing_flags_is_still_plain(run_cli: Any, tmp_path: Path) -> None:
+    info = sglang_info(speculative_algorithm=None, speculative_num_steps=None, internal_states=[{}])
+    result, out = _probe(run_cli, tmp_path, {"server_info": info})
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(out.read_text())["action"] == [0, 0, 0]
+
+
+def test_an_accept_length_above_steps_plus_one_is_refused(run_cli: Any, tmp_path: Path) -> None:
+    """P09, the server's metric: 7.5 tokens per verify step for (3, 1, 4), at most 4."""
+    info = sglang_info(internal_states=[{"avg_spec_accept_length": 7.5}])
+    result, out = _probe(run_cli, tmp_path, {"server_info": info}, "--max-requests", "0")
+    assert result.exit_code == 3
+    assert "accept length (server metrics) 7.5 is outside [1, steps + 1 = 4]" in _one_error_line(result)
+    assert not out.exists()
+
+
+def test_a_huge_accept_length_with_a_valid_config_is_refused(run_cli: Any, tmp_path: Path) -> None:
+    """P08's accept length 1e308, with a config the server could run."""
+    info = sglang_info(internal_states=[{"avg_spec_accept_length": 1e308}])
+    result, out = _probe(run_cli, tmp_path, {"server_info": info}, "--max-requests", "0", "--gpu", "h200")
+    assert result.exit_code == 3
+    assert "1e+308 is outside [1, steps + 1 = 4]" in _one_error_line(result)
+    assert not out.exists()
+
+
+def test_generate_histograms_longer_than_the_chain_are_refused(run_cli: Any, tmp_path: Path) -> None:
+    """P09, the probe's own requests: 8-bin histograms and 8 tokens per verify step for 3 steps."""
+    info = sglang_info(internal_states=[{}])
+    meta = {"completion_tokens": 32, "spec_verify_ct": 4, "spec_accept_histogram": [0, 0, 0, 0, 0, 0, 0, 4]}
+    result, out = _probe(run_cli, tmp_path, {"server_info": info, "generate": {"text": "x", "meta_info": meta}})
+    assert result.exit_code == 3
+    assert "accept length (probe requests) 8 is outside [1, steps + 1 = 4]" in _one_error_line(result)
+    assert not out.exists()
+
+
+def test_a_histogram_with_more_bins_than_steps_plus_one_is_refused(run_cli: Any, tmp_path: Path) -> None:
+    info = sglang_info(internal_states=[{}])
+    meta = {"completion_tokens": 8, "spec_verify_ct": 4, "spec_accept_histogram": [0, 4, 0, 0, 0, 0]}
+    result, out = _probe(run_cli, tmp_path, {"server_info": info, "generate": {"text": "x", "meta_info": meta}})
+    assert result.exit_code == 3
+    assert "accept histogram (probe requests) has 6 bins for (3, 1, 4)" in _one_error_line(result)
+    assert not out.exists()
+
+
+def test_a_completion_count_beyond_what_was_asked_is_refused(run_cli: Any, tmp_path: Path) -> None:
+    """A 400-digit completion_tokens would overflow the float division (a traceback)."""
+    info = sglang_info(internal_states=[{}])
+    meta = {"completion_tokens": 10**400, "spec_verify_ct": 1}
+    result, out = _probe(run_cli, tmp_path, {"server_info": info, "generate": {"text": "x", "meta_info": meta}})
+    assert result.exit_code == 3
+    assert "not what it decoded" in _one_error_line(result)
+    assert not out.exists()
+
+
+def test_a_valid_reading_is_still_written(run_cli: Any, tmp_path: Path) -> None:
+    info = sglang_info(internal_states=[{}])
+    meta = {"completion_tokens": 9, "spec_verify_ct": 4, "spec_accept_histogram": [1, 1, 1, 1]}
+    result, out = _probe(run_cli, tmp_path, {"server_info": info, "generate": {"text": "x", "meta_info": meta}})
+    assert result.exit_code == 0, result.stderr
+    acceptance = json.loads(out.read_text())["acceptance"]
+    assert acceptance["accept_length"] == pytest.approx(9 / 4)
+    assert acceptance["position_accept"] == pytest.approx([0.75, 0.5, 0.25])
+
+
+@pytest.mark.parametrize("value", ["1e308", "-5", "NaN", "2.5"])
+@pytest.mark.parametrize("gpu", [(), ("--gpu", "h200")])
+def test_a_running_requests_gauge_that_is_no_count_is_refused(
+    run_cli: Any, tmp_path: Path, value: str, gpu: tuple[str, ...]
+) -> None:
+    """P13: sglang:num_running_reqs 1e308 was written as a 309-digit batch size (and crashed
+    the simulation under --gpu with an OverflowError); -5 and NaN read as an idle server."""
+    info = sglang_info(speculative_algorithm=None, internal_states=[{}])
+    metrics = f'sglang:num_running_reqs{{model_name="m"}} {value}\n'
+    result, out = _probe(run_cli, tmp_path, {"server_info": info, "metrics": metrics}, *gpu)
+    assert result.exit_code == 3
+    assert f"sglang:num_running_reqs is {float(value):g}, not a count of running requests" in _one_error_line(result)
+    assert not out.exists()
+
+
+def test_a_step_time_dict_with_a_huge_batch_size_is_refused(run_cli: Any, tmp_path: Path) -> None:
+    info = sglang_info(internal_states=[{"avg_spec_accept_length": 2.5, "step_time_dict": {str(10**30): [0.01]}}])
+    result, out = _probe(run_cli, tmp_path, {"server_info": info}, "--max-requests", "0")
+    assert result.exit_code == 3
+    assert "step_time_dict holds batch size 1000000000000000000000000000000" in _one_error_line(result)
+    assert not out.exists()

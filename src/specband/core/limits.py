@@ -205,3 +205,8 @@ MAX_PROBE_REQUESTS = 64
 #: ``/metrics`` page of vLLM 0.32 serving one model is ~40 KB, sglang's ``/server_info`` a few
 #: KB (more with a long ``step_time_dict``), a ``/generate`` answer of 64 tokens under 4 KB.
 MAX_PROBE_BODY_BYTES = 8 << 20
+#: Largest count of one bin of an accept histogram a probe file holds: 2**53, the largest
+#: integer a float (the acceptance reader's number) holds exactly. Basis: a bin counts verify
+#: steps, at most a few thousand per probe request (``--max-new-tokens``), so any real count
+#: is orders of magnitude below; a 400-digit count would not convert to a float at all.
+MAX_HISTOGRAM_COUNT = 1 << 53

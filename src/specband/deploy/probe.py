@@ -36,7 +36,7 @@ from specband.core.optionspec import option
 from specband.deploy.probe_sim import ProbeSimulation, profile_for_gpu, simulate_probe
 from specband.engines.base import ENGINE_NAMES, Engine, get_engine
 from specband.engines.client import PROMPTS, ProbeHttp
-from specband.engines.probing import ProbePlan, ServerReading
+from specband.engines.probing import ProbePlan, ServerReading, check_reading
 from specband.files.fileio import check_out_path, given_path, write_text_atomic
 
 __all__ = [
@@ -341,7 +341,8 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
 
     Raises:
         ConfigError: ``--out`` cannot take the file, or ``--prompts`` cannot be read.
-        EngineError: the server does not answer, answers as no known engine, or fails a request.
+        EngineError: the server does not answer, answers as no known engine, fails a request, or
+            reports what no server runs (:func:`~specband.engines.probing.check_reading`).
     """
     out = check_out_path(request.out, overwrite=request.force)
     if request.gpu is not None:
@@ -363,6 +364,7 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
         engine = _find_engine(http, request.engine)
         reading = engine.probe_server(http, plan)
     assert reading.requests_sent <= request.max_requests  # the plan's bound, kept by every engine
+    check_reading(reading)  # EngineError: what --acceptance-from would refuse is never written
     power, power_note = read_local_power(request.url, request.gpu_index)
     data = probe_file_json(reading, power, power_note, request.max_requests)
     write_text_atomic(out, json.dumps(data, indent=2) + "\n", error=ConfigError)
