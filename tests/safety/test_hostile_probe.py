@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from specband.core.errors import DataError
+from specband.engines.probe_file import PROBE_VERSION, check_probe_file
 from tests.safety.hostile_http import hostile_server, sglang_info
 
 
@@ -174,3 +176,58 @@ def test_a_step_time_dict_with_a_huge_batch_size_is_refused(run_cli: Any, tmp_pa
     assert result.exit_code == 3
     assert "step_time_dict holds batch size 1000000000000000000000000000000" in _one_error_line(result)
     assert not out.exists()
+
+
+def _written_probe(run_cli: Any, tmp_path: Path) -> dict[str, Any]:
+    info = sglang_info(internal_states=[{}])
+    meta = {"completion_tokens": 9, "spec_verify_ct": 4, "spec_accept_histogram": [1, 1, 1, 1]}
+    result, out = _probe(run_cli, tmp_path, {"server_info": info, "generate": {"text": "x", "meta_info": meta}})
+    assert result.exit_code == 0, result.stderr
+    return json.loads(out.read_text())
+
+
+def test_a_probe_file_is_written_with_its_provenance_and_the_readings_digest(run_cli: Any, tmp_path: Path) -> None:
+    data = _written_probe(run_cli, tmp_path)
+    assert data["version"] == PROBE_VERSION == 2
+    assert data["provenance"] == "measured"  # no emulator header on this server's answers
+    check_probe_file(data, "p.json")
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "says"),
+    [
+        ({"version": 99}, "version", "version 99 is newer than this specband reads"),
+        ({"version": "1"}, "version", "version '1' is not one this specband reads"),
+        ({"action": [7, 8, 32]}, "reading_sha256", "edited after specband probe wrote it"),
+        ({"engine": "vllm"}, "reading_sha256", "edited after specband probe wrote it"),
+        ({"acceptance": None}, "reading_sha256", "edited after specband probe wrote it"),
+        ({"engine": "trtllm"}, "engine", "unknown engine 'trtllm'"),
+        ({"provenance": "simulated"}, "provenance", "expected one of measured, emulated"),
+        ({"extra": 1}, "extra", "not a key of a probe file (version 2)"),
+        ({"format": "specband-probe2"}, "format", "unknown format"),
+    ],
+)
+def test_a_hand_edited_probe_file_is_refused_by_its_frame(
+    run_cli: Any, tmp_path: Path, edit: dict[str, Any], field: str, says: str
+) -> None:
+    """A08: version 99, an action changed with the histogram kept, engine changed with the other
+    engine's flags and extra keys were read silently; the format's check names each."""
+    data = {**_written_probe(run_cli, tmp_path), **edit}
+    with pytest.raises(DataError) as info:
+        check_probe_file(data, "p.json")
+    assert info.value.field == field and says in str(info.value), str(info.value)
+
+
+def test_a_missing_key_is_named(run_cli: Any, tmp_path: Path) -> None:
+    data = _written_probe(run_cli, tmp_path)
+    del data["flags"]
+    with pytest.raises(DataError, match="field 'flags': required field is missing"):
+        check_probe_file(data, "p.json")
+
+
+def test_a_version_1_file_is_still_read_without_the_digest(run_cli: Any, tmp_path: Path) -> None:
+    data = _written_probe(run_cli, tmp_path)
+    del data["provenance"], data["reading_sha256"]
+    check_probe_file({**data, "version": 1}, "p.json")
+    with pytest.raises(DataError, match="field 'provenance': not a key of a probe file \\(version 1\\)"):
+        check_probe_file({**data, "version": 1, "provenance": "measured"}, "p.json")

@@ -455,6 +455,8 @@ class ProbeHttp:
 
     Attributes:
         posts: the ``POST`` requests sent so far (the probe's requests, counted where they are sent).
+        emulated: an answer carried :data:`EMULATOR_HEADER` (the server is ``specband emulate``:
+            what it shows is emulated, not measured).
 
     Raises (its methods):
         EngineError: the server does not answer (``<url> does not answer: ConnectError ...``),
@@ -469,6 +471,7 @@ class ProbeHttp:
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
         self.posts = 0
+        self.emulated = False
         self._client = httpx.Client(
             timeout=timeout_s,
             trust_env=False,
@@ -494,6 +497,7 @@ class ProbeHttp:
         data = bytearray()
         try:
             with self._client.stream(method, url, json=body, extensions={"trace": deadline.trace}) as resp:
+                self.emulated = self.emulated or EMULATOR_HEADER in resp.headers
                 for chunk in resp.iter_bytes():
                     data += chunk
                     if len(data) > self.max_bytes:
