@@ -244,3 +244,9 @@ ROW_FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "step_time_s": (1.0 / MAX_DECODE_STEPS_PER_S, float(MAX_TIMEOUT_S), "a decode step's seconds (MAX_DECODE_STEPS_PER_S)"),
     "avg_output_tokens": (1.0, float(MAX_NEW_TOKENS), "output tokens of a request (MAX_NEW_TOKENS)"),
 }
+
+#: Largest ``max_position_embeddings`` (a model's context window, tokens) read from a
+#: ``config.json``: 2**30. Basis: the longest context windows of current models are 1-10 M tokens
+#: (Llama 4 Scout: 10 485 760); 2**30 is a hundred times that, while a 401-digit value (hostile
+#: trial B28) is no model's, and would be printed whole or put in a ``--context-length`` fix.
+MAX_CONTEXT_POSITIONS = 1 << 30

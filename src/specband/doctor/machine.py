@@ -157,7 +157,7 @@ def run_doctor(target: str | Path, draft: str | Path, *, open_nvml: Callable[[],
         try:
             pair = config_checks(t, d, target_source=tsrc, draft_source=dsrc)
         except ConfigError as exc:
-            pair = [Check("config", "error", str(exc), "fix the field's type")]
+            pair = [Check("config", "error", str(exc), "fix that field in the config.json (its type or value)")]
         checks += [_fixed_copy(c, t, d, dsrc, draft) if c.name == "rope" and c.level == "error" else c for c in pair]
     return checks + environment_checks(open_nvml)
 
