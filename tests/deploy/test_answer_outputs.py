@@ -194,7 +194,8 @@ def _data_trained_in_memory(stderr: str) -> str:
     file holds the bundled rows), with the notes naming the data."""
     return stderr.replace(
         "note: --data is used with --models only; ignored\n",
-        "note: no --models: trained lookup_table on pub.jsonl in memory (seed 0; `specband train` keeps it as a folder)\n",
+        "note: no --models: trained lookup_table on pub.jsonl in memory "
+        "(seed 0; `specband train` keeps it as a folder)\n",
     ).replace("the embedded study policy is from", "pub.jsonl (trained in memory) is from")
 
 

@@ -74,7 +74,10 @@ def _hist(a: object, b: object, c: object) -> str:
         # B23: a gauge of 2.5 running requests was read as batch size 2, and non-cumulative buckets
         # (10, 5, 12) as a mix of 0.833 and 0.167
         (SCRAPE.format(a=2.5), r"sample 2\.5 is not a batch size \(a whole number of running requests"),
-        (_hist(10, 5, 12), "bucket le=4 counts 5, fewer than le=1's 10: a Prometheus histogram's buckets are cumulative"),
+        (
+            _hist(10, 5, 12),
+            "bucket le=4 counts 5, fewer than le=1's 10: a Prometheus histogram's buckets are cumulative",
+        ),
         (_hist(1, 5, 3), "bucket le=inf counts 3, fewer than le=4's 5"),
         (_hist(-1, 5, 12), "bucket le=1 counts -1, fewer than le=0's 0"),
         (_hist(1, "NaN", 12), "bucket le=4 counts nan, not a count"),

@@ -19,9 +19,9 @@ from tests.servers import TIME_SCALE, emulator_command, free_port
 from specband.deploy.probe import read_local_power
 from specband.deploy.probe_sim import profile_for_gpu
 from specband.devices.power_limit import PowerLimitRange
+from specband.engines.probe_file import check_probe_file
 from specband.engines.serverconfig import ServerConfig, build_launch_command
 from specband.harness.process import ServerProcess
-from specband.engines.probe_file import check_probe_file
 from specband.sim.acceptance_fit import read_acceptance_file
 
 TIME = str(TIME_SCALE)

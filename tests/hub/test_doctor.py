@@ -346,7 +346,9 @@ def test_the_sglang_check_warns_for_a_release_older_than_supported() -> None:
 
 
 @pytest.mark.parametrize(("value", "shown"), [(10**400, "10000000000000000000... (401 digits)"), (-5, "-5"), (0, "0")])
-def test_a_context_window_no_model_has_is_one_error_line(run_cli, tmp_path: Path, target, draft, monkeypatch, value, shown) -> None:
+def test_a_context_window_no_model_has_is_one_error_line(
+    run_cli, tmp_path: Path, target, draft, monkeypatch, value, shown
+) -> None:
     """B28: a draft max_position_embeddings of 10**400 was printed whole in an ok line, and -5 put
     in a fix (--context-length -5)."""
     monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None: [])

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.safety.hostile_http import hostile_server
 
 from specband.files import hub
-from tests.safety.hostile_http import hostile_server
 
 
 @pytest.fixture
@@ -27,7 +27,9 @@ def stalling_hub(hub_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[s
 
 
 @pytest.mark.parametrize("command", [("recommend", "-b", "1"), ("launch", "-b", "1", "--dry-run")])
-def test_a_hub_that_stalls_its_gets_ends_at_the_deadline(run_cli: Any, stalling_hub: str, command: tuple[str, ...]) -> None:
+def test_a_hub_that_stalls_its_gets_ends_at_the_deadline(
+    run_cli: Any, stalling_hub: str, command: tuple[str, ...]
+) -> None:
     extra = ("--target", "m", "--draft", "d", "--device", "none") if command[0] == "launch" else ()
     result = run_cli(*command, *extra, "--models", "someorg/somerepo")
     assert result.exit_code == 5
@@ -46,7 +48,9 @@ def test_a_config_file_look_up_has_the_deadline_too(stalling_hub: str) -> None:
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "abc", "1e400"])
-def test_a_bad_deadline_setting_is_one_line(run_cli: Any, stalling_hub: str, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+def test_a_bad_deadline_setting_is_one_line(
+    run_cli: Any, stalling_hub: str, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     monkeypatch.setenv(hub.HUB_DEADLINE_ENV, value)
     result = run_cli("recommend", "-b", "1", "--models", "someorg/somerepo")
     assert result.exit_code == 2

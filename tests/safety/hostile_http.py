@@ -82,12 +82,12 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client hung up
         self.close_connection = True
 
-    def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
+    def do_HEAD(self) -> None:
         self.send_response(501)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if "drip" in self.mode or "driphdr" in self.mode:
             self._drip()
         elif "stall_get" in self.mode:
@@ -100,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json({"detail": "Not Found"}, 404)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         if self.path == "/generate" and "generate" in self.mode:

@@ -117,9 +117,14 @@ def test_a_prompt_longer_than_the_targets_context_is_refused(tmp_path: Path, req
 
 @pytest.mark.parametrize(
     ("template", "says"),
-    [("{% for m in messages %}{% endfor %}", "rendered nothing"), ("{% for m in messages %} \n{% endfor %}", "only whitespace")],
+    [
+        ("{% for m in messages %}{% endfor %}", "rendered nothing"),
+        ("{% for m in messages %} \n{% endfor %}", "only whitespace"),
+    ],
 )
-def test_a_template_that_renders_no_text_is_refused(tmp_path: Path, require_module: Any, template: str, says: str) -> None:
+def test_a_template_that_renders_no_text_is_refused(
+    tmp_path: Path, require_module: Any, template: str, says: str
+) -> None:
     """S34: a template that drops the messages gave Workload(prompts=('', '')), and the sweep
     measured decoding from nothing."""
     target = _target(tmp_path, template, require_module)
@@ -150,11 +155,12 @@ def test_a_whitespace_prompt_is_refused_like_an_empty_one(run_cli: Any, tmp_path
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"prompt": "fine"}) + "\n" + json.dumps({"prompt": text}) + "\n")
-    with pytest.raises(DataError, match=rf"p\.jsonl:2: field 'prompt': the prompt is only whitespace"):
+    with pytest.raises(DataError, match=r"p\.jsonl:2: field 'prompt': the prompt is only whitespace"):
         load_prompts(prompts, "m")
     result = run_cli(
         "sweep", "--target", "m", "--draft", "d", "--batch-sizes", "1", "--actions", "0", "--device", "none",
-        "--server-command", "python -m specband emulate", "--prompts", prompts, "--dry-run", "--out", tmp_path / "s.jsonl",
+        "--server-command", "python -m specband emulate", "--prompts", prompts, "--dry-run",
+        "--out", tmp_path / "s.jsonl",
     )  # fmt: skip
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()

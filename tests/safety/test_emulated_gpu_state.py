@@ -39,7 +39,9 @@ def test_a_state_path_that_is_no_file_is_refused_by_the_dry_run_too(
     assert not out.exists() and not Path(str(out) + ".lock").exists()
 
 
-def test_a_second_sweep_on_an_emulated_gpu_in_use_is_refused(run_cli: Any, sweep_args: list[str], tmp_path: Path) -> None:
+def test_a_second_sweep_on_an_emulated_gpu_in_use_is_refused(
+    run_cli: Any, sweep_args: list[str], tmp_path: Path
+) -> None:
     """N52: two sweeps sharing --emulator-state both ran. The first holds the state file's lock
     for its whole run (as a sweep's device does while open); the second stops before it
     launches anything, and writes nothing."""

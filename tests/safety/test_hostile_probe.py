@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.safety.hostile_http import hostile_server, sglang_info
 
 from specband.core.errors import DataError
 from specband.engines.probe_file import PROBE_VERSION, check_probe_file
-from tests.safety.hostile_http import hostile_server, sglang_info
 
 
 def _one_error_line(result: Any) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.harness.test_import_bench import BENCH
 
 from specband.sweeps.dataset import bundled_data_path
-from tests.harness.test_import_bench import BENCH
 
 
 def _lines(result: Any) -> list[str]:
@@ -28,7 +28,9 @@ def _lines(result: Any) -> list[str]:
         ({"speed": 1e308}, "speed"),
     ],
 )
-def test_import_bench_refuses_figures_no_run_gives(run_cli: Any, tmp_path: Path, edit: dict[str, Any], field: str) -> None:
+def test_import_bench_refuses_figures_no_run_gives(
+    run_cli: Any, tmp_path: Path, edit: dict[str, Any], field: str
+) -> None:
     """B05: step_time 0, completion_tokens -1e308 and 0 and speed 1e308 were converted, and
     train then trained on them (speed 1e308 gave reward 1.0)."""
     src = tmp_path / "bench.jsonl"

@@ -45,8 +45,9 @@ def h100_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     out = tmp_path_factory.mktemp("n28") / "h.jsonl"
     with pytest.raises(SystemExit) as exc:
-        main(["simulate", "--profile", "h100-sxm", "--target-config", "llama-3.1-8b-instruct", "--draft-config",
-              "eagle3-llama-3.1-8b-instruct", "--batch-sizes", "1,16", "--repeats", "1", "--out", str(out)])  # fmt: skip
+        main(["simulate", "--profile", "h100-sxm", "--target-config", "llama-3.1-8b-instruct",
+              "--draft-config", "eagle3-llama-3.1-8b-instruct", "--batch-sizes", "1,16", "--repeats", "1",
+              "--out", str(out)])  # fmt: skip
     assert not exc.value.code
     return out
 
@@ -66,7 +67,9 @@ def test_data_without_models_answers_from_the_data(run_cli, tmp_path: Path, h100
     assert pick["origin"]["hardware"] == "H100_SXM5_80GB" and pick["origin"]["provenance"] == "simulated"
     folder = tmp_path / "m"
     assert run_cli("train", h100_sweep, "--out", folder, "--algo", algo).exit_code == 0
-    from_folder = json.loads(run_cli("recommend", "-b", "1", "--models", folder, "--algo", algo, "--format", "json").stdout)
+    from_folder = json.loads(
+        run_cli("recommend", "-b", "1", "--models", folder, "--algo", algo, "--format", "json").stdout
+    )
     assert pick["action"] == from_folder["action"]
 
 

@@ -112,7 +112,11 @@ def _one_gpu_dry_run(run_cli, tmp_path, device: str, *env: str):
 @pytest.mark.parametrize("device", ["nvml", "zeus", "auto"])
 @pytest.mark.parametrize(
     "env",
-    [("CUDA_VISIBLE_DEVICES=3",), ("CUDA_VISIBLE_DEVICES=0",), ("CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=3")],
+    [
+        ("CUDA_VISIBLE_DEVICES=3",),
+        ("CUDA_VISIBLE_DEVICES=0",),
+        ("CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=3"),
+    ],
 )
 def test_a_one_gpu_sweep_refuses_a_server_gpu_other_than_the_one_it_reads(run_cli, tmp_path, device, env) -> None:
     """S39: --env CUDA_VISIBLE_DEVICES=3 on a one-GPU sweep passed its dry run, and the server line

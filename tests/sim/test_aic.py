@@ -255,7 +255,15 @@ def test_a_profile_refitted_to_aic_is_named_and_sourced_as_refitted(run_cli, tmp
     it apart), and rows simulated from it carried profile "h100-sxm" and the shipped power source."""
     out = tmp_path / file
     res = run_cli(
-        "simulate", "--calibration-report", "--against", "aic", "--refit", "--profile", "h100-sxm", "--write-profile", out
+        "simulate",
+        "--calibration-report",
+        "--against",
+        "aic",
+        "--refit",
+        "--profile",
+        "h100-sxm",
+        "--write-profile",
+        out,
     )
     assert res.exit_code == 0, res.stderr
     refit, shipped = load_profile(out), load_profile("h100-sxm")

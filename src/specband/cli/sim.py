@@ -18,7 +18,6 @@ from specband.core.tables import print_table, table_console, terminal_width
 from specband.files.fileio import write_text_atomic
 from specband.sim import builtin_profiles, check_out_path, load_profile
 from specband.sim.aic import aic_report, fit_profile_to_aic, format_aic_fit, format_aic_report, load_aic_reference
-from specband.sim.calibrate import calibration_report as report_fn
 from specband.sim.calibrate import (
     aic_refitted_provenance,
     check_rows_gpu,
@@ -27,6 +26,7 @@ from specband.sim.calibrate import (
     refit_profile,
     refitted_provenance,
 )
+from specband.sim.calibrate import calibration_report as report_fn
 from specband.sim.calibrate import write_profile as write_fn
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import DEFAULT_PROFILE

@@ -241,7 +241,11 @@ ROW_FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "power_limit_watts": (*POWER_LIMIT_RANGE_W, "a power limit in W (specband.core.limits.POWER_LIMIT_RANGE_W)"),
     "avg_power_watts": (0.0, MAX_BOARD_POWER_W, "board power in W (specband.core.limits.MAX_BOARD_POWER_W)"),
     "energy_utilization": (0.0, MAX_ENERGY_UTILIZATION, "power over the limit (MAX_ENERGY_UTILIZATION)"),
-    "step_time_s": (1.0 / MAX_DECODE_STEPS_PER_S, float(MAX_TIMEOUT_S), "a decode step's seconds (MAX_DECODE_STEPS_PER_S)"),
+    "step_time_s": (
+        1.0 / MAX_DECODE_STEPS_PER_S,
+        float(MAX_TIMEOUT_S),
+        "a decode step's seconds (MAX_DECODE_STEPS_PER_S)",
+    ),
     "avg_output_tokens": (1.0, float(MAX_NEW_TOKENS), "output tokens of a request (MAX_NEW_TOKENS)"),
 }
 

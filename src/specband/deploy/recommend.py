@@ -87,8 +87,8 @@ def models_field() -> Any:
 
 #: ``--data``'s first sentence, the same in every command (:func:`load_models`).
 _DATA_HELP = (
-    "Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder without a specband manifest; "
-    "without --models, --algo is trained on it in memory and answers."
+    "Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder without a specband "
+    "manifest; without --models, --algo is trained on it in memory and answers."
 )
 #: ``--data``'s help per command: what else the sweep answers there (``recommend``: a power
 #: limit within its --max-speed-loss; ``launch``: with --set-power-limit auto, within

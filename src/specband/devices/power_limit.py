@@ -70,6 +70,7 @@ class PowerLimitedDevice(Protocol):
 __all__ = [
     "LOCK_DIR_ENV",
     "MAX_POWER_LIMITS",
+    "SYSTEM_LOCK_DIRS",
     "PowerLimitBusyError",
     "PowerLimitError",
     "PowerLimitGuard",
@@ -77,7 +78,6 @@ __all__ = [
     "PowerLimitPermissionError",
     "PowerLimitRange",
     "PowerLimitedDevice",
-    "SYSTEM_LOCK_DIRS",
     "gpu_lock_dir",
     "parse_power_limits",
     "resolve_power_limits",

@@ -55,7 +55,9 @@ class EmulatedGpuSpec:
         path = self.state_path
         if path.exists() and not path.is_file():
             what = "a folder" if path.is_dir() else "not a regular file (a device, FIFO or socket)"
-            raise ConfigError(f"{option} {path}: is {what}; give the emulated GPU's state file (JSON, written by specband)")
+            raise ConfigError(
+                f"{option} {path}: is {what}; give the emulated GPU's state file (JSON, written by specband)"
+            )
         if path.parent.exists() and not path.parent.is_dir():
             raise ConfigError(f"{option} {path}: {path.parent} is not a folder")
 

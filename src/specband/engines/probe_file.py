@@ -110,13 +110,16 @@ def check_probe_file(data: Mapping[str, Any], path: str) -> None:
             unknown engine or provenance, or a reading edited since it was written.
     """
     if data.get("format") != PROBE_FORMAT:
-        raise DataError(f"unknown format {repr(data.get('format'))[:60]} (expected {PROBE_FORMAT!r})", path=path, field="format")
+        raise DataError(
+            f"unknown format {repr(data.get('format'))[:60]} (expected {PROBE_FORMAT!r})", path=path, field="format"
+        )
     version = data.get("version")
     if not is_int(version) or version not in PROBE_KEYS:
         newer = is_int(version) and version > PROBE_VERSION
         raise DataError(
             f"version {repr(version)[:40]} is {'newer than' if newer else 'not one'} this specband reads "
-            f"(probe files of version {', '.join(map(str, sorted(PROBE_KEYS)))}); probe the server again with this specband",
+            f"(probe files of version {', '.join(map(str, sorted(PROBE_KEYS)))}); "
+            "probe the server again with this specband",
             path=path,
             field="version",
         )

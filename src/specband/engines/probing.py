@@ -296,7 +296,9 @@ def check_reading(reading: ServerReading) -> None:
         )
     for name, count in (("verify steps", a.verify_steps), ("drafts", a.num_drafts)):
         if count is not None and not 0 <= count <= MAX_HISTOGRAM_COUNT:
-            raise EngineError(f"the server's {name} ({a.source}) {str(count)[:40]} is outside [0, {MAX_HISTOGRAM_COUNT}]")
+            raise EngineError(
+                f"the server's {name} ({a.source}) {str(count)[:40]} is outside [0, {MAX_HISTOGRAM_COUNT}]"
+            )
     hist = a.accept_histogram
     if hist is not None and (len(hist) > steps + 1 or any(not 0 <= n <= MAX_HISTOGRAM_COUNT for n in hist)):
         raise EngineError(

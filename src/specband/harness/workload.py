@@ -147,7 +147,9 @@ def _jsonl(path: Path, text: str, target: str) -> list[str]:
     for lineno, row in parse_jsonl(text, path):
         if isinstance(row, dict) and isinstance(row.get("prompt"), str) and row["prompt"]:
             if not row["prompt"].strip():  # the server would decode from nothing (S34)
-                raise DataError("the prompt is only whitespace: no text to decode from", path=path, line=lineno, field="prompt")
+                raise DataError(
+                    "the prompt is only whitespace: no text to decode from", path=path, line=lineno, field="prompt"
+                )
             prompts.append(row["prompt"])
         elif isinstance(row, dict) and "messages" in row:
             _check_messages(row["messages"], path, lineno)

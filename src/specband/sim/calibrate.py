@@ -58,6 +58,7 @@ __all__ = [
     "CalibrationReport",
     "FitResult",
     "RowComparison",
+    "aic_refitted_provenance",
     "calibration_report",
     "check_rows_gpu",
     "fit_profile",
@@ -65,7 +66,6 @@ __all__ = [
     "noise_from_trials",
     "refit_profile",
     "refitted_provenance",
-    "aic_refitted_provenance",
     "write_profile",
 ]
 
