@@ -34,7 +34,7 @@ def test_help_says_what_the_option_does_in_that_command(run_cli, monkeypatch) ->
     # markdown help kept <out> (it was read as an HTML tag: "default: .gpu-state.json")
     assert "GPU state file (default: <out>.gpu-state.json)." in sweep and "(default: <out>.logs/)" in sweep
     schedule = " ".join(run_cli("schedule", "--help").stdout.split())
-    assert "--max-speed-loss" not in schedule and "(ignored without --models)" in schedule
+    assert "--max-speed-loss" not in schedule and "without --models, --algo is trained on it in memory" in schedule
     launch = " ".join(run_cli("launch", "--help").stdout.split())
     assert "--max-speed-loss" not in launch and "With --set-power-limit auto" in launch and "within 2% of" in launch
     recommend = " ".join(run_cli("recommend", "--help").stdout.split())

@@ -27,6 +27,7 @@ EXPECTED: dict[str, ExitCode] = {
     "specband.core.errors.HarnessError": ExitCode.BAD_INPUT,  # an output or log that cannot be written
     "specband.files.bounded.BoundedError": ExitCode.BAD_INPUT,
     "specband.files.safeload.UntrustedPickleError": ExitCode.BAD_INPUT,
+    "specband.files.pathlock.PathBusyError": ExitCode.BAD_INPUT,  # another train or sweep holds the path
     "specband.files.hub.HubError": ExitCode.BAD_INPUT,  # no such repo, revision or file
     "specband.deploy.transfer.TransferError": ExitCode.BAD_INPUT,
     "specband.harness.sweeplock.SweepBusyError": ExitCode.BAD_INPUT,

@@ -43,7 +43,7 @@ def test_parse_batch_mix_normalises():
 
 def test_read_gauge_samples_from_concatenated_scrapes(tmp_path):
     path = tmp_path / "metrics.txt"
-    path.write_text("".join(SCRAPE.format(a=a) for a in (3, 0, 8, 8.2, 3)))
+    path.write_text("".join(SCRAPE.format(a=a) for a in (3, 0, 8, 8, 3)))
     # zeros are an idle server; the priority breakdown (99) is skipped
     assert read_running_requests(path) == pytest.approx({3: 0.5, 8: 0.5})
 
@@ -61,9 +61,26 @@ def test_read_histogram(tmp_path):
     assert read_running_requests(path) == pytest.approx({1: 0.2, 4: 0.3, 16: 0.5})
 
 
+def _hist(a: object, b: object, c: object) -> str:
+    """A histogram of sglang:num_running_reqs with buckets le=1, 4 and +Inf counting a, b, c."""
+    buckets = (("1.0", a), ("4.0", b), ("+Inf", c))
+    lines = "".join(f'sglang:num_running_reqs_bucket{{le="{le}"}} {n}\n' for le, n in buckets)
+    return "# TYPE sglang:num_running_reqs histogram\n" + lines
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
+        # B23: a gauge of 2.5 running requests was read as batch size 2, and non-cumulative buckets
+        # (10, 5, 12) as a mix of 0.833 and 0.167
+        (SCRAPE.format(a=2.5), r"sample 2\.5 is not a batch size \(a whole number of running requests"),
+        (
+            _hist(10, 5, 12),
+            "bucket le=4 counts 5, fewer than le=1's 10: a Prometheus histogram's buckets are cumulative",
+        ),
+        (_hist(1, 5, 3), "bucket le=inf counts 3, fewer than le=4's 5"),
+        (_hist(-1, 5, 12), "bucket le=1 counts -1, fewer than le=0's 0"),
+        (_hist(1, "NaN", 12), "bucket le=4 counts nan, not a count"),
         ("sglang:num_running_reqs{ 3\n", "not Prometheus text"),
         ("# TYPE other gauge\nother 3\n", "no sglang:num_running_reqs samples"),
         (SCRAPE.format(a=0), "never shows a running request"),

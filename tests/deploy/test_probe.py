@@ -19,6 +19,7 @@ from tests.servers import TIME_SCALE, emulator_command, free_port
 from specband.deploy.probe import read_local_power
 from specband.deploy.probe_sim import profile_for_gpu
 from specband.devices.power_limit import PowerLimitRange
+from specband.engines.probe_file import check_probe_file
 from specband.engines.serverconfig import ServerConfig, build_launch_command
 from specband.harness.process import ServerProcess
 from specband.sim.acceptance_fit import read_acceptance_file
@@ -64,7 +65,10 @@ def test_probe_reads_an_emulated_sglang_server(run_cli: Any, sglang_server: Serv
     out = tmp_path / "probe.json"
     result, data = _probe(run_cli, sglang_server.base_url, out, "--max-requests", "3", "--max-new-tokens", "48",
                           "--gpu", "h200")  # fmt: skip
-    assert data["format"] == "specband-probe" and data["version"] == 1
+    assert data["format"] == "specband-probe" and data["version"] == 2
+    # the emulator's answers carry its header: what it shows is emulated, and said so (A07)
+    assert data["provenance"] == "emulated" and "config (emulated): action (3, 1, 4)" in result.stdout
+    check_probe_file(data, str(out))  # the frame the readers check, the reading's digest included
     assert (data["engine"], data["engine_version"]) == ("sglang", "0.5.23")
     assert data["action"] == [3, 1, 4] and data["draft"] == "/m/draft" and data["target"] == "/m/target"
     assert data["flags"]["speculative_num_steps"] == 3 and data["flags"]["speculative_eagle_topk"] == 1

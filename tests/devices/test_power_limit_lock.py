@@ -158,3 +158,61 @@ def test_a_lock_file_that_cannot_be_written_still_locks(fake_gpu, tmp_path, monk
         with pytest.raises(PowerLimitBusyError):
             PowerLimitGuard(NvmlDevice(0)).set(50.0)
     assert fake_gpu.limits_set == [40_000, 90_000] and path.read_text() == ""
+
+
+@pytest.fixture
+def machine_lock_dir(fake_gpu, tmp_path, monkeypatch):
+    """SPECBAND_GPU_LOCK_DIR unset, and the machine-wide folder a test folder standing for /run/lock."""
+    import specband.devices.power_limit as power_limit
+
+    run_lock = tmp_path / "run-lock"
+    run_lock.mkdir()
+    monkeypatch.delenv("SPECBAND_GPU_LOCK_DIR", raising=False)
+    monkeypatch.setattr(power_limit, "SYSTEM_LOCK_DIRS", (tmp_path / "absent", run_lock))
+    return run_lock
+
+
+def test_the_lock_does_not_depend_on_the_temporary_folder(machine_lock_dir, fake_gpu, tmp_path, monkeypatch):
+    """V16: the lock lived in the temporary folder, so a sweep with another TMPDIR passed it and
+    the GPU ended at the other's swept limit. Now both processes' locks are one file."""
+    import tempfile
+
+    def with_tmpdir(name: str) -> None:
+        folder = tmp_path / name
+        folder.mkdir()
+        monkeypatch.setenv("TMPDIR", str(folder))
+        monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+        assert tempfile.gettempdir() == str(folder)
+
+    with_tmpdir("tmpA")
+    with PowerLimitGuard(NvmlDevice(0)) as a:
+        a.set(40.0)
+        assert NvmlDevice(0).power_limit_lock_path().parent == machine_lock_dir
+        with_tmpdir("tmpB")
+        with pytest.raises(PowerLimitBusyError):
+            PowerLimitGuard(NvmlDevice(0)).set(50.0)
+    assert fake_gpu.limits_set == [40_000, 90_000]  # B never moved the limit; A restored 90 W
+
+
+def test_without_a_machine_lock_folder_the_users_state_folder_holds_the_locks(machine_lock_dir, tmp_path, monkeypatch):
+    import specband.devices.power_limit as power_limit
+
+    monkeypatch.setattr(power_limit, "SYSTEM_LOCK_DIRS", (tmp_path / "absent",))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert power_limit.gpu_lock_dir() == tmp_path / "state" / "specband" / "gpu-locks"
+    monkeypatch.setenv("SPECBAND_GPU_LOCK_DIR", str(tmp_path / "given"))
+    assert power_limit.gpu_lock_dir() == tmp_path / "given"
+
+
+def test_acquire_holds_the_gpu_before_any_limit_is_set(fake_gpu):
+    """A process that holds the limit for a whole run (a governor) takes the lock first."""
+    with PowerLimitGuard(NvmlDevice(0)) as held:
+        assert held.acquire() == 90.0 and fake_gpu.limits_set == []
+        with pytest.raises(PowerLimitBusyError):
+            PowerLimitGuard(NvmlDevice(0)).acquire()
+        held.set(60.0)
+        held.set(70.0)
+    assert fake_gpu.limits_set == [60_000, 70_000, 90_000]
+    with PowerLimitGuard(NvmlDevice(0)) as again:  # released on restore
+        again.acquire()
+    assert fake_gpu.limits_set == [60_000, 70_000, 90_000]  # nothing set: nothing restored

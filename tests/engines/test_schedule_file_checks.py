@@ -4,6 +4,7 @@ trial N16, N49, B32): one line naming the file and the field, nothing passed on 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,16 @@ def test_an_sglang_schedule_within_the_bounds_launches(run_cli, tmp_path: Path) 
     result = _launch(run_cli, path)
     assert result.exit_code == 0, result.stderr
     assert "--speculative-num-steps 1 " in result.stdout and f"--speculative-adaptive-config {path}" in result.stdout
+
+
+def test_a_schedule_path_that_starts_with_a_dash_keeps_its_dot_slash(run_cli, tmp_path, monkeypatch) -> None:
+    """SCH4: './--config=evil.json' went on the server line as '--config=evil.json' (pathlib drops
+    the './'), which sglang's parser read as an option; the path keeps its './'."""
+    monkeypatch.chdir(tmp_path)
+    Path("--config=evil.json").write_text(json.dumps(_steps([3])))
+    result = _launch(run_cli, Path("./--config=evil.json"))
+    assert result.exit_code == 0, result.stderr
+    (line,) = [ln for ln in result.stdout.splitlines() if "--speculative-adaptive-config" in ln]
+    argv = shlex.split(line)
+    assert argv[argv.index("--speculative-adaptive-config") + 1] == "./--config=evil.json"
+    assert "--config=evil.json" not in argv

@@ -63,6 +63,9 @@ class ToyEngine(SglangEngine):
 
 @pytest.fixture
 def toy(tmp_path: Path) -> Iterator[ToyEngine]:
+    from specband.cli import build_app
+
+    build_app()  # every command's options are declared before the toy joins (their help lists the engines then)
     script = tmp_path / "toy_serve.py"
     script.write_text(TOY_SERVER)
     engine = register_engine(ToyEngine(f"{sys.executable} {script}"))

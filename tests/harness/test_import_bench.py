@@ -159,7 +159,7 @@ def test_a_converted_row_that_does_not_load_names_the_input_line_and_writes_noth
     with pytest.raises(DataError) as info:
         import_bench(src, out, overwrite=True)
     message = str(info.value)
-    assert message.startswith(f"{src}:2: field 'accept_length': the converted row does not load as a sweep: ")
+    assert message.startswith(f"{src}:2: field 'acc_length': the converted row does not load as a sweep: ")
     assert out.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.jsonl", "o.jsonl"]
 

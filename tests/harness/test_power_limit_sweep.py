@@ -203,3 +203,20 @@ def test_resume_after_kill_9_restores_the_limit_found_before_the_killed_sweep(sw
     assert "is at 40 W, the limit a specband process" in result.stderr
     assert [r["power_limit_watts"] for r in _rows(out)] == [40.0, 40.0, 80.0, 80.0]
     assert EmulatedGpu(state_path, MODEL, "rtx4060-laptop", 0.01).read().power_limit_w == 80.0  # the original
+
+
+def test_an_emulator_read_through_nvml_keeps_energy_and_time_on_one_clock(run_cli, sweep_args, tmp_path, fake_gpu):
+    """V07: with --device nvml beside an emulator on its own time scale, the wall clock was the
+    emulator's seconds and the energy the real window's (0.5 J beside 5.9 s at 71.7 W): the row's
+    energy is now the read power over the emulated seconds, flagged, so J/token and power agree."""
+    import json
+
+    fake_gpu.energy_mj = [1_000_000, 1_000_000 + 50_000]  # 50 J over the real window
+    out = tmp_path / "nv.jsonl"
+    args = (*_nvml_args(sweep_args, tmp_path), "--batch-sizes", "1", "--actions", "0", "--repeats", "1")
+    result = run_cli(*args, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["provenance"] == "emulated" and row["energy_flag"] == "energy_on_emulator_clock"
+    assert row["energy_joules"] == pytest.approx(row["avg_power_watts"] * row["wall_clock_s"], rel=1e-6)
+    assert row["joules_per_token"] == pytest.approx(row["energy_joules"] / row["total_output_tokens"], rel=1e-6)

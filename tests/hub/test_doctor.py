@@ -358,3 +358,19 @@ def test_the_sglang_check_warns_for_a_release_older_than_supported() -> None:
     check = sglang_version_check("0.4.9")
     assert check.level == "warn"
     assert check.message == "sglang 0.4.9: sglang releases before 0.5.4 are not supported (supported: 0.5.4 .. 0.5.23)"
+
+
+@pytest.mark.parametrize(("value", "shown"), [(10**400, "10000000000000000000... (401 digits)"), (-5, "-5"), (0, "0")])
+def test_a_context_window_no_model_has_is_one_error_line(
+    run_cli, tmp_path: Path, target, draft, monkeypatch, value, shown
+) -> None:
+    """B28: a draft max_position_embeddings of 10**400 was printed whole in an ok line, and -5 put
+    in a fix (--context-length -5)."""
+    monkeypatch.setattr("specband.doctor.machine.environment_checks", lambda open_nvml=None, engine=None: [])
+    t, d = _write_pair(tmp_path, target, {**draft, "max_position_embeddings": value})
+    res = run_cli("doctor", "--target", t, "--draft", d)
+    assert res.exit_code == 2
+    text = res.stdout + res.stderr
+    assert "Traceback" not in text and "--context-length -5" not in text and str(10**400) not in text
+    (line,) = [ln for ln in text.splitlines() if "max_position_embeddings" in ln]
+    assert "must be an integer in [1, 1073741824]" in line and f"got {shown}; fix: fix that field" in line, line

@@ -113,3 +113,55 @@ def test_a_prompt_longer_than_the_targets_context_is_refused(tmp_path: Path, req
         load_prompts(prompts, str(target))
     prompts.write_text(json.dumps({"prompt": "a b"}) + "\n")
     assert load_prompts(prompts, str(target)).prompts == ("a b",)
+
+
+@pytest.mark.parametrize(
+    ("template", "says"),
+    [
+        ("{% for m in messages %}{% endfor %}", "rendered nothing"),
+        ("{% for m in messages %} \n{% endfor %}", "only whitespace"),
+    ],
+)
+def test_a_template_that_renders_no_text_is_refused(
+    tmp_path: Path, require_module: Any, template: str, says: str
+) -> None:
+    """S34: a template that drops the messages gave Workload(prompts=('', '')), and the sweep
+    measured decoding from nothing."""
+    target = _target(tmp_path, template, require_module)
+    prompts = tmp_path / "msgs.jsonl"
+    prompts.write_text(json.dumps({"prompt": "fine"}) + "\n" + json.dumps({"messages": MESSAGES[0]}) + "\n")
+    with pytest.raises(ConfigError, match=f"^--prompts {prompts}:2: the chat template of --target .* {says}"):
+        load_prompts(prompts, str(target))
+
+
+@pytest.mark.parametrize(("rendered", "says"), [("", "rendered nothing"), (" \n\t", "rendered only whitespace")])
+def test_a_rendered_conversation_without_text_names_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rendered: str, says: str
+) -> None:
+    """The same check without transformers: the renderer stands in for the template."""
+    import specband.harness.workload as workload
+
+    monkeypatch.setattr(workload, "_chat_template", lambda target, path, line: lambda convs: ["ok", rendered])
+    prompts = tmp_path / "msgs.jsonl"
+    prompts.write_text("".join(json.dumps({"messages": MESSAGES[0]}) + "\n" for _ in range(2)))
+    with pytest.raises(ConfigError, match=f"^--prompts {prompts}:2: the chat template of --target t {says}"):
+        load_prompts(prompts, "t")
+
+
+@pytest.mark.parametrize("text", ["   ", "\n", "\t \u3000"])
+def test_a_whitespace_prompt_is_refused_like_an_empty_one(run_cli: Any, tmp_path: Path, text: str) -> None:
+    """S34: {"prompt": "   "} passed the dry run while {"prompt": ""} was refused."""
+    from specband.core.errors import DataError
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "fine"}) + "\n" + json.dumps({"prompt": text}) + "\n")
+    with pytest.raises(DataError, match=r"p\.jsonl:2: field 'prompt': the prompt is only whitespace"):
+        load_prompts(prompts, "m")
+    result = run_cli(
+        "sweep", "--target", "m", "--draft", "d", "--batch-sizes", "1", "--actions", "0", "--device", "none",
+        "--server-command", "python -m specband emulate", "--prompts", prompts, "--dry-run",
+        "--out", tmp_path / "s.jsonl",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "only whitespace" in line

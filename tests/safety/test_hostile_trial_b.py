@@ -3,6 +3,7 @@ trial's, /work/shared/qa/hostile-trial.md): each input is one ``error:`` line or
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -35,6 +36,41 @@ def test_data_without_models_that_cannot_be_read_is_an_error(run_cli, tmp_path: 
     expected = "no such file" if kind == "missing" else "not a regular file"
     assert line == f"error: {data}: {expected}" or line.startswith(f"error: {data}: {expected} ("), line
     assert not (tmp_path / "s.json").exists()
+
+
+@pytest.fixture(scope="module")
+def h100_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A simulated single-limit H100 sweep (700 W): its picks differ from the embedded RTX study's."""
+    from specband.cli import main
+
+    out = tmp_path_factory.mktemp("n28") / "h.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--profile", "h100-sxm", "--target-config", "llama-3.1-8b-instruct",
+              "--draft-config", "eagle3-llama-3.1-8b-instruct", "--batch-sizes", "1,16", "--repeats", "1",
+              "--out", str(out)])  # fmt: skip
+    assert not exc.value.code
+    return out
+
+
+@pytest.mark.parametrize("algo", ["lookup_table", "gbt"])
+def test_data_without_models_answers_from_the_data(run_cli, tmp_path: Path, h100_sweep: Path, algo: str) -> None:
+    """N28: a single-limit sweep given as --data without --models was ignored with a note and the
+    answer came from the embedded RTX 4060 study policy; now the data answers (trained in memory),
+    as `train DATA` then `--models` would."""
+    result = run_cli("recommend", "-b", "1", "--data", h100_sweep, "--algo", algo, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines()[0] == (
+        f"note: no --models: trained {algo} on {h100_sweep} in memory (seed 0; `specband train` keeps it as a folder)"
+    )
+    pick = json.loads(result.stdout)
+    assert pick["source"] == f"{h100_sweep} (trained in memory)"
+    assert pick["origin"]["hardware"] == "H100_SXM5_80GB" and pick["origin"]["provenance"] == "simulated"
+    folder = tmp_path / "m"
+    assert run_cli("train", h100_sweep, "--out", folder, "--algo", algo).exit_code == 0
+    from_folder = json.loads(
+        run_cli("recommend", "-b", "1", "--models", folder, "--algo", algo, "--format", "json").stdout
+    )
+    assert pick["action"] == from_folder["action"]
 
 
 PROFILE = (

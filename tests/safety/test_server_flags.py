@@ -98,3 +98,39 @@ def test_dry_run_shows_env_and_imports_no_factory(run_cli, tmp_path) -> None:
     assert not marker.exists()
     launches = [line for line in result.stdout.splitlines() if not line.startswith("#")]
     assert launches and all("HF_HOME='/tmp/my hub'" in line for line in launches)
+
+
+def _one_gpu_dry_run(run_cli, tmp_path, device: str, *env: str):
+    pairs = [arg for value in env for arg in ("--env", value)]
+    return run_cli(
+        "sweep", "--target", "m", "--draft", "d", "--batch-sizes", "1", "--actions", "0",
+        "--server-command", "python -m sglang.launch_server", "--sglang-version", "0.5.23",
+        "--device", device, *pairs, "--dry-run", "--out", tmp_path / "y.jsonl",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("device", ["nvml", "zeus", "auto"])
+@pytest.mark.parametrize(
+    "env",
+    [
+        ("CUDA_VISIBLE_DEVICES=3",),
+        ("CUDA_VISIBLE_DEVICES=0",),
+        ("CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=3"),
+    ],
+)
+def test_a_one_gpu_sweep_refuses_a_server_gpu_other_than_the_one_it_reads(run_cli, tmp_path, device, env) -> None:
+    """S39: --env CUDA_VISIBLE_DEVICES=3 on a one-GPU sweep passed its dry run, and the server line
+    carried it while the telemetry read NVML index 0 (the power of another GPU than the server's)."""
+    result = _one_gpu_dry_run(run_cli, tmp_path, device, *env)
+    assert result.exit_code == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: --env CUDA_") and "the telemetry reads NVML GPU 0 (--gpu-index)" in line
+    assert not (tmp_path / "y.jsonl").exists()
+
+
+def test_a_one_gpu_sweep_takes_the_variables_that_name_the_gpu_it_reads(run_cli, tmp_path) -> None:
+    result = _one_gpu_dry_run(run_cli, tmp_path, "nvml", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=0")
+    assert result.exit_code == 0, result.stderr
+    assert "CUDA_VISIBLE_DEVICES=0" in result.stdout
+    # nothing is read from a GPU: the server's GPU is the user's to choose
+    assert _one_gpu_dry_run(run_cli, tmp_path, "none", "CUDA_VISIBLE_DEVICES=3").exit_code == 0

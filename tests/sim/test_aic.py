@@ -247,3 +247,35 @@ def test_simulator_page_what_if_states_the_errors_of_the_committed_report(refere
         assert f"| {errors} % |" in section, (profile, errors)
     docs = _decode(compare_profile("h100-sxm", reference), source="docs")[1]
     assert f"| {100 * docs.error:+.1f} % (sweep rows" in section
+
+
+@pytest.mark.parametrize(("file", "name"), [("h100aic.toml", "h100aic"), ("h100-sxm.toml", "h100-sxm-refitted")])
+def test_a_profile_refitted_to_aic_is_named_and_sourced_as_refitted(run_cli, tmp_path, file: str, name: str) -> None:
+    """N21b: the written file kept name = "h100-sxm" and the shipped source line (only a comment told
+    it apart), and rows simulated from it carried profile "h100-sxm" and the shipped power source."""
+    out = tmp_path / file
+    res = run_cli(
+        "simulate",
+        "--calibration-report",
+        "--against",
+        "aic",
+        "--refit",
+        "--profile",
+        "h100-sxm",
+        "--write-profile",
+        out,
+    )
+    assert res.exit_code == 0, res.stderr
+    refit, shipped = load_profile(out), load_profile("h100-sxm")
+    assert refit.name == name and refit.hardware == shipped.hardware
+    assert refit.source.startswith("refitted by specband simulate --refit --against aic from profile h100-sxm to ")
+    assert refit.power_source.startswith(shipped.power_source) and "with step times refitted" in refit.power_source
+    rows = tmp_path / "s.jsonl"
+    res = run_cli(
+        "simulate", "--profile", out, "--target-config", "llama-3.1-8b-instruct", "--draft-config",
+        "eagle3-llama-3.1-8b-instruct", "--batch-sizes", "16", "--repeats", "1", "--out", rows,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert f"from profile {name} " in res.stdout
+    row = json.loads(rows.read_text().splitlines()[0])
+    assert row["profile"] == name and "refitted" in row["power_source"]

@@ -320,7 +320,13 @@ BAD_INPUTS: list[tuple[str, list[Any], int | None, str | None, str]] = [
     ("zero speed", _replace(1, speed_tok_s=0.0), 2, "speed_tok_s", "> 0"),
     ("is_baseline contradicts triple", _replace(1, is_baseline=True), 2, "is_baseline", "says otherwise"),
     ("propensity out of range", _replace(1, propensity=1.5), 2, "propensity", "(0, 1]"),
-    ("power limit zero", _replace(1, power_limit_watts=0.0), 2, "power_limit_watts", "> 0"),
+    (
+        "power limit zero",
+        _replace(1, power_limit_watts=0.0),
+        2,
+        "power_limit_watts",
+        "must be a number in [1, 2000], got 0.0",
+    ),
 ]
 
 

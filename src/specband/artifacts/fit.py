@@ -20,6 +20,7 @@ from specband.artifacts.folder import (
     load_manifest,
     validate_algorithms,
 )
+from specband.contract.actions import CONTRACT_SET, ActionSet
 from specband.contract.reward import RewardConfig
 from specband.contract.state import FEATURE_KINDS
 from specband.core.errors import ArtifactError, ConfigError
@@ -179,6 +180,24 @@ def embedded_policy(name: str = "lookup_table", *, seed: int = 0, features: str 
     data = sweep.training_data(features)
     policy = policy_class(name).from_config(seed=seed).fit(data)
     return policy, build_manifest(data, [name], seed=seed, sweep=sweep)
+
+
+def data_policy(
+    name: str, data: str | Path, *, action_set: ActionSet = CONTRACT_SET, seed: int = 0, features: str = "pre"
+) -> tuple[Policy, Manifest]:
+    """A policy trained in memory on the sweep ``data`` (``recommend --data FILE`` without
+    ``--models``: the answer comes from the data the user named, not from the embedded study
+    policy, hostile trial N28) and its manifest; a sweep over several power limits is trained on
+    its highest limit's rows, as ``train`` does.
+
+    Raises:
+        ConfigError: an unknown algorithm; DataError: the sweep cannot be read.
+    """
+    validate_algorithms([name])
+    sweep, _ = at_highest_power_limit(load_sweep(data, action_set=action_set))
+    training = sweep.training_data(features)
+    policy = policy_class(name).from_config(seed=seed).fit(training)
+    return policy, build_manifest(training, [name], seed=seed, sweep=sweep)
 
 
 def check_out_folder(out: str | Path, sweep: Sweep, *, force: bool = False, data_label: str | None = None) -> None:

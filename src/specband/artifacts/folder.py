@@ -563,14 +563,20 @@ def save_artifacts(
 
     The folder is built next to ``out_dir`` and renamed into place when complete; an
     existing specband folder (one with a manifest and nothing but specband's files) or an
-    empty folder at ``out_dir`` is replaced, anything else is left alone.
+    empty folder at ``out_dir`` is replaced, anything else is left alone. A symlink
+    ``out_dir`` to a folder is written through (the folder it points to is replaced, the link
+    stays).
+
+    Returns:
+        ``out_dir``.
 
     Raises:
         ArtifactError: ``out_dir`` is a file, a non-empty folder without a manifest or a
-            specband folder holding other files too, or a file cannot be written (nothing is
-            left behind then).
+            specband folder holding other files too, a symlink to no folder, or a file
+            cannot be written (nothing is left behind then).
     """
-    out = Path(out_dir)
+    given = Path(out_dir)
+    out = _through_link(given)
     if out.exists() and not out.is_dir():
         raise ArtifactError(f"{out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
@@ -618,7 +624,24 @@ def save_artifacts(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
+    return given
+
+
+def _through_link(out: Path) -> Path:
+    """The folder ``out`` names: itself, or the folder a symlink ``out`` points to (written
+    through, the link kept: replacing the link left it as ``.NAME.old-*`` beside a new real
+    folder, hostile trial V11).
+
+    Raises:
+        ArtifactError: ``out`` is a symlink to nothing, or to something other than a folder.
+    """
+    if not out.is_symlink():
+        return out
+    target = Path(os.path.realpath(out))
+    if not target.is_dir():
+        what = "which does not exist" if not target.exists() else "which is not a folder"
+        raise ArtifactError(f"{out}: not written (a symlink to {target}, {what})")
+    return target
 
 
 def load_manifest(directory: str | Path, action_set: ActionSet = CONTRACT_SET) -> Manifest:

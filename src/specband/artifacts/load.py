@@ -90,6 +90,8 @@ class LoadedModels:
         lookup_means: ``lookup_table``'s batch size -> action index -> mean reward (``None``
             for the other algorithms).
         notes: one-line notes for the user (which folder, what was ignored), in order.
+        data: the sweep the policy was trained on in memory (``--data`` without ``--models``),
+            else ``None``.
     """
 
     algorithm: str
@@ -98,6 +100,19 @@ class LoadedModels:
     policy: Policy | None = None
     lookup_means: Mapping[int, Mapping[int, float]] | None = None
     notes: tuple[str, ...] = ()
+    data: str | None = None
+
+    @property
+    def source(self) -> str:
+        """Where the policy comes from: ``"embedded"``, the folder, or ``"<data> (trained in memory)"``."""
+        if self.folder is not None:
+            return str(self.folder)
+        return "embedded" if self.data is None else f"{self.data} (trained in memory)"
+
+    @property
+    def label(self) -> str:
+        """:attr:`source` as messages name it (``"the embedded study policy"`` for the embedded one)."""
+        return "the embedded study policy" if self.source == "embedded" else self.source
 
 
 def load_models(
@@ -145,10 +160,14 @@ def load_models(
         if folder is not None:
             trust_pickle = False  # a folder nobody named is never unpickled
             note(f"using ./{DEFAULT_MODELS_DIR} (written by `specband train`; --models DIR picks another folder)")
+    if folder is None and data_path is not None:  # the data named answers, not the study's (N28)
+        from specband.artifacts.fit import data_policy  # lazy: NumPy and the policies, only with --data
+
+        note(f"no --models: trained {algo} on {data_path} in memory (seed 0; `specband train` keeps it as a folder)")
+        policy, manifest = data_policy(algo, data_path, action_set=action_set)
+        return LoadedModels(algo, None, manifest, policy, None, tuple(notes), data=str(data_path))
     if folder is None:
         _check_embedded_action_set(action_set)
-        if data_path is not None:
-            note("--data is used with --models only; ignored")
         if algo == "lookup_table":
             manifest = embedded_manifest()
             return LoadedModels(algo, None, manifest, None, manifest.mean_rewards, tuple(notes))

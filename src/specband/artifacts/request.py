@@ -4,6 +4,7 @@ artifact folder (model card layout). The CLI prints."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +16,13 @@ from specband.artifacts.pick_table import pick_table
 from specband.contract.actions import ACTION_SETS, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
 from specband.contract.state import FEATURE_KINDS
-from specband.core.errors import ConfigError, MissingExtraError
+from specband.core.errors import ArtifactError, ConfigError, MissingExtraError
 from specband.core.limits import MAX_SEED
 from specband.core.optionspec import option
 from specband.devices.base import check_power_limit_w
 from specband.files.fileio import out_option_path
 from specband.files.hub import parse_hub_ref, resolve_data_file
+from specband.files.pathlock import PathLock
 from specband.policies import EXTENDED_ALGORITHMS
 
 __all__ = ["EXTENDED_ALGORITHMS", "TrainOutcome", "TrainRequest", "run_training"]
@@ -186,6 +188,30 @@ def run_training(
 
 
 def _run_training(
+    r: TrainRequest,
+    loaded: Callable[[Any], None] | None,
+    algorithms: list[str] | None,
+    fitted: Callable[[str, int, int], None] | None = None,
+) -> TrainOutcome:
+    """:func:`run_training` under a lock on ``--out`` (every spelling of the folder, a symlink
+    to it included, is one lock: a second ``train`` into it is refused with one line, hostile
+    trial V12); the folder it makes for the lock is removed again when nothing was written."""
+    out = r.out_path
+    made = [parent for parent in out.parents if not parent.exists()]  # deepest first
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ArtifactError(f"{out}: cannot create ({exc.strerror or exc})") from None
+    try:
+        with PathLock(out, "being written by another specband train"):
+            return _train_locked(r, loaded, algorithms, fitted)
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: nothing was written
+
+
+def _train_locked(
     r: TrainRequest,
     loaded: Callable[[Any], None] | None,
     algorithms: list[str] | None,

@@ -253,6 +253,7 @@ def _plug_emulator(request: SweepRequest) -> SweepRequest:
     spec = EmulatedGpuSpec(
         request.emulator_state_path(out), request.emulator_hardware, request.emulator_model, request.time_scale
     )
+    spec.check()  # a folder as --emulator-state: refused by the dry run too (ConfigError, exit 2)
     return dataclasses.replace(request, plugged=spec)
 
 

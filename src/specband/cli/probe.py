@@ -36,16 +36,16 @@ def _print_reading(outcome: ProbeOutcome) -> None:
     engine = r.engine.name if r.engine_version is None else f"{r.engine.name} {r.engine_version}"
     say(f"{r.url}: {engine}, target {r.target or 'not reported'}, draft {r.draft or 'not reported'}")
     flags = ", ".join(f"{k}={v}" for k, v in r.flags.items() if v is not None)
-    say(f"config (measured): action {tuple(r.action)}" + (f" ({flags})" if flags else ""))
+    say(f"config ({outcome.provenance}): action {tuple(r.action)}" + (f" ({flags})" if flags else ""))
     a = r.acceptance
     if a is None:
         say("acceptance: none (plain decoding, or no draft ran and no request was sent)")
     else:
         behind = f", {a.verify_steps} verify steps" if a.verify_steps is not None else ""
         pos = "" if a.position_accept is None else ", per position " + " ".join(f"{p:.2f}" for p in a.position_accept)
-        say(f"acceptance (measured, {a.source}): accept length {a.accept_length:.3f}{behind}{pos}")
+        say(f"acceptance ({outcome.provenance}, {a.source}): accept length {a.accept_length:.3f}{behind}{pos}")
     sizes = ", ".join(map(str, r.batch_sizes_seen)) or "none seen"
-    say(f"batch sizes (measured): {sizes} [{r.batch_size_source}]")
+    say(f"batch sizes ({outcome.provenance}): {sizes} [{r.batch_size_source}]")
     p = outcome.power
     if p is None:
         say(f"power: none ({outcome.power_note})")

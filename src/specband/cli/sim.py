@@ -18,8 +18,15 @@ from specband.core.tables import print_table, table_console, terminal_width
 from specband.files.fileio import write_text_atomic
 from specband.sim import builtin_profiles, check_out_path, load_profile
 from specband.sim.aic import aic_report, fit_profile_to_aic, format_aic_fit, format_aic_report, load_aic_reference
+from specband.sim.calibrate import (
+    aic_refitted_provenance,
+    check_rows_gpu,
+    format_fit,
+    format_report,
+    refit_profile,
+    refitted_provenance,
+)
 from specband.sim.calibrate import calibration_report as report_fn
-from specband.sim.calibrate import check_rows_gpu, format_fit, format_report, refit_profile, refitted_provenance
 from specband.sim.calibrate import write_profile as write_fn
 from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import DEFAULT_PROFILE
@@ -37,16 +44,26 @@ def _aic_report(profile: str | None, *, refit: bool, write_profile: str | None, 
     if write_profile is not None and len(chosen) != 1:
         raise ConfigError("--write-profile with --against aic needs --profile (one profile to write)")
     if refit:
+        data_names = list(chosen)
         fits = [fit_profile_to_aic(name, data) for name in chosen]
         for fit in fits:
             typer.echo(format_aic_fit(fit, terminal_width()))
         typer.echo("")
         chosen = [fit.profile for fit in fits]
         if write_profile is not None:
-            header = f"refitted from profile {profile} to {data.label} by specband simulate --refit --against aic"
-            write_fn(fits[0].profile, write_profile, header=header, overwrite=force)
+            start = str(profile or data_names[0])  # one profile to write: checked above
+            fitted = aic_refitted_provenance(fits[0].profile, _refit_name(write_profile), start, data.label)
+            header = f"refitted from profile {start} by specband simulate --refit --against aic\n{fitted.source}"
+            write_fn(fitted, write_profile, header=header, overwrite=force)
             say(f"wrote {write_profile}", err=True)
     typer.echo(format_aic_report(aic_report(chosen, data), terminal_width()))
+
+
+def _refit_name(path: str) -> str:
+    """A refitted profile's name: its file's stem, with ``-refitted`` after it when that is a
+    shipped profile's name (``--write-profile h100-sxm.toml`` would pass for the shipped one)."""
+    stem = Path(path).stem
+    return f"{stem}-refitted" if stem in builtin_profiles() else stem
 
 
 def register(app: typer.Typer) -> None:
@@ -136,7 +153,7 @@ def _calibration_report(model: object, profile: str, r: SimulateRequest) -> None
         typer.echo("")
         model = SpeculativeDecodingModel(fitted, model.target, model.draft)  # type: ignore[attr-defined]
         if r.write_profile is not None:
-            fitted = refitted_provenance(result, Path(r.write_profile).stem)
+            fitted = refitted_provenance(result, _refit_name(r.write_profile))
             header = f"refitted from profile {profile} by specband simulate --refit\n{fitted.source}"
             write_fn(fitted, r.write_profile, header=header, overwrite=r.force)
             say(f"wrote {r.write_profile}", err=True)

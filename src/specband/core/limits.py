@@ -205,3 +205,52 @@ MAX_PROBE_REQUESTS = 64
 #: ``/metrics`` page of vLLM 0.32 serving one model is ~40 KB, sglang's ``/server_info`` a few
 #: KB (more with a long ``step_time_dict``), a ``/generate`` answer of 64 tokens under 4 KB.
 MAX_PROBE_BODY_BYTES = 8 << 20
+#: Largest count of one bin of an accept histogram a probe file holds: 2**53, the largest
+#: integer a float (the acceptance reader's number) holds exactly. Basis: a bin counts verify
+#: steps, at most a few thousand per probe request (``--max-new-tokens``), so any real count
+#: is orders of magnitude below; a 400-digit count would not convert to a float at all.
+MAX_HISTOGRAM_COUNT = 1 << 53
+
+#: Largest average board power a row may record, W: the top of :data:`POWER_LIMIT_RANGE_W`
+#: (2000 W). Basis: no GPU's limit is above it (B200 1000 W, GB200 1200 W per GPU), and a board
+#: draws its limit, not more, over a measured window (hostile trial B07: 1e300 W was trained on).
+MAX_BOARD_POWER_W = POWER_LIMIT_RANGE_W[1]
+
+#: Largest energy utilisation (average power / power limit) a row may record: 1.5. Basis: NVML
+#: enforces the limit over a window of about a second, so a run's average power stays near or
+#: under it; the study's 29 published rows reach 1.010, and a short window may read a few
+#: percent over. Half again the limit over a measured run is no GPU (hostile trial B07: 7.5, and
+#: 500 W at an 80 W limit, were trained on); a row whose ``avg_power_watts`` is over 1.5x its
+#: ``power_limit_watts`` is refused the same way.
+MAX_ENERGY_UTILIZATION = 1.5
+
+#: Most decode steps a second, per request: 10**5 (one step per 10 us). Basis: a decode step is
+#: one forward pass of the target (dozens of kernel launches of several us each; a 1B model's
+#: steps take a few ms on an RTX 4060, under 1 ms nowhere in the published data); 10**5 is ten
+#: times the fastest conceivable step rate. A row's ``speed_tok_s`` is at most this x
+#: (steps + 1) tokens a step x its batch size (hostile trial B05, B07: 1e308 tok/s was trained
+#: on with reward 1.0).
+MAX_DECODE_STEPS_PER_S = 100_000.0
+
+#: Range of each measured column of a sweep row besides the GPU state readings (inclusive
+#: ``(low, high, basis)``; a row holding a value outside is refused when read). ``step_time_s``
+#: and ``avg_output_tokens`` are > 0: a decode step takes time, and a request of no output
+#: token is no run (hostile trial B05: step_time 0, completion_tokens 0 and -1e308).
+ROW_FIELD_RANGES: dict[str, tuple[float, float, str]] = {
+    **STATE_FIELD_RANGES,
+    "power_limit_watts": (*POWER_LIMIT_RANGE_W, "a power limit in W (specband.core.limits.POWER_LIMIT_RANGE_W)"),
+    "avg_power_watts": (0.0, MAX_BOARD_POWER_W, "board power in W (specband.core.limits.MAX_BOARD_POWER_W)"),
+    "energy_utilization": (0.0, MAX_ENERGY_UTILIZATION, "power over the limit (MAX_ENERGY_UTILIZATION)"),
+    "step_time_s": (
+        1.0 / MAX_DECODE_STEPS_PER_S,
+        float(MAX_TIMEOUT_S),
+        "a decode step's seconds (MAX_DECODE_STEPS_PER_S)",
+    ),
+    "avg_output_tokens": (1.0, float(MAX_NEW_TOKENS), "output tokens of a request (MAX_NEW_TOKENS)"),
+}
+
+#: Largest ``max_position_embeddings`` (a model's context window, tokens) read from a
+#: ``config.json``: 2**30. Basis: the longest context windows of current models are 1-10 M tokens
+#: (Llama 4 Scout: 10 485 760); 2**30 is a hundred times that, while a 401-digit value (hostile
+#: trial B28) is no model's, and would be printed whole or put in a ``--context-length`` fix.
+MAX_CONTEXT_POSITIONS = 1 << 30

@@ -79,15 +79,18 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
             seen = True
             if family.type == "histogram":
                 _add_histogram(
-                    counts, [(s.labels.get("le", ""), s.value) for s in family.samples if s.name.endswith("_bucket")]
+                    counts,
+                    [(s.labels.get("le", ""), s.value) for s in family.samples if s.name.endswith("_bucket")],
+                    f"--batch-mix-from {path}: {metric}",
                 )
                 continue
             for sample in family.samples:
                 if sample.name == metric and not sample.labels.get("priority"):
-                    if not math.isfinite(sample.value) or not 0 <= sample.value <= MAX_BATCH_SIZE:
+                    value = sample.value
+                    if not math.isfinite(value) or not 0 <= value <= MAX_BATCH_SIZE or value != int(value):
                         raise ConfigError(
-                            f"--batch-mix-from {path}: {metric} sample {sample.value!r} is not a batch size "
-                            f"(0..{MAX_BATCH_SIZE})"
+                            f"--batch-mix-from {path}: {metric} sample {value!r} is not a batch size "
+                            f"(a whole number of running requests, 0..{MAX_BATCH_SIZE})"
                         )
                     bs = round(sample.value)
                     if bs > 0:
@@ -103,8 +106,14 @@ def read_running_requests(path: str | Path, metric: str = RUNNING_REQS_METRIC) -
     return normalise_mix(counts, f"--batch-mix-from {path}")
 
 
-def _add_histogram(counts: dict[int, float], buckets: list[tuple[str, float]]) -> None:
-    """Add a cumulative histogram's bucket counts to ``counts`` at each upper bound."""
+def _add_histogram(counts: dict[int, float], buckets: list[tuple[str, float]], what: str) -> None:
+    """Add a cumulative histogram's bucket counts to ``counts`` at each upper bound.
+
+    Raises:
+        ConfigError: a count that is negative or not finite, or buckets that are not
+            cumulative (a count below the one of a smaller ``le``: read as a distribution, 10,
+            5, 12 became a mix of 0.833 and 0.167, hostile trial B23).
+    """
     finite = sorted(
         (float(le), v)
         for le, v in buckets
@@ -112,6 +121,14 @@ def _add_histogram(counts: dict[int, float], buckets: list[tuple[str, float]]) -
     )
     total = max((v for le, v in buckets if le in ("+Inf", "inf")), default=None)
     previous = 0.0
+    ordered = [*finite, *([(math.inf, total)] if total is not None else [])]
+    for (le_low, low), (le_high, high) in zip([(0.0, 0.0), *ordered], ordered, strict=False):
+        if not math.isfinite(high) or high < 0 or high < low:
+            raise ConfigError(
+                f"{what} bucket le={le_high:g} counts {high:g}, "
+                + (f"fewer than le={le_low:g}'s {low:g}" if high < low else "not a count")
+                + ": a Prometheus histogram's buckets are cumulative counts"
+            )
     for le, cumulative in finite:
         bs = math.floor(le)
         if bs > 0 and cumulative > previous:

@@ -52,7 +52,8 @@ def models_field() -> Any:
 
 #: ``--data``'s first sentence, the same in every command (:func:`load_models`).
 _DATA_HELP = (
-    "Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder without a specband manifest."
+    "Sweep to take allowed configs (and doubly_robust's IPS correction) from, for a folder without a specband "
+    "manifest; without --models, --algo is trained on it in memory and answers."
 )
 #: ``--data``'s help per command: what else the sweep answers there (``recommend``: a power
 #: limit within its --max-speed-loss; ``launch``: with --set-power-limit auto, within
@@ -64,7 +65,7 @@ DATA_HELP: dict[str, str] = {
     "launch": _DATA_HELP + " With --set-power-limit auto, a sweep over several power limits (sweep/simulate "
     "--power-limits) answers with the limit: the lowest whose pick is within "
     f"{DEFAULT_MAX_SPEED_LOSS:.0%} of the fastest and in the band.",
-    "schedule": _DATA_HELP + " Used with such a --models folder only (ignored without --models).",
+    "schedule": _DATA_HELP,
 }
 
 

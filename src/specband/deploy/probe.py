@@ -8,7 +8,8 @@ sending at most ``--max-requests`` short completion requests and nothing else th
 it (``GET`` only otherwise). When the server is local (127.0.0.1, localhost or ::1) and an
 NVIDIA GPU is present, the GPU's power and power limit are read through NVML
 (:mod:`specband.devices`). The result is written, all or nothing, as the probe file whose
-format is :data:`PROBE_FORMAT` version :data:`PROBE_VERSION` (read by
+format is :data:`~specband.engines.probe_file.PROBE_FORMAT` version
+:data:`~specband.engines.probe_file.PROBE_VERSION` (:mod:`specband.engines.probe_file`; read by
 ``--acceptance-from``); what the current and the best configs would give on this workload is
 :mod:`specband.deploy.probe_sim`'s.
 """
@@ -36,13 +37,12 @@ from specband.core.optionspec import option
 from specband.deploy.probe_sim import ProbeSimulation, profile_for_gpu, simulate_probe
 from specband.engines.base import Engine, engine_names, get_engine
 from specband.engines.client import PROMPTS, ProbeHttp
-from specband.engines.probing import ProbePlan, ServerReading
+from specband.engines.probe_file import PROBE_FORMAT, PROBE_VERSION, reading_sha256
+from specband.engines.probing import ProbePlan, ServerReading, check_reading
 from specband.files.fileio import check_out_path, given_path, write_text_atomic
 
 __all__ = [
     "LOCAL_HOSTS",
-    "PROBE_FORMAT",
-    "PROBE_VERSION",
     "PowerReading",
     "ProbeOutcome",
     "ProbeRequest",
@@ -51,27 +51,32 @@ __all__ = [
     "run_probe",
 ]
 
-#: The probe file's ``format`` and ``version`` (the contract with ``--acceptance-from``'s reader).
-PROBE_FORMAT = "specband-probe"
-PROBE_VERSION = 1
 #: Hosts whose GPU is this machine's (its power is read through NVML).
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/usr/lib/wsl/lib/libnvidia-ml.so.1")
 
 
 def _check_url(url: str) -> str:
-    """``http(s)://host[:port]`` without a path, query or credentials (ConfigError)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    """``http(s)://host[:port]`` without a path, query or credentials (ConfigError; a bracketed
+    host that is no IPv6 address too: urllib raises ValueError on it, hostile trial P15)."""
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+    except ValueError as exc:
+        raise ConfigError(f"--url is not a URL ({exc}): {url!r}") from None
+    if parts.scheme not in ("http", "https") or not host:
         raise ConfigError(f"--url must be http://HOST:PORT (the server's address), got {url!r}")
     if parts.username or parts.password:
         raise ConfigError("--url must not carry credentials")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ConfigError(f"--url must be the server's base address without a path, got {url!r}")
     try:
-        parts.port  # noqa: B018 (a bad port raises here)
+        port = parts.port
     except ValueError:
         raise ConfigError(f"--url has a bad port: {url!r}") from None
+    bracketed = f"[{host}]" if ":" in host else host
+    if parts.netloc.lower() != (bracketed if port is None else f"{bracketed}:{port}").lower():
+        raise ConfigError(f"--url must be http://HOST:PORT (the server's address), got {url!r}")
     return f"{parts.scheme}://{parts.netloc}"
 
 
@@ -236,6 +241,7 @@ class ProbeOutcome:
         data: the probe file's JSON object.
         simulation: what the current and the best configs would give (simulated), or ``None``
             (``simulation_note`` says why).
+        provenance: ``"measured"``, or ``"emulated"`` when the server was ``specband emulate``.
     """
 
     reading: ServerReading
@@ -246,6 +252,7 @@ class ProbeOutcome:
     data: dict[str, Any]
     simulation: ProbeSimulation | None = None
     simulation_note: str | None = None
+    provenance: str = "measured"
 
 
 def read_local_power(url: str, index: int) -> tuple[PowerReading | None, str | None]:
@@ -295,12 +302,19 @@ def _find_engine(http: ProbeHttp, given: Engine | None) -> Engine:
 
 
 def probe_file_json(
-    reading: ServerReading, power: PowerReading | None, power_note: str | None, max_requests: int
+    reading: ServerReading,
+    power: PowerReading | None,
+    power_note: str | None,
+    max_requests: int,
+    provenance: str = "measured",
 ) -> dict[str, Any]:
-    """The probe file's JSON object (format :data:`PROBE_FORMAT`, version :data:`PROBE_VERSION`)."""
-    return {
+    """The probe file's JSON object (:mod:`specband.engines.probe_file`: format
+    ``specband-probe``, its current version, ``reading_sha256`` over what was read);
+    ``provenance`` is ``"emulated"`` for ``specband emulate``'s server."""
+    data: dict[str, Any] = {
         "format": PROBE_FORMAT,
         "version": PROBE_VERSION,
+        "provenance": provenance,
         "engine": reading.engine.name,
         "engine_version": reading.engine_version,
         "url": reading.url,
@@ -319,6 +333,8 @@ def probe_file_json(
         "probed_at_unix": round(time.time(), 3),
         "specband_version": __version__,
     }
+    data["reading_sha256"] = reading_sha256(json.loads(json.dumps(data)))  # as a reader will see it
+    return data
 
 
 def _prompt_loader(path: str | None) -> Any:
@@ -339,7 +355,8 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
 
     Raises:
         ConfigError: ``--out`` cannot take the file, or ``--prompts`` cannot be read.
-        EngineError: the server does not answer, answers as no known engine, or fails a request.
+        EngineError: the server does not answer, answers as no known engine, fails a request, or
+            reports what no server runs (:func:`~specband.engines.probing.check_reading`).
     """
     out = check_out_path(request.out, overwrite=request.force)
     if request.gpu is not None:
@@ -361,13 +378,15 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
         engine = _find_engine(http, request.engine)
         reading = engine.serving.probe_server(http, plan)
     assert reading.requests_sent <= request.max_requests  # the plan's bound, kept by every engine
+    check_reading(reading)  # EngineError: what --acceptance-from would refuse is never written
     power, power_note = read_local_power(request.url, request.gpu_index)
-    data = probe_file_json(reading, power, power_note, request.max_requests)
+    provenance = "emulated" if http.emulated else "measured"
+    data = probe_file_json(reading, power, power_note, request.max_requests, provenance)
     write_text_atomic(out, json.dumps(data, indent=2) + "\n", error=ConfigError)
     profile = request.gpu or profile_for_gpu(None if power is None else power.gpu)
     if profile is None:
         why = "pass --gpu PROFILE (e.g. h200) to see what the current and the best configs would give (simulated)"
-        return ProbeOutcome(reading, power, power_note, out, request.max_requests, data, None, why)
+        return ProbeOutcome(reading, power, power_note, out, request.max_requests, data, None, why, provenance)
     simulation = simulate_probe(
         reading,
         out,
@@ -377,4 +396,4 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
         target_config=request.target_config,
         draft_config=request.draft_config,
     )
-    return ProbeOutcome(reading, power, power_note, out, request.max_requests, data, simulation)
+    return ProbeOutcome(reading, power, power_note, out, request.max_requests, data, simulation, None, provenance)

@@ -659,11 +659,10 @@ def recommend(  # noqa: PLR0913
     )
     notes = list(loaded.notes)
     manifest, policy, lookup_means = loaded.manifest, loaded.policy, loaded.lookup_means
-    source = "embedded (bundled published measurements)" if loaded.folder is None else str(loaded.folder)
+    source = "embedded (bundled published measurements)" if loaded.source == "embedded" else loaded.source
     checked = TransferCheck()
     if setup is not None:
-        label = "the embedded study policy" if loaded.folder is None else str(loaded.folder)
-        checked = check_transfer(manifest.origin, setup, allow=allow_transfer, source=label)
+        checked = check_transfer(manifest.origin, setup, allow=allow_transfer, source=loaded.label)
         notes.extend(checked.warnings)
     notes.extend(data_notes(manifest, source, telemetry))
     measured = manifest.measured_batch_size(batch_size)

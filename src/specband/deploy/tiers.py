@@ -156,7 +156,7 @@ def load_scorer(
     """
 
     loaded = load_models(algo, models, data_path, trust_pickle=trust_pickle, action_set=action_set)
-    source = "embedded" if loaded.folder is None else str(loaded.folder)
+    source = loaded.source
     return PolicyScorer(
         algo, source, loaded.manifest, loaded.policy, loaded.lookup_means, measured_only, notes=loaded.notes
     )

@@ -16,7 +16,18 @@ and put the original back on every exit path.
   its rows would be measured at the other's limits, and the two restores would leave the
   GPU at a swept limit). Its lock file also records, before each limit is set, the limit
   found and the limit being set, so that after a kill -9 the next guard restores the
-  original limit, not the low one left behind.
+  original limit, not the low one left behind. The lock files live in :func:`gpu_lock_dir`,
+  one folder every process on the machine sees whatever its ``TMPDIR`` (``/run/lock``), not
+  the temporary folder: a sweep started with another ``TMPDIR`` passed a lock kept there and
+  moved the limit under the first one (hostile trial V16).
+
+The lock's API, for any process that changes a GPU's limit (a sweep, ``launch``, a governor
+that holds the limit for a whole run): ``with PowerLimitGuard(device) as guard:`` then
+:meth:`PowerLimitGuard.acquire` (take the GPU's lock and find the limit to restore, setting
+nothing; optional, :meth:`~PowerLimitGuard.set` does it first), :meth:`~PowerLimitGuard.set`
+as often as needed while it is held, and :meth:`~PowerLimitGuard.restore` (also on leaving the
+``with`` block, whatever ends it) puts the found limit back, clears the record and releases
+the lock.
 
 Errors: :class:`PowerLimitError` (the device cannot set limits: exit 4) and its subclass
 :class:`PowerLimitPermissionError` (NVML's ``NVML_ERROR_NO_PERMISSION``: setting a limit
@@ -32,7 +43,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +70,7 @@ class PowerLimitedDevice(Protocol):
 __all__ = [
     "LOCK_DIR_ENV",
     "MAX_POWER_LIMITS",
+    "SYSTEM_LOCK_DIRS",
     "PowerLimitBusyError",
     "PowerLimitError",
     "PowerLimitGuard",
@@ -75,16 +86,33 @@ __all__ = [
 #: Most values ``--power-limits`` takes (each multiplies the sweep's grid).
 MAX_POWER_LIMITS = 128
 #: Environment variable naming the folder of the per-GPU power-limit lock files (default:
-#: the system's temporary folder, which a reboot clears, as a reboot resets the limit).
+#: the first of :data:`SYSTEM_LOCK_DIRS` that exists and this user can write to).
 LOCK_DIR_ENV = "SPECBAND_GPU_LOCK_DIR"
+#: The machine-wide lock folders tried, in order: ``/run/lock`` (FHS 3.0 and systemd: a
+#: tmpfs every user can write to, sticky, and cleared at boot, as a reboot resets the power
+#: limit) and ``/var/lock`` (its older name, a link to it on current systems). Neither
+#: depends on ``TMPDIR`` or on a service's private ``/tmp``. Without either, the lock files go
+#: to the user's state folder (``$XDG_STATE_HOME/specband/gpu-locks``, by default
+#: ``~/.local/state/specband/gpu-locks``), which other users do not see.
+SYSTEM_LOCK_DIRS: tuple[Path, ...] = (Path("/run/lock"), Path("/var/lock"))
 #: Two limits closer than this are the same setting, W (NVML sets whole mW; a profile's
 #: emulated limit is rounded to 1 mW).
 SAME_LIMIT_TOL_W = 0.5
 
 
 def gpu_lock_dir() -> Path:
-    """The folder of the per-GPU lock files (:data:`LOCK_DIR_ENV`, else the temporary folder)."""
-    return Path(os.environ.get(LOCK_DIR_ENV) or tempfile.gettempdir())
+    """The folder of the per-GPU lock files: :data:`LOCK_DIR_ENV` when set, else the first of
+    :data:`SYSTEM_LOCK_DIRS` that is a folder this user can write to, else the user's state
+    folder; never the temporary folder (``TMPDIR`` differs between processes that share a GPU:
+    containers, systemd's ``PrivateTmp``, a set ``TMPDIR``)."""
+    given = os.environ.get(LOCK_DIR_ENV)
+    if given:
+        return Path(given)
+    for folder in SYSTEM_LOCK_DIRS:
+        if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "specband" / "gpu-locks"
 
 
 class PowerLimitError(DeviceError):
@@ -382,8 +410,29 @@ class PowerLimitGuard:
             raise PowerLimitError(f"{self.device.name}: the current power limit is unknown, so it cannot be restored")
         return found
 
+    def acquire(self) -> float:
+        """Take the GPU's lock (when the device names one) and find the limit to restore,
+        setting nothing; a no-op once done. A process that holds the limit for a whole run
+        calls it first, so that no other process can take the GPU between its sets.
+
+        Returns:
+            the limit :meth:`restore` will put back, W (:attr:`original_w`).
+
+        Raises:
+            PowerLimitBusyError: another process holds this GPU's lock.
+            PowerLimitError: the lock cannot be taken, or the current limit is unknown.
+        """
+        if self.original_w is None:
+            self._take_lock()
+            try:
+                self.original_w = self._find_original()
+            except BaseException:
+                self._release()
+                raise
+        return self.original_w
+
     def set(self, watts: float) -> float:
-        """Set the limit (a no-op when it is already set).
+        """Set the limit (a no-op when it is already set), after :meth:`acquire`.
 
         Returns:
             the limit the device reports after setting, W.
@@ -394,13 +443,8 @@ class PowerLimitGuard:
         """
         if self.current_w is not None and math.isclose(self.current_w, watts, abs_tol=5e-4):
             return self.current_w
-        if self.original_w is None:
-            self._take_lock()
-            try:
-                self.original_w = self._find_original()
-            except BaseException:
-                self._release()
-                raise
+        self.acquire()
+        assert self.original_w is not None  # acquire found it
         if self._lock is not None:
             self._lock.record(self.original_w, float(watts))
         self.current_w = self.device.set_power_limit_w(watts)
@@ -413,7 +457,8 @@ class PowerLimitGuard:
 
     def restore(self) -> None:
         """Put the original limit back (once; a failure is a warning, never hides the
-        exception that ended the block), clear the lock's record and release the lock."""
+        exception that ended the block), clear the lock's record and release the lock (also
+        after an :meth:`acquire` with no :meth:`set`: nothing was changed, the lock is released)."""
         if self.original_w is None or self.current_w is None:
             self._release()
             return

@@ -146,7 +146,7 @@ def run_doctor(
         try:
             pair = config_checks(t, d, target_source=tsrc, draft_source=dsrc)
         except ConfigError as exc:
-            pair = [Check("config", "error", str(exc), "fix the field's type")]
+            pair = [Check("config", "error", str(exc), "fix that field in the config.json (its type or value)")]
         checks += [
             _fixed_copy(c, t, d, dsrc, draft, fixed_dir) if c.name == "rope" and c.level == "error" else c for c in pair
         ]

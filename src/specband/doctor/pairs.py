@@ -16,7 +16,7 @@ from typing import Any
 
 from specband.core.errors import ConfigError
 from specband.core.exitcodes import ExitCode
-from specband.core.limits import is_int
+from specband.core.limits import MAX_CONTEXT_POSITIONS, is_int
 from specband.files.hub import HubError
 from specband.sim.hfconfig import config_dtype, rope_settings
 from specband.sim.hfconfig import read_model_config as read
@@ -183,8 +183,21 @@ def _architecture_check(draft: Mapping[str, Any], dsrc: str) -> Check:
     )
 
 
+def _positions(config: Mapping[str, Any], source: str) -> int | None:
+    """``max_position_embeddings`` in ``[1, MAX_CONTEXT_POSITIONS]`` (ConfigError naming the
+    field; the value cut to 40 characters: 10**400 was printed whole, -5 put in a fix, B28)."""
+    value = _int(config, "max_position_embeddings", source)
+    if value is not None and not 1 <= value <= MAX_CONTEXT_POSITIONS:
+        shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:20]}... ({len(str(value))} digits)"
+        raise ConfigError(
+            f"{source}: field 'max_position_embeddings': must be an integer in [1, {MAX_CONTEXT_POSITIONS}] "
+            f"(specband.core.limits.MAX_CONTEXT_POSITIONS), got {shown}"
+        )
+    return value
+
+
 def _positions_check(target: Mapping[str, Any], draft: Mapping[str, Any], tsrc: str, dsrc: str) -> Check:
-    t, d = _int(target, "max_position_embeddings", tsrc), _int(draft, "max_position_embeddings", dsrc)
+    t, d = _positions(target, tsrc), _positions(draft, dsrc)
     if t is None or d is None or d >= t:
         return Check("positions", "ok", f"max_position_embeddings: target {t}, draft {d}")
     return Check(

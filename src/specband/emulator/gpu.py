@@ -40,6 +40,7 @@ from specband.core.limits import MAX_CONFIG_FILE_BYTES
 from specband.devices.base import Clock, GpuDevice, TelemetrySample, is_throttling
 from specband.devices.power_limit import PowerLimitRange
 from specband.files.fileio import read_text_bounded, write_text_atomic
+from specband.files.pathlock import PathLock
 from specband.sim.power_capped import model_power_limit_range
 
 __all__ = [
@@ -310,6 +311,8 @@ class EmulatedDevice(GpuDevice):
         hardware: the performance-model profile id (e.g. ``rtx4060-laptop``).
         time_scale: real seconds per emulated second.
         now: the wall clock (as :class:`EmulatedGpu`).
+        held: a lock on the state file this device holds until :meth:`close` (a sweep's:
+            :meth:`specband.emulator.spec.EmulatedGpuSpec.open`), or ``None``.
 
     Attributes:
         name: the hardware name rows carry (:func:`hardware_name`: the profile's
@@ -326,7 +329,9 @@ class EmulatedDevice(GpuDevice):
         hardware: str,
         time_scale: float = 1.0,
         now: Callable[[], float] = time.time,
+        held: PathLock | None = None,
     ) -> None:
+        self._held = held
         self.gpu = EmulatedGpu(state_path, model, hardware, time_scale, now=now)
         self.name = hardware_name(model, hardware)
         self.energy_method = "counter"
@@ -334,6 +339,12 @@ class EmulatedDevice(GpuDevice):
         self.power_limit_w = float(self.gpu.read().power_limit_w)
         self.power_limit_source = "model" if self.power_limit_w == self.default_power_limit_w else "set"
         self.provenance = "emulated"
+
+    def close(self) -> None:
+        """Release the lock on the state file (when this device holds one). Idempotent."""
+        if self._held is not None:
+            self._held.release()
+            self._held = None
 
     def power_limit_range_w(self) -> PowerLimitRange:
         """The emulated GPU's limits: its profile's limit is the default and the highest; the

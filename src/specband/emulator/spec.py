@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specband.core.errors import ConfigError, DeviceError
 from specband.devices.base import GpuDevice
 from specband.devices.power_limit import PowerLimitRange
 from specband.emulator.env import HARDWARE_ENV, MODEL_ENV, STATE_ENV, TIME_SCALE_ENV
 from specband.emulator.gpu import EmulatedDevice
 from specband.emulator.models import load_performance_model
+from specband.files.pathlock import PathLock
 from specband.sim.power_capped import model_power_limit_range
 
 __all__ = ["EmulatedGpuSpec"]
@@ -43,10 +45,42 @@ class EmulatedGpuSpec:
 
         return load_performance_model(self.model, self.hardware)
 
-    def open(self) -> GpuDevice:
-        """The :class:`~specband.emulator.gpu.EmulatedDevice` of this GPU."""
+    def check(self, option: str = "--emulator-state") -> None:
+        """Refuse a state path that cannot be the GPU's state file, before anything runs (the
+        dry run refuses it as the run does, hostile trial E06).
 
-        return EmulatedDevice(self.state_path, self.performance_model(), self.hardware, self.time_scale)
+        Raises:
+            ConfigError: it is a folder, a device, FIFO or socket, or its folder is a file.
+        """
+        path = self.state_path
+        if path.exists() and not path.is_file():
+            what = "a folder" if path.is_dir() else "not a regular file (a device, FIFO or socket)"
+            raise ConfigError(
+                f"{option} {path}: is {what}; give the emulated GPU's state file (JSON, written by specband)"
+            )
+        if path.parent.exists() and not path.parent.is_dir():
+            raise ConfigError(f"{option} {path}: {path.parent} is not a folder")
+
+    def open(self) -> GpuDevice:
+        """The :class:`~specband.emulator.gpu.EmulatedDevice` of this GPU, holding a lock on its
+        state file until it is closed: one sweep at a time measures on an emulated GPU (two
+        sweeps sharing one measured with each other's server resident, hostile trial N52).
+
+        Raises:
+            PathBusyError: another sweep has this GPU open (one line, exit 2).
+            ConfigError: :meth:`check`; DeviceError: the state file is invalid.
+        """
+        self.check()
+        try:
+            self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DeviceError(f"{self.state_path}: cannot create its folder: {exc.strerror}") from None
+        lock = PathLock(self.state_path, "the emulated GPU of another running sweep").acquire()
+        try:
+            return EmulatedDevice(self.state_path, self.performance_model(), self.hardware, self.time_scale, held=lock)
+        except BaseException:
+            lock.release()
+            raise
 
     def power_limit_range_w(self) -> PowerLimitRange:
         """The limits this emulated GPU accepts (:func:`specband.sim.power_capped.model_power_limit_range`

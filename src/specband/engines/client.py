@@ -385,6 +385,53 @@ def _request_body(prompt: str, sampling: Mapping[str, Any], openai_model: str | 
     return "/v1/completions", body
 
 
+class _Deadline:
+    """A timer that shuts a request's socket down ``seconds`` after it starts (see
+    :class:`ProbeHttp`); :meth:`trace` is the request's httpcore ``trace`` callback."""
+
+    def __init__(self, seconds: float) -> None:
+        import threading  # a probe's or a sweep's request only, not recommend or --help
+
+        self.expired = False
+        self._lock = threading.Lock()
+        self._socket: Any = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event != "connection.connect_tcp.complete":
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        with self._lock:
+            self._socket = sock
+            late = self.expired
+        if late:
+            _shutdown(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sock = self._socket
+        _shutdown(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shutdown(sock: Any) -> None:
+    """Shut ``sock`` down both ways (a blocked read returns at once); nothing when gone."""
+    import socket
+
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed by httpx
+
+
 def new_client(concurrency: int, timeout_s: float) -> Any:
     """An ``httpx.Client`` sized for ``concurrency`` requests in flight (no proxies from
     the environment: the server is local)."""
@@ -396,16 +443,25 @@ def new_client(concurrency: int, timeout_s: float) -> Any:
 
 class ProbeHttp:
     """Read-only HTTP to a running server for ``specband probe``: every answer read in
-    chunks up to ``max_bytes`` (a larger one is an error, never read whole), one timeout per
+    chunks up to ``max_bytes`` (a larger one is an error, never read whole), one deadline per
     request, no proxies from the environment, no redirects followed.
+
+    The deadline bounds the whole request (connect, headers and body): httpx's timeouts
+    bound each read, so a server that drips a byte every half second (its headers or its
+    body) would hold a request forever (hostile trial P02). A timer shuts the request's
+    socket down at the deadline (captured through httpcore's documented ``trace``
+    extension when the connection is made; connections are not kept alive, so every
+    request has its own), which ends a read in progress at once.
 
     Args:
         base_url: ``http://host:port`` (no trailing slash).
-        timeout_s: seconds one request may take (connect, each read).
+        timeout_s: seconds one request may take, all of it.
         max_bytes: the largest answer body read (:data:`~specband.core.limits.MAX_PROBE_BODY_BYTES`).
 
     Attributes:
         posts: the ``POST`` requests sent so far (the probe's requests, counted where they are sent).
+        emulated: an answer carried :data:`EMULATOR_HEADER` (the server is ``specband emulate``:
+            what it shows is emulated, not measured).
 
     Raises (its methods):
         EngineError: the server does not answer (``<url> does not answer: ConnectError ...``),
@@ -418,8 +474,15 @@ class ProbeHttp:
 
         self.base_url = base_url.rstrip("/")
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
         self.posts = 0
-        self._client = httpx.Client(timeout=timeout_s, trust_env=False, follow_redirects=False)
+        self.emulated = False
+        self._client = httpx.Client(
+            timeout=timeout_s,
+            trust_env=False,
+            follow_redirects=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     def close(self) -> None:
         """Close the connections."""
@@ -435,16 +498,25 @@ class ProbeHttp:
         import httpx
 
         url = self.base_url + path
+        deadline = _Deadline(self.timeout_s)
+        data = bytearray()
         try:
-            with self._client.stream(method, url, json=body) as resp:
-                data = bytearray()
+            with self._client.stream(method, url, json=body, extensions={"trace": deadline.trace}) as resp:
+                self.emulated = self.emulated or EMULATOR_HEADER in resp.headers
                 for chunk in resp.iter_bytes():
                     data += chunk
                     if len(data) > self.max_bytes:
                         raise EngineError(f"{url}: answer larger than {self.max_bytes} bytes; not read further")
                 status = resp.status_code
         except httpx.HTTPError as exc:
+            if deadline.expired:
+                raise EngineError(
+                    f"{url} did not answer in full within --timeout {self.timeout_s:g} s "
+                    f"({len(data)} bytes of its body read): --timeout bounds the whole request"
+                ) from None
             raise EngineError(f"{self.base_url} does not answer: {type(exc).__name__}: {str(exc)[:200]}") from None
+        finally:
+            deadline.cancel()
         if status >= 400 and status != 404:
             raise EngineError(f"{url} answered HTTP {status}: {bytes(data[:200]).decode('utf-8', 'replace')}")
         return status, bytes(data)

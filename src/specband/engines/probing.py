@@ -8,9 +8,13 @@ requests the probe sent. The probe only reads (``GET``) and sends at most
 :attr:`ProbePlan.max_requests` short completion requests; it never changes the server.
 
 This module also holds the pieces both engines use: the Prometheus text parser
-(:func:`metric_samples`), the sampling of a running-requests gauge (:func:`watch_gauge`), and
-the per-position acceptance of a chain from sglang's accept histogram
-(:func:`position_accept_from_histogram`).
+(:func:`metric_samples`), the sampling of a running-requests gauge (:func:`watch_gauge`,
+:func:`running_requests`), the per-position acceptance of a chain from sglang's accept
+histogram (:func:`position_accept_from_histogram`), and the check of a reading against the
+bounds its readers hold a probe file to (:func:`check_action`, :func:`check_reading`): a server
+that reports a negative, huge or type-confused config, an accept length above steps + 1 or a
+running-requests gauge of 1e308 is refused before the probe file is written (hostile trial
+P07-P09, P13), never written as "measured" for ``--acceptance-from`` to refuse later.
 """
 
 from __future__ import annotations
@@ -20,10 +24,18 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from specband.contract.actions import Action
+from specband.contract.actions import Action, validate_action
+from specband.core.errors import EngineError, InvalidActionError
+from specband.core.limits import (
+    MAX_BATCH_SIZE,
+    MAX_DRAFT_TOKENS,
+    MAX_EAGLE_TOPK,
+    MAX_HISTOGRAM_COUNT,
+    MAX_SPECULATIVE_STEPS,
+    is_int,
+)
 
 
 class ProbedEngine(Protocol):
@@ -42,9 +54,12 @@ __all__ = [
     "AcceptanceReading",
     "ProbePlan",
     "ServerReading",
+    "check_action",
+    "check_reading",
     "metric_samples",
     "position_accept_from_histogram",
     "probe_prompts",
+    "running_requests",
     "watch_gauge",
 ]
 
@@ -146,9 +161,9 @@ class ServerReading:
     notes: tuple[str, ...] = field(default=())
 
 
-def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+def metric_samples(text: str, name: str, *, finite_only: bool = True) -> list[tuple[dict[str, str], float]]:
     """The samples of metric ``name`` on a Prometheus text page: ``(labels, value)`` each
-    (non-finite and unparsable values skipped)."""
+    (unparsable values skipped; non-finite ones too unless ``finite_only`` is false)."""
     out: list[tuple[dict[str, str], float]] = []
     for line in text.splitlines():
         if not line.startswith(name):
@@ -160,9 +175,28 @@ def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
             value = float(m.group("value"))
         except ValueError:
             continue
-        if math.isfinite(value):
+        if math.isfinite(value) or not finite_only:
             out.append((dict(_LABEL.findall(m.group("labels") or "")), value))
     return out
+
+
+def running_requests(page: str, name: str) -> float | None:
+    """The sum of the samples of the running-requests gauge ``name`` on a ``/metrics``
+    page, or ``None`` when the page has none.
+
+    Raises:
+        EngineError: a sample is not a whole number of requests in ``[0, MAX_BATCH_SIZE]``
+            (NaN, -5, 2.5, 1e308: the gauge counts requests, and a batch size read from it
+            is held to :data:`~specband.core.limits.MAX_BATCH_SIZE` like every other).
+    """
+    samples = metric_samples(page, name, finite_only=False)
+    for _, value in samples:
+        if not (math.isfinite(value) and 0 <= value <= MAX_BATCH_SIZE and value == int(value)):
+            raise EngineError(
+                f"metrics_failed: {name} is {value:g}, not a count of running requests in [0, {MAX_BATCH_SIZE}] "
+                "(specband.core.limits.MAX_BATCH_SIZE); the server's /metrics is not read further"
+            )
+    return sum(v for _, v in samples) if samples else None
 
 
 def watch_gauge(read: Callable[[], float | None], seconds: float, samples: int) -> list[float]:
@@ -209,3 +243,78 @@ def probe_prompts(
     else:
         return (), None
     return given[: plan.max_requests], None
+
+
+def check_action(raw: Sequence[Any], names: Sequence[str]) -> tuple[int, int, int]:
+    """The contract triple a server reports, checked as a probe file's reader checks it:
+    integers (not a string, list or bool), a valid sglang config
+    (:func:`~specband.contract.actions.validate_action`: no negative or partly-zero triple, the
+    draft budget kept, ``topk == 1`` canonicalised) within
+    :data:`~specband.core.limits.MAX_SPECULATIVE_STEPS`, :data:`~specband.core.limits.MAX_EAGLE_TOPK`
+    and :data:`~specband.core.limits.MAX_DRAFT_TOKENS`.
+
+    Args:
+        raw: the three values as the server gave them.
+        names: the server's names for them (the error names the field).
+
+    Raises:
+        EngineError: one line naming the field and the value (hostile trial P07, P08).
+    """
+    bounds = (MAX_SPECULATIVE_STEPS, MAX_EAGLE_TOPK, MAX_DRAFT_TOKENS)
+    for name, value, high in zip(names, raw, bounds, strict=True):
+        if not is_int(value) or not 0 <= value <= high:
+            raise EngineError(
+                f"the server reports {name} = {repr(value)[:60]}, not an integer in [0, {high}] "
+                "(specband.core.limits); its config cannot be read"
+            )
+    try:
+        action = validate_action(tuple(int(v) for v in raw))
+    except InvalidActionError as exc:
+        raise EngineError(f"the server reports {tuple(raw)}: not a valid config ({exc})") from None
+    return (action[0], action[1], action[2])
+
+
+def check_reading(reading: ServerReading) -> None:
+    """Hold a reading to the bounds the probe file's reader (``--acceptance-from``) and the
+    simulator hold it to, before the file is written: the action as :func:`check_action`;
+    an acceptance only with a speculative action, its accept length in ``[1, steps + 1]``,
+    its per-position fractions in ``[0, 1]`` (at most ``steps`` of them), its accept histogram
+    at most ``steps + 1`` bins of counts in ``[0, MAX_HISTOGRAM_COUNT]``; batch sizes in
+    ``[1, MAX_BATCH_SIZE]``.
+
+    Raises:
+        EngineError: one line naming what the server reported and the bound (hostile trial
+            P07-P09, P13).
+    """
+    steps, topk, draft = check_action(reading.action, ("steps", "topk", "num_draft_tokens"))
+    for bs in reading.batch_sizes_seen:
+        if not 1 <= bs <= MAX_BATCH_SIZE:
+            raise EngineError(f"the server ran batch size {bs}, outside [1, {MAX_BATCH_SIZE}] (MAX_BATCH_SIZE)")
+    a = reading.acceptance
+    if a is None:
+        return
+    action = (steps, topk, draft)
+    if steps == 0:
+        raise EngineError(f"the server reports an acceptance ({a.source}) but runs no speculative config")
+    if not (math.isfinite(a.accept_length) and 1.0 <= a.accept_length <= steps + 1.0 + 1e-9):
+        raise EngineError(
+            f"the server's accept length ({a.source}) {a.accept_length:g} is outside [1, steps + 1 = {steps + 1}] "
+            f"for {action}: a chain of {steps} draft steps accepts at most {steps} tokens and the bonus one"
+        )
+    if a.position_accept is not None and (
+        len(a.position_accept) > steps or any(not 0.0 <= p <= 1.0 for p in a.position_accept)
+    ):
+        raise EngineError(
+            f"the server's per-position acceptance ({a.source}) is not {steps} fractions in [0, 1] for {action}"
+        )
+    for name, count in (("verify steps", a.verify_steps), ("drafts", a.num_drafts)):
+        if count is not None and not 0 <= count <= MAX_HISTOGRAM_COUNT:
+            raise EngineError(
+                f"the server's {name} ({a.source}) {str(count)[:40]} is outside [0, {MAX_HISTOGRAM_COUNT}]"
+            )
+    hist = a.accept_histogram
+    if hist is not None and (len(hist) > steps + 1 or any(not 0 <= n <= MAX_HISTOGRAM_COUNT for n in hist)):
+        raise EngineError(
+            f"the server's accept histogram ({a.source}) has {len(hist)} bins for {action} (at most steps + 1 = "
+            f"{steps + 1}, counts in [0, {MAX_HISTOGRAM_COUNT}])"
+        )

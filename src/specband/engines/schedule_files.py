@@ -420,8 +420,17 @@ def sglang_schedule_flags(
         str(steps + 1),
         "--speculative-adaptive",
         "--speculative-adaptive-config",
-        str(config_path),
+        path_argument(config_path),
     ]
+
+
+def path_argument(path: str | Path) -> str:
+    """``path`` as one argument of an engine's command line: a relative path that starts with
+    ``-`` keeps a ``./`` in front, so that the engine's parser cannot read it as an option
+    (``pathlib`` drops the ``./`` of ``./--config=evil.json``, and sglang read the bare name
+    as a flag: hostile trial SCH4)."""
+    text = str(path)
+    return f"./{text}" if text.startswith("-") else text
 
 
 def vllm_speculative_config(tiers: Sequence[Tier], draft_model: str | None, method: str = "eagle3") -> dict[str, Any]:

@@ -26,15 +26,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from specband.core.limits import is_int
+from specband.core.errors import EngineError
+from specband.core.limits import MAX_BATCH_SIZE, is_int
 from specband.engines.client import ProbeHttp, parse_server_info
 from specband.engines.probing import (
     AcceptanceReading,
     ProbePlan,
     ServerReading,
-    metric_samples,
+    check_action,
     position_accept_from_histogram,
     probe_prompts,
+    running_requests,
     watch_gauge,
 )
 
@@ -60,6 +62,7 @@ SGLANG_PROBE_FLAGS: tuple[str, ...] = (
     "dtype",
 )
 _SPECULATIVE = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
+_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 _RUNNING_GAUGE = "sglang:num_running_reqs"
 
 
@@ -74,27 +77,40 @@ def read_sglang_info(http: ProbeHttp) -> Mapping[str, Any] | None:
 
 def sglang_action(info: Mapping[str, Any]) -> tuple[int, int, int]:
     """The ``(steps, topk, num_draft_tokens)`` a server runs from its arguments: ``(0, 0, 0)``
-    without a speculative algorithm or with any of the three missing."""
+    without a speculative algorithm or with any of the three missing (null or absent).
+
+    Raises:
+        EngineError: a speculative server reports a value that is no config: negative,
+            huge, a string, a list (:func:`~specband.engines.probing.check_action`; it was
+            read as plain decoding, hostile trial P07, P08).
+    """
     algo = info.get("speculative_algorithm")
-    triple = [info.get(k) for k in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")]
-    numbers = [int(v) for v in triple if is_int(v) and v > 0]
-    if not isinstance(algo, str) or algo.upper() not in _SPECULATIVE or len(numbers) != 3:
+    triple = [info.get(k) for k in _TRIPLE]
+    if not isinstance(algo, str) or algo.upper() not in _SPECULATIVE or any(v is None for v in triple):
         return (0, 0, 0)
-    return (numbers[0], numbers[1], numbers[2])
+    return check_action(triple, _TRIPLE)
 
 
 def _running_gauge(http: ProbeHttp) -> float | None:
     page = http.get_text("/metrics")
-    if page is None:
-        return None
-    samples = metric_samples(page, _RUNNING_GAUGE)
-    return sum(v for _, v in samples) if samples else None
+    return None if page is None else running_requests(page, _RUNNING_GAUGE)
+
+
+def _step_time_sizes(steps: Mapping[int, list[float]]) -> tuple[int, ...]:
+    """The decode batch sizes of a ``step_time_dict`` (EngineError: one over MAX_BATCH_SIZE)."""
+    sizes = tuple(sorted(bs for bs, times in steps.items() if times and bs >= 1))
+    if sizes and sizes[-1] > MAX_BATCH_SIZE:
+        raise EngineError(
+            f"the server's step_time_dict holds batch size {str(sizes[-1])[:40]}, over {MAX_BATCH_SIZE} "
+            "(specband.core.limits.MAX_BATCH_SIZE)"
+        )
+    return sizes
 
 
 def _batch_sizes(http: ProbeHttp, info: Mapping[str, Any], plan: ProbePlan) -> tuple[tuple[int, ...], str]:
     steps = parse_server_info(info).step_times
     if steps:
-        sizes = tuple(sorted(bs for bs, times in steps.items() if times and bs >= 1))
+        sizes = _step_time_sizes(steps)
         return sizes, "sglang /server_info step_time_dict: the decode batch sizes it ran since launch"
     if http.get_text("/metrics") is not None:
         seen = watch_gauge(lambda: _running_gauge(http), plan.watch_s, plan.watch_samples)
@@ -115,6 +131,11 @@ def _send(http: ProbeHttp, prompts: tuple[str, ...], max_new_tokens: int) -> tup
         meta = meta if isinstance(meta, Mapping) else {}
         got, ct = meta.get("completion_tokens"), meta.get("spec_verify_ct")
         if is_int(got) and is_int(ct) and ct > 0:
+            if not (0 <= got <= max_new_tokens and ct <= max_new_tokens):
+                raise EngineError(
+                    f"/generate answered completion_tokens {str(got)[:40]} and spec_verify_ct {str(ct)[:40]} for a "
+                    f"request of max_new_tokens {max_new_tokens}: not what it decoded"
+                )
             tokens, verify = tokens + int(got), verify + int(ct)
         hist = meta.get("spec_accept_histogram", meta.get("spec_correct_drafts_histogram"))
         if isinstance(hist, list) and all(is_int(n) and n >= 0 for n in hist):
@@ -167,7 +188,7 @@ def probe_sglang(http: ProbeHttp, plan: ProbePlan, engine: Engine) -> ServerRead
         if not sizes and sent:
             after = parse_server_info(read_sglang_info(http) or {}).step_times
             if after:
-                sizes = tuple(sorted(bs for bs, times in after.items() if times and bs >= 1))
+                sizes = _step_time_sizes(after)
                 how = (
                     "sglang /server_info step_time_dict after the probe's requests (none before them): the batch "
                     "sizes of the probe's own requests, sent one at a time, not of your traffic"

@@ -30,14 +30,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from specband.core.limits import is_int
+from specband.core.errors import EngineError
+from specband.core.limits import MAX_SPECULATIVE_STEPS, is_int
 from specband.engines.client import ProbeHttp
 from specband.engines.probing import (
     AcceptanceReading,
     ProbePlan,
     ServerReading,
+    check_action,
     metric_samples,
     probe_prompts,
+    running_requests,
     watch_gauge,
 )
 from specband.engines.vllm_server import SpecDecodeCounters, parse_spec_decode_metrics
@@ -59,7 +62,13 @@ def vllm_chain_length(counters: SpecDecodeCounters | None) -> int:
     if counters.accepted_per_pos:
         return max(counters.accepted_per_pos) + 1
     if counters.num_drafts > 0:
-        return round(counters.num_draft_tokens / counters.num_drafts)
+        k = counters.num_draft_tokens / counters.num_drafts
+        if not k <= MAX_SPECULATIVE_STEPS:
+            raise EngineError(
+                f"metrics_failed: num_draft_tokens / num_drafts = {k:g} draft tokens per step, over "
+                f"{MAX_SPECULATIVE_STEPS} (specband.core.limits.MAX_SPECULATIVE_STEPS)"
+            )
+        return round(k)
     return 0
 
 
@@ -75,9 +84,7 @@ def vllm_acceptance(counters: SpecDecodeCounters, k: int, source: str) -> Accept
 
 
 def _running(http: ProbeHttp) -> float | None:
-    page = http.get_text("/metrics")
-    samples = metric_samples(page or "", _RUNNING)
-    return sum(v for _, v in samples) if samples else None
+    return running_requests(http.get_text("/metrics") or "", _RUNNING)
 
 
 def vllm_batch_sizes(http: ProbeHttp, page: str, plan: ProbePlan) -> tuple[tuple[int, ...], str]:
@@ -154,7 +161,7 @@ def probe_vllm(http: ProbeHttp, plan: ProbePlan, engine: Engine) -> ServerReadin
     page = http.get_text("/metrics") or ""
     counters = parse_spec_decode_metrics(page)
     k = vllm_chain_length(counters)
-    action = (k, 1, k + 1) if k > 0 else (0, 0, 0)
+    action = check_action((k, 1, k + 1), ("K (per-position counters)", "topk", "K + 1")) if k > 0 else (0, 0, 0)
     flags: dict[str, Any] = {"num_speculative_tokens": k or None}
     if is_int(entry.get("max_model_len")):
         flags["max_model_len"] = entry["max_model_len"]

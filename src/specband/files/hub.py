@@ -15,7 +15,12 @@ folder", not a hub cache miss. Downloads go through ``huggingface_hub`` into its
 :class:`HubUnreachableError` line naming the id (exit 5: the id may be right, the download
 could not happen); a hub id that names no repo, revision or file is a :class:`HubError`
 (bad input, exit 2). A look-up that takes longer than
-:data:`HUB_PROGRESS_AFTER_S` prints one progress line on stderr. A downloaded folder is
+:data:`HUB_PROGRESS_AFTER_S` prints one progress line on stderr, and one that has not finished
+within :data:`HUB_LOOKUP_DEADLINE_S` (``SPECBAND_HUB_DEADLINE_S``) is a
+:class:`HubUnreachableError` too: huggingface_hub bounds its file downloads
+(``HF_HUB_ETAG_TIMEOUT``, ``HF_HUB_DOWNLOAD_TIMEOUT``) but sends its repo look-up
+(``repo_info``) with no timeout, so a hub that answers the HEAD probe and never a GET held
+``recommend --models org/name`` forever (hostile trial E05). A downloaded folder is
 foreign: its pickles load only when trusted (:mod:`specband.files.safeload`).
 """
 
@@ -24,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +39,8 @@ from specband.core.errors import ConfigError, DataError, DownloadError, Specband
 from specband.files.fileio import write_text_atomic
 
 __all__ = [
+    "HUB_DEADLINE_ENV",
+    "HUB_LOOKUP_DEADLINE_S",
     "HUB_PROBE_TIMEOUT_S",
     "HUB_PROGRESS_AFTER_S",
     "HubError",
@@ -61,6 +68,14 @@ _CONVERT = re.compile(r"^(?P<rev>refs/convert/[^/]+)(?:/(?P<path>.*))?$")
 HUB_PROBE_TIMEOUT_S = 2.0
 #: A look-up running longer than this prints a progress line on stderr, seconds.
 HUB_PROGRESS_AFTER_S = 1.0
+#: Longest one hub look-up (a repo snapshot or one file, all its requests) may take, seconds:
+#: 120, or ``SPECBAND_HUB_DEADLINE_S``. Basis: what specband fetches from the hub is small (a
+#: ``config.json`` of KB, a policy folder of a few MB, a sweep dataset of tens of MB), under a
+#: minute at 1 MB/s; a slower link sets the variable. Past it the look-up is abandoned (its
+#: thread finishes or fails on its own; huggingface_hub writes the cache through temporary
+#: files, so nothing half-written is kept) and the endpoint counts as unreachable for the process.
+HUB_LOOKUP_DEADLINE_S = 120.0
+HUB_DEADLINE_ENV = "SPECBAND_HUB_DEADLINE_S"
 _reachable: dict[str, bool] = {}
 #: The error of an endpoint's probe that failed before the timeout (connection refused, no
 #: network), for the error line; a probe that ran out of time has none.
@@ -125,6 +140,58 @@ def _progress(ref: HubRef) -> Iterator[None]:
 def _local_only() -> bool:
     """Answer from the cache alone: offline by setting or by the probe."""
     return not hub_reachable()
+
+
+def _deadline_s() -> float:
+    """:data:`HUB_LOOKUP_DEADLINE_S`, or ``SPECBAND_HUB_DEADLINE_S`` when set (ConfigError: not a
+    positive number)."""
+    raw = os.environ.get(HUB_DEADLINE_ENV)
+    if raw is None or not raw.strip():
+        return HUB_LOOKUP_DEADLINE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1e7:  # NaN fails too
+        raise ConfigError(f"{HUB_DEADLINE_ENV}={raw[:40]!r}: must be a number of seconds in (0, 1e7]")
+    return value
+
+
+def _within_deadline(ref: HubRef, call: Callable[[], str]) -> str:
+    """``call()`` (a huggingface_hub look-up) in a daemon thread, waited for at most
+    :func:`_deadline_s` seconds; its exception re-raised here.
+
+    Raises:
+        HubUnreachableError: it did not finish in time (the endpoint then counts as
+            unreachable for the rest of the process).
+    """
+    import threading
+
+    from huggingface_hub import constants
+
+    deadline = _deadline_s()
+    result: list[str] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="specband-hub-lookup", daemon=True)
+    thread.start()
+    thread.join(deadline)
+    if thread.is_alive():
+        endpoint = constants.ENDPOINT
+        _reachable[endpoint] = False
+        raise HubUnreachableError(
+            f"{ref}: the hub ({endpoint}) did not finish the look-up within {deadline:g} s "
+            f"({HUB_DEADLINE_ENV} sets the bound); nothing was taken from it"
+        )
+    if failure:
+        raise failure[0]
+    return result[0]
 
 
 def check_local_path(text: str | Path, kind: str = "folder") -> None:
@@ -251,11 +318,17 @@ def download_repo(ref: HubRef) -> Path:
 
     try:
         with _quiet_hub(), _progress(ref):
+            local = _local_only()
             return Path(
-                snapshot_download(
-                    ref.repo_id, repo_type=ref.repo_type, revision=ref.revision, local_files_only=_local_only()
+                _within_deadline(
+                    ref,
+                    lambda: snapshot_download(
+                        ref.repo_id, repo_type=ref.repo_type, revision=ref.revision, local_files_only=local
+                    ),
                 )
             )
+    except SpecbandError:  # ours: the deadline, a bad SPECBAND_HUB_DEADLINE_S
+        raise
     except Exception as exc:
         raise _hub_error(ref, exc) from None
 
@@ -271,15 +344,17 @@ def download_file(ref: HubRef, filename: str) -> Path:
 
     try:
         with _quiet_hub(), _progress(ref):
+            local = _local_only()
             return Path(
-                hf_hub_download(
-                    ref.repo_id,
-                    filename,
-                    repo_type=ref.repo_type,
-                    revision=ref.revision,
-                    local_files_only=_local_only(),
+                _within_deadline(
+                    ref,
+                    lambda: hf_hub_download(
+                        ref.repo_id, filename, repo_type=ref.repo_type, revision=ref.revision, local_files_only=local
+                    ),
                 )
             )
+    except SpecbandError:  # ours: the deadline, a bad SPECBAND_HUB_DEADLINE_S
+        raise
     except Exception as exc:
         raise _hub_error(HubRef(ref.repo_id, ref.repo_type, ref.revision, filename), exc) from None
 

@@ -35,6 +35,15 @@ class ImportResult:
     out_path: Path
 
 
+#: Sweep column -> the bench file's field it came from (errors name the input's field).
+_BENCH_FIELD = {
+    "accept_length": "acc_length",
+    "speed_tok_s": "speed",
+    "step_time_s": "step_time",
+    "avg_output_tokens": "completion_tokens",
+}
+
+
 def _same_file(a: Path, b: Path) -> bool:
     """True when ``a`` and ``b`` name the same file (:func:`os.path.samefile`: the same
     device and inode, so links too), or resolve to the same path."""
@@ -98,8 +107,9 @@ def import_bench(
             load_sweep(tmp)
         except DataError as exc:
             line = rows[exc.line - 1]["source_line"] if exc.line is not None and exc.line <= len(rows) else None
+            field = _BENCH_FIELD.get(exc.field or "", exc.field)
             raise DataError(
-                f"the converted row does not load as a sweep: {exc.message}", path=src, line=line, field=exc.field
+                f"the converted row does not load as a sweep: {exc.message}", path=src, line=line, field=field
             ) from None
 
     write_jsonl_atomic(out, rows, error=ConfigError, make_parents=True, check=check)

@@ -36,7 +36,7 @@ from specband.engines.serverconfig import ServerConfig, format_launch, split_ser
 from specband.files.fileio import given_path
 from specband.harness.gpu_limits import sweep_power_limits_w
 from specband.harness.sweepfile import existing_rows
-from specband.harness.workers import LocalGpuPool, RayPool, check_pool_env, parse_gpus
+from specband.harness.workers import LocalGpuPool, RayPool, check_pool_env, check_single_gpu_env, parse_gpus
 from specband.harness.workload import load_prompts
 
 if TYPE_CHECKING:  # the sweep's modules are imported when a sweep is built (launch imports this one)
@@ -666,6 +666,8 @@ def build_sweep(r: SweepRequest) -> SweepJob:
         limits_w, limit_notes = sweep_power_limits_w(r.power_limits, r.device_kind(), r.gpu_index or 0, r.plugged)
     if pool is not None:
         check_pool_env(settings.server.env)
+    else:
+        check_single_gpu_env(settings.server.env, r.gpu_index or 0, r.device_kind())
     if settings.log_dir.exists() and not settings.log_dir.is_dir():  # the default <out>.logs (--log-dir: above)
         raise ConfigError(f"--log-dir {settings.log_dir}: is a file, not a folder")
     return SweepJob(

@@ -141,6 +141,29 @@ def check_pool_env(env: Mapping[str, str]) -> None:
             )
 
 
+def check_single_gpu_env(env: Mapping[str, str], gpu_index: int, device_kind: str) -> None:
+    """Refuse ``--env CUDA_VISIBLE_DEVICES`` (or ``CUDA_DEVICE_ORDER``) on a one-GPU sweep whose
+    telemetry reads a GPU (``--device nvml``, ``zeus`` or ``auto``) unless the two name the
+    telemetry's GPU the way NVML numbers it (``CUDA_DEVICE_ORDER=PCI_BUS_ID
+    CUDA_VISIBLE_DEVICES=<--gpu-index>``, as a pool sets them): otherwise the server runs on one
+    GPU while the power of another is read (hostile trial S39). With ``--device none`` or the
+    emulator nothing is read from a GPU, and they pass.
+
+    Raises:
+        ConfigError: one line naming the variable, the GPU read and how to name it.
+    """
+    if device_kind not in ("nvml", "zeus", "auto") or not any(key in env for key in POOL_ENV):
+        return
+    consistent = env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" and env.get("CUDA_VISIBLE_DEVICES") == str(gpu_index)
+    if not consistent:
+        given = " ".join(f"{key}={env[key]}" for key in POOL_ENV if key in env)
+        raise ConfigError(
+            f"--env {given}: the telemetry reads NVML GPU {gpu_index} (--gpu-index), which NVML numbers in PCI "
+            "bus order, so the server could run on another GPU than the one whose power is read; give "
+            "--gpu-index N with --env CUDA_DEVICE_ORDER=PCI_BUS_ID --env CUDA_VISIBLE_DEVICES=N, or leave both out"
+        )
+
+
 class Results(Generic[U, R]):
     """``(unit, result)`` pairs in completion order; a context manager whose exit (or
     :meth:`close`) cancels what is left and waits for the running executors."""

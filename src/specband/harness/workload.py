@@ -136,7 +136,7 @@ def _sharegpt(path: Path, text: str) -> list[str]:
                 f"item {i}: expected an object with a 'conversations' list", path=path, field="conversations"
             )
         first = next((t.get("value") for t in turns if isinstance(t, dict) and t.get("from") in _HUMAN), None)
-        if isinstance(first, str) and first:
+        if isinstance(first, str) and first.strip():
             prompts.append(first)
     return prompts
 
@@ -146,6 +146,10 @@ def _jsonl(path: Path, text: str, target: str) -> list[str]:
     conversations: list[tuple[int, int, Any]] = []  # (slot in prompts, line, messages)
     for lineno, row in parse_jsonl(text, path):
         if isinstance(row, dict) and isinstance(row.get("prompt"), str) and row["prompt"]:
+            if not row["prompt"].strip():  # the server would decode from nothing (S34)
+                raise DataError(
+                    "the prompt is only whitespace: no text to decode from", path=path, line=lineno, field="prompt"
+                )
             prompts.append(row["prompt"])
         elif isinstance(row, dict) and "messages" in row:
             _check_messages(row["messages"], path, lineno)
@@ -157,7 +161,12 @@ def _jsonl(path: Path, text: str, target: str) -> list[str]:
             )
     if conversations:
         rendered = _chat_template(target, path, conversations[0][1])([m for _, _, m in conversations])
-        for (slot, _, _), text_ in zip(conversations, rendered, strict=True):
+        for (slot, lineno, _), text_ in zip(conversations, rendered, strict=True):
+            if not text_.strip():  # a template that drops the messages: '' measured as a workload (S34)
+                raise ConfigError(
+                    f"--prompts {path}:{lineno}: the chat template of --target {target} rendered "
+                    f"{'nothing' if not text_ else 'only whitespace'} for these messages; no prompt to send"
+                )
             prompts[slot] = text_
     return [p for p in prompts if p is not None]
 

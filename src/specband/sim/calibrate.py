@@ -58,6 +58,7 @@ __all__ = [
     "CalibrationReport",
     "FitResult",
     "RowComparison",
+    "aic_refitted_provenance",
     "calibration_report",
     "check_rows_gpu",
     "fit_profile",
@@ -240,6 +241,20 @@ def refitted_provenance(fit: FitResult, name: str, sweep: Sweep | None = None) -
     if fit.profile.power_source:
         values["power_source"] = f"{fitted}: idle and activity power fitted to their utilisation and J/token"
     return fit.profile.with_values(**values)
+
+
+def aic_refitted_provenance(profile: HardwareProfile, name: str, start: str, reference: str) -> HardwareProfile:
+    """A profile refitted to AIConfigurator's step times (``--refit --against aic``), named
+    ``name`` (the file it is written to) with ``source`` (and ``power_source``, whose power now
+    follows the refitted step times) saying what it was refitted against, so that neither the
+    file nor the rows simulated from it pass for the shipped profile (hostile trial N21b: the
+    file kept ``name = "h100-sxm"`` and the shipped source line, and its rows said
+    ``profile: "h100-sxm"``)."""
+    fitted = f"refitted by specband simulate --refit --against aic from profile {start} to {reference}"
+    values: dict[str, object] = {"name": name, "source": fitted}
+    if profile.power_source:
+        values["power_source"] = f"{profile.power_source}, with step times {fitted}"
+    return profile.with_values(**values)
 
 
 def refit_profile(

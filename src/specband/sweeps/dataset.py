@@ -50,13 +50,12 @@ from specband.core.errors import DataError, InvalidActionError
 from specband.core.limits import (
     MAX_BATCH_SIZE,
     MAX_DATA_BATCH_SIZES,
-    STATE_FIELD_RANGES,
     is_int,
     is_number,
-    out_of_range,
 )
 from specband.files.jsonl import read_jsonl
 from specband.sweeps.benchfile import BENCH_COLUMNS, is_bench_record, read_bench
+from specband.sweeps.bounds import row_out_of_bounds
 from specband.sweeps.speeds import one_speed_source, speed_source_note
 
 __all__ = [
@@ -728,12 +727,8 @@ def _validate_row(record: Any, lineno: int, path: str | Path | None, action_set:
     for name in NONNEGATIVE_COLUMNS:
         if rec.get(name) is not None and rec[name] < 0:
             raise err(name, f"must be >= 0, got {rec[name]}")
-    for name, (low, high, basis) in STATE_FIELD_RANGES.items():
-        problem = None if rec.get(name) is None else out_of_range(rec[name], low, high)
-        if problem is not None:
-            raise err(name, f"{problem} ({basis})")
-    if rec.get("power_limit_watts") is not None and rec["power_limit_watts"] <= 0:
-        raise err("power_limit_watts", f"must be > 0 W, got {rec['power_limit_watts']}")
+    if (bad_field := row_out_of_bounds(rec, max(rec["steps"], 0))) is not None:  # sweeps/bounds.py (B05, B07)
+        raise err(*bad_field)
     if rec.get("propensity") is not None and not 0 < rec["propensity"] <= 1:
         raise err("propensity", f"must be in (0, 1], got {rec['propensity']}")
     if rec.get("action_set", "contract") not in ACTION_SETS:
