@@ -224,22 +224,29 @@ class SpeculativeDecodingModel:
         _b, _f, t_mem, t_cmp = self._forward_work(spec, batch_size, tokens, self.context_tokens())
         return self._kernel_time([("forward", tokens, t_mem, t_cmp)], 1.0)[0]
 
-    def step_cost(self, batch_size: int, action: Action | tuple[int, int, int]) -> StepCost:
+    def step_cost(
+        self, batch_size: int, action: Action | tuple[int, int, int], *, context_tokens: float | None = None
+    ) -> StepCost:
         """Bytes, FLOPs and times of one decode step at full clock.
 
         Args:
             batch_size: concurrent requests (>= 1).
             action: ``(steps, topk, num_draft_tokens)``.
+            context_tokens: mean context of the running requests, tokens (KV cache read per
+                request); ``None``: :meth:`context_tokens`, a sweep row's (a server's workload
+                has its own: :mod:`specband.sim.serving`).
 
         Raises:
-            ConfigError: batch size < 1.
+            ConfigError: batch size < 1, a context below 1 token.
             InvalidActionError: a bad action.
         """
         if not is_int(batch_size) or batch_size < 1:
             raise ConfigError(f"batch size must be an integer >= 1, got {batch_size!r}")
+        if context_tokens is not None and not (is_finite_number(context_tokens) and context_tokens >= 1):
+            raise ConfigError(f"context tokens must be a number >= 1, got {context_tokens!r}")
         steps, topk, draft_tokens = as_action(action)
         p = self.profile
-        ctx = self.context_tokens()
+        ctx = self.context_tokens() if context_tokens is None else float(context_tokens)
         forwards: list[tuple[str, int, float, float]] = []
         total_bytes = 0.0
         total_flops = 0.0
