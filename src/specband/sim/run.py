@@ -120,6 +120,9 @@ class SimulatedSweep:
             mark += f" [power UNMEASURED: rows carry power_w_range{borrowed}]"
         if self.plan.request.actions != "contract":
             mark += f" [{self.plan.request.actions} action set: {len(self.plan.actions)} actions]"
+        correction = getattr(self.plan.model, "cost_correction", None)
+        if correction is not None:
+            mark += f" [step time: fitted to {correction.label}]"
         return mark + f" [acceptance: {self.plan.model.acceptance.source}; rows carry speed_tok_s_interval]"
 
     def summary(self) -> str:
