@@ -101,7 +101,7 @@ def _fit(
     return {n: float(f"{v:.6g}") for n, v in zip(names, result.x, strict=True)}
 
 
-def fit_all() -> dict[str, dict[str, float]]:
+def fit_all() -> dict[str, dict[str, float | str]]:
     """Fit the three stages in turn; returns profile name -> fitted values."""
 
     rows = load_published_reference()
@@ -139,9 +139,16 @@ def fit_all() -> dict[str, dict[str, float]]:
     h100 = h100.with_values(**fitserv, serving_power_source=SERVING_SOURCE)
     held = serving_held_out_errors(h100, rows)
     sd = float(f"{math.sqrt(sum(e * e for e in held) / len(held)):.6g}")
-    out = {
+    out: dict[str, dict[str, float | str]] = {
         "h200": {**fit200, **DECODE_POWER},
-        "h100-sxm": {**shared, **fit100, **DECODE_POWER, **fitserv, "serving_power_rel_sd": sd},
+        "h100-sxm": {
+            **shared,
+            **fit100,
+            **DECODE_POWER,
+            **fitserv,
+            "serving_power_rel_sd": sd,
+            "serving_power_source": SERVING_SOURCE,
+        },
     }
     fitted = {name: load_profile(name).with_values(**values) for name, values in out.items()}
     for name in builtin_profiles():
