@@ -129,14 +129,33 @@ def test_launch_serves_a_first_guess_fitted_from_a_file(run_cli, tmp_path: Path)
 
 def test_a_first_guess_from_a_probe_file_names_it(tmp_path: Path) -> None:
     probe = {
-        "format": "specband-probe", "version": 1, "engine": "vllm", "engine_version": "0.32.0",
-        "url": "http://127.0.0.1:8000", "target": "meta-llama/Llama-3.1-8B-Instruct", "draft": "/models/my-head",
-        "action": [3, 1, 4], "flags": {"num_speculative_tokens": 3},
-        "acceptance": {"accept_length": 3.05, "num_drafts": 5000, "verify_steps": None,
-                       "position_accept": [0.85, 0.69, 0.51], "accept_histogram": None, "source": "server metrics"},
-        "batch_sizes_seen": [4], "power": None, "requests_sent": 8, "probed_at_unix": 1796212345.0,
+        "format": "specband-probe",
+        "version": 1,
+        "engine": "vllm",
+        "engine_version": "0.32.0",
+        "url": "http://127.0.0.1:8000",
+        "target": "meta-llama/Llama-3.1-8B-Instruct",
+        "draft": "/models/my-head",
+        "action": [3, 1, 4],
+        "flags": {"num_speculative_tokens": 3},
+        "acceptance": {
+            "accept_length": 3.05,
+            "num_drafts": 5000,
+            "verify_steps": None,
+            "position_accept": [0.85, 0.69, 0.51],
+            "accept_histogram": None,
+            "source": "server metrics",
+        },
+        "batch_sizes_seen": [4],
+        "batch_size_source": "vllm:num_requests_running",
+        "power": None,
+        "power_note": None,
+        "requests_sent": 8,
+        "max_requests": 64,
+        "notes": [],
+        "probed_at_unix": 1796212345.0,
         "specband_version": "0",
-    }  # fmt: skip
+    }  # fmt: skip (a version-1 file, written before the reading digest: still read)
     path = tmp_path / "probe.json"
     path.write_text(json.dumps(probe))
     pick = first_guess(4, "h200", "llama-3.1-8b-instruct", acceptance_from=str(path))

@@ -16,6 +16,7 @@ from tests.sim.specbundle_h200 import (
 )
 
 from specband.core.errors import DataError
+from specband.engines.probe_file import reading_sha256
 from specband.sim.acceptance import resolve_acceptance
 from specband.sim.acceptance_fit import (
     AcceptanceObservation,
@@ -108,7 +109,8 @@ def test_histogram_to_positions() -> None:
 def _probe(path: Path, **acceptance: object) -> Path:
     data = {
         "format": "specband-probe",
-        "version": 1,
+        "version": 2,
+        "provenance": "measured",
         "engine": "vllm",
         "engine_version": None,
         "url": "http://127.0.0.1:8000",
@@ -126,11 +128,16 @@ def _probe(path: Path, **acceptance: object) -> Path:
             **acceptance,
         },
         "batch_sizes_seen": [8],
+        "batch_size_source": "vllm:num_requests_running",
         "power": None,
+        "power_note": None,
         "requests_sent": 8,
+        "max_requests": 64,
+        "notes": [],
         "probed_at_unix": 1796212345.0,
         "specband_version": "0",
     }
+    data["reading_sha256"] = reading_sha256(data)
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     return path
 
@@ -244,8 +251,12 @@ def test_a_bad_probe_file_is_one_error_naming_the_field(tmp_path: Path, change: 
     data = json.loads(path.read_text())
     data.update(change)
     path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=r"field 'reading_sha256': does not match the reading"):
+        read_acceptance_file(path)  # edited after the probe: refused by its digest first
+    data["reading_sha256"] = reading_sha256(data)
+    path.write_text(json.dumps(data))
     with pytest.raises(DataError, match=match):
-        read_acceptance_file(path)
+        read_acceptance_file(path)  # digest rewritten too: the value itself is still checked
 
 
 def _per_position(first: float, ratio: float, steps: int) -> float:

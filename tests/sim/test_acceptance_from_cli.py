@@ -53,7 +53,11 @@ def test_two_chains_predict_the_rest_on_h200(run_cli, tmp_path: Path, combo: tup
     tree = rows[(7, 4, 8)]
     lo, hi = tree["speed_tok_s_interval"]
     assert lo <= measured[(7, 4, 8)][0] <= hi
-    assert (hi - lo) / tree["speed_tok_s_expected"] > 0.5  # wide: no tree was measured
+    # wide: no tree was measured (the calibrated width, issue 35.6: several times the chain's)
+    assert (hi - lo) / tree["speed_tok_s_expected"] > 0.4
+    assert (hi - lo) / tree["speed_tok_s_expected"] > 3 * (
+        chain["speed_tok_s_interval"][1] - chain["speed_tok_s_interval"][0]
+    ) / speed
     model = plan_simulation(
         SimulateRequest(
             profile="h200", target_config=PAIR[1], acceptance_from=str(bench), out=str(tmp_path / "again.jsonl")

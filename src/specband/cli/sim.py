@@ -137,7 +137,9 @@ def _list_profiles() -> None:
         if prof.power_source and not prof.power_measured:
             mark += ", power: published fit"
         elif not prof.power_measured:
-            mark += ", power UNMEASURED"
+            mark += ", power UNMEASURED" + (
+                f" (borrowed from {prof.power_borrowed_from})" if prof.power_borrowed_from else ""
+            )
         table.add_row(name, prof.hardware, f"{prof.power_limit_w:.0f}", f"{prof.vram_mb / 1024:.1f}", mark)
     print_table(table, table_console())
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -117,11 +117,14 @@ class AcceptanceChoice:
             return self.fit.label
         return f"{'borrowed' if self.borrowed else 'profile'} {self.profile}"
 
-    def accept_length_interval(self, action: Sequence[int]) -> tuple[float, float, float]:
+    def accept_length_interval(
+        self, action: Sequence[int], scales: Mapping[str, float] | None = None
+    ) -> tuple[float, float, float]:
         """``(estimate, lo95, hi95)`` accept length of ``(steps, topk, num_draft_tokens)``,
-        within ``[1, steps + 1]`` (see the module docstring); the baseline is ``(1, 1, 1)``."""
+        within ``[1, steps + 1]`` (see the module docstring); the baseline is ``(1, 1, 1)``.
+        ``scales``: a fit's interval factors (:meth:`FittedAcceptance.accept_length_interval`)."""
         if self.fit is not None:
-            return self.fit.accept_length_interval(action)
+            return self.fit.accept_length_interval(action, scales)
         steps, topk, tokens = (int(x) for x in action)
         if steps == 0:
             return 1.0, 1.0, 1.0

@@ -6,16 +6,9 @@ on another. The cost side of the simulator holds across workloads (step time giv
 measured accept length: 1.4 % median error on the published H200 rows), so a user's few
 measured accept lengths are what a simulation of *their* workload needs.
 
-Files read (:func:`read_acceptance_file`, sniffed from the content):
-
-* a specband sweep JSONL (``specband sweep``/``simulate`` rows: ``steps, topk,
-  num_draft_tokens, accept_length``, error rows skipped; ``position_accept`` where a row has it);
-* an sglang ``scripts/playground/bench_speculative.py`` JSONL (the ``import-bench`` format:
-  ``batch_size, steps, topk, num_draft_tokens, acc_length, speed``; any valid sglang triple,
-  the extended grid included);
-* a probe file (``specband probe``: one JSON object, ``"format": "specband-probe"``), whose
-  ``acceptance`` holds the accept length and, where the engine reports them, vLLM's
-  per-position acceptance or sglang's accept histogram.
+The files are read by :mod:`specband.sim.acceptance_file` (:func:`read_acceptance_file`,
+re-exported here: sweep, bench and probe files, every field checked); their speeds fit the
+cost side (:mod:`specband.sim.cost_fit`).
 
 The fit (:func:`fit_acceptance`) moves the parameters of the per-depth model
 (:class:`~specband.sim.draft_tree.AcceptParams`) away from a prior (the pair's bundled
@@ -34,32 +27,38 @@ SpecBundle H200 rows of two workloads and two drafts), growing by :data:`DEPTH_F
 step outside them; :data:`TREE_FORM_SD` for a tree when trees were measured. A kind of draft
 (chain or tree) that was *not* measured gets the range of the published tree/chain ratio
 (:data:`TREE_CHAIN_RATIO`): trees' accept length is 0.64-1.07 of the same-depth chain's,
-depending on the workload, so trees from chains alone carry a wide interval.
+depending on the workload, so trees from chains alone carry a wide interval. Each class's log
+half-width is then scaled by its factor in :data:`INTERVAL_SCALES`, calibrated split-conformally on
+published points no fit saw (:mod:`specband.sim.interval_check`): the narrowest intervals that
+hold 95 % of them, left out by model and by workload.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from specband.contract.actions import validate_action
-from specband.core.errors import DataError, InvalidActionError
-from specband.core.limits import is_finite_number, is_int
-from specband.files.jsonl import parse_jsonl, read_data_text
+from specband.core.errors import DataError
+from specband.engines.probe_file import PROBE_FORMAT
+from specband.sim.acceptance_file import (
+    AcceptanceObservation,
+    AcceptanceSource,
+    SpeedObservation,
+    histogram_position_accept,
+    read_acceptance_file,
+)
 from specband.sim.draft_tree import AcceptParams, accept_length, tree_node_values
 
 __all__ = [
     "ACCEPT_REL_SD",
     "CHAIN_FORM_SD",
     "DEPTH_FORM_SD",
+    "INTERVAL_SCALES",
     "POSITION_SD",
     "PROBE_FORMAT",
     "TREE_CHAIN_RATIO",
@@ -68,13 +67,12 @@ __all__ = [
     "AcceptanceSource",
     "FitResidual",
     "FittedAcceptance",
+    "SpeedObservation",
     "fit_acceptance",
     "histogram_position_accept",
     "read_acceptance_file",
 ]
 
-#: ``format`` of a probe file (written by ``specband probe``).
-PROBE_FORMAT = "specband-probe"
 #: Relative sd of one measured accept length: 1 %, the run-to-run spread of a config's accept
 #: length rounded up (0.009 absolute at accept ~2, 0.45 %, over the five published bs-16
 #: trials on the RTX 4060 Laptop: the profile's ``accept_sd``).
@@ -98,6 +96,11 @@ TREE_CHAIN_RATIO = (0.64, 1.07)
 #: The (tree, chain) pairs TREE_CHAIN_RATIO was measured on.
 _RATIO_SHAPES = (((5, 3, 6), (5, 1, 6)), ((7, 4, 8), (7, 1, 8)))
 _Z95 = 1.959964
+#: Factor on the log half-width of each interval class (:meth:`FittedAcceptance.interval_class`),
+#: calibrated split-conformally (level 0.96) on 286 held-out published accept lengths of 5 models,
+#: 7 workloads (:func:`specband.sim.interval_check.calibrate`, which ``tests/sim/test_interval_check.py``
+#: reruns): left out by model, the calibrated intervals hold 95.8 % of them, by workload 95.5 %.
+INTERVAL_SCALES: dict[str, float] = {"chain": 0.726696, "tree": 1.00366, "cross": 0.953008}
 #: Bounds of the fitted parameters (inside AcceptParams's own).
 _BOUNDS = {
     "first_token_accept": (0.01, 0.995),
@@ -106,53 +109,7 @@ _BOUNDS = {
     "rank2_ratio": (0.0, 1.0),
     "off_track_factor": (0.0, 1.0),
 }
-_KINDS = ("sweep", "bench", "probe")
-
 Triple = tuple[int, int, int]
-
-
-@dataclass(frozen=True)
-class AcceptanceObservation:
-    """One measured accept length.
-
-    Attributes:
-        action: ``(steps, topk, num_draft_tokens)`` (not the baseline).
-        accept_length: mean tokens per verify step, bonus token included, ``>= 1``.
-        weight: verify steps or requests behind it (1.0 when unknown); weights the mean of
-            several observations of one config.
-        position_accept: per draft position ``i = 1..steps``, the fraction of drafts whose
-            ``i``-th token was accepted (chains only; from vLLM's per-position counters or
-            sglang's accept histogram), or ``None``.
-        batch_size: the batch size it was measured at, or ``None``.
-    """
-
-    action: Triple
-    accept_length: float
-    weight: float = 1.0
-    position_accept: tuple[float, ...] | None = None
-    batch_size: int | None = None
-
-
-@dataclass(frozen=True)
-class AcceptanceSource:
-    """What an acceptance file holds (:func:`read_acceptance_file`).
-
-    Attributes:
-        path: the file.
-        kind: ``"sweep"``, ``"bench"`` or ``"probe"``.
-        observations: one per measured speculative row/config (baseline rows dropped).
-        label: ``"fitted to N configs of FILE"`` (N distinct configs, FILE the path as given).
-        engine, target, draft: what the file says (probe files; sweep rows' ``target_model``/
-            ``draft_model``), else ``None``.
-    """
-
-    path: str
-    kind: str
-    observations: tuple[AcceptanceObservation, ...]
-    label: str
-    engine: str | None = None
-    target: str | None = None
-    draft: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,207 +132,6 @@ class FitResidual:
     def relative_error(self) -> float:
         """``fitted / measured - 1``."""
         return self.fitted / self.measured - 1.0
-
-
-def _label(name: str, n: int) -> str:
-    return f"fitted to {n} config{'s' if n != 1 else ''} of {name}"
-
-
-def histogram_position_accept(histogram: Sequence[float], steps: int) -> tuple[float, ...]:
-    """Per-position acceptance from an accept histogram.
-
-    Args:
-        histogram: ``histogram[j]`` = verify steps that accepted ``j`` draft tokens (accept
-            length ``j + 1``), ``j = 0..steps`` (sglang's accept histogram).
-        steps: the chain's draft steps.
-
-    Returns:
-        ``steps`` fractions: position ``i`` is ``P(accepted >= i)``.
-
-    Raises:
-        ValueError: negative or non-finite counts, longer than ``steps + 1``, or no counts.
-    """
-    counts = [float(c) for c in histogram]
-    if any(not math.isfinite(c) or c < 0 for c in counts):
-        raise ValueError("counts must be finite and >= 0")
-    if len(counts) > steps + 1:
-        raise ValueError(f"has {len(counts)} bins, more than steps + 1 = {steps + 1}")
-    total = sum(counts)
-    if total <= 0:
-        raise ValueError("holds no verify step")
-    counts += [0.0] * (steps + 1 - len(counts))
-    return tuple(sum(counts[i:]) / total for i in range(1, steps + 1))
-
-
-# ----------------------------------------------------------------------------- reading
-
-
-def _num(value: Any, path: str, line: int | None, field: str) -> float:
-    if not is_finite_number(value):
-        raise DataError(f"expected a finite number, got {repr(value)[:80]}", path=path, line=line, field=field)
-    return float(value)
-
-
-def _triple(rec: dict[str, Any], names: Sequence[str], path: str, line: int | None) -> Triple:
-    for name in names:
-        if name not in rec:
-            raise DataError("required field is missing", path=path, line=line, field=name)
-        if not is_int(rec[name]) or rec[name] < 0:
-            raise DataError(f"expected an integer >= 0, got {rec[name]!r}", path=path, line=line, field=name)
-    raw = tuple(int(rec[n]) for n in names)
-    try:
-        action = validate_action(raw)
-    except InvalidActionError as exc:
-        raise DataError(f"{raw} is not a valid sglang config ({exc})", path=path, line=line, field=names[0]) from None
-    return (action[0], action[1], action[2])
-
-
-def _accept(value: Any, action: Triple, path: str, line: int | None, field: str) -> float:
-    accept = _num(value, path, line, field)
-    if not 1.0 <= accept <= action[0] + 1.0 + 1e-9:
-        raise DataError(
-            f"accept length {accept:g} is outside [1, steps + 1 = {action[0] + 1}] for {action}",
-            path=path,
-            line=line,
-            field=field,
-        )
-    return min(accept, action[0] + 1.0)
-
-
-def _positions(value: Any, action: Triple, path: str, line: int | None, field: str) -> tuple[float, ...] | None:
-    if value is None or action[1] != 1:
-        return None
-    if not isinstance(value, list) or not value or len(value) > action[0]:
-        raise DataError(f"expected a list of 1..{action[0]} fractions", path=path, line=line, field=field)
-    out = tuple(_num(v, path, line, field) for v in value)
-    if any(not 0.0 <= v <= 1.0 for v in out):
-        raise DataError("fractions must be in [0, 1]", path=path, line=line, field=field)
-    return out
-
-
-def _batch(rec: dict[str, Any]) -> int | None:
-    bs = rec.get("batch_size")
-    return int(bs) if is_int(bs) and bs > 0 else None
-
-
-def _read_lines(numbered: list[tuple[int, Any]], path: str) -> tuple[str, list[AcceptanceObservation], dict[str, Any]]:
-    first = numbered[0][1]
-    bench = isinstance(first, dict) and ("acc_length" in first or ("speed" in first and "speed_tok_s" not in first))
-    obs: list[AcceptanceObservation] = []
-    names: dict[str, Any] = {}
-    for line, rec in numbered:
-        if not isinstance(rec, dict):
-            raise DataError(f"expected a JSON object, got {type(rec).__name__}", path=path, line=line)
-        field = "acc_length" if bench else "accept_length"
-        action = _triple(rec, ("steps", "topk", "num_draft_tokens"), path, line)
-        if action[0] == 0:
-            continue  # a baseline row says nothing about acceptance
-        if not bench and (rec.get("error") or rec.get(field) is None):
-            continue  # a failed run
-        if field not in rec:
-            raise DataError("required field is missing", path=path, line=line, field=field)
-        accept = _accept(rec[field], action, path, line, field)
-        positions = _positions(rec.get("position_accept"), action, path, line, "position_accept")
-        obs.append(AcceptanceObservation(action, accept, 1.0, positions, _batch(rec)))
-        for key in ("target_model", "draft_model"):
-            if isinstance(rec.get(key), str):
-                names.setdefault(key, rec[key])
-    return ("bench" if bench else "sweep"), obs, names
-
-
-def _read_probe(data: dict[str, Any], path: str) -> AcceptanceSource:
-    raw = data.get("action")
-    if not isinstance(raw, list) or len(raw) != 3:
-        raise DataError(f"expected [steps, topk, num_draft_tokens], got {repr(raw)[:80]}", path=path, field="action")
-    action = _triple(
-        dict(zip(("steps", "topk", "num_draft_tokens"), raw, strict=True)),
-        ("steps", "topk", "num_draft_tokens"),
-        path,
-        None,
-    )
-    acc = data.get("acceptance")
-    if not isinstance(acc, dict):
-        raise DataError("expected an object", path=path, field="acceptance")
-    obs: list[AcceptanceObservation] = []
-    if action[0] > 0:
-        accept = _accept(acc.get("accept_length"), action, path, None, "acceptance.accept_length")
-        weight = 1.0
-        for key in ("verify_steps", "num_drafts"):
-            if acc.get(key) is not None:
-                weight = max(1.0, _num(acc[key], path, None, f"acceptance.{key}"))
-                break
-        positions = _positions(acc.get("position_accept"), action, path, None, "acceptance.position_accept")
-        if positions is None and acc.get("accept_histogram") is not None and action[1] == 1:
-            hist = acc["accept_histogram"]
-            if not isinstance(hist, list):
-                raise DataError("expected a list of counts", path=path, field="acceptance.accept_histogram")
-            counts = [_num(h, path, None, "acceptance.accept_histogram") for h in hist]
-            try:
-                positions = histogram_position_accept(counts, action[0])
-            except ValueError as exc:
-                raise DataError(str(exc), path=path, field="acceptance.accept_histogram") from None
-        bs = data.get("batch_sizes_seen")
-        one_bs = int(bs[0]) if isinstance(bs, list) and len(bs) == 1 and is_int(bs[0]) else None
-        obs.append(AcceptanceObservation(action, accept, weight, positions, one_bs))
-    return AcceptanceSource(
-        path,
-        "probe",
-        tuple(obs),
-        _label(path, len({o.action for o in obs})),
-        engine=data.get("engine") if isinstance(data.get("engine"), str) else None,
-        target=data.get("target") if isinstance(data.get("target"), str) else None,
-        draft=data.get("draft") if isinstance(data.get("draft"), str) else None,
-    )
-
-
-def read_acceptance_file(path: str | Path) -> AcceptanceSource:
-    """Read measured accept lengths from a sweep JSONL, a bench_speculative JSONL or a probe
-    file (sniffed: a JSON object with ``"format": "specband-probe"`` is a probe file; JSONL
-    whose first line has ``acc_length`` is bench output; other JSONL is a sweep).
-
-    Args:
-        path: the file (at most :data:`~specband.core.limits.MAX_DATA_FILE_BYTES`).
-
-    Returns:
-        the :class:`AcceptanceSource`.
-
-    Raises:
-        DataError: missing, unreadable or too large; not JSON/JSONL; a line without the fields
-            its format needs, a bad value (naming file, line and field); no measured
-            speculative config (only baseline or error rows).
-    """
-    p = Path(path)
-    name = str(p)
-    text = read_data_text(p, kind="an acceptance file")
-    if not text.strip():
-        raise DataError("empty file", path=name)
-    whole: Any = None
-    if text.lstrip().startswith("{"):
-        try:
-            whole = json.loads(text)
-        except (json.JSONDecodeError, RecursionError, ValueError):
-            whole = None  # JSONL: one object per line
-    if isinstance(whole, dict) and "format" in whole:
-        if whole["format"] != PROBE_FORMAT:
-            expected = f"expected {PROBE_FORMAT!r}"
-            raise DataError(f"unknown format {whole['format']!r} ({expected})", path=name, field="format")
-        source = _read_probe(whole, name)
-    else:
-        numbered = parse_jsonl(text, name)
-        kind, obs, names = _read_lines(numbered, name)
-        source = AcceptanceSource(
-            name,
-            kind,
-            tuple(obs),
-            _label(name, len({o.action for o in obs})),
-            target=names.get("target_model"),
-            draft=names.get("draft_model"),
-        )
-    if not source.observations:
-        raise DataError(
-            "no measured speculative config (only baseline or failed rows): nothing to fit acceptance to", path=name
-        )
-    return source
 
 
 # ----------------------------------------------------------------------------- fitting
@@ -502,11 +258,26 @@ class FittedAcceptance:
         ratios = [self.accept_length(tree) / self.accept_length(chain) for tree, chain in _RATIO_SHAPES]
         return TREE_CHAIN_RATIO[0] / max(ratios), TREE_CHAIN_RATIO[1] / min(ratios)
 
-    def accept_length_interval(self, action: Sequence[int]) -> tuple[float, float, float]:
+    def interval_class(self, action: Sequence[int]) -> str:
+        """Which calibration a config's interval takes (:data:`INTERVAL_SCALES`): ``"chain"`` or
+        ``"tree"`` when its kind of draft was measured, ``"cross"`` when only the other was."""
+        chain = int(action[1]) == 1
+        depths = self.chain_depths if chain else self.tree_depths
+        return ("chain" if chain else "tree") if depths else "cross"
+
+    def accept_length_interval(
+        self, action: Sequence[int], scales: Mapping[str, float] | None = None
+    ) -> tuple[float, float, float]:
         """``(estimate, lo95, hi95)`` accept length of a config (see the module docstring):
         tight for chains between measured chain depths, wide for trees when only chains were
         measured (and for chains when only trees were). Within ``[1, steps + 1]``; the
         baseline is ``(1, 1, 1)``.
+
+        Args:
+            action: ``(steps, topk, num_draft_tokens)``.
+            scales: the factor on each class's log half-width (default :data:`INTERVAL_SCALES`,
+                calibrated on held-out published points; :mod:`specband.sim.interval_check`
+                passes 1 to recompute them).
         """
         steps, topk, tokens = (int(x) for x in action)
         if steps == 0:
@@ -528,8 +299,10 @@ class FittedAcceptance:
             lo_f, hi_f = min(lo_f, 1.0), max(hi_f, 1.0)
             form = 0.0
         half = _Z95 * math.hypot(sd_param, form)
-        lo = est * lo_f * math.exp(-half)
-        hi = est * hi_f * math.exp(half)
+        scale = (INTERVAL_SCALES if scales is None else scales)[self.interval_class(triple)]
+        # (a log width past 50 is an unbounded interval: the clip to [1, steps + 1] below bounds it)
+        lo = est * math.exp(-min(50.0, scale * (half - math.log(lo_f))))
+        hi = est * math.exp(min(50.0, scale * (half + math.log(hi_f))))
         top = steps + 1.0
         return est, min(max(lo, 1.0), top), min(max(hi, 1.0), top)
 

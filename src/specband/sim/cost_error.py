@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from specband.sim.model import SpeculativeDecodingModel, build_model
 from specband.sim.profile import HardwareProfile
-from specband.sim.published import DRAFT_CONFIG, TARGET_CONFIG, load_published_reference
+from specband.sim.published_rows import DRAFT_CONFIG, TARGET_CONFIG, load_published_reference
 from specband.sweeps.dataset import load_sweep
 
 __all__ = ["MIN_ROWS", "UNHELD_COST_SD", "CostError", "cost_error"]

@@ -42,6 +42,7 @@ from specband.core.limits import is_finite_number, is_int
 from specband.sim.acceptance import AcceptanceChoice, fitted_choice, pair_profile, resolve_acceptance
 from specband.sim.acceptance_fit import AcceptanceObservation, AcceptanceSource, fit_acceptance, read_acceptance_file
 from specband.sim.base import RunPrediction
+from specband.sim.cost_fit import CostCorrection, fit_cost
 from specband.sim.draft_tree import accept_length
 from specband.sim.hfconfig import (
     BUNDLED_DRAFT_CONFIG,
@@ -124,12 +125,15 @@ class SpeculativeDecodingModel:
         workload: the acceptance profile's workload (``None``: the pair's default).
         acceptance: the acceptance to use instead of the pair's profile (e.g. a fit,
             :func:`~specband.sim.acceptance.fitted_choice`); ``workload`` is then unused.
+        cost_correction: the step time fitted to measured speeds
+            (:func:`~specband.sim.cost_fit.fit_cost`), or ``None``.
 
     Attributes:
         profile, target, draft: as given.
         workload: the acceptance workload (``None``: the pair's default, e.g. ``mt-bench`` for the
             Llama-3.1-8B pair; see :mod:`specband.sim.acceptance`).
         acceptance: the :class:`~specband.sim.acceptance.AcceptanceChoice` in use.
+        cost_correction: the :class:`~specband.sim.cost_fit.CostCorrection` in use, or ``None``.
         warnings: configuration warnings (e.g. a RoPE mismatch between draft and target).
     """
 
@@ -140,10 +144,12 @@ class SpeculativeDecodingModel:
         draft: ModelSpec,
         workload: str | None = None,
         acceptance: AcceptanceChoice | None = None,
+        cost_correction: CostCorrection | None = None,
     ) -> None:
         self.profile = profile
         self.target = target
         self.draft = draft
+        self.cost_correction = cost_correction
         self.warnings: list[str] = []
         mismatch = rope_mismatch(target, draft)
         if mismatch:
@@ -224,22 +230,29 @@ class SpeculativeDecodingModel:
         _b, _f, t_mem, t_cmp = self._forward_work(spec, batch_size, tokens, self.context_tokens())
         return self._kernel_time([("forward", tokens, t_mem, t_cmp)], 1.0)[0]
 
-    def step_cost(self, batch_size: int, action: Action | tuple[int, int, int]) -> StepCost:
+    def step_cost(
+        self, batch_size: int, action: Action | tuple[int, int, int], *, context_tokens: float | None = None
+    ) -> StepCost:
         """Bytes, FLOPs and times of one decode step at full clock.
 
         Args:
             batch_size: concurrent requests (>= 1).
             action: ``(steps, topk, num_draft_tokens)``.
+            context_tokens: mean context of the running requests, tokens (KV cache read per
+                request); ``None``: :meth:`context_tokens`, a sweep row's (a server's workload
+                has its own: :mod:`specband.sim.serving`).
 
         Raises:
-            ConfigError: batch size < 1.
+            ConfigError: batch size < 1, a context below 1 token.
             InvalidActionError: a bad action.
         """
         if not is_int(batch_size) or batch_size < 1:
             raise ConfigError(f"batch size must be an integer >= 1, got {batch_size!r}")
+        if context_tokens is not None and not (is_finite_number(context_tokens) and context_tokens >= 1):
+            raise ConfigError(f"context tokens must be a number >= 1, got {context_tokens!r}")
         steps, topk, draft_tokens = as_action(action)
         p = self.profile
-        ctx = self.context_tokens()
+        ctx = self.context_tokens() if context_tokens is None else float(context_tokens)
         forwards: list[tuple[str, int, float, float]] = []
         total_bytes = 0.0
         total_flops = 0.0
@@ -269,7 +282,10 @@ class SpeculativeDecodingModel:
                 # candidates per request, build_tree_kernel and the tree mask once per step)
                 host += p.tree_overhead_s + batch_size * steps * topk * topk * p.tree_node_overhead_s
         kernel, compute = self._kernel_time(forwards, 1.0)
-        return StepCost(total_bytes, total_flops, kernel, compute, host, tuple(forwards))
+        cost = StepCost(total_bytes, total_flops, kernel, compute, host, tuple(forwards))
+        if self.cost_correction is not None:
+            return self.cost_correction.adjust(batch_size, (steps, topk, draft_tokens), cost)
+        return cost
 
     def _kernel_time(self, forwards: list[tuple[str, int, float, float]] | tuple, clock: float) -> tuple[float, float]:
         sharp = self.profile.roofline_sharpness
@@ -538,9 +554,11 @@ def build_model(
             (:mod:`specband.sim.acceptance`; an uncovered pair or workload borrows a profile
             and says so in ``model.warnings``).
         acceptance_from: a file of measured accept lengths (sweep JSONL, bench_speculative
-            JSONL, probe file; :mod:`specband.sim.acceptance_fit`): the acceptance is fitted to
+            JSONL, probe file; :mod:`specband.sim.acceptance_file`): the acceptance is fitted to
             it, starting from the pair's profile (``model.acceptance.fit``: the fit and its
-            residuals); a file naming another target or draft adds a warning.
+            residuals), and, where the file has speeds, the step time too
+            (``model.cost_correction``, :mod:`specband.sim.cost_fit`); a file naming another
+            target or draft adds a warning.
 
     Returns:
         a :class:`SpeculativeDecodingModel` (satisfies :class:`PerformanceModel`).
@@ -557,9 +575,13 @@ def build_model(
         return SpeculativeDecodingModel(prof, target, draft, workload)
     source = read_acceptance_file(acceptance_from)
     base = resolve_acceptance(prof, target.name, draft.name, workload)
-    model = SpeculativeDecodingModel(
-        prof, target, draft, acceptance=fitted_choice(base, fit_acceptance(source, prior=base.params))
-    )
+    choice = fitted_choice(base, fit_acceptance(source, prior=base.params))
+    model = SpeculativeDecodingModel(prof, target, draft, acceptance=choice)
+    if source.speeds:
+        configs = len({(s.batch_size, s.action) for s in source.speeds})
+        label = f"speeds of {configs} config{'s' if configs != 1 else ''} of {source.path}"
+        correction = fit_cost(model, source.speeds, label=label)
+        model = SpeculativeDecodingModel(prof, target, draft, acceptance=choice, cost_correction=correction)
     measured = pair_profile(source.target or target.name, source.draft or draft.name)
     if measured is not None and measured == pair_profile(target.name, draft.name):
         return model  # the file's pair is the simulated one to the simulator (e.g. the lmsys and yuhuili 8B heads)
@@ -593,4 +615,10 @@ def with_fitted_acceptance(
     base = model.acceptance
     prior = base.params if base.fit is None else base.fit.prior
     fit = fit_acceptance(measured, prior=prior, label=label)
-    return SpeculativeDecodingModel(model.profile, model.target, model.draft, acceptance=fitted_choice(base, fit))
+    return SpeculativeDecodingModel(
+        model.profile,
+        model.target,
+        model.draft,
+        acceptance=fitted_choice(base, fit),
+        cost_correction=model.cost_correction,
+    )

@@ -4,10 +4,11 @@ A profile's ``[power]`` fractions are fitted to NVML power only where it says
 ``power_measured = true`` (the RTX 4060 Laptop, against the published live rows). A profile
 whose ``[power]`` has a ``power_source`` (``h100-sxm``, ``h200``) was fitted to *published*
 power figures of its GPU class (:mod:`specband.sim.published`); its rows carry
-``power_source: "published fit (...)"``. Any other profile inherits the laptop fit, so its
-single power figure is a guess dressed as a prediction. Its rows therefore carry
-``power_measured: false`` and ``power_w_range``: the
-range the board power can take under the stated activity model
+``power_source: "published fit (...)"``. Any other profile inherits the laptop fit, or, where
+its ``[power]`` says ``power_borrowed_from = "NAME"`` (the A100), the fractions of the nearest
+measured GPU class applied to its own idle-to-limit headroom; either way its single power figure
+rests on no measurement of its GPU. Its rows therefore carry ``power_measured: false`` and
+``power_w_range``: the range the board power can take under the stated activity model
 
     power = idle_power_w + a x busy x (power_limit_w - idle_power_w),  a in [ACTIVITY_LOW, ACTIVITY_HIGH]
 
@@ -18,19 +19,10 @@ measurement narrows ``a``; both ends are assumptions, stated so.
 
 Serving power is not decode power. A sweep (``specband sweep``, the simulator's rows) measures a
 decode-heavy window: a few short prompts, then ``max_new_tokens`` 512 of decode, so its power is
-:meth:`~specband.sim.model.SpeculativeDecodingModel.decode_power_w` (pure decode on an H200
-draws 137-300 W of 700 W, arXiv 2605.11999). A server under continuous batching mixes prefills
-into its steps, and compute-bound prefill draws near the limit (ML.ENERGY v3: 486-669 W at 8-128
-sequences on an H100 with Llama-3.1-8B). :func:`serving_power_w` models the mix:
-
-    serving = (1 - u) x decode_power_w(bs) + u x prefill_power_w,   u = 1 - exp(-bs / serving_mix_batch)
-
-with ``prefill_power_w`` the power of one compute-bound prefill forward of
-``serving_prefill_tokens`` tokens (the same power function) and ``serving_mix_batch`` fitted to
-the ML.ENERGY rows. ``u`` is the share of the power that behaves like prefill, not a time
-share: ML.ENERGY's throughput implies prefill takes only about 11-39 % of the GPU time at 8-128
-sequences, yet its power needs more prefill-like activity than that (mixed steps keep the SMs
-busier than either phase alone), so the fit states what the power does, not why.
+:meth:`~specband.sim.model.SpeculativeDecodingModel.decode_power_w`, the *decode-window* figure
+(pure decode on an H200 draws 137-300 W of 700 W, arXiv 2605.11999). A server under continuous
+batching draws what :mod:`specband.sim.serving` models (ML.ENERGY v3 measured 486-690 W at
+8-1024 sequences on an H100 with Llama-3.1-8B); :func:`serving_power_w` is its demand at full clock.
 
 :func:`unmeasured_power_note` is the label ``specband train`` and ``specband evaluate`` print
 beside their band figures when the rows they read carry ``power_measured: false``.
@@ -38,24 +30,19 @@ beside their band figures when the rows they read carry ``power_measured: false`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from specband.contract.actions import Action
-from specband.core.errors import ConfigError
 from specband.sim.base import RunPrediction
-from specband.sim.model import StepCost
+from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.profile import HardwareProfile
-
-if TYPE_CHECKING:
-    from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.serving import ServingWorkload, serving_estimate
 
 __all__ = [
     "ACTIVITY_HIGH",
     "ACTIVITY_LOW",
     "power_range_w",
-    "prefill_power_w",
     "serving_power_w",
     "unmeasured_power_note",
 ]
@@ -128,35 +115,25 @@ def unmeasured_power_note(rows: Iterable[Any]) -> str | None:
     )
 
 
-def prefill_power_w(model: SpeculativeDecodingModel, tokens: int | None = None) -> float:
-    """Board power of one compute-bound prefill forward of the target, W (full clock, the
-    profile's reference temperature).
+def serving_power_w(
+    model: SpeculativeDecodingModel,
+    batch_size: int,
+    action: Action | tuple[int, int, int],
+    *,
+    workload: ServingWorkload | None = None,
+) -> float:
+    """Average board power of a server under continuous batching (prefill mixed in) at
+    ``batch_size`` running requests, W, at full clock, before any power limit: the demand of
+    :func:`specband.sim.serving.serving_estimate` (which applies a limit and gives speed,
+    utilisation and J/token with their intervals).
 
     Args:
         model: the performance model.
-        tokens: prompt tokens of the forward; ``None``: the profile's ``serving_prefill_tokens``.
-    """
-
-    n = int(tokens if tokens is not None else model.profile.serving_prefill_tokens)
-    if n < 1:
-        raise ConfigError(f"prefill tokens must be >= 1, got {n}")
-    nbytes, flops, t_mem, t_cmp = model._forward_work(model.target, 1, n, n / 2.0)
-    forwards = (("prefill", n, t_mem, t_cmp),)
-    kernel, compute = model._kernel_time(forwards, 1.0)
-    cost = StepCost(nbytes, flops, kernel, compute, 0.0, forwards)
-    return model._power(cost, 1.0, model.profile.reference_temp_c)[0]
-
-
-def serving_power_w(model: SpeculativeDecodingModel, batch_size: int, action: Action | tuple[int, int, int]) -> float:
-    """Average board power of a server under continuous batching (prefill mixed in) at
-    ``batch_size`` concurrent sequences, W, before any power limit (see the module docstring).
+        batch_size: running requests.
+        action: the speculative config.
+        workload: the requests' mean prompt and output lengths (default: the default chat workload).
 
     Raises:
-        ConfigError: the profile has no serving fit (``serving_mix_batch`` = 0), or a bad batch size.
+        ConfigError: a bad batch size, or no serving calibration to use; InvalidActionError: a bad action.
     """
-    p = model.profile
-    if p.serving_mix_batch <= 0:
-        raise ConfigError(f"profile '{p.name}': no serving power fit ([power] serving_mix_batch = 0)")
-    decode = model.decode_power_w(batch_size, action)
-    share = 1.0 - math.exp(-batch_size / p.serving_mix_batch)
-    return (1.0 - share) * decode + share * prefill_power_w(model)
+    return serving_estimate(model, batch_size, action, workload=workload).demand_w

@@ -19,9 +19,12 @@ coefficients are fractions of ``activity_power_w`` (by default the headroom betw
 power and the power limit), so they carry over between chips of different size; the
 calibrated profile pins ``activity_power_w`` so that lowering only ``power_limit_w`` (as
 ``nvidia-smi -pl`` does) keeps the demand and makes the cap bite.
-``activity_power_w``, ``calibrated``, ``source``, ``power_measured`` and ``power_source`` are not inherited: a
-profile whose ``[power]`` does not say ``power_measured = true`` has a power model that rests on
-no measurement of its GPU, and its rows say so (:mod:`specband.sim.power`).
+The fields of :data:`NOT_INHERITED` (``activity_power_w``, ``calibrated``, ``source``,
+``power_measured``, ``power_source``, ``power_borrowed_from``, ``serving_power_source``) are
+not inherited: a profile whose ``[power]`` does not say ``power_measured = true`` has a power
+model that rests on no measurement of its GPU, and its rows say so (:mod:`specband.sim.power`);
+a profile without its own ``serving_power_source`` takes the serving calibration of the nearest
+measured GPU class (:mod:`specband.sim.serving`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from specband.sim.draft_tree import AcceptParams
 
 __all__ = [
     "DEFAULT_PROFILE",
+    "NOT_INHERITED",
     "REQUIRED_HARDWARE_FIELDS",
     "SECTIONS",
     "HardwareProfile",
@@ -67,6 +71,25 @@ REQUIRED_HARDWARE_FIELDS: tuple[str, ...] = (
 
 #: Fields that are true/false rather than numbers.
 _BOOL_FIELDS: tuple[str, ...] = ("calibrated", "power_measured")
+#: Fields that are text.
+_STR_FIELDS: tuple[str, ...] = (
+    "name",
+    "hardware",
+    "source",
+    "power_source",
+    "power_borrowed_from",
+    "serving_power_source",
+)
+#: Fields a profile never inherits from its ``base``: what its own numbers rest on.
+NOT_INHERITED: tuple[str, ...] = (
+    "calibrated",
+    "source",
+    "activity_power_w",
+    "power_measured",
+    "power_source",
+    "power_borrowed_from",
+    "serving_power_source",
+)
 
 
 def _finite(value: float) -> bool:
@@ -161,11 +184,26 @@ class HardwareProfile:
         default="",
         metadata={"section": "power", "doc": "what the [power] fractions were fitted to, when not NVML of this GPU"},
     )
-    serving_prefill_tokens: float = _f(
-        1024.0, "power", 1.0, 1e6, "tokens of the prefill forward whose power serving mixes in (specband.sim.power)"
+    power_borrowed_from: str = field(
+        default="",
+        metadata={
+            "section": "power",
+            "doc": "the measured GPU class whose [power] fractions this unmeasured profile takes (on its headroom)",
+        },
     )
-    serving_mix_batch: float = _f(
-        0.0, "power", 0.0, 1e5, "serving: prefill share of the power = 1 - exp(-bs / this); 0: not fitted"
+    serving_busy_power_frac: float = _f(
+        0.0,
+        "power",
+        0.0,
+        3.0,
+        "power of a GPU kept busy by a server at full clock, fraction of headroom (specband.sim.serving); 0: no fit",
+    )
+    serving_power_rel_sd: float = _f(
+        0.0, "power", 0.0, 1.0, "relative sd of the serving power on held-out measurements (specband.sim.serving)"
+    )
+    serving_power_source: str = field(
+        default="",
+        metadata={"section": "power", "doc": "what serving_busy_power_frac was fitted to (specband.sim.serving)"},
     )
     cap_tracking: float = _f(0.1, "power", 0.0, 1.0, "share of the demand above the limit the cap lets through")
     clock_exponent: float = _f(2.0, "power", 1.0, 4.0, "core power ~ clock ** exponent (DVFS)")
@@ -191,7 +229,7 @@ class HardwareProfile:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.type in ("str",) or f.name in ("name", "hardware", "source", "power_source"):
+            if f.type in ("str",) or f.name in _STR_FIELDS:
                 if not isinstance(value, str):
                     raise ConfigError(f"profile '{self.name}': {f.metadata['section']}.{f.name} must be a string")
                 if f.name in ("name", "hardware") and not value.isprintable():  # they label rows and lines
@@ -371,11 +409,8 @@ def _load_file(path: Path, stack: tuple[str, ...]) -> HardwareProfile:
         except ConfigError as exc:
             raise ConfigError(f"{path}: field 'hardware.base': {exc}") from None
         # a derived profile is calibrated only if it says so
-        flat.setdefault("calibrated", False)
-        flat.setdefault("source", "")
-        flat.setdefault("activity_power_w", 0.0)
-        flat.setdefault("power_measured", False)
-        flat.setdefault("power_source", "")
+        for key in NOT_INHERITED:
+            flat.setdefault(key, HardwareProfile.__dataclass_fields__[key].default)
     try:
         return base.with_values(**flat)
     except ConfigError as exc:

@@ -1,8 +1,8 @@
 """Fit of the datacenter profiles to the published rows (:mod:`specband.sim.published`).
 
 ``python -m specband.sim.published_fit`` prints the fitted values that
-``specband/data/profiles/h200.toml`` and ``h100-sxm.toml`` hold. Three fits, each
-``scipy.optimize.least_squares`` (trust-region reflective, bounded) on log errors:
+``specband/data/profiles/h200.toml``, ``h100-sxm.toml`` and ``a100-sxm4-80gb.toml`` hold.
+Each fit is ``scipy.optimize.least_squares`` (trust-region reflective, bounded) on log errors:
 
 1. **H200 step costs** (:data:`H200_STEP_PARAMETERS`) on SpecBundle's six bs-1 speeds, with
    AIConfigurator's 8B decode steps of the H200 (``aic_reference.json``) as extra rows, so
@@ -12,10 +12,22 @@
    speed-ups (a chain of 3 at bs 2-64; an L8 loss, close to minimax, as they are not monotone
    in bs); the tree costs and the per-step draft overhead are the H200's (same GH100 chip; no
    tree was measured on the H100);
-3. **power** (:data:`POWER_PARAMETERS`, shared by both profiles: the same chip) on the
-   pure-decode range of the H200 study (the simulated 8B baseline at bs 1 and bs 64 against
-   the range's two ends, every action at bs 1 kept inside it) and ML.ENERGY's three H100
-   serving powers.
+3. **decode-window power** (:data:`DECODE_POWER`, shared by the H100 and H200: the same chip):
+   kept as fitted in issue 19 (to the pure-decode range of the H200 study, 137-300 W, and,
+   through the exponential mixing rule this module no longer uses, ML.ENERGY's three serving
+   powers). The decode range pins two numbers (its ends), not three fractions: refitted to it
+   alone the fractions move to (0, 0.190, 1.548) and the simulated decode power at bs 16-64
+   by up to 15 %, inside the range's slack; they are kept, so that every decode-window figure
+   built on them stays;
+4. **serving power** (:data:`SERVING_PARAMETERS`, one parameter) on the H100 serving rows whose
+   ``role`` is ``"fit"`` (ML.ENERGY at 8, 32 and 128 sequences) through
+   :mod:`specband.sim.serving`; the rows whose ``role`` is ``"held-out"`` are not seen by the fit:
+   their RMS relative error is the profile's ``serving_power_rel_sd``
+   (:func:`serving_held_out_errors`);
+5. **borrowed power**: a built-in profile whose power was neither measured nor fitted (the
+   A100) takes the decode-window fractions of the nearest measured class
+   (:func:`specband.sim.serving.nearest_measured_class`), applied to its own idle-to-limit
+   headroom, and names it (``power_borrowed_from``).
 """
 
 from __future__ import annotations
@@ -25,13 +37,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from specband.contract.actions import ACTIONS, Action
 from specband.sim.aic import load_aic_reference, simulated_step_ms
-from specband.sim.power import serving_power_w
-from specband.sim.profile import HardwareProfile, load_profile
+from specband.sim.profile import HardwareProfile, builtin_profiles, load_profile
 from specband.sim.published import _model, load_published_reference, simulate_row
+from specband.sim.published_rows import PublishedRow
+from specband.sim.serving import nearest_measured_class, serving_estimate
 
-__all__ = ["H100_STEP_PARAMETERS", "H200_STEP_PARAMETERS", "POWER_PARAMETERS", "fit_all"]
+__all__ = [
+    "DECODE_POWER",
+    "H100_STEP_PARAMETERS",
+    "H200_STEP_PARAMETERS",
+    "SERVING_PARAMETERS",
+    "fit_all",
+    "serving_held_out_errors",
+]
 
 H200_STEP_PARAMETERS: dict[str, tuple[float, float]] = {
     "bandwidth_efficiency": (0.5, 1.0),
@@ -47,15 +66,18 @@ H100_STEP_PARAMETERS: dict[str, tuple[float, float]] = {
     "host_overhead_spec_s": (0.0, 0.005),
     "host_overhead_verify_token_s": (0.0, 0.0002),
 }
-POWER_PARAMETERS: dict[str, tuple[float, float]] = {
-    "busy_power_frac": (0.0, 1.0),
-    "mem_power_frac": (0.0, 1.0),
-    "compute_power_frac": (0.0, 10.0),
-    "serving_mix_batch": (1.0, 1000.0),
+#: Decode-window power fractions of the GH100 profiles (see the module docstring, stage 3).
+DECODE_POWER: dict[str, float] = {
+    "busy_power_frac": 6.39536e-17,
+    "mem_power_frac": 0.194112,
+    "compute_power_frac": 1.23766,
 }
-
-#: Where the power fit starts (a fixed point, so a refit does not depend on the file it rewrites).
-POWER_START = {"busy_power_frac": 0.2, "mem_power_frac": 0.2, "compute_power_frac": 1.0, "serving_mix_batch": 8.0}
+SERVING_PARAMETERS: dict[str, tuple[float, float]] = {"serving_busy_power_frac": (0.0, 3.0)}
+#: What the serving fit was fitted to (the ``serving_power_source`` it writes).
+SERVING_SOURCE = (
+    "ML.ENERGY Leaderboard v3, H100 SXM 700 W, vLLM 0.11.1, Llama-3.1-8B-Instruct, lm-arena-chat, "
+    "8/32/128 sequences (held out: 16-1024)"
+)
 
 
 def _fit(
@@ -79,7 +101,7 @@ def _fit(
     return {n: float(f"{v:.6g}") for n, v in zip(names, result.x, strict=True)}
 
 
-def fit_all() -> dict[str, dict[str, float]]:
+def fit_all() -> dict[str, dict[str, float | str]]:
     """Fit the three stages in turn; returns profile name -> fitted values."""
 
     rows = load_published_reference()
@@ -109,32 +131,72 @@ def fit_all() -> dict[str, dict[str, float]]:
     fit100 = _fit(h100, H100_STEP_PARAMETERS, lambda prof: [100 * r * abs(r) ** 3 for r in step_res(prof, "h100-sxm")])
     h100 = h100.with_values(**fit100)
 
-    decode_rows = [r for r in rows if r.metric == "decode_power_w"]
-    serving = [r for r in rows if r.metric == "serving_power_w"]
-    base = Action(0, 0, 0)
+    h100 = h100.with_values(**DECODE_POWER)
+    fits, _held = _serving_rows(rows, "h100-sxm")
+    fitserv = _fit(
+        h100, SERVING_PARAMETERS, lambda prof: _serving_residuals(prof, fits), start={"serving_busy_power_frac": 0.5}
+    )
+    h100 = h100.with_values(**fitserv, serving_power_source=SERVING_SOURCE)
+    held = serving_held_out_errors(h100, rows)
+    sd = float(f"{math.sqrt(sum(e * e for e in held) / len(held)):.6g}")
+    out: dict[str, dict[str, float | str]] = {
+        "h200": {**fit200, **DECODE_POWER},
+        "h100-sxm": {
+            **shared,
+            **fit100,
+            **DECODE_POWER,
+            **fitserv,
+            "serving_power_rel_sd": sd,
+            "serving_power_source": SERVING_SOURCE,
+        },
+    }
+    fitted = {name: load_profile(name).with_values(**values) for name, values in out.items()}
+    for name in builtin_profiles():
+        prof = load_profile(name)
+        if name in out or prof.power_measured or prof.power_source:
+            continue
+        measured = [
+            p
+            for p in (fitted.get(n, load_profile(n)) for n in builtin_profiles())
+            if p.power_measured or p.power_source
+        ]
+        near = nearest_measured_class(prof, candidates=measured)
+        if near is not None:
+            out[name] = {**{k: getattr(near, k) for k in DECODE_POWER}, "power_borrowed_from": near.name}
+    return out
 
-    def power_res(values: HardwareProfile) -> list[float]:
-        fitted = {n: getattr(values, n) for n in POWER_PARAMETERS}
-        m200 = _model(h200.with_values(**fitted), None)
-        m100 = _model(h100.with_values(**fitted), None)
-        out = []
-        for r in decode_rows:
-            assert r.range is not None
-            lo, hi = r.range
-            out.append(math.log(m200.decode_power_w(min(r.batch_sizes), base) / lo))
-            out.append(math.log(m200.decode_power_w(max(r.batch_sizes), base) / hi))
-            points = [(bs, base) for bs in r.batch_sizes] + [(bs, a) for bs in r.spec_batch_sizes for a in ACTIONS]
-            for bs, a in points:
-                if m200.fits(bs, a):
-                    w = m200.decode_power_w(bs, a)
-                    out.append(10 * max(0.0, math.log(lo * 1.02 / w)) + 10 * max(0.0, math.log(w / (hi * 0.98))))
-        for r in serving:
-            assert r.value and r.batch_size and r.action
-            out.append(math.log(serving_power_w(m100, r.batch_size, r.action) / r.value))
-        return out
 
-    fitp = _fit(h200, POWER_PARAMETERS, power_res, start=POWER_START)
-    return {"h200": {**fit200, **fitp}, "h100-sxm": {**shared, **fit100, **fitp}}
+def _serving_rows(rows: tuple[PublishedRow, ...], profile: str) -> tuple[list[PublishedRow], list[PublishedRow]]:
+    serving = [r for r in rows if r.metric == "serving_power_w" and r.profile == profile and r.criteria]
+    return [r for r in serving if r.role == "fit"], [r for r in serving if r.role == "held-out"]
+
+
+def _serving_residuals(profile: HardwareProfile, rows: list[PublishedRow]) -> list[float]:
+    model = _model(profile, None)
+    out = []
+    for r in rows:
+        assert r.value and r.batch_size and r.action
+        out.append(math.log(serving_estimate(model, r.batch_size, r.action).power_w / r.value))
+    return out
+
+
+def serving_held_out_errors(
+    profile: HardwareProfile | None = None, rows: tuple[PublishedRow, ...] | None = None
+) -> list[float]:
+    """Relative errors (``simulated / measured - 1``) of the serving power on the held-out H100
+    rows (``role`` ``"held-out"``), in file order.
+
+    Args:
+        profile: the profile to simulate (default: the committed ``h100-sxm``).
+        rows: the published rows (default: the bundled ones).
+    """
+    _fits, held = _serving_rows(rows if rows is not None else load_published_reference(), "h100-sxm")
+    model = _model(profile if profile is not None else load_profile("h100-sxm"), None)
+    out = []
+    for r in held:
+        assert r.value and r.batch_size and r.action
+        out.append(serving_estimate(model, r.batch_size, r.action).power_w / r.value - 1.0)
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -116,9 +116,13 @@ class SimulatedSweep:
         if profile.power_source and not profile.power_measured:
             mark += " [power: published fit, rows carry power_source]"
         elif not profile.power_measured:
-            mark += " [power UNMEASURED: rows carry power_w_range]"
+            borrowed = f"; fractions borrowed from {profile.power_borrowed_from}" if profile.power_borrowed_from else ""
+            mark += f" [power UNMEASURED: rows carry power_w_range{borrowed}]"
         if self.plan.request.actions != "contract":
             mark += f" [{self.plan.request.actions} action set: {len(self.plan.actions)} actions]"
+        correction = getattr(self.plan.model, "cost_correction", None)
+        if correction is not None:
+            mark += f" [step time: fitted to {correction.label}]"
         return mark + f" [acceptance: {self.plan.model.acceptance.source}; rows carry speed_tok_s_interval]"
 
     def summary(self) -> str:

@@ -4,14 +4,16 @@
 (:meth:`~specband.sim.acceptance.AcceptanceChoice.accept_length_interval`: a fit to the user's
 measurements, a profile on its own workload, or a borrowed profile); the step time's is the
 profile's calibration error against measured rows (:func:`specband.sim.cost_error.cost_error`),
-``1.96 x sd`` either way. The two are combined at their ends (the interval of a ratio of two
-independent positive intervals), which is conservative.
+or, where the step time was fitted to the user's speeds (:mod:`specband.sim.cost_fit`), that
+fit's (:meth:`~specband.sim.cost_fit.CostCorrection.step_sd`), ``1.96 x sd`` either way. The
+two are combined at their ends (the interval of a ratio of two independent positive intervals),
+which is conservative.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +21,16 @@ from specband.contract.actions import as_action
 from specband.sim.base import RunPrediction
 from specband.sim.cost_error import cost_error
 
-__all__ = ["Z95", "SpeedInterval", "acceptance_notes", "speed_interval"]
+__all__ = ["FITTED_SPEED_SCALE", "Z95", "SpeedInterval", "acceptance_notes", "speed_interval"]
 
 #: Two-sided 95 % normal quantile.
 Z95 = 1.959964
+#: Factor on the log half-width of a speed interval whose step time was fitted to the user's
+#: speeds (:mod:`specband.sim.cost_fit`): the ends' combination is conservative, and this factor,
+#: calibrated split-conformally (level 0.95) on 154 held-out published speeds (SpecBundle, H200,
+#: Llama-3.1-8B, 7 workloads x 2 drafts; :func:`specband.sim.interval_check.calibrate`), narrows it
+#: to what holds them: 95.5 % left out by workload. An interval on the profile's step time keeps 1.
+FITTED_SPEED_SCALE = 0.663831
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,8 @@ def speed_interval(
     *,
     gpu_temp_c: float | None = None,
     prediction: RunPrediction | None = None,
+    scales: Mapping[str, float] | None = None,
+    speed_scale: float | None = None,
 ) -> SpeedInterval:
     """The speed of ``action`` at ``batch_size`` on ``model`` with its 95 % interval.
 
@@ -73,6 +83,8 @@ def speed_interval(
         gpu_temp_c: the temperature to predict at (default: the profile's ``reference_temp_c``).
         prediction: a prediction already made for this batch size and action (its speed and
             step time are used; ``gpu_temp_c`` is then unused).
+        scales: the acceptance intervals' factors (default: the shipped, calibrated ones).
+        speed_scale: the factor on a cost-fitted interval (default :data:`FITTED_SPEED_SCALE`).
 
     Raises:
         ConfigError: a bad batch size or temperature; InvalidActionError: a bad action.
@@ -81,14 +93,18 @@ def speed_interval(
     if prediction is None:
         temp = model.profile.reference_temp_c if gpu_temp_c is None else gpu_temp_c
         prediction = model.predict(batch_size, act, temp)
-    est, lo, hi = model.acceptance.accept_length_interval(act)
+    est, lo, hi = model.acceptance.accept_length_interval(act, scales)
     sd = cost_error(model.profile).sd
-    widen = math.exp(Z95 * sd)
+    correction = getattr(model, "cost_correction", None)
+    scale = 1.0
+    if correction is not None:  # the step time fitted to the user's speeds
+        sd = correction.step_sd(batch_size, act, sd)
+        scale = FITTED_SPEED_SCALE if speed_scale is None else speed_scale
     speed = prediction.speed_tok_s
     return SpeedInterval(
         expected_tok_s=speed,
-        lo_tok_s=speed * lo / est / widen,
-        hi_tok_s=speed * hi / est * widen,
+        lo_tok_s=speed * math.exp(-scale * (math.log(est / lo) + Z95 * sd)),
+        hi_tok_s=speed * math.exp(scale * (math.log(hi / est) + Z95 * sd)),
         accept_length=(est, lo, hi),
         step_time_s=prediction.step_time_s,
         cost_sd=sd,
@@ -104,5 +120,8 @@ def acceptance_notes(model: Any) -> list[str]:
     lines = [choice.note if choice.note.startswith("acceptance") else f"acceptance: {choice.note}"]
     if choice.fit is not None:
         lines += [f"fit residual {line}" for line in choice.fit.residual_lines()]
+    correction = getattr(model, "cost_correction", None)
+    if correction is not None:
+        lines += correction.lines()
     lines.append(f"speed intervals (95 %): {cost_error(model.profile).describe()}")
     return lines
