@@ -30,9 +30,10 @@ def _width(pick) -> float:  # type: ignore[no-untyped-def]
 def test_the_qwen3_first_guess_names_the_borrowed_acceptance(qwen3: tuple[Path, Path]) -> None:
     target, draft = qwen3
     pick = first_guess(8, "h200", str(target), str(draft))
+    # the nearest profiled pair (issue 36): a dense target of 7.5B parameters per token, not the 1B laptop pair
     assert pick.notes[0].startswith(
-        "acceptance: BORROWED from pair unsloth/Llama-3.2-1B-Instruct + rescommons/SpecForge-EAGLE3-Llama-3.2-1B-"
-        "Instruct (profile llama-3.2-1b/specforge-eagle3/specband-sweep, workload specband-sweep), because no "
+        "acceptance: BORROWED from pair meta-llama/Llama-3.1-8B-Instruct + lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B "
+        "(profile llama-3.1-8b/eagle3-8b/mt-bench, workload mt-bench), because no "
         "profile for Qwen/Qwen3-8B + Tengyunw/qwen3_8b_eagle3"
     )
     # no measured row holds h200 with this pair: nothing quoted (not the Llama-3.1-8B pair's errors)
@@ -43,7 +44,7 @@ def test_the_qwen3_first_guess_names_the_borrowed_acceptance(qwen3: tuple[Path, 
     )
     assert not any("accept_length median" in note for note in pick.notes)
     assert pick.speed_interval is not None
-    assert pick.speed_interval.acceptance_source == "borrowed llama-3.2-1b/specforge-eagle3/specband-sweep"
+    assert pick.speed_interval.acceptance_source == "borrowed llama-3.1-8b/eagle3-8b/mt-bench"
     # a borrowed acceptance widens the interval against the 8B pair's own profile
     own = first_guess(8, "h200", "llama-3.1-8b-instruct", "eagle3-llama-3.1-8b-instruct")
     assert own.notes[0] == "acceptance: bundled profile llama-3.1-8b/eagle3-8b/mt-bench (workload mt-bench)"

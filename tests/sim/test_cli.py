@@ -193,8 +193,8 @@ def test_simulate_help_has_metavars_not_python_types(run_cli) -> None:
         "--force",
     ):
         assert option in text, option
-    # typer's ranges of --seed and --repeats (specband.core.limits.MAX_SEED, MAX_REPEATS)
-    without_ranges = res.stdout.replace("x<=4294967295", "").replace("1<=x<=1000", "")
+    # typer's ranges of --seed, --repeats and --tp (MAX_SEED, MAX_REPEATS, specband.sim.parallel.MAX_TP)
+    without_ranges = res.stdout.replace("x<=4294967295", "").replace("1<=x<=1000", "").replace("1<=x<=64", "")
     assert "<" not in without_ranges and "FACTS" not in res.stdout.replace("docs/FACTS.md", "")
 
 

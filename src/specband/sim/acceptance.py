@@ -11,9 +11,13 @@ numbers come from:
   (H200, MT-bench, :mod:`specband.sim.published`).
 
 :func:`resolve_acceptance` picks the profile of a pair and workload (``None``: the pair's
-default workload). A pair or workload no profile covers *borrows* one, and says which
-(:attr:`AcceptanceChoice.note`): an unknown pair borrows the hardware profile's
-``[acceptance]``; a known pair with an unknown workload borrows the pair's default workload.
+default workload). A pair or workload no profile covers *borrows* one, and says which and why
+(:attr:`AcceptanceChoice.note`): a known pair with an unknown workload borrows the pair's
+default workload; an unknown pair whose target spec is given (``like``) borrows the profiled
+pair nearest to it (:func:`nearest_profile`: the same target first, then the same kind, dense
+or mixture-of-experts, then the nearest number of parameters a token uses, on the asked
+workload where that pair has it); an unknown pair without a spec borrows the hardware
+profile's ``[acceptance]``.
 :func:`fitted_choice` replaces a choice's parameters by a fit to the user's own measurements
 (:mod:`specband.sim.acceptance_fit`, ``--acceptance-from FILE``).
 
@@ -38,6 +42,7 @@ from typing import Any
 from specband.core.errors import ConfigError
 from specband.sim.acceptance_fit import FittedAcceptance
 from specband.sim.draft_tree import AcceptParams, accept_length
+from specband.sim.hfconfig import ModelSpec, bundled_model_configs, load_model_spec
 from specband.sim.profile import HardwareProfile
 
 __all__ = [
@@ -47,6 +52,7 @@ __all__ = [
     "AcceptanceProfile",
     "acceptance_profiles",
     "fitted_choice",
+    "nearest_profile",
     "pair_profile",
     "resolve_acceptance",
     "workloads",
@@ -195,8 +201,60 @@ def _params(profile: AcceptanceProfile, hardware: HardwareProfile) -> AcceptPara
     return profile.params if profile.params is not None else hardware.accept_params()
 
 
+@lru_cache(maxsize=1)
+def _bundled_targets() -> dict[str, ModelSpec]:
+    """The bundled target configs by model name (``_name_or_path``)."""
+    specs = [load_model_spec(name, draft=False) for name in bundled_model_configs() if not name.startswith("eagle3-")]
+    return {spec.name: spec for spec in specs}
+
+
+def _active_b(spec: ModelSpec) -> float:
+    """Parameters one token uses, billions (half the dense FLOPs per token)."""
+    return spec.dense_flops_per_token / 2e9
+
+
+def _kind(spec: ModelSpec) -> str:
+    return "mixture-of-experts" if spec.moe is not None else "dense"
+
+
+def nearest_profile(like: ModelSpec, workload: str | None = None) -> tuple[AcceptanceProfile, ModelSpec] | None:
+    """The profiled pair whose target is nearest to ``like``, and that target's spec: a profile
+    of the same target first, then one of the same kind (dense or mixture-of-experts), then the
+    smallest ``|log(active parameters ratio)|``; among that pair's profiles the one on
+    ``workload`` when it has it, else its default. ``None`` when no profile's target is bundled.
+
+    Why this order: acceptance belongs to the draft's training and the target's predictions, and
+    the published accept lengths differ more between kinds (SpecBundle, H200, bs 8, MT-bench
+    (5,1,6): Llama-3.3-70B 3.53-3.62, Qwen3-30B-A3B 2.83) than between sizes of one kind
+    (Llama-3.1-8B 3.55 at bs 1); either way a borrowed accept length carries
+    :data:`BORROWED_ACCEPT_FACTOR`.
+    """
+    known = _bundled_targets()
+    scored = []
+    for prof in acceptance_profiles():
+        spec = next((known[t] for t in prof.targets if t in known), None)
+        if spec is None:
+            continue
+        same = like.name in prof.targets
+        kind = _kind(spec) != _kind(like)
+        size = abs(math.log(_active_b(spec) / _active_b(like)))
+        scored.append(((not same, kind, round(size, 6)), prof, spec))
+    if not scored:
+        return None
+    key, _prof, spec = min(scored, key=lambda item: item[0])
+    pair = [p for k, p, _s in scored if k == key]
+    chosen = next((p for p in pair if workload and p.workload == workload), None)
+    chosen = chosen or next((p for p in pair if p.default_workload), pair[0])
+    return chosen, spec
+
+
 def resolve_acceptance(
-    hardware: HardwareProfile, target: str, draft: str, workload: str | None = None
+    hardware: HardwareProfile,
+    target: str,
+    draft: str,
+    workload: str | None = None,
+    *,
+    like: ModelSpec | None = None,
 ) -> AcceptanceChoice:
     """The acceptance profile of a target/draft pair and workload.
 
@@ -204,6 +262,8 @@ def resolve_acceptance(
         hardware: the hardware profile (its ``[acceptance]`` backs the 1B pair and unknown pairs).
         target, draft: model names (``ModelSpec.name``: the configs' ``_name_or_path``).
         workload: ``None`` for the pair's default workload, else a name such as ``mt-bench``.
+        like: the target's spec: an unknown pair then borrows the nearest profiled pair
+            (:func:`nearest_profile`) instead of the hardware profile's ``[acceptance]``.
 
     Returns:
         the :class:`AcceptanceChoice`; ``borrowed`` when nothing covers the pair or workload.
@@ -229,8 +289,22 @@ def resolve_acceptance(
             True,
             f"acceptance: no profile for workload {workload!r} of {target} + {draft}; borrows {chosen.name}",
         )
-    fallback = next(p for p in acceptance_profiles() if p.params is None)
     asked = f" on workload {workload!r}" if workload else ""
+    near = nearest_profile(like, workload) if like is not None else None
+    if near is not None and like is not None:
+        chosen, spec = near
+        why = (
+            f"the nearest profiled pair: a {_kind(spec)} target using {_active_b(spec):.1f}B parameters per token, "
+            f"against {_kind(like)} {_active_b(like):.1f}B; 95 % interval x/÷ {BORROWED_ACCEPT_FACTOR:g}"
+        )
+        return AcceptanceChoice(
+            chosen.name,
+            _params(chosen, hardware),
+            chosen.workload,
+            True,
+            f"acceptance: no profile for {target} + {draft}{asked}; borrows {chosen.name} ({why})",
+        )
+    fallback = next(p for p in acceptance_profiles() if p.params is None)
     return AcceptanceChoice(
         fallback.name,
         hardware.accept_params(),

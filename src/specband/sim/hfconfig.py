@@ -1,12 +1,14 @@
 """Model sizes, bytes and FLOPs of a target model and its EAGLE3 draft head, derived from a
 Hugging Face ``config.json`` (or given directly).
 
-What a decode step costs is counted the way docs/FACTS.md §6 counts it (dense linear layers only,
-2 FLOPs per multiply-accumulate):
+What a decode step costs is counted the way docs/FACTS.md §6 counts it (linear layers only,
+2 FLOPs per multiply-accumulate), per architecture family by :mod:`specband.sim.architectures`
+(dense Llama/Qwen, Qwen-MoE, Mixtral, Llama-4, DeepSeek-V3/Kimi-K2 and EAGLE3 heads):
 
 * target, per token: ``2 x (L x (q + k + v + o + mlp) + lm_head)`` parameters, i.e. 2.47 GFLOPs
   for Llama-3.2-1B (tied embedding: the 128256 x 2048 matrix is read once per forward as the
-  LM head);
+  LM head); a mixture-of-experts layer counts the ``k`` experts one token is routed to
+  (:mod:`specband.sim.moe` adds the experts that more tokens touch);
 * EAGLE3 draft head, per token: one decoder layer whose q/k/v projections read
   ``[embedding; hidden]`` (2 x hidden inputs), the ``fc`` that folds the target's three
   hidden states (3 x hidden -> hidden) and an LM head over ``draft_vocab_size`` tokens; its
@@ -21,14 +23,18 @@ which gives 9.23 GFLOPs per output token for (3,4,8) at accept 2.425 (published 
 
 Attention is counted separately (``attn_flops_per_token_ctx``: ``4 x heads x head_dim x L``
 FLOPs per query token per context token; ``kv_bytes_per_token``: K and V of every layer).
-Mixture-of-experts configs are not supported (no active-parameter count is derived).
+A spec also says how tensor parallelism splits it (:mod:`specband.sim.parallel`): which bytes
+every rank reads whole (``replicated_bytes``), the k/v projections (replicated when the degree
+exceeds the KV heads), the sizes a degree must divide.
 
-The bundled configs (``specband/data/models``) are the public ``config.json`` of
-``unsloth/Llama-3.2-1B-Instruct`` and of the SpecForge EAGLE3 head for it, with the head's
-``rope_theta``/``rope_scaling`` set to the target's (the published head ships 10000/null,
-which collapses accept length on long prompts; upstream copied the target's values, docs/FACTS.md §6),
-and of ``meta-llama/Llama-3.1-8B-Instruct`` with the ``yuhuili/EAGLE3-LLaMA3.1-Instruct-8B``
-head (for what-if runs; its acceptance is not calibrated).
+The bundled configs (``specband/data/models``, sources in its ``README.md``) are the public
+``config.json`` of ``unsloth/Llama-3.2-1B-Instruct`` and of the SpecForge EAGLE3 head for it,
+with the head's ``rope_theta``/``rope_scaling`` set to the target's (the published head ships
+10000/null, which collapses accept length on long prompts; upstream copied the target's values,
+docs/FACTS.md §6), of ``meta-llama/Llama-3.1-8B-Instruct`` with the
+``yuhuili/EAGLE3-LLaMA3.1-Instruct-8B`` head, ``Qwen/Qwen3-8B``, and the fleet models with
+their EAGLE3 heads: ``meta-llama/Llama-3.3-70B-Instruct``, ``Qwen/Qwen3-30B-A3B-Instruct-2507``,
+``meta-llama/Llama-4-Scout-17B-16E-Instruct`` and ``moonshotai/Kimi-K2-Instruct``.
 """
 
 from __future__ import annotations
@@ -41,9 +47,11 @@ from pathlib import Path
 from typing import Any
 
 from specband.core.errors import ConfigError
-from specband.core.limits import MAX_CONFIG_FILE_BYTES, is_finite_number, is_int
+from specband.core.limits import MAX_CONFIG_FILE_BYTES, is_finite_number
 from specband.files.fileio import read_text_bounded
 from specband.files.hub import resolve_config_file
+from specband.sim.architectures import config_dtype, spec_fields
+from specband.sim.moe import MoESpec
 
 __all__ = [
     "BUNDLED_DRAFT_CONFIG",
@@ -61,16 +69,6 @@ __all__ = [
 #: Names of the bundled configs under ``specband/data/models``.
 BUNDLED_TARGET_CONFIG = "llama-3.2-1b-instruct"
 BUNDLED_DRAFT_CONFIG = "eagle3-llama-3.2-1b-instruct"
-
-_DTYPE_BYTES = {
-    "float32": 4.0,
-    "float": 4.0,
-    "float16": 2.0,
-    "half": 2.0,
-    "bfloat16": 2.0,
-    "float8_e4m3fn": 1.0,
-    "float8_e5m2": 1.0,
-}
 
 
 @dataclass(frozen=True)
@@ -95,6 +93,24 @@ class ModelSpec:
         is_eagle3_draft: True for an EAGLE3 draft head.
         architecture: the config's ``architectures[0]`` (else its ``model_type``).
         config_sha256: :func:`config_sha256` of the config: what the model is, however it was named.
+        num_attention_heads: query heads (0: unknown; tensor-parallel checks then skip heads).
+        num_kv_heads: key/value heads (0: latent attention, one latent per token shared by all
+            heads, or unknown).
+        head_dim: dimension of a query head.
+        replicated_bytes: of ``read_bytes_per_forward``, the bytes every tensor-parallel rank
+            holds and reads whole (routers, latent attention's down-projections, an EAGLE3
+            head's ``fc``), B; they are also stored whole on every rank.
+        replicated_flops_per_token: the FLOPs per token of those weights (every rank computes them).
+        kv_proj_bytes: of ``read_bytes_per_forward``, the k and v projections (split by KV head,
+            replicated on ranks beyond the KV heads), B.
+        moe: the routed experts of a mixture-of-experts model (``None``: dense);
+            ``read_bytes_per_forward`` and ``dense_flops_per_token`` count one token's ``k``
+            experts, ``weight_bytes`` all of them.
+        tp_dims: ``(config field, size)`` pairs a tensor-parallel degree must divide (the
+            intermediate sizes; the heads are ``num_attention_heads``/``num_kv_heads``).
+        quant_block: block size of block-quantized weights (FP8 ``weight_block_size``, 128), 0
+            without; a tensor-parallel shard of an intermediate size must be a multiple of it.
+        quantization: the ``quantization_config`` method (``fp8``, ...), ``None`` without one.
 
     Raises:
         ConfigError: from ``__post_init__`` on a non-positive size.
@@ -114,6 +130,16 @@ class ModelSpec:
     is_eagle3_draft: bool = False
     architecture: str = ""
     config_sha256: str | None = None
+    num_attention_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    replicated_bytes: float = 0.0
+    replicated_flops_per_token: float = 0.0
+    kv_proj_bytes: float = 0.0
+    moe: MoESpec | None = None
+    tp_dims: tuple[tuple[str, int], ...] = ()
+    quant_block: int = 0
+    quantization: str | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -128,13 +154,20 @@ class ModelSpec:
                 raise ConfigError(f"model spec '{self.name}': {name} must be a finite number, got {value!r}")
             if value < 0 or (value == 0 and name != "attn_flops_per_token_ctx"):
                 raise ConfigError(f"model spec '{self.name}': {name} must be > 0, got {value!r}")
+        for name in ("replicated_bytes", "replicated_flops_per_token", "kv_proj_bytes"):
+            value = getattr(self, name)
+            if not (is_finite_number(value) and value >= 0):
+                raise ConfigError(f"model spec '{self.name}': {name} must be a number >= 0, got {value!r}")
+        if self.replicated_bytes + self.kv_proj_bytes > self.read_bytes_per_forward:
+            raise ConfigError(f"model spec '{self.name}': replicated and k/v bytes exceed the bytes a forward reads")
 
     @classmethod
     def from_hf_config(
         cls, config: Mapping[str, Any], *, draft: bool | None = None, source: str = "<config>"
     ) -> ModelSpec:
-        """Derive the spec from a Hugging Face ``config.json`` dict (Llama-family layout:
-        gated MLP, grouped-query attention).
+        """Derive the spec from a Hugging Face ``config.json`` dict (the families of
+        :mod:`specband.sim.architectures`: dense Llama/Qwen, Qwen-MoE, Mixtral, Llama-4,
+        DeepSeek-V3/Kimi-K2, EAGLE3 heads).
 
         Args:
             config: the parsed ``config.json``.
@@ -143,80 +176,29 @@ class ModelSpec:
             source: file name for error messages.
 
         Raises:
-            ConfigError: a required field is missing or not a positive integer, an unknown
-                ``torch_dtype``, or a mixture-of-experts config.
+            ConfigError: a required field is missing or not a positive integer, two spellings
+                of one parameter disagree, an unknown ``torch_dtype`` or quantization, or an
+                architecture specband does not model (one line naming the file and field).
         """
         if not isinstance(config, Mapping):
             raise ConfigError(f"{source}: a model config must be a JSON object")
-        for moe_key in ("num_local_experts", "num_experts", "n_routed_experts"):
-            if config.get(moe_key):
-                raise ConfigError(f"{source}: field '{moe_key}': mixture-of-experts models are not supported")
-
-        def need_int(key: str, default: int | None = None) -> int:
-            value = config.get(key, default)
-            if not is_int(value) or value <= 0:
-                raise ConfigError(f"{source}: field '{key}': expected a positive integer, got {value!r}")
-            return value
-
-        hidden = need_int("hidden_size")
-        layers = need_int("num_hidden_layers")
-        heads = need_int("num_attention_heads")
-        kv_heads = need_int("num_key_value_heads", heads)
-        if config.get("head_dim") is not None:
-            head_dim = need_int("head_dim")
-        else:
-            if hidden % heads:
-                raise ConfigError(f"{source}: field 'head_dim': missing and hidden_size is not a multiple of heads")
-            head_dim = hidden // heads
-        intermediate = need_int("intermediate_size")
-        vocab = need_int("vocab_size")
-        nbytes = _DTYPE_BYTES[config_dtype(config, source) or "bfloat16"]
-        archs = config.get("architectures") or []
-        if not isinstance(archs, list):
-            raise ConfigError(f"{source}: field 'architectures': expected a list of names")
-        is_draft = any("eagle3" in str(a).lower() for a in archs) if draft is None else bool(draft)
-        rope_theta, rope_scaling = rope_settings(config, source)
-
-        q_out = heads * head_dim
-        kv_out = kv_heads * head_dim
-        attn_in = 2 * hidden if is_draft else hidden
-        attn_params = attn_in * q_out + 2 * attn_in * kv_out + q_out * hidden
-        mlp_params = 3 * hidden * intermediate
-        layer_params = layers * (attn_params + mlp_params)
-        if is_draft:
-            draft_vocab = config.get("draft_vocab_size") or vocab
-            if not is_int(draft_vocab) or draft_vocab <= 0:
-                raise ConfigError(f"{source}: field 'draft_vocab_size': expected a positive integer")
-            target_hidden = config.get("target_hidden_size") or hidden
-            fc_params = 3 * target_hidden * hidden
-            head_params = hidden * draft_vocab
-            used = layer_params + fc_params + head_params
-            stored = used
-            logits = draft_vocab
-        else:
-            head_params = hidden * vocab
-            used = layer_params + head_params
-            tied = bool(config.get("tie_word_embeddings", False))
-            stored = layer_params + vocab * hidden + (0 if tied else head_params)
-            logits = vocab
-        architecture = str(archs[0] if archs else config.get("model_type", "model"))
-        name = str(config.get("_name_or_path") or architecture)
+        fields = spec_fields(config, draft=draft, source=source)
+        rope_theta, rope_scaling = rope_settings(_text_config(config), source)
+        name = str(config.get("_name_or_path") or fields["architecture"])
         return cls(
-            name=name,
-            weight_bytes=float(stored * nbytes),
-            read_bytes_per_forward=float(used * nbytes),
-            dense_flops_per_token=float(2 * used),
-            attn_flops_per_token_ctx=float(4 * q_out * layers),
-            kv_bytes_per_token=float(2 * layers * kv_out * nbytes),
-            hidden_size=hidden,
-            vocab_size=int(logits),
-            num_layers=layers,
-            rope_theta=rope_theta,
-            rope_scaling=rope_scaling,
-            is_eagle3_draft=is_draft,
-            architecture=architecture,
-            config_sha256=config_sha256(config),
+            name=name, rope_theta=rope_theta, rope_scaling=rope_scaling, config_sha256=config_sha256(config), **fields
         )
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the model has routed experts."""
+        return self.moe is not None
+
+
+def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The text model's fields (Llama-4's ``text_config``) over the top level's, for RoPE."""
+    text = config.get("text_config")
+    return {**config, **text} if isinstance(text, Mapping) else config
 
 
 #: Keys of a ``config.json`` that name or stamp it rather than define the model: left out of
@@ -233,22 +215,6 @@ def config_sha256(config: Mapping[str, Any]) -> str:
     body = {k: v for k, v in config.items() if k not in CONFIG_NAMING_KEYS}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
-
-
-def config_dtype(config: Mapping[str, Any], source: str = "<config>") -> str | None:
-    """The weights' dtype of a Hugging Face config (``torch_dtype``, or transformers 5's
-    ``dtype``) without a ``torch.`` prefix, or ``None`` when the config names none.
-
-    Raises:
-        ConfigError: ``"<source>: field 'torch_dtype': unknown dtype ..."``.
-    """
-    key = "torch_dtype" if config.get("torch_dtype") is not None else "dtype"
-    dtype = config.get(key)
-    if dtype is None:
-        return None
-    if not isinstance(dtype, str) or dtype.replace("torch.", "") not in _DTYPE_BYTES:
-        raise ConfigError(f"{source}: field '{key}': unknown dtype {dtype!r}")
-    return dtype.replace("torch.", "")
 
 
 def _rope_block(config: Mapping[str, Any], source: str) -> Mapping[str, Any] | None:

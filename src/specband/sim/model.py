@@ -1,4 +1,5 @@
-"""The roofline performance, power, thermal and memory model of EAGLE3 decoding on one GPU.
+"""The roofline performance, power, thermal and memory model of EAGLE3 decoding on one GPU or
+``tp`` GPUs in tensor parallelism.
 
 One decode step at batch size ``bs`` and action ``(s, k, N)``:
 
@@ -13,6 +14,16 @@ One decode step at batch size ``bs`` and action ``(s, k, N)``:
   forward and per verified token; sglang runs speculative decoding without the overlap
   scheduler).
 
+With ``tp`` GPUs (:mod:`specband.sim.parallel`) every figure above is one GPU's: it reads its
+share of the weights and KV cache and does its share of the FLOPs, and each forward adds its
+collectives (two all-reduces per layer, one after the embedding, one all-gather of the logits)
+over the profile's interconnect; the draft head runs at the same degree. A mixture-of-experts
+target (:mod:`specband.sim.moe`) reads the distinct experts its ``bs x tokens`` routings touch,
+so its verify grows with the tokens it verifies; the fused MoE kernel streams them at
+``moe_bandwidth_efficiency`` of the dense kernels' bandwidth.
+Power, utilisation and the power limit are per GPU; the energy of a run (and J/token) is
+over all ``tp`` GPUs.
+
 Power: ``idle + activity_power x (busy_frac x busy x clock^g + mem_frac x bandwidth/peak +
 compute_frac x flops/peak x clock^(g-1))``, with static parts growing with temperature
 (leakage). Above the limit the clock is lowered until the power is
@@ -22,14 +33,17 @@ with a small steady overshoot, which lengthens compute-bound parts of the step. 
 
 Temperature: first order, ``dT/dt = (ambient + R x P - T) / tau``.
 
-Memory: the launch fits when weights + KV cache of ``bs`` contexts + speculative buffers
-(``bs x N`` verified tokens) + runtime reservations <= VRAM x ``mem_fraction_static``.
+Memory (per GPU): the launch fits when weights + KV cache of ``bs`` contexts + speculative buffers
+(``bs x N`` verified tokens) + runtime reservations <= VRAM x ``mem_fraction_static``;
+:meth:`SpeculativeDecodingModel.require_fit` refuses, in one line naming the degree it needs, a
+model whose smallest launch fits on no GPU.
 
 Accept length: :mod:`specband.sim.draft_tree`. Model sizes: :mod:`specband.sim.hfconfig`.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,12 +65,27 @@ from specband.sim.hfconfig import (
     load_model_spec,
     rope_mismatch,
 )
+from specband.sim.parallel import (
+    ACTIVATION_BYTES,
+    MAX_TP,
+    allgather_time_s,
+    allreduce_time_s,
+    check_tp,
+    collectives_per_forward,
+    per_gpu_expert_bytes,
+    per_gpu_flops,
+    per_gpu_kv_bytes_per_token,
+    per_gpu_read_bytes,
+    per_gpu_weight_bytes,
+    valid_tp_sizes,
+)
 from specband.sim.profile import DEFAULT_PROFILE, HardwareProfile, load_profile
 
 __all__ = [
     "BUNDLED_PAIRS",
     "MAX_NEW_TOKENS",
     "NUM_PROMPTS",
+    "TREE_REFERENCE_LAYERS",
     "RunCost",
     "SpeculativeDecodingModel",
     "StepCost",
@@ -65,6 +94,9 @@ __all__ = [
     "with_fitted_acceptance",
 ]
 
+#: Decoder layers of the target the profiles' tree costs were fitted on (Llama-3.1-8B: 32 layers;
+#: specband.sim.published_fit): the fixed tree cost scales with the target's layers from there.
+TREE_REFERENCE_LAYERS = 32
 #: Workload of one sweep row (docs/FACTS.md §4, sglang bench_speculative.py): max(16, bs) requests of 512 tokens.
 NUM_PROMPTS = 16
 MAX_NEW_TOKENS = 512
@@ -101,8 +133,8 @@ class RunCost:
         total_output_tokens: tokens generated, ``max(16, bs) x 512``.
         decode_s: decode time at the step speed, s.
         wall_clock_s: measured window, s.
-        energy_j: energy over the window, J.
-        joules_per_token: J per output token.
+        energy_j: energy over the window, all ``tp`` GPUs together, J.
+        joules_per_token: J per output token, all GPUs together.
         wall_clock_tok_s: tokens/s over the window (all requests).
     """
 
@@ -127,9 +159,15 @@ class SpeculativeDecodingModel:
             :func:`~specband.sim.acceptance.fitted_choice`); ``workload`` is then unused.
         cost_correction: the step time fitted to measured speeds
             (:func:`~specband.sim.cost_fit.fit_cost`), or ``None``.
+        tp: tensor-parallel degree: GPUs of the profile's kind the target and the draft head
+            are split over (:mod:`specband.sim.parallel`).
+
+    Raises:
+        ConfigError: a degree the models' heads or intermediate sizes do not split, or
+            ``tp > 1`` on a profile without an interconnect (``"--tp N: ..."``).
 
     Attributes:
-        profile, target, draft: as given.
+        profile, target, draft, tp: as given.
         workload: the acceptance workload (``None``: the pair's default, e.g. ``mt-bench`` for the
             Llama-3.1-8B pair; see :mod:`specband.sim.acceptance`).
         acceptance: the :class:`~specband.sim.acceptance.AcceptanceChoice` in use.
@@ -145,17 +183,19 @@ class SpeculativeDecodingModel:
         workload: str | None = None,
         acceptance: AcceptanceChoice | None = None,
         cost_correction: CostCorrection | None = None,
+        tp: int = 1,
     ) -> None:
         self.profile = profile
         self.target = target
         self.draft = draft
         self.cost_correction = cost_correction
+        self.tp = check_tp(tp, target, draft, profile=profile)
         self.warnings: list[str] = []
         mismatch = rope_mismatch(target, draft)
         if mismatch:
             self.warnings.append(mismatch)
         if acceptance is None:
-            acceptance = resolve_acceptance(profile, target.name, draft.name, workload)
+            acceptance = resolve_acceptance(profile, target.name, draft.name, workload, like=target)
         self.acceptance = acceptance
         if self.acceptance.borrowed:
             self.warnings.append(self.acceptance.note)
@@ -209,17 +249,48 @@ class SpeculativeDecodingModel:
     def _forward_work(
         self, spec: ModelSpec, batch_size: int, tokens: int, ctx: float
     ) -> tuple[float, float, float, float]:
-        """(bytes, FLOPs, memory time s, compute time s) of one forward of ``tokens`` tokens
-        over ``batch_size`` contexts of ``ctx`` tokens."""
-        nbytes = spec.read_bytes_per_forward + batch_size * ctx * spec.kv_bytes_per_token
-        flops = tokens * (spec.dense_flops_per_token + ctx * spec.attn_flops_per_token_ctx)
+        """(bytes, FLOPs, memory time s, compute time s) of one GPU's share of one forward of
+        ``tokens`` tokens over ``batch_size`` contexts of ``ctx`` tokens (its collectives and MoE
+        routing apart: :meth:`_forward_parts`)."""
+        kv = batch_size * ctx * per_gpu_kv_bytes_per_token(spec, self.tp)
+        nbytes = per_gpu_read_bytes(spec, tokens, self.tp) + kv
+        flops = per_gpu_flops(spec, tokens, ctx, self.tp)
         t_mem, t_cmp = self._times(nbytes, flops)
+        experts = per_gpu_expert_bytes(spec, tokens, self.tp)
+        if experts:  # the fused MoE kernel streams its experts at its own efficiency
+            t_mem += self._times(experts, 0.0)[0] * (1.0 / self.profile.moe_bandwidth_efficiency - 1.0)
         return nbytes, flops, t_mem, t_cmp
+
+    def collective_time_s(self, spec: ModelSpec, tokens: int) -> float:
+        """Time of one forward's collectives over ``tokens`` tokens at the model's degree, s (0 at
+        ``tp`` 1): :func:`~specband.sim.parallel.collectives_per_forward` all-reduces of the hidden
+        states and the all-gather of the logits."""
+        if self.tp <= 1:
+            return 0.0
+        reduces, gathers = collectives_per_forward(spec)
+        hidden = tokens * spec.hidden_size * ACTIVATION_BYTES
+        logits = tokens * spec.vocab_size * ACTIVATION_BYTES
+        return reduces * allreduce_time_s(self.profile, hidden, self.tp) + gathers * allgather_time_s(
+            self.profile, logits, self.tp
+        )
+
+    def _forward_parts(
+        self, label: str, spec: ModelSpec, batch_size: int, tokens: int, ctx: float
+    ) -> tuple[float, float, list[tuple[str, int, float, float]]]:
+        """(bytes, FLOPs, parts) of one forward: the roofline kernel and its collectives as
+        separate parts (label, tokens, memory-side time s, compute time s)."""
+        nbytes, flops, t_mem, t_cmp = self._forward_work(spec, batch_size, tokens, ctx)
+        parts = [(label, tokens, t_mem, t_cmp)]
+        coll = self.collective_time_s(spec, tokens)
+        if coll > 0:
+            parts.append((f"{label}:collectives", tokens, coll, 0.0))
+        return nbytes, flops, parts
 
     def forward_time_s(self, spec: ModelSpec, batch_size: int, tokens: int) -> float:
         """GPU time of one forward pass at full clock, s: ``tokens`` query tokens (``bs`` for a
         decode, ``bs x num_draft_tokens`` for a verify) over ``batch_size`` contexts of
-        :meth:`context_tokens` tokens, on the smoothed roofline (no host time).
+        :meth:`context_tokens` tokens, on the smoothed roofline, with its collectives at the
+        model's degree (no host time).
 
         Raises:
             ConfigError: ``batch_size`` or ``tokens`` below 1.
@@ -227,13 +298,30 @@ class SpeculativeDecodingModel:
         for name, value in (("batch size", batch_size), ("tokens", tokens)):
             if not is_int(value) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        _b, _f, t_mem, t_cmp = self._forward_work(spec, batch_size, tokens, self.context_tokens())
-        return self._kernel_time([("forward", tokens, t_mem, t_cmp)], 1.0)[0]
+        _b, _f, parts = self._forward_parts("forward", spec, batch_size, tokens, self.context_tokens())
+        return self._kernel_time(parts, 1.0)[0]
+
+    def tree_time_s(self, steps: int, topk: int) -> float:
+        """The extra time of a tree draft (``topk > 1``) per speculative step, s:
+        ``tree_overhead_s x L / TREE_REFERENCE_LAYERS + steps x topk**2 x tree_node_overhead_s``.
+
+        sglang (``eagle_utils``: ``select_top_k_tokens`` over ``topk**2`` candidates per step,
+        ``build_tree_kernel_efficient`` and the tree mask once per step) runs these as batched GPU
+        ops, so their time grows with the tree, not with the batch; the fixed part, which the
+        target's masked verify attention pays in every layer, grows with the target's ``L`` layers.
+        Both were fitted at batch size 1 on the 32-layer Llama-3.1-8B (unchanged there); the
+        scalings are assumptions that hold the SpecBundle H200 bs-8 rows of a 48- and an 80-layer
+        target within 10 % (:mod:`specband.sim.fleet_fit`).
+        """
+        p = self.profile
+        layers = self.target.num_layers or TREE_REFERENCE_LAYERS
+        return p.tree_overhead_s * layers / TREE_REFERENCE_LAYERS + steps * topk * topk * p.tree_node_overhead_s
 
     def step_cost(
         self, batch_size: int, action: Action | tuple[int, int, int], *, context_tokens: float | None = None
     ) -> StepCost:
-        """Bytes, FLOPs and times of one decode step at full clock.
+        """Bytes, FLOPs and times of one decode step at full clock, one GPU's share at the
+        model's tensor-parallel degree.
 
         Args:
             batch_size: concurrent requests (>= 1).
@@ -259,8 +347,8 @@ class SpeculativeDecodingModel:
 
         def forward(label: str, spec: ModelSpec, tokens: int) -> None:
             nonlocal total_bytes, total_flops
-            nbytes, flops, t_mem, t_cmp = self._forward_work(spec, batch_size, tokens, ctx)
-            forwards.append((label, tokens, t_mem, t_cmp))
+            nbytes, flops, parts = self._forward_parts(label, spec, batch_size, tokens, ctx)
+            forwards.extend(parts)
             total_bytes += nbytes
             total_flops += flops
 
@@ -278,9 +366,7 @@ class SpeculativeDecodingModel:
                 + batch_size * draft_tokens * p.host_overhead_verify_token_s
             )
             if topk > 1:
-                # tree costs (sglang eagle_utils: select_top_k_tokens per step over topk**2
-                # candidates per request, build_tree_kernel and the tree mask once per step)
-                host += p.tree_overhead_s + batch_size * steps * topk * topk * p.tree_node_overhead_s
+                host += self.tree_time_s(steps, topk)
         kernel, compute = self._kernel_time(forwards, 1.0)
         cost = StepCost(total_bytes, total_flops, kernel, compute, host, tuple(forwards))
         if self.cost_correction is not None:
@@ -350,16 +436,60 @@ class SpeculativeDecodingModel:
 
     # ------------------------------------------------------------- memory
     def memory_needed_mb(self, batch_size: int, action: Action | tuple[int, int, int]) -> float:
-        """Static-pool memory a launch needs: weights + KV cache of ``bs`` full contexts +
-        speculative buffers (``bs x N`` verified tokens) + runtime reservations, MiB."""
+        """Static-pool memory a launch needs on each GPU: its share of the weights + the KV
+        cache of ``bs`` full contexts + speculative buffers (``bs x N`` verified tokens) +
+        runtime reservations, MiB."""
         steps, _topk, draft_tokens = as_action(action)
         p = self.profile
-        weights = self.target.weight_bytes + (self.draft.weight_bytes if steps else 0.0)
+        weights = per_gpu_weight_bytes(self.target, self.tp)
+        kv_token = per_gpu_kv_bytes_per_token(self.target, self.tp)
+        if steps:
+            weights += per_gpu_weight_bytes(self.draft, self.tp)
+            kv_token += per_gpu_kv_bytes_per_token(self.draft, self.tp)
         verify = batch_size * (draft_tokens if steps else 1)
         kv_tokens = batch_size * (p.prompt_tokens + MAX_NEW_TOKENS) + verify
-        kv = kv_tokens * (self.target.kv_bytes_per_token + (self.draft.kv_bytes_per_token if steps else 0.0))
         spec = verify * p.spec_buffer_mb_per_verify_token if steps else 0.0
-        return (weights + kv) / _MIB + spec + p.runtime_reserved_mb
+        return (weights + kv_tokens * kv_token) / _MIB + spec + p.runtime_reserved_mb
+
+    def gpus_needed(self, mem_fraction_static: float = 0.65) -> int | None:
+        """The smallest tensor-parallel degree (one the models split into, up to
+        :data:`~specband.sim.parallel.MAX_TP`) at which a launch of one request without
+        speculation fits in ``VRAM x mem_fraction_static`` of each GPU, or ``None`` when none does."""
+        for tp in valid_tp_sizes(self.target):
+            if tp not in valid_tp_sizes(self.draft, tp):
+                continue
+            probe = copy.copy(self)
+            probe.tp = tp
+            if probe.fits(1, (0, 0, 0), mem_fraction_static):
+                return tp
+        return None
+
+    def require_fit(self, mem_fraction_static: float = 0.65) -> None:
+        """Refuse, in one line, a model whose smallest launch (one request, no speculation) does
+        not fit on its GPUs at ``mem_fraction_static`` (larger launches that do not fit are
+        out-of-memory rows, as on a real GPU).
+
+        Raises:
+            ConfigError: ``"--tp N: TARGET needs X GiB per GPU ...; it needs --tp M"`` (or, on a
+                profile without an interconnect, that it needs M GPUs of this kind).
+        """
+        if self.fits(1, (0, 0, 0), mem_fraction_static):
+            return
+        need = self.memory_needed_mb(1, (0, 0, 0)) / 1024.0
+        room = self.profile.vram_mb * mem_fraction_static / 1024.0
+        gpus = self.gpus_needed(mem_fraction_static)
+        where = f"{self.tp} x {self.profile.name}" if self.tp > 1 else f"one {self.profile.name}"
+        if gpus is None:
+            advice = f"no degree up to {MAX_TP} fits it"
+        elif self.profile.interconnect_bandwidth_gbs <= 0:
+            advice = f"it needs {gpus} GPUs of this kind, and profile '{self.profile.name}' states no interconnect"
+        else:
+            advice = f"it needs --tp {gpus}"
+        raise ConfigError(
+            f"--tp {self.tp}: {self.target.name} does not fit on {where}: the smallest launch needs {need:.1f} GiB per "
+            f"GPU (weights, one context, runtime), {room:.1f} GiB usable (VRAM x mem_fraction_static "
+            f"{mem_fraction_static:g}); {advice}"
+        )
 
     def fits(self, batch_size: int, action: Action | tuple[int, int, int], mem_fraction_static: float = 0.65) -> bool:
         """Whether the launch fits in ``VRAM x mem_fraction_static``."""
@@ -458,7 +588,7 @@ class SpeculativeDecodingModel:
         decode = total / (batch_size * prediction.speed_tok_s)
         ragged = (1.0 - 1.0 / batch_size) * (p.ragged_overhead + p.ragged_overhead_per_step * steps)
         wall = decode * (1.0 + ragged) + p.fixed_overhead_s
-        energy = prediction.avg_power_w * wall
+        energy = prediction.avg_power_w * self.tp * wall
         return RunCost(total, decode, wall, energy, energy / total, total / wall)
 
     def steady_temp_c(self, power_w: float) -> float:
@@ -485,6 +615,10 @@ class SpeculativeDecodingModel:
 BUNDLED_PAIRS: tuple[tuple[str, str], ...] = (
     (BUNDLED_TARGET_CONFIG, BUNDLED_DRAFT_CONFIG),
     ("llama-3.1-8b-instruct", "eagle3-llama-3.1-8b-instruct"),
+    ("llama-3.3-70b-instruct", "eagle3-llama-3.3-70b-instruct"),
+    ("qwen3-30b-a3b-instruct-2507", "eagle3-qwen3-30b-a3b-instruct-2507"),
+    ("llama-4-scout-17b-16e-instruct", "eagle3-llama-4-scout-17b-16e-instruct"),
+    ("kimi-k2-instruct", "eagle3-kimi-k2-instruct"),
 )
 
 
@@ -538,8 +672,9 @@ def build_model(
     draft_config: str | Path | dict[str, Any] | ModelSpec | None = None,
     workload: str | None = None,
     acceptance_from: str | Path | None = None,
+    tp: int = 1,
 ) -> SpeculativeDecodingModel:
-    """The performance model for a hardware profile and a target/draft pair.
+    """The performance model for a hardware profile and a target/draft pair on ``tp`` GPUs.
 
     Args:
         profile: a built-in profile name (``rtx4060-laptop``, ``a100-sxm4-80gb``,
@@ -559,29 +694,34 @@ def build_model(
             residuals), and, where the file has speeds, the step time too
             (``model.cost_correction``, :mod:`specband.sim.cost_fit`); a file naming another
             target or draft adds a warning.
+        tp: tensor-parallel degree (``--tp``): the target and the draft head split over ``tp``
+            GPUs of the profile's kind; predictions' power is per GPU, J/token over all of them
+            (:mod:`specband.sim.parallel`). The memory of the launch is not checked here
+            (:meth:`SpeculativeDecodingModel.require_fit` refuses a model that fits nowhere).
 
     Returns:
         a :class:`SpeculativeDecodingModel` (satisfies :class:`PerformanceModel`).
 
     Raises:
         ConfigError: unknown profile, unreadable or invalid profile or model config, one
-            config given alone that no bundled pair holds (:func:`model_pair`).
+            config given alone that no bundled pair holds (:func:`model_pair`), a ``tp`` the
+            models or the profile do not allow (``"--tp N: ..."``, :func:`~specband.sim.parallel.check_tp`).
         DataError: an unreadable or malformed ``acceptance_from`` file, or one without a
             measured speculative config.
     """
     prof = load_profile(profile)
     target, draft = model_pair(target_config, draft_config)
     if acceptance_from is None:
-        return SpeculativeDecodingModel(prof, target, draft, workload)
+        return SpeculativeDecodingModel(prof, target, draft, workload, tp=tp)
     source = read_acceptance_file(acceptance_from)
-    base = resolve_acceptance(prof, target.name, draft.name, workload)
+    base = resolve_acceptance(prof, target.name, draft.name, workload, like=target)
     choice = fitted_choice(base, fit_acceptance(source, prior=base.params))
-    model = SpeculativeDecodingModel(prof, target, draft, acceptance=choice)
+    model = SpeculativeDecodingModel(prof, target, draft, acceptance=choice, tp=tp)
     if source.speeds:
         configs = len({(s.batch_size, s.action) for s in source.speeds})
         label = f"speeds of {configs} config{'s' if configs != 1 else ''} of {source.path}"
         correction = fit_cost(model, source.speeds, label=label)
-        model = SpeculativeDecodingModel(prof, target, draft, acceptance=choice, cost_correction=correction)
+        model = SpeculativeDecodingModel(prof, target, draft, acceptance=choice, cost_correction=correction, tp=tp)
     measured = pair_profile(source.target or target.name, source.draft or draft.name)
     if measured is not None and measured == pair_profile(target.name, draft.name):
         return model  # the file's pair is the simulated one to the simulator (e.g. the lmsys and yuhuili 8B heads)
@@ -621,4 +761,5 @@ def with_fitted_acceptance(
         model.draft,
         acceptance=fitted_choice(base, fit),
         cost_correction=model.cost_correction,
+        tp=model.tp,
     )

@@ -2,8 +2,9 @@
 power, thermal, memory, acceptance and noise parameters.
 
 A profile is a TOML (or JSON) file with the sections ``[hardware]``, ``[thermal]``,
-``[memory]``, ``[efficiency]``, ``[power]``, ``[acceptance]``, ``[wallclock]`` and
-``[noise]``. Built-in profiles live in ``specband/data/profiles/<name>.toml``:
+``[memory]``, ``[efficiency]``, ``[interconnect]`` (GPU-to-GPU links, for tensor parallelism:
+:mod:`specband.sim.parallel`), ``[power]``, ``[acceptance]``, ``[wallclock]`` and ``[noise]``.
+Built-in profiles live in ``specband/data/profiles/<name>.toml``:
 
 * ``rtx4060-laptop``: calibrated against the published RTX 4060 Laptop measurements
   (:mod:`specband.sim.calibrate`);
@@ -170,6 +171,20 @@ class HardwareProfile:
         0.0, "efficiency", 0.0, 1.0, "per tree node expanded (bs x steps x topk**2, topk > 1): top-k expansion, s"
     )
     prompt_tokens: float = _f(128.0, "efficiency", 1.0, 1e6, "mean prompt length of the workload, tokens")
+    moe_bandwidth_efficiency: float = _f(
+        1.0,
+        "efficiency",
+        0.05,
+        1.0,
+        "routed experts' achieved bandwidth, fraction of bandwidth_efficiency's (fused MoE)",
+    )
+    # [interconnect]
+    interconnect_bandwidth_gbs: float = _f(
+        0.0, "interconnect", 0.0, 1e5, "GPU-to-GPU bandwidth per GPU, both directions together, GB/s; 0: none (one GPU)"
+    )
+    allreduce_latency_s: float = _f(
+        0.0, "interconnect", 0.0, 0.01, "time of one all-reduce or all-gather beyond its bytes on the wire, s"
+    )
     # [power]
     busy_power_frac: float = _f(0.6, "power", 0.0, 3.0, "power of a busy GPU at full clock, fraction of headroom")
     mem_power_frac: float = _f(0.3, "power", 0.0, 3.0, "power at peak memory bandwidth, fraction of headroom")

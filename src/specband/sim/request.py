@@ -12,6 +12,7 @@ from specband.core.errors import ConfigError
 from specband.core.limits import MAX_REPEATS, MAX_SEED
 from specband.core.optionspec import acceptance_from_field, option
 from specband.devices.power_limit import parse_power_limits
+from specband.sim.parallel import MAX_TP
 
 __all__ = ["SimulateRequest"]
 
@@ -22,7 +23,7 @@ class SimulateRequest:
 
     Raises:
         ConfigError: an empty config, a calibration option without ``--calibration-report``,
-            ``--acceptance-from`` with ``--calibration-report``,
+            ``--acceptance-from`` or ``--tp`` with ``--calibration-report``,
             a bad ``--against``, or no ``--out`` for a simulated sweep (one line each).
     """
 
@@ -64,6 +65,16 @@ class SimulateRequest:
         show_default=False,
     )
     acceptance_from: str | None = acceptance_from_field("the simulation")
+    tp: int = option(
+        1,
+        "--tp",
+        help="Tensor-parallel degree: the target and its EAGLE3 head split over N GPUs of the profile's kind "
+        "(all-reduces over its interconnect); power, utilisation and the limit are per GPU, J/token over all N.",
+        panel="model",
+        metavar="N",
+        min=1,
+        max=MAX_TP,
+    )
     actions: str = action_set_field("the simulated sweep")
     batch_sizes: str = option(
         "1,4,8,16",
@@ -141,6 +152,8 @@ class SimulateRequest:
         takes, with a simulated sweep; ``--acceptance-from`` with a simulated sweep too
         (ConfigError, one line)."""
 
+        if self.tp != 1 and self.calibration_report:
+            raise ConfigError("--tp goes with --out (a simulated sweep), not --calibration-report")
         if self.acceptance_from is not None and self.calibration_report:
             raise ConfigError("--acceptance-from goes with --out (a simulated sweep), not --calibration-report")
         if self.power_limits is None:

@@ -18,6 +18,7 @@ from specband.sim.model import SpeculativeDecodingModel
 from specband.sim.power_capped import resolve_model_power_limits
 from specband.sim.profile import DEFAULT_PROFILE
 from specband.sim.request import SimulateRequest
+from specband.sim.simulated import RETRY_MEM_FRACTION
 from specband.sim.speed_interval import acceptance_notes
 
 __all__ = ["SimulatedSweep", "SimulationPlan", "calibration_model", "plan_simulation", "run_simulation"]
@@ -26,11 +27,13 @@ __all__ = ["SimulatedSweep", "SimulationPlan", "calibration_model", "plan_simula
 def request_model(r: SimulateRequest) -> SpeculativeDecodingModel:
     """The performance model of ``r``: ``--profile`` (default :data:`DEFAULT_PROFILE`) and
     the pair of ``--target-config``/``--draft-config``/``--workload`` (its ``warnings``:
-    what the pair borrows), its acceptance fitted to ``--acceptance-from`` when given.
+    what the pair borrows), its acceptance fitted to ``--acceptance-from`` when given, split over
+    ``--tp`` GPUs.
 
     Raises:
         ConfigError: an unknown profile, an unreadable profile or model config, one config
-            without the other outside a bundled pair; DataError: a bad ``--acceptance-from``.
+            without the other outside a bundled pair, a ``--tp`` the models or the profile do not
+            allow; DataError: a bad ``--acceptance-from``.
     """
 
     return build_model(
@@ -39,6 +42,7 @@ def request_model(r: SimulateRequest) -> SpeculativeDecodingModel:
         draft_config=r.draft_config,
         workload=r.workload,
         acceptance_from=r.acceptance_from,
+        tp=r.tp,
     )
 
 
@@ -79,14 +83,17 @@ def plan_simulation(r: SimulateRequest) -> SimulationPlan:
     """Check ``r``'s ``--out`` (before any model is loaded), read its grid and build its model.
 
     Raises:
-        ConfigError: an existing ``--out`` without ``--force``, a bad batch-size list, the
-            errors of :func:`request_model`.
+        ConfigError: an existing ``--out`` without ``--force``, a bad batch-size list, a model
+            whose smallest launch fits on none of its ``--tp`` GPUs (naming the degree it needs),
+            the errors of :func:`request_model`.
     """
 
     assert r.out is not None  # checked when the request was built
     out_path = check_out_path(r.out, overwrite=r.force)
     sizes = parse_batch_sizes(r.batch_sizes)
-    return SimulationPlan(r, out_path, sizes, r.action_set, request_model(r))
+    model = request_model(r)
+    model.require_fit(RETRY_MEM_FRACTION)  # a model that fits nowhere is one line, not a file of error rows
+    return SimulationPlan(r, out_path, sizes, r.action_set, model)
 
 
 @dataclass(frozen=True)
@@ -127,9 +134,12 @@ class SimulatedSweep:
 
     def summary(self) -> str:
         """The one line that says what was written, labelled SIMULATED."""
+        tp = self.plan.model.tp
+        gpus = f" on {tp} GPUs (--tp {tp}: power per GPU, J/token over all)" if tp > 1 else ""
         return (
             f"SIMULATED sweep: {len(self.rows)} rows ({self.error_rows} error rows) from profile "
-            f"{self.plan.model.profile.name}{self.labels()}, seed {self.plan.request.seed} -> {self.plan.out_path}"
+            f"{self.plan.model.profile.name}{gpus}{self.labels()}, seed {self.plan.request.seed} "
+            f"-> {self.plan.out_path}"
         )
 
 

@@ -66,7 +66,9 @@ RETRY_MEM_FRACTION = 0.55
 
 #: Columns of a simulated row, in order; ``power_w_range`` (successful rows) and
 #: ``power_measured`` (false) only where the profile's power is neither measured nor fitted to
-#: published figures; ``power_source`` ("published fit (...)") only where it is fitted so.
+#: published figures; ``power_source`` ("published fit (...)") only where it is fitted so. A model on
+#: ``tp > 1`` GPUs adds ``tp_size`` (its ``avg_power_watts``/``gpu_power_w`` are one GPU's, its
+#: ``energy_joules``/``joules_per_token`` all GPUs').
 SIMULATED_COLUMNS: tuple[str, ...] = (
     *SWEEP_COLUMNS,
     "power_w_range",
@@ -113,6 +115,15 @@ def _with_interval(out: dict[str, Any], model: Any, bs: int, action: Action, pre
     out["acceptance_source"] = model.acceptance.source
     out["speed_tok_s_expected"] = None if interval is None else round(interval.expected_tok_s, 3)
     out["speed_tok_s_interval"] = None if interval is None else interval.as_list()
+    return out
+
+
+def _with_tp(out: dict[str, Any], model: Any) -> dict[str, Any]:
+    """``out`` with ``tp_size`` (sglang's ``/server_info`` name) for a model on more than one GPU:
+    the row's power is one GPU's, its energy all ``tp`` GPUs'."""
+    tp = getattr(model, "tp", 1)
+    if tp > 1:
+        out["tp_size"] = tp
     return out
 
 
@@ -293,7 +304,7 @@ def simulate_sweep(  # noqa: C901
                         low, high = power_range_w(p, pred)
                         row.power_w_range = [round(min(low, limit_w), 1), round(min(high, limit_w), 1)]
                 out = row.as_row(SIMULATED_COLUMNS, omit_null=("power_w_range", "power_measured", "power_source"))
-                rows.append(_with_interval(out, model, bs, action, None if error else pred))
+                rows.append(_with_interval(_with_tp(out, model), model, bs, action, None if error else pred))
                 # teardown and the 5 s sleep between launches
                 temp = model.advance_temperature(temp, p.idle_power_w, p.cooldown_s)
                 index += 1
