@@ -93,8 +93,12 @@ def test_recommend_acceptance_from_prints_the_fit_and_the_interval(run_cli, tmp_
     interval = doc["speed_interval"]
     assert interval["provenance"] == "simulated" and interval["lo95"] < interval["speed_tok_s"] < interval["hi95"]
     assert interval["acceptance_source"] == f"fitted to 2 configs of {bench}"
-    assert res.stderr.startswith(f"note: acceptance fitted to 2 configs of {bench}")
-    assert "note: SIMULATED speed of the pick at batch size 1: " in res.stderr
+    assert doc["table"]["speed_tok_s"]["value"] == pytest.approx(interval["speed_tok_s"], rel=1e-3)
+    text = run_cli(*args, "--acceptance-from", bench, "--explain")
+    title = text.stderr.splitlines()[0]
+    assert title.startswith("SIMULATED first guess") and f"acceptance fitted to 2 configs of {bench}" in title
+    assert f"\nnote: acceptance fitted to 2 configs of {bench}" in text.stderr  # the first note behind it
+    assert "note: SIMULATED speed of the pick at batch size 1: " in text.stderr
     alone = run_cli("recommend", "--acceptance-from", bench, "-b", "1")
     assert alone.exit_code == 2
     assert alone.stderr.strip() == "error: --acceptance-from makes a simulated first guess: give --gpu PROFILE"
@@ -112,9 +116,10 @@ def test_launch_serves_a_first_guess_fitted_from_a_file(run_cli, tmp_path: Path)
     bench = write_bench_file(tmp_path / "he.jsonl", "humaneval", "old")
     launch = ("launch", "--target", tmp_path / "target", "--draft", tmp_path / "draft", "-b", "1", "--dry-run")
     launch += ("--device", "none", "--sglang-version", "0.5.23", "--log", tmp_path / "s.log")
-    res = run_cli(*launch, "--gpu", "h200", "--acceptance-from", bench)
+    res = run_cli(*launch, "--gpu", "h200", "--acceptance-from", bench, "--explain")
     assert res.exit_code == 0, res.stderr
-    assert res.stderr.startswith(f"note: acceptance fitted to 2 configs of {bench}")
+    assert res.stderr.startswith("SIMULATED first guess") and f"acceptance fitted to 2 configs of {bench}" in res.stderr
+    assert f"\nnote: acceptance fitted to 2 configs of {bench}" in res.stderr
     assert "--speculative-eagle-topk 1" in res.stdout  # a chain: the trees are slower on the H200 at bs 1
     refused = run_cli(*launch, "--acceptance-from", bench)
     assert refused.exit_code == 2
