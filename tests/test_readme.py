@@ -50,17 +50,22 @@ def _commands(block: list[str]) -> list[str]:
     return [c.strip() for c in joined if c.strip()]
 
 
-def _run(command: str, cwd: Path, variables: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: str, cwd: Path, variables: dict[str, str] | None = None, *, merged: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run a README command (``merged``: stderr into stdout, unbuffered, in the order written, as a
+    terminal shows them)."""
     for name, value in (variables or {}).items():
         command = command.replace(f"${name}", value)
     args = shlex.split(command)
     assert args[0] == "specband", command
-    env = dict(os.environ, HF_HUB_OFFLINE="1", NO_COLOR="1", COLUMNS="200")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", NO_COLOR="1", COLUMNS="200", PYTHONUNBUFFERED="1")
     return subprocess.run(
         [sys.executable, "-m", "specband", *args[1:]],
         cwd=cwd,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
         text=True,
         timeout=900,
         check=False,
@@ -99,27 +104,25 @@ def _console_examples() -> list[tuple[str, list[str]]]:
 
 
 def test_readme_console_blocks_are_real_output(tmp_path: Path) -> None:
-    """`specband recommend -b 16` and `specband launch --dry-run ...` print the README's lines:
-    stdout line for line (flags identical), stderr the same notes (same start, same order)."""
+    """`specband recommend` (the embedded study policy; a first guess for an H100 over a list of
+    batch sizes) and `specband launch --dry-run ...` print the README's lines as a terminal shows
+    them (stdout and stderr in the order written): the table, the notes and the commands."""
     examples = _console_examples()
-    assert [c.split()[1] for c, _ in examples] == ["recommend", "launch"], examples
+    assert [c.split()[1] for c, _ in examples] == ["recommend", "recommend", "launch"], examples
     for command, shown in examples:
-        result = _run(command, tmp_path)  # a folder without ./specband-models: the embedded policy
-        assert result.returncode == 0, result.stderr
-        shown_err = [line for line in shown if line.startswith(("note: ", "warning: "))]
-        shown_out = [line for line in shown if line not in shown_err]
-        assert [_normalised(x) for x in result.stdout.splitlines()] == [_normalised(x) for x in shown_out], command
+        result = _run(command, tmp_path, merged=True)  # a folder without ./specband-models: the embedded policy
+        assert result.returncode == 0, result.stdout
         # printed only where sglang is not installed beside specband (the README says so): the
         # pasted block is from an environment with sglang, as CI's
-        printed_err = [line for line in result.stderr.splitlines() if not line.startswith(SGLANG_NOT_FOUND)]
-        assert len(printed_err) == len(shown_err), result.stderr
-        for printed, pasted in zip(printed_err, shown_err, strict=True):
+        printed = [line for line in result.stdout.splitlines() if not line.startswith(SGLANG_NOT_FOUND)]
+        assert len(printed) == len(shown), (command, result.stdout)
+        for got, pasted in zip(printed, shown, strict=True):
             # the NVML note names this machine's NVML state, the RoPE note how the hub answered
-            # (offline here); every other note is the README's, word for word
-            if printed.startswith(MACHINE_NOTES):
-                assert printed.split()[:5] == pasted.split()[:5], (printed, pasted)
+            # (offline here); every other line is the README's, word for word
+            if got.startswith(MACHINE_NOTES):
+                assert got.split()[:5] == pasted.split()[:5], (got, pasted)
             else:
-                assert printed == pasted
+                assert _normalised(got) == _normalised(pasted), (got, pasted)
 
 
 def _bash_block(marker: str) -> list[str]:
@@ -148,7 +151,7 @@ def test_readme_emulated_loop_runs(tmp_path: Path) -> None:
     assert "in-sample" in evaluate.stdout
     assert recommend.returncode == 0, recommend.stderr
     # the draft note names the folder's own draft (the sweep's --draft d), not the study's
-    assert "pass --draft-model PATH to include it (the data's rows used d)" in recommend.stderr
+    assert "pass --draft-model PATH to include it (the figures are of d)" in recommend.stderr
     # the emulated RTX 4060 Laptop's pick at bs 16: one of the two speculative configs measured
     (flags,) = recommend.stdout.strip().splitlines()
     assert re.fullmatch(

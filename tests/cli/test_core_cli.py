@@ -269,8 +269,10 @@ def test_recommend_baseline_only(run_cli, write_jsonl, published_records, tmp_pa
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-b", "0"], "Invalid value for '--batch-size' / '-b': Input should be greater than or equal to 1"),
-        (["-b", "1048577"], "Invalid value for '--batch-size' / '-b': Input should be less than or equal to 1048576"),
+        (["-b", "0"], "error: --batch-size: batch sizes must be in [1, 1048576], got 0"),
+        (["-b", "1048577"], "error: --batch-size: batch sizes must be in [1, 1048576], got 1048577"),
+        (["-b", "1_6"], "error: --batch-size: '1_6' is not a whole number"),
+        (["-b", "8,8"], "error: --batch-size: batch size 8 is given twice in '8,8'"),
         (["-b", "4", "--format", "yaml"], "--format must be 'flags' or 'json'"),
         (["-b", "4", "--algo", "dqn"], "unknown algorithm 'dqn'"),
         (["-b", "4", "--models", "/nonexistent/models"], "no such artifact folder"),

@@ -80,10 +80,10 @@ def test_recommend_groups_the_pick_the_setup_the_model_and_the_output() -> None:
         PANEL_TITLES["pick"]: ["--batch-size", "--state", "--max-speed-loss", "--batch-mix", "--batch-mix-from"],
         PANEL_TITLES["setup"]: [
             "--draft-model", "--target", "--gpu", "--target-config", "--draft-config", "--acceptance-from",
-            "--allow-transfer", "--engine",
+            "--allow-transfer", "--engine", "--prompt-tokens", "--output-tokens",
         ],
         PANEL_TITLES["model"]: ["--algo", "--models", "--data", "--trust-pickle", "--actions", "--allow-modified"],
-        PANEL_TITLES["output"]: ["--format"],
+        PANEL_TITLES["output"]: ["--format", "--explain"],
     }  # fmt: skip
 
 

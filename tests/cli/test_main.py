@@ -93,10 +93,7 @@ def test_python_dash_m_is_the_same_command(tmp_path) -> None:  # type: ignore[no
         [sys.executable, "-m", "specband", "recommend", "-b", "0"], capture_output=True, text=True, cwd=tmp_path
     )
     assert res.returncode == 2
-    assert _one_error_line(res.stderr) == (
-        "error: Invalid value for '--batch-size' / '-b': Input should be greater than or equal to 1 "
-        "(see 'specband recommend --help')"
-    )
+    assert _one_error_line(res.stderr) == "error: --batch-size: batch sizes must be in [1, 1048576], got 0"
 
 
 def test_sigterm_unwinds_and_leaves_no_temporary_file(run_cli, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

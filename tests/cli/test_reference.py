@@ -71,4 +71,7 @@ def test_draft_config_help_says_bundled_names_work(run_cli) -> None:
     assert "bundled name such as eagle3-llama-3.1-8b-instruct" in section
     res = run_cli("recommend", "--gpu", "h100-sxm", "--target-config", "llama-3.1-8b-instruct",
                   "--draft-config", "eagle3-llama-3.1-8b-instruct", "-b", "1")  # fmt: skip
-    assert res.exit_code == 0 and res.stdout.startswith("--speculative-algorithm EAGLE3"), res.stderr
+    # issue 35: the limit picked with the flags comes first, then the flags
+    lines = res.stdout.splitlines()
+    assert res.exit_code == 0 and lines[0].startswith("sudo nvidia-smi -pl "), res.stderr
+    assert lines[1].startswith("--speculative-algorithm EAGLE3")

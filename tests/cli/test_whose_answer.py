@@ -47,6 +47,7 @@ def test_a_70b_launch_on_the_study_policy_is_refused_in_a_fresh_folder(run_cli) 
     taken = run_cli(
         "launch", "-b", "8", "--target", "meta-llama/Llama-3.1-70B-Instruct",
         "--draft", "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B", "--dry-run", "--allow-transfer", "--sglang-version", "0.5.6",
+        "--explain",
     )  # fmt: skip
     assert taken.exit_code == 0, taken.stderr
     assert "note: transferred (--allow-transfer): target meta-llama/Llama-3.1-70B-Instruct vs" in taken.stderr
@@ -71,8 +72,8 @@ def test_recommend_json_carries_the_origin_fields(run_cli) -> None:  # type: ign
     assert doc["origin"]["hardware"] == "RTX4060_Laptop" and doc["origin"]["provenance"] == "published"
     assert doc["explanation"]["pick"]["band"] == {"status": "in", "by": 0.0, "low": 0.95, "high": 0.98}
     assert doc["transfer"] == {"differences": [], "transferred": False}
-    # text form: the flags alone on stdout, the origin and explanation on stderr
-    text = run_cli("recommend", "-b", "16")
+    # text form: the flags alone on stdout, the table on stderr, the origin and explanation with --explain
+    text = run_cli("recommend", "-b", "16", "--explain")
     assert len(text.stdout.splitlines()) == 1
     assert "note: expected (published, bs 16): (3,2,4):" in text.stderr
     assert "note: runner-up: " in text.stderr

@@ -22,6 +22,7 @@ from specband.deploy.answers import (
 )
 from specband.deploy.firstguess import first_guess
 from specband.deploy.recommend import RecommendRequest, answer, power_limit_answer, recommend
+from specband.deploy.table import FIRST_GUESS_JSON_KEYS
 from specband.deploy.transfer import TransferCheck
 from specband.engines.base import get_engine
 from specband.sweeps.origin import DataOrigin
@@ -45,10 +46,18 @@ def test_a_pick_is_typed_frozen_and_its_json_has_the_documented_keys_in_order() 
     assert json.loads(json.dumps(out)) == out  # plain JSON: lists, not tuples or NamedTuples
 
 
-def test_a_first_guess_carries_its_calibration_before_the_transfer() -> None:
+def test_a_first_guess_carries_its_joint_pick_and_calibration_before_the_transfer() -> None:
     out = first_guess(4, "a100-sxm4-80gb").to_json()
-    assert tuple(out) == tuple(k for k in PICK_JSON_KEYS if k != "action_set")
+    assert tuple(out) == FIRST_GUESS_JSON_KEYS and out["kind"] == "first_guess"
     assert out["calibration"] == {} and out["source"].startswith("simulated first guess (a100-sxm4-80gb")
+    # the config and its limit, picked together: the limit is the joint pick's, inside the A100 profile's range
+    joint = out["joint_pick"]
+    assert out["power_limit_w"] == joint["power_limit_w"] and out["action"] == joint["action"]
+    assert joint["limit_range_w"][0] <= out["power_limit_w"] <= joint["limit_range_w"][1] == 400.0
+    assert out["nvidia_smi"] == f"sudo nvidia-smi -pl {out['power_limit_w']:g}"
+    chosen = joint["chosen"]
+    assert {chosen[k]["source"] for k in ("speed_tok_s", "utilization", "joules_per_token")} == {"simulated"}
+    assert chosen["speed_tok_s"]["lo95"] < chosen["speed_tok_s"]["value"] < chosen["speed_tok_s"]["hi95"]
 
 
 def test_the_action_set_goes_last_only_when_it_is_not_the_contract() -> None:

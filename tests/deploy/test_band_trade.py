@@ -99,7 +99,7 @@ def test_recommend_says_the_trade(tmp_path: Path, run_cli) -> None:  # type: ign
     data.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
     models = tmp_path / "models"
     assert run_cli("train", str(data), "--algo", "lookup_table", "--out", str(models)).exit_code == 0
-    text = run_cli("recommend", "-b", "16", "--models", str(models))
+    text = run_cli("recommend", "-b", "16", "--models", str(models), "--explain")
     assert text.exit_code == 0
     assert "--speculative-num-steps 3 --speculative-eagle-topk 2 --speculative-num-draft-tokens 4" in text.stdout
     assert "note: band trade: (3,4,8) is in the 0.95-0.98 band (utilisation 0.964" in text.stderr

@@ -38,6 +38,7 @@ def test_dry_run_prints_the_full_command(run_cli) -> None:  # type: ignore[no-un
         "--log-level warning",
         "--server-arg=--trust-remote-code",
         "--dry-run",
+        "--explain",
     )
     assert res.exit_code == 0, res.stderr
     version, line = res.stdout.strip().splitlines()
@@ -124,6 +125,7 @@ def test_dry_run_bs4_picks_the_reference_and_state_is_used(run_cli) -> None:  # 
         "900",
         "3",
         "--dry-run",
+        "--explain",
     )
     assert res.exit_code == 0, res.stderr
     assert "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in res.stdout

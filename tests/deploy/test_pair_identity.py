@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
+from tests.deploy.qwen3_configs import QWEN3_8B_EAGLE3
 
 from specband.sim.hfconfig import bundled_model_config_path, config_sha256
 
@@ -34,8 +36,9 @@ def simulated(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """`specband simulate --target-config ./Qwen3-8B` and `specband train` on it, in tmp_path."""
     monkeypatch.chdir(tmp_path)
     _qwen3_folder(tmp_path)
+    (tmp_path / "qwen3-head.json").write_text(json.dumps(QWEN3_8B_EAGLE3))  # Qwen3-8B's own EAGLE3 head
     res = run_cli("simulate", "--profile", "h100-sxm", "--target-config", "./Qwen3-8B",
-                  "--draft-config", "eagle3-llama-3.1-8b-instruct", "--batch-sizes", "1,16", "--repeats", "1",
+                  "--draft-config", "qwen3-head.json", "--batch-sizes", "1,16", "--repeats", "1",
                   "--out", "q.jsonl")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     assert run_cli("train", "q.jsonl", "--algo", "lookup_table", "--out", "qm").exit_code == 0
@@ -59,11 +62,44 @@ def test_the_simulated_folder_is_accepted_however_it_is_spelt(run_cli, simulated
     res = run_cli("recommend", "-b", "16", "--models", "qm", "--target", target)
     assert res.exit_code == 0, res.stderr
     assert res.stdout.startswith("--speculative-algorithm EAGLE3") and "transferred" not in res.stderr
-    # launch runs the same check first: past it, the pair check stops at the simulated pair's
-    # RoPE (the bundled 8B Llama head's differs from Qwen3-8B's), not at "another setup"
+    # launch runs the same check first, and the pair's own check passes (Qwen3-8B with its own head)
     res = run_cli("launch", "--dry-run", "-b", "16", "--device", "none", "--models", "qm", "--target", target,
-                  "--draft", "eagle3-llama-3.1-8b-instruct")  # fmt: skip
-    assert res.exit_code == 2 and res.stderr.startswith("error: rope: draft 500000"), res.stderr
+                  "--draft", "qwen3-head.json", "--sglang-version", "0.5.23")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert "--speculative-draft-model-path qwen3-head.json" in res.stdout and "transferred" not in res.stderr
+
+
+@pytest.mark.parametrize("command", ["simulate", "recommend-first-guess", "recommend", "launch"])
+def test_a_pair_doctor_calls_an_error_is_refused_alike(run_cli, tmp_path: Path, command: str) -> None:
+    """Issue 35 item 7: Qwen3-8B with the Llama-3.1-8B EAGLE3 head (another vocabulary) is refused by
+    simulate, recommend (first guess and data) and launch with doctor's own line, exit 2, nothing written."""
+    from specband.doctor.pairs import config_checks, pair_refusal, read_model_config
+
+    os.chdir(tmp_path)
+    t, d = read_model_config("qwen3-8b")[0], read_model_config("eagle3-llama-3.1-8b-instruct")[0]
+    line = pair_refusal(config_checks(t, d))
+    assert line == (
+        "vocab: vocab_size: target 151936, draft 128256; fix: use the draft head trained for this target "
+        "(its tokenizer)"
+    )
+    (tmp_path / "doctor").mkdir()
+    os.chdir(tmp_path / "doctor")  # doctor writes a RoPE-fixed copy of the draft beside you
+    doctor = run_cli("doctor", "--target", "qwen3-8b", "--draft", "eagle3-llama-3.1-8b-instruct")
+    assert f"error {line}" in doctor.stdout  # doctor's own words
+    os.chdir(tmp_path)
+    shutil.rmtree(tmp_path / "doctor")
+    args = {
+        "simulate": ("simulate", "--profile", "h200", "--target-config", "qwen3-8b", "--draft-config",
+                     "eagle3-llama-3.1-8b-instruct", "--out", "s.jsonl"),
+        "recommend-first-guess": ("recommend", "--gpu", "h200", "--target-config", "qwen3-8b", "--draft-config",
+                                  "eagle3-llama-3.1-8b-instruct", "-b", "8"),
+        "recommend": ("recommend", "-b", "8", "--target", "qwen3-8b", "--draft-model", "eagle3-llama-3.1-8b-instruct"),
+        "launch": ("launch", "--dry-run", "-b", "8", "--target", "qwen3-8b", "--draft", "eagle3-llama-3.1-8b-instruct",
+                   "--device", "none", "--gpu", "h200"),
+    }[command]  # fmt: skip
+    res = run_cli(*args)
+    assert (res.exit_code, res.stdout, res.stderr) == (2, "", f"error: {line}\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_hub_id_in_the_local_cache_is_read_by_its_config(run_cli, simulated: Path, monkeypatch) -> None:

@@ -18,30 +18,35 @@ fake_gpu = devices_conftest.fake_gpu  # the patched-NVML fixture of the device t
 _PAIR = ("--target-config", "llama-3.1-8b-instruct", "--draft-config", "eagle3-llama-3.1-8b-instruct")
 
 
-def _note(stderr: str) -> str:
-    (line,) = [x for x in stderr.splitlines() if x.startswith("note: no config reaches")]
-    return line
+@pytest.mark.parametrize("bs", [1, 8, 32, 64])
+def test_first_guess_picks_its_limit_inside_the_gpu_range_and_the_band(run_cli, bs: int) -> None:
+    """Issue 35: the H100 SXM first guess picks the limit with the flags, inside the profile's
+    200-700 W, at a utilisation inside the band by the model's own serving power (the note said
+    'near 163 W' below the floor before issue 30, and only a note after it)."""
+    from specband.sim.model import build_model
+    from specband.sim.power import serving_power_w
 
-
-@pytest.mark.parametrize("bs", [1, 8])
-def test_first_guess_never_suggests_a_limit_below_the_gpu_floor(run_cli, bs: int) -> None:
-    """The H100 SXM profile's range is 200-700 W: the note said 'near 163 W' (bs 1) and
-    'near 199 W' (bs 8); now no limit below 200 W is suggested, the range and its source are said,
-    and the pick is named."""
-    res = run_cli("recommend", "--gpu", "h100-sxm", *_PAIR, "-b", bs)
+    res = run_cli("recommend", "--gpu", "h100-sxm", *_PAIR, "-b", bs, "--format", "json")
     assert res.exit_code == 0, res.stderr
-    note = _note(res.stderr)
-    suggested = [float(w) for w in re.findall(r"a limit near (\d+) W", note)]
-    assert all(w >= 200 for w in suggested), note
-    assert "(the GPU's limits: 200-700 W, the h100-sxm profile's range" in note
-    pick = re.search(r"expected \(simulated, bs \d+\): (\(\d,\d,\d+\))", res.stderr).group(1)
-    assert f"the pick {pick} draws " in note and f"{pick} would need about " in note
-    # what the pick draws at the floor: its utilisation at 700 W times 700/200 (tolerance: both
-    # printed to 3 places, the input's rounding error grown 3.5 times, 0.5e-3 * 3.5 + 0.5e-3)
-    util = float(re.search(r"the pick \S+ draws (0\.\d+) of the limit", note).group(1))
-    at_floor = float(re.search(rf"{re.escape(pick)} would need about \d+ W, below its lowest limit: at 200 W it "
-                               r"would draw about (0\.\d+)", note).group(1))  # fmt: skip
-    assert at_floor == pytest.approx(util * 700 / 200, abs=2.3e-3)
+    row = json.loads(res.stdout)["table"]
+    limit, util = row["power_limit_w"], row["utilization"]["value"]
+    assert 200 <= limit <= 700 and row["in_band"] and 0.95 <= util <= 0.98, row
+    assert row["nvidia_smi"] == f"sudo nvidia-smi -pl {limit:g}" and row["power_basis"] == "serving"
+    model = build_model("h100-sxm", target_config="llama-3.1-8b-instruct")
+    serving = serving_power_w(model, bs, tuple(row["action"]))
+    assert util * limit == pytest.approx(serving, rel=1e-3)  # the server's power over the limit picked
+    assert row["speed_tok_s"]["lo95"] < row["speed_tok_s"]["value"] < row["speed_tok_s"]["hi95"]
+
+
+def test_a_first_guess_that_cannot_reach_the_band_says_so(run_cli) -> None:
+    """The RTX 4060 Laptop at bs 64 draws more than its highest limit (80 W) with every config: the
+    pick is at 80 W, above the band, and the note says the band cannot be reached there."""
+    res = run_cli("recommend", "--gpu", "rtx4060-laptop", "--target-config", "llama-3.2-1b-instruct", "-b", "64")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.splitlines()[0] == "sudo nvidia-smi -pl 80"
+    (note,) = [x for x in res.stderr.splitlines() if x.startswith("note: bs 64: ")]
+    assert "the band cannot be reached: the pick draws more than the GPU's highest limit" in note
+    assert "(the GPU's limits: 22.9-80 W, the rtx4060-laptop profile's range" in note
 
 
 def test_band_note_values() -> None:

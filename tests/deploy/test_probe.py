@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -97,15 +98,24 @@ def test_probe_reads_an_emulated_sglang_server(run_cli: Any, sglang_server: Serv
     # the simulated part: labelled, the fit named, three figures for batch size 1 with intervals
     header = next(ln for ln in result.stdout.splitlines() if ln.startswith("SIMULATED on h200"))
     assert "acceptance fitted to 1 config of" in header and "probe.json" in header
-    lines = [ln for ln in result.stdout.splitlines() if ln.startswith("  current config") or ln.startswith("  best at")]
-    assert len(lines) == 3 and all("tok/s per request" in ln and "J/token" in ln and "band" in ln for ln in lines)
-    # the suggestion in the server's engine's own flags (sglang's, with the server's draft)
-    (flags,) = [ln for ln in result.stdout.splitlines() if ln.startswith("  sglang flags of the suggestion: ")]
-    assert "--speculative-algorithm EAGLE3 --speculative-draft-model-path /m/draft" in flags or "baseline" in flags
+    # one table: per batch size (the engine's tiers and the one seen) the server's config now and the
+    # config picked with its power limit, each figure labelled; a limit inside the band or a note why not
+    rows = [ln.split() for ln in result.stdout.splitlines() if re.match(r"^ +\d+ +\(\d,\d,\d\)", ln)]
+    assert [int(r[0]) for r in rows] == [1, 1, 8, 8, 32, 32, 64, 64]
+    assert all(r[2] == "now" and r[3] == "700" for r in rows[::2])  # the server's (3,1,4) at the limit now
+    for row in rows[1::2]:
+        limit, util = float(row[2]), float(row[7])
+        assert 200 <= limit <= 700 and "simulated," in " ".join(row)
+        assert 0.95 <= util <= 0.98 or f"bs {row[0]}: the band cannot be reached" in result.stderr, row
+    assert any(ln.startswith("sudo nvidia-smi -pl ") for ln in result.stdout.splitlines())
     # a first guess from the probe file names it, first
-    guess = run_cli("recommend", "--gpu", "h200", "-b", "4", "--acceptance-from", out)
+    guess = run_cli("recommend", "--gpu", "h200", "-b", "4", "--acceptance-from", out, "--explain")
     assert guess.exit_code == 0, guess.stderr
-    first = guess.stderr.splitlines()[0]
+    title = guess.stderr.splitlines()[0]
+    assert title.startswith("SIMULATED first guess") and f"acceptance fitted to 1 config of {out}" in title
+    explained = guess.stderr.split("note: acceptance", 1)  # --explain: the first note behind the answer
+    assert len(explained) == 2
+    first = "note: acceptance" + explained[1].splitlines()[0]
     assert first.startswith("note: acceptance fitted to 1 config of") and str(out) in first
 
 
@@ -296,5 +306,5 @@ def test_a_plain_server_is_simulated_with_the_bundled_acceptance(run_cli: Any, t
     assert data["action"] == [0, 0, 0] and data["acceptance"] is None and data["requests_sent"] == 0
     header = next(ln for ln in result.stdout.splitlines() if ln.startswith("SIMULATED on h100-sxm"))
     assert "acceptance profile" in header or "acceptance borrowed" in header
-    current = next(ln for ln in result.stdout.splitlines() if ln.startswith("  current config"))
-    assert "(0, 0, 0)" in current and "at 700 W" in current
+    current = next(ln for ln in result.stdout.splitlines() if re.match(r"^ +1 +\(0,0,0\) now +700 W ", ln))
+    assert "simulated, serving power" in current

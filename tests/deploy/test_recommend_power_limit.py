@@ -79,7 +79,7 @@ def test_one_limit_or_a_bad_bound_is_refused():
 def test_cli_prints_the_nvidia_smi_line_then_the_flags(run_cli, tmp_path, h100_rows):
     data = tmp_path / "h100.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in h100_rows))
-    result = run_cli("recommend", "-b", "16", "--data", data, "--draft-model", "d", "--allow-transfer")
+    result = run_cli("recommend", "-b", "16", "--data", data, "--draft-model", "d", "--allow-transfer", "--explain")
     assert result.exit_code == 0, result.stderr
     assert "note: transferred (--allow-transfer): draft d vs the data's" in result.stderr  # issue 18
     lines = result.stdout.splitlines()

@@ -4,6 +4,7 @@ line, served by the emulator answering as vLLM; Ctrl-C stops everything."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def test_the_pick_is_one_vllm_runs_and_a_bad_schedule_is_one_error_line(run_cli,
     )  # fmt: skip
     assert res.exit_code == 0, res.stderr
     assert "note: picked among the 1 config(s) vLLM runs (4 left out)" in res.stderr
-    assert "lookup_table picks (0,0,0) for batch size 16" in res.stderr
+    assert re.search(r"^  16  \(0,0,0\) ", res.stderr, re.M), res.stderr  # the table's row: the baseline
     assert "--speculative-config" not in res.stdout and " --max-num-seqs 16" in res.stdout
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**SCHEDULE, "num_speculative_tokens_per_batch_size": [[4, 2, 1]]}))

@@ -11,15 +11,16 @@ import shlex
 
 import typer
 
+from specband.cli.answer_table import print_answer_table
 from specband.cli.output import note as _note
 from specband.cli.params import PANEL_TITLES, request_command
 from specband.contract.actions import ACTIONS, REFERENCE_INDEX
 from specband.core.engine_table import default_engine_name, engine_names
 from specband.core.tables import flag_units, print_table, table_console
 from specband.deploy.answers import MixAnswer, Pick, PowerLimitAnswer
-from specband.deploy.explain import answer_lines
 from specband.deploy.mixlimit import MixPowerLimitAnswer
 from specband.deploy.recommend import RecommendRequest
+from specband.deploy.table import FirstGuess, answer_table
 from specband.engines.base import get_engine
 
 
@@ -83,47 +84,34 @@ def actions_command(
 
 @request_command(RecommendRequest)
 def recommend_command(request: RecommendRequest) -> None:
-    """Print the engine's flags for a batch size (--engine: sglang's by default, ready to paste after
-    `python -m sglang.launch_server`; vLLM's --speculative-config)."""
+    """Print the flags and the power limit for one or more batch sizes as one table (stderr) and
+    the commands to type (stdout: the engine's flags, --engine: sglang's by default, ready to paste
+    after `python -m sglang.launch_server`; vLLM's --speculative-config)."""
     from specband.deploy.recommend import answer  # lazy: off the cold path (recommend, --help)
     from specband.deploy.usersetup import user_setup  # lazy: off the cold path (recommend, --help)
 
-    decided = answer(request.answer_request(), user_setup(request.target, request.draft_model, request.gpu))
-    if isinstance(decided, MixAnswer):
-        from specband.cli.schedule import print_mix_recommendation  # lazy: off the cold path (recommend, --help)
+    setup = user_setup(request.target, request.draft_model, request.gpu)
+    if request.is_mix:
+        decided = answer(request.answer_request(), setup)
+        if isinstance(decided, MixAnswer):
+            from specband.cli.schedule import print_mix_recommendation  # lazy: off the cold path (recommend, --help)
 
-        print_mix_recommendation(decided, request.output_format)
-    elif isinstance(decided, (PowerLimitAnswer, MixPowerLimitAnswer)):  # data over several power limits
-        _print_power_limit(decided, request.output_format)
-    else:
-        assert isinstance(decided, Pick)
-        _print_pick(decided, request.output_format)
-
-
-def _print_pick(pick: Pick, output_format: str) -> None:
-    """A pick (:class:`specband.deploy.answers.Pick`): its notes, origin and explanation on
-    stderr, the flags (or JSON) on stdout, and what the flags leave out."""
-
-    for line in (*pick.notes, *answer_lines(pick)):
-        _note(line)
-    if output_format == "json":
-        typer.echo(json.dumps(pick.to_json(), indent=2))
-    else:
-        typer.echo(shlex.join(pick.flags))
-    if pick.action.is_baseline:
-        _note("the pick is the non-speculative baseline (0,0,0): launch without speculative flags")
-    elif pick.draft_model is None:
-        draft = pick.origin.data.draft_model  # the data's own draft (the study's for the embedded policy)
-        _note(
-            f"{pick.engine.display_name} needs {pick.engine.draft_flag} for EAGLE3; pass --draft-model PATH to "
-            "include it" + (f" (the data's rows used {draft})" if draft else "")
-        )
+            print_mix_recommendation(decided, request.output_format)
+        else:
+            assert isinstance(decided, MixPowerLimitAnswer)  # data over several power limits
+            _print_mix_limit(decided, request.output_format)
+        return
+    asked = request.answer_requests()
+    answers = [answer(one, setup) for one in asked]
+    rows = [a for a in answers if isinstance(a, (Pick, PowerLimitAnswer, FirstGuess))]
+    assert len(rows) == len(answers)  # one batch size each: a pick, a limit or a first guess
+    table = answer_table(rows, request.draft_model, asked[0].engine)
+    print_answer_table(table, request.output_format, explain=request.explain)
 
 
-def _print_power_limit(decided: PowerLimitAnswer | MixPowerLimitAnswer, output_format: str) -> None:
-    """The answer with a power limit (:class:`specband.deploy.answers.PowerLimitAnswer`): the
-    notes, then the ``nvidia-smi -pl`` line and the flags (or JSON), and what the limit does
-    on stderr."""
+def _print_mix_limit(decided: MixPowerLimitAnswer, output_format: str) -> None:
+    """A mix's answer over several power limits: the notes, then the ``nvidia-smi -pl`` line and
+    the flags (or JSON), and what the limit does on stderr."""
     for line in decided.notes:
         _note(line)
     if output_format == "json":
@@ -131,5 +119,5 @@ def _print_power_limit(decided: PowerLimitAnswer | MixPowerLimitAnswer, output_f
         return
     typer.echo(decided.nvidia_smi)
     typer.echo(shlex.join(decided.flags))
-    for line in decided.summary_lines() if isinstance(decided, MixPowerLimitAnswer) else [decided.summary()]:
+    for line in decided.summary_lines():
         _note(line)

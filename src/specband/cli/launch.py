@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import typer
 
+from specband.cli.answer_table import print_table_lines
 from specband.cli.output import note, say, warn
 from specband.cli.params import request_command
 from specband.deploy.launch import LaunchRequest
@@ -43,11 +44,16 @@ def launch_command(request: LaunchRequest) -> None:
     warn(plan.version_warning)
     for line in plan.notes:
         note(line)
+    if plan.table is not None:
+        print_table_lines(plan.table, explain=request.explain)
     if request.dry_run:
         engine = plan.config.engine.display_name
         typer.echo(f"# {engine} {plan.engine_version} ({plan.engine_version_source})")
+        suggested = None if plan.table is None else plan.table.rows[0].nvidia_smi
         if plan.power_limit_w is not None:
             typer.echo(f"# sudo nvidia-smi -pl {plan.power_limit_w:g}")
+        elif suggested is not None:  # a picked limit that this launch does not set (--set-power-limit W sets one)
+            typer.echo(f"# {suggested}")
         typer.echo(format_launch(plan.command, plan.config.env, engine=plan.config.engine))
         return
     code = serve_launch(plan, say, note)

@@ -3,13 +3,11 @@ print what its config gives and what the best config would give (simulated)."""
 
 from __future__ import annotations
 
-import shlex
-
 import typer
 
+from specband.cli.answer_table import print_answer_table
 from specband.cli.output import note, say
 from specband.cli.params import request_command
-from specband.contract.actions import Action
 from specband.deploy.probe import ProbeOutcome, ProbeRequest
 
 
@@ -28,7 +26,7 @@ def probe_command(request: ProbeRequest) -> None:
 
     outcome = run_probe(request)
     _print_reading(outcome)
-    _print_simulation(outcome)
+    _print_simulation(outcome, request.explain)
 
 
 def _print_reading(outcome: ProbeOutcome) -> None:
@@ -57,42 +55,17 @@ def _print_reading(outcome: ProbeOutcome) -> None:
     say(f"wrote {outcome.path}", err=True)
 
 
-def _interval(value: float, lo: float, hi: float, digits: int) -> str:
-    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
-
-
-def _print_simulation(outcome: ProbeOutcome) -> None:
+def _print_simulation(outcome: ProbeOutcome, explain: bool) -> None:
     sim = outcome.simulation
     if sim is None:
         if outcome.simulation_note:
             note(outcome.simulation_note)
         return
     say("")
-    say(f"SIMULATED on {sim.profile} ({sim.hardware}), not measured; acceptance {sim.acceptance}; "
-        f"current limit {sim.current_limit_w:g} W ({sim.limit_source}); 95 % intervals in brackets")  # fmt: skip
+    say(
+        f"SIMULATED on {sim.profile} ({sim.hardware}), not measured; acceptance {sim.acceptance}; limit now "
+        f"{sim.current_limit_w:g} W ({sim.limit_source}); rows 'now': the server's config at that limit"
+    )
     for line in sim.residuals:
         say(f"  acceptance fit: {line}")
-    for a in sim.answers:
-        say(f"batch size {a.batch_size}:")
-        rows = [
-            ("current config", a.current),
-            ("best at current limit", a.best),
-            ("best at suggested limit", a.suggested),
-        ]
-        for label, f in rows:
-            if f is None:
-                say(f"  {label:<24} not simulated (see the notes)")
-                continue
-            say(
-                f"  {label:<24} {f.action!s:<10} at {f.power_limit_w:g} W: "
-                f"{_interval(f.speed_tok_s, f.speed_lo, f.speed_hi, 1)} tok/s per request "
-                f"({f.total_tok_s:.0f} in all), {_interval(f.joules_per_token, f.jpt_lo, f.jpt_hi, 4)} J/token, "
-                f"utilisation {f.utilization:.1%} ({f.band} the 95-98 % band)"
-            )
-        best = a.suggested or a.best
-        if best is not None:  # the suggestion in the server's engine's own flags
-            engine = outcome.reading.engine
-            flags = shlex.join(engine.speculative_flags(Action(*best.action), outcome.reading.draft))
-            say(f"  {engine.display_name} flags of the suggestion: {flags or '(none: the baseline)'}")
-    for line in sim.notes:
-        note(line)
+    print_answer_table(sim.table, explain=explain, table_err=False)

@@ -15,6 +15,7 @@ from specband.cli.params import request_command
 from specband.cli.progress import progress
 from specband.core.errors import ConfigError
 from specband.core.tables import print_table, table_console, terminal_width
+from specband.doctor.pairs import refuse_named_pair
 from specband.files.fileio import write_text_atomic
 from specband.sim import builtin_profiles, check_out_path, load_profile
 from specband.sim.aic import aic_report, fit_profile_to_aic, format_aic_fit, format_aic_report, load_aic_reference
@@ -91,6 +92,7 @@ def simulate(request: SimulateRequest) -> None:
         say(f"wrote the calibration report to {out}", err=True)
         return
 
+    refuse_named_pair(r.target_config, r.draft_config)  # as doctor, recommend and launch refuse it
     plan = plan_simulation(r)
     _warn(plan.model.warnings)
     sizes = ",".join(map(str, plan.batch_sizes))

@@ -1,6 +1,8 @@
-"""A first guess for a named GPU and model pair without a sweep: simulate the contract
-grid on a built-in profile (:func:`specband.sim.simulated.simulate_sweep`), pick with the
-lookup table on the simulated rows, and label the answer as a simulation that says what it
+"""A first guess for a named GPU and model pair without a sweep: the performance model's
+expected figures of every config the engine runs (speed with its 95 % interval, power,
+utilisation of a limit, J/token: :class:`specband.deploy.modelsource.ModelSource`), the config
+and the power limit picked together with the contract's reward
+(:func:`specband.deploy.jointpick.joint_pick`), labelled as a simulation that says what it
 rests on:
 
 1. the first note names the acceptance used: fitted to the user's measurements
@@ -10,41 +12,35 @@ rests on:
    published errors (:func:`specband.sim.published.calibration_errors`) only when the pair is
    the one those rows measured and its own acceptance is used, the profile's step-time error
    (:func:`specband.sim.cost_error.cost_error`) only when the pair is the one its rows measured;
-3. the pick's simulated speed carries its 95 % interval
-   (:func:`specband.sim.speed_interval.speed_interval`), which a borrowed acceptance widens;
+3. the pick's speed carries its 95 % interval (:func:`specband.sim.speed_interval.speed_interval`),
+   which a borrowed acceptance widens; the power is a server's (prefill mixed in) where the
+   profile has a serving fit, else the decode window's, said so;
 4. what a sweep would settle.
 
-What ``specband recommend --gpu PROFILE --target-config CONFIG --draft-config CONFIG -b N
-[--acceptance-from FILE]`` answers.
+What ``specband recommend --gpu PROFILE --target-config CONFIG -b N [--acceptance-from FILE]``
+answers, and ``recommend --gpu PROFILE --target NAME`` for a bundled model's name when no data
+answers for it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from specband.artifacts.fit import build_manifest
-from specband.contract.actions import ACTIONS
-from specband.deploy.answers import CalibrationError, Pick, PickOrigin, RowCounts, SimulatedSpeed, TransferCheck
-from specband.deploy.explain import explain_pick, profile_limit_range
-from specband.engines.base import Engine, default_engine, runnable_indices
-from specband.policies.lookup_core import lookup_pick
+from specband.core.limits import DEFAULT_MAX_SPEED_LOSS
+from specband.deploy.answer_parts import CalibrationError, PickOrigin, RowCounts, SimulatedSpeed
+from specband.deploy.jointpick import ServingWorkload, joint_pick
+from specband.deploy.modelsource import ModelSource
+from specband.deploy.table import FirstGuess
+from specband.doctor.pairs import refuse_named_pair
+from specband.engines.base import Engine, default_engine
 from specband.sim.acceptance import BORROWED_ACCEPT_FACTOR, acceptance_profiles, pair_profile
 from specband.sim.cost_error import cost_error
-from specband.sim.model import build_model, model_pair
+from specband.sim.model import SpeculativeDecodingModel, build_model, model_pair
 from specband.sim.profile import builtin_profiles
 from specband.sim.published import DRAFT_CONFIG, TARGET_CONFIG, calibration_errors
-from specband.sim.simulated import simulate_sweep
-from specband.sim.speed_interval import speed_interval
-from specband.sweeps.dataset import Sweep
+from specband.sweeps.origin import DataOrigin
 
-__all__ = ["FIRST_GUESS_REPEATS", "FIRST_GUESS_SEED", "first_guess"]
-
-#: Passes of the simulated grid (noise averaged over 3, as a measuring sweep's default).
-FIRST_GUESS_REPEATS = 3
-#: Noise seed of the simulated grid (the same answer every time).
-FIRST_GUESS_SEED = 0
-#: Batch sizes always simulated beside the asked one (the sweep's default grid).
-_GRID = (1, 4, 8, 16)
+__all__ = ["acceptance_note", "first_guess", "guess_from"]
 
 
 def _same_pair(model: Any, target: str | None, draft: str | None) -> bool:
@@ -98,6 +94,30 @@ def _calibration(model: Any, profile: str) -> dict[str, CalibrationError]:
     return out
 
 
+def _origin(model: SpeculativeDecodingModel, engine: str, limit_w: float) -> PickOrigin:
+    """What a first guess rests on, as a data origin (simulated, no rows)."""
+    p = model.profile
+    return PickOrigin(
+        DataOrigin(
+            hardware=p.hardware,
+            power_limit_w=limit_w,
+            target_model=model.target.name,
+            draft_model=model.draft.name,
+            workload=model.acceptance.workload,
+            provenance="simulated",
+            power_measured=False,
+            power_source=p.power_source or ("the profile's fit to measured rows" if p.power_measured else "unmeasured"),
+            profile=p.name,
+            target_architecture=model.target.architecture or None,
+            target_config_sha256=model.target.config_sha256,
+            draft_architecture=model.draft.architecture or None,
+            draft_config_sha256=model.draft.config_sha256,
+            engine=engine,
+        ),
+        RowCounts(),  # the model's expected figures: no rows behind them
+    )
+
+
 def first_guess(
     batch_size: int,
     profile: str,
@@ -107,8 +127,10 @@ def first_guess(
     draft_model: str | None = None,
     acceptance_from: str | None = None,
     engine: Engine | None = None,
-) -> Pick:
-    """Simulate and pick for ``batch_size`` on ``profile``, among the configs ``engine`` runs.
+    workload: ServingWorkload | None = None,
+    max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS,
+) -> FirstGuess:
+    """The config and the power limit for ``batch_size`` on ``profile``, from the model's figures.
 
     Args:
         batch_size: concurrent requests.
@@ -119,40 +141,58 @@ def first_guess(
         draft_model: emitted as ``--speculative-draft-model-path`` (default: none).
         acceptance_from: measured accept lengths to fit the pair's acceptance to
             (:mod:`specband.sim.acceptance_fit`), or ``None``.
-        engine: the engine the pick is for (``None``: the default engine): its configs, its flags.
+        engine: the engine whose configs are scored and whose flags print (``--engine``;
+            ``None``: the default engine).
+        workload: the prompt and output lengths the serving power is for (``None``: the fit's).
+        max_speed_loss: the speed a lower limit may cost against the fastest, fraction.
 
     Returns:
-        a :class:`~specband.deploy.answers.Pick` with the fields of
-        :func:`specband.deploy.recommend.recommend` (``source`` says "simulated first guess"), with
-        ``origin.data.provenance`` ``"simulated"``, ``explanation`` (simulated figures),
-        ``calibration`` (per metric a :class:`~specband.deploy.answers.CalibrationError` of
-        this profile and pair; empty when no measured row holds them), ``speed_interval`` (the
-        pick's simulated speed and 95 % interval) and ``notes`` (the acceptance first, see the
-        module docstring).
+        a :class:`~specband.deploy.table.FirstGuess`: the joint pick (config, limit, figures with
+        their sources and intervals), ``calibration`` (per metric a
+        :class:`~specband.deploy.answers.CalibrationError` of this profile and pair; empty when
+        no measured row holds them), ``speed_interval`` (the pick's) and ``notes`` (the
+        acceptance first, see the module docstring).
 
     Raises:
-        ConfigError: a bad profile, config or batch size, one config without its pair;
-            DataError: a bad ``acceptance_from`` file.
+        ConfigError: a bad profile, config or batch size, one config without its pair, a pair
+            ``doctor`` calls an error (:func:`specband.doctor.pairs.refuse_named_pair`: another vocabulary
+            or width), no config that fits in memory; DataError: a bad ``acceptance_from`` file.
     """
-
+    refuse_named_pair(target_config, draft_config)  # as doctor calls the pair an error
     model = build_model(
         profile, target_config=target_config, draft_config=draft_config, acceptance_from=acceptance_from
     )
-    prof = model.profile
-    sizes = sorted({*_GRID, batch_size})
-    rows = simulate_sweep(model, batch_sizes=sizes, repeats=FIRST_GUESS_REPEATS, seed=FIRST_GUESS_SEED)
-    sweep = Sweep.from_records(rows, path=f"<simulated on {prof.name}>")
-    data = sweep.training_data("pre")
-    manifest = build_manifest(data, ["lookup_table"], seed=FIRST_GUESS_SEED, sweep=sweep)
-    measured = manifest.measured_batch_size(batch_size)
     engine = engine or default_engine()
-    runnable = runnable_indices(engine, ACTIONS, manifest.allowed_indices(batch_size))
-    index = lookup_pick(manifest.mean_rewards, batch_size, runnable)
-    action = ACTIONS[index]
-    calibration = _calibration(model, profile)
-    assert manifest.origin is not None
-    counts = manifest.row_counts.get(measured or batch_size, {})
-    origin = PickOrigin(manifest.origin, RowCounts(rows=sum(counts.values()), repeats=FIRST_GUESS_REPEATS))
+    source = ModelSource(model, engine.actions, workload=workload)
+    return guess_from(
+        source, batch_size, calibration_profile=profile, draft_model=draft_model, engine=engine,
+        max_speed_loss=max_speed_loss,
+    )  # fmt: skip
+
+
+def guess_from(
+    source: ModelSource,
+    batch_size: int,
+    *,
+    calibration_profile: str,
+    draft_model: str | None = None,
+    engine: Engine | None = None,
+    max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS,
+) -> FirstGuess:
+    """The :class:`~specband.deploy.table.FirstGuess` for ``batch_size`` from the model's figures
+    (``source``): the joint pick, labelled with the acceptance, the calibration of
+    ``calibration_profile`` with the pair, the power and the speed interval (:func:`first_guess`;
+    ``probe`` gives its own source, with NVML's limits).
+
+    Raises:
+        ConfigError: no config fits in memory at ``batch_size``.
+    """
+    engine = engine or default_engine()
+    model = source.model
+    prof = model.profile
+    joint = joint_pick(source, batch_size, max_speed_loss=max_speed_loss)
+    chosen = joint.chosen
+    calibration = _calibration(model, calibration_profile)
     errs = ", ".join(
         f"{m} median {c.median_abs_error:.1%} (worst {c.worst_abs_error:.1%}, {c.rows} rows)"
         for m, c in calibration.items()
@@ -165,41 +205,34 @@ def first_guess(
             f"SIMULATED on {prof.name}, not measured; no measured row holds {prof.name} with {pair} to a "
             "calibration error"
         )
-    interval = speed_interval(model, batch_size, action)
+    speed = chosen.speed_tok_s
+    lo, hi = speed.lo95 or speed.value, speed.hi95 or speed.value
     cost = cost_error(prof)
     held = f"{cost.target} + {cost.draft}" if cost.target else "no pair"
-    return Pick(
-        algorithm="lookup_table",
+    return FirstGuess(
         batch_size=batch_size,
-        measured_batch_size=measured,
-        features=manifest.features,
-        state=tuple(float(f"{float(v):.7g}") for v in manifest.state_for(batch_size)),
-        source=f"simulated first guess ({prof.name}, seed {FIRST_GUESS_SEED}, {FIRST_GUESS_REPEATS} repeats)",
-        action_index=index,
-        action=action,
+        joint=joint,
+        profile=prof.name,
+        hardware=prof.hardware,
+        target=model.target.name,
+        draft=model.draft.name,
         engine=engine,
-        draft_model=draft_model,
-        mean_reward=None if measured is None else manifest.mean_reward(measured, index),
-        origin=origin,
-        explanation=explain_pick(
-            manifest, measured, index, "simulated", profile_limit_range(str(profile)), runnable=runnable
-        ),
-        transfer=TransferCheck(),  # a first guess for the setup named: nothing transferred
+        acceptance=model.acceptance.source,
         calibration=calibration,
         speed_interval=SimulatedSpeed(
-            round(interval.expected_tok_s, 2),
-            round(interval.lo_tok_s, 2),
-            round(interval.hi_tok_s, 2),
-            interval.acceptance_source,
-            round(interval.cost_sd, 4),
+            round(speed.value, 2), round(lo, 2), round(hi, 2), model.acceptance.source, round(cost.sd, 4)
         ),
+        origin=_origin(model, engine.name, joint.power_limit_w),
+        draft_model=draft_model,
+        warnings=tuple(w for w in model.warnings if w != model.acceptance.note),
         notes=(
             acceptance_note(model),
             *(w for w in model.warnings if w != model.acceptance.note),  # a RoPE mismatch, a file of another pair
             label,
-            f"SIMULATED speed of the pick at batch size {batch_size}: {interval.expected_tok_s:.1f} tok/s per "
-            f"request (95 % interval {interval.lo_tok_s:.1f}-{interval.hi_tok_s:.1f}: acceptance "
-            f"{interval.acceptance_source}, step time sd {interval.cost_sd:.1%} as held to {held} rows)",
+            *source.notes,
+            f"SIMULATED speed of the pick at batch size {batch_size}: {speed.value:.1f} tok/s per request "
+            f"(95 % interval {lo:.1f}-{hi:.1f}: acceptance {model.acceptance.source}, step time sd {cost.sd:.1%} as "
+            f"held to {held} rows)",
             "a sweep settles what this cannot: your GPU's real power and utilisation against its limit (the band), "
             "the draft's acceptance on your workload, and whether the pick holds; run `specband sweep` on this GPU, "
             "then `specband train` and `specband recommend`",

@@ -20,7 +20,6 @@ from specband.core.errors import ConfigError
 from specband.core.limits import MAX_BATCH_SIZE
 from specband.core.optionspec import acceptance_from_field, option
 from specband.deploy.answers import Pick, PowerLimitAnswer, SchedulePick
-from specband.deploy.explain import answer_lines
 from specband.deploy.options import (
     algo_field,
     allow_modified_field,
@@ -32,6 +31,7 @@ from specband.deploy.options import (
     trust_pickle_field,
 )
 from specband.deploy.recommend import AnswerRequest, FirstGuessSpec, answer
+from specband.deploy.table import AnswerTable, FirstGuess, answer_table, explain_field
 from specband.devices import open_device
 from specband.devices.base import Clock
 from specband.engines.base import Engine, engine_field, get_engine
@@ -156,6 +156,7 @@ class LaunchRequest:
         "a simulated first guess for --target/--draft on --gpu PROFILE (used instead of a policy)", "setup"
     )
     allow_transfer: bool = allow_transfer_field()
+    explain: bool = explain_field()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "engine", get_engine(self.engine))  # resolved once, here
@@ -170,7 +171,8 @@ class LaunchPlan:
         config: the server's configuration (sglang version included).
         action: the triple sglang starts with.
         command: the server's command line.
-        pick: the :class:`~specband.deploy.answers.Pick`; with ``--set-power-limit auto`` the
+        pick: the :class:`~specband.deploy.answers.Pick` (a first guess: the
+            :class:`~specband.deploy.table.FirstGuess`); with ``--set-power-limit auto`` the
             :class:`~specband.deploy.answers.PowerLimitAnswer`; with ``--schedule`` the
             :class:`~specband.deploy.answers.SchedulePick`.
         notes: what to tell the user, in order (after ``version_warning``).
@@ -179,19 +181,22 @@ class LaunchPlan:
         auto_file: the schedule file ``--schedule auto`` wrote (removed when the launch ends).
         power_limit_w: ``--set-power-limit`` in W (clamped to the GPU's range; set while the
             server runs), or ``None``.
+        table: the pick as the one-table answer (:class:`~specband.deploy.table.AnswerTable`: its
+            notes are what the pick rests on, printed with ``--explain``); ``None`` for a schedule.
     """
 
     request: LaunchRequest
     config: Any
     action: Action
     command: list[str]
-    pick: Pick | PowerLimitAnswer | SchedulePick
+    pick: Pick | PowerLimitAnswer | SchedulePick | FirstGuess
     notes: tuple[str, ...]
     engine_version: str
     engine_version_source: str
     version_warning: str | None
     auto_file: Path | None = None
     power_limit_w: float | None = None
+    table: AnswerTable | None = None
 
 
 def _check(r: LaunchRequest) -> tuple[Any, str | None, list[str]]:
@@ -269,7 +274,7 @@ def _check_first_guess(r: LaunchRequest) -> None:
 
 def _decide(
     r: LaunchRequest, config: Any, notes: list[str], auto_file: Path | None, new_limit_w: float | None = None
-) -> tuple[Any, Pick | PowerLimitAnswer | SchedulePick]:
+) -> tuple[Any, Pick | PowerLimitAnswer | SchedulePick | FirstGuess]:
     """The pick, the power limit and its pick (``--set-power-limit auto``) or the schedule,
     and the config with its flags, the user's setup checked against the data's
     (:mod:`specband.deploy.transfer`). The pick and the limit are
@@ -306,14 +311,10 @@ def _decide(
     request = AnswerRequest(
         algo=r.algo, models=r.models, data=r.data, batch_size=r.batch_size, state=telemetry, draft_model=r.draft,
         trust_pickle=r.trust_pickle, allow_modified=r.allow_modified, power_limit="required" if limit_auto else "never",
-        allow_transfer=r.allow_transfer, first_guess=first, engine=r.engine,
+        allow_transfer=r.allow_transfer, first_guess=first, engine=r.engine, gpu=r.gpu,
     )  # fmt: skip
     decided = answer(request, setup)
-    if isinstance(decided, PowerLimitAnswer):
-        notes += [*decided.notes, decided.summary()]
-    else:
-        assert isinstance(decided, Pick)
-        notes += [*decided.notes, *answer_lines(decided)]
+    assert isinstance(decided, (Pick, PowerLimitAnswer, FirstGuess))
     return config, decided
 
 
@@ -375,17 +376,37 @@ def plan_launch(r: LaunchRequest) -> LaunchPlan:
                     r.log.unlink()
         remove(auto_file)
         raise
+    table = None
     if isinstance(pick, SchedulePick):
         notes.append(engine.serving.schedule_note(pick, action))
-    elif isinstance(pick, PowerLimitAnswer):
-        notes.append(f"power limit {pick.power_limit_w:g} W with {action} for batch size {r.batch_size}")
     else:
-        notes.append(
-            f"{r.algo} picks {action} for batch size {r.batch_size} "
-            f"(features={pick.features}, state={[round(v, 4) for v in pick.state]}, source: {pick.source})"
-        )
+        table = answer_table([pick], r.draft, engine)
+        table = dataclasses.replace(table, notes=(*table.notes, _picked(r, pick, action)))
     return LaunchPlan(
-        r, config, action, command, pick, tuple(notes), version, version_source, version_warning, auto_file, limit_w
+        r,
+        config,
+        action,
+        command,
+        pick,
+        tuple(notes),
+        version,
+        version_source,
+        version_warning,
+        auto_file,
+        limit_w,
+        table,
+    )
+
+
+def _picked(r: LaunchRequest, pick: Pick | PowerLimitAnswer | FirstGuess, action: Action) -> str:
+    """The last note behind a launch's pick: what picked it, from what."""
+    if isinstance(pick, PowerLimitAnswer):
+        return f"power limit {pick.power_limit_w:g} W with {action} for batch size {r.batch_size}"
+    if isinstance(pick, FirstGuess):
+        return f"{pick.source} picks {action} at {pick.power_limit_w:g} W for batch size {r.batch_size}"
+    return (
+        f"{r.algo} picks {action} for batch size {r.batch_size} "
+        f"(features={pick.features}, state={[round(v, 4) for v in pick.state]}, source: {pick.source})"
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from specband import __version__
+from specband.core.batchlist import parse_batch_sizes
 from specband.core.errors import ConfigError, EngineError, SpecbandError
 from specband.core.limits import (
     DEFAULT_PROBE_REQUESTS,
@@ -34,7 +35,9 @@ from specband.core.limits import (
     MAX_TIMEOUT_S,
 )
 from specband.core.optionspec import option
+from specband.deploy.jointpick import ServingWorkload, workload_field
 from specband.deploy.probe_sim import ProbeSimulation, profile_for_gpu, simulate_probe
+from specband.deploy.table import explain_field
 from specband.engines.base import Engine, engine_names, get_engine
 from specband.engines.client import PROMPTS, ProbeHttp
 from specband.engines.probe_file import PROBE_FORMAT, PROBE_VERSION, reading_sha256
@@ -186,6 +189,20 @@ class ProbeRequest:
         metavar="CONFIG",
         show_default=False,
     )
+    batch_size: str | None = option(
+        None,
+        "--batch-size",
+        "-b",
+        help="Batch sizes to answer (1,8,32,64), one row each: the config and the power limit picked together "
+        "(simulated). Default: the engine's tiers (sglang's default adaptive tiers 1, 8, 32, 64) and the batch sizes "
+        "the server was seen running.",
+        panel="model",
+        metavar="N[,N...]",
+        show_default=False,
+    )
+    prompt_tokens: int | None = workload_field("prompt")
+    output_tokens: int | None = workload_field("output")
+    explain: bool = explain_field()
     out: str = option(
         "specband-probe.json", "--out", help="The probe file to write (JSON).", panel="output", metavar="FILE"
     )
@@ -198,6 +215,13 @@ class ProbeRequest:
             if not math.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value}")
         given_path("--out", self.out)
+        if self.batch_size is not None:
+            parse_batch_sizes(self.batch_size, "--batch-size")  # a bad list, naming the option
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        """``-b``'s batch sizes (empty: the default)."""
+        return () if self.batch_size is None else tuple(parse_batch_sizes(self.batch_size, "--batch-size"))
 
 
 @dataclass(frozen=True)
@@ -387,13 +411,19 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
     if profile is None:
         why = "pass --gpu PROFILE (e.g. h200) to see what the current and the best configs would give (simulated)"
         return ProbeOutcome(reading, power, power_note, out, request.max_requests, data, None, why, provenance)
+    limits = None
+    if power is not None and power.min_limit_w is not None and power.max_limit_w is not None:
+        limits = (power.min_limit_w, power.max_limit_w)
     simulation = simulate_probe(
         reading,
         out,
         engine,
         profile,
         current_limit_w=None if power is None else power.power_limit_w,
+        limits_w=limits,
         target_config=request.target_config,
         draft_config=request.draft_config,
+        batch_sizes=request.batch_sizes or None,
+        workload=ServingWorkload(request.prompt_tokens, request.output_tokens, "--prompt-tokens/--output-tokens"),
     )
     return ProbeOutcome(reading, power, power_note, out, request.max_requests, data, simulation, None, provenance)

@@ -1,110 +1,53 @@
-"""What a probed server's config gives, and what the best config per batch size would give, on
-the GPU's calibrated profile (simulated): the second half of ``specband probe``.
+"""What a probed server's config gives, and what the config and the power limit picked together
+would give, per batch size, on the GPU's calibrated profile (simulated): the second half of
+``specband probe``.
 
 The acceptance is fitted to the probe file as ``--acceptance-from`` fits it
 (:func:`specband.sim.model.build_model` with ``acceptance_from``), starting from the pair's
-bundled acceptance; a plain server gives no measured
-acceptance, so the bundled (or borrowed) one is used and named. For every batch size the
-server was seen running, each config the engine runs is predicted by the performance model
-(:class:`specband.sim.model.SpeculativeDecodingModel`, deterministic: no noise) at a grid of
-power limits (:func:`specband.sim.power_capped.with_power_limit`) as one sweep row would run
-(``max(16, bs)`` requests of 512 tokens from a cool GPU, :meth:`~specband.sim.model.SpeculativeDecodingModel.run_cost`):
+bundled acceptance; a plain server gives no measured acceptance, so the bundled (or borrowed)
+one is used and named. The batch sizes answered are ``-b``'s, by default the engine's tiers
+(:data:`SERVER_TIERS`) and the batch sizes the server was seen running. For each, the
+performance model's figures of every config the engine runs
+(:class:`specband.deploy.modelsource.ModelSource`: tok/s with its 95 % interval, the server's
+power with prefill mixed in where the profile has a serving fit, utilisation, J/token):
 
-* **current**: the server's own config at the current limit (NVML's when read, else the profile's);
-* **best**: the best reward (:func:`specband.contract.reward.compute_reward`, the band reward)
-  among the engine's configs at the current limit;
-* **suggested**: at the limit :class:`~specband.sweeps.limit_table.BandWithinSpeedLoss` picks
-  among the limits' best configs (the lowest within 2 % of the fastest that lands in the band).
+* **now**: the server's own config at the GPU's limit now (NVML's when read, else the profile's);
+* **the pick**: the config and the limit picked together
+  (:func:`specband.deploy.jointpick.joint_pick`, as a first guess picks them): a limit inside
+  the band by the model's own figures, or the answer says the band cannot be reached;
+* the best config at the limit now is in the notes (for a GPU whose limit cannot be changed).
 
-Each speed carries the 95 % interval of :func:`specband.sim.speed_interval.speed_interval`
-(the acceptance's interval on that config's accept length, widened by the profile's
-step-time calibration error); energy per token the same interval inverted (it scales with
-the time a token takes); what they rest on is noted
-(:func:`~specband.sim.speed_interval.acceptance_notes`).
+The rows make one :class:`~specband.deploy.table.AnswerTable`, as ``recommend`` prints it.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specband.contract.actions import EXTENDED_ACTIONS, as_action
-from specband.contract.reward import BAND_HIGH, BAND_LOW, band_status, compute_reward
-from specband.core.errors import ConfigError, SpecbandError
+from specband.contract.actions import as_action
+from specband.core.errors import SpecbandError
+from specband.deploy.explain import LimitRange
+from specband.deploy.firstguess import guess_from
+from specband.deploy.jointpick import Candidate, ServingWorkload
+from specband.deploy.modelsource import ModelSource, profile_range
+from specband.deploy.table import AnswerTable, answer_table, current_row, table_row
 from specband.engines.base import Engine
 from specband.engines.probing import ServerReading
-from specband.sim.model import SpeculativeDecodingModel, build_model
-from specband.sim.power_capped import model_power_limit_range, with_power_limit
+from specband.engines.schedule_files import SGLANG_DEFAULT_ADAPTIVE_CONFIG
+from specband.sim.model import build_model
 from specband.sim.profile import builtin_profiles, load_profile
-from specband.sim.speed_interval import acceptance_notes, speed_interval
-from specband.sweeps.limit_table import BandWithinSpeedLoss, LimitPick
+from specband.sim.speed_interval import acceptance_notes
 
-__all__ = ["LIMIT_STEPS", "BatchAnswer", "ProbeSimulation", "SimFigure", "profile_for_gpu", "simulate_probe"]
+__all__ = ["SERVER_TIERS", "ProbeSimulation", "profile_for_gpu", "simulate_probe"]
 
-#: Power limits tried between the profile's lowest and its default (both included), besides
-#: the current one: 12 steps of ~1/12 of the range (an H200's 200-700 W in ~42 W steps).
-LIMIT_STEPS = 12
-
-
-@dataclass(frozen=True)
-class SimFigure:
-    """One config at one batch size and power limit, simulated.
-
-    Attributes:
-        action: ``(steps, topk, num_draft_tokens)``.
-        power_limit_w: the limit, W.
-        speed_tok_s: decode speed per request, tokens/s, with ``speed_lo``/``speed_hi`` (95 %).
-        total_tok_s: ``batch_size x speed_tok_s``, tokens/s.
-        joules_per_token: energy per output token, J, with ``jpt_lo``/``jpt_hi`` (95 %).
-        utilization: average power / limit (fraction).
-        band: ``"in"``, ``"below"`` or ``"above"`` the 95-98 % band.
-        reward: the band reward (0..1).
-        accept_length: the accept length used (and its 95 % interval ``accept_lo``/``accept_hi``).
-    """
-
-    action: tuple[int, int, int]
-    power_limit_w: float
-    speed_tok_s: float
-    speed_lo: float
-    speed_hi: float
-    total_tok_s: float
-    joules_per_token: float
-    jpt_lo: float
-    jpt_hi: float
-    utilization: float
-    band: str
-    reward: float
-    accept_length: float
-    accept_lo: float
-    accept_hi: float
-
-    def to_json(self) -> dict[str, Any]:
-        """The figure as JSON (rounded; ``provenance: simulated``)."""
-        return {
-            "action": list(self.action),
-            "power_limit_w": round(self.power_limit_w, 1),
-            "speed_tok_s": [round(self.speed_tok_s, 2), round(self.speed_lo, 2), round(self.speed_hi, 2)],
-            "total_tok_s": round(self.total_tok_s, 1),
-            "joules_per_token": [round(self.joules_per_token, 5), round(self.jpt_lo, 5), round(self.jpt_hi, 5)],
-            "utilization": round(self.utilization, 4),
-            "band": self.band,
-            "reward": round(self.reward, 4),
-            "accept_length": [round(self.accept_length, 3), round(self.accept_lo, 3), round(self.accept_hi, 3)],
-            "provenance": "simulated",
-        }
-
-
-@dataclass(frozen=True)
-class BatchAnswer:
-    """The three figures of one batch size (module docstring); ``current`` is ``None`` when
-    the server's config is not one the model can run (a note says why)."""
-
-    batch_size: int
-    current: SimFigure | None
-    best: SimFigure
-    suggested: SimFigure
+#: The batch sizes a server is answered for by default: sglang 0.5.23's default adaptive tiers
+#: (``DEFAULT_ADAPTIVE_CONFIG`` keys, :data:`specband.engines.schedule_files.SGLANG_DEFAULT_ADAPTIVE_CONFIG`);
+#: vLLM has no tiers of its own, so a vLLM server takes the same ladder.
+SERVER_TIERS: tuple[int, ...] = tuple(sorted(int(k) for k in SGLANG_DEFAULT_ADAPTIVE_CONFIG))
 
 
 @dataclass(frozen=True)
@@ -116,9 +59,11 @@ class ProbeSimulation:
         acceptance: where the acceptance comes from (``"fitted to 1 config of probe.json"``,
             ``"profile NAME"``, ``"borrowed NAME"``).
         residuals: one line per fitted config (measured vs fitted accept length).
-        current_limit_w: the current limit, W, and ``limit_source`` where it came from.
-        answers: one :class:`BatchAnswer` per batch size.
-        notes: lines to print beside them (calibration error, what was assumed).
+        current_limit_w: the GPU's limit now, W, and ``limit_source`` where it came from.
+        table: per batch size the server's config now (``role`` ``"current"``) and the pick
+            (:class:`~specband.deploy.table.AnswerTable`).
+        best_at_current: per batch size the best config by reward at the limit now.
+        notes: lines to print beside them (the pair, the calibration, the power, what was assumed).
     """
 
     profile: str
@@ -127,11 +72,12 @@ class ProbeSimulation:
     residuals: tuple[str, ...]
     current_limit_w: float
     limit_source: str
-    answers: tuple[BatchAnswer, ...]
+    table: AnswerTable
+    best_at_current: dict[int, Candidate]
     notes: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        """JSON of the simulation (every figure labelled simulated)."""
+        """JSON of the simulation (every figure labelled with its source)."""
         return {
             "provenance": "simulated",
             "profile": self.profile,
@@ -139,15 +85,8 @@ class ProbeSimulation:
             "acceptance": self.acceptance,
             "current_limit_w": self.current_limit_w,
             "limit_source": self.limit_source,
-            "batch_sizes": [
-                {
-                    "batch_size": a.batch_size,
-                    "current": None if a.current is None else a.current.to_json(),
-                    "best": a.best.to_json(),
-                    "suggested": a.suggested.to_json(),
-                }
-                for a in self.answers
-            ],
+            "table": self.table.to_json(),
+            "best_at_current": {str(bs): c.to_json() for bs, c in self.best_at_current.items()},
             "notes": list(self.notes),
         }
 
@@ -194,88 +133,28 @@ def _configs(
     )
 
 
-def _figure(
-    model: Any,
-    inner: SpeculativeDecodingModel,
-    bs: int,
-    action: Any,
-    baseline: float | None,
-) -> tuple[SimFigure | None, float]:
-    """One config's figure (``None`` when it does not fit in memory) and its speed."""
-    p = inner.profile
-    first = model.predict(bs, action, p.ambient_temp_c)
-    if not first.fits_in_memory:
-        return None, 0.0
-    wall = model.run_cost(bs, action, first).wall_clock_s
-    temp_end = inner.advance_temperature(p.ambient_temp_c, first.avg_power_w, wall)
-    pred = model.predict(bs, action, 0.5 * (p.ambient_temp_c + temp_end))
-    cost = model.run_cost(bs, action, pred)
-    temp_after = inner.advance_temperature(p.ambient_temp_c, pred.avg_power_w, cost.wall_clock_s)
-    limit = float(model.power_limit_w)
-    util = pred.avg_power_w / limit
-    interval = speed_interval(model, bs, action, prediction=pred)
-    est, lo, hi = interval.accept_length
-    speed = pred.speed_tok_s
-    base = speed if baseline is None else baseline
-    reward = compute_reward(
-        speed_tok_s=speed,
-        baseline_speed_tok_s=base,
-        utilization=util,
-        gpu_temp_c=temp_after,
-        gpu_throttling=bool(pred.thermal_throttled or temp_after > p.throttle_temp_c),
-    ).reward
-    jpt = cost.joules_per_token
-    figure = SimFigure(
-        action=tuple(int(x) for x in action),  # type: ignore[arg-type]
-        power_limit_w=limit,
-        speed_tok_s=speed,
-        speed_lo=interval.lo_tok_s,
-        speed_hi=interval.hi_tok_s,
-        total_tok_s=bs * speed,
-        joules_per_token=jpt,
-        jpt_lo=jpt * speed / interval.hi_tok_s,
-        jpt_hi=jpt * speed / interval.lo_tok_s,
-        utilization=util,
-        band=str(band_status(util)["status"]),
-        reward=reward,
-        accept_length=est,
-        accept_lo=lo,
-        accept_hi=hi,
-    )
-    return figure, speed
+def _range(model: Any, limits_w: tuple[float, float] | None) -> tuple[LimitRange, str | None]:
+    """The GPU's range: NVML's when it read one, else the profile's (and a note when NVML's makes none)."""
+    profile = profile_range(model)
+    if limits_w is None:
+        return profile, None
+    low, high = limits_w
+    if not 0 < low < high:
+        return profile, f"NVML's limits {low:g}-{high:g} W make no range: the profile's are used"
+    return LimitRange(low, high, "NVML's constraints on the server's GPU (measured)"), None
 
 
-def _at_limit(inner: SpeculativeDecodingModel, engine: Engine, bs: int, limit: float) -> list[SimFigure]:
-    model = with_power_limit(inner, limit)
-    baseline, base_speed = _figure(model, inner, bs, (0, 0, 0), None)
-    figures = [] if baseline is None else [baseline]
-    for action in engine.actions:
-        if tuple(action) == (0, 0, 0):
-            continue
-        figure, _ = _figure(model, inner, bs, action, base_speed if baseline is not None else None)
-        if figure is not None:
-            figures.append(figure)
-    return figures
-
-
-def _best(figures: list[SimFigure]) -> SimFigure:
-    return max(figures, key=lambda f: (f.reward, f.speed_tok_s))
-
-
-def _pick(figure: SimFigure) -> LimitPick:
-    index = EXTENDED_ACTIONS.index(figure.action) if figure.action in EXTENDED_ACTIONS else -1
-    return LimitPick(
-        power_limit_w=figure.power_limit_w,
-        action_index=index,
-        action=figure.action,
-        mean_reward=figure.reward,
-        speed_tok_s=figure.speed_tok_s,
-        avg_power_w=figure.utilization * figure.power_limit_w,
-        utilization=figure.utilization,
-        joules_per_token=figure.joules_per_token,
-        in_band=BAND_LOW <= figure.utilization <= BAND_HIGH,
-        runs=1,
-    )
+def _current(
+    source: ModelSource, reading: ServerReading, bs: int, limit_w: float, notes: list[str]
+) -> Candidate | None:
+    try:
+        found = source.figure(bs, as_action(reading.action), limit_w)
+    except SpecbandError as exc:
+        notes.append(f"the server's config {tuple(reading.action)} cannot be simulated: {exc}")
+        return None
+    if found is None:
+        notes.append(f"batch size {bs}: the server's config {tuple(reading.action)} does not fit in memory here")
+    return found
 
 
 def simulate_probe(
@@ -285,8 +164,11 @@ def simulate_probe(
     profile: str,
     *,
     current_limit_w: float | None = None,
+    limits_w: tuple[float, float] | None = None,
     target_config: str | None = None,
     draft_config: str | None = None,
+    batch_sizes: Sequence[int] | None = None,
+    workload: ServingWorkload | None = None,
 ) -> ProbeSimulation:
     """Simulate the probed server's configs on ``profile`` (see the module docstring).
 
@@ -296,7 +178,10 @@ def simulate_probe(
         engine: the server's engine (the configs it can run).
         profile: a built-in profile or a profile file.
         current_limit_w: the GPU's limit as NVML read it (``None``: the profile's).
+        limits_w: the GPU's ``(min, max)`` limits as NVML read them (``None``: the profile's range).
         target_config, draft_config: the pair's configs (both or neither).
+        batch_sizes: the batch sizes to answer (``None``: :data:`SERVER_TIERS` and those seen).
+        workload: the prompt and output lengths the serving power is for (``None``: the fit's).
 
     Raises:
         ConfigError: a bad profile or config, or one of the two configs alone.
@@ -308,53 +193,54 @@ def simulate_probe(
     )
     notes = [pair_note] if pair_note else []
     notes += list(inner.warnings)
-    fit = inner.acceptance.fit
-    acceptance = inner.acceptance.source
-    limits = model_power_limit_range(inner)
-    source = "the profile's default"
-    current = limits.default_w
-    if current_limit_w is not None and limits.min_w <= current_limit_w <= limits.max_w:
-        current, source = float(current_limit_w), "NVML (measured)"
+    rng, range_note = _range(inner, limits_w)
+    notes += [range_note] if range_note else []
+    current, limit_source = rng.max_w, "the profile's default" if limits_w is None else "NVML's maximum"
+    if current_limit_w is not None and rng.min_w <= current_limit_w <= rng.max_w:
+        current, limit_source = float(current_limit_w), "NVML (measured)"
     elif current_limit_w is not None:
-        notes.append(f"NVML's limit {current_limit_w:g} W is outside profile {inner.profile.name}'s "
-                     f"{limits.min_w:g}-{limits.max_w:g} W: the profile's default is used")  # fmt: skip
-    step = (limits.max_w - limits.min_w) / LIMIT_STEPS
-    grid = sorted({round(limits.min_w + i * step, 1) for i in range(LIMIT_STEPS + 1)} | {current})
-    sizes = reading.batch_sizes_seen or (1,)
-    if not reading.batch_sizes_seen:
-        notes.append("no batch size was seen: batch size 1 is simulated")
-    answers = []
+        notes.append(f"NVML's limit {current_limit_w:g} W is outside {round(rng.min_w, 1):g}-{round(rng.max_w, 1):g} "
+                     "W: the highest is taken as the limit now")  # fmt: skip
+    sizes = sorted(set(batch_sizes) if batch_sizes else {*SERVER_TIERS, *reading.batch_sizes_seen})
+    source = ModelSource(inner, engine.actions, workload=workload, limit_range=rng, default_limit_w=current)
+    rows, answers, best = [], [], {}
     for bs in sizes:
-        at_current = _at_limit(inner, engine, bs, current)
-        if not at_current:
-            notes.append(f"batch size {bs}: no config fits in memory on {inner.profile.name}")
+        try:
+            guess = guess_from(source, bs, calibration_profile=profile, draft_model=reading.draft, engine=engine)
+        except SpecbandError as exc:  # no config fits in memory at this batch size
+            notes.append(str(exc))
             continue
-        mine = next((f for f in at_current if f.action == tuple(reading.action)), None)
-        if mine is None:
-            try:
-                mine, _ = _figure(with_power_limit(inner, current), inner, bs, as_action(reading.action), None)
-            except SpecbandError as exc:
-                notes.append(f"the server's config {tuple(reading.action)} cannot be simulated: {exc}")
-        picks = {current: _best(at_current)}
-        for limit in grid:
-            figures = at_current if limit == current else _at_limit(inner, engine, bs, limit)
-            if figures:
-                picks[limit] = _best(figures)
-        chosen = BandWithinSpeedLoss().select([_pick(f) for f in picks.values()])
-        answers.append(BatchAnswer(bs, mine, _best(at_current), picks[chosen.power_limit_w]))
+        answers.append(guess)
+        now = _current(source, reading, bs, current, notes)
+        if now is not None:
+            rows.append(current_row(guess, now))
+        rows.append(table_row(guess))
+        at_current = source.candidates(bs, current)
+        if at_current:
+            best[bs] = max(at_current, key=lambda c: (c.reward, c.speed_tok_s.value))
+            b = best[bs]
+            util = "" if b.utilization is None else f", utilisation {b.utilization.value:.3f}"
+            notes.append(
+                f"bs {bs}: best at the limit now ({current:g} W): {b.action}, {b.speed_tok_s.value:.1f} tok/s{util}"
+            )
+    if not answers:
+        raise SpecbandError(f"no batch size of {sizes} fits in memory on {inner.profile.name}")
     notes += [line for line in acceptance_notes(inner) if not line.startswith("fit residual")]
-    if not inner.profile.power_measured:
-        notes.append(f"power of profile {inner.profile.name}: "
-                     + (inner.profile.power_source or "UNMEASURED, the utilisation figures are guesses"))  # fmt: skip
-    if not math.isfinite(current):
-        raise ConfigError(f"profile {profile}: no power limit")
+    table = _with_rows(answer_table(answers, reading.draft), rows, notes)
+    fit = inner.acceptance.fit
     return ProbeSimulation(
         profile=inner.profile.name,
         hardware=inner.profile.hardware,
-        acceptance=acceptance,
+        acceptance=inner.acceptance.source,
         residuals=tuple(fit.residual_lines()) if fit is not None else (),
         current_limit_w=current,
-        limit_source=source,
-        answers=tuple(answers),
+        limit_source=limit_source,
+        table=table,
+        best_at_current=best,
         notes=tuple(notes),
     )
+
+
+def _with_rows(table: AnswerTable, rows: list[Any], notes: list[str]) -> AnswerTable:
+    """``table`` with the server's config now beside each pick, and the probe's notes first."""
+    return dataclasses.replace(table, rows=tuple(rows), notes=(*notes, *table.notes))

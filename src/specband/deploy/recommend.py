@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from specband.deploy.mixlimit import MixPowerLimitAnswer
+    from specband.deploy.table import FirstGuess
     from specband.deploy.transfer import UserSetup
     from specband.sweeps.limit_table import BandWithinSpeedLoss, LimitTable
     from specband.sweeps.origin import DataOrigin
@@ -27,19 +28,20 @@ from specband.artifacts.load import ModelFolder, load_models, open_folder
 from specband.contract.actions import ACTION_SETS, CONTRACT_SET, ActionSet, action_set_field
 from specband.contract.actions import action_set as named_action_set
 from specband.contract.state import check_gpu_state
-from specband.core.batchlist import parse_batch_mix
+from specband.core.batchlist import parse_batch_mix, parse_batch_sizes
 from specband.core.errors import ConfigError
-from specband.core.limits import DEFAULT_MAX_SPEED_LOSS, MAX_BATCH_SIZE
+from specband.core.limits import DEFAULT_MAX_SPEED_LOSS
 from specband.core.optionspec import acceptance_from_field, option
 from specband.deploy.answers import (
     Answer,
     Pick,
-    PickOrigin,
     PowerLimitAnswer,
     ScheduleAnswer,
     TransferCheck,
 )
-from specband.deploy.explain import LimitRange, data_notes, explain_pick, pick_origin, unmeasured_note, unmeasured_notes
+from specband.deploy.explain import LimitRange, data_notes, explain_pick, pick_origin, unmeasured_notes
+from specband.deploy.jointpick import ServingWorkload, workload_field
+from specband.deploy.limitanswer import power_limit_answer
 from specband.deploy.options import (
     algo_field,
     allow_modified_field,
@@ -51,7 +53,8 @@ from specband.deploy.options import (
     target_field,
     trust_pickle_field,
 )
-from specband.deploy.transfer import check_scorer_transfer, check_transfer
+from specband.deploy.table import FirstGuess, explain_field
+from specband.deploy.transfer import TransferError, check_scorer_transfer, check_transfer
 from specband.engines.base import Engine, default_engine, engine_field, get_engine, runnable_indices
 from specband.files.hub import resolve_data_file
 from specband.policies.lookup_core import lookup_pick
@@ -80,15 +83,14 @@ class RecommendRequest:
             InvalidActionError: an unknown ``--actions``.
     """
 
-    batch_size: int | None = option(
+    batch_size: str | None = option(
         None,
         "--batch-size",
         "-b",
-        help="Concurrent requests (--max-running-requests). Required unless --batch-mix or --batch-mix-from is given.",
+        help="Concurrent requests (--max-running-requests), or a list (1,8,32,64): one row each in one table. "
+        "Required unless --batch-mix or --batch-mix-from is given.",
         panel="pick",
-        metavar="N",
-        min=1,
-        max=MAX_BATCH_SIZE,
+        metavar="N[,N...]",
         show_default=False,
     )
     algo: str = algo_field()
@@ -170,9 +172,14 @@ class RecommendRequest:
         "pick one it runs (vLLM: chains only).",
         "setup",
     )
+    prompt_tokens: int | None = workload_field("prompt")
+    output_tokens: int | None = workload_field("output")
+    explain: bool = explain_field()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "engine", get_engine(self.engine))  # resolved once, here
+        if isinstance(self.batch_size, int):  # a caller in Python may give one batch size as a number
+            object.__setattr__(self, "batch_size", str(self.batch_size))
         if self.is_first_guess and self.gpu is None:
             asked = (
                 "--acceptance-from makes" if self.acceptance_from is not None else "--target-config/--draft-config make"
@@ -195,7 +202,14 @@ class RecommendRequest:
                 )
         elif self.batch_size is None:
             raise ConfigError("--batch-size is required (or --batch-mix / --batch-mix-from for a batch-size mix)")
+        else:
+            parse_batch_sizes(self.batch_size, "--batch-size")  # a bad list, naming the option
         named_action_set(self.actions)  # an unknown --actions, naming the option
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        """The batch sizes asked for, in order (empty for a mix)."""
+        return () if self.batch_size is None else tuple(parse_batch_sizes(self.batch_size, "--batch-size"))
 
     @property
     def action_set(self) -> ActionSet:
@@ -212,9 +226,14 @@ class RecommendRequest:
         """A pick for a batch-size mix (``--batch-mix`` or ``--batch-mix-from``)."""
         return self.batch_mix is not None or self.batch_mix_from is not None
 
+    def answer_requests(self) -> list[AnswerRequest]:
+        """One :meth:`answer_request` per batch size asked (one for a mix)."""
+        one = self.answer_request()
+        return [replace(one, batch_size=bs) for bs in self.batch_sizes] if self.batch_sizes else [one]
+
     def answer_request(self) -> AnswerRequest:
-        """What :func:`answer` answers for this request: a first guess, a mix, a power limit
-        when the data holds several, else the pick."""
+        """What :func:`answer` answers for this request (the first batch size asked): a first
+        guess, a mix, a power limit when the data holds several, else the pick."""
         first = None
         if self.is_first_guess:
             assert self.gpu is not None  # checked when the request was built
@@ -223,7 +242,7 @@ class RecommendRequest:
             algo=self.algo,
             models=self.models,
             data=self.data,
-            batch_size=self.batch_size,
+            batch_size=self.batch_sizes[0] if self.batch_sizes else None,
             batch_mix=self.batch_mix,
             batch_mix_from=self.batch_mix_from,
             first_guess=first,
@@ -236,6 +255,8 @@ class RecommendRequest:
             max_speed_loss=self.max_speed_loss,
             allow_transfer=self.allow_transfer,
             engine=self.engine,
+            gpu=self.gpu,
+            workload=ServingWorkload(self.prompt_tokens, self.output_tokens, "--prompt-tokens/--output-tokens"),
         )
 
 
@@ -310,6 +331,9 @@ class AnswerRequest:
             flags are the engine's spelling and a pick is one it runs; a schedule's is its
             :attr:`ScheduleSpec.engine`. Data measured on another engine get a note
             (:meth:`~specband.sweeps.origin.DataOrigin.engine_note`).
+        gpu: the ``--gpu`` profile (``None``: not named): with models named by a bundled
+            name and no data for them, a first guess (:func:`specband.deploy.named.named_first_guess`).
+        workload: the prompt and output lengths a first guess's serving power is for.
 
     Raises:
         ConfigError: an unknown ``power_limit`` rule, or not exactly one of a batch size, a mix
@@ -333,6 +357,8 @@ class AnswerRequest:
     max_speed_loss: float = DEFAULT_MAX_SPEED_LOSS
     allow_transfer: bool = False
     engine: Engine | None = None
+    gpu: str | None = None
+    workload: ServingWorkload | None = None
 
     def __post_init__(self) -> None:
         if self.engine is not None:  # a name given in code is resolved here, once
@@ -349,14 +375,16 @@ class AnswerRequest:
         return self.batch_mix is not None or self.batch_mix_from is not None
 
 
-def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer | MixPowerLimitAnswer:
+def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer | MixPowerLimitAnswer | FirstGuess:
     """The answer to ``request``: the one place that decides which answer a command gives.
 
     The rules, in order:
 
-    1. a first guess (``request.first_guess``): a simulation for the pair and GPU named
-       (:class:`~specband.deploy.answers.Pick`, ``source`` "simulated first guess"); no data
-       is read and ``setup`` is not checked against it;
+    1. a first guess (``request.first_guess``): the performance model's figures for the pair
+       and GPU named, the config and the power limit picked together
+       (:class:`~specband.deploy.table.FirstGuess`); no data is read and ``setup`` is not
+       checked against it. Also where the data refuses the transfer while ``--gpu`` names a
+       profile and the models are named by bundled names (:func:`specband.deploy.named.named_first_guess`);
     2. a batch-size mix: one config for the mix (:class:`~specband.deploy.answers.MixAnswer`);
     3. a schedule: the chain pick per batch size (:class:`~specband.deploy.answers.ScheduleAnswer`);
     4. a power limit (:class:`~specband.deploy.answers.PowerLimitAnswer`), unless
@@ -384,7 +412,21 @@ def answer(request: AnswerRequest, setup: UserSetup | None = None) -> Answer | M
     engine = (request.schedule.engine if request.schedule is not None else request.engine) or default_engine()
     if request.first_guess is not None:
         return _first_guess(request, engine)
-    decided = _answer(request, setup, engine)
+    if setup is not None and setup.target is not None and setup.draft is not None:
+        from specband.doctor.pairs import refuse_local_pair  # lazy: only for a pair named (cold recommend)
+
+        refuse_local_pair(setup.target, setup.draft)  # as doctor calls it an error, before any data is read
+    try:
+        decided = _answer(request, setup, engine)
+    except TransferError as refused:
+        from specband.deploy.named import named_first_guess  # lazy: only for a refusal (named models)
+
+        named = named_first_guess(setup) if _may_guess(request) else None
+        if request.gpu is None or named is None:
+            raise
+        guess = _first_guess(replace(request, first_guess=FirstGuessSpec(request.gpu, *named)), engine)
+        instead = f"{str(refused).split('. Ways forward', 1)[0]}: a simulated first guess for the models named instead"
+        return replace(guess, notes=(*guess.notes, instead), warnings=(*guess.warnings, instead))
     if not isinstance(decided, (Pick, ScheduleAnswer)):  # one the data chose: the engine must run it
         engine.check_actions([decided.action], option=f"--engine {engine.name}: the answer's config")
     what = "this schedule" if request.schedule is not None else "this pick"
@@ -432,7 +474,14 @@ def _answer(request: AnswerRequest, setup: UserSetup | None, engine: Engine) -> 
     )  # fmt: skip
 
 
-def _first_guess(request: AnswerRequest, engine: Engine) -> Pick:
+def _may_guess(request: AnswerRequest) -> bool:
+    """A refused transfer may turn into a first guess for models named by a bundled name: a GPU
+    profile named, no data named, one batch size (:func:`specband.deploy.named.named_first_guess`)."""
+    named = request.gpu is not None and request.batch_size is not None
+    return named and request.models is None and request.data is None
+
+
+def _first_guess(request: AnswerRequest, engine: Engine) -> FirstGuess:
     from specband.deploy.firstguess import first_guess  # lazy: off the cold path (recommend, --help)
 
     spec = request.first_guess
@@ -445,6 +494,8 @@ def _first_guess(request: AnswerRequest, engine: Engine) -> Pick:
         draft_model=request.draft_model,
         acceptance_from=spec.acceptance_from,
         engine=engine,
+        workload=request.workload,
+        max_speed_loss=request.max_speed_loss,
     )
 
 
@@ -531,57 +582,6 @@ def _power_limit_answer(
         table, batch_size, selector=selector, draft_model=request.draft_model, origin=origin, transfer=checked,
         engine=engine,
     )  # fmt: skip
-
-
-def power_limit_answer(
-    table: LimitTable,
-    batch_size: int,
-    *,
-    selector: BandWithinSpeedLoss | None = None,
-    draft_model: str | None = None,
-    origin: DataOrigin | None = None,
-    transfer: TransferCheck | None = None,
-    engine: Engine | None = None,
-) -> PowerLimitAnswer:
-    """The answer with a limit from ``table`` (a sweep's or a folder's): the selector's choice
-    among the picks at every limit of the measured batch size nearest ``batch_size``.
-
-    Args:
-        table: the pick at every limit per batch size (:class:`~specband.sweeps.limit_table.LimitTable`).
-        batch_size: the batch size asked for.
-        selector: the rule (:class:`~specband.sweeps.limit_table.BandWithinSpeedLoss`; default:
-            at :data:`~specband.core.limits.DEFAULT_MAX_SPEED_LOSS`).
-        draft_model: the draft its flags carry.
-        origin: what the data rests on (``None``: not known).
-        transfer: the user's setup checked against ``origin`` (``None``: not checked); its
-            warnings end the notes.
-        engine: the engine its flags are for (``None``: the default engine).
-
-    Raises:
-        ArtifactError: a table without batch sizes.
-    """
-
-    selector = selector if selector is not None else BandWithinSpeedLoss()
-    measured = table.measured_batch_size(batch_size)
-    picks = tuple(sorted(table.picks[measured], key=lambda p: p.power_limit_w))
-    chosen = selector.select(picks)
-    shortfall = selector.shortfall(picks, chosen, table.band)
-    notes = [unmeasured_note(batch_size, measured)] if measured != batch_size else []
-    notes += [*table.power_notes(), *([shortfall] if shortfall else [])]
-    return PowerLimitAnswer(
-        batch_size=batch_size,
-        measured_batch_size=measured,
-        chosen=chosen,
-        picks=picks,
-        max_speed_loss=float(selector.max_speed_loss),
-        band=table.band,
-        provenance=table.provenance,
-        engine=engine or default_engine(),
-        draft_model=draft_model,
-        origin=None if origin is None else PickOrigin(origin),
-        transfer=transfer,
-        notes=(*notes, *(() if transfer is None else transfer.warnings)),
-    )
 
 
 def _gpu_floor(setup: UserSetup | None) -> LimitRange | None:

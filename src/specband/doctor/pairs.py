@@ -24,17 +24,27 @@ from specband.sim.hfconfig import read_model_config as read
 __all__ = [
     "ALLOW_ROPE_OPTION",
     "LEVELS",
+    "REFUSED_CHECKS",
     "Check",
     "check_pair_before_launch",
     "config_checks",
     "exit_status",
+    "local_model_config",
+    "pair_refusal",
     "read_model_config",
+    "refuse_local_pair",
+    "refuse_named_pair",
+    "refuse_pair",
 ]
 
 #: Check levels, mildest first.
 LEVELS: tuple[str, ...] = ("ok", "warn", "error")
 #: The option of ``sweep`` and ``launch`` that overrides the RoPE refusal.
 ALLOW_ROPE_OPTION = "--allow-rope-mismatch"
+#: The checks whose error refuses a pair in every command that takes one (``recommend``,
+#: ``simulate``, ``launch``, ``sweep``), as ``doctor`` calls them errors: a draft head of another
+#: vocabulary or width cannot draft for the target (no option overrides them).
+REFUSED_CHECKS: tuple[str, ...] = ("vocab", "hidden")
 
 
 @dataclass(frozen=True)
@@ -237,20 +247,103 @@ def config_checks(
     ]
 
 
+def pair_refusal(checks: list[Check]) -> str | None:
+    """The one line a command refuses a pair with, in ``doctor``'s words (``"vocab: vocab_size:
+    target 151936, draft 128256; fix: use the draft head trained for this target (its
+    tokenizer)"``), or ``None`` when no check of :data:`REFUSED_CHECKS` is an error."""
+    for check in checks:
+        if check.name in REFUSED_CHECKS and check.level == "error":
+            return f"{check.name}: {check.message}; fix: {check.fix}"
+    return None
+
+
+def refuse_pair(
+    target: Mapping[str, Any], draft: Mapping[str, Any], *, target_source: str = "target", draft_source: str = "draft"
+) -> None:
+    """Refuse a target/draft pair ``doctor`` calls an error (:data:`REFUSED_CHECKS`), in its words.
+
+    Raises:
+        ConfigError: the first refused check's line (:func:`pair_refusal`), or a config field of
+            the wrong type.
+    """
+    line = pair_refusal(config_checks(target, draft, target_source=target_source, draft_source=draft_source))
+    if line is not None:
+        raise ConfigError(line)
+
+
+def refuse_named_pair(target: str | Path | None, draft: str | Path | None) -> None:
+    """:func:`refuse_pair` for a pair named by config (``--target-config``/``--draft-config``: a
+    file, folder, bundled name or hub id); nothing when either is not given (a bundled partner
+    always fits its pair).
+
+    Raises:
+        ConfigError: a refused check, or an unreadable config; HubError: a hub id not found.
+    """
+    if target is None or draft is None:
+        return
+    (t, tsrc), (d, dsrc) = read_model_config(target), read_model_config(draft)
+    refuse_pair(t, d, target_source=tsrc, draft_source=dsrc)
+
+
+def local_model_config(model: str | Path) -> tuple[dict[str, Any], str] | None:
+    """A model's ``config.json`` when it can be read here without the network: a file or folder,
+    a bundled config's name, or a hub id whose ``config.json`` is in the local Hugging Face cache;
+    ``None`` otherwise (the hub is never asked).
+
+    Raises:
+        ConfigError: a file that is there but is not a valid config.
+    """
+    from specband.sim.hfconfig import bundled_model_configs  # lazy: only when a pair is given
+
+    given = str(model)
+    if Path(given).exists() or given in bundled_model_configs():
+        return read_model_config(given)
+    from specband.files.hub import parse_hub_ref  # lazy: only for a hub id
+
+    ref = parse_hub_ref(given)
+    if ref is None:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(ref.repo_id, "config.json", revision=ref.revision)
+    except (ImportError, ValueError, OSError):
+        return None
+    return read_model_config(cached) if isinstance(cached, str) else None
+
+
+def refuse_local_pair(target: str | Path | None, draft: str | Path | None) -> None:
+    """:func:`refuse_pair` for a pair the user named as models (``recommend --target`` and
+    ``--draft-model``) when both configs can be read here without the network
+    (:func:`local_model_config`); nothing otherwise (``launch`` and ``sweep`` read the hub:
+    :func:`check_pair_before_launch`).
+
+    Raises:
+        ConfigError: a refused check, or a config file that is there but not valid.
+    """
+    if target is None or draft is None:
+        return
+    t, d = local_model_config(target), local_model_config(draft)
+    if t is not None and d is not None:
+        refuse_pair(t[0], d[0], target_source=t[1], draft_source=d[1])
+
+
 def check_pair_before_launch(
     target: str | Path, draft: str | Path | None, *, allow_rope_mismatch: bool = False
 ) -> str | None:
     """What ``sweep`` and ``launch`` run before their first launch: the config checks of
-    the pair, refusing a RoPE mismatch. A pair whose configs cannot be read here (a hub id
-    not in the cache, a test's fake model) is not checked: the returned note says so, for
-    the caller to print on stderr.
+    the pair, refusing a pair of another vocabulary or width (:data:`REFUSED_CHECKS`, as
+    ``recommend`` and ``simulate`` refuse it) and a RoPE mismatch. A pair whose configs cannot be
+    read here (a hub id not in the cache, a test's fake model) is not checked: the returned note
+    says so, for the caller to print on stderr.
 
     Returns:
         ``None`` when the check ran (or there is no draft), else one line saying that the
         RoPE check was skipped and why.
 
     Raises:
-        ConfigError: the RoPE settings differ and ``allow_rope_mismatch`` is False.
+        ConfigError: a refused check (:func:`pair_refusal`), or the RoPE settings differ and
+            ``allow_rope_mismatch`` is False.
     """
     if draft is None:
         return None
@@ -259,6 +352,9 @@ def check_pair_before_launch(
         checks = config_checks(t, d, target_source=tsrc, draft_source=dsrc)
     except (ConfigError, HubError) as exc:
         return f"RoPE check of the target and draft skipped: their config.json could not be read here ({exc})"
+    refused = pair_refusal(checks)
+    if refused is not None:
+        raise ConfigError(refused)
     rope = next(c for c in checks if c.name == "rope")
     if rope.level == "error" and not allow_rope_mismatch:
         raise ConfigError(f"rope: {rope.message}; fix: {rope.fix} (or pass {ALLOW_ROPE_OPTION})")

@@ -539,7 +539,7 @@ class BandWithinSpeedLoss(OptimumSelector):
             return None
         lowest = min(picks, key=lambda p: p.power_limit_w)
         util = chosen.utilization
-        if util is not None and util < band[0] and chosen is lowest:
+        if util is not None and util < band[0] and chosen.power_limit_w == lowest.power_limit_w:
             why = (
                 f"even the lowest limit swept, {chosen.power_limit_w:g} W, leaves the pick at {util:.1%} of "
                 "it (the GPU draws less than the band of any limit swept; below it only a lower limit, if the GPU "
