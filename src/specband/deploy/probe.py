@@ -46,6 +46,8 @@ __all__ = [
     "PowerReading",
     "ProbeOutcome",
     "ProbeRequest",
+    "check_url",
+    "find_engine",
     "probe_file_json",
     "read_local_power",
     "run_probe",
@@ -59,7 +61,7 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/usr/lib/wsl/lib/libnvidia-ml.so.1")
 
 
-def _check_url(url: str) -> str:
+def check_url(url: str) -> str:
     """``http(s)://host[:port]`` without a path, query or credentials (ConfigError)."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -185,7 +187,7 @@ class ProbeRequest:
     force: bool = option(False, "--force", help="Replace --out if it exists.", panel="output")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "url", _check_url(self.url))
+        object.__setattr__(self, "url", check_url(self.url))
         if self.engine != "auto":
             get_engine(self.engine)  # ConfigError: an unknown name
         for name, value in (("--timeout", self.timeout_s), ("--watch", self.watch_s)):
@@ -275,7 +277,9 @@ def read_local_power(url: str, index: int) -> tuple[PowerReading | None, str | N
         device.close()
 
 
-def _find_engine(http: ProbeHttp, name: str) -> Engine:
+def find_engine(http: ProbeHttp, name: str) -> Engine:
+    """The engine ``name``, or with ``"auto"`` the first of :data:`~specband.engines.base.ENGINES`
+    that recognises the server (EngineError: none does)."""
     if name != "auto":
         return get_engine(name)
     for candidate in ENGINE_NAMES:
@@ -352,7 +356,7 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
         watch_s=request.watch_s,
     )
     with ProbeHttp(request.url, request.timeout_s) as http:
-        engine = _find_engine(http, request.engine)
+        engine = find_engine(http, request.engine)
         reading = engine.probe_server(http, plan)
     assert reading.requests_sent <= request.max_requests  # the plan's bound, kept by every engine
     power, power_note = read_local_power(request.url, request.gpu_index)
