@@ -5,29 +5,50 @@ and it answers sglang's ``/metrics`` (with ``--enable-metrics``) and vLLM's toke
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx
+import pytest
 from tests.emulator.test_emulator import MODEL, _start
 from tests.servers import TIME_SCALE
 
 from specband.devices.base import Clock
+from specband.emulator.engine import Engine, EngineRequest
 from specband.emulator.gpu import EmulatedDevice
+from specband.emulator.launchargs import parse_launch_args
+from specband.emulator.options import EmulatorOptions
 from specband.engines.base import get_engine
 from specband.engines.client import run_batch
+from specband.sim import build_model
+from specband.sim.power_capped import prefill_burst, with_power_limit
 
 
-def energy_per_request(server, dev: EmulatedDevice, prompt: str) -> float:
-    before = dev.read_energy_mj()
-    run_batch(server.base_url, num_requests=4, concurrency=4, max_new_tokens=64, prompts=(prompt,), timeout_s=60)
-    return (dev.read_energy_mj() - before) / 4
+class _Recorder:
+    """Stands for the emulated GPU's state file: records every update."""
+
+    def __init__(self) -> None:
+        self.updates: list[dict] = []
+
+    def update(self, **changes: object) -> None:
+        self.updates.append(changes)
 
 
-def test_long_prompts_draw_prefill_energy_on_arrival(tmp_path, port):
-    with _start(tmp_path, port, (3, 1, 4), 4) as server:
-        dev = EmulatedDevice(tmp_path / "gpu.json", MODEL, "rtx4060-laptop", TIME_SCALE)
-        short = energy_per_request(server, dev, "Hi")
-        long = energy_per_request(server, dev, "word " * 3200)  # 4000 tokens to prefill per request
-    assert long > 1.2 * short  # the same 64 decoded tokens, plus the prefill of the long prompts
+def test_admitted_requests_are_prefilled_as_one_burst_at_prefill_power():
+    """The 8B pair on the H100 profile: 4 requests of 1000 prompt tokens are one forward of 4000
+    tokens at the model's prefill power (above its decode power), lasting the burst's time."""
+    model = build_model("h100-sxm", target_config="llama-3.1-8b-instruct")
+    gpu = _Recorder()
+    engine = Engine(model, gpu, parse_launch_args(["--model-path", "m"]), EmulatorOptions(time_scale=1e-4), None)
+    requests = [EngineRequest(64, 1000, time.monotonic()) for _ in range(4)]
+    emul = engine._prefill(requests, time.monotonic(), 0.0, 55.0)
+    seconds, power, capped = prefill_burst(model, 4000)
+    assert emul == pytest.approx(seconds) and gpu.updates[-1]["power_w"] == pytest.approx(power)
+    assert power > 2 * model.decode_power_w(4, (3, 1, 4)) and not capped
+    assert engine.token_counts()[1] == 4000  # the prompt-token counter
+    limited = Engine(with_power_limit(model, 300.0), _Recorder(), parse_launch_args(["--model-path", "m"]),
+                     EmulatorOptions(time_scale=1e-4), None)  # fmt: skip
+    slow = limited._prefill(requests, time.monotonic(), 0.0, 55.0)
+    assert slow > emul and limited.gpu.updates[-1]["power_w"] <= 300.0  # throttled under the limit
 
 
 def test_a_limit_set_while_serving_holds_from_the_next_steps(tmp_path, port):
