@@ -65,11 +65,17 @@ def test_the_emulator_answers_as_the_recorded_real_vllm(tmp_path: Path, port: in
     assert sorted(counters.accepted_per_pos) == [0, 1, 2]
     assert counters.num_accepted_tokens == sum(counters.accepted_per_pos.values())
     # the recorded real page (its spec-decode families) and the emulator's page parse alike: the
-    # same sample lines' shape; then vLLM's request gauges, which the probe samples
+    # same sample lines' shape; then vLLM's request gauges, which the probe samples, and its token
+    # counters, which govern reads (the recording kept the spec-decode families only)
     real = [ln.split("{")[0] for ln in recorded["metrics_page"].splitlines() if not ln.startswith("#")]
     mine = [ln.split("{")[0] for ln in page.splitlines() if not ln.startswith("#")]
     assert mine[: len(real)] == real
-    assert mine[len(real) :] == ["vllm:num_requests_running", "vllm:num_requests_waiting"]
+    assert mine[len(real) :] == [
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+    ]
 
 
 def test_the_emulator_refuses_an_unknown_vllm_flag_like_vllm(tmp_path: Path, port: int) -> None:

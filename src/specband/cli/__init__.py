@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "doctor",
     "merge": "merge",
     "probe": "probe",
+    "govern": "govern",
 }
 
 #: Commands whose plain options are parsed without typer's (pydantic) coercion when the
@@ -96,6 +97,7 @@ STAGES: dict[str, str] = {
     "schedule": "Deploy",
     "launch": "Deploy",
     "probe": "Measure",
+    "govern": "Deploy",
     "actions": "Tools",
     "doctor": "Tools",
 }

@@ -49,6 +49,8 @@ __all__ = [
     "PowerReading",
     "ProbeOutcome",
     "ProbeRequest",
+    "check_url",
+    "find_engine",
     "probe_file_json",
     "read_local_power",
     "run_probe",
@@ -59,7 +61,7 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/usr/lib/wsl/lib/libnvidia-ml.so.1")
 
 
-def _check_url(url: str) -> str:
+def check_url(url: str) -> str:
     """``http(s)://host[:port]`` without a path, query or credentials (ConfigError; a bracketed
     host that is no IPv6 address too: urllib raises ValueError on it, hostile trial P15)."""
     try:
@@ -209,7 +211,7 @@ class ProbeRequest:
     force: bool = option(False, "--force", help="Replace --out if it exists.", panel="output")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "url", _check_url(self.url))
+        object.__setattr__(self, "url", check_url(self.url))
         object.__setattr__(self, "engine", _given_engine(self.engine))  # resolved once (ConfigError: unknown)
         for name, value in (("--timeout", self.timeout_s), ("--watch", self.watch_s)):
             if not math.isfinite(value):
@@ -312,7 +314,10 @@ def _given_engine(value: str | Engine | None) -> Engine | None:
     return None if value is None or value == "auto" else get_engine(value)
 
 
-def _find_engine(http: ProbeHttp, given: Engine | None) -> Engine:
+def find_engine(http: ProbeHttp, given: str | Engine | None) -> Engine:
+    """The engine ``given`` (a name or an :class:`~specband.engines.base.Engine`), or with
+    ``None``/``"auto"`` the first known engine that recognises the server (EngineError: none does)."""
+    given = _given_engine(given)
     if given is not None:
         return given
     engines = [get_engine(name) for name in engine_names()]
@@ -399,7 +404,7 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome:
         watch_s=request.watch_s,
     )
     with ProbeHttp(request.url, request.timeout_s) as http:
-        engine = _find_engine(http, request.engine)
+        engine = find_engine(http, request.engine)
         reading = engine.serving.probe_server(http, plan)
     assert reading.requests_sent <= request.max_requests  # the plan's bound, kept by every engine
     check_reading(reading)  # EngineError: what --acceptance-from would refuse is never written

@@ -81,6 +81,7 @@ __all__ = [
     "gpu_lock_dir",
     "parse_power_limits",
     "resolve_power_limits",
+    "restore_left_limit",
 ]
 
 #: Most values ``--power-limits`` takes (each multiplies the sweep's grid).
@@ -485,3 +486,44 @@ class PowerLimitGuard:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.restore()
+
+
+def restore_left_limit(device: PowerLimitedDevice) -> str:
+    """Put back, by hand, the limit a killed holder of the GPU's lock left (``specband govern
+    --restore``): the lock is taken (refused while a live process holds it), and when the GPU
+    is still at the limit the record says was being set, the original it records is set again
+    and the record cleared. A GPU whose limit was changed since (by hand) keeps it.
+
+    Returns:
+        one line saying what was done.
+
+    Raises:
+        PowerLimitBusyError: a live process holds the lock.
+        PowerLimitError, PowerLimitPermissionError: the device cannot set limits, or NVML's answer.
+    """
+    where = getattr(device, "power_limit_lock_path", None)
+    path = where() if callable(where) else None
+    if path is None:
+        raise PowerLimitError(f"{device.name}: this device backend cannot set power limits")
+    lock = PowerLimitLock(path, device.name)
+    try:
+        read = getattr(device, "power_limit_setting_w", None)
+        found = read() if callable(read) else device.power_limit_w
+        left = lock.left
+        original, set_w = _finite(left.get("original_w")), _finite(left.get("set_w"))
+        who = f"pid {left.get('pid', 'unknown')}"
+        if original is None or set_w is None:
+            return f"{device.name}: nothing to restore (no record left in {path}); its limit is {found} W"
+        if found is not None and abs(found - set_w) <= SAME_LIMIT_TOL_W and abs(found - original) > SAME_LIMIT_TOL_W:
+            lock.record(original, original)
+            device.set_power_limit_w(original)
+            lock.clear()
+            return f"{device.name}: restored {original:g} W ({who} set {set_w:g} W and did not restore it)"
+        lock.clear()
+        if found is not None and abs(found - original) <= SAME_LIMIT_TOL_W:
+            return f"{device.name}: already at {original:g} W, the limit {who} had found; record cleared"
+        return (
+            f"{device.name}: at {found} W, not the {set_w:g} W {who} was setting (changed since): kept; record cleared"
+        )
+    finally:
+        lock.release()

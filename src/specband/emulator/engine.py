@@ -3,7 +3,13 @@
 At most ``--max-running-requests`` requests decode together; each decode step takes the
 performance model's ``step_time_s`` for the current batch size and temperature (with 2 %
 log-normal noise) and gives each request ``floor(a)`` or ``ceil(a)`` tokens so that the
-mean is the model's accept length ``a``. Step times are recorded as sglang's scheduler
+mean is the model's accept length ``a``. Requests admitted to the batch are prefilled first,
+as one burst: a compute-bound forward over their prompt tokens at the prefill power of the
+model (:func:`specband.sim.power_capped.prefill_burst`; a user's model without the roofline
+keeps 20 ms per request at decode power), so a server whose requests keep arriving draws
+prefill power mixed into its decode power, as the simulator's serving-power model says. The
+power limit in the GPU's state file is read again every chunk of steps: a limit set while the
+server runs (``specband govern``) holds from the next chunk on. Step times are recorded as sglang's scheduler
 records them (``step_time_dict``: one value per :data:`DECODE_LOG_INTERVAL` decode
 iterations). Power, utilisation, memory and heat go to the emulated GPU's state file
 (:mod:`specband.emulator.gpu`). The HTTP side is :mod:`specband.emulator.server`.
@@ -27,6 +33,7 @@ from specband.emulator.gpu import EmulatedGpu, reasons_for
 from specband.emulator.launchargs import LaunchArgs
 from specband.emulator.options import EmulatorOptions
 from specband.emulator.vllm_answers import action_at
+from specband.sim.power_capped import PowerLimitedModel, prefill_burst, with_power_limit
 
 __all__ = ["DECODE_LOG_INTERVAL", "Engine", "EngineRequest"]
 
@@ -72,6 +79,8 @@ class Engine:
         self, model: Any, gpu: EmulatedGpu, launch: LaunchArgs, options: EmulatorOptions, die_after_steps: int | None
     ) -> None:
         self.model = model
+        self.base_model = model.inner if isinstance(model, PowerLimitedModel) else model
+        self.limit_w = float(model.power_limit_w)
         self.gpu = gpu
         self.launch = launch
         self.options = options
@@ -93,6 +102,11 @@ class Engine:
         self.pending_accept_tokens = 0
         self.pending_accept_count = 0
         self.completed = 0
+        #: output and prompt tokens since launch (the engines' generation/prompt token counters)
+        self.output_tokens_total = 0
+        self.prompt_tokens_total = 0
+        #: mean accept length over the last decode log interval (sglang's spec_accept_length gauge)
+        self.last_accept_length = 0.0
         self.steps_after_warmup = 0
         self.last_gen_throughput = 0.0
         self.die_after_steps = die_after_steps
@@ -232,8 +246,12 @@ class Engine:
             if not busy or anchor_real + emul * self.scale < now - 0.002:
                 anchor_real, emul = now, 0.0  # (re)pin emulated time to real time
             busy = True
-            temp = self.gpu.read().temp_c
+            state = self.gpu.read()
+            temp = state.temp_c
+            self._follow_limit(state.power_limit_w)
             n = len(running)
+            if admitted:
+                emul = self._prefill(running[-admitted:], anchor_real, emul, temp)
             action = self._action_for(n)
             pred = self.model.predict(n, action, temp, self.launch.mem_fraction_static)
             self.gpu.update(
@@ -247,8 +265,6 @@ class Engine:
             accept = 1.0 if rejected else min(float(pred.accept_length), action.speculative_num_steps + 1.0)
             base, frac = math.floor(accept), accept - math.floor(accept)
             chunk_start = emul
-            emul += 0.02 * admitted  # prefill of the newly admitted requests (not a decode step)
-            self.emul_since_tic += 0.02 * admitted
             if idle_from is not None:  # the idle gap goes into the next step_time_dict value, as in sglang
                 self.emul_since_tic += (time.monotonic() - idle_from) / self.scale
                 idle_from = None
@@ -271,6 +287,7 @@ class Engine:
                         r.histogram[got - 1] += 1
                     self.pending_accept_tokens += got
                     self.pending_accept_count += 1
+                    self.output_tokens_total += got
                     tokens_out += got
                     if r.generated >= r.max_new_tokens:
                         finished.append(r)
@@ -315,9 +332,48 @@ class Engine:
         value, self.emul_since_tic = self.emul_since_tic / DECODE_LOG_INTERVAL, 0.0
         with self.cond:
             self.step_time_dict.setdefault(running, []).append(value)
+            if self.pending_accept_count:
+                self.last_accept_length = self.pending_accept_tokens / self.pending_accept_count
             self.cum_accept_tokens += self.pending_accept_tokens
             self.cum_accept_count += self.pending_accept_count
             self.pending_accept_tokens = self.pending_accept_count = 0
+
+    def _follow_limit(self, limit_w: float) -> None:
+        """Run under the limit in the GPU's state file (set by another process since)."""
+        if abs(float(limit_w) - self.limit_w) > 5e-4:
+            self.model = with_power_limit(self.base_model, float(limit_w))
+            self.limit_w = float(limit_w)
+
+    def _prefill(self, admitted: list[EngineRequest], anchor_real: float, emul: float, temp: float) -> float:
+        """Prefill the requests just admitted as one burst (module docstring): the GPU draws
+        the burst's power until real time reaches its emulated end; returns the emulated time
+        after it."""
+        tokens = sum(max(1, r.prompt_tokens) for r in admitted)
+        with self.cond:
+            self.prompt_tokens_total += tokens
+        burst = prefill_burst(self.model, tokens)
+        if burst is None:
+            seconds = 0.02 * len(admitted)  # a model without the roofline: a fixed prefill at decode power
+        else:
+            seconds, power, capped = burst
+            self.gpu.update(
+                power_w=float(power),
+                util_pct=100.0,
+                clock_event_reasons=reasons_for(capped, temp, self.model.throttle_temp_c, True),
+                mem_used_mb=self.mem_used_mb,
+                owner_pid=os.getpid(),
+            )
+        self.emul_since_tic += seconds
+        emul += seconds
+        delay = anchor_real + emul * self.scale - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return emul
+
+    def token_counts(self) -> tuple[int, int, float]:
+        """``(output tokens, prompt tokens, last log interval's accept length)`` since launch."""
+        with self.cond:
+            return self.output_tokens_total, self.prompt_tokens_total, self.last_accept_length
 
     def _count_draft(self, action: Action, accepted: int) -> None:
         """vLLM's ``observe_draft`` for one request's verify step: ``K`` draft tokens,

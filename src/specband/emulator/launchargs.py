@@ -48,6 +48,7 @@ class LaunchArgs:
         context_length_given: ``--context-length`` as given (``None``: not given; sglang's
             ``/server_info`` then answers ``null``, recorded), while ``context_length`` holds the
             emulator's default.
+        enable_metrics: ``--enable-metrics``: sglang serves ``/metrics`` (the emulator too).
     """
 
     model_path: str
@@ -65,6 +66,7 @@ class LaunchArgs:
     adaptive_config: str | None = None
     vllm_schedule: tuple[tuple[int, int, int], ...] | None = None
     context_length_given: int | None = None
+    enable_metrics: bool = False
 
     def server_args(self) -> dict[str, Any]:
         """The ``ServerArgs``-style fields ``/get_server_info`` reports."""
@@ -87,6 +89,12 @@ class LaunchArgs:
             "speculative_num_draft_tokens": self.action.speculative_num_draft_tokens if spec else None,
             "speculative_adaptive": self.adaptive is not None,
             "speculative_adaptive_config": self.adaptive_config,
+            "enable_metrics": self.enable_metrics,
+            # one GPU: the emulated GPU's state file (sglang's rank layout, recorded types)
+            "tp_size": 1,
+            "dp_size": 1,
+            "base_gpu_id": 0,
+            "gpu_id_step": 1,
         }
 
 
@@ -238,6 +246,7 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchArgs:
         adaptive=adaptive,
         adaptive_config=ns.speculative_adaptive_config if adaptive is not None else None,
         context_length_given=context_length_given,
+        enable_metrics=bool(getattr(ns, "enable_metrics", False)),
     )
 
 

@@ -61,6 +61,7 @@ from specband.emulator.gpu import EmulatedGpu
 from specband.emulator.launchargs import LaunchArgs, _log, parse_launch_args
 from specband.emulator.models import load_performance_model
 from specband.emulator.options import EmulatorOptions
+from specband.emulator.sglang_metrics import sglang_metrics_page
 from specband.emulator.vllm_answers import parse_vllm_launch_args
 from specband.engines.base import Engine as ServingEngine
 from specband.engines.client import EMULATOR_HEADER
@@ -243,6 +244,14 @@ class _SglangHandler(_Handler):
         elif path == "/get_model_info":
             info = {"model_path": em.launch.model_path, "tokenizer_path": em.launch.model_path, "is_generation": True}
             self._send(200, _json_bytes(info))
+        elif path == "/metrics" and em.launch.enable_metrics:
+            page = sglang_metrics_page(
+                em.launch.model_path,
+                *em.engine.request_counts(),
+                em.engine.token_counts(),
+                not em.launch.action.is_baseline,
+            )
+            self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(404, _json_bytes({"detail": "Not Found"}))
 
@@ -325,6 +334,8 @@ class _VllmHandler(_Handler):
                 counts, per_pos = em.engine.spec_decode_counts()
                 page += vllm.metrics_page(launch.model_path, em.started_unix, counts, per_pos)
             page += vllm.requests_gauges(launch.model_path, *em.engine.request_counts())
+            output, prompt, _accept = em.engine.token_counts()
+            page += vllm.token_counters(launch.model_path, prompt, output)
             self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(404, _json_bytes({"detail": "Not Found"}))

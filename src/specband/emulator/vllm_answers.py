@@ -17,7 +17,8 @@ recorded/``):
   ``..._num_draft_tokens_total``, ``..._num_accepted_tokens_total`` and
   ``..._num_accepted_tokens_per_pos_total{position}`` (with their ``_created`` gauges, labels
   ``engine`` and ``model_name``), counted per request and verify step as vLLM's
-  ``SpecDecodingStats.observe_draft`` does.
+  ``SpecDecodingStats.observe_draft`` does, the request gauges and the token counters
+  ``vllm:prompt_tokens_total`` and ``vllm:generation_tokens_total``.
 """
 
 from __future__ import annotations
@@ -262,6 +263,20 @@ def requests_gauges(model: str, running: int, waiting: int) -> str:
         "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
         "# TYPE vllm:num_requests_waiting gauge\n"
         f"vllm:num_requests_waiting{{{labels}}} {float(waiting)!r}\n"
+    )
+
+
+def token_counters(model: str, prompt_tokens: int, output_tokens: int) -> str:
+    """``GET /metrics``' ``vllm:prompt_tokens_total`` and ``vllm:generation_tokens_total``
+    counters (prefill and output tokens since launch; vLLM 0.32 ``PrometheusStatLogger``)."""
+    labels = f'engine="0",model_name="{model}"'
+    return (
+        "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
+        "# TYPE vllm:prompt_tokens_total counter\n"
+        f"vllm:prompt_tokens_total{{{labels}}} {float(prompt_tokens)!r}\n"
+        "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+        "# TYPE vllm:generation_tokens_total counter\n"
+        f"vllm:generation_tokens_total{{{labels}}} {float(output_tokens)!r}\n"
     )
 
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from specband.contract.actions import Action, ActionSet
     from specband.engines.client import BatchResult, ProbeHttp
     from specband.engines.cpu import CpuSweepSettings, ServingOptions
-    from specband.engines.probing import ProbePlan, ServerReading
+    from specband.engines.probing import LiveMetrics, ProbePlan, ServerFacts, ServerReading
     from specband.engines.schedule_files import Tier
 
 __all__ = [
@@ -367,6 +367,16 @@ class EngineServing(Protocol):
     def probe_server(self, http: ProbeHttp, plan: ProbePlan) -> ServerReading:
         """Read the running server's config, acceptance and batch sizes, sending at most
         ``plan.max_requests`` short requests (EngineError: it stops answering)."""
+        ...
+
+    # --- watching a running server (``specband govern``)
+    def server_facts(self, http: ProbeHttp) -> ServerFacts:
+        """What the running server is: its action, batch bound, GPUs, models (GET only;
+        EngineError: it does not answer)."""
+        ...
+
+    def live_metrics(self, page: str) -> LiveMetrics:
+        """One ``/metrics`` page as the running batch, output tokens and acceptance counters."""
         ...
 
     # --- schedules

@@ -15,6 +15,12 @@ bounds its readers hold a probe file to (:func:`check_action`, :func:`check_read
 that reports a negative, huge or type-confused config, an accept length above steps + 1 or a
 running-requests gauge of 1e308 is refused before the probe file is written (hostile trial
 P07-P09, P13), never written as "measured" for ``--acceptance-from`` to refuse later.
+
+``specband govern`` reads a server every second: what the server is once
+(:class:`ServerFacts`, :meth:`~specband.engines.base.EngineServing.server_facts`) and each scrape of its
+``/metrics`` as :class:`LiveMetrics` (:meth:`~specband.engines.base.EngineServing.live_metrics`), whose
+values are read with :func:`metric_value`: a sample that is there but not a finite number is
+reported as a problem, never dropped silently (the governor logs it and skips the reading).
 """
 
 from __future__ import annotations
@@ -52,11 +58,14 @@ class ProbedEngine(Protocol):
 
 __all__ = [
     "AcceptanceReading",
+    "LiveMetrics",
     "ProbePlan",
+    "ServerFacts",
     "ServerReading",
     "check_action",
     "check_reading",
     "metric_samples",
+    "metric_value",
     "position_accept_from_histogram",
     "probe_prompts",
     "running_requests",
@@ -197,6 +206,95 @@ def running_requests(page: str, name: str) -> float | None:
                 "(specband.core.limits.MAX_BATCH_SIZE); the server's /metrics is not read further"
             )
     return sum(v for _, v in samples) if samples else None
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What a running server is, read once when ``govern`` starts.
+
+    Attributes:
+        action: the contract triple it runs (``(0, 0, 0)``: plain; with an adaptive schedule,
+            the one it starts from), or ``None`` when the engine does not expose it.
+        adaptive: the speculation moves with the batch size (sglang ``--speculative-adaptive``),
+            so the action of a window is not known from the server.
+        max_batch_size: the most requests it runs at once (sglang's ``max_running_requests``),
+            or ``None`` when not reported.
+        gpus: the GPU indices it runs on as it reports them (sglang: ``base_gpu_id`` +
+            ``i * gpu_id_step`` for ``tp_size * dp_size`` ranks), or ``None`` when not reported.
+        target, draft: the models it serves (name or path), or ``None``.
+        metrics_enabled: whether it serves ``/metrics`` (sglang needs ``--enable-metrics``).
+        notes: what could not be read, one line each.
+    """
+
+    action: tuple[int, int, int] | None
+    adaptive: bool
+    max_batch_size: int | None
+    gpus: tuple[int, ...] | None
+    target: str | None
+    draft: str | None
+    metrics_enabled: bool
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LiveMetrics:
+    """One scrape of a server's ``/metrics`` as ``govern`` reads it.
+
+    Attributes:
+        running: requests in the running batch (the engine's gauge), or ``None`` when absent.
+        waiting: requests queued, or ``None``.
+        output_tokens_total: output tokens since launch (counter), or ``None``.
+        accept_length: sglang's gauge of the mean accept length over its last log interval
+            (``None`` on vLLM, or before any draft).
+        drafts_total, draft_tokens_total, accepted_total: vLLM's spec-decode counters (verify
+            steps with drafts, draft tokens, accepted draft tokens), or ``None``.
+        names: the metric names behind ``running``, ``output_tokens_total`` and the
+            acceptance, for messages.
+        problems: samples present but unusable (``"sglang:num_running_reqs is nan"``): a
+            reading with any is not acted on.
+    """
+
+    running: float | None
+    waiting: float | None
+    output_tokens_total: float | None
+    accept_length: float | None = None
+    drafts_total: float | None = None
+    draft_tokens_total: float | None = None
+    accepted_total: float | None = None
+    names: Mapping[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+
+def metric_value(text: str, name: str, how: str = "sum") -> tuple[float | None, str | None]:
+    """The value of metric ``name`` on a Prometheus text page: the sum of its samples (``how``
+    ``"sum"``; samples of a tensor-parallel rank other than 0 left out, as they repeat rank
+    0's) or their mean (``"mean"``).
+
+    Returns:
+        ``(value, None)``; ``(None, None)`` when the page has no such sample; ``(None,
+        problem)`` when a sample is there but is not a finite number (``"NAME is nan"``).
+    """
+    values: list[float] = []
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        m = _SAMPLE.match(line.strip())
+        if m is None or m.group("name") != name:
+            continue
+        labels = dict(_LABEL.findall(m.group("labels") or ""))
+        if labels.get("tp_rank", "0") != "0":
+            continue
+        raw = m.group("value")
+        try:
+            value = float(raw)
+        except ValueError:
+            return None, f"{name} is {raw[:40]!r}, not a number"
+        if not math.isfinite(value):
+            return None, f"{name} is {raw[:40]}"
+        values.append(value)
+    if not values:
+        return None, None
+    return (sum(values) if how == "sum" else sum(values) / len(values)), None
 
 
 def watch_gauge(read: Callable[[], float | None], seconds: float, samples: int) -> list[float]:

@@ -31,9 +31,12 @@ from specband.core.limits import MAX_BATCH_SIZE, is_int
 from specband.engines.client import ProbeHttp, parse_server_info
 from specband.engines.probing import (
     AcceptanceReading,
+    LiveMetrics,
     ProbePlan,
+    ServerFacts,
     ServerReading,
     check_action,
+    metric_value,
     position_accept_from_histogram,
     probe_prompts,
     running_requests,
@@ -43,7 +46,15 @@ from specband.engines.probing import (
 if TYPE_CHECKING:
     from specband.engines.base import Engine
 
-__all__ = ["SGLANG_PROBE_FLAGS", "probe_sglang", "read_sglang_info", "sglang_action"]
+__all__ = [
+    "SGLANG_LIVE_METRICS",
+    "SGLANG_PROBE_FLAGS",
+    "probe_sglang",
+    "read_sglang_info",
+    "sglang_action",
+    "sglang_facts",
+    "sglang_live_metrics",
+]
 
 #: The server arguments the probe file's ``flags`` carries (those present in ``/server_info``).
 SGLANG_PROBE_FLAGS: tuple[str, ...] = (
@@ -63,6 +74,17 @@ SGLANG_PROBE_FLAGS: tuple[str, ...] = (
 )
 _SPECULATIVE = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 _TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+
+#: What ``govern`` reads of sglang's ``/metrics`` (``python/sglang/srt/metrics/collector.py``,
+#: ``SchedulerMetricsCollector`` and ``TokenizerMetricsCollector``; ``--enable-metrics``): the
+#: running batch, the queue, output tokens since launch and the mean accept length of the last
+#: log interval (a gauge, ``decode_log_interval`` decode steps).
+SGLANG_LIVE_METRICS: dict[str, str] = {
+    "running": "sglang:num_running_reqs",
+    "waiting": "sglang:num_queue_reqs",
+    "output_tokens_total": "sglang:generation_tokens_total",
+    "accept_length": "sglang:spec_accept_length",
+}
 _RUNNING_GAUGE = "sglang:num_running_reqs"
 
 
@@ -211,4 +233,66 @@ def probe_sglang(http: ProbeHttp, plan: ProbePlan, engine: Engine) -> ServerRead
         batch_size_source=how,
         requests_sent=sent,
         notes=tuple(notes),
+    )
+
+
+def _gpu_ids(info: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The GPU indices of an sglang server's ranks: ``base_gpu_id + i * gpu_id_step`` for its
+    ``tp_size * pp_size * dp_size`` ranks (``None`` when ``/server_info`` has no ``tp_size``)."""
+    sizes = [info.get(k, 1) for k in ("tp_size", "pp_size", "dp_size")]
+    if "tp_size" not in info or not all(is_int(v) and 1 <= v <= 1024 for v in sizes):
+        return None
+    base, step = info.get("base_gpu_id", 0), info.get("gpu_id_step", 1)
+    if not (is_int(base) and 0 <= base <= 1024 and is_int(step) and 1 <= step <= 64):
+        return None
+    ranks = sizes[0] * sizes[1] * sizes[2]
+    return tuple(int(base) + i * int(step) for i in range(min(ranks, 1024)))
+
+
+def sglang_facts(http: ProbeHttp) -> ServerFacts:
+    """What an sglang server is (``/server_info``; whether ``/metrics`` answers).
+
+    Raises:
+        EngineError: the server does not answer.
+    """
+    info = read_sglang_info(http) or {}
+    notes = []
+    metrics = http.get_text("/metrics") is not None
+    if not metrics:
+        notes.append("sglang serves no /metrics: start it with --enable-metrics (govern reads its running batch there)")
+    max_bs = info.get("max_running_requests")
+    gpus = _gpu_ids(info)
+    if gpus is None:
+        notes.append("sglang's /server_info names no tp_size: its GPUs are not known from the server")
+    target, draft = info.get("model_path"), info.get("speculative_draft_model_path")
+    action = sglang_action(info)
+    return ServerFacts(
+        action=action,
+        adaptive=bool(info.get("speculative_adaptive")),
+        max_batch_size=int(max_bs) if is_int(max_bs) and max_bs > 0 else None,
+        gpus=gpus,
+        target=target if isinstance(target, str) else None,
+        draft=draft if isinstance(draft, str) and action != (0, 0, 0) else None,
+        metrics_enabled=metrics,
+        notes=tuple(notes),
+    )
+
+
+def sglang_live_metrics(page: str) -> LiveMetrics:
+    """One ``/metrics`` page of sglang as :class:`~specband.engines.probing.LiveMetrics`
+    (:data:`SGLANG_LIVE_METRICS`; the accept-length gauge averaged over data-parallel ranks)."""
+    values: dict[str, float | None] = {}
+    problems = []
+    for key, name in SGLANG_LIVE_METRICS.items():
+        values[key], problem = metric_value(page, name, "mean" if key == "accept_length" else "sum")
+        if problem:
+            problems.append(problem)
+    accept = values["accept_length"]
+    return LiveMetrics(
+        running=values["running"],
+        waiting=values["waiting"],
+        output_tokens_total=values["output_tokens_total"],
+        accept_length=accept if accept is not None and accept > 0 else None,  # 0 before any draft ran
+        names=dict(SGLANG_LIVE_METRICS),
+        problems=tuple(problems),
     )

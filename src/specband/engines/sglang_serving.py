@@ -60,7 +60,7 @@ from specband.files.fileio import write_text_atomic
 if TYPE_CHECKING:
     from specband.engines.base import ScheduleFields, ServerFields
     from specband.engines.client import BatchResult, ProbeHttp
-    from specband.engines.probing import ProbePlan, ServerReading
+    from specband.engines.probing import LiveMetrics, ProbePlan, ServerFacts, ServerReading
     from specband.engines.schedule_files import Tier
 
 __all__ = [
@@ -275,6 +275,18 @@ class SglangServing:
         from specband.engines.sglang_probe import probe_sglang  # lazy: only probe reads a server
 
         return probe_sglang(http, plan, self.engine)
+
+    def server_facts(self, http: ProbeHttp) -> ServerFacts:
+        """:func:`specband.engines.sglang_probe.sglang_facts`."""
+        from specband.engines.sglang_probe import sglang_facts  # lazy: only probe and govern read a server
+
+        return sglang_facts(http)
+
+    def live_metrics(self, page: str) -> LiveMetrics:
+        """:func:`specband.engines.sglang_probe.sglang_live_metrics`."""
+        from specband.engines.sglang_probe import sglang_live_metrics  # lazy: only govern reads /metrics live
+
+        return sglang_live_metrics(page)
 
     def schedule_config(self, tiers: Sequence[Tier], draft_model: str | None) -> dict[str, Any]:
         """:func:`~specband.engines.schedule_files.sglang_adaptive_config` (the draft goes on

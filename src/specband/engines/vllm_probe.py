@@ -35,10 +35,13 @@ from specband.core.limits import MAX_SPECULATIVE_STEPS, is_int
 from specband.engines.client import ProbeHttp
 from specband.engines.probing import (
     AcceptanceReading,
+    LiveMetrics,
     ProbePlan,
+    ServerFacts,
     ServerReading,
     check_action,
     metric_samples,
+    metric_value,
     probe_prompts,
     running_requests,
     watch_gauge,
@@ -48,9 +51,28 @@ from specband.engines.vllm_server import SpecDecodeCounters, parse_spec_decode_m
 if TYPE_CHECKING:
     from specband.engines.base import Engine
 
-__all__ = ["probe_vllm", "vllm_acceptance", "vllm_batch_sizes", "vllm_chain_length"]
+__all__ = [
+    "VLLM_LIVE_METRICS",
+    "probe_vllm",
+    "vllm_acceptance",
+    "vllm_batch_sizes",
+    "vllm_chain_length",
+    "vllm_facts",
+    "vllm_live_metrics",
+]
 
 _RUNNING = "vllm:num_requests_running"
+#: What ``govern`` reads of vLLM's ``/metrics`` (vLLM 0.32 ``vllm/v1/metrics/loggers.py``,
+#: ``PrometheusStatLogger``; ``vllm/v1/spec_decode/metrics.py``): the running batch, the queue,
+#: output tokens since launch and the spec-decode counters.
+VLLM_LIVE_METRICS: dict[str, str] = {
+    "running": _RUNNING,
+    "waiting": "vllm:num_requests_waiting",
+    "output_tokens_total": "vllm:generation_tokens_total",
+    "drafts_total": "vllm:spec_decode_num_drafts_total",
+    "draft_tokens_total": "vllm:spec_decode_num_draft_tokens_total",
+    "accepted_total": "vllm:spec_decode_num_accepted_tokens_total",
+}
 _STEPS = "vllm:iteration_tokens_total_count"
 
 
@@ -209,4 +231,52 @@ def probe_vllm(http: ProbeHttp, plan: ProbePlan, engine: Engine) -> ServerReadin
         batch_size_source=how,
         requests_sent=sent,
         notes=tuple(notes),
+    )
+
+
+def vllm_facts(http: ProbeHttp) -> ServerFacts:
+    """What a vLLM server shows of itself: the served model (``/v1/models``) and K (the
+    per-position counters of ``/metrics``); vLLM 0.32 exposes neither its GPUs nor
+    ``--max-num-seqs``.
+
+    Raises:
+        EngineError: the server does not answer.
+    """
+    models = http.get_json("/v1/models")
+    entry: Mapping[str, Any] = {}
+    if isinstance(models, Mapping) and isinstance(models.get("data"), list) and models["data"]:
+        entry = models["data"][0] if isinstance(models["data"][0], Mapping) else {}
+    target = entry.get("root") if isinstance(entry.get("root"), str) else entry.get("id")
+    page = http.get_text("/metrics")
+    k = vllm_chain_length(parse_spec_decode_metrics(page or ""))
+    return ServerFacts(
+        action=(k, 1, k + 1) if k > 0 else (0, 0, 0),
+        adaptive=False,
+        max_batch_size=None,
+        gpus=None,
+        target=target if isinstance(target, str) else None,
+        draft=None,
+        metrics_enabled=page is not None,
+        notes=("vLLM exposes neither its GPUs nor --max-num-seqs: give --gpus (default 0)",),
+    )
+
+
+def vllm_live_metrics(page: str) -> LiveMetrics:
+    """One ``/metrics`` page of vLLM as :class:`~specband.engines.probing.LiveMetrics`
+    (:data:`VLLM_LIVE_METRICS`)."""
+    values: dict[str, float | None] = {}
+    problems = []
+    for key, name in VLLM_LIVE_METRICS.items():
+        values[key], problem = metric_value(page, name)
+        if problem:
+            problems.append(problem)
+    return LiveMetrics(
+        running=values["running"],
+        waiting=values["waiting"],
+        output_tokens_total=values["output_tokens_total"],
+        drafts_total=values["drafts_total"],
+        draft_tokens_total=values["draft_tokens_total"],
+        accepted_total=values["accepted_total"],
+        names=dict(VLLM_LIVE_METRICS),
+        problems=tuple(problems),
     )

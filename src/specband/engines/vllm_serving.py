@@ -48,7 +48,7 @@ from specband.engines.vllm_server import VLLM_CPU_ENV, VllmAcceptProbe
 if TYPE_CHECKING:
     from specband.engines.base import ScheduleFields, ServerFields
     from specband.engines.client import ProbeHttp
-    from specband.engines.probing import ProbePlan, ServerReading
+    from specband.engines.probing import LiveMetrics, ProbePlan, ServerFacts, ServerReading
     from specband.engines.schedule_files import Tier
 
 __all__ = [
@@ -318,6 +318,18 @@ class VllmServing:
         from specband.engines.vllm_probe import probe_vllm  # lazy: only probe reads a server
 
         return probe_vllm(http, plan, self.engine)
+
+    def server_facts(self, http: ProbeHttp) -> ServerFacts:
+        """:func:`specband.engines.vllm_probe.vllm_facts`."""
+        from specband.engines.vllm_probe import vllm_facts  # lazy: only probe and govern read a server
+
+        return vllm_facts(http)
+
+    def live_metrics(self, page: str) -> LiveMetrics:
+        """:func:`specband.engines.vllm_probe.vllm_live_metrics`."""
+        from specband.engines.vllm_probe import vllm_live_metrics  # lazy: only govern reads /metrics live
+
+        return vllm_live_metrics(page)
 
     def schedule_config(self, tiers: Sequence[Tier], draft_model: str | None) -> dict[str, Any]:
         """:func:`~specband.engines.schedule_files.vllm_speculative_config`."""

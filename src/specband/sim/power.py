@@ -34,8 +34,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from specband.contract.actions import Action
+from specband.core.errors import ConfigError
 from specband.sim.base import RunPrediction
-from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.model import SpeculativeDecodingModel, StepCost
 from specband.sim.profile import HardwareProfile
 from specband.sim.serving import ServingWorkload, serving_estimate
 
@@ -43,6 +44,7 @@ __all__ = [
     "ACTIVITY_HIGH",
     "ACTIVITY_LOW",
     "power_range_w",
+    "prefill_power_w",
     "serving_power_w",
     "unmeasured_power_note",
 ]
@@ -113,6 +115,25 @@ def unmeasured_power_note(rows: Iterable[Any]) -> str | None:
         f"rests on no measurement of that GPU{spread}; utilisation and band figures from them are guesses, "
         "not predictions"
     )
+
+
+def prefill_power_w(model: SpeculativeDecodingModel, tokens: int) -> float:
+    """Board power of one compute-bound prefill forward of the target over ``tokens`` prompt
+    tokens of one context (attention over half the prompt on average), W, at full clock and the
+    profile's reference temperature (``govern``'s emulated prefill bursts,
+    :func:`specband.sim.power_capped.prefill_burst`).
+
+    Raises:
+        ConfigError: ``tokens < 1``.
+    """
+    n = int(tokens)
+    if n < 1:
+        raise ConfigError(f"prefill tokens must be >= 1, got {n}")
+    nbytes, flops, t_mem, t_cmp = model._forward_work(model.target, 1, n, n / 2.0)
+    forwards = (("prefill", n, t_mem, t_cmp),)
+    kernel, compute = model._kernel_time(forwards, 1.0)
+    cost = StepCost(nbytes, flops, kernel, compute, 0.0, forwards)
+    return model._power(cost, 1.0, model.profile.reference_temp_c)[0]
 
 
 def serving_power_w(

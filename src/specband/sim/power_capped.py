@@ -31,6 +31,7 @@ from typing import Any
 from specband.core.errors import ConfigError
 from specband.devices.power_limit import PowerLimitRange, parse_power_limits, resolve_power_limits
 from specband.sim.model import SpeculativeDecodingModel
+from specband.sim.power import prefill_power_w
 
 __all__ = [
     "MIN_LIMIT_FRACTION",
@@ -38,6 +39,7 @@ __all__ = [
     "clock_fraction_at_limit",
     "limited_power_w",
     "model_power_limit_range",
+    "prefill_burst",
     "resolve_model_power_limits",
     "with_power_limit",
 ]
@@ -217,3 +219,39 @@ def resolve_model_power_limits(model: Any, text: str) -> tuple[tuple[float, ...]
     """
 
     return resolve_power_limits(parse_power_limits(text), model_power_limit_range(model))
+
+
+def prefill_burst(model: Any, tokens: int) -> tuple[float, float, bool] | None:
+    """One prefill forward of ``tokens`` prompt tokens on ``model``'s GPU under its limit: its
+    time (s), its board power (W) and whether the limit held it (True: throttled).
+
+    The forward is the target's over ``tokens`` tokens of one context (attention over half the
+    prompt on average), compute-bound (:func:`specband.sim.power.prefill_power_w`'s forward),
+    plus the step's base host time. Under a limit below its demand the clock falls as in
+    :class:`PowerLimitedModel` (the compute-bound share of the time stretches by the clock
+    fraction; at the lowest clock the GPU throttles further at the same energy).
+
+    Returns:
+        ``(seconds, power_w, throttled)``, or ``None`` for a model without the roofline (a
+        user's ``module:function`` model).
+    """
+    inner = model.inner if isinstance(model, PowerLimitedModel) else model
+    if not isinstance(inner, SpeculativeDecodingModel) or tokens < 1:
+        return None
+    n = int(tokens)
+    demand = prefill_power_w(inner, n)
+    _b, _f, t_mem, t_cmp = inner._forward_work(inner.target, 1, n, n / 2.0)
+    kernel, compute = inner._kernel_time((("prefill", n, t_mem, t_cmp),), 1.0)
+    host = inner.profile.host_overhead_base_s
+    seconds = kernel + host
+    limit = float(model.power_limit_w)
+    if demand <= limit:
+        return seconds, demand, False
+    p = inner.profile
+    idle = float(inner.idle_power_w)
+    f = clock_fraction_at_limit(demand, idle, limit, float(p.clock_exponent), float(p.min_clock_fraction))
+    seconds = (kernel - compute) + compute / f + host
+    power = idle + (demand - idle) * f ** float(p.clock_exponent)
+    if power > limit:
+        seconds *= (power - idle) / (limit - idle) if limit > idle else 1.0
+    return seconds, min(power, limit), True
