@@ -24,8 +24,8 @@ from specband.devices.power_limit import PowerLimitRange
 from specband.govern.plan import GovernorPlan, PlanFigure, PlanGpu, PlanTier, geometric_tiers
 from specband.sim.model import build_model
 from specband.sim.power import serving_power_w
-from specband.sim.serving import serving_calibration
 from specband.sim.power_capped import model_power_limit_range, with_power_limit
+from specband.sim.serving import serving_calibration
 from specband.sim.speed_interval import speed_interval
 
 __all__ = ["DEFAULT_TIER_BATCH_SIZES", "first_guess_plan", "planned_power_w"]
