@@ -68,12 +68,15 @@ def test_probe_reads_real_vllm(vllm_chain: VllmServer, tiny_models: TinyModels, 
     assert "acceptance fitted to 1 config of" in header and "probe.json" in header
     # a first guess from the probe file names it, first
     guess = subprocess.run(
-        [sys.executable, "-m", "specband", "recommend", "--gpu", "h200", "-b", "4", "--acceptance-from", str(out)],
+        [sys.executable, "-m", "specband", "recommend", "--gpu", "h200", "-b", "4", "--acceptance-from", str(out),
+         "--explain"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert guess.returncode == 0, guess.stderr[-2000:]
-    first = guess.stderr.splitlines()[0]
-    assert first.startswith("note: acceptance fitted to 1 config of") and str(out) in first
+    header = guess.stderr.splitlines()[0]  # the table's header names the acceptance; the notes follow it
+    assert header.startswith("SIMULATED first guess") and str(out) in header, header
+    notes = [ln for ln in guess.stderr.splitlines() if ln.startswith("note: acceptance fitted to 1 config of")]
+    assert notes and str(out) in notes[0], guess.stderr
 
 
 def test_probe_sees_the_batch_real_vllm_runs(vllm_chain: VllmServer, tmp_path: Path) -> None:
