@@ -6,7 +6,8 @@ through ``SPECBAND_SGLANG_PYTHON`` and ``SPECBAND_VLLM_PYTHON``. Without one the
 fail when ``SPECBAND_REQUIRE_REAL_ENGINES=1`` (CI sets it). On a CPU without AMX (no
 ``amx_tile``) sglang's servers get ``SPECBAND_SGLANG_ASSUME_AMX=1`` from specband's CPU preset
 (:func:`specband.engines.cpu.sglang_cpu_preset`), which the install's one-line edit of sglang
-reads; on a CPU without AVX-512 BF16 the install skips sglang, so its tests skip (or fail).
+reads; on a CPU without AVX-512 BF16 + VNNI the install skips sglang, and its tests skip, naming the
+CPU flags, even under ``SPECBAND_REQUIRE_REAL_ENGINES=1`` (sglang's kernel cannot run there).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from specband.engines.cpu import cpu_has_avx512_bf16
+
 REQUIRE_ENV = "SPECBAND_REQUIRE_REAL_ENGINES"
 ENGINE_ENV = {"sglang": "SPECBAND_SGLANG_PYTHON", "vllm": "SPECBAND_VLLM_PYTHON"}
 BUILDER = Path(__file__).with_name("build_tiny_models.py")
@@ -29,12 +32,16 @@ RECORDED = Path(__file__).with_name("recorded")
 
 def engine_python(engine: str) -> str:
     """The interpreter of ``engine``'s venv; skips (or fails under ``SPECBAND_REQUIRE_REAL_ENGINES=1``)
-    when it is not there."""
+    when it is not there. sglang on a CPU without AVX-512 BF16 + VNNI always skips, naming the
+    flags: ``.ci/install-engines`` skips it there, as its kernel cannot run."""
     var = ENGINE_ENV[engine]
     python = os.environ.get(var, "")
     if python and os.access(python, os.X_OK):
         return python
     why = f"{var} is {'unset' if not python else repr(python) + ', not an executable'} (.ci/install-engines)"
+    if engine == "sglang" and not cpu_has_avx512_bf16():
+        # the install skips sglang on such a CPU (its kernel would die with SIGILL): nothing to require
+        pytest.skip(f"{why}: this CPU lacks avx512_bf16/avx512_vnni, which sglang's CPU kernel executes")
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{REQUIRE_ENV}=1 but {why}")
     pytest.skip(why)
